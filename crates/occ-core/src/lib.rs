@@ -1,0 +1,23 @@
+//! occ domain: identifiers, names, timestamps, resources, IAM records, work items, audit events,
+//! the authorization vocabulary and the one public error type.
+//!
+//! This crate is pure: no I/O, no async, no database or HTTP types. Every other crate depends
+//! on it and on nothing it does not need.
+
+pub mod audit;
+pub mod authz;
+pub mod error;
+pub mod iam;
+pub mod id;
+pub mod name;
+pub mod resource;
+pub mod time;
+pub mod work;
+
+pub use error::{DetailCode, Error, ErrorCode, ErrorDetail, Result};
+pub use id::{
+    AdmissionDecisionId, AgentId, AuditEventId, ConfigurationId, IamId, InstallationId,
+    NamespaceId, RequestId, RevisionId, SecretId, ServiceAccountId,
+};
+pub use name::Name;
+pub use time::Timestamp;

@@ -1,0 +1,581 @@
+//! Platform resources: Installation, Namespace, Configuration metadata, Secret metadata,
+//! ServiceAccount, Agent, AgentRevision (with its frozen snapshot) and WorkspaceSetup.
+//!
+//! These are domain types. The HTTP layer renders its own wire views from them; where a value is
+//! stored as JSON (Secret bindings, harness auth, the admitted snapshot) its serde form here is
+//! the stored form.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::id::{
+    AgentId, ConfigurationId, IamId, InstallationId, NamespaceId, RevisionId, SecretId,
+    ServiceAccountId,
+};
+use crate::name::Name;
+use crate::time::Timestamp;
+
+/// The singleton Installation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Installation {
+    /// `ins_…`
+    pub id: InstallationId,
+    /// Display name.
+    pub name: Name,
+    /// Creation time.
+    pub created_at: Timestamp,
+}
+
+/// Namespace lifecycle. Transitions: provisioning → ready | failed | deleting; ready | failed →
+/// deleting. The database refuses every other move.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NamespaceStatus {
+    /// Created; its Compute is being prepared.
+    Provisioning,
+    /// Usable for deployments.
+    Ready,
+    /// Provisioning failed permanently.
+    Failed,
+    /// Being torn down (or a tombstone once `deleted_at` is set).
+    Deleting,
+}
+
+impl NamespaceStatus {
+    /// The stored and wire form.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NamespaceStatus::Provisioning => "provisioning",
+            NamespaceStatus::Ready => "ready",
+            NamespaceStatus::Failed => "failed",
+            NamespaceStatus::Deleting => "deleting",
+        }
+    }
+
+    /// Parses the stored form.
+    pub fn parse(value: &str) -> Option<Self> {
+        [Self::Provisioning, Self::Ready, Self::Failed, Self::Deleting]
+            .into_iter()
+            .find(|s| s.as_str() == value)
+    }
+
+    /// Whether `self → next` is an allowed lifecycle move (staying put is not a move).
+    pub fn can_move_to(self, next: NamespaceStatus) -> bool {
+        use NamespaceStatus::*;
+        matches!(
+            (self, next),
+            (Provisioning, Ready | Failed | Deleting) | (Ready | Failed, Deleting)
+        )
+    }
+}
+
+/// A Namespace: the tenant boundary.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Namespace {
+    /// `ns_…`
+    pub id: NamespaceId,
+    /// Unique across the Installation, tombstones included.
+    pub name: Name,
+    /// An externally owned Kubernetes namespace this Namespace binds to.
+    pub existing_namespace: Option<String>,
+    /// Lifecycle status.
+    pub status: NamespaceStatus,
+    /// Creation time.
+    pub created_at: Timestamp,
+    /// Set once teardown finished: the row is a tombstone and reads answer 404.
+    pub deleted_at: Option<Timestamp>,
+}
+
+/// The only Configuration kind.
+pub const CONFIGURATION_KIND_AGENT: &str = "agent";
+
+/// Largest generation (and any JSON-safe integer): 2^53 − 1.
+pub const MAX_SAFE_INTEGER: u64 = 9_007_199_254_740_991;
+
+/// A Configuration generation: 1 at creation, +1 per accepted PATCH.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Generation(u64);
+
+impl Generation {
+    /// Generation 1.
+    pub const FIRST: Generation = Generation(1);
+
+    /// A generation in 1..=2^53−1.
+    pub fn new(value: u64) -> Option<Self> {
+        (1..=MAX_SAFE_INTEGER).contains(&value).then_some(Self(value))
+    }
+
+    /// The number.
+    pub fn get(self) -> u64 {
+        self.0
+    }
+
+    /// The next generation, or `None` at the ceiling.
+    pub fn next(self) -> Option<Self> {
+        Self::new(self.0 + 1)
+    }
+}
+
+impl fmt::Display for Generation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// A reference to a Secret in a Namespace (`{kind:"secret", namespaceId, id}`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SecretRef {
+    /// Always `"secret"`.
+    pub kind: SecretRefKind,
+    /// The owning Namespace.
+    pub namespace_id: NamespaceId,
+    /// The Secret.
+    pub id: SecretId,
+}
+
+/// The `kind` tag of a [`SecretRef`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SecretRefKind {
+    /// A Secret.
+    Secret,
+}
+
+impl SecretRef {
+    /// A reference to `id` in `namespace_id`.
+    pub fn new(namespace_id: NamespaceId, id: SecretId) -> Self {
+        Self { kind: SecretRefKind::Secret, namespace_id, id }
+    }
+}
+
+/// How a bound Secret reaches the runtime. `env` is the only mode.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum SecretDelivery {
+    /// As an environment variable named by the binding key.
+    Env,
+}
+
+/// One Secret binding of a Configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SecretBinding {
+    /// The bound Secret.
+    pub source: SecretRef,
+    /// Delivery (normalized to `{type:"env"}`).
+    pub delivery: SecretDelivery,
+}
+
+/// Secret bindings keyed by destination environment variable.
+pub type SecretBindings = BTreeMap<String, SecretBinding>;
+
+/// Configuration metadata. The document itself lives only in the Configuration Driver.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigurationMeta {
+    /// `cfg_…`
+    pub id: ConfigurationId,
+    /// The owning Namespace.
+    pub namespace_id: NamespaceId,
+    /// Current generation.
+    pub generation: Generation,
+    /// Normalized Secret bindings.
+    pub secret_bindings: SecretBindings,
+    /// Creation time.
+    pub created_at: Timestamp,
+}
+
+/// Secret metadata. The value lives only in the Secret Driver.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SecretMeta {
+    /// `sec_…`
+    pub id: SecretId,
+    /// The owning Namespace.
+    pub namespace_id: NamespaceId,
+    /// Unique per Namespace.
+    pub name: Name,
+    /// The Secret Driver that holds the value.
+    pub driver_id: String,
+    /// The Driver's locator for the value (never the value).
+    pub locator: String,
+    /// Creation time.
+    pub created_at: Timestamp,
+}
+
+/// The kind of credential a ServiceAccount carries (the value is never stored or returned here).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ServiceAccountCredentialKind {
+    /// An API key.
+    ApiKey,
+    /// An access token.
+    AccessToken,
+    /// An OAuth access token.
+    OauthAccessToken,
+}
+
+/// A ServiceAccount (not an IAM principal).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceAccount {
+    /// `sa_…`
+    pub id: ServiceAccountId,
+    /// The owning Namespace.
+    pub namespace_id: NamespaceId,
+    /// Unique per Namespace.
+    pub name: Name,
+    /// Which kind of credential it carries, if any.
+    pub credential_kind: Option<ServiceAccountCredentialKind>,
+    /// Creation time.
+    pub created_at: Timestamp,
+}
+
+/// Where an Agent's harness runs relative to its gateway.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExecutionMode {
+    /// One gateway process runs the harness.
+    Embedded,
+    /// A separate harness workload.
+    Dedicated,
+}
+
+impl ExecutionMode {
+    /// Stored and wire form.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExecutionMode::Embedded => "embedded",
+            ExecutionMode::Dedicated => "dedicated",
+        }
+    }
+    /// Parses the stored form.
+    pub fn parse(value: &str) -> Option<Self> {
+        match value {
+            "embedded" => Some(Self::Embedded),
+            "dedicated" => Some(Self::Dedicated),
+            _ => None,
+        }
+    }
+}
+
+/// What the operator wants the Agent's runtime to be doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DesiredRuntimeState {
+    /// Serve the latest admitted revision.
+    Running,
+    /// Nothing runs.
+    Stopped,
+}
+
+impl DesiredRuntimeState {
+    /// Stored and wire form.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DesiredRuntimeState::Running => "running",
+            DesiredRuntimeState::Stopped => "stopped",
+        }
+    }
+    /// Parses the stored form.
+    pub fn parse(value: &str) -> Option<Self> {
+        match value {
+            "running" => Some(Self::Running),
+            "stopped" => Some(Self::Stopped),
+            _ => None,
+        }
+    }
+}
+
+/// Agent existence status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentStatus {
+    /// Normal.
+    Active,
+    /// Deletion requested; mutations answer `AGENT_DELETING`.
+    Deleting,
+}
+
+impl AgentStatus {
+    /// Stored and wire form.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AgentStatus::Active => "active",
+            AgentStatus::Deleting => "deleting",
+        }
+    }
+    /// Parses the stored form.
+    pub fn parse(value: &str) -> Option<Self> {
+        match value {
+            "active" => Some(Self::Active),
+            "deleting" => Some(Self::Deleting),
+            _ => None,
+        }
+    }
+}
+
+/// How the harness authenticates to its model backend (spec/api.md §1.5.1). Stored as JSON in
+/// this exact shape.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "method", rename_all = "snake_case", deny_unknown_fields)]
+pub enum HarnessAuth {
+    /// Credentials are managed by the operator on the runtime host.
+    Runtime {},
+    /// An API key held in a Secret.
+    ApiKey {
+        /// The Secret holding the key.
+        source: SecretRef,
+    },
+    /// A ChatGPT service account.
+    #[serde(rename_all = "camelCase")]
+    ChatgptServiceAccount {
+        /// The ServiceAccount.
+        service_account_id: ServiceAccountId,
+    },
+}
+
+impl HarnessAuth {
+    /// The Secret this auth reads, if any (for reference checks).
+    pub fn secret_id(&self) -> Option<&SecretId> {
+        match self {
+            HarnessAuth::ApiKey { source } => Some(&source.id),
+            _ => None,
+        }
+    }
+    /// The ServiceAccount this auth uses, if any.
+    pub fn service_account_id(&self) -> Option<&ServiceAccountId> {
+        match self {
+            HarnessAuth::ChatgptServiceAccount { service_account_id } => Some(service_account_id),
+            _ => None,
+        }
+    }
+}
+
+/// The editable Agent draft.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Agent {
+    /// `agt_…`
+    pub id: AgentId,
+    /// The owning Namespace.
+    pub namespace_id: NamespaceId,
+    /// Unique per Namespace.
+    pub name: Name,
+    /// `service-agent-<id>`, created with the Agent, immutable.
+    pub service_principal_id: IamId,
+    /// The Configuration the next deploy freezes.
+    pub configuration_id: ConfigurationId,
+    /// Optional Backend.
+    pub backend_id: Option<String>,
+    /// Execution mode.
+    pub execution_mode: ExecutionMode,
+    /// Harness authentication, if any.
+    pub harness_auth: Option<HarnessAuth>,
+    /// The revision last committed to run (set and cleared only by the worker).
+    pub active_revision_id: Option<RevisionId>,
+    /// Desired runtime state.
+    pub desired_runtime_state: DesiredRuntimeState,
+    /// Existence status.
+    pub status: AgentStatus,
+    /// Creation time.
+    pub created_at: Timestamp,
+}
+
+/// The approved harness a revision runs.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HarnessDescriptor {
+    /// Harness id, e.g. `openclaw`.
+    pub id: String,
+    /// Harness version, e.g. `2026.9.6`.
+    pub version: String,
+    /// Execution mode.
+    pub mode: ExecutionMode,
+}
+
+/// The Compute Driver a revision is pinned to.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ComputeIdentity {
+    /// Driver instance id, e.g. `compute-process`.
+    pub id: String,
+    /// Implementation, e.g. `process`.
+    pub implementation: String,
+}
+
+/// The immutable snapshot frozen into an AgentRevision at admission. Stored as the
+/// `admitted_spec` JSON object whose key set the database checks.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdmittedSpec {
+    /// Source Configuration.
+    pub configuration_id: ConfigurationId,
+    /// Always `agent`.
+    pub configuration_kind: String,
+    /// Source generation.
+    pub configuration_generation: Generation,
+    /// The complete admitted native document (unresolved SecretRefs included).
+    pub configuration: serde_json::Map<String, serde_json::Value>,
+    /// The harness.
+    pub harness: HarnessDescriptor,
+    /// The Compute Driver.
+    pub compute: ComputeIdentity,
+    /// The Agent's service principal at admission.
+    pub service_principal_id: IamId,
+    /// Harness authentication at admission.
+    pub harness_auth: Option<HarnessAuth>,
+    /// The Secret Driver that resolves the bindings, when there are bindings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_driver_id: Option<String>,
+    /// The normalized Secret bindings, when there are bindings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_bindings: Option<SecretBindings>,
+}
+
+/// An immutable AgentRevision.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentRevision {
+    /// `rev_…`, also the deployment id.
+    pub id: RevisionId,
+    /// The owning Namespace.
+    pub namespace_id: NamespaceId,
+    /// The owning Agent.
+    pub agent_id: AgentId,
+    /// 1 + the number of earlier revisions of the Agent.
+    pub revision: u64,
+    /// Backend at admission.
+    pub backend_id: Option<String>,
+    /// The frozen snapshot.
+    pub spec: AdmittedSpec,
+    /// Admission time.
+    pub created_at: Timestamp,
+}
+
+/// The four workspace files an Agent can be created with and edited through the gateway.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum WorkspaceFileName {
+    /// `AGENTS.md`
+    #[serde(rename = "AGENTS.md")]
+    Agents,
+    /// `SOUL.md`
+    #[serde(rename = "SOUL.md")]
+    Soul,
+    /// `IDENTITY.md`
+    #[serde(rename = "IDENTITY.md")]
+    Identity,
+    /// `USER.md`
+    #[serde(rename = "USER.md")]
+    User,
+}
+
+impl WorkspaceFileName {
+    /// All four, in display order.
+    pub const ALL: [WorkspaceFileName; 4] = [Self::Agents, Self::Soul, Self::Identity, Self::User];
+
+    /// The file name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Agents => "AGENTS.md",
+            Self::Soul => "SOUL.md",
+            Self::Identity => "IDENTITY.md",
+            Self::User => "USER.md",
+        }
+    }
+
+    /// Parses one of the four names.
+    pub fn parse(value: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|n| n.as_str() == value)
+    }
+}
+
+/// Largest workspace file, in UTF-8 bytes.
+pub const WORKSPACE_FILE_MAX_BYTES: usize = 16 * 1024;
+
+/// Staged initial workspace files (non-empty map).
+pub type WorkspaceFiles = BTreeMap<WorkspaceFileName, String>;
+
+/// Private staging of an Agent's initial workspace files. Completion erases the bytes.
+#[derive(Clone, PartialEq, Eq)]
+pub struct WorkspaceSetup {
+    /// Setup identity.
+    pub id: String,
+    /// The owning Namespace.
+    pub namespace_id: NamespaceId,
+    /// The owning Agent.
+    pub agent_id: AgentId,
+    /// The defaults identity the files were written against.
+    pub defaults_id: Option<String>,
+    /// The staged files; `None` once completed.
+    pub files: Option<WorkspaceFiles>,
+    /// Whether the setup was applied and activated.
+    pub completed: bool,
+}
+
+impl fmt::Debug for WorkspaceSetup {
+    // Never print staged contents.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WorkspaceSetup")
+            .field("id", &self.id)
+            .field("namespace_id", &self.namespace_id)
+            .field("agent_id", &self.agent_id)
+            .field("defaults_id", &self.defaults_id)
+            .field("files", &self.files.as_ref().map(|f| f.keys().collect::<Vec<_>>()))
+            .field("completed", &self.completed)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn namespace_transitions() {
+        use NamespaceStatus::*;
+        assert!(Provisioning.can_move_to(Ready));
+        assert!(Provisioning.can_move_to(Failed));
+        assert!(Ready.can_move_to(Deleting));
+        assert!(!Ready.can_move_to(Provisioning));
+        assert!(!Deleting.can_move_to(Ready));
+        assert!(!Failed.can_move_to(Ready));
+    }
+
+    #[test]
+    fn generation_bounds() {
+        assert!(Generation::new(0).is_none());
+        assert!(Generation::new(MAX_SAFE_INTEGER).is_some());
+        assert!(Generation::new(MAX_SAFE_INTEGER).unwrap().next().is_none());
+        assert_eq!(Generation::FIRST.next().unwrap().get(), 2);
+    }
+
+    #[test]
+    fn harness_auth_shapes() {
+        let ns = NamespaceId::generate();
+        let sec = SecretId::generate();
+        let auth = HarnessAuth::ApiKey { source: SecretRef::new(ns.clone(), sec.clone()) };
+        let json = serde_json::to_value(&auth).unwrap();
+        assert_eq!(json["method"], "api_key");
+        assert_eq!(json["source"]["kind"], "secret");
+        assert_eq!(json["source"]["namespaceId"], ns.as_str());
+        assert_eq!(serde_json::from_value::<HarnessAuth>(json).unwrap(), auth);
+        let rt: HarnessAuth = serde_json::from_str(r#"{"method":"runtime"}"#).unwrap();
+        assert_eq!(rt, HarnessAuth::Runtime {});
+        assert!(serde_json::from_str::<HarnessAuth>(r#"{"method":"runtime","x":1}"#).is_err());
+    }
+
+    #[test]
+    fn workspace_setup_debug_hides_contents() {
+        let mut files = WorkspaceFiles::new();
+        files.insert(WorkspaceFileName::User, "my secret profile".into());
+        let s = WorkspaceSetup {
+            id: "x".into(),
+            namespace_id: NamespaceId::generate(),
+            agent_id: AgentId::generate(),
+            defaults_id: None,
+            files: Some(files),
+            completed: false,
+        };
+        assert!(!format!("{s:?}").contains("secret profile"));
+    }
+}
