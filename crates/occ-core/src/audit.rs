@@ -45,9 +45,14 @@ impl AuditKind {
     }
     /// Parses the stored form.
     pub fn parse(value: &str) -> Option<Self> {
-        [Self::Bootstrap, Self::Mutation, Self::Access, Self::AuthorizationDenial]
-            .into_iter()
-            .find(|k| k.as_str() == value)
+        [
+            Self::Bootstrap,
+            Self::Mutation,
+            Self::Access,
+            Self::AuthorizationDenial,
+        ]
+        .into_iter()
+        .find(|k| k.as_str() == value)
     }
 }
 
@@ -74,7 +79,9 @@ impl AuditOutcome {
     }
     /// Parses the stored form.
     pub fn parse(value: &str) -> Option<Self> {
-        [Self::Success, Self::Denied, Self::Failure].into_iter().find(|o| o.as_str() == value)
+        [Self::Success, Self::Denied, Self::Failure]
+            .into_iter()
+            .find(|o| o.as_str() == value)
     }
 }
 
@@ -130,7 +137,11 @@ impl AuditEvent {
     pub fn detail(mut self, key: &str, value: impl Into<Value>) -> Self {
         if key != METADATA_KEY && !is_forbidden_key(key) {
             let value = value.into();
-            let clean = if is_sensitive_key(key) { Value::String(REDACTED.into()) } else { sanitize_value(&value, 1) };
+            let clean = if is_sensitive_key(key) {
+                Value::String(REDACTED.into())
+            } else {
+                sanitize_value(&value, 1)
+            };
             self.details.insert(key.to_owned(), clean);
         }
         self
@@ -151,7 +162,8 @@ impl AuditEvent {
     /// Sets `reasonCode` both as an ordinary detail and in the metadata.
     pub fn reason_code(self, code: &str) -> Self {
         let code = crate::work::sanitize_reason_code(code);
-        self.detail("reasonCode", code.clone()).metadata("reasonCode", code)
+        self.detail("reasonCode", code.clone())
+            .metadata("reasonCode", code)
     }
 }
 
@@ -163,11 +175,38 @@ fn is_forbidden_key(key: &str) -> bool {
 /// Whether a details key names something that must never be recorded.
 pub fn is_sensitive_key(key: &str) -> bool {
     const SENSITIVE: [&str; 21] = [
-        "accesstoken", "apikey", "authorization", "bearer", "clientsecret", "cookie", "credential",
-        "password", "privatekey", "providercredential", "providertoken", "refreshtoken", "secret",
-        "session", "token", "body", "content", "message", "prompt", "text", "transcript",
+        "accesstoken",
+        "apikey",
+        "authorization",
+        "bearer",
+        "clientsecret",
+        "cookie",
+        "credential",
+        "password",
+        "privatekey",
+        "providercredential",
+        "providertoken",
+        "refreshtoken",
+        "secret",
+        "session",
+        "token",
+        "body",
+        "content",
+        "message",
+        "prompt",
+        "text",
+        "transcript",
     ];
-    const SAFE_SUFFIXES: [&str; 8] = ["id", "ids", "ref", "reference", "name", "names", "kind", "count"];
+    const SAFE_SUFFIXES: [&str; 8] = [
+        "id",
+        "ids",
+        "ref",
+        "reference",
+        "name",
+        "names",
+        "kind",
+        "count",
+    ];
     let normalized: String = key
         .chars()
         .filter(|c| c.is_alphanumeric())
@@ -192,9 +231,12 @@ pub fn looks_like_secret(value: &str) -> bool {
             .count()
             >= 8
     };
-    value.split(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '=' | ':' | ','))
+    value
+        .split(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '=' | ':' | ','))
         .any(|word| {
-            PREFIXES.iter().any(|p| word.starts_with(p) && token_run(&word[p.len()..]))
+            PREFIXES
+                .iter()
+                .any(|p| word.starts_with(p) && token_run(&word[p.len()..]))
                 || (word.starts_with("xox")
                     && word.len() > 4
                     && word.as_bytes()[4] == b'-'
@@ -217,10 +259,16 @@ fn sanitize_value(value: &Value, depth: usize) -> Value {
             if looks_like_secret(s) {
                 Value::String(REDACTED.into())
             } else {
-                Value::String(s.chars().map(|c| if c.is_control() { ' ' } else { c }).collect())
+                Value::String(
+                    s.chars()
+                        .map(|c| if c.is_control() { ' ' } else { c })
+                        .collect(),
+                )
             }
         }
-        Value::Array(items) => Value::Array(items.iter().map(|v| sanitize_value(v, depth + 1)).collect()),
+        Value::Array(items) => {
+            Value::Array(items.iter().map(|v| sanitize_value(v, depth + 1)).collect())
+        }
         Value::Object(map) => {
             let mut out = Map::new();
             for (k, v) in map {
@@ -264,7 +312,10 @@ mod tests {
             .detail("serviceKeyId", "key_1")
             .detail("workspaceFileName", "USER.md")
             .detail("content", "my soul")
-            .detail("nested", json!({"apiKey": "x", "secretRef": {"id": "sec_1"}}));
+            .detail(
+                "nested",
+                json!({"apiKey": "x", "secretRef": {"id": "sec_1"}}),
+            );
         assert_eq!(e.details["password"], REDACTED);
         assert_eq!(e.details["content"], REDACTED);
         assert_eq!(e.details["serviceKeyId"], "key_1");
@@ -286,7 +337,9 @@ mod tests {
 
     #[test]
     fn metadata_key_is_reserved_and_depth_bounded() {
-        let e = event().detail(METADATA_KEY, "forged").detail("__proto__", 1);
+        let e = event()
+            .detail(METADATA_KEY, "forged")
+            .detail("__proto__", 1);
         assert!(e.details.is_empty());
         let mut deep = json!("leaf");
         for _ in 0..30 {
@@ -296,6 +349,9 @@ mod tests {
         assert!(e.details["deep"].to_string().contains(REDACTED));
         let e = event().reason_code("authorization denied");
         assert_eq!(e.details["reasonCode"], "AUTHORIZATION_DENIED");
-        assert_eq!(e.details[METADATA_KEY]["reasonCode"], "AUTHORIZATION_DENIED");
+        assert_eq!(
+            e.details[METADATA_KEY]["reasonCode"],
+            "AUTHORIZATION_DENIED"
+        );
     }
 }

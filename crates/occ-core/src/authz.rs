@@ -143,17 +143,16 @@ impl ResourceKind {
             ResourceKind::Secret | ResourceKind::CredentialSource => {
                 &[Create, Read, Update, Delete, Operate]
             }
-            ResourceKind::Agent => {
-                &[Create, Read, Update, Delete, Deploy, Operate, Administer, ReadLogs, Use]
-            }
+            ResourceKind::Agent => &[
+                Create, Read, Update, Delete, Deploy, Operate, Administer, ReadLogs, Use,
+            ],
             ResourceKind::AgentRevision => &[Read],
         }
     }
 
     /// Whether resources of this kind live inside a Namespace.
     pub fn is_namespaced(self) -> bool {
-        !matches!(self, ResourceKind::Installation)
-            && !matches!(self, ResourceKind::Namespace)
+        !matches!(self, ResourceKind::Installation) && !matches!(self, ResourceKind::Namespace)
     }
 }
 
@@ -166,7 +165,10 @@ impl fmt::Display for ResourceKind {
 impl FromStr for ResourceKind {
     type Err = ();
     fn from_str(s: &str) -> Result<Self, ()> {
-        ResourceKind::ALL.into_iter().find(|k| k.as_str() == s).ok_or(())
+        ResourceKind::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or(())
     }
 }
 
@@ -183,12 +185,17 @@ pub struct Permission {
 impl Permission {
     /// A permission.
     pub const fn new(action: Action, resource_kind: ResourceKind) -> Self {
-        Self { action, resource_kind }
+        Self {
+            action,
+            resource_kind,
+        }
     }
 
     /// Whether this pair is in the supported matrix.
     pub fn is_supported(self) -> bool {
-        self.resource_kind.supported_actions().contains(&self.action)
+        self.resource_kind
+            .supported_actions()
+            .contains(&self.action)
     }
 }
 
@@ -204,7 +211,13 @@ pub fn administrator_permissions() -> Vec<Permission> {
         Permission::new(Read, K::Namespace),
         Permission::new(Delete, K::Namespace),
     ];
-    for kind in [K::Configuration, K::ServiceAccount, K::Secret, K::Preset, K::CredentialSource] {
+    for kind in [
+        K::Configuration,
+        K::ServiceAccount,
+        K::Secret,
+        K::Preset,
+        K::CredentialSource,
+    ] {
         for action in [Create, Read, Update, Delete] {
             out.push(Permission::new(action, kind));
         }
@@ -237,27 +250,47 @@ pub struct ResourceRef {
 impl ResourceRef {
     /// The Installation itself.
     pub fn installation(id: &InstallationId) -> Self {
-        Self { kind: ResourceKind::Installation, id: id.to_string(), namespace_id: None }
+        Self {
+            kind: ResourceKind::Installation,
+            id: id.to_string(),
+            namespace_id: None,
+        }
     }
 
     /// The Namespace collection of the Installation (for Namespace create and list).
     pub fn namespace_collection(installation: &InstallationId) -> Self {
-        Self { kind: ResourceKind::Namespace, id: installation.to_string(), namespace_id: None }
+        Self {
+            kind: ResourceKind::Namespace,
+            id: installation.to_string(),
+            namespace_id: None,
+        }
     }
 
     /// An exact Namespace.
     pub fn namespace(id: &NamespaceId) -> Self {
-        Self { kind: ResourceKind::Namespace, id: id.to_string(), namespace_id: Some(id.clone()) }
+        Self {
+            kind: ResourceKind::Namespace,
+            id: id.to_string(),
+            namespace_id: Some(id.clone()),
+        }
     }
 
     /// The collection of `kind` inside a Namespace.
     pub fn collection(kind: ResourceKind, namespace: &NamespaceId) -> Self {
-        Self { kind, id: namespace.to_string(), namespace_id: Some(namespace.clone()) }
+        Self {
+            kind,
+            id: namespace.to_string(),
+            namespace_id: Some(namespace.clone()),
+        }
     }
 
     /// An exact namespaced resource.
     pub fn exact(kind: ResourceKind, namespace: &NamespaceId, id: impl fmt::Display) -> Self {
-        Self { kind, id: id.to_string(), namespace_id: Some(namespace.clone()) }
+        Self {
+            kind,
+            id: id.to_string(),
+            namespace_id: Some(namespace.clone()),
+        }
     }
 }
 

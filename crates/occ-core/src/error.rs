@@ -169,7 +169,11 @@ impl Error {
     }
 
     /// 400 with one detail.
-    pub fn invalid_field(path: impl Into<String>, code: DetailCode, message: impl AsRef<str>) -> Self {
+    pub fn invalid_field(
+        path: impl Into<String>,
+        code: DetailCode,
+        message: impl AsRef<str>,
+    ) -> Self {
         Self::invalid_request(message).with_detail(path, code)
     }
 
@@ -180,7 +184,10 @@ impl Error {
 
     /// 403 `FORBIDDEN` with the generic message.
     pub fn forbidden() -> Self {
-        Self::new(ErrorCode::Forbidden, "The caller is not allowed to perform this operation")
+        Self::new(
+            ErrorCode::Forbidden,
+            "The caller is not allowed to perform this operation",
+        )
     }
 
     /// 404 `NOT_FOUND` with the one generic message, so scope is never leaked.
@@ -284,7 +291,13 @@ impl std::error::Error for Error {}
 pub fn sanitize_message(message: &str) -> String {
     let cleaned: Vec<char> = message
         .chars()
-        .map(|c| if c.is_control() || is_format_char(c) { ' ' } else { c })
+        .map(|c| {
+            if c.is_control() || is_format_char(c) {
+                ' '
+            } else {
+                c
+            }
+        })
         .collect();
     if cleaned.len() <= MESSAGE_MAX_CHARS {
         cleaned.into_iter().collect()

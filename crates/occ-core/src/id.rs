@@ -21,10 +21,7 @@ pub struct InvalidId {
 
 /// Checks `<prefix>_<lowercase uuid v4>` exactly (the reference's id regex).
 pub fn is_valid_prefixed_uuid(prefix: &str, value: &str) -> bool {
-    let Some(rest) = value
-        .strip_prefix(prefix)
-        .and_then(|r| r.strip_prefix('_'))
-    else {
+    let Some(rest) = value.strip_prefix(prefix).and_then(|r| r.strip_prefix('_')) else {
         return false;
     };
     is_lowercase_uuid_v4(rest)
@@ -265,10 +262,22 @@ mod tests {
         let uuid = "0f8fad5b-d9cb-469f-a165-70867728950e";
         assert!(format!("agt_{uuid}").parse::<AgentId>().is_ok());
         assert!(format!("cfg_{uuid}").parse::<AgentId>().is_err());
-        assert!(format!("agt_{}", uuid.to_uppercase()).parse::<AgentId>().is_err());
+        assert!(
+            format!("agt_{}", uuid.to_uppercase())
+                .parse::<AgentId>()
+                .is_err()
+        );
         // version 1 and a bad variant nibble
-        assert!("agt_0f8fad5b-d9cb-169f-a165-70867728950e".parse::<AgentId>().is_err());
-        assert!("agt_0f8fad5b-d9cb-469f-c165-70867728950e".parse::<AgentId>().is_err());
+        assert!(
+            "agt_0f8fad5b-d9cb-169f-a165-70867728950e"
+                .parse::<AgentId>()
+                .is_err()
+        );
+        assert!(
+            "agt_0f8fad5b-d9cb-469f-c165-70867728950e"
+                .parse::<AgentId>()
+                .is_err()
+        );
         assert!("agt_".parse::<AgentId>().is_err());
         assert!(format!("agt_{uuid} ").parse::<AgentId>().is_err());
     }

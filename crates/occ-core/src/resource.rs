@@ -56,9 +56,14 @@ impl NamespaceStatus {
 
     /// Parses the stored form.
     pub fn parse(value: &str) -> Option<Self> {
-        [Self::Provisioning, Self::Ready, Self::Failed, Self::Deleting]
-            .into_iter()
-            .find(|s| s.as_str() == value)
+        [
+            Self::Provisioning,
+            Self::Ready,
+            Self::Failed,
+            Self::Deleting,
+        ]
+        .into_iter()
+        .find(|s| s.as_str() == value)
     }
 
     /// Whether `self → next` is an allowed lifecycle move (staying put is not a move).
@@ -105,7 +110,9 @@ impl Generation {
 
     /// A generation in 1..=2^53−1.
     pub fn new(value: u64) -> Option<Self> {
-        (1..=MAX_SAFE_INTEGER).contains(&value).then_some(Self(value))
+        (1..=MAX_SAFE_INTEGER)
+            .contains(&value)
+            .then_some(Self(value))
     }
 
     /// The number.
@@ -148,7 +155,11 @@ pub enum SecretRefKind {
 impl SecretRef {
     /// A reference to `id` in `namespace_id`.
     pub fn new(namespace_id: NamespaceId, id: SecretId) -> Self {
-        Self { kind: SecretRefKind::Secret, namespace_id, id }
+        Self {
+            kind: SecretRefKind::Secret,
+            namespace_id,
+            id,
+        }
     }
 }
 
@@ -520,7 +531,10 @@ impl fmt::Debug for WorkspaceSetup {
             .field("namespace_id", &self.namespace_id)
             .field("agent_id", &self.agent_id)
             .field("defaults_id", &self.defaults_id)
-            .field("files", &self.files.as_ref().map(|f| f.keys().collect::<Vec<_>>()))
+            .field(
+                "files",
+                &self.files.as_ref().map(|f| f.keys().collect::<Vec<_>>()),
+            )
             .field("completed", &self.completed)
             .finish()
     }
@@ -553,7 +567,9 @@ mod tests {
     fn harness_auth_shapes() {
         let ns = NamespaceId::generate();
         let sec = SecretId::generate();
-        let auth = HarnessAuth::ApiKey { source: SecretRef::new(ns.clone(), sec.clone()) };
+        let auth = HarnessAuth::ApiKey {
+            source: SecretRef::new(ns.clone(), sec.clone()),
+        };
         let json = serde_json::to_value(&auth).unwrap();
         assert_eq!(json["method"], "api_key");
         assert_eq!(json["source"]["kind"], "secret");

@@ -131,7 +131,6 @@ mod tests {
     #[test]
     fn now_is_truncated_and_round_trips() {
         let t = Timestamp::now();
-        assert_eq!(t.unix_millis() % 1, 0);
         assert_eq!(Timestamp::parse_canonical(&t.to_canonical()).unwrap(), t);
         assert_eq!(t.as_datetime().timestamp_subsec_nanos() % 1_000_000, 0);
     }

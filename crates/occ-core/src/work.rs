@@ -144,11 +144,21 @@ pub struct NewWork {
 impl NewWork {
     /// Namespace ensure.
     pub fn namespace_ready(ns: &NamespaceId, actor: &IamId) -> Self {
-        Self::namespace(WorkKey::namespace_ready(ns), ns, actor, WorkTarget::NamespaceReady)
+        Self::namespace(
+            WorkKey::namespace_ready(ns),
+            ns,
+            actor,
+            WorkTarget::NamespaceReady,
+        )
     }
     /// Namespace delete.
     pub fn namespace_deleted(ns: &NamespaceId, actor: &IamId) -> Self {
-        Self::namespace(WorkKey::namespace_deleted(ns), ns, actor, WorkTarget::NamespaceDeleted)
+        Self::namespace(
+            WorkKey::namespace_deleted(ns),
+            ns,
+            actor,
+            WorkTarget::NamespaceDeleted,
+        )
     }
     fn namespace(key: WorkKey, ns: &NamespaceId, actor: &IamId, target: WorkTarget) -> Self {
         Self {
@@ -162,13 +172,31 @@ impl NewWork {
     }
     /// Agent stop (fresh key per request).
     pub fn agent_stop(ns: &NamespaceId, agent: &AgentId, actor: &IamId) -> Self {
-        Self::agent(WorkKey::agent_stop(agent, Uuid::new_v4()), ns, agent, actor, WorkTarget::AgentStopped)
+        Self::agent(
+            WorkKey::agent_stop(agent, Uuid::new_v4()),
+            ns,
+            agent,
+            actor,
+            WorkTarget::AgentStopped,
+        )
     }
     /// Agent delete.
     pub fn agent_deleted(ns: &NamespaceId, agent: &AgentId, actor: &IamId) -> Self {
-        Self::agent(WorkKey::agent_deleted(agent), ns, agent, actor, WorkTarget::AgentDeleted)
+        Self::agent(
+            WorkKey::agent_deleted(agent),
+            ns,
+            agent,
+            actor,
+            WorkTarget::AgentDeleted,
+        )
     }
-    fn agent(key: WorkKey, ns: &NamespaceId, agent: &AgentId, actor: &IamId, target: WorkTarget) -> Self {
+    fn agent(
+        key: WorkKey,
+        ns: &NamespaceId,
+        agent: &AgentId,
+        actor: &IamId,
+        target: WorkTarget,
+    ) -> Self {
         Self {
             key,
             namespace_id: ns.clone(),
@@ -179,7 +207,12 @@ impl NewWork {
         }
     }
     /// Revision reconcile (deploy).
-    pub fn revision_reconcile(ns: &NamespaceId, agent: &AgentId, rev: &RevisionId, actor: &IamId) -> Self {
+    pub fn revision_reconcile(
+        ns: &NamespaceId,
+        agent: &AgentId,
+        rev: &RevisionId,
+        actor: &IamId,
+    ) -> Self {
         Self {
             key: WorkKey::revision_reconcile(rev),
             namespace_id: ns.clone(),
@@ -234,9 +267,14 @@ impl WorkState {
     }
     /// Parses the stored form.
     pub fn parse(value: &str) -> Option<Self> {
-        [Self::Queued, Self::Claimed, Self::Succeeded, Self::FailedPermanent]
-            .into_iter()
-            .find(|s| s.as_str() == value)
+        [
+            Self::Queued,
+            Self::Claimed,
+            Self::Succeeded,
+            Self::FailedPermanent,
+        ]
+        .into_iter()
+        .find(|s| s.as_str() == value)
     }
     /// Whether the item is finished.
     pub fn is_terminal(self) -> bool {
@@ -287,10 +325,20 @@ pub fn sanitize_reason_code(code: &str) -> String {
     let out: String = code
         .chars()
         .map(|c| c.to_ascii_uppercase())
-        .map(|c| if c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
         .take(64)
         .collect();
-    if out.is_empty() { "UNKNOWN_FAILURE".to_owned() } else { out }
+    if out.is_empty() {
+        "UNKNOWN_FAILURE".to_owned()
+    } else {
+        out
+    }
 }
 
 /// "Full jitter" exponential backoff: `min(300 s, 1 s × 2^(attempt−1)) × U[0,1)`, where
@@ -318,16 +366,31 @@ mod tests {
         let ns = NamespaceId::generate();
         let agt = AgentId::generate();
         let rev = RevisionId::generate();
-        assert_eq!(WorkKey::namespace_ready(&ns).as_str(), format!("namespace:{ns}:reconcile:ready"));
-        assert_eq!(WorkKey::agent_deleted(&agt).as_str(), format!("agent:{agt}:reconcile:deleted"));
-        assert_eq!(WorkKey::revision_reconcile(&rev).as_str(), format!("agent_revision:{rev}:reconcile"));
+        assert_eq!(
+            WorkKey::namespace_ready(&ns).as_str(),
+            format!("namespace:{ns}:reconcile:ready")
+        );
+        assert_eq!(
+            WorkKey::agent_deleted(&agt).as_str(),
+            format!("agent:{agt}:reconcile:deleted")
+        );
+        assert_eq!(
+            WorkKey::revision_reconcile(&rev).as_str(),
+            format!("agent_revision:{rev}:reconcile")
+        );
         let op = Uuid::new_v4();
-        assert_eq!(WorkKey::agent_stop(&agt, op).as_str(), format!("agent:{agt}:reconcile:stopped:{op}"));
+        assert_eq!(
+            WorkKey::agent_stop(&agt, op).as_str(),
+            format!("agent:{agt}:reconcile:stopped:{op}")
+        );
     }
 
     #[test]
     fn reason_codes_are_sanitized() {
-        assert_eq!(sanitize_reason_code("revision activated"), "REVISION_ACTIVATED");
+        assert_eq!(
+            sanitize_reason_code("revision activated"),
+            "REVISION_ACTIVATED"
+        );
         assert_eq!(sanitize_reason_code(""), "UNKNOWN_FAILURE");
         assert_eq!(sanitize_reason_code(&"a".repeat(100)).len(), 64);
     }
@@ -342,8 +405,17 @@ mod tests {
 
     #[test]
     fn recheck_rises_from_half_a_second_to_five() {
-        assert_eq!(pending_recheck_delay(Duration::ZERO), Duration::from_millis(500));
-        assert_eq!(pending_recheck_delay(Duration::from_secs(40)), Duration::from_secs(1));
-        assert_eq!(pending_recheck_delay(Duration::from_secs(1000)), Duration::from_secs(5));
+        assert_eq!(
+            pending_recheck_delay(Duration::ZERO),
+            Duration::from_millis(500)
+        );
+        assert_eq!(
+            pending_recheck_delay(Duration::from_secs(40)),
+            Duration::from_secs(1)
+        );
+        assert_eq!(
+            pending_recheck_delay(Duration::from_secs(1000)),
+            Duration::from_secs(5)
+        );
     }
 }

@@ -1,0 +1,195 @@
+//! Human accounts, sign-in sessions and service keys. Passwords are stored as argon2 PHC
+//! strings, session tokens and service keys only as SHA-256 hashes; the store never sees a
+//! plaintext credential.
+
+use occ_core::iam::{ServiceKey, Session, UserAccount};
+use occ_core::{IamId, Timestamp};
+
+use crate::db::{Row, sql};
+use crate::{StoreError, Tx};
+
+fn user_from_row(r: &Row) -> Result<UserAccount, StoreError> {
+    Ok(UserAccount {
+        id: r.parse("id")?,
+        email: r.text("email")?,
+        name: r.text("name")?,
+        principal_id: r.parse("principal_id")?,
+        created_at: r.time("created_at")?,
+    })
+}
+
+fn key_from_row(r: &Row) -> Result<ServiceKey, StoreError> {
+    Ok(ServiceKey {
+        id: r.parse("id")?,
+        service_principal_id: r.parse("service_principal_id")?,
+        namespace_id: r.opt_parse("namespace_id")?,
+        name: r.text("name")?,
+        expires_at: r.time("expires_at")?,
+        created_at: r.time("created_at")?,
+    })
+}
+
+impl Tx {
+    /// Inserts a human account with its password hash.
+    pub async fn user_insert(
+        &mut self,
+        user: &UserAccount,
+        password_hash: &str,
+    ) -> Result<(), StoreError> {
+        self.q(sql!(
+            "INSERT INTO users (id, email, name, password_hash, principal_id, created_at) VALUES ($1, $2, $3, $4, $5, $6)"
+        ))
+        .bind(user.id.as_str())
+        .bind(user.email.as_str())
+        .bind(user.name.as_str())
+        .bind(password_hash)
+        .bind(user.principal_id.as_str())
+        .bind(user.created_at)
+        .execute()
+        .await?;
+        Ok(())
+    }
+
+    /// An account and its password hash, by (lowercased) email.
+    pub async fn user_by_email(
+        &mut self,
+        email: &str,
+    ) -> Result<Option<(UserAccount, String)>, StoreError> {
+        let row = self
+            .q(sql!("SELECT id, email, name, password_hash, principal_id, created_at FROM users WHERE email = $1"))
+            .bind(email)
+            .fetch_optional()
+            .await?;
+        row.map(|r| Ok((user_from_row(&r)?, r.text("password_hash")?)))
+            .transpose()
+    }
+
+    /// Inserts a session with the SHA-256 hex of its cookie token.
+    pub async fn session_insert(
+        &mut self,
+        session: &Session,
+        token_hash: &str,
+    ) -> Result<(), StoreError> {
+        self.q(sql!(
+            "INSERT INTO sessions (id, token_hash, user_id, expires_at, created_at) VALUES ($1, $2, $3, $4, $5)"
+        ))
+        .bind(session.id.as_str())
+        .bind(token_hash)
+        .bind(session.user_id.as_str())
+        .bind(session.expires_at)
+        .bind(session.created_at)
+        .execute()
+        .await?;
+        Ok(())
+    }
+
+    /// The unexpired session (and its account) whose token hashes to `token_hash`.
+    pub async fn session_by_token_hash(
+        &mut self,
+        token_hash: &str,
+        now: Timestamp,
+    ) -> Result<Option<(Session, UserAccount)>, StoreError> {
+        let row = self
+            .q(sql!(
+                "SELECT s.id AS session_id, s.user_id, s.expires_at, s.created_at AS session_created_at, \
+                 u.id, u.email, u.name, u.principal_id, u.created_at \
+                 FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.token_hash = $1 AND s.expires_at > $2"
+            ))
+            .bind(token_hash)
+            .bind(now)
+            .fetch_optional()
+            .await?;
+        row.map(|r| {
+            Ok((
+                Session {
+                    id: r.text("session_id")?,
+                    user_id: r.parse("user_id")?,
+                    expires_at: r.time("expires_at")?,
+                    created_at: r.time("session_created_at")?,
+                },
+                user_from_row(&r)?,
+            ))
+        })
+        .transpose()
+    }
+
+    /// Deletes a session (sign-out). Returns whether it existed.
+    pub async fn session_delete(&mut self, id: &str) -> Result<bool, StoreError> {
+        Ok(self
+            .q(sql!("DELETE FROM sessions WHERE id = $1"))
+            .bind(id)
+            .execute()
+            .await?
+            == 1)
+    }
+
+    /// Deletes expired sessions; returns how many.
+    pub async fn session_delete_expired(&mut self, now: Timestamp) -> Result<u64, StoreError> {
+        self.q(sql!("DELETE FROM sessions WHERE expires_at <= $1"))
+            .bind(now)
+            .execute()
+            .await
+    }
+
+    /// Inserts a service key with the SHA-256 hex of its plaintext.
+    pub async fn service_key_insert(
+        &mut self,
+        key: &ServiceKey,
+        key_hash: &str,
+    ) -> Result<(), StoreError> {
+        self.q(sql!(
+            "INSERT INTO service_keys (id, service_principal_id, namespace_id, name, key_hash, expires_at, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7)"
+        ))
+        .bind(key.id.as_str())
+        .bind(key.service_principal_id.as_str())
+        .bind(key.namespace_id.as_ref().map(|n| n.to_string()))
+        .bind(key.name.as_str())
+        .bind(key_hash)
+        .bind(key.expires_at)
+        .bind(key.created_at)
+        .execute()
+        .await?;
+        Ok(())
+    }
+
+    /// The service key whose plaintext hashes to `key_hash` (expired ones included: the caller
+    /// decides), with its stored hash for a constant-time comparison.
+    pub async fn service_key_by_hash(
+        &mut self,
+        key_hash: &str,
+    ) -> Result<Option<(ServiceKey, String)>, StoreError> {
+        let row = self
+            .q(sql!(
+                "SELECT id, service_principal_id, namespace_id, name, key_hash, expires_at, created_at \
+                 FROM service_keys WHERE key_hash = $1"
+            ))
+            .bind(key_hash)
+            .fetch_optional()
+            .await?;
+        row.map(|r| Ok((key_from_row(&r)?, r.text("key_hash")?)))
+            .transpose()
+    }
+
+    /// A service key by id.
+    pub async fn service_key_get(&mut self, id: &IamId) -> Result<Option<ServiceKey>, StoreError> {
+        let row = self
+            .q(sql!(
+                "SELECT id, service_principal_id, namespace_id, name, expires_at, created_at FROM service_keys WHERE id = $1"
+            ))
+            .bind(id.as_str())
+            .fetch_optional()
+            .await?;
+        row.as_ref().map(key_from_row).transpose()
+    }
+
+    /// Revokes (deletes) a service key. Returns whether it existed.
+    pub async fn service_key_delete(&mut self, id: &IamId) -> Result<bool, StoreError> {
+        Ok(self
+            .q(sql!("DELETE FROM service_keys WHERE id = $1"))
+            .bind(id.as_str())
+            .execute()
+            .await?
+            == 1)
+    }
+}

@@ -1,0 +1,218 @@
+//! Typed store errors. Constraint violations are classified by kind and carry the constraint
+//! name, so callers branch on types, never on message text.
+
+use occ_core::{Error, ErrorCode};
+
+/// What went wrong in the store.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A uniqueness constraint refused the write (a name or key already exists).
+    #[error("conflict on {constraint}")]
+    Conflict {
+        /// The unique constraint or index, as far as the backend names it.
+        constraint: String,
+    },
+    /// A foreign key refused the write (a referenced row is missing, or a row is still
+    /// referenced).
+    #[error("reference violated: {constraint}")]
+    Reference {
+        /// The foreign key, as far as the backend names it.
+        constraint: String,
+    },
+    /// A CHECK constraint or guard trigger refused the write.
+    #[error("invariant violated: {constraint}")]
+    Invariant {
+        /// The constraint or trigger name.
+        constraint: String,
+    },
+    /// The row to read or change does not exist.
+    #[error("not found")]
+    NotFound,
+    /// A compare-and-swap lost: the row changed since it was read.
+    #[error("concurrent modification")]
+    Stale,
+    /// The work claim is no longer held by this token (expired, recovered or completed).
+    #[error("work claim lost")]
+    ClaimLost,
+    /// A serialization failure or deadlock; the transaction may be retried from the start.
+    #[error("transaction conflict; retry")]
+    Serialization,
+    /// The database is unreachable, overloaded or shutting down.
+    #[error("database unavailable")]
+    Unavailable(#[source] sqlx::Error),
+    /// The connection failed during COMMIT: the transaction may or may not have committed.
+    #[error("commit outcome unknown")]
+    CommitOutcomeUnknown(#[source] sqlx::Error),
+    /// A stored row does not decode into its domain type.
+    #[error("stored data is malformed: {0}")]
+    Corrupt(String),
+    /// The schema is missing, older or newer than this build.
+    #[error("schema: {0}")]
+    Schema(String),
+    /// Anything else from the driver.
+    #[error("database error")]
+    Other(#[source] sqlx::Error),
+}
+
+impl StoreError {
+    /// Whether retrying the whole operation later may succeed.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, StoreError::Unavailable(_) | StoreError::Serialization)
+    }
+
+    /// The constraint name, for conflict, reference and invariant errors.
+    pub fn constraint(&self) -> Option<&str> {
+        match self {
+            StoreError::Conflict { constraint }
+            | StoreError::Reference { constraint }
+            | StoreError::Invariant { constraint } => Some(constraint),
+            _ => None,
+        }
+    }
+
+    /// Classifies an error of the underlying database driver (also used by the test harness's
+    /// raw connections, so both report violations the same way).
+    pub fn from_driver(err: sqlx::Error) -> Self {
+        Self::from_sqlx(err)
+    }
+
+    pub(crate) fn from_sqlx(err: sqlx::Error) -> Self {
+        match err {
+            sqlx::Error::RowNotFound => StoreError::NotFound,
+            sqlx::Error::Io(_)
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::WorkerCrashed
+            | sqlx::Error::Protocol(_) => StoreError::Unavailable(err),
+            sqlx::Error::Database(ref db) => {
+                let code = db.code().map(|c| c.into_owned()).unwrap_or_default();
+                let message = db.message().to_owned();
+                let named = db.constraint().map(str::to_owned);
+                classify_database(&code, &message, named).unwrap_or(StoreError::Other(err))
+            }
+            sqlx::Error::ColumnDecode { .. }
+            | sqlx::Error::Decode(_)
+            | sqlx::Error::ColumnNotFound(_) => StoreError::Corrupt(err.to_string()),
+            other => StoreError::Other(other),
+        }
+    }
+}
+
+/// Maps a PostgreSQL SQLSTATE or an SQLite (extended) result code to a store error.
+fn classify_database(code: &str, message: &str, named: Option<String>) -> Option<StoreError> {
+    // SQLite names the failing constraint only in its message.
+    let from_message = || {
+        let m = message.trim();
+        if let Some((name, _)) = m.split_once(": ").filter(|(n, _)| !n.contains(' ')) {
+            return name.to_owned();
+        }
+        m.rsplit(": ").next().unwrap_or(m).to_owned()
+    };
+    let constraint = || named.clone().unwrap_or_else(from_message);
+    if message.contains("FOREIGN KEY constraint failed") {
+        return Some(StoreError::Reference {
+            constraint: "foreign key".to_owned(),
+        });
+    }
+    Some(match code {
+        // PostgreSQL
+        "23505" => StoreError::Conflict {
+            constraint: constraint(),
+        },
+        "23503" => StoreError::Reference {
+            constraint: constraint(),
+        },
+        // integrity violations and data exceptions (bad literal, out of range, bad datetime)
+        c if c == "23514" || c == "23502" || c == "23P01" || c.starts_with("22") => {
+            StoreError::Invariant {
+                constraint: constraint(),
+            }
+        }
+        "40001" | "40P01" => StoreError::Serialization,
+        c if c.starts_with("08") || c.starts_with("53") || c.starts_with("57") => {
+            StoreError::Unavailable(sqlx::Error::Protocol(message.to_owned()))
+        }
+        // SQLite extended codes: UNIQUE, PRIMARYKEY, FOREIGNKEY, CHECK, NOTNULL, TRIGGER
+        "2067" | "1555" => StoreError::Conflict {
+            constraint: constraint(),
+        },
+        "787" => StoreError::Reference {
+            constraint: "foreign key".to_owned(),
+        },
+        "275" | "1299" | "3091" | "1811" | "19" => StoreError::Invariant {
+            constraint: constraint(),
+        },
+        // SQLITE_BUSY / SQLITE_LOCKED after the busy timeout
+        "5" | "6" | "517" | "262" => {
+            StoreError::Unavailable(sqlx::Error::Protocol(format!("database busy: {message}")))
+        }
+        _ => return None,
+    })
+}
+
+impl From<StoreError> for Error {
+    fn from(err: StoreError) -> Self {
+        match &err {
+            StoreError::Conflict { .. } => {
+                Error::conflict("A resource with the same identity already exists")
+            }
+            StoreError::Reference { .. } => {
+                Error::conflict("The resource is referenced by, or references, another resource")
+            }
+            StoreError::Invariant { constraint } => Error::new(
+                ErrorCode::ResourceConflict,
+                "The change violates a platform invariant",
+            )
+            .with_internal(format!("invariant {constraint}")),
+            StoreError::NotFound => Error::not_found(),
+            StoreError::Stale => {
+                Error::conflict("The resource changed concurrently; read it again and retry")
+            }
+            StoreError::CommitOutcomeUnknown(_) => Error::commit_outcome_unknown(err.to_string()),
+            StoreError::ClaimLost
+            | StoreError::Serialization
+            | StoreError::Unavailable(_)
+            | StoreError::Schema(_) => {
+                Error::unavailable(format!("{err}: {:?}", std::error::Error::source(&err)))
+            }
+            StoreError::Corrupt(_) | StoreError::Other(_) => {
+                Error::internal(format!("{err}: {:?}", std::error::Error::source(&err)))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classifies_backend_codes() {
+        assert!(
+            matches!(classify_database("23505", "dup", Some("namespaces_name_key".into())),
+            Some(StoreError::Conflict { constraint }) if constraint == "namespaces_name_key")
+        );
+        assert!(
+            matches!(classify_database("2067", "UNIQUE constraint failed: namespaces.name", None),
+            Some(StoreError::Conflict { constraint }) if constraint == "namespaces.name")
+        );
+        assert!(
+            matches!(classify_database("1811", "agent_revisions_are_immutable: rows are immutable", None),
+            Some(StoreError::Invariant { constraint }) if constraint == "agent_revisions_are_immutable")
+        );
+        assert!(
+            matches!(classify_database("275", "CHECK constraint failed: agents_deleting_is_stopped", None),
+            Some(StoreError::Invariant { constraint }) if constraint == "agents_deleting_is_stopped")
+        );
+        assert!(matches!(
+            classify_database("40P01", "deadlock", None),
+            Some(StoreError::Serialization)
+        ));
+        assert!(matches!(
+            classify_database("57P01", "admin shutdown", None),
+            Some(StoreError::Unavailable(_))
+        ));
+        assert!(classify_database("XX000", "internal", None).is_none());
+    }
+}

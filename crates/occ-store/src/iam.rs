@@ -1,0 +1,368 @@
+//! Native IAM records: identities, Roles, AccessBindings and Restrictions, plus the policy
+//! snapshot the authorizer evaluates. Policy is always read fresh; nothing is cached.
+
+use occ_core::authz::{Action, Permission, ResourceKind};
+use occ_core::iam::{AccessBinding, BoundResource, Identity, IdentityKind, Restriction, Role};
+use occ_core::{IamId, NamespaceId};
+
+use crate::db::{Row, sql};
+use crate::{StoreError, Tx};
+
+fn identity_from_row(r: &Row) -> Result<Identity, StoreError> {
+    Ok(Identity {
+        id: r.parse("id")?,
+        kind: r.enum_of("kind", IdentityKind::parse)?,
+        namespace_id: r.opt_parse("namespace_id")?,
+        agent_id: r.opt_parse("agent_id")?,
+        issuer: r.opt_text("issuer")?,
+        subject: r.opt_text("subject")?,
+        created_at: r.time("created_at")?,
+    })
+}
+
+fn role_from_row(r: &Row) -> Result<Role, StoreError> {
+    Ok(Role {
+        id: r.parse("id")?,
+        namespace_id: r.opt_parse("namespace_id")?,
+        name: r.opt_text("name")?,
+        permissions: r.json_as::<Vec<Permission>>("permissions")?,
+        created_at: r.time("created_at")?,
+    })
+}
+
+fn kind_of(value: &str) -> Option<ResourceKind> {
+    value.parse().ok()
+}
+
+fn binding_from_row(r: &Row) -> Result<AccessBinding, StoreError> {
+    let resource = match (r.opt_text("resource_kind")?, r.opt_text("resource_id")?) {
+        (Some(kind), Some(id)) => Some(BoundResource {
+            kind: kind_of(&kind)
+                .ok_or_else(|| StoreError::Corrupt(format!("resource_kind {kind:?}")))?,
+            id,
+        }),
+        _ => None,
+    };
+    Ok(AccessBinding {
+        id: r.parse("id")?,
+        namespace_id: r.opt_parse("namespace_id")?,
+        subject_id: r.parse("subject_id")?,
+        role_id: r.parse("role_id")?,
+        resource,
+        created_at: r.time("created_at")?,
+    })
+}
+
+fn restriction_from_row(r: &Row) -> Result<Restriction, StoreError> {
+    let action = r.text("action")?;
+    let kind = r.text("resource_kind")?;
+    Ok(Restriction {
+        id: r.parse("id")?,
+        namespace_id: r.opt_parse("namespace_id")?,
+        action: action
+            .parse::<Action>()
+            .map_err(|()| StoreError::Corrupt(format!("action {action:?}")))?,
+        resource_kind: kind_of(&kind)
+            .ok_or_else(|| StoreError::Corrupt(format!("resource_kind {kind:?}")))?,
+        resource_id: r.opt_text("resource_id")?,
+        created_at: r.time("created_at")?,
+    })
+}
+
+/// A binding together with its Role, as the authorizer needs them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GrantedRole {
+    /// The binding.
+    pub binding: AccessBinding,
+    /// The Role it grants.
+    pub role: Role,
+}
+
+/// Everything that decides one identity's access, read in one snapshot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicySnapshot {
+    /// The identity, if it still exists.
+    pub identity: Option<Identity>,
+    /// Its bindings with their Roles.
+    pub grants: Vec<GrantedRole>,
+    /// Every Restriction (deny rules apply to everyone in scope).
+    pub restrictions: Vec<Restriction>,
+}
+
+macro_rules! binding_cols {
+    () => {
+        "id, namespace_id, subject_id, role_id, resource_kind, resource_id, created_at"
+    };
+}
+
+impl Tx {
+    /// Inserts an identity (humans and non-Agent service principals; Agent principals are created
+    /// by [`Tx::agent_insert`]).
+    pub async fn identity_insert(&mut self, identity: &Identity) -> Result<(), StoreError> {
+        self.q(sql!(
+            "INSERT INTO iam_identities (id, kind, namespace_id, agent_id, issuer, subject, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7)"
+        ))
+        .bind(identity.id.as_str())
+        .bind(identity.kind.as_str())
+        .bind(identity.namespace_id.as_ref().map(|n| n.to_string()))
+        .bind(identity.agent_id.as_ref().map(|a| a.to_string()))
+        .bind(identity.issuer.clone())
+        .bind(identity.subject.clone())
+        .bind(identity.created_at)
+        .execute()
+        .await?;
+        Ok(())
+    }
+
+    /// An identity by id.
+    pub async fn identity_get(&mut self, id: &IamId) -> Result<Option<Identity>, StoreError> {
+        let row = self
+            .q(sql!("SELECT id, kind, namespace_id, agent_id, issuer, subject, created_at FROM iam_identities WHERE id = $1"))
+            .bind(id.as_str())
+            .fetch_optional()
+            .await?;
+        row.as_ref().map(identity_from_row).transpose()
+    }
+
+    /// Inserts a Role.
+    pub async fn role_insert(&mut self, role: &Role) -> Result<(), StoreError> {
+        let permissions = serde_json::to_value(&role.permissions)
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        self.q(sql!("INSERT INTO iam_roles (id, namespace_id, name, permissions, created_at) VALUES ($1, $2, $3, $4, $5)"))
+            .bind(role.id.as_str())
+            .bind(role.namespace_id.as_ref().map(|n| n.to_string()))
+            .bind(role.name.clone())
+            .bind(permissions)
+            .bind(role.created_at)
+            .execute()
+            .await?;
+        Ok(())
+    }
+
+    /// A Role by id.
+    pub async fn role_get(&mut self, id: &IamId) -> Result<Option<Role>, StoreError> {
+        let row = self
+            .q(sql!("SELECT id, namespace_id, name, permissions, created_at FROM iam_roles WHERE id = $1"))
+            .bind(id.as_str())
+            .fetch_optional()
+            .await?;
+        row.as_ref().map(role_from_row).transpose()
+    }
+
+    /// The Roles scoped to a Namespace, oldest first.
+    pub async fn role_list(&mut self, ns: &NamespaceId) -> Result<Vec<Role>, StoreError> {
+        let rows = self
+            .q(sql!(
+                "SELECT id, namespace_id, name, permissions, created_at FROM iam_roles WHERE namespace_id = $1 ORDER BY created_at, id"
+            ))
+            .bind(ns.as_str())
+            .fetch_all()
+            .await?;
+        rows.iter().map(role_from_row).collect()
+    }
+
+    /// Deletes a Role; a binding that still grants it is a [`StoreError::Reference`].
+    pub async fn role_delete(&mut self, id: &IamId) -> Result<(), StoreError> {
+        let n = self
+            .q(sql!("DELETE FROM iam_roles WHERE id = $1"))
+            .bind(id.as_str())
+            .execute()
+            .await?;
+        if n == 1 {
+            Ok(())
+        } else {
+            Err(StoreError::NotFound)
+        }
+    }
+
+    /// Inserts an AccessBinding.
+    pub async fn binding_insert(&mut self, binding: &AccessBinding) -> Result<(), StoreError> {
+        self.q(sql!(
+            "INSERT INTO iam_access_bindings (id, namespace_id, subject_id, role_id, resource_kind, resource_id, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7)"
+        ))
+        .bind(binding.id.as_str())
+        .bind(binding.namespace_id.as_ref().map(|n| n.to_string()))
+        .bind(binding.subject_id.as_str())
+        .bind(binding.role_id.as_str())
+        .bind(binding.resource.as_ref().map(|r| r.kind.as_str()))
+        .bind(binding.resource.as_ref().map(|r| r.id.clone()))
+        .bind(binding.created_at)
+        .execute()
+        .await?;
+        Ok(())
+    }
+
+    /// An AccessBinding by id.
+    pub async fn binding_get(&mut self, id: &IamId) -> Result<Option<AccessBinding>, StoreError> {
+        let row = self
+            .q(sql!(concat!(
+                "SELECT ",
+                binding_cols!(),
+                " FROM iam_access_bindings WHERE id = $1"
+            )))
+            .bind(id.as_str())
+            .fetch_optional()
+            .await?;
+        row.as_ref().map(binding_from_row).transpose()
+    }
+
+    /// Bindings that apply inside a Namespace: Namespace-scoped ones and Installation-wide ones.
+    pub async fn binding_list(
+        &mut self,
+        ns: &NamespaceId,
+    ) -> Result<Vec<AccessBinding>, StoreError> {
+        let rows = self
+            .q(sql!(concat!(
+                "SELECT ",
+                binding_cols!(),
+                " FROM iam_access_bindings WHERE namespace_id = $1 OR namespace_id IS NULL ORDER BY created_at, id"
+            )))
+            .bind(ns.as_str())
+            .fetch_all()
+            .await?;
+        rows.iter().map(binding_from_row).collect()
+    }
+
+    /// Deletes an AccessBinding.
+    pub async fn binding_delete(&mut self, id: &IamId) -> Result<(), StoreError> {
+        let n = self
+            .q(sql!("DELETE FROM iam_access_bindings WHERE id = $1"))
+            .bind(id.as_str())
+            .execute()
+            .await?;
+        if n == 1 {
+            Ok(())
+        } else {
+            Err(StoreError::NotFound)
+        }
+    }
+
+    /// Deletes every binding that targets an exact resource; returns their ids.
+    pub async fn binding_delete_targeting(
+        &mut self,
+        kind: ResourceKind,
+        id: &str,
+    ) -> Result<Vec<String>, StoreError> {
+        let rows = self
+            .q(sql!("SELECT id FROM iam_access_bindings WHERE resource_kind = $1 AND resource_id = $2 ORDER BY id"))
+            .bind(kind.as_str())
+            .bind(id)
+            .fetch_all()
+            .await?;
+        let ids = rows
+            .iter()
+            .map(|r| r.text("id"))
+            .collect::<Result<Vec<_>, _>>()?;
+        self.q(sql!(
+            "DELETE FROM iam_access_bindings WHERE resource_kind = $1 AND resource_id = $2"
+        ))
+        .bind(kind.as_str())
+        .bind(id)
+        .execute()
+        .await?;
+        Ok(ids)
+    }
+
+    /// Removes all IAM policy scoped to a Namespace (at its teardown); returns the removed
+    /// binding ids.
+    pub async fn iam_remove_namespace_policy(
+        &mut self,
+        ns: &NamespaceId,
+    ) -> Result<Vec<String>, StoreError> {
+        let rows = self
+            .q(sql!(
+                "SELECT id FROM iam_access_bindings WHERE namespace_id = $1 ORDER BY id"
+            ))
+            .bind(ns.as_str())
+            .fetch_all()
+            .await?;
+        let ids = rows
+            .iter()
+            .map(|r| r.text("id"))
+            .collect::<Result<Vec<_>, _>>()?;
+        self.q(sql!(
+            "DELETE FROM iam_access_bindings WHERE namespace_id = $1"
+        ))
+        .bind(ns.as_str())
+        .execute()
+        .await?;
+        self.q(sql!("DELETE FROM iam_restrictions WHERE namespace_id = $1"))
+            .bind(ns.as_str())
+            .execute()
+            .await?;
+        self.q(sql!("DELETE FROM iam_roles WHERE namespace_id = $1"))
+            .bind(ns.as_str())
+            .execute()
+            .await?;
+        self.q(sql!("DELETE FROM service_keys WHERE namespace_id = $1"))
+            .bind(ns.as_str())
+            .execute()
+            .await?;
+        Ok(ids)
+    }
+
+    /// Inserts a Restriction.
+    pub async fn restriction_insert(&mut self, r: &Restriction) -> Result<(), StoreError> {
+        self.q(sql!(
+            "INSERT INTO iam_restrictions (id, namespace_id, action, resource_kind, resource_id, effect, created_at) \
+             VALUES ($1, $2, $3, $4, $5, 'deny', $6)"
+        ))
+        .bind(r.id.as_str())
+        .bind(r.namespace_id.as_ref().map(|n| n.to_string()))
+        .bind(r.action.as_str())
+        .bind(r.resource_kind.as_str())
+        .bind(r.resource_id.clone())
+        .bind(r.created_at)
+        .execute()
+        .await?;
+        Ok(())
+    }
+
+    /// Reads everything that decides `identity`'s access: the identity, its bindings with their
+    /// Roles, and the Restrictions.
+    pub async fn policy_snapshot(
+        &mut self,
+        identity: &IamId,
+    ) -> Result<PolicySnapshot, StoreError> {
+        let identity_row = self.identity_get(identity).await?;
+        let rows = self
+            .q(sql!(
+                "SELECT b.id, b.namespace_id, b.subject_id, b.role_id, b.resource_kind, b.resource_id, b.created_at, \
+                 r.namespace_id AS role_namespace_id, r.name AS role_name, r.permissions AS role_permissions, \
+                 r.created_at AS role_created_at \
+                 FROM iam_access_bindings b JOIN iam_roles r ON r.id = b.role_id \
+                 WHERE b.subject_id = $1 ORDER BY b.id"
+            ))
+            .bind(identity.as_str())
+            .fetch_all()
+            .await?;
+        let mut grants = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let binding = binding_from_row(r)?;
+            let role = Role {
+                id: binding.role_id.clone(),
+                namespace_id: r.opt_parse("role_namespace_id")?,
+                name: r.opt_text("role_name")?,
+                permissions: r.json_as("role_permissions")?,
+                created_at: r.time("role_created_at")?,
+            };
+            grants.push(GrantedRole { binding, role });
+        }
+        let restrictions = self
+            .q(sql!(
+                "SELECT id, namespace_id, action, resource_kind, resource_id, created_at FROM iam_restrictions ORDER BY id"
+            ))
+            .fetch_all()
+            .await?
+            .iter()
+            .map(restriction_from_row)
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(PolicySnapshot {
+            identity: identity_row,
+            grants,
+            restrictions,
+        })
+    }
+}

@@ -1,0 +1,41 @@
+//! The singleton Installation.
+
+use occ_core::resource::Installation;
+
+use crate::db::{Row, sql};
+use crate::{StoreError, Tx};
+
+fn from_row(r: &Row) -> Result<Installation, StoreError> {
+    Ok(Installation {
+        id: r.parse("id")?,
+        name: r.parse("name")?,
+        created_at: r.time("created_at")?,
+    })
+}
+
+impl Tx {
+    /// Inserts the Installation; a second one is a [`StoreError::Conflict`].
+    pub async fn installation_insert(
+        &mut self,
+        installation: &Installation,
+    ) -> Result<(), StoreError> {
+        self.q(sql!(
+            "INSERT INTO installation (id, name, created_at) VALUES ($1, $2, $3)"
+        ))
+        .bind(installation.id.as_str())
+        .bind(installation.name.as_str())
+        .bind(installation.created_at)
+        .execute()
+        .await?;
+        Ok(())
+    }
+
+    /// The Installation, if bootstrapped.
+    pub async fn installation_get(&mut self) -> Result<Option<Installation>, StoreError> {
+        let row = self
+            .q(sql!("SELECT id, name, created_at FROM installation"))
+            .fetch_optional()
+            .await?;
+        row.as_ref().map(from_row).transpose()
+    }
+}

@@ -1,0 +1,733 @@
+//! Store operations round-trip every resource exactly, and the compare-and-swap rules hold under
+//! concurrency.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use occ_core::audit::{AuditEvent, AuditKind, AuditOutcome};
+use occ_core::authz::{Action, Permission, ResourceKind, ResourceRef, administrator_permissions};
+use occ_core::iam::{
+    AccessBinding, BoundResource, Identity, IdentityKind, Restriction, Role, ServiceKey, Session,
+    UserAccount,
+};
+use occ_core::resource::{
+    DesiredRuntimeState, Generation, HarnessAuth, SecretBinding, SecretDelivery, SecretMeta,
+    SecretRef, ServiceAccount, ServiceAccountCredentialKind, WorkspaceFileName, WorkspaceSetup,
+};
+use occ_core::work::NewWork;
+use occ_core::{IamId, InstallationId, Name, SecretId, ServiceAccountId, Timestamp};
+use occ_store::StoreError;
+use occ_store::agents::AgentDraft;
+use occ_testkit::TestDb;
+
+use crate::fixtures::{add_revision, namespace, world};
+
+pub async fn resources_round_trip(db: TestDb) {
+    let store = db.store().await;
+    let w = world(&store).await;
+    let (ns, now) = (w.ns.id.clone(), Timestamp::now());
+    let installation = occ_core::resource::Installation {
+        id: InstallationId::generate(),
+        name: Name::parse("Local").unwrap(),
+        created_at: now,
+    };
+    let secret = SecretMeta {
+        id: SecretId::generate(),
+        namespace_id: ns.clone(),
+        name: Name::parse("openai").unwrap(),
+        driver_id: "secret-local".into(),
+        locator: "local:abc".into(),
+        created_at: now,
+    };
+    let sa = ServiceAccount {
+        id: ServiceAccountId::generate(),
+        namespace_id: ns.clone(),
+        name: Name::parse("chatgpt").unwrap(),
+        credential_kind: Some(ServiceAccountCredentialKind::ApiKey),
+        created_at: now,
+    };
+    let mut tx = store.begin().await.unwrap();
+    assert!(tx.installation_get().await.unwrap().is_none());
+    tx.installation_insert(&installation).await.unwrap();
+    tx.secret_insert(&secret).await.unwrap();
+    tx.service_account_insert(&sa).await.unwrap();
+    tx.commit().await.unwrap();
+
+    let mut tx = store.begin().await.unwrap();
+    assert_eq!(tx.installation_get().await.unwrap().unwrap(), installation);
+    assert_eq!(tx.namespace_get(&ns).await.unwrap().unwrap(), w.ns);
+    assert_eq!(
+        tx.namespace_get_by_name(w.ns.name.as_str())
+            .await
+            .unwrap()
+            .unwrap(),
+        w.ns
+    );
+    assert!(tx.namespace_list().await.unwrap().contains(&w.ns));
+    assert_eq!(
+        tx.configuration_get(&ns, &w.cfg.id).await.unwrap().unwrap(),
+        w.cfg
+    );
+    assert_eq!(
+        tx.agent_get(&ns, &w.agent.id).await.unwrap().unwrap(),
+        w.agent
+    );
+    assert_eq!(tx.agent_list(&ns).await.unwrap(), vec![w.agent.clone()]);
+    assert_eq!(
+        tx.secret_get(&ns, &secret.id).await.unwrap().unwrap(),
+        secret
+    );
+    assert_eq!(tx.secret_list(&ns).await.unwrap(), vec![secret.clone()]);
+    assert_eq!(
+        tx.service_account_get(&ns, &sa.id).await.unwrap().unwrap(),
+        sa
+    );
+    assert_eq!(
+        tx.service_account_list(&ns).await.unwrap(),
+        vec![sa.clone()]
+    );
+
+    // Configuration bindings and generation CAS.
+    let mut bindings = occ_core::resource::SecretBindings::new();
+    bindings.insert(
+        "OPENAI_KEY_REF".into(),
+        SecretBinding {
+            source: SecretRef::new(ns.clone(), secret.id.clone()),
+            delivery: SecretDelivery::Env,
+        },
+    );
+    let next = tx
+        .configuration_advance(&ns, &w.cfg.id, Generation::FIRST, &bindings)
+        .await
+        .unwrap();
+    assert_eq!(next.get(), 2);
+    let cfg = tx.configuration_get(&ns, &w.cfg.id).await.unwrap().unwrap();
+    assert_eq!((cfg.generation, &cfg.secret_bindings), (next, &bindings));
+    assert!(matches!(
+        tx.configuration_advance(&ns, &w.cfg.id, Generation::FIRST, &bindings)
+            .await,
+        Err(StoreError::Stale)
+    ));
+    assert!(matches!(
+        tx.configuration_advance(
+            &ns,
+            &occ_core::ConfigurationId::generate(),
+            Generation::FIRST,
+            &bindings
+        )
+        .await,
+        Err(StoreError::NotFound)
+    ));
+    assert_eq!(
+        tx.secret_referencing_configurations(&ns, &secret.id)
+            .await
+            .unwrap(),
+        vec![w.cfg.id.to_string()]
+    );
+
+    // Agent draft with Secret-backed harness auth; the Secret is then referenced.
+    let draft = AgentDraft {
+        configuration_id: w.cfg.id.clone(),
+        backend_id: Some("chatgpt".into()),
+        execution_mode: occ_core::resource::ExecutionMode::Dedicated,
+        harness_auth: Some(HarnessAuth::ApiKey {
+            source: SecretRef::new(ns.clone(), secret.id.clone()),
+        }),
+    };
+    assert!(
+        tx.agent_update_draft(&ns, &w.agent.id, &draft)
+            .await
+            .unwrap()
+    );
+    let agent = tx.agent_get(&ns, &w.agent.id).await.unwrap().unwrap();
+    assert_eq!(agent.harness_auth, draft.harness_auth);
+    assert_eq!(agent.backend_id.as_deref(), Some("chatgpt"));
+    assert!(matches!(
+        tx.secret_delete(&ns, &secret.id).await,
+        Err(StoreError::Reference { .. })
+    ));
+    tx.rollback().await.unwrap();
+
+    let mut tx = store.begin().await.unwrap();
+    let auth = HarnessAuth::ChatgptServiceAccount {
+        service_account_id: sa.id.clone(),
+    };
+    assert!(
+        tx.agent_update_draft(
+            &ns,
+            &w.agent.id,
+            &AgentDraft {
+                harness_auth: Some(auth.clone()),
+                ..draft.clone()
+            }
+        )
+        .await
+        .unwrap()
+    );
+    assert!(matches!(
+        tx.service_account_delete(&ns, &sa.id).await,
+        Err(StoreError::Reference { .. })
+    ));
+    tx.rollback().await.unwrap();
+
+    // Revisions.
+    let rev = add_revision(&store, &w, 1).await;
+    let mut tx = store.begin().await.unwrap();
+    assert_eq!(tx.revision_next_number(&ns, &w.agent.id).await.unwrap(), 2);
+    assert_eq!(
+        tx.revision_get(&ns, &w.agent.id, &rev.id)
+            .await
+            .unwrap()
+            .unwrap(),
+        rev
+    );
+    assert_eq!(
+        tx.revision_list(&ns, &w.agent.id).await.unwrap(),
+        vec![rev.clone()]
+    );
+    assert!(
+        tx.agent_swap_active_revision(&ns, &w.agent.id, None, Some(&rev.id))
+            .await
+            .unwrap()
+    );
+    assert!(
+        !tx.agent_swap_active_revision(&ns, &w.agent.id, None, Some(&rev.id))
+            .await
+            .unwrap()
+    );
+    assert!(
+        tx.agent_set_desired_state(&ns, &w.agent.id, DesiredRuntimeState::Running)
+            .await
+            .unwrap()
+    );
+    tx.commit().await.unwrap();
+    let mut tx = store.begin_read().await.unwrap();
+    let agent = tx.agent_get(&ns, &w.agent.id).await.unwrap().unwrap();
+    assert_eq!(agent.active_revision_id.as_ref(), Some(&rev.id));
+    assert_eq!(agent.desired_runtime_state, DesiredRuntimeState::Running);
+
+    // Workspace setup.
+    drop(tx);
+    let mut files = occ_core::resource::WorkspaceFiles::new();
+    files.insert(
+        WorkspaceFileName::Agents,
+        "line one\r\nline two\u{1F600}".into(),
+    );
+    let setup = WorkspaceSetup {
+        id: "ws-1".into(),
+        namespace_id: ns.clone(),
+        agent_id: w.agent.id.clone(),
+        defaults_id: None,
+        files: Some(files),
+        completed: false,
+    };
+    let mut tx = store.begin().await.unwrap();
+    tx.workspace_setup_insert(&setup).await.unwrap();
+    assert_eq!(
+        tx.workspace_setup_get(&ns, &w.agent.id)
+            .await
+            .unwrap()
+            .unwrap(),
+        setup
+    );
+
+    // Audit round trip.
+    let event = AuditEvent::new(
+        AuditKind::AuthorizationDenial,
+        "prn_x",
+        "openclaw.agents.deploy",
+        &ResourceRef::exact(ResourceKind::Agent, &ns, &w.agent.id),
+        AuditOutcome::Denied,
+    )
+    .reason_code("AUTHORIZATION_DENIED")
+    .metadata("requestId", "req_1");
+    tx.audit_append(&event).await.unwrap();
+    let listed = tx
+        .audit_list(&occ_store::audit::AuditFilter {
+            action: Some("openclaw.agents.deploy".into()),
+            resource_id: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(listed, vec![event]);
+    tx.commit().await.unwrap();
+
+    // Namespace contents, for NAMESPACE_NOT_EMPTY.
+    let mut tx = store.begin_read().await.unwrap();
+    let contents = tx.namespace_contents(&ns).await.unwrap();
+    assert_eq!(contents.agents, vec![w.agent.id.to_string()]);
+    assert_eq!(contents.configurations, vec![w.cfg.id.to_string()]);
+    assert_eq!(contents.secrets, vec![secret.id.to_string()]);
+    assert_eq!(contents.service_accounts, vec![sa.id.to_string()]);
+    assert!(!contents.is_empty());
+}
+
+pub async fn generation_compare_and_swap_has_one_winner_per_generation(db: TestDb) {
+    let store = Arc::new(
+        db.store_with(&occ_store::StoreOptions {
+            max_connections: 20,
+            ..Default::default()
+        })
+        .await,
+    );
+    let w = world(&store).await;
+    let (ns, cfg) = (w.ns.id.clone(), w.cfg.id.clone());
+    let mut tasks = Vec::new();
+    for _ in 0..50 {
+        let (store, ns, cfg) = (store.clone(), ns.clone(), cfg.clone());
+        tasks.push(tokio::spawn(async move {
+            // Read the current generation in one transaction, then try to advance it in another,
+            // until this task has won exactly once. Returns the generation it won from.
+            loop {
+                let mut tx = store.begin_read().await.unwrap();
+                let current = tx
+                    .configuration_get(&ns, &cfg)
+                    .await
+                    .unwrap()
+                    .unwrap()
+                    .generation;
+                tx.rollback().await.unwrap();
+                tokio::task::yield_now().await;
+                let mut tx = store.begin().await.unwrap();
+                match tx
+                    .configuration_advance(&ns, &cfg, current, &Default::default())
+                    .await
+                {
+                    Ok(next) => {
+                        tx.commit().await.unwrap();
+                        assert_eq!(next.get(), current.get() + 1);
+                        return current.get();
+                    }
+                    Err(StoreError::Stale) => {
+                        tx.rollback().await.unwrap();
+                    }
+                    Err(e) => panic!("unexpected {e:?}"),
+                }
+            }
+        }));
+    }
+    let mut winners = BTreeSet::new();
+    for t in tasks {
+        let won_from = t.await.unwrap();
+        assert!(
+            winners.insert(won_from),
+            "generation {won_from} had two winners"
+        );
+    }
+    assert_eq!(
+        winners,
+        (1..=50).collect::<BTreeSet<u64>>(),
+        "exactly one winner per generation"
+    );
+    let mut tx = store.begin_read().await.unwrap();
+    assert_eq!(
+        tx.configuration_get(&ns, &cfg)
+            .await
+            .unwrap()
+            .unwrap()
+            .generation
+            .get(),
+        51
+    );
+}
+
+pub async fn agent_deletion_finalizer_removes_everything(db: TestDb) {
+    let store = db.store().await;
+    let w = world(&store).await;
+    let (ns, agt) = (w.ns.id.clone(), w.agent.id.clone());
+    let r1 = add_revision(&store, &w, 1).await;
+    let r2 = add_revision(&store, &w, 2).await;
+    let now = Timestamp::now();
+    let human = Identity {
+        id: IamId::generate_principal(),
+        kind: IdentityKind::Principal,
+        namespace_id: None,
+        agent_id: None,
+        issuer: Some("occ:test".into()),
+        subject: Some("alice".into()),
+        created_at: now,
+    };
+    let role = Role {
+        id: IamId::generate_role(false),
+        namespace_id: Some(ns.clone()),
+        name: Some("reader".into()),
+        permissions: vec![
+            Permission::new(Action::Read, ResourceKind::Agent),
+            Permission::new(Action::Read, ResourceKind::AgentRevision),
+        ],
+        created_at: now,
+    };
+    let on_agent = AccessBinding {
+        id: IamId::generate_binding(""),
+        namespace_id: Some(ns.clone()),
+        subject_id: human.id.clone(),
+        role_id: role.id.clone(),
+        resource: Some(BoundResource {
+            kind: ResourceKind::Agent,
+            id: agt.to_string(),
+        }),
+        created_at: now,
+    };
+    let on_revision = AccessBinding {
+        id: IamId::generate_binding(""),
+        resource: Some(BoundResource {
+            kind: ResourceKind::AgentRevision,
+            id: r2.id.to_string(),
+        }),
+        ..on_agent.clone()
+    };
+    let of_agent_sp = AccessBinding {
+        id: IamId::generate_binding(""),
+        subject_id: w.agent.service_principal_id.clone(),
+        resource: None,
+        ..on_agent.clone()
+    };
+    let unrelated = AccessBinding {
+        id: IamId::generate_binding(""),
+        resource: None,
+        ..on_agent.clone()
+    };
+    let restriction = Restriction {
+        id: IamId::generate_restriction(),
+        namespace_id: Some(ns.clone()),
+        action: Action::Deploy,
+        resource_kind: ResourceKind::Agent,
+        resource_id: Some(agt.to_string()),
+        created_at: now,
+    };
+    let key = ServiceKey {
+        id: IamId::generate_service_key(),
+        service_principal_id: w.agent.service_principal_id.clone(),
+        namespace_id: Some(ns.clone()),
+        name: "agent-key".into(),
+        expires_at: now.plus(std::time::Duration::from_secs(3600)),
+        created_at: now,
+    };
+    let mut files = occ_core::resource::WorkspaceFiles::new();
+    files.insert(WorkspaceFileName::User, "u".into());
+    let mut tx = store.begin().await.unwrap();
+    tx.identity_insert(&human).await.unwrap();
+    tx.role_insert(&role).await.unwrap();
+    for b in [&on_agent, &on_revision, &of_agent_sp, &unrelated] {
+        tx.binding_insert(b).await.unwrap();
+    }
+    tx.restriction_insert(&restriction).await.unwrap();
+    tx.service_key_insert(&key, &"a".repeat(64)).await.unwrap();
+    tx.workspace_setup_insert(&WorkspaceSetup {
+        id: "ws".into(),
+        namespace_id: ns.clone(),
+        agent_id: agt.clone(),
+        defaults_id: None,
+        files: Some(files),
+        completed: false,
+    })
+    .await
+    .unwrap();
+    assert!(
+        tx.agent_swap_active_revision(&ns, &agt, None, Some(&r2.id))
+            .await
+            .unwrap()
+    );
+    tx.work_enqueue(&NewWork::revision_reconcile(&ns, &agt, &r1.id, &human.id))
+        .await
+        .unwrap();
+    tx.work_enqueue(&NewWork::agent_deleted(&ns, &agt, &human.id))
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+
+    // Only a deleting Agent can be finalized.
+    let mut tx = store.begin().await.unwrap();
+    assert!(matches!(
+        tx.agent_finalize_deletion(&ns, &agt).await,
+        Err(StoreError::Invariant { .. })
+    ));
+    drop(tx);
+
+    let mut tx = store.begin().await.unwrap();
+    assert!(tx.agent_mark_deleting(&ns, &agt).await.unwrap());
+    assert!(
+        !tx.agent_mark_deleting(&ns, &agt).await.unwrap(),
+        "marking twice changes nothing"
+    );
+    let removed: BTreeSet<String> = tx
+        .agent_finalize_deletion(&ns, &agt)
+        .await
+        .unwrap()
+        .into_iter()
+        .collect();
+    tx.commit().await.unwrap();
+    let expected: BTreeSet<String> = [&on_agent, &on_revision, &of_agent_sp]
+        .iter()
+        .map(|b| b.id.to_string())
+        .collect();
+    assert_eq!(removed, expected);
+
+    let mut raw = db.raw().await;
+    for (table, filter) in [
+        ("agents", format!("id = '{agt}'")),
+        ("agent_revisions", format!("agent_id = '{agt}'")),
+        ("workspace_setups", format!("agent_id = '{agt}'")),
+        ("controller_work", format!("agent_id = '{agt}'")),
+        ("iam_identities", format!("agent_id = '{agt}'")),
+        ("service_keys", format!("id = '{}'", key.id)),
+        ("iam_restrictions", format!("id = '{}'", restriction.id)),
+    ] {
+        assert_eq!(
+            raw.count(&format!("SELECT count(*) FROM {table} WHERE {filter}"))
+                .await,
+            0,
+            "{table}"
+        );
+    }
+    assert_eq!(
+        raw.count(&format!(
+            "SELECT count(*) FROM iam_access_bindings WHERE id = '{}'",
+            unrelated.id
+        ))
+        .await,
+        1
+    );
+    assert_eq!(
+        raw.count(&format!(
+            "SELECT count(*) FROM configurations WHERE id = '{}'",
+            w.cfg.id
+        ))
+        .await,
+        1
+    );
+}
+
+pub async fn iam_policy_snapshot(db: TestDb) {
+    let store = db.store().await;
+    let ns = namespace("iam");
+    let now = Timestamp::now();
+    let spn = Identity {
+        id: IamId::generate_service_principal(),
+        kind: IdentityKind::ServicePrincipal,
+        namespace_id: None,
+        agent_id: None,
+        issuer: None,
+        subject: None,
+        created_at: now,
+    };
+    let admin = Role {
+        id: IamId::generate_role(true),
+        namespace_id: None,
+        name: Some("Installation administrator".into()),
+        permissions: administrator_permissions(),
+        created_at: now,
+    };
+    let binding = AccessBinding {
+        id: IamId::generate_binding("admin_"),
+        namespace_id: None,
+        subject_id: spn.id.clone(),
+        role_id: admin.id.clone(),
+        resource: None,
+        created_at: now,
+    };
+    let restriction = Restriction {
+        id: IamId::generate_restriction(),
+        namespace_id: Some(ns.id.clone()),
+        action: Action::Delete,
+        resource_kind: ResourceKind::Namespace,
+        resource_id: None,
+        created_at: now,
+    };
+    let mut tx = store.begin().await.unwrap();
+    tx.namespace_insert(&ns).await.unwrap();
+    tx.identity_insert(&spn).await.unwrap();
+    tx.role_insert(&admin).await.unwrap();
+    tx.binding_insert(&binding).await.unwrap();
+    tx.restriction_insert(&restriction).await.unwrap();
+    tx.commit().await.unwrap();
+
+    let mut tx = store.begin().await.unwrap();
+    let snap = tx.policy_snapshot(&spn.id).await.unwrap();
+    assert_eq!(snap.identity.as_ref(), Some(&spn));
+    assert_eq!(snap.grants.len(), 1);
+    assert_eq!(snap.grants[0].binding, binding);
+    assert_eq!(snap.grants[0].role, admin);
+    assert_eq!(snap.restrictions, vec![restriction]);
+    assert_eq!(
+        tx.binding_list(&ns.id).await.unwrap(),
+        vec![binding.clone()]
+    );
+    assert!(matches!(
+        tx.role_delete(&admin.id).await,
+        Err(StoreError::Reference { .. })
+    ));
+    drop(tx);
+    let mut tx = store.begin().await.unwrap();
+    tx.binding_delete(&binding.id).await.unwrap();
+    tx.role_delete(&admin.id).await.unwrap();
+    assert!(matches!(
+        tx.binding_delete(&binding.id).await,
+        Err(StoreError::NotFound)
+    ));
+    tx.commit().await.unwrap();
+    let mut tx = store.begin().await.unwrap();
+    let unknown = tx
+        .policy_snapshot(&IamId::generate_principal())
+        .await
+        .unwrap();
+    assert!(unknown.identity.is_none() && unknown.grants.is_empty());
+    // roles and bindings are immutable
+    let mut raw = db.raw().await;
+    let role = Role {
+        id: IamId::generate_role(false),
+        namespace_id: Some(ns.id.clone()),
+        name: None,
+        permissions: vec![Permission::new(Action::Read, ResourceKind::Agent)],
+        created_at: now,
+    };
+    tx.role_insert(&role).await.unwrap();
+    tx.commit().await.unwrap();
+    assert!(
+        raw.execute(&format!(
+            "UPDATE iam_roles SET name = 'x' WHERE id = '{}'",
+            role.id
+        ))
+        .await
+        .is_err()
+    );
+    assert!(
+        raw.execute(&format!(
+            "UPDATE iam_roles SET permissions = '[]' WHERE id = '{}'",
+            role.id
+        ))
+        .await
+        .is_err()
+    );
+}
+
+pub async fn accounts_sessions_and_keys(db: TestDb) {
+    let store = db.store().await;
+    let now = Timestamp::now();
+    let principal = Identity {
+        id: IamId::generate_principal(),
+        kind: IdentityKind::Principal,
+        namespace_id: None,
+        agent_id: None,
+        issuer: Some("occ:installation".into()),
+        subject: Some("usr".into()),
+        created_at: now,
+    };
+    let user = UserAccount {
+        id: IamId::generate_user(),
+        email: "admin@openclaw.local".into(),
+        name: "Admin".into(),
+        principal_id: principal.id.clone(),
+        created_at: now,
+    };
+    let hash = "$argon2id$v=19$m=19456,t=2,p=1$c2FsdA$aGFzaA";
+    let mut tx = store.begin().await.unwrap();
+    tx.identity_insert(&principal).await.unwrap();
+    tx.user_insert(&user, hash).await.unwrap();
+    tx.commit().await.unwrap();
+    let mut tx = store.begin().await.unwrap();
+    assert_eq!(
+        tx.user_by_email("admin@openclaw.local").await.unwrap(),
+        Some((user.clone(), hash.to_owned()))
+    );
+    assert!(
+        tx.user_by_email("nobody@openclaw.local")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let dup = UserAccount {
+        id: IamId::generate_user(),
+        ..user.clone()
+    };
+    assert!(matches!(
+        tx.user_insert(&dup, hash).await,
+        Err(StoreError::Conflict { .. })
+    ));
+    drop(tx);
+    let mut tx = store.begin().await.unwrap();
+    let upper = UserAccount {
+        id: IamId::generate_user(),
+        email: "Admin@X.io".into(),
+        ..user.clone()
+    };
+    assert!(
+        matches!(
+            tx.user_insert(&upper, hash).await,
+            Err(StoreError::Invariant { .. })
+        ),
+        "emails are stored lowercased"
+    );
+    drop(tx);
+
+    let session = Session {
+        id: "ses_1".into(),
+        user_id: user.id.clone(),
+        expires_at: now.plus(std::time::Duration::from_secs(60)),
+        created_at: now,
+    };
+    let expired = Session {
+        id: "ses_2".into(),
+        expires_at: Timestamp::from_unix_millis(now.unix_millis() - 1).unwrap(),
+        ..session.clone()
+    };
+    let (h1, h2) = ("1".repeat(64), "2".repeat(64));
+    let mut tx = store.begin().await.unwrap();
+    tx.session_insert(&session, &h1).await.unwrap();
+    tx.session_insert(&expired, &h2).await.unwrap();
+    assert_eq!(
+        tx.session_by_token_hash(&h1, now).await.unwrap(),
+        Some((session.clone(), user.clone()))
+    );
+    assert_eq!(
+        tx.session_by_token_hash(&h2, now).await.unwrap(),
+        None,
+        "expired sessions do not authenticate"
+    );
+    assert_eq!(tx.session_delete_expired(now).await.unwrap(), 1);
+    assert!(tx.session_delete("ses_1").await.unwrap());
+    assert_eq!(tx.session_by_token_hash(&h1, now).await.unwrap(), None);
+
+    let spn = Identity {
+        id: IamId::generate_service_principal(),
+        kind: IdentityKind::ServicePrincipal,
+        namespace_id: None,
+        agent_id: None,
+        issuer: None,
+        subject: None,
+        created_at: now,
+    };
+    tx.identity_insert(&spn).await.unwrap();
+    let key = ServiceKey {
+        id: IamId::generate_service_key(),
+        service_principal_id: spn.id.clone(),
+        namespace_id: None,
+        name: "bootstrap-admin".into(),
+        expires_at: now.plus(std::time::Duration::from_secs(86400)),
+        created_at: now,
+    };
+    let kh = "f".repeat(64);
+    tx.service_key_insert(&key, &kh).await.unwrap();
+    assert_eq!(
+        tx.service_key_by_hash(&kh).await.unwrap(),
+        Some((key.clone(), kh.clone()))
+    );
+    assert_eq!(
+        tx.service_key_get(&key.id).await.unwrap(),
+        Some(key.clone())
+    );
+    assert!(tx.service_key_delete(&key.id).await.unwrap());
+    assert!(!tx.service_key_delete(&key.id).await.unwrap());
+    let bad = ServiceKey {
+        id: IamId::generate_service_key(),
+        expires_at: now,
+        ..key.clone()
+    };
+    assert!(
+        matches!(
+            tx.service_key_insert(&bad, &"e".repeat(64)).await,
+            Err(StoreError::Invariant { .. })
+        ),
+        "expiry must follow creation"
+    );
+}

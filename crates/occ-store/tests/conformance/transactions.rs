@@ -1,0 +1,155 @@
+//! Migrations and transaction atomicity.
+
+use std::time::Duration;
+
+use occ_store::{Backend, StoreError, StoreOptions};
+use occ_testkit::TestDb;
+
+use crate::fixtures::{configuration, namespace};
+
+pub async fn migrations_are_idempotent(db: TestDb) {
+    let store = db.store().await;
+    let again = store.migrate().await.unwrap();
+    assert!(again.applied.is_empty(), "re-running applies nothing");
+    assert_eq!(again.current, 1);
+    assert_eq!(store.check_schema().await.unwrap(), 1);
+}
+
+pub async fn concurrent_migrations_are_safe(db: TestDb) {
+    let fresh = TestDb::empty(db.backend).await;
+    let mut tasks = Vec::new();
+    for _ in 0..4 {
+        let url = fresh.url.clone();
+        tasks.push(tokio::spawn(async move {
+            let store = occ_store::Store::connect(&url, &StoreOptions::default())
+                .await
+                .unwrap();
+            let report = store.migrate().await;
+            store.close().await;
+            report
+        }));
+    }
+    let mut applied = Vec::new();
+    for t in tasks {
+        let report = t
+            .await
+            .unwrap()
+            .expect("every concurrent migrator succeeds");
+        assert_eq!(report.current, 1);
+        applied.extend(report.applied);
+    }
+    assert_eq!(
+        applied,
+        vec![1],
+        "exactly one migrator applied the migration"
+    );
+    let store = fresh.store().await;
+    assert_eq!(store.check_schema().await.unwrap(), 1);
+}
+
+pub async fn failed_transaction_leaves_no_row(db: TestDb) {
+    let store = db.store().await;
+    let first = namespace("taken");
+    let mut tx = store.begin().await.unwrap();
+    tx.namespace_insert(&first).await.unwrap();
+    tx.commit().await.unwrap();
+
+    let ns = namespace("half-written");
+    let cfg = configuration(&ns.id);
+    let mut tx = store.begin().await.unwrap();
+    tx.namespace_insert(&ns).await.unwrap();
+    tx.configuration_insert(&cfg).await.unwrap();
+    let dup = namespace("taken");
+    let err = tx.namespace_insert(&dup).await.unwrap_err();
+    assert!(matches!(err, StoreError::Conflict { .. }), "{err:?}");
+    tx.rollback().await.unwrap();
+
+    let mut raw = db.raw().await;
+    assert_eq!(
+        raw.count(&format!(
+            "SELECT count(*) FROM namespaces WHERE id = '{}'",
+            ns.id
+        ))
+        .await,
+        0
+    );
+    assert_eq!(
+        raw.count(&format!(
+            "SELECT count(*) FROM configurations WHERE id = '{}'",
+            cfg.id
+        ))
+        .await,
+        0
+    );
+}
+
+pub async fn dropped_transaction_commits_nothing(db: TestDb) {
+    let store = db.store().await;
+    let ns = namespace("dropped");
+    {
+        let mut tx = store.begin().await.unwrap();
+        tx.namespace_insert(&ns).await.unwrap();
+        // dropped without commit
+    }
+    let mut tx = store.begin_read().await.unwrap();
+    assert!(tx.namespace_get(&ns.id).await.unwrap().is_none());
+}
+
+pub async fn lost_database_is_dependency_unavailable(db: TestDb) {
+    let options = StoreOptions {
+        max_connections: 2,
+        acquire_timeout: Duration::from_secs(2),
+        sqlite_busy_timeout: Duration::from_millis(200),
+        ..Default::default()
+    };
+    let store = db.store_with(&options).await;
+    let mut raw = db.raw().await;
+    let ns = namespace("lost");
+    match db.backend {
+        Backend::Postgres => {
+            let mut tx = store.begin().await.unwrap();
+            tx.namespace_insert(&ns).await.unwrap();
+            // The database goes away under the open transaction.
+            raw.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                 WHERE datname = current_database() AND pid <> pg_backend_pid()",
+            )
+            .await
+            .unwrap();
+            let err = match tx.namespace_get(&ns.id).await {
+                Err(e) => e,
+                Ok(_) => tx.commit().await.unwrap_err(),
+            };
+            assert!(
+                err.is_transient() || matches!(err, StoreError::CommitOutcomeUnknown(_)),
+                "{err:?}"
+            );
+            let public: occ_core::Error = err.into();
+            assert_eq!(public.code(), occ_core::ErrorCode::DependencyUnavailable);
+        }
+        Backend::Sqlite => {
+            // Another process holds the write lock longer than the busy timeout.
+            raw.execute("BEGIN IMMEDIATE").await.unwrap();
+            let err = match store.begin().await {
+                Err(e) => e,
+                Ok(_) => panic!("a write transaction must not start while the lock is held"),
+            };
+            assert!(err.is_transient(), "{err:?}");
+            let public: occ_core::Error = err.into();
+            assert_eq!(public.code(), occ_core::ErrorCode::DependencyUnavailable);
+            raw.execute("ROLLBACK").await.unwrap();
+        }
+    }
+    assert_eq!(
+        raw.count(&format!(
+            "SELECT count(*) FROM namespaces WHERE id = '{}'",
+            ns.id
+        ))
+        .await,
+        0
+    );
+    // The store recovers once the database is back.
+    let mut tx = store.begin().await.unwrap();
+    tx.namespace_insert(&ns).await.unwrap();
+    tx.commit().await.unwrap();
+}
