@@ -46,6 +46,9 @@ pub enum StoreError {
     /// A stored row does not decode into its domain type.
     #[error("stored data is malformed: {0}")]
     Corrupt(String),
+    /// The database URL is malformed or names no supported backend.
+    #[error("invalid database URL: {0}")]
+    InvalidUrl(String),
     /// The schema is missing, older or newer than this build.
     #[error("schema: {0}")]
     Schema(String),
@@ -173,7 +176,8 @@ impl From<StoreError> for Error {
             StoreError::ClaimLost
             | StoreError::Serialization
             | StoreError::Unavailable(_)
-            | StoreError::Schema(_) => {
+            | StoreError::Schema(_)
+            | StoreError::InvalidUrl(_) => {
                 Error::unavailable(format!("{err}: {:?}", std::error::Error::source(&err)))
             }
             StoreError::Corrupt(_) | StoreError::Other(_) => {

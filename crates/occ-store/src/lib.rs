@@ -12,7 +12,10 @@
 //! [`queue`] and [`audit`].
 
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
+
+use tokio::sync::{mpsc, watch};
 
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
@@ -76,6 +79,85 @@ enum Pool {
 pub struct Store {
     pool: Pool,
     backend: Backend,
+    signal: Arc<WorkSignal>,
+}
+
+/// The PostgreSQL channel that announces new work.
+pub const WORK_CHANNEL: &str = "occ_controller_work";
+
+/// Announces committed work: to waiters in this process at once, and (PostgreSQL) to other
+/// processes with a `NOTIFY` sent by a background task after the commit. Sending it outside the
+/// admission transaction keeps PostgreSQL's commit-time notify lock off the admission path, and
+/// the one-slot channel coalesces bursts (at most one NOTIFY per 20 ms) without losing a wake-up.
+struct WorkSignal {
+    local: watch::Sender<u64>,
+    remote: Option<mpsc::Sender<()>>,
+}
+
+impl WorkSignal {
+    fn raise(&self) {
+        self.local.send_modify(|v| *v = v.wrapping_add(1));
+        if let Some(remote) = &self.remote {
+            let _ = remote.try_send(());
+        }
+    }
+}
+
+fn spawn_notifier(pool: PgPool) -> mpsc::Sender<()> {
+    let (tx, mut rx) = mpsc::channel::<()>(1);
+    tokio::spawn(async move {
+        while rx.recv().await.is_some() {
+            if let Err(e) = sqlx::query("SELECT pg_notify($1, '')")
+                .bind(WORK_CHANNEL)
+                .execute(&pool)
+                .await
+            {
+                tracing::debug!(error = %e, "work notification not sent; workers fall back to polling");
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    tx
+}
+
+/// Wakes a worker when work is committed (see [`Store::work_listener`]).
+pub struct WorkListener {
+    local: watch::Receiver<u64>,
+    remote: Option<sqlx::postgres::PgListener>,
+}
+
+impl WorkListener {
+    /// Waits until work is announced or `max` elapses. Returns whether it was woken.
+    pub async fn wait(&mut self, max: Duration) -> bool {
+        let sleep = tokio::time::sleep(max);
+        tokio::pin!(sleep);
+        loop {
+            tokio::select! {
+                changed = self.local.changed() => {
+                    if changed.is_ok() { return true; }
+                    // every sender is gone: only the timer is left
+                    (&mut sleep).await;
+                    return false;
+                }
+                notified = async {
+                    match self.remote.as_mut() {
+                        Some(l) => l.recv().await.map(|_| ()),
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    match notified {
+                        Ok(()) => return true,
+                        Err(e) => {
+                            // sqlx reconnects on the next recv; do not spin meanwhile
+                            tracing::debug!(error = %e, "work listener connection lost; polling");
+                            self.remote = None;
+                        }
+                    }
+                }
+                () = &mut sleep => return false,
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for Store {
@@ -93,8 +175,8 @@ pub fn backend_of(url: &str) -> Result<Backend, StoreError> {
     } else if url.starts_with("sqlite:") {
         Ok(Backend::Sqlite)
     } else {
-        Err(StoreError::Schema(
-            "the database URL must start with postgres://, postgresql:// or sqlite://".into(),
+        Err(StoreError::InvalidUrl(
+            "it must start with postgres://, postgresql:// or sqlite://".into(),
         ))
     }
 }
@@ -106,7 +188,7 @@ impl Store {
         match backend_of(url)? {
             Backend::Postgres => {
                 let mut connect = PgConnectOptions::from_str(url)
-                    .map_err(|e| StoreError::Schema(format!("invalid PostgreSQL URL: {e}")))?
+                    .map_err(|e| StoreError::InvalidUrl(e.to_string()))?
                     .application_name("occ");
                 let mut params = vec![("search_path".to_owned(), "occ".to_owned())];
                 if !options.statement_timeout.is_zero() {
@@ -122,14 +204,19 @@ impl Store {
                     .connect_with(connect)
                     .await
                     .map_err(StoreError::from_sqlx)?;
+                let signal = WorkSignal {
+                    local: watch::channel(0).0,
+                    remote: Some(spawn_notifier(pool.clone())),
+                };
                 Ok(Self {
                     pool: Pool::Pg(pool),
                     backend: Backend::Postgres,
+                    signal: Arc::new(signal),
                 })
             }
             Backend::Sqlite => {
                 let connect = SqliteConnectOptions::from_str(url)
-                    .map_err(|e| StoreError::Schema(format!("invalid SQLite URL: {e}")))?
+                    .map_err(|e| StoreError::InvalidUrl(e.to_string()))?
                     .create_if_missing(true)
                     .journal_mode(SqliteJournalMode::Wal)
                     .synchronous(SqliteSynchronous::Full)
@@ -141,9 +228,14 @@ impl Store {
                     .connect_with(connect)
                     .await
                     .map_err(StoreError::from_sqlx)?;
+                let signal = WorkSignal {
+                    local: watch::channel(0).0,
+                    remote: None,
+                };
                 Ok(Self {
                     pool: Pool::Sqlite(pool),
                     backend: Backend::Sqlite,
+                    signal: Arc::new(signal),
                 })
             }
         }
@@ -165,7 +257,11 @@ impl Store {
                     .map_err(StoreError::from_sqlx)?,
             ),
         };
-        Ok(Tx { inner })
+        Ok(Tx {
+            inner,
+            signal: self.signal.clone(),
+            enqueued: false,
+        })
     }
 
     /// Begins a read-only transaction (a consistent snapshot; PostgreSQL refuses writes in it).
@@ -182,7 +278,33 @@ impl Store {
                     .map_err(StoreError::from_sqlx)?,
             ),
         };
-        Ok(Tx { inner })
+        Ok(Tx {
+            inner,
+            signal: self.signal.clone(),
+            enqueued: false,
+        })
+    }
+
+    /// A listener that wakes when work is committed: by any store of this process, and on
+    /// PostgreSQL by any process (`LISTEN occ_controller_work`).
+    pub async fn work_listener(&self) -> Result<WorkListener, StoreError> {
+        let remote = match &self.pool {
+            Pool::Pg(pool) => {
+                let mut listener = sqlx::postgres::PgListener::connect_with(pool)
+                    .await
+                    .map_err(StoreError::from_sqlx)?;
+                listener
+                    .listen(WORK_CHANNEL)
+                    .await
+                    .map_err(StoreError::from_sqlx)?;
+                Some(listener)
+            }
+            Pool::Sqlite(_) => None,
+        };
+        Ok(WorkListener {
+            local: self.signal.local.subscribe(),
+            remote,
+        })
     }
 
     /// Closes the pool and waits for connections to finish.
@@ -210,6 +332,8 @@ enum TxInner {
 /// An open transaction. Dropping it without [`Tx::commit`] rolls it back.
 pub struct Tx {
     inner: TxInner,
+    signal: Arc<WorkSignal>,
+    enqueued: bool,
 }
 
 impl Tx {
@@ -222,6 +346,11 @@ impl Tx {
 
     pub(crate) fn q(&mut self, sql: &'static Sql) -> Query<'_> {
         Query::new(self.conn(), sql)
+    }
+
+    /// Records that this transaction enqueued work, so its commit announces it.
+    pub(crate) fn note_enqueued(&mut self) {
+        self.enqueued = true;
     }
 
     /// The backend of this transaction.
@@ -242,7 +371,11 @@ impl Tx {
         result.map_err(|e| match StoreError::from_sqlx(e) {
             StoreError::Unavailable(source) => StoreError::CommitOutcomeUnknown(source),
             other => other,
-        })
+        })?;
+        if self.enqueued {
+            self.signal.raise();
+        }
+        Ok(())
     }
 
     /// Rolls back explicitly.

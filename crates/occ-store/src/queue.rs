@@ -157,21 +157,27 @@ impl Tx {
     /// returns the existing row unchanged (terminal or not); a different owner or target is a
     /// [`StoreError::Conflict`].
     pub async fn work_enqueue(&mut self, work: &NewWork) -> Result<WorkItem, StoreError> {
-        self.q(sql!(
-            "INSERT INTO controller_work (idempotency_key, namespace_id, agent_id, revision_id, actor_id, \
-             namespace_target, agent_target, state, available_at, attempt_count, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, 'queued', {{now}}, 0, {{now}}, {{now}}) \
-             ON CONFLICT (idempotency_key) DO NOTHING"
-        ))
-        .bind(work.key.as_str())
-        .bind(work.namespace_id.as_str())
-        .bind(work.agent_id.as_ref().map(|a| a.to_string()))
-        .bind(work.revision_id.as_ref().map(|r| r.to_string()))
-        .bind(work.actor_id.as_str())
-        .bind(work.target.namespace_target())
-        .bind(work.target.agent_target())
-        .execute()
-        .await?;
+        self.note_enqueued();
+        let inserted = self
+            .q(sql!(concat!(
+                "INSERT INTO controller_work (idempotency_key, namespace_id, agent_id, revision_id, actor_id, \
+                 namespace_target, agent_target, state, available_at, attempt_count, created_at, updated_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, 'queued', {{now}}, 0, {{now}}, {{now}}) \
+                 ON CONFLICT (idempotency_key) DO NOTHING RETURNING ",
+                work_cols!()
+            )))
+            .bind(work.key.as_str())
+            .bind(work.namespace_id.as_str())
+            .bind(work.agent_id.as_ref().map(|a| a.to_string()))
+            .bind(work.revision_id.as_ref().map(|r| r.to_string()))
+            .bind(work.actor_id.as_str())
+            .bind(work.target.namespace_target())
+            .bind(work.target.agent_target())
+            .fetch_optional()
+            .await?;
+        if let Some(row) = inserted {
+            return item_from_row(&row);
+        }
         let item = self
             .work_get(&work.key)
             .await?

@@ -298,9 +298,8 @@ CREATE TABLE controller_work (
     (state IN ('succeeded', 'failed_permanent')) = (completed_at IS NOT NULL)
     AND (state IN ('succeeded', 'failed_permanent')) = (reason_code IS NOT NULL)
     AND (result_data IS NULL OR state IN ('succeeded', 'failed_permanent'))),
-  FOREIGN KEY (namespace_id, agent_id) REFERENCES agents (namespace_id, id) DEFERRABLE INITIALLY DEFERRED,
+  FOREIGN KEY (namespace_id, agent_id) REFERENCES agents (namespace_id, id),
   FOREIGN KEY (namespace_id, agent_id, revision_id) REFERENCES agent_revisions (namespace_id, agent_id, id)
-    DEFERRABLE INITIALLY DEFERRED
 ) STRICT;
 CREATE INDEX controller_work_ready ON controller_work (available_at, created_at, idempotency_key) WHERE state = 'queued';
 CREATE INDEX controller_work_expired ON controller_work (lease_expires_at, idempotency_key) WHERE state = 'claimed';

@@ -366,7 +366,10 @@ pub async fn references_never_cross_namespaces(db: TestDb) {
     let work = NewWork::agent_stop(&b.ns.id, &a.agent.id, &IamId::generate_principal());
     let mut tx = store.begin().await.unwrap();
     let err = match tx.work_enqueue(&work).await {
-        Err(e) => e,
+        Err(e) => {
+            drop(tx);
+            e
+        }
         Ok(_) => tx.commit().await.unwrap_err(),
     };
     assert!(matches!(err, StoreError::Reference { .. }), "{err:?}");

@@ -62,4 +62,6 @@ conformance!(
     queue::claims_respect_lanes_and_availability,
     queue::recovery_fails_exhausted_namespace_work,
     queue::transitions_write_evidence,
+    queue::committed_work_wakes_listeners,
+    resources::admission_is_one_atomic_step,
 );

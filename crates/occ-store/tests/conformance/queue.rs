@@ -470,3 +470,42 @@ pub async fn transitions_write_evidence(db: TestDb) {
         ("success", "REVISION_ACTIVATED")
     );
 }
+
+pub async fn committed_work_wakes_listeners(db: TestDb) {
+    let store = db.store().await;
+    let other_process = db.store().await;
+    let w = world(&store).await;
+    let mut listener = store.work_listener().await.unwrap();
+    // nothing committed: the wait times out
+    assert!(!listener.wait(Duration::from_millis(100)).await);
+    // an uncommitted enqueue wakes nobody
+    let mut tx = other_process.begin().await.unwrap();
+    tx.work_enqueue(&NewWork::agent_stop(&w.ns.id, &w.agent.id, &actor()))
+        .await
+        .unwrap();
+    tx.rollback().await.unwrap();
+    assert!(!listener.wait(Duration::from_millis(100)).await);
+    // a commit by this process wakes at once
+    let mut tx = store.begin().await.unwrap();
+    tx.work_enqueue(&NewWork::agent_stop(&w.ns.id, &w.agent.id, &actor()))
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let started = std::time::Instant::now();
+    assert!(listener.wait(Duration::from_secs(5)).await);
+    assert!(started.elapsed() < Duration::from_secs(1));
+    if db.backend == occ_store::Backend::Postgres {
+        // another process's commit arrives through NOTIFY
+        let mut tx = other_process.begin().await.unwrap();
+        tx.work_enqueue(&NewWork::agent_stop(&w.ns.id, &w.agent.id, &actor()))
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+        let started = std::time::Instant::now();
+        assert!(
+            listener.wait(Duration::from_secs(5)).await,
+            "NOTIFY reached the listener"
+        );
+        assert!(started.elapsed() < Duration::from_secs(2));
+    }
+}

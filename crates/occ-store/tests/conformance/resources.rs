@@ -731,3 +731,110 @@ pub async fn accounts_sessions_and_keys(db: TestDb) {
         "expiry must follow creation"
     );
 }
+
+pub async fn admission_is_one_atomic_step(db: TestDb) {
+    use occ_store::revisions::NewRevision;
+    let store = db.store().await;
+    let w = world(&store).await;
+    let who = IamId::generate_principal();
+    let spec = crate::fixtures::revision(&w.agent, 1).spec;
+    let mut admitted = Vec::new();
+    for _ in 0..3 {
+        let new = NewRevision {
+            id: occ_core::RevisionId::generate(),
+            namespace_id: w.ns.id.clone(),
+            agent_id: w.agent.id.clone(),
+            backend_id: None,
+            spec: spec.clone(),
+            admitted_at: Timestamp::now(),
+        };
+        let event = AuditEvent::new(
+            AuditKind::Mutation,
+            who.as_str(),
+            "openclaw.agents.deploy",
+            &ResourceRef::exact(ResourceKind::AgentRevision, &w.ns.id, &new.id),
+            AuditOutcome::Success,
+        );
+        let mut tx = store.begin().await.unwrap();
+        tx.agent_lock(&w.ns.id, &w.agent.id).await.unwrap().unwrap();
+        let rev = tx.revision_admit(&new, &who, &event).await.unwrap();
+        tx.commit().await.unwrap();
+        admitted.push(rev);
+    }
+    assert_eq!(
+        admitted.iter().map(|r| r.revision).collect::<Vec<_>>(),
+        vec![1, 2, 3]
+    );
+    let mut tx = store.begin_read().await.unwrap();
+    assert_eq!(
+        tx.revision_list(&w.ns.id, &w.agent.id).await.unwrap(),
+        admitted
+    );
+    assert_eq!(
+        tx.agent_get(&w.ns.id, &w.agent.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .desired_runtime_state,
+        DesiredRuntimeState::Running
+    );
+    for rev in &admitted {
+        let work = tx
+            .work_get(&occ_core::work::WorkKey::revision_reconcile(&rev.id))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(work.actor_id, who);
+        let events = tx
+            .audit_list(&occ_store::audit::AuditFilter {
+                action: Some("openclaw.agents.deploy".into()),
+                resource_id: Some(rev.id.to_string()),
+            })
+            .await
+            .unwrap();
+        assert_eq!(events.len(), 1);
+    }
+    drop(tx);
+    // A failed admission (here: a deleting Agent) leaves nothing behind.
+    let mut tx = store.begin().await.unwrap();
+    tx.agent_mark_deleting(&w.ns.id, &w.agent.id).await.unwrap();
+    tx.commit().await.unwrap();
+    let new = NewRevision {
+        id: occ_core::RevisionId::generate(),
+        namespace_id: w.ns.id.clone(),
+        agent_id: w.agent.id.clone(),
+        backend_id: None,
+        spec,
+        admitted_at: Timestamp::now(),
+    };
+    let event = AuditEvent::new(
+        AuditKind::Mutation,
+        who.as_str(),
+        "openclaw.agents.deploy",
+        &ResourceRef::exact(ResourceKind::AgentRevision, &w.ns.id, &new.id),
+        AuditOutcome::Success,
+    );
+    let mut tx = store.begin().await.unwrap();
+    assert!(matches!(
+        tx.revision_admit(&new, &who, &event).await,
+        Err(StoreError::Stale)
+    ));
+    tx.rollback().await.unwrap();
+    let mut raw = db.raw().await;
+    assert_eq!(
+        raw.count(&format!(
+            "SELECT count(*) FROM agent_revisions WHERE id = '{}'",
+            new.id
+        ))
+        .await,
+        0
+    );
+    assert_eq!(
+        raw.count(&format!(
+            "SELECT count(*) FROM audit_events WHERE resource_id = '{}'",
+            new.id
+        ))
+        .await,
+        0
+    );
+}

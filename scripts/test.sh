@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Runs every occ test on a fresh machine: installs what the tests need when it is missing,
+# then checks formatting, lints (warnings are errors) and runs the whole test suite.
+#
+# The tests start their own throwaway PostgreSQL cluster (as the unprivileged `postgres` OS
+# user when run as root) and their own SQLite files, and clean them up by PID when they end.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '\n== %s\n' "$*" >&2; }
+
+missing=()
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
+command -v runuser >/dev/null 2>&1 || missing+=(util-linux)
+command -v cc >/dev/null 2>&1 || missing+=(gcc libc6-dev)
+if ((${#missing[@]})); then
+  log "installing ${missing[*]}"
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "missing system packages: ${missing[*]} (run as root or install them)" >&2
+    exit 1
+  fi
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "cargo is missing: install Rust with rustup (https://rustup.rs); rust-toolchain.toml pins the version" >&2
+  exit 1
+fi
+
+# Uncaught failures print one message, not a backtrace per error.
+export RUST_BACKTRACE="${RUST_BACKTRACE:-0}"
+
+log "cargo fmt --check"
+cargo fmt --all --check
+
+log "cargo clippy (warnings are errors)"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+log "cargo test"
+cargo test --workspace --locked
