@@ -20,18 +20,16 @@ pub fn prepare_database_url(url: &str) -> anyhow::Result<Backend> {
         if path.is_empty() || path.starts_with(':') {
             anyhow::bail!("an SQLite URL must name a file, e.g. sqlite://./.occ/occ.db");
         }
-        if let Some(parent) = Path::new(path)
+        let parent = Path::new(path)
             .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-        {
-            if !parent.exists() {
-                std::fs::create_dir_all(parent)
-                    .with_context(|| format!("creating {}", parent.display()))?;
-                #[cfg(unix)]
-                {
-                    use std::os::unix::fs::PermissionsExt;
-                    std::fs::set_permissions(parent, std::fs::Permissions::from_mode(0o700))?;
-                }
+            .filter(|p| !p.as_os_str().is_empty());
+        if let Some(parent) = parent.filter(|p| !p.exists()) {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("creating {}", parent.display()))?;
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(parent, std::fs::Permissions::from_mode(0o700))?;
             }
         }
     }
