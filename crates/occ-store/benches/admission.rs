@@ -1,3 +1,8 @@
+#![expect(
+    clippy::print_stdout,
+    reason = "a benchmark reports its figures on stdout"
+)]
+
 //! Admission-transaction throughput, PostgreSQL and SQLite, next to `pgbench -b simple-update`
 //! on the same PostgreSQL cluster in the same run.
 //!
