@@ -330,3 +330,322 @@ mod tests {
         }
     }
 }
+
+pub use decision::{AuthMethod, Caller, Decision, Evidence, decide};
+
+mod decision {
+    //! The native IAM decision (spec/api.md §5.3), evaluated on a fresh policy snapshot.
+
+    use serde::Serialize;
+
+    use super::{Action, ResourceRef};
+    use crate::iam::{AccessBinding, Identity, Restriction, Role};
+    use crate::id::{AdmissionDecisionId, IamId, NamespaceId};
+
+    /// How a caller authenticated.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+    #[serde(rename_all = "snake_case")]
+    pub enum AuthMethod {
+        /// A sign-in session cookie (a human).
+        Session,
+        /// A service key (a non-Agent service principal).
+        ApiKey,
+    }
+
+    /// An authenticated caller of the API.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct Caller {
+        /// The IAM identity acting.
+        pub principal_id: IamId,
+        /// How it authenticated.
+        pub method: AuthMethod,
+        /// For Namespace-scoped service keys: the only Namespace the key works in.
+        pub key_namespace: Option<NamespaceId>,
+        /// The session id (session callers).
+        pub session_id: Option<String>,
+        /// The service key id (key callers).
+        pub key_id: Option<IamId>,
+        /// This request's admission decision id, recorded in audit evidence.
+        pub admission_id: AdmissionDecisionId,
+    }
+
+    /// Which policy records produced a decision (sorted, unique).
+    #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct Evidence {
+        /// The identity evaluated.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub identity_id: Option<String>,
+        /// Matching bindings.
+        pub binding_ids: Vec<String>,
+        /// Their Roles.
+        pub role_ids: Vec<String>,
+        /// Restrictions that denied.
+        pub restriction_ids: Vec<String>,
+    }
+
+    /// An authorization decision.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct Decision {
+        /// Whether the request is allowed.
+        pub allowed: bool,
+        /// Why, in fixed words (recorded in denial evidence).
+        pub reason: &'static str,
+        /// Evidence.
+        pub evidence: Evidence,
+    }
+
+    impl Decision {
+        fn deny(reason: &'static str, evidence: Evidence) -> Self {
+            Self {
+                allowed: false,
+                reason,
+                evidence,
+            }
+        }
+    }
+
+    /// Decides whether `identity` may perform `action` on `resource`, given its bindings (with
+    /// their Roles) and all Restrictions. No action implies another; Restrictions always win.
+    pub fn decide(
+        identity: Option<&Identity>,
+        key_namespace: Option<&NamespaceId>,
+        grants: &[(AccessBinding, Role)],
+        restrictions: &[Restriction],
+        action: Action,
+        resource: &ResourceRef,
+    ) -> Decision {
+        let Some(identity) = identity else {
+            return Decision::deny("unknown identity", Evidence::default());
+        };
+        let mut evidence = Evidence {
+            identity_id: Some(identity.id.to_string()),
+            ..Evidence::default()
+        };
+        if resource.kind.is_namespaced() && resource.namespace_id.is_none() {
+            return Decision::deny("invalid resource reference", evidence);
+        }
+        let scope = key_namespace.or(identity.namespace_id.as_ref());
+        if let Some(scope) = scope {
+            if resource.namespace_id.as_ref() != Some(scope) {
+                return Decision::deny("outside the caller's Namespace scope", evidence);
+            }
+        }
+        let ns = resource.namespace_id.as_ref();
+        for (binding, role) in grants {
+            let subject = binding.subject_id == identity.id;
+            let binding_scope =
+                binding.namespace_id.is_none() || binding.namespace_id.as_ref() == ns;
+            let target = match &binding.resource {
+                None => true,
+                Some(r) => r.kind == resource.kind && r.id == resource.id,
+            };
+            let role_scope = role.namespace_id.is_none() || role.namespace_id.as_ref() == ns;
+            let grants_it = role.id == binding.role_id
+                && role
+                    .permissions
+                    .iter()
+                    .any(|p| p.action == action && p.resource_kind == resource.kind);
+            if subject && binding_scope && target && role_scope && grants_it {
+                evidence.binding_ids.push(binding.id.to_string());
+                evidence.role_ids.push(role.id.to_string());
+            }
+        }
+        evidence.binding_ids.sort();
+        evidence.binding_ids.dedup();
+        evidence.role_ids.sort();
+        evidence.role_ids.dedup();
+        if evidence.binding_ids.is_empty() {
+            return Decision::deny("no explicit scoped binding", evidence);
+        }
+        for r in restrictions {
+            let scope_ok = r.namespace_id.is_none() || r.namespace_id.as_ref() == ns;
+            let target_ok = r.resource_id.as_deref().is_none_or(|id| id == resource.id);
+            if scope_ok && target_ok && r.action == action && r.resource_kind == resource.kind {
+                evidence.restriction_ids.push(r.id.to_string());
+            }
+        }
+        evidence.restriction_ids.sort();
+        if !evidence.restriction_ids.is_empty() {
+            return Decision::deny("denied by a restriction", evidence);
+        }
+        Decision {
+            allowed: true,
+            reason: "allowed",
+            evidence,
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+        use crate::authz::{Permission, ResourceKind, administrator_permissions};
+        use crate::iam::{BoundResource, IdentityKind};
+        use crate::time::Timestamp;
+        use crate::{AgentId, InstallationId};
+
+        fn identity(ns: Option<NamespaceId>) -> Identity {
+            Identity {
+                id: IamId::generate_service_principal(),
+                kind: IdentityKind::ServicePrincipal,
+                namespace_id: ns,
+                agent_id: None,
+                issuer: None,
+                subject: None,
+                created_at: Timestamp::now(),
+            }
+        }
+
+        fn role(ns: Option<NamespaceId>, perms: Vec<Permission>) -> Role {
+            Role {
+                id: IamId::generate_role(false),
+                namespace_id: ns,
+                name: None,
+                permissions: perms,
+                created_at: Timestamp::now(),
+            }
+        }
+
+        fn binding(
+            subject: &Identity,
+            role: &Role,
+            ns: Option<NamespaceId>,
+            resource: Option<BoundResource>,
+        ) -> AccessBinding {
+            AccessBinding {
+                id: IamId::generate_binding(""),
+                namespace_id: ns,
+                subject_id: subject.id.clone(),
+                role_id: role.id.clone(),
+                resource,
+                created_at: Timestamp::now(),
+            }
+        }
+
+        #[test]
+        fn installation_admin_is_allowed_everywhere_but_restrictions_win() {
+            let who = identity(None);
+            let admin = role(None, administrator_permissions());
+            let grants = vec![(binding(&who, &admin, None, None), admin.clone())];
+            let ns = NamespaceId::generate();
+            let agent = ResourceRef::exact(ResourceKind::Agent, &ns, AgentId::generate());
+            assert!(decide(Some(&who), None, &grants, &[], Action::Deploy, &agent).allowed);
+            assert!(
+                !decide(Some(&who), None, &grants, &[], Action::ReadLogs, &agent).allowed,
+                "admin lacks read_logs"
+            );
+            let inst = ResourceRef::installation(&InstallationId::generate());
+            assert!(decide(Some(&who), None, &grants, &[], Action::Administer, &inst).allowed);
+            let deny = Restriction {
+                id: IamId::generate_restriction(),
+                namespace_id: Some(ns.clone()),
+                action: Action::Deploy,
+                resource_kind: ResourceKind::Agent,
+                resource_id: None,
+                created_at: Timestamp::now(),
+            };
+            let d = decide(Some(&who), None, &grants, &[deny], Action::Deploy, &agent);
+            assert!(!d.allowed);
+            assert_eq!(d.evidence.restriction_ids.len(), 1);
+        }
+
+        #[test]
+        fn exact_bindings_cover_only_their_resource_and_kind() {
+            let who = identity(None);
+            let ns = NamespaceId::generate();
+            let agent_id = AgentId::generate();
+            let reader = role(
+                Some(ns.clone()),
+                vec![
+                    Permission::new(Action::Read, ResourceKind::Agent),
+                    Permission::new(Action::Read, ResourceKind::AgentRevision),
+                ],
+            );
+            let on_agent = binding(
+                &who,
+                &reader,
+                Some(ns.clone()),
+                Some(BoundResource {
+                    kind: ResourceKind::Agent,
+                    id: agent_id.to_string(),
+                }),
+            );
+            let grants = vec![(on_agent, reader)];
+            assert!(
+                decide(
+                    Some(&who),
+                    None,
+                    &grants,
+                    &[],
+                    Action::Read,
+                    &ResourceRef::exact(ResourceKind::Agent, &ns, &agent_id)
+                )
+                .allowed
+            );
+            assert!(
+                !decide(
+                    Some(&who),
+                    None,
+                    &grants,
+                    &[],
+                    Action::Update,
+                    &ResourceRef::exact(ResourceKind::Agent, &ns, &agent_id)
+                )
+                .allowed
+            );
+            assert!(
+                !decide(
+                    Some(&who),
+                    None,
+                    &grants,
+                    &[],
+                    Action::Read,
+                    &ResourceRef::exact(ResourceKind::Agent, &ns, AgentId::generate())
+                )
+                .allowed
+            );
+            // a binding on the Agent does not grant revision reads
+            assert!(
+                !decide(
+                    Some(&who),
+                    None,
+                    &grants,
+                    &[],
+                    Action::Read,
+                    &ResourceRef::exact(ResourceKind::AgentRevision, &ns, "rev_x")
+                )
+                .allowed
+            );
+        }
+
+        #[test]
+        fn namespace_scope_limits_keys_and_identities() {
+            let ns = NamespaceId::generate();
+            let other = NamespaceId::generate();
+            let who = identity(None);
+            let admin = role(None, administrator_permissions());
+            let grants = vec![(binding(&who, &admin, None, None), admin.clone())];
+            let there = ResourceRef::exact(ResourceKind::Agent, &other, AgentId::generate());
+            assert!(!decide(Some(&who), Some(&ns), &grants, &[], Action::Read, &there).allowed);
+            assert!(
+                !decide(
+                    Some(&who),
+                    Some(&ns),
+                    &grants,
+                    &[],
+                    Action::Read,
+                    &ResourceRef::installation(&InstallationId::generate())
+                )
+                .allowed
+            );
+            assert!(decide(Some(&who), Some(&other), &grants, &[], Action::Read, &there).allowed);
+            assert!(!decide(None, None, &grants, &[], Action::Read, &there).allowed);
+            let bad = ResourceRef {
+                kind: ResourceKind::Agent,
+                id: "agt_x".into(),
+                namespace_id: None,
+            };
+            assert!(!decide(Some(&who), None, &grants, &[], Action::Read, &bad).allowed);
+        }
+    }
+}

@@ -9,9 +9,11 @@ pub mod authz;
 pub mod error;
 pub mod iam;
 pub mod id;
+pub mod inputs;
 pub mod name;
 pub mod resource;
 pub mod time;
+pub mod validate;
 pub mod work;
 
 pub use error::{DetailCode, Error, ErrorCode, ErrorDetail, Result};

@@ -1,0 +1,454 @@
+//! Parsers for the structured inputs several requests share: Secret bindings, harness auth,
+//! initial workspace files and Secret values. Each reports problems with JSON pointers.
+
+use serde_json::Value;
+
+use crate::error::DetailCode;
+use crate::id::{NamespaceId, SecretId, ServiceAccountId};
+use crate::resource::{
+    HarnessAuth, SecretBinding, SecretBindings, SecretDelivery, SecretRef,
+    WORKSPACE_FILE_MAX_BYTES, WorkspaceFileName, WorkspaceFiles,
+};
+use crate::validate::{Fields, Problems, child, expect_id, expect_str, type_name};
+
+/// Most Secret bindings per Configuration.
+pub const SECRET_BINDINGS_MAX: usize = 64;
+/// Longest binding key.
+pub const SECRET_BINDING_KEY_MAX: usize = 253;
+/// Largest Secret value, in UTF-8 bytes.
+pub const SECRET_VALUE_MAX_BYTES: usize = 65_536;
+
+/// Destination prefixes a binding may not write to.
+const RESERVED_PREFIXES: [&str; 6] = [
+    "OPENCLAW_",
+    "CODEX_",
+    "OPENAI_",
+    "ANTHROPIC_",
+    "OCC_",
+    "KUBERNETES_",
+];
+/// Destination names a binding may not write to.
+const RESERVED_NAMES: [&str; 11] = [
+    "PATH",
+    "HOME",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "ALL_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "all_proxy",
+    "FTP_PROXY",
+];
+
+fn is_env_name(key: &str) -> bool {
+    let mut chars = key.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// Whether a binding destination is reserved for the platform.
+pub fn is_reserved_binding(key: &str) -> bool {
+    let upper = key.to_ascii_uppercase();
+    RESERVED_PREFIXES.iter().any(|p| upper.starts_with(p))
+        || RESERVED_NAMES.iter().any(|n| n.eq_ignore_ascii_case(key))
+}
+
+/// Parses a Secret reference object `{kind:"secret", namespaceId, id}`.
+pub fn parse_secret_ref(v: &Value, path: &str, problems: &mut Problems) -> Option<SecretRef> {
+    let mut f = Fields::new(v, path, problems);
+    let kind = f.required_str("kind", problems);
+    let ns = f
+        .required("namespaceId", problems)
+        .and_then(|v| expect_id::<NamespaceId>(v, &child(path, "namespaceId"), "ns", problems));
+    let id = f
+        .required("id", problems)
+        .and_then(|v| expect_id::<SecretId>(v, &child(path, "id"), "sec", problems));
+    f.finish(problems);
+    if let Some(k) = kind {
+        if k != "secret" {
+            problems.push(
+                child(path, "kind"),
+                DetailCode::InvalidValue,
+                "must be \"secret\"",
+            );
+            return None;
+        }
+    }
+    Some(SecretRef::new(ns?, id?)).filter(|_| kind.is_some())
+}
+
+/// Parses and normalizes `secretBindings`: at most 64 entries, keys are environment variable
+/// names (≤ 253 characters) outside the reserved set, sources are Secrets of `namespace`
+/// (another Namespace is a 400 naming the field), delivery normalizes to `{type:"env"}`.
+pub fn parse_secret_bindings(
+    v: &Value,
+    path: &str,
+    namespace: &NamespaceId,
+    problems: &mut Problems,
+) -> Option<SecretBindings> {
+    let Value::Object(map) = v else {
+        problems.push(
+            path,
+            DetailCode::InvalidType,
+            format!("must be an object, not {}", type_name(v)),
+        );
+        return None;
+    };
+    if map.len() > SECRET_BINDINGS_MAX {
+        problems.push(
+            path,
+            DetailCode::InvalidValue,
+            "has too many entries (expected at most 64)",
+        );
+        return None;
+    }
+    let mut out = SecretBindings::new();
+    let before = problems.items().len();
+    for (key, entry) in map {
+        let kp = child(path, key);
+        if key.chars().count() > SECRET_BINDING_KEY_MAX {
+            problems.push(
+                &kp,
+                DetailCode::TooLong,
+                "is too long (expected at most 253 characters)",
+            );
+            continue;
+        }
+        if !is_env_name(key) {
+            problems.push(
+                &kp,
+                DetailCode::InvalidFormat,
+                "must be an environment variable name ([A-Za-z_][A-Za-z0-9_]*)",
+            );
+            continue;
+        }
+        if is_reserved_binding(key) {
+            problems.push(&kp, DetailCode::InvalidValue, "is a reserved destination");
+            continue;
+        }
+        let mut f = Fields::new(entry, &kp, problems);
+        let source = f
+            .required("source", problems)
+            .and_then(|s| parse_secret_ref(s, &child(&kp, "source"), problems));
+        let delivery_ok = match f.optional("delivery") {
+            None => true,
+            Some(d) => {
+                let dp = child(&kp, "delivery");
+                let mut df = Fields::new(d, &dp, problems);
+                let t = df.required_str("type", problems);
+                df.finish(problems);
+                match t {
+                    Some("env") => true,
+                    Some(_) => {
+                        problems.push(
+                            child(&dp, "type"),
+                            DetailCode::InvalidValue,
+                            "must be \"env\"",
+                        );
+                        false
+                    }
+                    None => false,
+                }
+            }
+        };
+        f.finish(problems);
+        if let (Some(source), true) = (source, delivery_ok) {
+            if &source.namespace_id != namespace {
+                problems.push(
+                    child(&child(&kp, "source"), "namespaceId"),
+                    DetailCode::InvalidValue,
+                    "must be this Namespace",
+                );
+                continue;
+            }
+            out.insert(
+                key.clone(),
+                SecretBinding {
+                    source,
+                    delivery: SecretDelivery::Env,
+                },
+            );
+        }
+    }
+    (problems.items().len() == before).then_some(out)
+}
+
+/// Parses `harnessAuth` (an object or `null`). Supported methods: `runtime`, `api_key` (a Secret
+/// of this Namespace) and `chatgpt_service_account`. `Ok(None)` is an explicit `null`.
+pub fn parse_harness_auth(
+    v: &Value,
+    path: &str,
+    namespace: &NamespaceId,
+    problems: &mut Problems,
+) -> Option<Option<HarnessAuth>> {
+    if v.is_null() {
+        return Some(None);
+    }
+    let mut f = Fields::new(v, path, problems);
+    if !f.is_object() {
+        return None;
+    }
+    let method = f.required_str("method", problems)?;
+    let mp = child(path, "method");
+    let auth = match method {
+        "runtime" => Some(HarnessAuth::Runtime {}),
+        "api_key" => {
+            let sp = child(path, "source");
+            let source = f
+                .required("source", problems)
+                .and_then(|s| parse_secret_ref(s, &sp, problems));
+            match source {
+                Some(s) if &s.namespace_id != namespace => {
+                    problems.push(
+                        child(&sp, "namespaceId"),
+                        DetailCode::InvalidValue,
+                        "must be this Namespace",
+                    );
+                    None
+                }
+                Some(s) => Some(HarnessAuth::ApiKey { source: s }),
+                None => None,
+            }
+        }
+        "chatgpt_service_account" => f
+            .required("serviceAccountId", problems)
+            .and_then(|v| {
+                expect_id::<ServiceAccountId>(v, &child(path, "serviceAccountId"), "sa", problems)
+            })
+            .map(|id| HarnessAuth::ChatgptServiceAccount {
+                service_account_id: id,
+            }),
+        "codex_pat" | "oauth" | "credential_source" => {
+            problems.push(
+                &mp,
+                DetailCode::InvalidValue,
+                "is not supported by this installation (runtime, api_key, chatgpt_service_account)",
+            );
+            return None;
+        }
+        _ => {
+            problems.push(
+                &mp,
+                DetailCode::InvalidValue,
+                "must be one of runtime, api_key, chatgpt_service_account",
+            );
+            return None;
+        }
+    };
+    f.finish(problems);
+    auth.map(Some)
+}
+
+/// Checks one workspace file's content: at most 16 KiB of UTF-8 and no NUL.
+pub fn check_workspace_content(content: &str, path: &str, problems: &mut Problems) -> bool {
+    if content.len() > WORKSPACE_FILE_MAX_BYTES {
+        problems.push(
+            path,
+            DetailCode::TooLong,
+            "is too long (expected at most 16384 bytes of UTF-8)",
+        );
+        false
+    } else if content.contains('\0') {
+        problems.push(
+            path,
+            DetailCode::InvalidValue,
+            "must not contain NUL characters",
+        );
+        false
+    } else {
+        true
+    }
+}
+
+/// Parses `initialWorkspaceFiles`: an object whose keys are the four file names and whose values
+/// are strings (≤ 16 KiB UTF-8, no NUL; empty allowed). An empty object is `None` (no setup).
+pub fn parse_initial_workspace_files(
+    v: &Value,
+    path: &str,
+    problems: &mut Problems,
+) -> Option<Option<WorkspaceFiles>> {
+    let Value::Object(map) = v else {
+        problems.push(
+            path,
+            DetailCode::InvalidType,
+            format!("must be an object, not {}", type_name(v)),
+        );
+        return None;
+    };
+    let before = problems.items().len();
+    let mut files = WorkspaceFiles::new();
+    for (name, content) in map {
+        let p = child(path, name);
+        let Some(file) = WorkspaceFileName::parse(name) else {
+            problems.push(
+                &p,
+                DetailCode::UnknownField,
+                "is not one of AGENTS.md, SOUL.md, IDENTITY.md, USER.md",
+            );
+            continue;
+        };
+        if let Some(s) = expect_str(content, &p, problems) {
+            if check_workspace_content(s, &p, problems) {
+                files.insert(file, s.to_owned());
+            }
+        }
+    }
+    if problems.items().len() != before {
+        return None;
+    }
+    Some((!files.is_empty()).then_some(files))
+}
+
+/// Checks a Secret value: non-empty, no NUL, at most 65 536 bytes of UTF-8.
+pub fn check_secret_value(value: &str, path: &str, problems: &mut Problems) -> bool {
+    if value.is_empty() {
+        problems.push(path, DetailCode::InvalidValue, "must not be empty");
+        false
+    } else if value.len() > SECRET_VALUE_MAX_BYTES {
+        problems.push(
+            path,
+            DetailCode::TooLong,
+            "is too long (expected at most 65536 bytes of UTF-8)",
+        );
+        false
+    } else if value.contains('\0') {
+        problems.push(
+            path,
+            DetailCode::InvalidValue,
+            "must not contain NUL characters",
+        );
+        false
+    } else {
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn bindings_normalize_and_refuse_reserved_and_foreign() {
+        let ns = NamespaceId::generate();
+        let other = NamespaceId::generate();
+        let sec = SecretId::generate();
+        let mut p = Problems::new();
+        let b = parse_secret_bindings(
+            &json!({"MY_KEY": {"source": {"kind": "secret", "namespaceId": ns, "id": sec}}}),
+            "/secretBindings",
+            &ns,
+            &mut p,
+        )
+        .unwrap();
+        assert_eq!(b["MY_KEY"].delivery, SecretDelivery::Env);
+        for (key, body) in [
+            (
+                "OPENAI_API_KEY",
+                json!({"source": {"kind": "secret", "namespaceId": ns, "id": sec}}),
+            ),
+            (
+                "PATH",
+                json!({"source": {"kind": "secret", "namespaceId": ns, "id": sec}}),
+            ),
+            (
+                "9BAD",
+                json!({"source": {"kind": "secret", "namespaceId": ns, "id": sec}}),
+            ),
+            (
+                "OK",
+                json!({"source": {"kind": "secret", "namespaceId": other, "id": sec}}),
+            ),
+            (
+                "OK2",
+                json!({"source": {"kind": "secret", "namespaceId": ns, "id": sec}, "delivery": {"type": "file"}}),
+            ),
+        ] {
+            let mut p = Problems::new();
+            assert!(
+                parse_secret_bindings(&json!({ key: body }), "/secretBindings", &ns, &mut p)
+                    .is_none(),
+                "{key}"
+            );
+            assert!(!p.is_empty());
+        }
+        let many: serde_json::Map<String, Value> = (0..65)
+            .map(|i| {
+                (
+                    format!("K{i}"),
+                    json!({"source": {"kind": "secret", "namespaceId": ns, "id": sec}}),
+                )
+            })
+            .collect();
+        let mut p = Problems::new();
+        assert!(
+            parse_secret_bindings(&Value::Object(many), "/secretBindings", &ns, &mut p).is_none()
+        );
+    }
+
+    #[test]
+    fn harness_auth_variants() {
+        let ns = NamespaceId::generate();
+        let mut p = Problems::new();
+        assert_eq!(
+            parse_harness_auth(&json!(null), "/h", &ns, &mut p),
+            Some(None)
+        );
+        assert_eq!(
+            parse_harness_auth(&json!({"method": "runtime"}), "/h", &ns, &mut p),
+            Some(Some(HarnessAuth::Runtime {}))
+        );
+        assert!(p.is_empty());
+        for bad in [
+            json!({"method": "oauth"}),
+            json!({"method": "runtime", "x": 1}),
+            json!({"method": "api_key"}),
+            json!(5),
+        ] {
+            let mut p = Problems::new();
+            let r = parse_harness_auth(&bad, "/h", &ns, &mut p);
+            assert!(r.is_none() || !p.is_empty(), "{bad}");
+            assert!(!p.is_empty(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn workspace_files_rules() {
+        let mut p = Problems::new();
+        assert_eq!(
+            parse_initial_workspace_files(&json!({}), "/f", &mut p),
+            Some(None)
+        );
+        let files =
+            parse_initial_workspace_files(&json!({"USER.md": "", "SOUL.md": "soul"}), "/f", &mut p)
+                .unwrap()
+                .unwrap();
+        assert_eq!(files.len(), 2);
+        for bad in [
+            json!({"NOTES.md": "x"}),
+            json!({"USER.md": 1}),
+            json!({"USER.md": "a\u{0}b"}),
+            json!({"USER.md": "é".repeat(8193)}),
+        ] {
+            let mut p = Problems::new();
+            assert!(
+                parse_initial_workspace_files(&bad, "/f", &mut p).is_none(),
+                "{bad}"
+            );
+        }
+        let mut p = Problems::new();
+        assert!(check_workspace_content(&"x".repeat(16384), "/c", &mut p));
+        assert!(!check_workspace_content(&"x".repeat(16385), "/c", &mut p));
+    }
+
+    #[test]
+    fn secret_values() {
+        let mut p = Problems::new();
+        assert!(check_secret_value("sk-live", "/value", &mut p));
+        assert!(!check_secret_value("", "/value", &mut p));
+        assert!(!check_secret_value("a\0", "/value", &mut p));
+        assert!(!check_secret_value(&"x".repeat(65537), "/value", &mut p));
+    }
+}

@@ -1,0 +1,54 @@
+//! What admission needs to know about the installation's Compute Driver: its identity (pinned
+//! into every revision) and which execution modes and harness authentication methods it can run.
+//! The Driver's runtime operations belong to the worker.
+
+use occ_core::resource::{ComputeIdentity, ExecutionMode, HarnessAuth};
+
+/// The Compute Driver selected by the installation settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ComputeSelection {
+    /// Identity pinned into revisions.
+    pub identity: ComputeIdentity,
+    /// Execution modes it can run.
+    pub execution_modes: Vec<ExecutionMode>,
+    /// Harness authentication methods it can deliver.
+    pub harness_auth_methods: Vec<&'static str>,
+}
+
+impl ComputeSelection {
+    /// Local OpenClaw gateway processes: embedded execution; credentials on the host or from
+    /// a Secret delivered as an environment variable.
+    pub fn process() -> Self {
+        Self {
+            identity: ComputeIdentity {
+                id: "compute-process".into(),
+                implementation: "process".into(),
+            },
+            execution_modes: vec![ExecutionMode::Embedded],
+            harness_auth_methods: vec!["runtime", "api_key"],
+        }
+    }
+
+    /// Why this Compute Driver cannot run an Agent in `mode` with `auth`, if it cannot.
+    pub fn refusal(&self, mode: ExecutionMode, auth: Option<&HarnessAuth>) -> Option<String> {
+        if !self.execution_modes.contains(&mode) {
+            return Some(format!(
+                "The {} Compute Driver does not support {} execution; use executionMode \"embedded\"",
+                self.identity.implementation,
+                mode.as_str()
+            ));
+        }
+        let method = match auth {
+            Some(HarnessAuth::Runtime {}) => "runtime",
+            Some(HarnessAuth::ApiKey { .. }) => "api_key",
+            Some(HarnessAuth::ChatgptServiceAccount { .. }) => "chatgpt_service_account",
+            None => return None,
+        };
+        (!self.harness_auth_methods.contains(&method)).then(|| {
+            format!(
+                "The {} Compute Driver cannot deliver harnessAuth method {method}",
+                self.identity.implementation
+            )
+        })
+    }
+}

@@ -1,0 +1,25 @@
+//! occ Drivers. Each capability is a closed enum over its implementations, built from settings
+//! by the `occ` binary; callers see domain verbs only.
+//!
+//! - [`configuration::ConfigurationDriver`]: where native `openclaw.json` documents live
+//!   (filesystem for development; Kubernetes ConfigMaps later).
+//! - [`secret::SecretDriver`]: where Secret values live (local, encrypted at rest).
+//! - [`compute::ComputeSelection`]: which Compute Driver this installation uses and what it
+//!   supports, as admission needs to know it.
+
+pub mod compute;
+pub mod configuration;
+pub mod error;
+pub mod fsutil;
+pub mod secret;
+
+pub use error::DriverError;
+
+/// A Driver's identity, as pinned into revisions and recorded in audit evidence.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct DriverIdentity {
+    /// Instance id, e.g. `configuration-filesystem`.
+    pub id: String,
+    /// Implementation, e.g. `filesystem`.
+    pub implementation: String,
+}
