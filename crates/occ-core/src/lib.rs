@@ -11,6 +11,7 @@ pub mod iam;
 pub mod id;
 pub mod inputs;
 pub mod name;
+pub mod native;
 pub mod resource;
 pub mod time;
 pub mod validate;

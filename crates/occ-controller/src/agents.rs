@@ -1,0 +1,271 @@
+//! Agents: list (filtered per item), create (stopped, no revision, no work; optional initial
+//! workspace files staged privately), get, update (omitted keeps, `null` clears), delete
+//! (`deleting`, desired `stopped`, deletion work queued).
+
+use occ_core::authz::{Action, ResourceKind, ResourceRef};
+use occ_core::resource::{Agent, AgentStatus, DesiredRuntimeState, ExecutionMode, HarnessAuth, WorkspaceFiles, WorkspaceSetup};
+use occ_core::work::NewWork;
+use occ_core::{AgentId, ConfigurationId, Error, ErrorCode, IamId, Name, NamespaceId, Timestamp};
+use occ_store::agents::AgentDraft;
+use occ_store::{StoreError, Tx};
+
+use crate::namespaces::{live_namespace, require_accepting};
+use crate::{Controller, Request, db};
+
+/// A field of a partial update.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Patch<T> {
+    /// Omitted: keep the current value.
+    #[default]
+    Keep,
+    /// `null`: clear it.
+    Clear,
+    /// A new value.
+    Set(T),
+}
+
+impl<T: Clone> Patch<T> {
+    fn apply(&self, current: Option<T>) -> Option<T> {
+        match self {
+            Patch::Keep => current,
+            Patch::Clear => None,
+            Patch::Set(v) => Some(v.clone()),
+        }
+    }
+}
+
+/// The validated body of Agent creation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentInput {
+    /// Unique per Namespace.
+    pub name: Name,
+    /// Same-Namespace Configuration.
+    pub configuration_id: ConfigurationId,
+    /// Default `embedded`.
+    pub execution_mode: ExecutionMode,
+    /// Optional Backend.
+    pub backend_id: Option<String>,
+    /// Harness authentication.
+    pub harness_auth: Option<HarnessAuth>,
+    /// Initial workspace files (non-empty), staged privately.
+    pub initial_workspace_files: Option<WorkspaceFiles>,
+    /// The defaults identity the form was rendered with.
+    pub workspace_defaults_id: Option<String>,
+}
+
+/// The validated body of an Agent update.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentUpdate {
+    /// The Configuration (required).
+    pub configuration_id: ConfigurationId,
+    /// Execution mode (omitted keeps).
+    pub execution_mode: Option<ExecutionMode>,
+    /// Backend.
+    pub backend_id: Patch<String>,
+    /// Harness authentication.
+    pub harness_auth: Patch<HarnessAuth>,
+}
+
+impl Controller {
+    /// Checks what an Agent draft references: the Configuration (exact read; 404 when not in
+    /// this Namespace), the harness auth source (exists; the caller may operate the Secret or
+    /// read the ServiceAccount) and the Backend (configured).
+    async fn authorize_draft_references(
+        &self,
+        mut tx: Tx,
+        req: &Request,
+        ns: &NamespaceId,
+        configuration_id: &ConfigurationId,
+        harness_auth: Option<&HarnessAuth>,
+        backend_id: Option<&str>,
+        audit_action: &str,
+    ) -> Result<Tx, Error> {
+        let cfg_ref = ResourceRef::exact(ResourceKind::Configuration, ns, configuration_id);
+        let (t, _) = self.authorize(tx, req, Action::Read, &cfg_ref, audit_action).await?;
+        tx = t;
+        let cfg = tx.configuration_get(ns, configuration_id).await.map_err(db)?.ok_or_else(Error::not_found)?;
+        tx = self.authorize_bindings(tx, req, ns, &cfg.secret_bindings, audit_action).await?;
+        match harness_auth {
+            Some(HarnessAuth::ApiKey { source }) => {
+                let target = ResourceRef::exact(ResourceKind::Secret, ns, &source.id);
+                let (t, _) = self.authorize(tx, req, Action::Operate, &target, audit_action).await?;
+                tx = t;
+                tx.secret_get(ns, &source.id).await.map_err(db)?.ok_or_else(Error::not_found)?;
+            }
+            Some(HarnessAuth::ChatgptServiceAccount { service_account_id }) => {
+                let target = ResourceRef::exact(ResourceKind::ServiceAccount, ns, service_account_id);
+                let (t, _) = self.authorize(tx, req, Action::Read, &target, audit_action).await?;
+                tx = t;
+                tx.service_account_get(ns, service_account_id).await.map_err(db)?.ok_or_else(Error::not_found)?;
+            }
+            Some(HarnessAuth::Runtime {}) | None => {}
+        }
+        if let Some(backend) = backend_id {
+            if !self.settings.backends.iter().any(|b| b.id == backend) {
+                return Err(Error::not_found());
+            }
+        }
+        Ok(tx)
+    }
+
+    /// Agents of a Namespace the caller may read.
+    pub async fn agent_list(&self, req: &Request, ns: &NamespaceId) -> Result<Vec<Agent>, Error> {
+        let tx = self.store.begin_read().await.map_err(db)?;
+        let (mut tx, _) = self.authorize(tx, req, Action::Read, &ResourceRef::namespace(ns), "openclaw.agents.list").await?;
+        live_namespace(&mut tx, ns).await?;
+        let snapshot = tx.policy_snapshot(&req.caller.principal_id).await.map_err(db)?;
+        let all = tx.agent_list(ns).await.map_err(db)?;
+        Ok(all
+            .into_iter()
+            .filter(|a| Self::allowed(&snapshot, &req.caller, Action::Read, &ResourceRef::exact(ResourceKind::Agent, ns, &a.id)))
+            .collect())
+    }
+
+    /// Creates an Agent: `stopped`, no revision, no work. Initial workspace files are staged
+    /// privately and never echoed or audited.
+    pub async fn agent_create(&self, req: &Request, ns: &NamespaceId, input: AgentInput) -> Result<Agent, Error> {
+        let tx = self.store.begin().await.map_err(db)?;
+        let collection = ResourceRef::collection(ResourceKind::Agent, ns);
+        let (mut tx, evidence) = self.authorize(tx, req, Action::Create, &collection, "openclaw.agents.create").await?;
+        let namespace = live_namespace(&mut tx, ns).await?;
+        require_accepting(&namespace)?;
+        let tx = self
+            .authorize_draft_references(
+                tx,
+                req,
+                ns,
+                &input.configuration_id,
+                input.harness_auth.as_ref(),
+                input.backend_id.as_deref(),
+                "openclaw.agents.create",
+            )
+            .await?;
+        let mut tx = tx;
+        if let (Some(given), Some(current)) = (&input.workspace_defaults_id, &self.settings.workspace_defaults_id) {
+            if given != current {
+                return Err(Error::conflict(
+                    "The workspace file defaults changed since the form was loaded; reload it and submit again",
+                ));
+            }
+        }
+        if tx.agent_list(ns).await.map_err(db)?.iter().any(|a| a.name == input.name) {
+            return Err(Error::conflict("An Agent with this name already exists"));
+        }
+        let id = AgentId::generate();
+        let agent = Agent {
+            service_principal_id: IamId::agent_service_principal(&id),
+            id,
+            namespace_id: ns.clone(),
+            name: input.name,
+            configuration_id: input.configuration_id,
+            backend_id: input.backend_id,
+            execution_mode: input.execution_mode,
+            harness_auth: input.harness_auth,
+            active_revision_id: None,
+            desired_runtime_state: DesiredRuntimeState::Stopped,
+            status: AgentStatus::Active,
+            created_at: Timestamp::now(),
+        };
+        tx.agent_insert(&agent).await.map_err(|e| match e {
+            StoreError::Conflict { .. } => Error::conflict("An Agent with this name already exists"),
+            StoreError::Reference { .. } => Error::not_found(),
+            other => db(other),
+        })?;
+        if let Some(files) = input.initial_workspace_files {
+            let setup = WorkspaceSetup {
+                id: format!("wss_{}", uuid::Uuid::new_v4()),
+                namespace_id: ns.clone(),
+                agent_id: agent.id.clone(),
+                defaults_id: input.workspace_defaults_id.clone(),
+                files: Some(files),
+                completed: false,
+            };
+            tx.workspace_setup_insert(&setup).await.map_err(db)?;
+        }
+        let target = ResourceRef::exact(ResourceKind::Agent, ns, &agent.id);
+        let event = self
+            .mutation(req, "openclaw.agents.create", &target, &evidence)
+            .detail("configurationId", agent.configuration_id.as_str())
+            .detail("servicePrincipalId", agent.service_principal_id.as_str());
+        tx.audit_append(&event).await.map_err(db)?;
+        Self::commit(tx).await?;
+        Ok(agent)
+    }
+
+    /// One Agent.
+    pub async fn agent_get(&self, req: &Request, ns: &NamespaceId, id: &AgentId) -> Result<Agent, Error> {
+        let target = ResourceRef::exact(ResourceKind::Agent, ns, id);
+        let tx = self.store.begin_read().await.map_err(db)?;
+        let (mut tx, _) = self.authorize(tx, req, Action::Read, &target, "openclaw.agents.read").await?;
+        tx.agent_get(ns, id).await.map_err(db)?.ok_or_else(Error::not_found)
+    }
+
+    /// Updates the draft. Never creates a revision or queues work.
+    pub async fn agent_update(&self, req: &Request, ns: &NamespaceId, id: &AgentId, update: AgentUpdate) -> Result<Agent, Error> {
+        let target = ResourceRef::exact(ResourceKind::Agent, ns, id);
+        let tx = self.store.begin().await.map_err(db)?;
+        let (mut tx, evidence) = self.authorize(tx, req, Action::Update, &target, "openclaw.agents.update").await?;
+        let agent = tx.agent_lock(ns, id).await.map_err(db)?.ok_or_else(Error::not_found)?;
+        if agent.status == AgentStatus::Deleting {
+            return Err(agent_deleting());
+        }
+        let draft = AgentDraft {
+            configuration_id: update.configuration_id,
+            backend_id: update.backend_id.apply(agent.backend_id.clone()),
+            execution_mode: update.execution_mode.unwrap_or(agent.execution_mode),
+            harness_auth: update.harness_auth.apply(agent.harness_auth.clone()),
+        };
+        let mut tx = self
+            .authorize_draft_references(
+                tx,
+                req,
+                ns,
+                &draft.configuration_id,
+                draft.harness_auth.as_ref(),
+                draft.backend_id.as_deref(),
+                "openclaw.agents.update",
+            )
+            .await?;
+        if !tx.agent_update_draft(ns, id, &draft).await.map_err(|e| match e {
+            StoreError::Reference { .. } => Error::not_found(),
+            other => db(other),
+        })? {
+            return Err(Error::conflict("The Agent changed concurrently; retry"));
+        }
+        let event = self
+            .mutation(req, "openclaw.agents.update", &target, &evidence)
+            .detail("configurationId", draft.configuration_id.as_str());
+        tx.audit_append(&event).await.map_err(db)?;
+        Self::commit(tx).await?;
+        Ok(Agent {
+            configuration_id: draft.configuration_id,
+            backend_id: draft.backend_id,
+            execution_mode: draft.execution_mode,
+            harness_auth: draft.harness_auth,
+            ..agent
+        })
+    }
+
+    /// Starts deleting an Agent: `deleting`, desired `stopped`, its staged setup removed and its
+    /// deletion work queued. Repeating it changes nothing.
+    pub async fn agent_delete(&self, req: &Request, ns: &NamespaceId, id: &AgentId) -> Result<Agent, Error> {
+        let target = ResourceRef::exact(ResourceKind::Agent, ns, id);
+        let tx = self.store.begin().await.map_err(db)?;
+        let (mut tx, evidence) = self.authorize(tx, req, Action::Delete, &target, "openclaw.agents.delete").await?;
+        let agent = tx.agent_lock(ns, id).await.map_err(db)?.ok_or_else(Error::not_found)?;
+        if agent.status == AgentStatus::Deleting {
+            return Ok(agent);
+        }
+        tx.agent_mark_deleting(ns, id).await.map_err(db)?;
+        tx.workspace_setup_delete(ns, id).await.map_err(db)?;
+        tx.work_enqueue(&NewWork::agent_deleted(ns, id, &req.caller.principal_id)).await.map_err(db)?;
+        tx.audit_append(&self.mutation(req, "openclaw.agents.delete", &target, &evidence)).await.map_err(db)?;
+        Self::commit(tx).await?;
+        Ok(Agent { status: AgentStatus::Deleting, desired_runtime_state: DesiredRuntimeState::Stopped, ..agent })
+    }
+}
+
+/// 409 `AGENT_DELETING`.
+pub(crate) fn agent_deleting() -> Error {
+    Error::new(ErrorCode::AgentDeleting, "The Agent is being deleted")
+}

@@ -1,0 +1,512 @@
+//! Authentication (service keys, sign-in sessions), password sign-in with rate limiting,
+//! accounts, and service-key issuance with the coverage rule.
+//!
+//! Credentials are never stored: service keys and session tokens as SHA-256 hex, passwords as
+//! argon2id PHC strings. Keys are compared in constant time.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use argon2::Argon2;
+use argon2::password_hash::phc::PasswordHash;
+use argon2::password_hash::{PasswordHasher, PasswordVerifier};
+use base64::Engine as _;
+use hmac::{Hmac, KeyInit, Mac};
+use occ_core::audit::AuditKind;
+use occ_core::authz::{Action, AuthMethod, Caller, Permission, ResourceKind, ResourceRef};
+use occ_core::iam::{AccessBinding, Identity, IdentityKind, ServiceKey, Session, UserAccount};
+use occ_core::{AdmissionDecisionId, Error, ErrorCode, IamId, NamespaceId, Timestamp};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use crate::{Controller, Request, db};
+
+/// Prefix of every service key.
+pub const SERVICE_KEY_PREFIX: &str = "occ_";
+/// Default service key lifetime (30 days).
+pub const DEFAULT_KEY_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
+/// Bounds of `expiresIn`, in seconds.
+pub const KEY_TTL_RANGE: (i64, i64) = (86_400, 31_536_000);
+/// Password length bounds, in characters.
+pub const PASSWORD_CHARS: (usize, usize) = (12, 128);
+
+/// SHA-256 hex of a credential.
+pub fn credential_hash(credential: &str) -> String {
+    hex::encode(Sha256::digest(credential.as_bytes()))
+}
+
+/// A fresh random token: 32 bytes, base64url without padding.
+pub fn random_token() -> String {
+    let bytes: [u8; 32] = rand::random();
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
+/// A fresh service key (`occ_` + 64 hex characters).
+pub fn new_service_key() -> String {
+    let bytes: [u8; 32] = rand::random();
+    format!("{SERVICE_KEY_PREFIX}{}", hex::encode(bytes))
+}
+
+/// Hashes a password with argon2id (blocking; call from a blocking thread).
+pub fn hash_password(password: &str) -> Result<String, Error> {
+    Argon2::default()
+        .hash_password(password.as_bytes())
+        .map(|h| h.to_string())
+        .map_err(|e| Error::internal(format!("password hashing: {e}")))
+}
+
+fn verify_password(password: &str, phc: &str) -> bool {
+    PasswordHash::new(phc).is_ok_and(|h| Argon2::default().verify_password(password.as_bytes(), &h).is_ok())
+}
+
+/// A hash of a password nobody has, so unknown accounts cost the same as known ones.
+fn decoy_hash() -> &'static str {
+    static DECOY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    DECOY.get_or_init(|| hash_password("decoy password that matches nothing").unwrap_or_default())
+}
+
+/// A caller, authenticated, with the session (for session callers).
+#[derive(Debug, Clone)]
+pub struct Authenticated {
+    /// The caller.
+    pub caller: Caller,
+    /// The human account, for session callers.
+    pub user: Option<UserAccount>,
+    /// The session, for session callers.
+    pub session: Option<Session>,
+}
+
+/// Sign-in failure counting: at most 10 failures per email per minute.
+#[derive(Debug, Default)]
+pub struct SignInLimiter {
+    failures: Mutex<HashMap<String, Vec<Instant>>>,
+}
+
+const FAILURE_WINDOW: Duration = Duration::from_secs(60);
+const MAX_FAILURES: usize = 10;
+
+impl SignInLimiter {
+    /// Seconds to wait when the email is over its limit.
+    fn retry_after(&self, email: &str) -> Option<u64> {
+        let mut map = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        let entries = map.entry(email.to_owned()).or_default();
+        entries.retain(|t| now.duration_since(*t) < FAILURE_WINDOW);
+        (entries.len() >= MAX_FAILURES).then(|| {
+            let oldest = entries.iter().min().copied().unwrap_or(now);
+            FAILURE_WINDOW.saturating_sub(now.duration_since(oldest)).as_secs().max(1)
+        })
+    }
+
+    fn record_failure(&self, email: &str) {
+        let mut map = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        if map.len() > 100_000 {
+            let now = Instant::now();
+            map.retain(|_, v| v.iter().any(|t| now.duration_since(*t) < FAILURE_WINDOW));
+        }
+        map.entry(email.to_owned()).or_default().push(Instant::now());
+    }
+
+    fn clear(&self, email: &str) {
+        self.failures.lock().unwrap_or_else(|p| p.into_inner()).remove(email);
+    }
+}
+
+/// A newly issued service key: the plaintext exists only here.
+#[derive(Clone)]
+pub struct IssuedKey {
+    /// Public metadata.
+    pub key: ServiceKey,
+    /// The plaintext, shown once.
+    pub plaintext: String,
+}
+
+impl std::fmt::Debug for IssuedKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IssuedKey").field("key", &self.key).finish_non_exhaustive()
+    }
+}
+
+/// The result of a successful sign-in.
+#[derive(Clone)]
+pub struct SignedIn {
+    /// The cookie value (shown once; stored only hashed).
+    pub token: String,
+    /// The session.
+    pub session: Session,
+    /// The account.
+    pub user: UserAccount,
+}
+
+/// A request to create a human account.
+#[derive(Debug, Clone)]
+pub struct AccountInput {
+    /// Email (normalized to lowercase).
+    pub email: String,
+    /// Password (12..128 characters).
+    pub password: String,
+    /// Display name.
+    pub name: Option<String>,
+    /// An Installation-scoped Role to bind.
+    pub role_id: Option<IamId>,
+}
+
+/// A request to issue a service key.
+#[derive(Debug, Clone)]
+pub struct ServiceKeyInput {
+    /// The service principal.
+    pub service_principal_id: IamId,
+    /// Restrict the key to one Namespace.
+    pub namespace_id: Option<NamespaceId>,
+    /// 1..32 characters.
+    pub name: String,
+    /// Lifetime in seconds.
+    pub expires_in: Option<i64>,
+}
+
+fn unauthenticated() -> Error {
+    Error::unauthenticated()
+}
+
+impl Controller {
+    /// Authenticates an `x-api-key` value. Any failure is 401 and never falls back to a cookie.
+    pub async fn authenticate_key(&self, presented: &str) -> Result<Authenticated, Error> {
+        if !presented.starts_with(SERVICE_KEY_PREFIX) || presented.len() > 200 {
+            return Err(unauthenticated());
+        }
+        let hash = credential_hash(presented);
+        let mut tx = self.store.begin_read().await.map_err(db)?;
+        let Some((key, stored)) = tx.service_key_by_hash(&hash).await.map_err(db)? else {
+            return Err(unauthenticated());
+        };
+        if !bool::from(stored.as_bytes().ct_eq(hash.as_bytes())) || key.expires_at <= Timestamp::now() {
+            return Err(unauthenticated());
+        }
+        let identity = tx.identity_get(&key.service_principal_id).await.map_err(db)?;
+        drop(tx);
+        let usable = identity.is_some_and(|i| {
+            i.kind == IdentityKind::ServicePrincipal
+                && i.agent_id.is_none()
+                && (i.namespace_id.is_none() || i.namespace_id == key.namespace_id)
+        });
+        if !usable {
+            return Err(unauthenticated());
+        }
+        Ok(Authenticated {
+            caller: Caller {
+                principal_id: key.service_principal_id.clone(),
+                method: AuthMethod::ApiKey,
+                key_namespace: key.namespace_id.clone(),
+                session_id: None,
+                key_id: Some(key.id.clone()),
+                admission_id: AdmissionDecisionId::generate(),
+            },
+            user: None,
+            session: None,
+        })
+    }
+
+    /// Authenticates a session cookie token; `None` when it names no live session.
+    pub async fn authenticate_session(&self, token: &str) -> Result<Option<Authenticated>, Error> {
+        if token.is_empty() || token.len() > 200 {
+            return Ok(None);
+        }
+        let mut tx = self.store.begin_read().await.map_err(db)?;
+        let found = tx.session_by_token_hash(&credential_hash(token), Timestamp::now()).await.map_err(db)?;
+        Ok(found.map(|(session, user)| Authenticated {
+            caller: Caller {
+                principal_id: user.principal_id.clone(),
+                method: AuthMethod::Session,
+                key_namespace: None,
+                session_id: Some(session.id.clone()),
+                key_id: None,
+                admission_id: AdmissionDecisionId::generate(),
+            },
+            user: Some(user),
+            session: Some(session),
+        }))
+    }
+
+    /// A stable, non-credential key of a session (HMAC of its id).
+    pub fn session_key(&self, session: &Session) -> String {
+        let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(&self.settings.auth_secret).expect("HMAC takes any key length");
+        mac.update(session.id.as_bytes());
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes())
+    }
+
+    /// Password sign-in. Wrong email and wrong password are indistinguishable (401); more than
+    /// 10 failures for one email within a minute answer 429 with `Retry-After`.
+    pub async fn sign_in(&self, email: &str, password: &str) -> Result<SignedIn, Error> {
+        let email = email.trim().to_lowercase();
+        if let Some(wait) = self.sign_in_limiter.retry_after(&email) {
+            return Err(Error::new(ErrorCode::RateLimited, "Too many failed sign-in attempts; try again later")
+                .with_retry_after(wait));
+        }
+        let mut tx = self.store.begin_read().await.map_err(db)?;
+        let found = tx.user_by_email(&email).await.map_err(db)?;
+        drop(tx);
+        let (phc, user) = match &found {
+            Some((user, phc)) => (phc.clone(), Some(user.clone())),
+            None => (decoy_hash().to_owned(), None),
+        };
+        let password = password.to_owned();
+        let ok = tokio::task::spawn_blocking(move || verify_password(&password, &phc))
+            .await
+            .map_err(|e| Error::internal(format!("password check: {e}")))?;
+        let Some(user) = user.filter(|_| ok) else {
+            self.sign_in_limiter.record_failure(&email);
+            return Err(Error::new(ErrorCode::Unauthenticated, "The email or password is incorrect"));
+        };
+        self.sign_in_limiter.clear(&email);
+        let now = Timestamp::now();
+        let session = Session {
+            id: format!("ses_{}", uuid::Uuid::new_v4()),
+            user_id: user.id.clone(),
+            expires_at: now.plus(self.settings.session_ttl),
+            created_at: now,
+        };
+        let token = random_token();
+        let mut tx = self.store.begin().await.map_err(db)?;
+        tx.session_insert(&session, &credential_hash(&token)).await.map_err(db)?;
+        let _ = tx.session_delete_expired(now).await;
+        tx.commit().await.map_err(db)?;
+        Ok(SignedIn { token, session, user })
+    }
+
+    /// Ends a session.
+    pub async fn sign_out(&self, session_id: &str) -> Result<(), Error> {
+        let mut tx = self.store.begin().await.map_err(db)?;
+        tx.session_delete(session_id).await.map_err(db)?;
+        tx.commit().await.map_err(db)
+    }
+
+    /// Creates a human account (session callers holding `installation:administer` only).
+    pub async fn account_create(&self, req: &Request, input: AccountInput) -> Result<UserAccount, Error> {
+        if req.caller.method != AuthMethod::Session {
+            return Err(unauthenticated());
+        }
+        let mut tx = self.store.begin().await.map_err(db)?;
+        let installation = self.installation_required(&mut tx).await?;
+        let target = ResourceRef::installation(&installation.id);
+        let (mut tx, evidence) = self.authorize(tx, req, Action::Administer, &target, "openclaw.auth.accounts.create").await?;
+        let email = input.email.trim().to_lowercase();
+        let role = match &input.role_id {
+            None => None,
+            Some(id) => match tx.role_get(id).await.map_err(db)? {
+                Some(r) if r.namespace_id.is_none() => Some(r),
+                _ => {
+                    return Err(Error::invalid_field(
+                        "/roleId",
+                        occ_core::DetailCode::InvalidValue,
+                        "The request is invalid: /roleId must name an Installation-scoped Role",
+                    ));
+                }
+            },
+        };
+        if tx.user_by_email(&email).await.map_err(db)?.is_some() {
+            return Err(Error::conflict("An account with this email already exists"));
+        }
+        let now = Timestamp::now();
+        let user_id = IamId::generate_user();
+        let principal = Identity {
+            id: IamId::generate_principal(),
+            kind: IdentityKind::Principal,
+            namespace_id: None,
+            agent_id: None,
+            issuer: Some(format!("occ:installation:{}:password", installation.id)),
+            subject: Some(user_id.to_string()),
+            created_at: now,
+        };
+        let user = UserAccount {
+            id: user_id,
+            email,
+            name: input.name.clone().unwrap_or_else(|| input.email.clone()),
+            principal_id: principal.id.clone(),
+            created_at: now,
+        };
+        let password = input.password.clone();
+        let phc = tokio::task::spawn_blocking(move || hash_password(&password))
+            .await
+            .map_err(|e| Error::internal(format!("password hashing: {e}")))??;
+        tx.identity_insert(&principal).await.map_err(db)?;
+        tx.user_insert(&user, &phc).await.map_err(|e| match e {
+            occ_store::StoreError::Conflict { .. } => Error::conflict("An account with this email already exists"),
+            other => db(other),
+        })?;
+        if let Some(role) = &role {
+            tx.binding_insert(&AccessBinding {
+                id: IamId::generate_binding(""),
+                namespace_id: None,
+                subject_id: principal.id.clone(),
+                role_id: role.id.clone(),
+                resource: None,
+                created_at: now,
+            })
+            .await
+            .map_err(db)?;
+        }
+        let event = self
+            .mutation(req, "openclaw.auth.accounts.create", &target, &evidence)
+            .detail("accountId", user.id.as_str())
+            .detail("principalId", principal.id.as_str())
+            .detail("roleId", role.as_ref().map(|r| r.id.to_string()));
+        tx.audit_append(&event).await.map_err(db)?;
+        Self::commit(tx).await?;
+        Ok(user)
+    }
+
+    /// Issues a service key for a non-Agent service principal. The caller must administer the
+    /// Installation and hold every grant of the target principal ("coverage").
+    pub async fn service_key_issue(&self, req: &Request, input: ServiceKeyInput) -> Result<IssuedKey, Error> {
+        let mut tx = self.store.begin().await.map_err(db)?;
+        let Some(installation) = tx.installation_get().await.map_err(db)? else {
+            return Err(Error::conflict("The Installation is not bootstrapped"));
+        };
+        let target = ResourceRef::installation(&installation.id);
+        let (mut tx, evidence) = self.authorize(tx, req, Action::Administer, &target, "openclaw.auth.service-keys.create").await?;
+        let sp = tx.identity_get(&input.service_principal_id).await.map_err(db)?;
+        let bad_sp = |why: &str| {
+            Error::invalid_field("/servicePrincipalId", occ_core::DetailCode::InvalidValue, format!("The request is invalid: /servicePrincipalId {why}"))
+        };
+        let sp = match sp {
+            None => return Err(bad_sp("does not name a service principal")),
+            Some(i) if i.kind != IdentityKind::ServicePrincipal => return Err(bad_sp("does not name a service principal")),
+            Some(i) if i.agent_id.is_some() => return Err(bad_sp("names an Agent-owned service principal")),
+            Some(i) => i,
+        };
+        if let Some(scope) = &sp.namespace_id {
+            if input.namespace_id.as_ref() != Some(scope) {
+                return Err(Error::invalid_field(
+                    "/namespaceId",
+                    occ_core::DetailCode::InvalidValue,
+                    "The request is invalid: /namespaceId must be the service principal's Namespace",
+                ));
+            }
+        }
+        if let Some(ns) = &input.namespace_id {
+            match tx.namespace_get(ns).await.map_err(db)? {
+                Some(n) if n.deleted_at.is_none() => {}
+                _ => return Err(Error::not_found()),
+            }
+        }
+        self.require_coverage(&mut tx, req, &sp.id).await?;
+        let ttl = input.expires_in.map(|s| Duration::from_secs(s.unsigned_abs())).unwrap_or(DEFAULT_KEY_TTL);
+        let now = Timestamp::now();
+        let issued = IssuedKey {
+            key: ServiceKey {
+                id: IamId::generate_service_key(),
+                service_principal_id: sp.id.clone(),
+                namespace_id: input.namespace_id.clone(),
+                name: input.name.clone(),
+                expires_at: now.plus(ttl),
+                created_at: now,
+            },
+            plaintext: new_service_key(),
+        };
+        tx.service_key_insert(&issued.key, &credential_hash(&issued.plaintext)).await.map_err(db)?;
+        let event = self
+            .mutation(req, "openclaw.auth.service-keys.create", &target, &evidence)
+            .detail("serviceKeyId", issued.key.id.as_str())
+            .detail("servicePrincipalId", sp.id.as_str());
+        tx.audit_append(&event).await.map_err(db)?;
+        Self::commit(tx).await?;
+        Ok(issued)
+    }
+
+    /// Revokes a service key (same authority as issuing one).
+    pub async fn service_key_revoke(&self, req: &Request, key_id: &IamId) -> Result<(), Error> {
+        let mut tx = self.store.begin().await.map_err(db)?;
+        let Some(installation) = tx.installation_get().await.map_err(db)? else {
+            return Err(Error::conflict("The Installation is not bootstrapped"));
+        };
+        let target = ResourceRef::installation(&installation.id);
+        let (mut tx, evidence) = self.authorize(tx, req, Action::Administer, &target, "openclaw.auth.service-keys.revoke").await?;
+        let key = tx.service_key_get(key_id).await.map_err(db)?.ok_or_else(Error::not_found)?;
+        self.require_coverage(&mut tx, req, &key.service_principal_id).await?;
+        tx.service_key_delete(key_id).await.map_err(db)?;
+        let event = self
+            .mutation(req, "openclaw.auth.service-keys.revoke", &target, &evidence)
+            .detail("serviceKeyId", key_id.as_str());
+        tx.audit_append(&event).await.map_err(db)?;
+        Self::commit(tx).await
+    }
+
+    /// Every grant of `target` must be matched by a grant the caller holds at the same or a
+    /// broader scope (`agent:administer` stands in for `agent:read_logs`).
+    async fn require_coverage(&self, tx: &mut occ_store::Tx, req: &Request, target: &IamId) -> Result<(), Error> {
+        let theirs = tx.policy_snapshot(target).await.map_err(db)?;
+        let mine = tx.policy_snapshot(&req.caller.principal_id).await.map_err(db)?;
+        for grant in &theirs.grants {
+            for p in &grant.role.permissions {
+                let covered = mine.grants.iter().any(|g| {
+                    let has = g.role.permissions.iter().any(|q| {
+                        q == p
+                            || (p.action == Action::ReadLogs
+                                && *q == Permission::new(Action::Administer, ResourceKind::Agent)
+                                && p.resource_kind == ResourceKind::Agent)
+                    });
+                    let scope = match (&g.binding.namespace_id, &g.binding.resource) {
+                        (None, None) => true,
+                        (Some(ns), None) => grant.binding.namespace_id.as_ref() == Some(ns),
+                        (_, Some(r)) => grant.binding.resource.as_ref() == Some(r) && grant.binding.namespace_id == g.binding.namespace_id,
+                    };
+                    has && scope
+                });
+                if !covered {
+                    let event = self
+                        .event(
+                            req,
+                            AuditKind::AuthorizationDenial,
+                            "openclaw.auth.service-keys.create",
+                            &ResourceRef::installation(&self.installation_required(tx).await?.id),
+                            occ_core::audit::AuditOutcome::Denied,
+                        )
+                        .reason_code("AUTHORIZATION_DENIED")
+                        .metadata("decisionReason", "coverage")
+                        .detail("servicePrincipalId", target.as_str());
+                    let mut audit = self.store.begin().await.map_err(|e| Error::unavailable(e.to_string()))?;
+                    audit.audit_append(&event).await.map_err(|e| Error::unavailable(e.to_string()))?;
+                    audit.commit().await.map_err(|e| Error::unavailable(e.to_string()))?;
+                    return Err(Error::new(
+                        ErrorCode::Forbidden,
+                        "The caller does not hold every grant of the target service principal",
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_tokens_and_hashes() {
+        let k = new_service_key();
+        assert!(k.starts_with("occ_") && k.len() == 68);
+        assert_ne!(new_service_key(), k);
+        assert_eq!(credential_hash("x").len(), 64);
+        assert_eq!(random_token().len(), 43);
+        let phc = hash_password("correct horse battery").unwrap();
+        assert!(verify_password("correct horse battery", &phc));
+        assert!(!verify_password("wrong", &phc));
+        assert!(!verify_password("x", "garbage"));
+    }
+
+    #[test]
+    fn limiter_opens_after_ten_failures() {
+        let l = SignInLimiter::default();
+        for _ in 0..9 {
+            l.record_failure("a@b.c");
+        }
+        assert!(l.retry_after("a@b.c").is_none());
+        l.record_failure("a@b.c");
+        assert!(l.retry_after("a@b.c").is_some_and(|s| (1..=60).contains(&s)));
+        assert!(l.retry_after("other@b.c").is_none());
+        l.clear("a@b.c");
+        assert!(l.retry_after("a@b.c").is_none());
+    }
+}

@@ -1,0 +1,174 @@
+//! First-run bootstrap: the Installation, the human administrator, the bootstrap service
+//! principal, the administrator Role bound to both, the bootstrap service key, and the Namespace
+//! `default` (provisioning, with its work queued) — one transaction. The key is handed to a
+//! [`KeySink`] (which writes it to a private file) *before* the commit, and discarded if the
+//! commit fails. Re-running on a bootstrapped database verifies and never reissues a key.
+
+use occ_core::audit::{AuditEvent, AuditKind, AuditOutcome};
+use occ_core::authz::{ResourceRef, administrator_permissions};
+use occ_core::iam::{AccessBinding, Identity, IdentityKind, Role, ServiceKey, UserAccount};
+use occ_core::resource::{Installation, Namespace, NamespaceStatus};
+use occ_core::work::NewWork;
+use occ_core::{Error, IamId, InstallationId, Name, NamespaceId, Timestamp};
+
+use crate::auth::{DEFAULT_KEY_TTL, IssuedKey, PASSWORD_CHARS, credential_hash, hash_password, new_service_key};
+use crate::{Controller, db};
+
+/// What bootstrap creates.
+#[derive(Debug, Clone)]
+pub struct BootstrapInput {
+    /// Installation display name.
+    pub installation_name: Name,
+    /// The administrator's email.
+    pub admin_email: String,
+    /// The administrator's password (12..128 characters).
+    pub admin_password: String,
+}
+
+/// Where the bootstrap key goes (a private file), before the commit.
+pub trait KeySink {
+    /// Persists the key durably; an error aborts the bootstrap.
+    fn persist(&self, key: &IssuedKey, installation: &Installation) -> Result<(), Error>;
+    /// Removes what `persist` wrote (the commit failed).
+    fn discard(&self);
+}
+
+/// The outcome of a bootstrap.
+#[derive(Debug, Clone)]
+pub enum BootstrapOutcome {
+    /// A fresh Installation.
+    Created {
+        /// The Installation.
+        installation: Installation,
+        /// The administrator account.
+        admin: UserAccount,
+        /// The bootstrap service principal.
+        service_principal_id: IamId,
+        /// The Namespace `default`.
+        namespace: Namespace,
+    },
+    /// It already existed; nothing was created or reissued.
+    Existing {
+        /// The Installation.
+        installation: Installation,
+    },
+}
+
+impl Controller {
+    /// Bootstraps the Installation (idempotent).
+    pub async fn bootstrap(&self, input: &BootstrapInput, sink: &dyn KeySink) -> Result<BootstrapOutcome, Error> {
+        let pw_len = input.admin_password.chars().count();
+        if !(PASSWORD_CHARS.0..=PASSWORD_CHARS.1).contains(&pw_len) {
+            return Err(Error::invalid_request("The administrator password must have 12 to 128 characters"));
+        }
+        let email = input.admin_email.trim().to_lowercase();
+        if !(3..=320).contains(&email.len()) || !email.contains('@') {
+            return Err(Error::invalid_request("The administrator email is not valid"));
+        }
+        let password = input.admin_password.clone();
+        let phc = tokio::task::spawn_blocking(move || hash_password(&password))
+            .await
+            .map_err(|e| Error::internal(format!("password hashing: {e}")))??;
+
+        let mut tx = self.store.begin().await.map_err(db)?;
+        if let Some(installation) = tx.installation_get().await.map_err(db)? {
+            // verify what a previous bootstrap left
+            if tx.user_by_email(&email).await.map_err(db)?.is_none() {
+                tracing::warn!("the Installation exists but the configured administrator email has no account");
+            }
+            return Ok(BootstrapOutcome::Existing { installation });
+        }
+        let now = Timestamp::now();
+        let installation = Installation { id: InstallationId::generate(), name: input.installation_name.clone(), created_at: now };
+        let user_id = IamId::generate_user();
+        let human = Identity {
+            id: IamId::generate_principal(),
+            kind: IdentityKind::Principal,
+            namespace_id: None,
+            agent_id: None,
+            issuer: Some(format!("occ:installation:{}:password", installation.id)),
+            subject: Some(user_id.to_string()),
+            created_at: now,
+        };
+        let admin = UserAccount { id: user_id, email, name: "Administrator".into(), principal_id: human.id.clone(), created_at: now };
+        let service = Identity {
+            id: IamId::generate_service_principal(),
+            kind: IdentityKind::ServicePrincipal,
+            namespace_id: None,
+            agent_id: None,
+            issuer: None,
+            subject: None,
+            created_at: now,
+        };
+        let role = Role {
+            id: IamId::generate_role(true),
+            namespace_id: None,
+            name: Some("Installation administrator".into()),
+            permissions: administrator_permissions(),
+            created_at: now,
+        };
+        let bind = |subject: &IamId, infix: &str| AccessBinding {
+            id: IamId::generate_binding(infix),
+            namespace_id: None,
+            subject_id: subject.clone(),
+            role_id: role.id.clone(),
+            resource: None,
+            created_at: now,
+        };
+        let key = IssuedKey {
+            key: ServiceKey {
+                id: IamId::generate_service_key(),
+                service_principal_id: service.id.clone(),
+                namespace_id: None,
+                name: "bootstrap-admin".into(),
+                expires_at: now.plus(DEFAULT_KEY_TTL),
+                created_at: now,
+            },
+            plaintext: new_service_key(),
+        };
+        let namespace = Namespace {
+            id: NamespaceId::generate(),
+            name: Name::parse("default").map_err(|e| Error::internal(e.to_string()))?,
+            existing_namespace: None,
+            status: NamespaceStatus::Provisioning,
+            created_at: now,
+            deleted_at: None,
+        };
+        tx.installation_insert(&installation).await.map_err(db)?;
+        tx.identity_insert(&human).await.map_err(db)?;
+        tx.user_insert(&admin, &phc).await.map_err(db)?;
+        tx.identity_insert(&service).await.map_err(db)?;
+        tx.role_insert(&role).await.map_err(db)?;
+        tx.binding_insert(&bind(&human.id, "admin_")).await.map_err(db)?;
+        tx.binding_insert(&bind(&service.id, "bootstrap_service_admin_")).await.map_err(db)?;
+        tx.service_key_insert(&key.key, &credential_hash(&key.plaintext)).await.map_err(db)?;
+        tx.namespace_insert(&namespace).await.map_err(db)?;
+        tx.work_enqueue(&NewWork::namespace_ready(&namespace.id, &service.id)).await.map_err(db)?;
+        let event = |action: &str, resource: &ResourceRef| {
+            AuditEvent::new(AuditKind::Bootstrap, service.id.as_str(), action, resource, AuditOutcome::Success)
+                .metadata("source", "occ")
+                .metadata("schemaVersion", 1)
+        };
+        tx.audit_append(
+            &event("openclaw.installation.bootstrap", &ResourceRef::installation(&installation.id))
+                .detail("administratorPrincipalId", human.id.as_str())
+                .detail("servicePrincipalId", service.id.as_str())
+                .detail("roleId", role.id.as_str())
+                .detail("serviceKeyId", key.key.id.as_str()),
+        )
+        .await
+        .map_err(db)?;
+        tx.audit_append(&event("openclaw.namespaces.create", &ResourceRef::namespace(&namespace.id)))
+            .await
+            .map_err(db)?;
+        sink.persist(&key, &installation)?;
+        if let Err(e) = tx.commit().await {
+            if !matches!(e, occ_store::StoreError::CommitOutcomeUnknown(_)) {
+                sink.discard();
+            }
+            return Err(db(e));
+        }
+        self.bootstrapped.store(true, std::sync::atomic::Ordering::Relaxed);
+        Ok(BootstrapOutcome::Created { installation, admin, service_principal_id: service.id, namespace })
+    }
+}

@@ -1,0 +1,219 @@
+//! Configurations: native documents in the Configuration Driver, metadata in the store, written
+//! behind one compensating boundary:
+//!
+//! - create: metadata + audit in a transaction, the Driver writes generation 1, then commit; a
+//!   Driver failure commits nothing, a failed commit discards the Driver's generation 1;
+//! - update: the metadata row is locked, the Driver writes generation n+1, the generation
+//!   advances by compare-and-swap, commit, then superseded generations are pruned; a failed
+//!   commit discards generation n+1, leaving generation n intact;
+//! - an unknown commit outcome compensates nothing (the write may have committed).
+
+use occ_core::authz::{Action, ResourceKind, ResourceRef};
+use occ_core::resource::{ConfigurationMeta, Generation, SecretBindings};
+use occ_core::{ConfigurationId, Error, NamespaceId, Timestamp};
+use occ_drivers::configuration::DocumentKey;
+use occ_store::{StoreError, Tx};
+use serde_json::{Map, Value};
+
+use crate::namespaces::{live_namespace, require_accepting, require_ready};
+use crate::{Controller, Request, db};
+
+/// A Configuration with its document.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Configuration {
+    /// Metadata.
+    pub meta: ConfigurationMeta,
+    /// The native document of the current generation.
+    pub values: Map<String, Value>,
+}
+
+/// The validated body of a create or update.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfigurationInput {
+    /// The whole native document.
+    pub values: Map<String, Value>,
+    /// New bindings; `None` keeps the current ones on update (and means none on create).
+    pub secret_bindings: Option<SecretBindings>,
+}
+
+impl Controller {
+    /// Requires every bound Secret to exist in the Namespace (404) and `principal` to hold
+    /// `secret:operate` on it (403, audited).
+    pub(crate) async fn authorize_bindings(
+        &self,
+        mut tx: Tx,
+        req: &Request,
+        ns: &NamespaceId,
+        bindings: &SecretBindings,
+        audit_action: &str,
+    ) -> Result<Tx, Error> {
+        for binding in bindings.values() {
+            let target = ResourceRef::exact(ResourceKind::Secret, ns, &binding.source.id);
+            let (t, _) = self.authorize(tx, req, Action::Operate, &target, audit_action).await?;
+            tx = t;
+            if tx.secret_get(ns, &binding.source.id).await.map_err(db)?.is_none() {
+                return Err(Error::not_found());
+            }
+        }
+        Ok(tx)
+    }
+
+    async fn run_configuration_hook(&self) -> Result<(), Error> {
+        match &self.hooks.before_configuration_commit {
+            Some(hook) => hook(),
+            None => Ok(()),
+        }
+    }
+
+    /// Creates a Configuration at generation 1.
+    pub async fn configuration_create(&self, req: &Request, ns: &NamespaceId, input: ConfigurationInput) -> Result<Configuration, Error> {
+        let tx = self.store.begin().await.map_err(db)?;
+        let collection = ResourceRef::collection(ResourceKind::Configuration, ns);
+        let (mut tx, evidence) = self.authorize(tx, req, Action::Create, &collection, "openclaw.configurations.create").await?;
+        let namespace = live_namespace(&mut tx, ns).await?;
+        require_accepting(&namespace)?;
+        if namespace.existing_namespace.is_some() {
+            require_ready(&namespace)?;
+        }
+        self.configurations.validate(&input.values).map_err(Error::from)?;
+        let bindings = input.secret_bindings.unwrap_or_default();
+        let mut tx = self.authorize_bindings(tx, req, ns, &bindings, "openclaw.configurations.create").await?;
+        let meta = ConfigurationMeta {
+            id: ConfigurationId::generate(),
+            namespace_id: ns.clone(),
+            generation: Generation::FIRST,
+            secret_bindings: bindings,
+            created_at: Timestamp::now(),
+        };
+        tx.configuration_insert(&meta).await.map_err(db)?;
+        let target = ResourceRef::exact(ResourceKind::Configuration, ns, &meta.id);
+        let event = self
+            .mutation(req, "openclaw.configurations.create", &target, &evidence)
+            .detail("generation", meta.generation.get());
+        tx.audit_append(&event).await.map_err(db)?;
+        let key = DocumentKey { namespace_id: ns, configuration_id: &meta.id, generation: meta.generation };
+        self.configurations.write(key, &input.values, false).await.map_err(Error::from)?;
+        let committed = match self.run_configuration_hook().await {
+            Ok(()) => tx.commit().await,
+            Err(injected) => {
+                drop(tx);
+                self.discard_document(key).await;
+                return Err(injected);
+            }
+        };
+        if let Err(e) = committed {
+            if !matches!(e, StoreError::CommitOutcomeUnknown(_)) {
+                self.discard_document(key).await;
+            }
+            return Err(db(e));
+        }
+        Ok(Configuration { meta, values: input.values })
+    }
+
+    async fn discard_document(&self, key: DocumentKey<'_>) {
+        if let Err(e) = self.configurations.discard(key).await {
+            tracing::error!(configuration_id = %key.configuration_id, generation = %key.generation, error = %e,
+                "could not discard an uncommitted configuration document; it is never read");
+        }
+    }
+
+    /// A Configuration and its current document.
+    pub async fn configuration_get(&self, req: &Request, ns: &NamespaceId, id: &ConfigurationId) -> Result<Configuration, Error> {
+        let target = ResourceRef::exact(ResourceKind::Configuration, ns, id);
+        let tx = self.store.begin_read().await.map_err(db)?;
+        let (mut tx, _) = self.authorize(tx, req, Action::Read, &target, "openclaw.configurations.read").await?;
+        let meta = tx.configuration_get(ns, id).await.map_err(db)?.ok_or_else(Error::not_found)?;
+        drop(tx);
+        let values = self
+            .configurations
+            .read(DocumentKey { namespace_id: ns, configuration_id: id, generation: meta.generation })
+            .await
+            .map_err(|e| match e {
+                occ_drivers::DriverError::NotFound => Error::unavailable("the configuration document is missing from its Driver"),
+                other => Error::from(other),
+            })?;
+        Ok(Configuration { meta, values })
+    }
+
+    /// Replaces the whole document; the generation advances by exactly one.
+    pub async fn configuration_update(
+        &self,
+        req: &Request,
+        ns: &NamespaceId,
+        id: &ConfigurationId,
+        input: ConfigurationInput,
+    ) -> Result<Configuration, Error> {
+        let target = ResourceRef::exact(ResourceKind::Configuration, ns, id);
+        let tx = self.store.begin().await.map_err(db)?;
+        let (mut tx, evidence) = self.authorize(tx, req, Action::Update, &target, "openclaw.configurations.update").await?;
+        let current = tx.configuration_lock(ns, id).await.map_err(db)?.ok_or_else(Error::not_found)?;
+        self.configurations.validate(&input.values).map_err(Error::from)?;
+        let bindings = input.secret_bindings.unwrap_or_else(|| current.secret_bindings.clone());
+        let mut tx = self.authorize_bindings(tx, req, ns, &bindings, "openclaw.configurations.update").await?;
+        let next = current.generation.next().ok_or_else(|| Error::conflict("The Configuration generation is exhausted"))?;
+        let key = DocumentKey { namespace_id: ns, configuration_id: id, generation: next };
+        // A document already stored for `next` is a leftover of a write that never committed.
+        self.configurations.write(key, &input.values, true).await.map_err(Error::from)?;
+        let advanced = tx.configuration_advance(ns, id, current.generation, &bindings).await;
+        let advanced = match advanced {
+            Ok(g) => g,
+            Err(e) => {
+                drop(tx);
+                self.discard_document(key).await;
+                return Err(match e {
+                    StoreError::Stale => Error::conflict("The Configuration generation changed concurrently; read it again and retry"),
+                    other => db(other),
+                });
+            }
+        };
+        let event = self
+            .mutation(req, "openclaw.configurations.update", &target, &evidence)
+            .detail("generation", advanced.get())
+            .detail("previousGeneration", current.generation.get());
+        tx.audit_append(&event).await.map_err(db)?;
+        let committed = match self.run_configuration_hook().await {
+            Ok(()) => tx.commit().await,
+            Err(injected) => {
+                drop(tx);
+                self.discard_document(key).await;
+                return Err(injected);
+            }
+        };
+        if let Err(e) = committed {
+            if !matches!(e, StoreError::CommitOutcomeUnknown(_)) {
+                self.discard_document(key).await;
+            }
+            return Err(db(e));
+        }
+        if let Err(e) = self.configurations.prune(ns, id, Some(advanced)).await {
+            tracing::warn!(configuration_id = %id, error = %e, "superseded configuration generations were not pruned");
+        }
+        let meta = ConfigurationMeta { generation: advanced, secret_bindings: bindings, ..current };
+        Ok(Configuration { meta, values: input.values })
+    }
+
+    /// Deletes a Configuration no Agent references (409 naming them otherwise). Bindings that
+    /// target it are removed with it.
+    pub async fn configuration_delete(&self, req: &Request, ns: &NamespaceId, id: &ConfigurationId) -> Result<(), Error> {
+        let target = ResourceRef::exact(ResourceKind::Configuration, ns, id);
+        let tx = self.store.begin().await.map_err(db)?;
+        let (mut tx, evidence) = self.authorize(tx, req, Action::Delete, &target, "openclaw.configurations.delete").await?;
+        tx.configuration_lock(ns, id).await.map_err(db)?.ok_or_else(Error::not_found)?;
+        let referencing = tx.configuration_referencing_agents(ns, id).await.map_err(db)?;
+        if !referencing.is_empty() {
+            return Err(Error::conflict(format!("The Configuration is referenced by Agent(s) {}", referencing.join(", "))));
+        }
+        let removed = tx.binding_delete_targeting(ResourceKind::Configuration, id.as_str()).await.map_err(db)?;
+        tx.configuration_delete(ns, id).await.map_err(|e| match e {
+            StoreError::Reference { .. } => Error::conflict("The Configuration is referenced by an Agent"),
+            other => db(other),
+        })?;
+        let event = self.mutation(req, "openclaw.configurations.delete", &target, &evidence).detail("removedAccessBindings", removed);
+        tx.audit_append(&event).await.map_err(db)?;
+        Self::commit(tx).await?;
+        if let Err(e) = self.configurations.prune(ns, id, None).await {
+            tracing::warn!(configuration_id = %id, error = %e, "documents of a deleted configuration were not removed");
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,280 @@
+//! The occ application layer. Every operation a client can perform is a method of
+//! [`Controller`] that takes the authenticated [`Request`]; the HTTP layer only translates.
+//!
+//! **Authorization choke point.** Operations authorize through [`Controller::authorize`], which
+//! evaluates a fresh policy snapshot *before* any existence lookup (a caller without the grant
+//! gets 403 even for a missing resource), and on denial rolls the transaction back, appends an
+//! `authorization_denial` audit event in its own transaction (503 if that fails: fail closed) and
+//! returns 403. The HTTP layer has no store handle, so it cannot reach state without passing here.
+//!
+//! **Audit.** Every mutation appends its audit event in the same transaction as the change
+//! ([`Controller::event`] builds it with the request's metadata).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use occ_core::audit::{AuditEvent, AuditKind, AuditOutcome};
+use occ_core::authz::{Action, Caller, Evidence, ResourceRef, decide};
+use occ_core::resource::{HarnessDescriptor, Installation};
+use occ_core::{Error, RequestId};
+use occ_drivers::compute::ComputeSelection;
+use occ_drivers::configuration::ConfigurationDriver;
+use occ_drivers::secret::SecretDriver;
+use occ_store::{Store, StoreError, Tx};
+use serde_json::json;
+
+pub mod agents;
+pub mod auth;
+pub mod bootstrap;
+pub mod configurations;
+pub mod deployments;
+pub mod iam;
+pub mod namespaces;
+pub mod secrets;
+pub mod service_accounts;
+
+pub use auth::{Authenticated, SignInLimiter};
+
+/// The id of the native IAM Driver, recorded in audit evidence.
+pub const IAM_DRIVER_ID: &str = "iam-native";
+
+/// A Backend agents may select with `backendId`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackendConfig {
+    /// Backend id.
+    pub id: String,
+    /// Backend type (`chatgpt`, …).
+    pub kind: String,
+}
+
+/// Settings of the application layer.
+#[derive(Debug, Clone)]
+pub struct ControllerSettings {
+    /// The approved OpenClaw harness (its mode comes from each Agent).
+    pub harness_id: String,
+    /// The pinned OpenClaw version.
+    pub harness_version: String,
+    /// Lifetime of a sign-in session.
+    pub session_ttl: Duration,
+    /// Secret for session keys (`GET /api/auth/session` → `sessionKey`).
+    pub auth_secret: Vec<u8>,
+    /// Configured Backends.
+    pub backends: Vec<BackendConfig>,
+    /// The current workspace defaults identity, when known (a stale `workspaceDefaultsId` is 409).
+    pub workspace_defaults_id: Option<String>,
+}
+
+impl ControllerSettings {
+    /// The harness descriptor for an execution mode.
+    pub fn harness(&self, mode: occ_core::resource::ExecutionMode) -> HarnessDescriptor {
+        HarnessDescriptor { id: self.harness_id.clone(), version: self.harness_version.clone(), mode }
+    }
+}
+
+/// Test-only fault injection points (never set in production composition).
+#[derive(Clone, Default)]
+pub struct FaultHooks {
+    /// Called just before a Configuration write commits; an error aborts the commit as if the
+    /// database had failed.
+    pub before_configuration_commit: Option<Arc<dyn Fn() -> Result<(), Error> + Send + Sync>>,
+}
+
+impl std::fmt::Debug for FaultHooks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FaultHooks").finish_non_exhaustive()
+    }
+}
+
+/// An authenticated request.
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// The request id (`req_…`).
+    pub id: RequestId,
+    /// Who is calling.
+    pub caller: Caller,
+}
+
+/// The application.
+pub struct Controller {
+    store: Store,
+    configurations: ConfigurationDriver,
+    secrets: SecretDriver,
+    compute: ComputeSelection,
+    settings: ControllerSettings,
+    bootstrapped: AtomicBool,
+    sign_in_limiter: SignInLimiter,
+    hooks: FaultHooks,
+}
+
+impl std::fmt::Debug for Controller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Controller").field("store", &self.store).finish_non_exhaustive()
+    }
+}
+
+/// Maps a store error into the public error.
+pub(crate) fn db(err: StoreError) -> Error {
+    err.into()
+}
+
+impl Controller {
+    /// Builds the application from its parts.
+    pub fn new(
+        store: Store,
+        configurations: ConfigurationDriver,
+        secrets: SecretDriver,
+        compute: ComputeSelection,
+        settings: ControllerSettings,
+    ) -> Self {
+        Self {
+            store,
+            configurations,
+            secrets,
+            compute,
+            settings,
+            bootstrapped: AtomicBool::new(false),
+            sign_in_limiter: SignInLimiter::default(),
+            hooks: FaultHooks::default(),
+        }
+    }
+
+    /// Installs fault hooks (tests).
+    pub fn with_hooks(mut self, hooks: FaultHooks) -> Self {
+        self.hooks = hooks;
+        self
+    }
+
+    /// The store (for composition: the worker, health checks).
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &ControllerSettings {
+        &self.settings
+    }
+
+    /// The Installation, if bootstrapped. Once seen it is cached (it is never removed).
+    pub async fn installation(&self) -> Result<Option<Installation>, Error> {
+        let mut tx = self.store.begin_read().await.map_err(db)?;
+        let installation = tx.installation_get().await.map_err(db)?;
+        if installation.is_some() {
+            self.bootstrapped.store(true, Ordering::Relaxed);
+        }
+        Ok(installation)
+    }
+
+    /// Whether the Installation exists (cached once true).
+    pub async fn is_bootstrapped(&self) -> Result<bool, Error> {
+        if self.bootstrapped.load(Ordering::Relaxed) {
+            return Ok(true);
+        }
+        Ok(self.installation().await?.is_some())
+    }
+
+    pub(crate) async fn installation_required(&self, tx: &mut Tx) -> Result<Installation, Error> {
+        tx.installation_get().await.map_err(db)?.ok_or_else(Error::not_found)
+    }
+
+    /// An audit event about `resource`, attributed to the caller, with the request metadata.
+    pub(crate) fn event(
+        &self,
+        req: &Request,
+        kind: AuditKind,
+        action: &str,
+        resource: &ResourceRef,
+        outcome: AuditOutcome,
+    ) -> AuditEvent {
+        AuditEvent::new(kind, req.caller.principal_id.as_str(), action, resource, outcome)
+            .metadata("schemaVersion", 1)
+            .metadata("source", "occ")
+            .metadata("requestId", req.id.as_str())
+            .metadata("admissionDecisionId", req.caller.admission_id.as_str())
+            .metadata("actor", json!({"principalId": req.caller.principal_id.as_str(), "method": req.caller.method}))
+            .metadata("iamDriverId", IAM_DRIVER_ID)
+    }
+
+    /// A mutation event with its authorization evidence.
+    pub(crate) fn mutation(
+        &self,
+        req: &Request,
+        action: &str,
+        resource: &ResourceRef,
+        evidence: &Evidence,
+    ) -> AuditEvent {
+        self.event(req, AuditKind::Mutation, action, resource, AuditOutcome::Success)
+            .detail("iamEvidence", serde_json::to_value(evidence).unwrap_or_default())
+    }
+
+    /// Evaluates whether the caller may perform `action` on `resource`, on fresh policy, and
+    /// either hands the transaction back with the evidence or — on denial — rolls it back, audits
+    /// the denial (`audit_action`) in its own transaction and returns 403.
+    pub(crate) async fn authorize(
+        &self,
+        tx: Tx,
+        req: &Request,
+        action: Action,
+        resource: &ResourceRef,
+        audit_action: &str,
+    ) -> Result<(Tx, Evidence), Error> {
+        self.authorize_as(tx, req, &req.caller.principal_id, req.caller.key_namespace.as_ref(), action, resource, audit_action, None)
+            .await
+    }
+
+    /// Like [`Controller::authorize`] for an arbitrary principal (an Agent's service principal at
+    /// deploy); `denied_message` replaces the generic 403 message.
+    #[expect(clippy::too_many_arguments, reason = "one choke point with every input explicit")]
+    pub(crate) async fn authorize_as(
+        &self,
+        mut tx: Tx,
+        req: &Request,
+        principal: &occ_core::IamId,
+        key_namespace: Option<&occ_core::NamespaceId>,
+        action: Action,
+        resource: &ResourceRef,
+        audit_action: &str,
+        denied_message: Option<String>,
+    ) -> Result<(Tx, Evidence), Error> {
+        let snapshot = tx.policy_snapshot(principal).await.map_err(db)?;
+        let grants: Vec<_> = snapshot.grants.into_iter().map(|g| (g.binding, g.role)).collect();
+        let decision = decide(snapshot.identity.as_ref(), key_namespace, &grants, &snapshot.restrictions, action, resource);
+        if decision.allowed {
+            return Ok((tx, decision.evidence));
+        }
+        drop(tx);
+        let event = self
+            .event(req, AuditKind::AuthorizationDenial, audit_action, resource, AuditOutcome::Denied)
+            .reason_code("AUTHORIZATION_DENIED")
+            .metadata("decisionReason", decision.reason)
+            .metadata(
+                "authorization",
+                json!({"principalId": principal.as_str(), "action": action.as_str(), "resource": resource}),
+            )
+            .detail("iamEvidence", serde_json::to_value(&decision.evidence).unwrap_or_default());
+        let mut audit = self.store.begin().await.map_err(|e| Error::unavailable(format!("denial audit: {e}")))?;
+        audit.audit_append(&event).await.map_err(|e| Error::unavailable(format!("denial audit: {e}")))?;
+        audit.commit().await.map_err(|e| Error::unavailable(format!("denial audit: {e}")))?;
+        Err(match denied_message {
+            Some(m) => Error::new(occ_core::ErrorCode::Forbidden, m),
+            None => Error::forbidden(),
+        })
+    }
+
+    /// Whether the caller may do `action` on `resource`, silently (list filtering).
+    pub(crate) fn allowed(
+        snapshot: &occ_store::iam::PolicySnapshot,
+        caller: &Caller,
+        action: Action,
+        resource: &ResourceRef,
+    ) -> bool {
+        let grants: Vec<_> = snapshot.grants.iter().map(|g| (g.binding.clone(), g.role.clone())).collect();
+        decide(snapshot.identity.as_ref(), caller.key_namespace.as_ref(), &grants, &snapshot.restrictions, action, resource)
+            .allowed
+    }
+
+    /// Commits, mapping an unknown outcome to the "inspect before retrying" error.
+    pub(crate) async fn commit(tx: Tx) -> Result<(), Error> {
+        tx.commit().await.map_err(db)
+    }
+}

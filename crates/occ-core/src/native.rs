@@ -1,0 +1,340 @@
+//! Validation of native OpenClaw configuration documents (`openclaw.json`), before any
+//! Configuration Driver sees them (spec/api.md §1.4):
+//!
+//! - the document is a JSON object nested at most 24 levels deep;
+//! - no key anywhere is `__proto__`, `constructor` or `prototype`;
+//! - each model provider's `baseUrl` (and each of its models' `baseUrl`) is an absolute http(s)
+//!   URL — a blank provider value or a `${VAR}` reference is left to the runtime;
+//! - each provider's and model's `api` names a model API the pinned runtime supports;
+//! - credential fields hold references, never literal credentials: provider `apiKey`, provider
+//!   headers `authorization`/`api-key`/`x-api-key`, and `env`/`env.vars` entries for the model
+//!   keys must be `${NAME}`, `Bearer ${NAME}` (authorization only) or an inline SecretRef
+//!   `{source, provider, id}`.
+//!
+//! Problems are reported at JSON pointers under `base` (e.g. `/values`), never with values.
+
+use serde_json::{Map, Value};
+
+use crate::error::DetailCode;
+use crate::validate::{Problems, child, index};
+
+/// Deepest allowed nesting of the document (the document object itself is level 1).
+pub const MAX_DEPTH: usize = 24;
+
+/// Model APIs the pinned OpenClaw runtime accepts.
+pub const MODEL_APIS: [&str; 12] = [
+    "openai-completions",
+    "openai-responses",
+    "openai-chatgpt-responses",
+    "anthropic-messages",
+    "google-generative-ai",
+    "google-interactions",
+    "google-vertex",
+    "github-copilot",
+    "bedrock-converse-stream",
+    "ollama",
+    "pi-messages",
+    "azure-openai-responses",
+];
+
+const CREDENTIAL_HEADERS: [&str; 3] = ["authorization", "api-key", "x-api-key"];
+const CREDENTIAL_ENV: [&str; 4] = ["OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CODEX_ACCESS_TOKEN"];
+const FORBIDDEN_KEYS: [&str; 3] = ["__proto__", "constructor", "prototype"];
+
+/// Validates `values` (reported under `base`); returns the document object when it is valid.
+pub fn validate_document<'a>(values: &'a Value, base: &str, problems: &mut Problems) -> Option<&'a Map<String, Value>> {
+    let Value::Object(doc) = values else {
+        problems.push(base, DetailCode::InvalidType, "must be a JSON object");
+        return None;
+    };
+    let before = problems.items().len();
+    walk(values, base, 1, problems);
+    if problems.items().len() != before {
+        // structural problems first: do not interpret a malformed tree further
+        return None;
+    }
+    check_providers(doc, base, problems);
+    check_env(doc, base, problems);
+    (problems.items().len() == before).then_some(doc)
+}
+
+fn walk(v: &Value, path: &str, depth: usize, problems: &mut Problems) {
+    match v {
+        Value::Object(map) => {
+            if depth > MAX_DEPTH {
+                problems.push(path, DetailCode::TooDeep, "is nested too deeply (expected at most 24 levels)");
+                return;
+            }
+            for (k, child_value) in map {
+                let p = child(path, k);
+                if FORBIDDEN_KEYS.contains(&k.as_str()) {
+                    problems.push(&p, DetailCode::InvalidValue, "uses a forbidden key");
+                    continue;
+                }
+                walk(child_value, &p, depth + 1, problems);
+            }
+        }
+        Value::Array(items) => {
+            if depth > MAX_DEPTH {
+                problems.push(path, DetailCode::TooDeep, "is nested too deeply (expected at most 24 levels)");
+                return;
+            }
+            for (i, item) in items.iter().enumerate() {
+                walk(item, &index(path, i), depth + 1, problems);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// An unanchored `${VAR}` / `${VAR:-fallback}` reference with an uppercase name.
+fn contains_env_reference(s: &str) -> bool {
+    let mut rest = s;
+    while let Some(start) = rest.find("${") {
+        let after = &rest[start + 2..];
+        let name_len = after.chars().take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_').count();
+        let starts_ok = after.chars().next().is_some_and(|c| c.is_ascii_uppercase() || c == '_');
+        if starts_ok && name_len > 0 {
+            let tail = &after[name_len..];
+            if tail.starts_with('}') {
+                return true;
+            }
+            if let Some(fallback) = tail.strip_prefix(":-") {
+                if let Some(end) = fallback.find('}') {
+                    if !fallback[..end].contains(['$', '{']) {
+                        return true;
+                    }
+                }
+            }
+        }
+        rest = after;
+    }
+    false
+}
+
+fn is_http_url(s: &str) -> bool {
+    let lower = s.to_ascii_lowercase();
+    let rest = if let Some(r) = lower.strip_prefix("https://") {
+        r
+    } else if let Some(r) = lower.strip_prefix("http://") {
+        r
+    } else {
+        return false;
+    };
+    let host = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host = host.rsplit('@').next().unwrap_or_default();
+    !host.is_empty() && !host.starts_with(':') && !s.chars().any(|c| c.is_whitespace() || c.is_control())
+}
+
+fn check_base_url(v: &Value, path: &str, allow_blank: bool, problems: &mut Problems) {
+    match v {
+        Value::String(s) if allow_blank && s.trim().is_empty() => {}
+        Value::String(s) if contains_env_reference(s) => {}
+        Value::String(s) if is_http_url(s) => {}
+        _ => problems.push(path, DetailCode::InvalidValue, "must be an absolute http or https URL"),
+    }
+}
+
+fn check_api(v: &Value, path: &str, problems: &mut Problems) {
+    match v {
+        Value::String(s) if contains_env_reference(s) || MODEL_APIS.contains(&s.as_str()) => {}
+        _ => problems.push(
+            path,
+            DetailCode::InvalidValue,
+            "must name a model API the runtime supports, such as openai-responses, openai-completions or anthropic-messages",
+        ),
+    }
+}
+
+fn check_providers(doc: &Map<String, Value>, base: &str, problems: &mut Problems) {
+    let Some(Value::Object(providers)) = doc.get("models").and_then(|m| m.get("providers")) else {
+        return;
+    };
+    let providers_path = child(&child(base, "models"), "providers");
+    for (name, provider) in providers {
+        let Value::Object(provider) = provider else { continue };
+        let pp = child(&providers_path, name);
+        if let Some(v) = provider.get("baseUrl") {
+            check_base_url(v, &child(&pp, "baseUrl"), true, problems);
+        }
+        if let Some(v) = provider.get("api") {
+            check_api(v, &child(&pp, "api"), problems);
+        }
+        if let Some(v) = provider.get("apiKey") {
+            check_credential(v, &child(&pp, "apiKey"), false, problems);
+        }
+        if let Some(Value::Object(headers)) = provider.get("headers") {
+            for (h, v) in headers {
+                if CREDENTIAL_HEADERS.iter().any(|c| c.eq_ignore_ascii_case(h)) {
+                    check_credential(v, &child(&child(&pp, "headers"), h), h.eq_ignore_ascii_case("authorization"), problems);
+                }
+            }
+        }
+        if let Some(Value::Array(models)) = provider.get("models") {
+            for (i, model) in models.iter().enumerate() {
+                let Value::Object(model) = model else { continue };
+                let mp = index(&child(&pp, "models"), i);
+                if let Some(v) = model.get("baseUrl") {
+                    check_base_url(v, &child(&mp, "baseUrl"), false, problems);
+                }
+                if let Some(v) = model.get("api") {
+                    check_api(v, &child(&mp, "api"), problems);
+                }
+            }
+        }
+    }
+}
+
+fn check_env(doc: &Map<String, Value>, base: &str, problems: &mut Problems) {
+    let Some(Value::Object(env)) = doc.get("env") else { return };
+    let env_path = child(base, "env");
+    for name in CREDENTIAL_ENV {
+        if let Some(v) = env.get(name) {
+            check_credential(v, &child(&env_path, name), false, problems);
+        }
+    }
+    if let Some(Value::Object(vars)) = env.get("vars") {
+        let vars_path = child(&env_path, "vars");
+        for name in CREDENTIAL_ENV {
+            if let Some(v) = vars.get(name) {
+                check_credential(v, &child(&vars_path, name), false, problems);
+            }
+        }
+    }
+}
+
+fn is_env_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_') && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// `${NAME}` exactly.
+fn is_env_placeholder(s: &str) -> bool {
+    s.strip_prefix("${").and_then(|r| r.strip_suffix('}')).is_some_and(is_env_name)
+}
+
+/// Whether a credential field holds a reference rather than a literal.
+fn is_credential_reference(v: &Value, bearer_allowed: bool) -> bool {
+    match v {
+        Value::Null => true,
+        Value::String(s) => {
+            is_env_placeholder(s)
+                || (bearer_allowed
+                    && s.len() > 7
+                    && s[..7].eq_ignore_ascii_case("bearer ")
+                    && is_env_placeholder(&s[7..]))
+        }
+        Value::Object(m) => {
+            m.len() == 3
+                && ["source", "provider", "id"]
+                    .iter()
+                    .all(|k| m.get(*k).and_then(Value::as_str).is_some_and(|s| !s.is_empty()))
+        }
+        _ => false,
+    }
+}
+
+fn check_credential(v: &Value, path: &str, bearer_allowed: bool, problems: &mut Problems) {
+    if !is_credential_reference(v, bearer_allowed) {
+        problems.push(
+            path,
+            DetailCode::InvalidValue,
+            "holds a credential value inline, where a reference (${NAME} or a SecretRef) is required",
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    fn check(v: Value) -> Vec<(String, DetailCode)> {
+        let mut p = Problems::new();
+        validate_document(&v, "/values", &mut p);
+        p.items().iter().map(|i| (i.path.clone(), i.code)).collect()
+    }
+
+    #[test]
+    fn accepts_a_realistic_document() {
+        let doc = json!({
+            "agents": {"defaults": {"model": {"primary": "openai/gpt-5"}}},
+            "models": {"providers": {
+                "openai": {"baseUrl": "https://api.openai.com/v1", "api": "openai-responses",
+                           "apiKey": {"source": "env", "provider": "default", "id": "OPENAI_API_KEY"}},
+                "local": {"baseUrl": "${LOCAL_URL}", "api": "ollama", "apiKey": "${LOCAL_KEY}",
+                          "headers": {"Authorization": "Bearer ${LOCAL_TOKEN}", "X-Trace": "literal ok"},
+                          "models": [{"id": "m", "name": "M", "baseUrl": "http://127.0.0.1:11434"}]},
+                "blank": {"baseUrl": "  "}
+            }},
+            "env": {"OPENAI_API_KEY": "${OPENAI_API_KEY}", "vars": {"OTHER": "anything"}},
+            "gateway": {"mode": "local"}
+        });
+        assert!(check(doc).is_empty());
+    }
+
+    #[test]
+    fn refuses_structure_problems() {
+        assert_eq!(check(json!([1])), vec![("/values".into(), DetailCode::InvalidType)]);
+        let mut deep = json!(1);
+        for _ in 0..24 {
+            deep = json!({ "a": deep });
+        }
+        assert!(check(deep.clone()).is_empty(), "24 levels are fine");
+        let too_deep = json!({ "a": deep });
+        assert_eq!(check(too_deep)[0].1, DetailCode::TooDeep);
+        let bad = check(json!({"a": {"__proto__": {}}, "constructor": 1}));
+        assert!(bad.contains(&("/values/a/__proto__".into(), DetailCode::InvalidValue)));
+        assert!(bad.contains(&("/values/constructor".into(), DetailCode::InvalidValue)));
+    }
+
+    #[test]
+    fn refuses_bad_urls_apis_and_literal_credentials() {
+        let bad = check(json!({"models": {"providers": {
+            "p": {"baseUrl": "ftp://x", "api": "made-up", "apiKey": "sk-live-123",
+                  "headers": {"x-api-key": "abc", "authorization": "Bearer sk-123"},
+                  "models": [{"id": "m", "baseUrl": "", "api": 5}]},
+            "q/r": {"baseUrl": "not a url"}
+        }}, "env": {"ANTHROPIC_API_KEY": "sk-ant", "vars": {"CODEX_ACCESS_TOKEN": {"source": "env"}}}}));
+        let paths: Vec<&str> = bad.iter().map(|(p, _)| p.as_str()).collect();
+        for expected in [
+            "/values/models/providers/p/baseUrl",
+            "/values/models/providers/p/api",
+            "/values/models/providers/p/apiKey",
+            "/values/models/providers/p/headers/x-api-key",
+            "/values/models/providers/p/headers/authorization",
+            "/values/models/providers/p/models/0/baseUrl",
+            "/values/models/providers/p/models/0/api",
+            "/values/models/providers/q~1r/baseUrl",
+            "/values/env/ANTHROPIC_API_KEY",
+            "/values/env/vars/CODEX_ACCESS_TOKEN",
+        ] {
+            assert!(paths.contains(&expected), "{expected} missing from {paths:?}");
+        }
+        // messages never echo values
+        let mut p = Problems::new();
+        validate_document(&json!({"models": {"providers": {"p": {"apiKey": "sk-live-123"}}}}), "/values", &mut p);
+        assert!(!p.into_error().message().contains("sk-live"));
+    }
+
+    #[test]
+    fn env_references() {
+        assert!(contains_env_reference("https://${HOST}/v1"));
+        assert!(contains_env_reference("${HOST:-localhost}"));
+        assert!(!contains_env_reference("${host}"));
+        assert!(!contains_env_reference("$HOST"));
+        assert!(is_env_placeholder("${a_b}"));
+        assert!(!is_env_placeholder("x${A}"));
+    }
+
+    proptest! {
+        #[test]
+        fn never_panics_on_arbitrary_json(s in "\\PC{0,200}") {
+            if let Ok(v) = serde_json::from_str::<Value>(&s) {
+                let mut p = Problems::new();
+                let _ = validate_document(&v, "/values", &mut p);
+            }
+        }
+    }
+}
