@@ -150,6 +150,11 @@ impl Controller {
         &self.store
     }
 
+    /// Execution modes the installation's Compute Driver runs.
+    pub fn execution_modes(&self) -> Vec<&'static str> {
+        self.compute.execution_modes.iter().map(|m| m.as_str()).collect()
+    }
+
     /// The settings.
     pub fn settings(&self) -> &ControllerSettings {
         &self.settings

@@ -1,0 +1,257 @@
+//! Extractors: the authenticated caller ([`Ctx`]), strict JSON bodies with route limits
+//! ([`JsonBody`]), bodyless routes ([`NoBody`]) and validated path parameters ([`Params`]).
+
+use std::str::FromStr;
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, FromRequestParts, RawPathParams};
+use http::request::Parts;
+use http::{HeaderMap, Method, header};
+use occ_controller::{Authenticated, Request as CtlRequest};
+use occ_core::{DetailCode, Error, ErrorCode, RequestId};
+use serde_json::Value;
+
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// The name of the session cookie.
+pub const SESSION_COOKIE: &str = "openclaw_occ.session_token";
+
+/// Default request body limit.
+pub const DEFAULT_LIMIT: usize = 64 * 1024;
+/// Agent creation body limit (four 16 KiB files can grow about 6× when JSON-escaped).
+pub const AGENT_CREATE_LIMIT: usize = 448 * 1024;
+/// Workspace file PUT body limit.
+pub const WORKSPACE_PUT_LIMIT: usize = 48 * 1024;
+
+/// The request id of this request (set by the framing middleware).
+pub fn request_id() -> RequestId {
+    crate::envelope::REQUEST_ID.try_with(Clone::clone).unwrap_or_else(|_| RequestId::generate())
+}
+
+/// All values of one cookie name in the `Cookie` headers.
+pub fn cookie_values<'a>(headers: &'a HeaderMap, name: &str) -> Vec<&'a str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .filter(|(k, _)| *k == name)
+        .map(|(_, v)| v)
+        .collect()
+}
+
+fn is_safe_method(m: &Method) -> bool {
+    matches!(*m, Method::GET | Method::HEAD | Method::OPTIONS)
+}
+
+/// The CSRF rule for cookie requests: `Origin` must equal the public origin exactly and
+/// `Sec-Fetch-Site` must be absent or `same-origin`.
+pub fn check_csrf(headers: &HeaderMap, public_origin: &str) -> Result<(), Error> {
+    let origin_ok = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) == Some(public_origin);
+    let site_ok = headers
+        .get("sec-fetch-site")
+        .and_then(|v| v.to_str().ok())
+        .is_none_or(|s| s == "same-origin");
+    if origin_ok && site_ok {
+        Ok(())
+    } else {
+        Err(Error::new(ErrorCode::Forbidden, "A trusted browser Origin is required for this request"))
+    }
+}
+
+/// The authenticated caller of a protected route.
+pub struct Ctx {
+    /// The request for the controller.
+    pub req: CtlRequest,
+    /// Who authenticated, with the session for session callers.
+    pub auth: Authenticated,
+}
+
+impl FromRequestParts<AppState> for Ctx {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let headers = &parts.headers;
+        // A Bearer credential is always refused, even next to a valid cookie.
+        if headers.contains_key(header::AUTHORIZATION) {
+            return Err(Error::unauthenticated().into());
+        }
+        let auth = if let Some(key) = headers.get("x-api-key") {
+            // A present key takes precedence and never falls back to the cookie.
+            let key = key.to_str().map_err(|_| ApiError(Error::unauthenticated()))?;
+            state.controller.authenticate_key(key).await?
+        } else {
+            let cookies = cookie_values(headers, state.settings.cookie_name());
+            let [token] = cookies.as_slice() else {
+                return Err(Error::unauthenticated().into());
+            };
+            let auth = state.controller.authenticate_session(token).await?.ok_or_else(Error::unauthenticated)?;
+            if !is_safe_method(&parts.method) {
+                check_csrf(headers, &state.settings.public_origin)?;
+            }
+            auth
+        };
+        Ok(Ctx { req: CtlRequest { id: request_id(), caller: auth.caller.clone() }, auth })
+    }
+}
+
+fn content_type_is_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|mime| mime.trim().eq_ignore_ascii_case("application/json"))
+}
+
+async fn read_limited(req: axum::extract::Request, limit: usize) -> Result<Bytes, ApiError> {
+    if let Some(len) = req.headers().get(header::CONTENT_LENGTH) {
+        let len = len
+            .to_str()
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+            .ok_or_else(|| ApiError(Error::invalid_request("The Content-Length header is invalid")))?;
+        if len > limit as u64 {
+            return Err(too_large(limit));
+        }
+    }
+    axum::body::to_bytes(req.into_body(), limit).await.map_err(|_| too_large(limit))
+}
+
+fn too_large(limit: usize) -> ApiError {
+    ApiError(Error::new(
+        ErrorCode::PayloadTooLarge,
+        format!("The request body is larger than this route accepts ({} KiB)", limit / 1024),
+    ))
+}
+
+/// A JSON request body of at most `LIMIT` bytes, parsed but not yet validated.
+pub struct JsonBody<const LIMIT: usize>(pub Value);
+
+impl<const LIMIT: usize> FromRequest<AppState> for JsonBody<LIMIT> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: axum::extract::Request, _: &AppState) -> Result<Self, ApiError> {
+        let is_json = content_type_is_json(req.headers());
+        let bytes = read_limited(req, LIMIT).await?;
+        if !is_json {
+            return Err(ApiError(Error::new(ErrorCode::UnsupportedMediaType, "The request body must be application/json")));
+        }
+        if bytes.is_empty() {
+            return Err(ApiError(Error::invalid_request("The request body must be a JSON document")));
+        }
+        let value: Value = serde_json::from_slice(&bytes)
+            .map_err(|_| ApiError(Error::invalid_request("The request body is not valid JSON")))?;
+        Ok(JsonBody(value))
+    }
+}
+
+/// A route that takes no request body: any body is a 400.
+pub struct NoBody;
+
+impl FromRequest<AppState> for NoBody {
+    type Rejection = ApiError;
+
+    async fn from_request(req: axum::extract::Request, _: &AppState) -> Result<Self, ApiError> {
+        let bytes = read_limited(req, DEFAULT_LIMIT).await?;
+        if bytes.is_empty() {
+            Ok(NoBody)
+        } else {
+            Err(ApiError(Error::invalid_request("This route takes no request body")))
+        }
+    }
+}
+
+/// Path parameters, every one validated when extracted — before authentication — so a malformed
+/// id is a 400 naming the parameter whatever else is wrong.
+#[derive(Debug, Default)]
+pub struct Params {
+    ns: Option<occ_core::NamespaceId>,
+    agent: Option<occ_core::AgentId>,
+    configuration: Option<occ_core::ConfigurationId>,
+    secret: Option<occ_core::SecretId>,
+    service_account: Option<occ_core::ServiceAccountId>,
+    revision: Option<occ_core::RevisionId>,
+    iam: Option<occ_core::IamId>,
+}
+
+fn bad_id(name: &str, prefix: &str) -> ApiError {
+    ApiError(Error::invalid_field(
+        format!("/{name}"),
+        DetailCode::InvalidFormat,
+        format!("The path parameter {name} must be an id of the form {prefix}_<uuid>"),
+    ))
+}
+
+fn parse_param<T: FromStr>(raw: &str, name: &str, prefix: &str) -> Result<Option<T>, ApiError> {
+    raw.parse().map(Some).map_err(|_| bad_id(name, prefix))
+}
+
+impl FromRequestParts<AppState> for Params {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let raw = RawPathParams::from_request_parts(parts, state)
+            .await
+            .map_err(|_| ApiError(Error::invalid_request("The request path is invalid")))?;
+        let mut params = Params::default();
+        for (name, value) in raw.iter() {
+            match name {
+                "namespaceId" => params.ns = parse_param(value, name, "ns")?,
+                "agentId" => params.agent = parse_param(value, name, "agt")?,
+                "configurationId" => params.configuration = parse_param(value, name, "cfg")?,
+                "secretId" => params.secret = parse_param(value, name, "sec")?,
+                "serviceAccountId" => params.service_account = parse_param(value, name, "sa")?,
+                "revisionId" | "deploymentId" => params.revision = parse_param(value, name, "rev")?,
+                "roleId" | "bindingId" | "keyId" => {
+                    params.iam = Some(value.parse().map_err(|_| {
+                        let code = if value.chars().count() > 200 { DetailCode::TooLong } else { DetailCode::InvalidFormat };
+                        ApiError(Error::invalid_field(
+                            format!("/{name}"),
+                            code,
+                            format!("The path parameter {name} must have 1 to 200 characters without whitespace"),
+                        ))
+                    })?);
+                }
+                _ => return Err(ApiError(Error::internal(format!("unexpected path parameter {name}")))),
+            }
+        }
+        Ok(params)
+    }
+}
+
+fn missing(name: &str) -> ApiError {
+    ApiError(Error::internal(format!("route has no parameter {name}")))
+}
+
+impl Params {
+    /// `{namespaceId}`.
+    pub fn ns(&self) -> Result<&occ_core::NamespaceId, ApiError> {
+        self.ns.as_ref().ok_or_else(|| missing("namespaceId"))
+    }
+    /// `{agentId}`.
+    pub fn agent(&self) -> Result<&occ_core::AgentId, ApiError> {
+        self.agent.as_ref().ok_or_else(|| missing("agentId"))
+    }
+    /// `{configurationId}`.
+    pub fn configuration(&self) -> Result<&occ_core::ConfigurationId, ApiError> {
+        self.configuration.as_ref().ok_or_else(|| missing("configurationId"))
+    }
+    /// `{secretId}`.
+    pub fn secret(&self) -> Result<&occ_core::SecretId, ApiError> {
+        self.secret.as_ref().ok_or_else(|| missing("secretId"))
+    }
+    /// `{serviceAccountId}`.
+    pub fn service_account(&self) -> Result<&occ_core::ServiceAccountId, ApiError> {
+        self.service_account.as_ref().ok_or_else(|| missing("serviceAccountId"))
+    }
+    /// `{revisionId}` or `{deploymentId}`.
+    pub fn revision(&self) -> Result<&occ_core::RevisionId, ApiError> {
+        self.revision.as_ref().ok_or_else(|| missing("revisionId"))
+    }
+    /// `{roleId}`, `{bindingId}` or `{keyId}`.
+    pub fn iam(&self) -> Result<&occ_core::IamId, ApiError> {
+        self.iam.as_ref().ok_or_else(|| missing("roleId"))
+    }
+}

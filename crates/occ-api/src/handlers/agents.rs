@@ -1,0 +1,126 @@
+//! `/namespaces/{namespaceId}/agents`, deploy, stop, revisions and deployment status.
+
+use axum::extract::State;
+use axum::response::IntoResponse;
+
+use crate::envelope::{accepted, created, ok};
+use crate::error::ApiError;
+use crate::extract::{AGENT_CREATE_LIMIT, Ctx, DEFAULT_LIMIT, JsonBody, NoBody, Params};
+use crate::inputs;
+use crate::openapi::{AgentCreateBody, AgentUpdateBody, Data, ErrorBody};
+use crate::state::AppState;
+use crate::views::{AgentView, DeploymentView, RevisionView};
+
+/// Agents the caller may read.
+#[utoipa::path(get, path = "/namespaces/{namespaceId}/agents", operation_id = "listAgents", tag = "Agents",
+    params(("namespaceId" = String, Path)),
+    responses((status = 200, body = Data<Vec<AgentView>>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn list_agents(State(s): State<AppState>, p: Params, ctx: Ctx) -> Result<impl IntoResponse, ApiError> {
+    let list = s.controller.agent_list(&ctx.req, p.ns()?).await?;
+    Ok(ok(list.iter().map(AgentView::from).collect::<Vec<_>>()))
+}
+
+/// Create an Agent (`stopped`; nothing is deployed).
+#[utoipa::path(post, path = "/namespaces/{namespaceId}/agents", operation_id = "createAgent", tag = "Agents",
+    params(("namespaceId" = String, Path)), request_body = AgentCreateBody,
+    responses((status = 201, body = Data<AgentView>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 413, body = ErrorBody), (status = 415, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn create_agent(
+    State(s): State<AppState>,
+    p: Params,
+    ctx: Ctx,
+    JsonBody(body): JsonBody<AGENT_CREATE_LIMIT>,
+) -> Result<impl IntoResponse, ApiError> {
+    let ns = p.ns()?;
+    let input = inputs::agent_create(&body, ns)?;
+    let agent = s.controller.agent_create(&ctx.req, ns, input).await?;
+    Ok(created(AgentView::from(&agent)))
+}
+
+/// One Agent.
+#[utoipa::path(get, path = "/namespaces/{namespaceId}/agents/{agentId}", operation_id = "getAgent", tag = "Agents",
+    params(("namespaceId" = String, Path), ("agentId" = String, Path)),
+    responses((status = 200, body = Data<AgentView>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn get_agent(State(s): State<AppState>, p: Params, ctx: Ctx) -> Result<impl IntoResponse, ApiError> {
+    let agent = s.controller.agent_get(&ctx.req, p.ns()?, p.agent()?).await?;
+    Ok(ok(AgentView::from(&agent)))
+}
+
+/// Update the draft (omitted keeps, `null` clears). Never deploys.
+#[utoipa::path(patch, path = "/namespaces/{namespaceId}/agents/{agentId}", operation_id = "updateAgent", tag = "Agents",
+    params(("namespaceId" = String, Path), ("agentId" = String, Path)), request_body = AgentUpdateBody,
+    responses((status = 200, body = Data<AgentView>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 413, body = ErrorBody), (status = 415, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn update_agent(
+    State(s): State<AppState>,
+    p: Params,
+    ctx: Ctx,
+    JsonBody(body): JsonBody<DEFAULT_LIMIT>,
+) -> Result<impl IntoResponse, ApiError> {
+    let ns = p.ns()?;
+    let update = inputs::agent_update(&body, ns)?;
+    let agent = s.controller.agent_update(&ctx.req, ns, p.agent()?, update).await?;
+    Ok(ok(AgentView::from(&agent)))
+}
+
+/// Delete an Agent (`deleting`; deletion work queued).
+#[utoipa::path(delete, path = "/namespaces/{namespaceId}/agents/{agentId}", operation_id = "deleteAgent", tag = "Agents",
+    params(("namespaceId" = String, Path), ("agentId" = String, Path)),
+    responses((status = 202, body = Data<AgentView>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn delete_agent(State(s): State<AppState>, p: Params, ctx: Ctx, _: NoBody) -> Result<impl IntoResponse, ApiError> {
+    let agent = s.controller.agent_delete(&ctx.req, p.ns()?, p.agent()?).await?;
+    Ok(accepted(AgentView::from(&agent)))
+}
+
+/// Admit a new immutable revision and queue its deployment.
+#[utoipa::path(post, path = "/namespaces/{namespaceId}/agents/{agentId}/deploy", operation_id = "deployAgent", tag = "Agents",
+    params(("namespaceId" = String, Path), ("agentId" = String, Path)),
+    responses((status = 202, body = Data<RevisionView>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn deploy_agent(State(s): State<AppState>, p: Params, ctx: Ctx, _: NoBody) -> Result<impl IntoResponse, ApiError> {
+    let rev = s.controller.agent_deploy(&ctx.req, p.ns()?, p.agent()?).await?;
+    Ok(accepted(RevisionView::from(&rev)))
+}
+
+/// Stop the Agent (desired `stopped`; stop work queued).
+#[utoipa::path(post, path = "/namespaces/{namespaceId}/agents/{agentId}/stop", operation_id = "stopAgent", tag = "Agents",
+    params(("namespaceId" = String, Path), ("agentId" = String, Path)),
+    responses((status = 202, body = Data<AgentView>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn stop_agent(State(s): State<AppState>, p: Params, ctx: Ctx, _: NoBody) -> Result<impl IntoResponse, ApiError> {
+    let agent = s.controller.agent_stop(&ctx.req, p.ns()?, p.agent()?).await?;
+    Ok(accepted(AgentView::from(&agent)))
+}
+
+/// Revisions of the Agent the caller may read, oldest first.
+#[utoipa::path(get, path = "/namespaces/{namespaceId}/agents/{agentId}/revisions", operation_id = "listAgentRevisions", tag = "Agents",
+    params(("namespaceId" = String, Path), ("agentId" = String, Path)),
+    responses((status = 200, body = Data<Vec<RevisionView>>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn list_agent_revisions(State(s): State<AppState>, p: Params, ctx: Ctx) -> Result<impl IntoResponse, ApiError> {
+    let list = s.controller.revision_list(&ctx.req, p.ns()?, p.agent()?).await?;
+    Ok(ok(list.iter().map(RevisionView::from).collect::<Vec<_>>()))
+}
+
+/// One revision.
+#[utoipa::path(get, path = "/namespaces/{namespaceId}/agents/{agentId}/revisions/{revisionId}", operation_id = "getAgentRevision", tag = "Agents",
+    params(("namespaceId" = String, Path), ("agentId" = String, Path), ("revisionId" = String, Path)),
+    responses((status = 200, body = Data<RevisionView>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn get_agent_revision(State(s): State<AppState>, p: Params, ctx: Ctx) -> Result<impl IntoResponse, ApiError> {
+    let rev = s.controller.revision_get(&ctx.req, p.ns()?, p.agent()?, p.revision()?).await?;
+    Ok(ok(RevisionView::from(&rev)))
+}
+
+/// Deployment status of a revision.
+#[utoipa::path(get, path = "/namespaces/{namespaceId}/agents/{agentId}/deployments/{deploymentId}", operation_id = "getAgentDeployment", tag = "Agents",
+    params(("namespaceId" = String, Path), ("agentId" = String, Path), ("deploymentId" = String, Path)),
+    responses((status = 200, body = Data<DeploymentView>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn get_agent_deployment(State(s): State<AppState>, p: Params, ctx: Ctx) -> Result<impl IntoResponse, ApiError> {
+    let status = s.controller.deployment_get(&ctx.req, p.ns()?, p.agent()?, p.revision()?).await?;
+    Ok(ok(DeploymentView::from(&status)))
+}

@@ -1,0 +1,104 @@
+//! `/namespaces/{namespaceId}/iam/roles` and `/access-bindings`.
+
+use axum::extract::State;
+use axum::response::IntoResponse;
+
+use crate::envelope::{NoContent, created, ok};
+use crate::error::ApiError;
+use crate::extract::{Ctx, DEFAULT_LIMIT, JsonBody, NoBody, Params};
+use crate::inputs;
+use crate::openapi::{BindingCreateBody, Data, ErrorBody, RoleCreateBody};
+use crate::state::AppState;
+use crate::views::{BindingView, RoleView};
+
+/// Roles of the Namespace.
+#[utoipa::path(get, path = "/namespaces/{namespaceId}/iam/roles", operation_id = "listIAMRoles", tag = "IAM",
+    params(("namespaceId" = String, Path)),
+    responses((status = 200, body = Data<Vec<RoleView>>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn list_roles(State(s): State<AppState>, p: Params, ctx: Ctx) -> Result<impl IntoResponse, ApiError> {
+    let list = s.controller.role_list(&ctx.req, p.ns()?).await?;
+    Ok(ok(list.iter().map(RoleView::from).collect::<Vec<_>>()))
+}
+
+/// Create a Namespace Role.
+#[utoipa::path(post, path = "/namespaces/{namespaceId}/iam/roles", operation_id = "createIAMRole", tag = "IAM",
+    params(("namespaceId" = String, Path)), request_body = RoleCreateBody,
+    responses((status = 201, body = Data<RoleView>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 413, body = ErrorBody), (status = 415, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn create_role(
+    State(s): State<AppState>,
+    p: Params,
+    ctx: Ctx,
+    JsonBody(body): JsonBody<DEFAULT_LIMIT>,
+) -> Result<impl IntoResponse, ApiError> {
+    let input = inputs::role_create(&body)?;
+    let role = s.controller.role_create(&ctx.req, p.ns()?, input).await?;
+    Ok(created(RoleView::from(&role)))
+}
+
+/// One Role.
+#[utoipa::path(get, path = "/namespaces/{namespaceId}/iam/roles/{roleId}", operation_id = "getIAMRole", tag = "IAM",
+    params(("namespaceId" = String, Path), ("roleId" = String, Path)),
+    responses((status = 200, body = Data<RoleView>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn get_role(State(s): State<AppState>, p: Params, ctx: Ctx) -> Result<impl IntoResponse, ApiError> {
+    let role = s.controller.role_get(&ctx.req, p.ns()?, p.iam()?).await?;
+    Ok(ok(RoleView::from(&role)))
+}
+
+/// Delete a Role no binding uses.
+#[utoipa::path(delete, path = "/namespaces/{namespaceId}/iam/roles/{roleId}", operation_id = "deleteIAMRole", tag = "IAM",
+    params(("namespaceId" = String, Path), ("roleId" = String, Path)),
+    responses((status = 204), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn delete_role(State(s): State<AppState>, p: Params, ctx: Ctx, _: NoBody) -> Result<impl IntoResponse, ApiError> {
+    s.controller.role_delete(&ctx.req, p.ns()?, p.iam()?).await?;
+    Ok(NoContent)
+}
+
+/// AccessBindings of the Namespace.
+#[utoipa::path(get, path = "/namespaces/{namespaceId}/iam/access-bindings", operation_id = "listIAMAccessBindings", tag = "IAM",
+    params(("namespaceId" = String, Path)),
+    responses((status = 200, body = Data<Vec<BindingView>>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn list_bindings(State(s): State<AppState>, p: Params, ctx: Ctx) -> Result<impl IntoResponse, ApiError> {
+    let list = s.controller.binding_list(&ctx.req, p.ns()?).await?;
+    Ok(ok(list.iter().map(BindingView::from).collect::<Vec<_>>()))
+}
+
+/// Grant a Role on one exact resource to an identity.
+#[utoipa::path(post, path = "/namespaces/{namespaceId}/iam/access-bindings", operation_id = "createIAMAccessBinding", tag = "IAM",
+    params(("namespaceId" = String, Path)), request_body = BindingCreateBody,
+    responses((status = 201, body = Data<BindingView>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 413, body = ErrorBody), (status = 415, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn create_binding(
+    State(s): State<AppState>,
+    p: Params,
+    ctx: Ctx,
+    JsonBody(body): JsonBody<DEFAULT_LIMIT>,
+) -> Result<impl IntoResponse, ApiError> {
+    let input = inputs::binding_create(&body)?;
+    let binding = s.controller.binding_create(&ctx.req, p.ns()?, input).await?;
+    Ok(created(BindingView::from(&binding)))
+}
+
+/// One AccessBinding.
+#[utoipa::path(get, path = "/namespaces/{namespaceId}/iam/access-bindings/{bindingId}", operation_id = "getIAMAccessBinding", tag = "IAM",
+    params(("namespaceId" = String, Path), ("bindingId" = String, Path)),
+    responses((status = 200, body = Data<BindingView>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn get_binding(State(s): State<AppState>, p: Params, ctx: Ctx) -> Result<impl IntoResponse, ApiError> {
+    let binding = s.controller.binding_get(&ctx.req, p.ns()?, p.iam()?).await?;
+    Ok(ok(BindingView::from(&binding)))
+}
+
+/// Delete an AccessBinding.
+#[utoipa::path(delete, path = "/namespaces/{namespaceId}/iam/access-bindings/{bindingId}", operation_id = "deleteIAMAccessBinding", tag = "IAM",
+    params(("namespaceId" = String, Path), ("bindingId" = String, Path)),
+    responses((status = 204), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn delete_binding(State(s): State<AppState>, p: Params, ctx: Ctx, _: NoBody) -> Result<impl IntoResponse, ApiError> {
+    s.controller.binding_delete(&ctx.req, p.ns()?, p.iam()?).await?;
+    Ok(NoContent)
+}

@@ -1,0 +1,28 @@
+//! Thin handlers: extract (ids, caller, body), call one controller operation, render a view.
+
+pub mod agents;
+pub mod auth;
+pub mod configurations;
+pub mod iam;
+pub mod namespaces;
+pub mod secrets;
+pub mod service_accounts;
+
+use axum::extract::State;
+use axum::response::IntoResponse;
+
+use crate::envelope::ok;
+use crate::error::ApiError;
+use crate::extract::Ctx;
+use crate::openapi::{Data, ErrorBody};
+use crate::state::AppState;
+use crate::views::InstallationView;
+
+/// The Installation.
+#[utoipa::path(get, path = "/installation", operation_id = "getInstallation", tag = "Installation",
+    responses((status = 200, body = Data<InstallationView>), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn get_installation(State(s): State<AppState>, ctx: Ctx) -> Result<impl IntoResponse, ApiError> {
+    let installation = s.controller.installation_get(&ctx.req).await?;
+    Ok(ok(InstallationView::new(&installation, &s.controller.execution_modes())))
+}

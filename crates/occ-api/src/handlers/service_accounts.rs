@@ -1,0 +1,58 @@
+//! `/namespaces/{namespaceId}/service-accounts`.
+
+use axum::extract::State;
+use axum::response::IntoResponse;
+
+use crate::envelope::{NoContent, created, ok};
+use crate::error::ApiError;
+use crate::extract::{Ctx, DEFAULT_LIMIT, JsonBody, NoBody, Params};
+use crate::inputs;
+use crate::openapi::{Data, ErrorBody, ServiceAccountCreateBody};
+use crate::state::AppState;
+use crate::views::ServiceAccountView;
+
+/// ServiceAccounts the caller may read.
+#[utoipa::path(get, path = "/namespaces/{namespaceId}/service-accounts", operation_id = "listServiceAccounts", tag = "ServiceAccounts",
+    params(("namespaceId" = String, Path)),
+    responses((status = 200, body = Data<Vec<ServiceAccountView>>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn list_service_accounts(State(s): State<AppState>, p: Params, ctx: Ctx) -> Result<impl IntoResponse, ApiError> {
+    let list = s.controller.service_account_list(&ctx.req, p.ns()?).await?;
+    Ok(ok(list.iter().map(ServiceAccountView::from).collect::<Vec<_>>()))
+}
+
+/// Create a ServiceAccount.
+#[utoipa::path(post, path = "/namespaces/{namespaceId}/service-accounts", operation_id = "createServiceAccount", tag = "ServiceAccounts",
+    params(("namespaceId" = String, Path)), request_body = ServiceAccountCreateBody,
+    responses((status = 201, body = Data<ServiceAccountView>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 413, body = ErrorBody), (status = 415, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn create_service_account(
+    State(s): State<AppState>,
+    p: Params,
+    ctx: Ctx,
+    JsonBody(body): JsonBody<DEFAULT_LIMIT>,
+) -> Result<impl IntoResponse, ApiError> {
+    let name = inputs::service_account_create(&body)?;
+    let sa = s.controller.service_account_create(&ctx.req, p.ns()?, name).await?;
+    Ok(created(ServiceAccountView::from(&sa)))
+}
+
+/// One ServiceAccount.
+#[utoipa::path(get, path = "/namespaces/{namespaceId}/service-accounts/{serviceAccountId}", operation_id = "getServiceAccount", tag = "ServiceAccounts",
+    params(("namespaceId" = String, Path), ("serviceAccountId" = String, Path)),
+    responses((status = 200, body = Data<ServiceAccountView>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn get_service_account(State(s): State<AppState>, p: Params, ctx: Ctx) -> Result<impl IntoResponse, ApiError> {
+    let sa = s.controller.service_account_get(&ctx.req, p.ns()?, p.service_account()?).await?;
+    Ok(ok(ServiceAccountView::from(&sa)))
+}
+
+/// Delete a ServiceAccount no Agent uses.
+#[utoipa::path(delete, path = "/namespaces/{namespaceId}/service-accounts/{serviceAccountId}", operation_id = "deleteServiceAccount", tag = "ServiceAccounts",
+    params(("namespaceId" = String, Path), ("serviceAccountId" = String, Path)),
+    responses((status = 204), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn delete_service_account(State(s): State<AppState>, p: Params, ctx: Ctx, _: NoBody) -> Result<impl IntoResponse, ApiError> {
+    s.controller.service_account_delete(&ctx.req, p.ns()?, p.service_account()?).await?;
+    Ok(NoContent)
+}

@@ -1,0 +1,138 @@
+//! occ's HTTP API: the reference system's routes, envelopes, codes and headers.
+//!
+//! - Resource routes live at the root (`/namespaces/…`, `/installation`); authentication under
+//!   `/api/auth/…`; the OpenAPI document at `/openapi.json`, generated from the handlers'
+//!   annotations by `utoipa`, so it lists exactly what the router serves.
+//! - Every response carries `cache-control: no-store`, `x-content-type-options: nosniff` and a
+//!   server-generated `x-request-id` that also appears in the body's `meta.requestId`.
+//! - Handlers are thin: [`extract`] validates path ids (before authentication), authenticates
+//!   the caller and reads strict bodies; [`inputs`] turns bodies into controller inputs; the
+//!   controller authorizes and acts; [`views`] renders. Errors become HTTP in [`error`] only.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::extract::{Request, State};
+use axum::middleware::{Next, from_fn_with_state};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use http::{HeaderValue, header};
+use occ_core::{Error, RequestId};
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+pub mod envelope;
+pub mod error;
+pub mod extract;
+pub mod handlers;
+pub mod inputs;
+pub mod openapi;
+pub mod state;
+pub mod views;
+
+pub use state::{ApiSettings, AppState};
+
+use envelope::REQUEST_ID;
+use error::ApiError;
+use handlers::{agents, auth, configurations, iam, namespaces, secrets, service_accounts};
+
+/// The generated OpenAPI document and the router that serves it.
+pub fn router_and_openapi(state: AppState) -> (axum::Router, utoipa::openapi::OpenApi) {
+    let (router, mut api) = OpenApiRouter::<AppState>::with_openapi(openapi::ApiDoc::openapi())
+        .routes(routes!(handlers::get_installation))
+        .routes(routes!(namespaces::list_namespaces, namespaces::create_namespace))
+        .routes(routes!(namespaces::get_namespace, namespaces::delete_namespace))
+        .routes(routes!(configurations::create_configuration))
+        .routes(routes!(
+            configurations::get_configuration,
+            configurations::update_configuration,
+            configurations::delete_configuration
+        ))
+        .routes(routes!(secrets::list_secrets, secrets::create_secret))
+        .routes(routes!(secrets::get_secret, secrets::update_secret, secrets::delete_secret))
+        .routes(routes!(service_accounts::list_service_accounts, service_accounts::create_service_account))
+        .routes(routes!(service_accounts::get_service_account, service_accounts::delete_service_account))
+        .routes(routes!(agents::list_agents, agents::create_agent))
+        .routes(routes!(agents::get_agent, agents::update_agent, agents::delete_agent))
+        .routes(routes!(agents::deploy_agent))
+        .routes(routes!(agents::stop_agent))
+        .routes(routes!(agents::list_agent_revisions))
+        .routes(routes!(agents::get_agent_revision))
+        .routes(routes!(agents::get_agent_deployment))
+        .routes(routes!(iam::list_roles, iam::create_role))
+        .routes(routes!(iam::get_role, iam::delete_role))
+        .routes(routes!(iam::list_bindings, iam::create_binding))
+        .routes(routes!(iam::get_binding, iam::delete_binding))
+        .routes(routes!(auth::sign_in))
+        .routes(routes!(auth::sign_out))
+        .routes(routes!(auth::get_session))
+        .routes(routes!(auth::create_account))
+        .routes(routes!(auth::create_service_key))
+        .routes(routes!(auth::revoke_service_key))
+        .split_for_parts();
+    api.info.version = env!("CARGO_PKG_VERSION").to_owned();
+    let document = Arc::new(serde_json::to_value(&api).unwrap_or_default());
+    let router = router
+        .route(
+            "/openapi.json",
+            get(move || {
+                let document = document.clone();
+                async move { envelope::json_response(http::StatusCode::OK, &document) }
+            }),
+        )
+        .fallback(|| async { error::not_found() })
+        .method_not_allowed_fallback(|| async { error::method_not_allowed() })
+        .layer(from_fn_with_state(state.clone(), frame))
+        .with_state(state);
+    (router, api)
+}
+
+/// The router.
+pub fn router(state: AppState) -> axum::Router {
+    router_and_openapi(state).0
+}
+
+/// Whether a path is a resource route (404 until the Installation is bootstrapped).
+fn is_resource_route(path: &str) -> bool {
+    !(path.starts_with("/api/auth/") || path == "/openapi.json")
+}
+
+/// Outermost middleware: request id scope, the query-string rule, the bootstrap gate, the
+/// common headers and one log line per request.
+async fn frame(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let id = RequestId::generate();
+    let started = Instant::now();
+    let method = req.method().clone();
+    let path = req.uri().path().to_owned();
+    let mut response = REQUEST_ID
+        .scope(id.clone(), async move {
+            if req.uri().query().is_some() {
+                return ApiError(Error::invalid_request("This route accepts no query parameters")).into_response();
+            }
+            if is_resource_route(req.uri().path()) {
+                match state.controller.is_bootstrapped().await {
+                    Ok(true) => {}
+                    Ok(false) => return error::not_found().into_response(),
+                    Err(e) => return ApiError(e).into_response(),
+                }
+            }
+            next.run(req).await
+        })
+        .await;
+    let headers = response.headers_mut();
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    if let Ok(v) = HeaderValue::from_str(id.as_str()) {
+        headers.insert("x-request-id", v);
+    }
+    tracing::info!(
+        request_id = %id,
+        method = %method,
+        path = %path,
+        status = response.status().as_u16(),
+        duration_ms = started.elapsed().as_millis() as u64,
+        "http.completed"
+    );
+    response
+}

@@ -1,0 +1,388 @@
+//! Wire views: what the API returns, in the reference's shapes. Optional fields are omitted when
+//! absent; fields typed `X | null` are always present.
+
+use occ_controller::configurations::Configuration;
+use occ_controller::deployments::DeploymentStatus;
+use occ_core::iam::{AccessBinding, Role, UserAccount};
+use occ_core::resource::{Agent, AgentRevision, HarnessAuth, Installation, Namespace, SecretMeta, ServiceAccount};
+use serde::Serialize;
+use serde_json::{Value, json};
+use utoipa::ToSchema;
+
+/// The Installation.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InstallationView {
+    id: String,
+    name: String,
+    created_at: String,
+    #[schema(value_type = Object)]
+    capabilities: Value,
+}
+
+impl InstallationView {
+    /// From the domain type and the execution modes Compute supports.
+    pub fn new(i: &Installation, modes: &[&str]) -> Self {
+        Self {
+            id: i.id.to_string(),
+            name: i.name.to_string(),
+            created_at: i.created_at.to_string(),
+            capabilities: json!({"agentProvisioning": {"executionModes": modes}}),
+        }
+    }
+}
+
+/// A Namespace.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NamespaceView {
+    id: String,
+    name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    existing_namespace: Option<String>,
+    /// `provisioning` | `ready` | `failed` | `deleting`.
+    status: String,
+    created_at: String,
+}
+
+impl From<&Namespace> for NamespaceView {
+    fn from(n: &Namespace) -> Self {
+        Self {
+            id: n.id.to_string(),
+            name: n.name.to_string(),
+            existing_namespace: n.existing_namespace.clone(),
+            status: n.status.as_str().into(),
+            created_at: n.created_at.to_string(),
+        }
+    }
+}
+
+/// A Configuration with its native document.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigurationView {
+    id: String,
+    namespace_id: String,
+    /// Always `agent`.
+    kind: String,
+    generation: u64,
+    /// The native `openclaw.json` document.
+    #[schema(value_type = Object)]
+    values: Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    secret_bindings: Option<Value>,
+    created_at: String,
+}
+
+impl From<&Configuration> for ConfigurationView {
+    fn from(c: &Configuration) -> Self {
+        let m = &c.meta;
+        Self {
+            id: m.id.to_string(),
+            namespace_id: m.namespace_id.to_string(),
+            kind: "agent".into(),
+            generation: m.generation.get(),
+            values: Value::Object(c.values.clone()),
+            secret_bindings: (!m.secret_bindings.is_empty()).then(|| serde_json::to_value(&m.secret_bindings).unwrap_or_default()),
+            created_at: m.created_at.to_string(),
+        }
+    }
+}
+
+/// A reference to a Secret.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretRefView {
+    /// Always `secret`.
+    kind: String,
+    namespace_id: String,
+    id: String,
+}
+
+/// Secret metadata (never the value).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretView {
+    id: String,
+    namespace_id: String,
+    name: String,
+    #[serde(rename = "ref")]
+    reference: SecretRefView,
+}
+
+impl From<&SecretMeta> for SecretView {
+    fn from(s: &SecretMeta) -> Self {
+        Self {
+            id: s.id.to_string(),
+            namespace_id: s.namespace_id.to_string(),
+            name: s.name.to_string(),
+            reference: SecretRefView { kind: "secret".into(), namespace_id: s.namespace_id.to_string(), id: s.id.to_string() },
+        }
+    }
+}
+
+/// A ServiceAccount (no credential value, ever).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceAccountView {
+    id: String,
+    namespace_id: String,
+    name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    credential: Option<Value>,
+}
+
+impl From<&ServiceAccount> for ServiceAccountView {
+    fn from(s: &ServiceAccount) -> Self {
+        Self {
+            id: s.id.to_string(),
+            namespace_id: s.namespace_id.to_string(),
+            name: s.name.to_string(),
+            credential: s.credential_kind.map(|k| json!({"kind": k})),
+        }
+    }
+}
+
+/// An Agent (the editable draft).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentView {
+    id: String,
+    namespace_id: String,
+    name: String,
+    service_principal_id: String,
+    configuration_id: String,
+    backend_id: Option<String>,
+    /// `embedded` | `dedicated`.
+    execution_mode: String,
+    /// `{method:"runtime"}` | `{method:"api_key", source}` | `{method:"chatgpt_service_account", serviceAccountId}` | null.
+    #[schema(value_type = Option<Object>)]
+    harness_auth: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    active_revision_id: Option<String>,
+    /// `running` | `stopped`.
+    desired_runtime_state: String,
+    /// `active` | `deleting`.
+    status: String,
+    created_at: String,
+}
+
+impl From<&Agent> for AgentView {
+    fn from(a: &Agent) -> Self {
+        Self {
+            id: a.id.to_string(),
+            namespace_id: a.namespace_id.to_string(),
+            name: a.name.to_string(),
+            service_principal_id: a.service_principal_id.to_string(),
+            configuration_id: a.configuration_id.to_string(),
+            backend_id: a.backend_id.clone(),
+            execution_mode: a.execution_mode.as_str().into(),
+            harness_auth: a.harness_auth.as_ref().map(|h| serde_json::to_value(h).unwrap_or_default()),
+            active_revision_id: a.active_revision_id.as_ref().map(ToString::to_string),
+            desired_runtime_state: a.desired_runtime_state.as_str().into(),
+            status: a.status.as_str().into(),
+            created_at: a.created_at.to_string(),
+        }
+    }
+}
+
+/// The public projection of a revision's harness auth: Secret sources lose their Namespace.
+fn public_harness_auth(auth: &Option<HarnessAuth>) -> Value {
+    match auth {
+        None => json!({"method": "runtime"}),
+        Some(HarnessAuth::ApiKey { source }) => json!({"method": "api_key", "source": {"kind": "secret", "id": source.id}}),
+        Some(other) => serde_json::to_value(other).unwrap_or_default(),
+    }
+}
+
+/// An immutable AgentRevision.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RevisionView {
+    id: String,
+    namespace_id: String,
+    agent_id: String,
+    revision: u64,
+    configuration_id: String,
+    /// Always `agent`.
+    configuration_kind: String,
+    configuration_generation: u64,
+    /// The frozen native document.
+    #[schema(value_type = Object)]
+    configuration: Value,
+    backend_id: Option<String>,
+    #[schema(value_type = Object)]
+    harness: Value,
+    #[schema(value_type = Object)]
+    compute: Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    secret_driver_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    secret_bindings: Option<Value>,
+    #[schema(value_type = Object)]
+    harness_auth: Value,
+    created_at: String,
+}
+
+impl From<&AgentRevision> for RevisionView {
+    fn from(r: &AgentRevision) -> Self {
+        let s = &r.spec;
+        Self {
+            id: r.id.to_string(),
+            namespace_id: r.namespace_id.to_string(),
+            agent_id: r.agent_id.to_string(),
+            revision: r.revision,
+            configuration_id: s.configuration_id.to_string(),
+            configuration_kind: s.configuration_kind.clone(),
+            configuration_generation: s.configuration_generation.get(),
+            configuration: Value::Object(s.configuration.clone()),
+            backend_id: r.backend_id.clone(),
+            harness: json!({"id": s.harness.id, "version": s.harness.version, "mode": s.harness.mode}),
+            compute: json!({"id": s.compute.id, "implementation": s.compute.implementation}),
+            secret_driver_id: s.secret_driver_id.clone(),
+            secret_bindings: s.secret_bindings.as_ref().map(|b| serde_json::to_value(b).unwrap_or_default()),
+            harness_auth: public_harness_auth(&s.harness_auth),
+            created_at: r.created_at.to_string(),
+        }
+    }
+}
+
+/// Deployment status of a revision.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DeploymentView {
+    deployment_id: String,
+    namespace_id: String,
+    agent_id: String,
+    /// `queued` | `running` | `succeeded` | `failed`.
+    status: String,
+    #[schema(value_type = Option<Object>)]
+    error: Option<Value>,
+    #[schema(value_type = Vec<Object>)]
+    warnings: Vec<Value>,
+    #[schema(value_type = Option<Object>)]
+    progress: Option<Value>,
+}
+
+impl From<&DeploymentStatus> for DeploymentView {
+    fn from(d: &DeploymentStatus) -> Self {
+        Self {
+            deployment_id: d.deployment_id.to_string(),
+            namespace_id: d.namespace_id.to_string(),
+            agent_id: d.agent_id.to_string(),
+            status: d.status.as_str().into(),
+            error: d.error.as_ref().map(|e| {
+                let mut v = json!({"code": e.code, "message": e.message});
+                if let Some(data) = &e.data {
+                    v["data"] = data.clone();
+                }
+                v
+            }),
+            warnings: Vec::new(),
+            progress: d.progress.as_ref().map(|p| {
+                json!({
+                    "lastAttempt": p.last_attempt.as_ref().map(|a| json!({"at": a.at.to_string(), "code": a.code, "message": a.message})),
+                    "nextAttemptAt": p.next_attempt_at.map(|t| t.to_string()),
+                })
+            }),
+        }
+    }
+}
+
+/// A Role.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RoleView {
+    id: String,
+    namespace_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<String>,
+    #[schema(value_type = Vec<Object>)]
+    permissions: Vec<Value>,
+}
+
+impl From<&Role> for RoleView {
+    fn from(r: &Role) -> Self {
+        Self {
+            id: r.id.to_string(),
+            namespace_id: r.namespace_id.as_ref().map(ToString::to_string).unwrap_or_default(),
+            name: r.name.clone(),
+            permissions: r.permissions.iter().map(|p| serde_json::to_value(p).unwrap_or_default()).collect(),
+        }
+    }
+}
+
+/// An AccessBinding.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BindingView {
+    id: String,
+    namespace_id: String,
+    /// Always `identity`.
+    subject_kind: String,
+    subject_id: String,
+    role_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resource_kind: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resource_id: Option<String>,
+}
+
+impl From<&AccessBinding> for BindingView {
+    fn from(b: &AccessBinding) -> Self {
+        Self {
+            id: b.id.to_string(),
+            namespace_id: b.namespace_id.as_ref().map(ToString::to_string).unwrap_or_default(),
+            subject_kind: "identity".into(),
+            subject_id: b.subject_id.to_string(),
+            role_id: b.role_id.to_string(),
+            resource_kind: b.resource.as_ref().map(|r| r.kind.as_str().into()),
+            resource_id: b.resource.as_ref().map(|r| r.id.clone()),
+        }
+    }
+}
+
+/// An account.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AccountView {
+    id: String,
+    email: String,
+    name: String,
+    principal_id: String,
+}
+
+impl From<&UserAccount> for AccountView {
+    fn from(u: &UserAccount) -> Self {
+        Self { id: u.id.to_string(), email: u.email.clone(), name: u.name.clone(), principal_id: u.principal_id.to_string() }
+    }
+}
+
+/// A newly issued service key (the key appears only here).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct IssuedKeyView {
+    pub(crate) id: String,
+    pub(crate) service_principal_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) namespace_id: Option<String>,
+    pub(crate) name: String,
+    pub(crate) expires_at: String,
+    pub(crate) key: String,
+}
+
+impl From<&occ_controller::auth::IssuedKey> for IssuedKeyView {
+    fn from(k: &occ_controller::auth::IssuedKey) -> Self {
+        Self {
+            id: k.key.id.to_string(),
+            service_principal_id: k.key.service_principal_id.to_string(),
+            namespace_id: k.key.namespace_id.as_ref().map(ToString::to_string),
+            name: k.key.name.clone(),
+            expires_at: k.key.expires_at.to_string(),
+            key: k.plaintext.clone(),
+        }
+    }
+}
