@@ -15,7 +15,9 @@ tokio::task_local! {
 
 /// The current request id, or a fresh one outside a request scope.
 pub fn current_request_id() -> String {
-    REQUEST_ID.try_with(|id| id.to_string()).unwrap_or_else(|_| RequestId::generate().to_string())
+    REQUEST_ID
+        .try_with(|id| id.to_string())
+        .unwrap_or_else(|_| RequestId::generate().to_string())
 }
 
 /// A JSON response with the API's content type.
@@ -23,9 +25,10 @@ pub fn json_response(status: StatusCode, body: &serde_json::Value) -> Response {
     let bytes = serde_json::to_vec(body).unwrap_or_else(|_| b"{}".to_vec());
     let mut response = Response::new(Body::from(bytes));
     *response.status_mut() = status;
-    response
-        .headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json; charset=utf-8"));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json; charset=utf-8"),
+    );
     response
 }
 
@@ -37,23 +40,35 @@ pub struct Envelope<T> {
 
 /// 200 with data.
 pub fn ok<T: Serialize>(data: T) -> Envelope<T> {
-    Envelope { status: StatusCode::OK, data }
+    Envelope {
+        status: StatusCode::OK,
+        data,
+    }
 }
 
 /// 201 with data.
 pub fn created<T: Serialize>(data: T) -> Envelope<T> {
-    Envelope { status: StatusCode::CREATED, data }
+    Envelope {
+        status: StatusCode::CREATED,
+        data,
+    }
 }
 
 /// 202 with data.
 pub fn accepted<T: Serialize>(data: T) -> Envelope<T> {
-    Envelope { status: StatusCode::ACCEPTED, data }
+    Envelope {
+        status: StatusCode::ACCEPTED,
+        data,
+    }
 }
 
 impl<T: Serialize> IntoResponse for Envelope<T> {
     fn into_response(self) -> Response {
         let data = serde_json::to_value(&self.data).unwrap_or(serde_json::Value::Null);
-        json_response(self.status, &json!({"data": data, "meta": {"requestId": current_request_id()}}))
+        json_response(
+            self.status,
+            &json!({"data": data, "meta": {"requestId": current_request_id()}}),
+        )
     }
 }
 

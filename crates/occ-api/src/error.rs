@@ -22,9 +22,14 @@ impl From<Error> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let err = self.0;
-        let status = StatusCode::from_u16(err.code().http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let status = StatusCode::from_u16(err.code().http_status())
+            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         if status.is_server_error() {
-            tracing::warn!(code = err.code().as_str(), internal = err.internal_context().unwrap_or(""), "request failed");
+            tracing::warn!(
+                code = err.code().as_str(),
+                internal = err.internal_context().unwrap_or(""),
+                "request failed"
+            );
         }
         let mut error = json!({"code": err.code().as_str(), "message": err.message()});
         if !err.details().is_empty() {
@@ -48,5 +53,8 @@ pub fn not_found() -> ApiError {
 
 /// 405 for a known path with the wrong method.
 pub fn method_not_allowed() -> ApiError {
-    ApiError(Error::new(ErrorCode::MethodNotAllowed, "The method is not allowed on this path"))
+    ApiError(Error::new(
+        ErrorCode::MethodNotAllowed,
+        "The method is not allowed on this path",
+    ))
 }

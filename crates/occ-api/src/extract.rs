@@ -26,7 +26,9 @@ pub const WORKSPACE_PUT_LIMIT: usize = 48 * 1024;
 
 /// The request id of this request (set by the framing middleware).
 pub fn request_id() -> RequestId {
-    crate::envelope::REQUEST_ID.try_with(Clone::clone).unwrap_or_else(|_| RequestId::generate())
+    crate::envelope::REQUEST_ID
+        .try_with(Clone::clone)
+        .unwrap_or_else(|_| RequestId::generate())
 }
 
 /// All values of one cookie name in the `Cookie` headers.
@@ -49,7 +51,8 @@ fn is_safe_method(m: &Method) -> bool {
 /// The CSRF rule for cookie requests: `Origin` must equal the public origin exactly and
 /// `Sec-Fetch-Site` must be absent or `same-origin`.
 pub fn check_csrf(headers: &HeaderMap, public_origin: &str) -> Result<(), Error> {
-    let origin_ok = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) == Some(public_origin);
+    let origin_ok =
+        headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) == Some(public_origin);
     let site_ok = headers
         .get("sec-fetch-site")
         .and_then(|v| v.to_str().ok())
@@ -57,7 +60,10 @@ pub fn check_csrf(headers: &HeaderMap, public_origin: &str) -> Result<(), Error>
     if origin_ok && site_ok {
         Ok(())
     } else {
-        Err(Error::new(ErrorCode::Forbidden, "A trusted browser Origin is required for this request"))
+        Err(Error::new(
+            ErrorCode::Forbidden,
+            "A trusted browser Origin is required for this request",
+        ))
     }
 }
 
@@ -80,20 +86,32 @@ impl FromRequestParts<AppState> for Ctx {
         }
         let auth = if let Some(key) = headers.get("x-api-key") {
             // A present key takes precedence and never falls back to the cookie.
-            let key = key.to_str().map_err(|_| ApiError(Error::unauthenticated()))?;
+            let key = key
+                .to_str()
+                .map_err(|_| ApiError(Error::unauthenticated()))?;
             state.controller.authenticate_key(key).await?
         } else {
             let cookies = cookie_values(headers, state.settings.cookie_name());
             let [token] = cookies.as_slice() else {
                 return Err(Error::unauthenticated().into());
             };
-            let auth = state.controller.authenticate_session(token).await?.ok_or_else(Error::unauthenticated)?;
+            let auth = state
+                .controller
+                .authenticate_session(token)
+                .await?
+                .ok_or_else(Error::unauthenticated)?;
             if !is_safe_method(&parts.method) {
                 check_csrf(headers, &state.settings.public_origin)?;
             }
             auth
         };
-        Ok(Ctx { req: CtlRequest { id: request_id(), caller: auth.caller.clone() }, auth })
+        Ok(Ctx {
+            req: CtlRequest {
+                id: request_id(),
+                caller: auth.caller.clone(),
+            },
+            auth,
+        })
     }
 }
 
@@ -111,18 +129,27 @@ async fn read_limited(req: axum::extract::Request, limit: usize) -> Result<Bytes
             .to_str()
             .ok()
             .and_then(|v| v.parse::<u64>().ok())
-            .ok_or_else(|| ApiError(Error::invalid_request("The Content-Length header is invalid")))?;
+            .ok_or_else(|| {
+                ApiError(Error::invalid_request(
+                    "The Content-Length header is invalid",
+                ))
+            })?;
         if len > limit as u64 {
             return Err(too_large(limit));
         }
     }
-    axum::body::to_bytes(req.into_body(), limit).await.map_err(|_| too_large(limit))
+    axum::body::to_bytes(req.into_body(), limit)
+        .await
+        .map_err(|_| too_large(limit))
 }
 
 fn too_large(limit: usize) -> ApiError {
     ApiError(Error::new(
         ErrorCode::PayloadTooLarge,
-        format!("The request body is larger than this route accepts ({} KiB)", limit / 1024),
+        format!(
+            "The request body is larger than this route accepts ({} KiB)",
+            limit / 1024
+        ),
     ))
 }
 
@@ -136,10 +163,15 @@ impl<const LIMIT: usize> FromRequest<AppState> for JsonBody<LIMIT> {
         let is_json = content_type_is_json(req.headers());
         let bytes = read_limited(req, LIMIT).await?;
         if !is_json {
-            return Err(ApiError(Error::new(ErrorCode::UnsupportedMediaType, "The request body must be application/json")));
+            return Err(ApiError(Error::new(
+                ErrorCode::UnsupportedMediaType,
+                "The request body must be application/json",
+            )));
         }
         if bytes.is_empty() {
-            return Err(ApiError(Error::invalid_request("The request body must be a JSON document")));
+            return Err(ApiError(Error::invalid_request(
+                "The request body must be a JSON document",
+            )));
         }
         let value: Value = serde_json::from_slice(&bytes)
             .map_err(|_| ApiError(Error::invalid_request("The request body is not valid JSON")))?;
@@ -158,7 +190,9 @@ impl FromRequest<AppState> for NoBody {
         if bytes.is_empty() {
             Ok(NoBody)
         } else {
-            Err(ApiError(Error::invalid_request("This route takes no request body")))
+            Err(ApiError(Error::invalid_request(
+                "This route takes no request body",
+            )))
         }
     }
 }
@@ -214,7 +248,11 @@ impl FromRequestParts<AppState> for Params {
                         ))
                     })?);
                 }
-                _ => return Err(ApiError(Error::internal(format!("unexpected path parameter {name}")))),
+                _ => {
+                    return Err(ApiError(Error::internal(format!(
+                        "unexpected path parameter {name}"
+                    ))));
+                }
             }
         }
         Ok(params)
@@ -236,7 +274,9 @@ impl Params {
     }
     /// `{configurationId}`.
     pub fn configuration(&self) -> Result<&occ_core::ConfigurationId, ApiError> {
-        self.configuration.as_ref().ok_or_else(|| missing("configurationId"))
+        self.configuration
+            .as_ref()
+            .ok_or_else(|| missing("configurationId"))
     }
     /// `{secretId}`.
     pub fn secret(&self) -> Result<&occ_core::SecretId, ApiError> {
@@ -244,7 +284,9 @@ impl Params {
     }
     /// `{serviceAccountId}`.
     pub fn service_account(&self) -> Result<&occ_core::ServiceAccountId, ApiError> {
-        self.service_account.as_ref().ok_or_else(|| missing("serviceAccountId"))
+        self.service_account
+            .as_ref()
+            .ok_or_else(|| missing("serviceAccountId"))
     }
     /// `{revisionId}` or `{deploymentId}`.
     pub fn revision(&self) -> Result<&occ_core::RevisionId, ApiError> {

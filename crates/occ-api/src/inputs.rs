@@ -6,9 +6,13 @@ use occ_controller::auth::{AccountInput, KEY_TTL_RANGE, PASSWORD_CHARS, ServiceK
 use occ_controller::configurations::ConfigurationInput;
 use occ_controller::iam::{BindingInput, RoleInput};
 use occ_core::authz::{Action, Permission, ResourceKind};
-use occ_core::inputs::{check_secret_value, parse_harness_auth, parse_initial_workspace_files, parse_secret_bindings};
+use occ_core::inputs::{
+    check_secret_value, parse_harness_auth, parse_initial_workspace_files, parse_secret_bindings,
+};
 use occ_core::resource::ExecutionMode;
-use occ_core::validate::{Fields, Problems, expect_id, expect_int, expect_name, expect_str, type_name};
+use occ_core::validate::{
+    Fields, Problems, expect_id, expect_int, expect_name, expect_str, type_name,
+};
 use occ_core::{DetailCode, Error, IamId, Name, NamespaceId};
 use serde_json::Value;
 
@@ -24,8 +28,16 @@ fn iam_id(v: &Value, path: &str, p: &mut Problems) -> Option<IamId> {
     match s.parse() {
         Ok(id) => Some(id),
         Err(_) => {
-            let code = if s.chars().count() > 200 { DetailCode::TooLong } else { DetailCode::InvalidFormat };
-            p.push(path, code, "must have 1 to 200 characters without whitespace");
+            let code = if s.chars().count() > 200 {
+                DetailCode::TooLong
+            } else {
+                DetailCode::InvalidFormat
+            };
+            p.push(
+                path,
+                code,
+                "must have 1 to 200 characters without whitespace",
+            );
             None
         }
     }
@@ -35,16 +47,23 @@ fn iam_id(v: &Value, path: &str, p: &mut Problems) -> Option<IamId> {
 pub fn namespace_create(body: &Value) -> Result<(Name, Option<String>), Error> {
     let mut p = Problems::new();
     let mut f = Fields::new(body, "", &mut p);
-    let name = f.required("name", &mut p).and_then(|v| expect_name(v, "/name", &mut p));
+    let name = f
+        .required("name", &mut p)
+        .and_then(|v| expect_name(v, "/name", &mut p));
     let existing = match f.optional("existingNamespace") {
         None => Some(None),
         Some(v) => expect_str(v, "/existingNamespace", &mut p).and_then(|s| {
             let ok = (1..=63).contains(&s.len())
-                && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && s.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
                 && !s.starts_with('-')
                 && !s.ends_with('-');
             if !ok {
-                p.push("/existingNamespace", DetailCode::InvalidFormat, "must be a Kubernetes namespace name");
+                p.push(
+                    "/existingNamespace",
+                    DetailCode::InvalidFormat,
+                    "must be a Kubernetes namespace name",
+                );
             }
             ok.then(|| Some(s.to_owned()))
         }),
@@ -54,7 +73,14 @@ pub fn namespace_create(body: &Value) -> Result<(Name, Option<String>), Error> {
     Ok((name.expect("checked"), existing.expect("checked")))
 }
 
-fn configuration_common(f: &mut Fields<'_>, ns: &NamespaceId, p: &mut Problems) -> (Option<serde_json::Map<String, Value>>, Option<Option<occ_core::resource::SecretBindings>>) {
+fn configuration_common(
+    f: &mut Fields<'_>,
+    ns: &NamespaceId,
+    p: &mut Problems,
+) -> (
+    Option<serde_json::Map<String, Value>>,
+    Option<Option<occ_core::resource::SecretBindings>>,
+) {
     let values = f
         .required("values", p)
         .and_then(|v| occ_core::native::validate_document(v, "/values", p).cloned());
@@ -77,7 +103,10 @@ pub fn configuration_create(body: &Value, ns: &NamespaceId) -> Result<Configurat
     let (values, bindings) = configuration_common(&mut f, ns, &mut p);
     f.finish(&mut p);
     p.finish(())?;
-    Ok(ConfigurationInput { values: values.expect("checked"), secret_bindings: bindings.expect("checked") })
+    Ok(ConfigurationInput {
+        values: values.expect("checked"),
+        secret_bindings: bindings.expect("checked"),
+    })
 }
 
 /// `{values, secretBindings?}` (kind, generation and ids are unknown fields).
@@ -87,7 +116,10 @@ pub fn configuration_update(body: &Value, ns: &NamespaceId) -> Result<Configurat
     let (values, bindings) = configuration_common(&mut f, ns, &mut p);
     f.finish(&mut p);
     p.finish(())?;
-    Ok(ConfigurationInput { values: values.expect("checked"), secret_bindings: bindings.expect("checked") })
+    Ok(ConfigurationInput {
+        values: values.expect("checked"),
+        secret_bindings: bindings.expect("checked"),
+    })
 }
 
 fn secret_value(f: &mut Fields<'_>, p: &mut Problems) -> Option<String> {
@@ -99,7 +131,9 @@ fn secret_value(f: &mut Fields<'_>, p: &mut Problems) -> Option<String> {
 pub fn secret_create(body: &Value) -> Result<(Name, String), Error> {
     let mut p = Problems::new();
     let mut f = Fields::new(body, "", &mut p);
-    let name = f.required("name", &mut p).and_then(|v| expect_name(v, "/name", &mut p));
+    let name = f
+        .required("name", &mut p)
+        .and_then(|v| expect_name(v, "/name", &mut p));
     let value = secret_value(&mut f, &mut p);
     f.finish(&mut p);
     p.finish(())?;
@@ -120,7 +154,9 @@ pub fn secret_update(body: &Value) -> Result<String, Error> {
 pub fn service_account_create(body: &Value) -> Result<Name, Error> {
     let mut p = Problems::new();
     let mut f = Fields::new(body, "", &mut p);
-    let name = f.required("name", &mut p).and_then(|v| expect_name(v, "/name", &mut p));
+    let name = f
+        .required("name", &mut p)
+        .and_then(|v| expect_name(v, "/name", &mut p));
     f.finish(&mut p);
     p.finish(())?;
     Ok(name.expect("checked"))
@@ -130,7 +166,11 @@ fn execution_mode(v: &Value, path: &str, p: &mut Problems) -> Option<ExecutionMo
     let s = expect_str(v, path, p)?;
     let mode = ExecutionMode::parse(s);
     if mode.is_none() {
-        p.push(path, DetailCode::InvalidValue, "must be \"embedded\" or \"dedicated\"");
+        p.push(
+            path,
+            DetailCode::InvalidValue,
+            "must be \"embedded\" or \"dedicated\"",
+        );
     }
     mode
 }
@@ -146,8 +186,12 @@ fn backend_id(v: &Value, path: &str, p: &mut Problems) -> Option<Option<String>>
 pub fn agent_create(body: &Value, ns: &NamespaceId) -> Result<AgentInput, Error> {
     let mut p = Problems::new();
     let mut f = Fields::new(body, "", &mut p);
-    let name = f.required("name", &mut p).and_then(|v| expect_name(v, "/name", &mut p));
-    let cfg = f.required("configurationId", &mut p).and_then(|v| expect_id(v, "/configurationId", "cfg", &mut p));
+    let name = f
+        .required("name", &mut p)
+        .and_then(|v| expect_name(v, "/name", &mut p));
+    let cfg = f
+        .required("configurationId", &mut p)
+        .and_then(|v| expect_id(v, "/configurationId", "cfg", &mut p));
     let mode = match f.optional("executionMode") {
         None => Some(ExecutionMode::Embedded),
         Some(v) => execution_mode(v, "/executionMode", &mut p),
@@ -167,9 +211,15 @@ pub fn agent_create(body: &Value, ns: &NamespaceId) -> Result<AgentInput, Error>
     let defaults = match f.optional("workspaceDefaultsId") {
         None => Some(None),
         Some(v) => expect_str(v, "/workspaceDefaultsId", &mut p).and_then(|s| {
-            let ok = s.len() == 64 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+            let ok = s.len() == 64
+                && s.bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
             if !ok {
-                p.push("/workspaceDefaultsId", DetailCode::InvalidFormat, "must be 64 lowercase hexadecimal characters");
+                p.push(
+                    "/workspaceDefaultsId",
+                    DetailCode::InvalidFormat,
+                    "must be 64 lowercase hexadecimal characters",
+                );
             }
             ok.then(|| Some(s.to_owned()))
         }),
@@ -191,7 +241,9 @@ pub fn agent_create(body: &Value, ns: &NamespaceId) -> Result<AgentInput, Error>
 pub fn agent_update(body: &Value, ns: &NamespaceId) -> Result<AgentUpdate, Error> {
     let mut p = Problems::new();
     let mut f = Fields::new(body, "", &mut p);
-    let cfg = f.required("configurationId", &mut p).and_then(|v| expect_id(v, "/configurationId", "cfg", &mut p));
+    let cfg = f
+        .required("configurationId", &mut p)
+        .and_then(|v| expect_id(v, "/configurationId", "cfg", &mut p));
     let mode = match f.optional("executionMode") {
         None => Some(None),
         Some(v) => execution_mode(v, "/executionMode", &mut p).map(Some),
@@ -202,7 +254,8 @@ pub fn agent_update(body: &Value, ns: &NamespaceId) -> Result<AgentUpdate, Error
     };
     let auth = match f.optional("harnessAuth") {
         None => Some(Patch::Keep),
-        Some(v) => parse_harness_auth(v, "/harnessAuth", ns, &mut p).map(|a| a.map_or(Patch::Clear, Patch::Set)),
+        Some(v) => parse_harness_auth(v, "/harnessAuth", ns, &mut p)
+            .map(|a| a.map_or(Patch::Clear, Patch::Set)),
     };
     f.finish(&mut p);
     p.finish(())?;
@@ -229,14 +282,22 @@ pub fn role_create(body: &Value) -> Result<RoleInput, Error> {
                     let action = pf.required_str("action", &mut p).and_then(|s| {
                         let a = s.parse::<Action>().ok();
                         if a.is_none() {
-                            p.push(format!("{base}/action"), DetailCode::InvalidValue, "is not a known action");
+                            p.push(
+                                format!("{base}/action"),
+                                DetailCode::InvalidValue,
+                                "is not a known action",
+                            );
                         }
                         a
                     });
                     let kind = pf.required_str("resourceKind", &mut p).and_then(|s| {
                         let k = s.parse::<ResourceKind>().ok();
                         if k.is_none() {
-                            p.push(format!("{base}/resourceKind"), DetailCode::InvalidValue, "is not a known resource kind");
+                            p.push(
+                                format!("{base}/resourceKind"),
+                                DetailCode::InvalidValue,
+                                "is not a known resource kind",
+                            );
                         }
                         k
                     });
@@ -246,13 +307,24 @@ pub fn role_create(body: &Value) -> Result<RoleInput, Error> {
                     }
                 }
             }
-            Value::Array(_) => p.push("/permissions", DetailCode::InvalidValue, "must hold 1 to 64 permissions"),
-            other => p.push("/permissions", DetailCode::InvalidType, format!("must be an array, not {}", type_name(other))),
+            Value::Array(_) => p.push(
+                "/permissions",
+                DetailCode::InvalidValue,
+                "must hold 1 to 64 permissions",
+            ),
+            other => p.push(
+                "/permissions",
+                DetailCode::InvalidType,
+                format!("must be an array, not {}", type_name(other)),
+            ),
         }
     }
     f.finish(&mut p);
     p.finish(())?;
-    Ok(RoleInput { name: name.expect("checked").map(|n| n.to_string()), permissions })
+    Ok(RoleInput {
+        name: name.expect("checked").map(|n| n.to_string()),
+        permissions,
+    })
 }
 
 /// `{subjectKind:"identity", subjectId, roleId, resourceKind, resourceId}`.
@@ -261,27 +333,48 @@ pub fn binding_create(body: &Value) -> Result<BindingInput, Error> {
     let mut f = Fields::new(body, "", &mut p);
     if let Some(kind) = f.required_str("subjectKind", &mut p) {
         if kind != "identity" {
-            p.push("/subjectKind", DetailCode::InvalidValue, "must be \"identity\"");
+            p.push(
+                "/subjectKind",
+                DetailCode::InvalidValue,
+                "must be \"identity\"",
+            );
         }
     }
-    let subject = f.required("subjectId", &mut p).and_then(|v| iam_id(v, "/subjectId", &mut p));
-    let role = f.required("roleId", &mut p).and_then(|v| iam_id(v, "/roleId", &mut p));
+    let subject = f
+        .required("subjectId", &mut p)
+        .and_then(|v| iam_id(v, "/subjectId", &mut p));
+    let role = f
+        .required("roleId", &mut p)
+        .and_then(|v| iam_id(v, "/roleId", &mut p));
     let kind = f.required_str("resourceKind", &mut p).and_then(|s| {
         let k = s.parse::<ResourceKind>().ok();
         if k.is_none() {
-            p.push("/resourceKind", DetailCode::InvalidValue, "is not a known resource kind");
+            p.push(
+                "/resourceKind",
+                DetailCode::InvalidValue,
+                "is not a known resource kind",
+            );
         }
         k
     });
     let resource = f.required_str("resourceId", &mut p).and_then(|s| {
-        let ok = (1..=200).contains(&s.chars().count()) && !s.chars().any(|c| c.is_whitespace() || c.is_control());
+        let ok = (1..=200).contains(&s.chars().count())
+            && !s.chars().any(|c| c.is_whitespace() || c.is_control());
         if !ok {
-            p.push("/resourceId", DetailCode::InvalidFormat, "must have 1 to 200 characters without whitespace");
+            p.push(
+                "/resourceId",
+                DetailCode::InvalidFormat,
+                "must have 1 to 200 characters without whitespace",
+            );
         }
         ok.then(|| s.to_owned())
     });
     if f.optional("runtimeRole").is_some() {
-        p.push("/runtimeRole", DetailCode::InvalidValue, "is not supported by this installation");
+        p.push(
+            "/runtimeRole",
+            DetailCode::InvalidValue,
+            "is not supported by this installation",
+        );
     }
     f.finish(&mut p);
     p.finish(())?;
@@ -297,10 +390,18 @@ fn password(f: &mut Fields<'_>, p: &mut Problems) -> Option<String> {
     let s = f.required_str("password", p)?;
     let n = s.chars().count();
     if n > PASSWORD_CHARS.1 {
-        p.push("/password", DetailCode::TooLong, "is too long (expected at most 128 characters)");
+        p.push(
+            "/password",
+            DetailCode::TooLong,
+            "is too long (expected at most 128 characters)",
+        );
         None
     } else if n < PASSWORD_CHARS.0 {
-        p.push("/password", DetailCode::InvalidValue, "is too short (expected at least 12 characters)");
+        p.push(
+            "/password",
+            DetailCode::InvalidValue,
+            "is too short (expected at least 12 characters)",
+        );
         None
     } else {
         Some(s.to_owned())
@@ -310,12 +411,21 @@ fn password(f: &mut Fields<'_>, p: &mut Problems) -> Option<String> {
 fn email(f: &mut Fields<'_>, p: &mut Problems) -> Option<String> {
     let s = f.required_str("email", p)?;
     if s.chars().count() > 320 {
-        p.push("/email", DetailCode::TooLong, "is too long (expected at most 320 characters)");
+        p.push(
+            "/email",
+            DetailCode::TooLong,
+            "is too long (expected at most 320 characters)",
+        );
         return None;
     }
-    let ok = s.len() >= 3 && s.contains('@') && !s.chars().any(|c| c.is_whitespace() || c.is_control());
+    let ok =
+        s.len() >= 3 && s.contains('@') && !s.chars().any(|c| c.is_whitespace() || c.is_control());
     if !ok {
-        p.push("/email", DetailCode::InvalidFormat, "must be an email address");
+        p.push(
+            "/email",
+            DetailCode::InvalidFormat,
+            "must be an email address",
+        );
     }
     ok.then(|| s.to_owned())
 }
@@ -356,7 +466,9 @@ pub fn account_create(body: &Value) -> Result<AccountInput, Error> {
 pub fn service_key_create(body: &Value) -> Result<ServiceKeyInput, Error> {
     let mut p = Problems::new();
     let mut f = Fields::new(body, "", &mut p);
-    let sp = f.required("servicePrincipalId", &mut p).and_then(|v| iam_id(v, "/servicePrincipalId", &mut p));
+    let sp = f
+        .required("servicePrincipalId", &mut p)
+        .and_then(|v| iam_id(v, "/servicePrincipalId", &mut p));
     let ns = match f.optional("namespaceId") {
         None => Some(None),
         Some(v) => expect_id::<NamespaceId>(v, "/namespaceId", "ns", &mut p).map(Some),
@@ -364,7 +476,11 @@ pub fn service_key_create(body: &Value) -> Result<ServiceKeyInput, Error> {
     let name = f.required_str("name", &mut p).and_then(|s| {
         let n = s.chars().count();
         if n > 32 {
-            p.push("/name", DetailCode::TooLong, "is too long (expected at most 32 characters)");
+            p.push(
+                "/name",
+                DetailCode::TooLong,
+                "is too long (expected at most 32 characters)",
+            );
             None
         } else if n == 0 || s.trim().is_empty() {
             p.push("/name", DetailCode::InvalidFormat, "must not be blank");

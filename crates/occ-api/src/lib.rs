@@ -41,8 +41,14 @@ use handlers::{agents, auth, configurations, iam, namespaces, secrets, service_a
 pub fn router_and_openapi(state: AppState) -> (axum::Router, utoipa::openapi::OpenApi) {
     let (router, mut api) = OpenApiRouter::<AppState>::with_openapi(openapi::ApiDoc::openapi())
         .routes(routes!(handlers::get_installation))
-        .routes(routes!(namespaces::list_namespaces, namespaces::create_namespace))
-        .routes(routes!(namespaces::get_namespace, namespaces::delete_namespace))
+        .routes(routes!(
+            namespaces::list_namespaces,
+            namespaces::create_namespace
+        ))
+        .routes(routes!(
+            namespaces::get_namespace,
+            namespaces::delete_namespace
+        ))
         .routes(routes!(configurations::create_configuration))
         .routes(routes!(
             configurations::get_configuration,
@@ -50,11 +56,25 @@ pub fn router_and_openapi(state: AppState) -> (axum::Router, utoipa::openapi::Op
             configurations::delete_configuration
         ))
         .routes(routes!(secrets::list_secrets, secrets::create_secret))
-        .routes(routes!(secrets::get_secret, secrets::update_secret, secrets::delete_secret))
-        .routes(routes!(service_accounts::list_service_accounts, service_accounts::create_service_account))
-        .routes(routes!(service_accounts::get_service_account, service_accounts::delete_service_account))
+        .routes(routes!(
+            secrets::get_secret,
+            secrets::update_secret,
+            secrets::delete_secret
+        ))
+        .routes(routes!(
+            service_accounts::list_service_accounts,
+            service_accounts::create_service_account
+        ))
+        .routes(routes!(
+            service_accounts::get_service_account,
+            service_accounts::delete_service_account
+        ))
         .routes(routes!(agents::list_agents, agents::create_agent))
-        .routes(routes!(agents::get_agent, agents::update_agent, agents::delete_agent))
+        .routes(routes!(
+            agents::get_agent,
+            agents::update_agent,
+            agents::delete_agent
+        ))
         .routes(routes!(agents::deploy_agent))
         .routes(routes!(agents::stop_agent))
         .routes(routes!(agents::list_agent_revisions))
@@ -108,7 +128,10 @@ async fn frame(State(state): State<AppState>, req: Request, next: Next) -> Respo
     let mut response = REQUEST_ID
         .scope(id.clone(), async move {
             if req.uri().query().is_some() {
-                return ApiError(Error::invalid_request("This route accepts no query parameters")).into_response();
+                return ApiError(Error::invalid_request(
+                    "This route accepts no query parameters",
+                ))
+                .into_response();
             }
             if is_resource_route(req.uri().path()) {
                 match state.controller.is_bootstrapped().await {
@@ -122,7 +145,10 @@ async fn frame(State(state): State<AppState>, req: Request, next: Next) -> Respo
         .await;
     let headers = response.headers_mut();
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
     if let Ok(v) = HeaderValue::from_str(id.as_str()) {
         headers.insert("x-request-id", v);
     }

@@ -224,10 +224,15 @@ struct Security;
 impl Modify for Security {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
         let components = openapi.components.get_or_insert_with(Default::default);
-        components.add_security_scheme("serviceApiKey", SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::new("x-api-key"))));
+        components.add_security_scheme(
+            "serviceApiKey",
+            SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::new("x-api-key"))),
+        );
         components.add_security_scheme(
             "sessionCookie",
-            SecurityScheme::ApiKey(ApiKey::Cookie(ApiKeyValue::new(crate::extract::SESSION_COOKIE))),
+            SecurityScheme::ApiKey(ApiKey::Cookie(ApiKeyValue::new(
+                crate::extract::SESSION_COOKIE,
+            ))),
         );
     }
 }

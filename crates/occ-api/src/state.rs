@@ -16,7 +16,11 @@ pub struct ApiSettings {
 impl ApiSettings {
     /// The session cookie name (`__Secure-` prefixed over HTTPS).
     pub fn cookie_name(&self) -> &'static str {
-        if self.secure_cookies { "__Secure-openclaw_occ.session_token" } else { crate::extract::SESSION_COOKIE }
+        if self.secure_cookies {
+            "__Secure-openclaw_occ.session_token"
+        } else {
+            crate::extract::SESSION_COOKIE
+        }
     }
 }
 

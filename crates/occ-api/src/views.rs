@@ -4,7 +4,9 @@
 use occ_controller::configurations::Configuration;
 use occ_controller::deployments::DeploymentStatus;
 use occ_core::iam::{AccessBinding, Role, UserAccount};
-use occ_core::resource::{Agent, AgentRevision, HarnessAuth, Installation, Namespace, SecretMeta, ServiceAccount};
+use occ_core::resource::{
+    Agent, AgentRevision, HarnessAuth, Installation, Namespace, SecretMeta, ServiceAccount,
+};
 use serde::Serialize;
 use serde_json::{Value, json};
 use utoipa::ToSchema;
@@ -84,7 +86,8 @@ impl From<&Configuration> for ConfigurationView {
             kind: "agent".into(),
             generation: m.generation.get(),
             values: Value::Object(c.values.clone()),
-            secret_bindings: (!m.secret_bindings.is_empty()).then(|| serde_json::to_value(&m.secret_bindings).unwrap_or_default()),
+            secret_bindings: (!m.secret_bindings.is_empty())
+                .then(|| serde_json::to_value(&m.secret_bindings).unwrap_or_default()),
             created_at: m.created_at.to_string(),
         }
     }
@@ -117,7 +120,11 @@ impl From<&SecretMeta> for SecretView {
             id: s.id.to_string(),
             namespace_id: s.namespace_id.to_string(),
             name: s.name.to_string(),
-            reference: SecretRefView { kind: "secret".into(), namespace_id: s.namespace_id.to_string(), id: s.id.to_string() },
+            reference: SecretRefView {
+                kind: "secret".into(),
+                namespace_id: s.namespace_id.to_string(),
+                id: s.id.to_string(),
+            },
         }
     }
 }
@@ -179,7 +186,10 @@ impl From<&Agent> for AgentView {
             configuration_id: a.configuration_id.to_string(),
             backend_id: a.backend_id.clone(),
             execution_mode: a.execution_mode.as_str().into(),
-            harness_auth: a.harness_auth.as_ref().map(|h| serde_json::to_value(h).unwrap_or_default()),
+            harness_auth: a
+                .harness_auth
+                .as_ref()
+                .map(|h| serde_json::to_value(h).unwrap_or_default()),
             active_revision_id: a.active_revision_id.as_ref().map(ToString::to_string),
             desired_runtime_state: a.desired_runtime_state.as_str().into(),
             status: a.status.as_str().into(),
@@ -192,7 +202,9 @@ impl From<&Agent> for AgentView {
 fn public_harness_auth(auth: &Option<HarnessAuth>) -> Value {
     match auth {
         None => json!({"method": "runtime"}),
-        Some(HarnessAuth::ApiKey { source }) => json!({"method": "api_key", "source": {"kind": "secret", "id": source.id}}),
+        Some(HarnessAuth::ApiKey { source }) => {
+            json!({"method": "api_key", "source": {"kind": "secret", "id": source.id}})
+        }
         Some(other) => serde_json::to_value(other).unwrap_or_default(),
     }
 }
@@ -243,7 +255,10 @@ impl From<&AgentRevision> for RevisionView {
             harness: json!({"id": s.harness.id, "version": s.harness.version, "mode": s.harness.mode}),
             compute: json!({"id": s.compute.id, "implementation": s.compute.implementation}),
             secret_driver_id: s.secret_driver_id.clone(),
-            secret_bindings: s.secret_bindings.as_ref().map(|b| serde_json::to_value(b).unwrap_or_default()),
+            secret_bindings: s
+                .secret_bindings
+                .as_ref()
+                .map(|b| serde_json::to_value(b).unwrap_or_default()),
             harness_auth: public_harness_auth(&s.harness_auth),
             created_at: r.created_at.to_string(),
         }
@@ -308,9 +323,17 @@ impl From<&Role> for RoleView {
     fn from(r: &Role) -> Self {
         Self {
             id: r.id.to_string(),
-            namespace_id: r.namespace_id.as_ref().map(ToString::to_string).unwrap_or_default(),
+            namespace_id: r
+                .namespace_id
+                .as_ref()
+                .map(ToString::to_string)
+                .unwrap_or_default(),
             name: r.name.clone(),
-            permissions: r.permissions.iter().map(|p| serde_json::to_value(p).unwrap_or_default()).collect(),
+            permissions: r
+                .permissions
+                .iter()
+                .map(|p| serde_json::to_value(p).unwrap_or_default())
+                .collect(),
         }
     }
 }
@@ -335,7 +358,11 @@ impl From<&AccessBinding> for BindingView {
     fn from(b: &AccessBinding) -> Self {
         Self {
             id: b.id.to_string(),
-            namespace_id: b.namespace_id.as_ref().map(ToString::to_string).unwrap_or_default(),
+            namespace_id: b
+                .namespace_id
+                .as_ref()
+                .map(ToString::to_string)
+                .unwrap_or_default(),
             subject_kind: "identity".into(),
             subject_id: b.subject_id.to_string(),
             role_id: b.role_id.to_string(),
@@ -357,7 +384,12 @@ pub struct AccountView {
 
 impl From<&UserAccount> for AccountView {
     fn from(u: &UserAccount) -> Self {
-        Self { id: u.id.to_string(), email: u.email.clone(), name: u.name.clone(), principal_id: u.principal_id.to_string() }
+        Self {
+            id: u.id.to_string(),
+            email: u.email.clone(),
+            name: u.name.clone(),
+            principal_id: u.principal_id.to_string(),
+        }
     }
 }
 

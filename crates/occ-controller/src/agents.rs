@@ -3,7 +3,10 @@
 //! (`deleting`, desired `stopped`, deletion work queued).
 
 use occ_core::authz::{Action, ResourceKind, ResourceRef};
-use occ_core::resource::{Agent, AgentStatus, DesiredRuntimeState, ExecutionMode, HarnessAuth, WorkspaceFiles, WorkspaceSetup};
+use occ_core::resource::{
+    Agent, AgentStatus, DesiredRuntimeState, ExecutionMode, HarnessAuth, WorkspaceFiles,
+    WorkspaceSetup,
+};
 use occ_core::work::NewWork;
 use occ_core::{AgentId, ConfigurationId, Error, ErrorCode, IamId, Name, NamespaceId, Timestamp};
 use occ_store::agents::AgentDraft;
@@ -81,22 +84,41 @@ impl Controller {
         audit_action: &str,
     ) -> Result<Tx, Error> {
         let cfg_ref = ResourceRef::exact(ResourceKind::Configuration, ns, configuration_id);
-        let (t, _) = self.authorize(tx, req, Action::Read, &cfg_ref, audit_action).await?;
+        let (t, _) = self
+            .authorize(tx, req, Action::Read, &cfg_ref, audit_action)
+            .await?;
         tx = t;
-        let cfg = tx.configuration_get(ns, configuration_id).await.map_err(db)?.ok_or_else(Error::not_found)?;
-        tx = self.authorize_bindings(tx, req, ns, &cfg.secret_bindings, audit_action).await?;
+        let cfg = tx
+            .configuration_get(ns, configuration_id)
+            .await
+            .map_err(db)?
+            .ok_or_else(Error::not_found)?;
+        tx = self
+            .authorize_bindings(tx, req, ns, &cfg.secret_bindings, audit_action)
+            .await?;
         match harness_auth {
             Some(HarnessAuth::ApiKey { source }) => {
                 let target = ResourceRef::exact(ResourceKind::Secret, ns, &source.id);
-                let (t, _) = self.authorize(tx, req, Action::Operate, &target, audit_action).await?;
+                let (t, _) = self
+                    .authorize(tx, req, Action::Operate, &target, audit_action)
+                    .await?;
                 tx = t;
-                tx.secret_get(ns, &source.id).await.map_err(db)?.ok_or_else(Error::not_found)?;
+                tx.secret_get(ns, &source.id)
+                    .await
+                    .map_err(db)?
+                    .ok_or_else(Error::not_found)?;
             }
             Some(HarnessAuth::ChatgptServiceAccount { service_account_id }) => {
-                let target = ResourceRef::exact(ResourceKind::ServiceAccount, ns, service_account_id);
-                let (t, _) = self.authorize(tx, req, Action::Read, &target, audit_action).await?;
+                let target =
+                    ResourceRef::exact(ResourceKind::ServiceAccount, ns, service_account_id);
+                let (t, _) = self
+                    .authorize(tx, req, Action::Read, &target, audit_action)
+                    .await?;
                 tx = t;
-                tx.service_account_get(ns, service_account_id).await.map_err(db)?.ok_or_else(Error::not_found)?;
+                tx.service_account_get(ns, service_account_id)
+                    .await
+                    .map_err(db)?
+                    .ok_or_else(Error::not_found)?;
             }
             Some(HarnessAuth::Runtime {}) | None => {}
         }
@@ -111,22 +133,53 @@ impl Controller {
     /// Agents of a Namespace the caller may read.
     pub async fn agent_list(&self, req: &Request, ns: &NamespaceId) -> Result<Vec<Agent>, Error> {
         let tx = self.store.begin_read().await.map_err(db)?;
-        let (mut tx, _) = self.authorize(tx, req, Action::Read, &ResourceRef::namespace(ns), "openclaw.agents.list").await?;
+        let (mut tx, _) = self
+            .authorize(
+                tx,
+                req,
+                Action::Read,
+                &ResourceRef::namespace(ns),
+                "openclaw.agents.list",
+            )
+            .await?;
         live_namespace(&mut tx, ns).await?;
-        let snapshot = tx.policy_snapshot(&req.caller.principal_id).await.map_err(db)?;
+        let snapshot = tx
+            .policy_snapshot(&req.caller.principal_id)
+            .await
+            .map_err(db)?;
         let all = tx.agent_list(ns).await.map_err(db)?;
         Ok(all
             .into_iter()
-            .filter(|a| Self::allowed(&snapshot, &req.caller, Action::Read, &ResourceRef::exact(ResourceKind::Agent, ns, &a.id)))
+            .filter(|a| {
+                Self::allowed(
+                    &snapshot,
+                    &req.caller,
+                    Action::Read,
+                    &ResourceRef::exact(ResourceKind::Agent, ns, &a.id),
+                )
+            })
             .collect())
     }
 
     /// Creates an Agent: `stopped`, no revision, no work. Initial workspace files are staged
     /// privately and never echoed or audited.
-    pub async fn agent_create(&self, req: &Request, ns: &NamespaceId, input: AgentInput) -> Result<Agent, Error> {
+    pub async fn agent_create(
+        &self,
+        req: &Request,
+        ns: &NamespaceId,
+        input: AgentInput,
+    ) -> Result<Agent, Error> {
         let tx = self.store.begin().await.map_err(db)?;
         let collection = ResourceRef::collection(ResourceKind::Agent, ns);
-        let (mut tx, evidence) = self.authorize(tx, req, Action::Create, &collection, "openclaw.agents.create").await?;
+        let (mut tx, evidence) = self
+            .authorize(
+                tx,
+                req,
+                Action::Create,
+                &collection,
+                "openclaw.agents.create",
+            )
+            .await?;
         let namespace = live_namespace(&mut tx, ns).await?;
         require_accepting(&namespace)?;
         let tx = self
@@ -141,14 +194,23 @@ impl Controller {
             )
             .await?;
         let mut tx = tx;
-        if let (Some(given), Some(current)) = (&input.workspace_defaults_id, &self.settings.workspace_defaults_id) {
+        if let (Some(given), Some(current)) = (
+            &input.workspace_defaults_id,
+            &self.settings.workspace_defaults_id,
+        ) {
             if given != current {
                 return Err(Error::conflict(
                     "The workspace file defaults changed since the form was loaded; reload it and submit again",
                 ));
             }
         }
-        if tx.agent_list(ns).await.map_err(db)?.iter().any(|a| a.name == input.name) {
+        if tx
+            .agent_list(ns)
+            .await
+            .map_err(db)?
+            .iter()
+            .any(|a| a.name == input.name)
+        {
             return Err(Error::conflict("An Agent with this name already exists"));
         }
         let id = AgentId::generate();
@@ -167,7 +229,9 @@ impl Controller {
             created_at: Timestamp::now(),
         };
         tx.agent_insert(&agent).await.map_err(|e| match e {
-            StoreError::Conflict { .. } => Error::conflict("An Agent with this name already exists"),
+            StoreError::Conflict { .. } => {
+                Error::conflict("An Agent with this name already exists")
+            }
             StoreError::Reference { .. } => Error::not_found(),
             other => db(other),
         })?;
@@ -193,19 +257,41 @@ impl Controller {
     }
 
     /// One Agent.
-    pub async fn agent_get(&self, req: &Request, ns: &NamespaceId, id: &AgentId) -> Result<Agent, Error> {
+    pub async fn agent_get(
+        &self,
+        req: &Request,
+        ns: &NamespaceId,
+        id: &AgentId,
+    ) -> Result<Agent, Error> {
         let target = ResourceRef::exact(ResourceKind::Agent, ns, id);
         let tx = self.store.begin_read().await.map_err(db)?;
-        let (mut tx, _) = self.authorize(tx, req, Action::Read, &target, "openclaw.agents.read").await?;
-        tx.agent_get(ns, id).await.map_err(db)?.ok_or_else(Error::not_found)
+        let (mut tx, _) = self
+            .authorize(tx, req, Action::Read, &target, "openclaw.agents.read")
+            .await?;
+        tx.agent_get(ns, id)
+            .await
+            .map_err(db)?
+            .ok_or_else(Error::not_found)
     }
 
     /// Updates the draft. Never creates a revision or queues work.
-    pub async fn agent_update(&self, req: &Request, ns: &NamespaceId, id: &AgentId, update: AgentUpdate) -> Result<Agent, Error> {
+    pub async fn agent_update(
+        &self,
+        req: &Request,
+        ns: &NamespaceId,
+        id: &AgentId,
+        update: AgentUpdate,
+    ) -> Result<Agent, Error> {
         let target = ResourceRef::exact(ResourceKind::Agent, ns, id);
         let tx = self.store.begin().await.map_err(db)?;
-        let (mut tx, evidence) = self.authorize(tx, req, Action::Update, &target, "openclaw.agents.update").await?;
-        let agent = tx.agent_lock(ns, id).await.map_err(db)?.ok_or_else(Error::not_found)?;
+        let (mut tx, evidence) = self
+            .authorize(tx, req, Action::Update, &target, "openclaw.agents.update")
+            .await?;
+        let agent = tx
+            .agent_lock(ns, id)
+            .await
+            .map_err(db)?
+            .ok_or_else(Error::not_found)?;
         if agent.status == AgentStatus::Deleting {
             return Err(agent_deleting());
         }
@@ -226,10 +312,14 @@ impl Controller {
                 "openclaw.agents.update",
             )
             .await?;
-        if !tx.agent_update_draft(ns, id, &draft).await.map_err(|e| match e {
-            StoreError::Reference { .. } => Error::not_found(),
-            other => db(other),
-        })? {
+        if !tx
+            .agent_update_draft(ns, id, &draft)
+            .await
+            .map_err(|e| match e {
+                StoreError::Reference { .. } => Error::not_found(),
+                other => db(other),
+            })?
+        {
             return Err(Error::conflict("The Agent changed concurrently; retry"));
         }
         let event = self
@@ -248,20 +338,39 @@ impl Controller {
 
     /// Starts deleting an Agent: `deleting`, desired `stopped`, its staged setup removed and its
     /// deletion work queued. Repeating it changes nothing.
-    pub async fn agent_delete(&self, req: &Request, ns: &NamespaceId, id: &AgentId) -> Result<Agent, Error> {
+    pub async fn agent_delete(
+        &self,
+        req: &Request,
+        ns: &NamespaceId,
+        id: &AgentId,
+    ) -> Result<Agent, Error> {
         let target = ResourceRef::exact(ResourceKind::Agent, ns, id);
         let tx = self.store.begin().await.map_err(db)?;
-        let (mut tx, evidence) = self.authorize(tx, req, Action::Delete, &target, "openclaw.agents.delete").await?;
-        let agent = tx.agent_lock(ns, id).await.map_err(db)?.ok_or_else(Error::not_found)?;
+        let (mut tx, evidence) = self
+            .authorize(tx, req, Action::Delete, &target, "openclaw.agents.delete")
+            .await?;
+        let agent = tx
+            .agent_lock(ns, id)
+            .await
+            .map_err(db)?
+            .ok_or_else(Error::not_found)?;
         if agent.status == AgentStatus::Deleting {
             return Ok(agent);
         }
         tx.agent_mark_deleting(ns, id).await.map_err(db)?;
         tx.workspace_setup_delete(ns, id).await.map_err(db)?;
-        tx.work_enqueue(&NewWork::agent_deleted(ns, id, &req.caller.principal_id)).await.map_err(db)?;
-        tx.audit_append(&self.mutation(req, "openclaw.agents.delete", &target, &evidence)).await.map_err(db)?;
+        tx.work_enqueue(&NewWork::agent_deleted(ns, id, &req.caller.principal_id))
+            .await
+            .map_err(db)?;
+        tx.audit_append(&self.mutation(req, "openclaw.agents.delete", &target, &evidence))
+            .await
+            .map_err(db)?;
         Self::commit(tx).await?;
-        Ok(Agent { status: AgentStatus::Deleting, desired_runtime_state: DesiredRuntimeState::Stopped, ..agent })
+        Ok(Agent {
+            status: AgentStatus::Deleting,
+            desired_runtime_state: DesiredRuntimeState::Stopped,
+            ..agent
+        })
     }
 }
 

@@ -57,7 +57,11 @@ pub fn hash_password(password: &str) -> Result<String, Error> {
 }
 
 fn verify_password(password: &str, phc: &str) -> bool {
-    PasswordHash::new(phc).is_ok_and(|h| Argon2::default().verify_password(password.as_bytes(), &h).is_ok())
+    PasswordHash::new(phc).is_ok_and(|h| {
+        Argon2::default()
+            .verify_password(password.as_bytes(), &h)
+            .is_ok()
+    })
 }
 
 /// A hash of a password nobody has, so unknown accounts cost the same as known ones.
@@ -95,7 +99,10 @@ impl SignInLimiter {
         entries.retain(|t| now.duration_since(*t) < FAILURE_WINDOW);
         (entries.len() >= MAX_FAILURES).then(|| {
             let oldest = entries.iter().min().copied().unwrap_or(now);
-            FAILURE_WINDOW.saturating_sub(now.duration_since(oldest)).as_secs().max(1)
+            FAILURE_WINDOW
+                .saturating_sub(now.duration_since(oldest))
+                .as_secs()
+                .max(1)
         })
     }
 
@@ -105,11 +112,16 @@ impl SignInLimiter {
             let now = Instant::now();
             map.retain(|_, v| v.iter().any(|t| now.duration_since(*t) < FAILURE_WINDOW));
         }
-        map.entry(email.to_owned()).or_default().push(Instant::now());
+        map.entry(email.to_owned())
+            .or_default()
+            .push(Instant::now());
     }
 
     fn clear(&self, email: &str) {
-        self.failures.lock().unwrap_or_else(|p| p.into_inner()).remove(email);
+        self.failures
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(email);
     }
 }
 
@@ -124,7 +136,9 @@ pub struct IssuedKey {
 
 impl std::fmt::Debug for IssuedKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("IssuedKey").field("key", &self.key).finish_non_exhaustive()
+        f.debug_struct("IssuedKey")
+            .field("key", &self.key)
+            .finish_non_exhaustive()
     }
 }
 
@@ -180,10 +194,15 @@ impl Controller {
         let Some((key, stored)) = tx.service_key_by_hash(&hash).await.map_err(db)? else {
             return Err(unauthenticated());
         };
-        if !bool::from(stored.as_bytes().ct_eq(hash.as_bytes())) || key.expires_at <= Timestamp::now() {
+        if !bool::from(stored.as_bytes().ct_eq(hash.as_bytes()))
+            || key.expires_at <= Timestamp::now()
+        {
             return Err(unauthenticated());
         }
-        let identity = tx.identity_get(&key.service_principal_id).await.map_err(db)?;
+        let identity = tx
+            .identity_get(&key.service_principal_id)
+            .await
+            .map_err(db)?;
         drop(tx);
         let usable = identity.is_some_and(|i| {
             i.kind == IdentityKind::ServicePrincipal
@@ -213,7 +232,10 @@ impl Controller {
             return Ok(None);
         }
         let mut tx = self.store.begin_read().await.map_err(db)?;
-        let found = tx.session_by_token_hash(&credential_hash(token), Timestamp::now()).await.map_err(db)?;
+        let found = tx
+            .session_by_token_hash(&credential_hash(token), Timestamp::now())
+            .await
+            .map_err(db)?;
         Ok(found.map(|(session, user)| Authenticated {
             caller: Caller {
                 principal_id: user.principal_id.clone(),
@@ -230,7 +252,8 @@ impl Controller {
 
     /// A stable, non-credential key of a session (HMAC of its id).
     pub fn session_key(&self, session: &Session) -> String {
-        let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(&self.settings.auth_secret).expect("HMAC takes any key length");
+        let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(&self.settings.auth_secret)
+            .expect("HMAC takes any key length");
         mac.update(session.id.as_bytes());
         base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes())
     }
@@ -240,8 +263,11 @@ impl Controller {
     pub async fn sign_in(&self, email: &str, password: &str) -> Result<SignedIn, Error> {
         let email = email.trim().to_lowercase();
         if let Some(wait) = self.sign_in_limiter.retry_after(&email) {
-            return Err(Error::new(ErrorCode::RateLimited, "Too many failed sign-in attempts; try again later")
-                .with_retry_after(wait));
+            return Err(Error::new(
+                ErrorCode::RateLimited,
+                "Too many failed sign-in attempts; try again later",
+            )
+            .with_retry_after(wait));
         }
         let mut tx = self.store.begin_read().await.map_err(db)?;
         let found = tx.user_by_email(&email).await.map_err(db)?;
@@ -256,7 +282,10 @@ impl Controller {
             .map_err(|e| Error::internal(format!("password check: {e}")))?;
         let Some(user) = user.filter(|_| ok) else {
             self.sign_in_limiter.record_failure(&email);
-            return Err(Error::new(ErrorCode::Unauthenticated, "The email or password is incorrect"));
+            return Err(Error::new(
+                ErrorCode::Unauthenticated,
+                "The email or password is incorrect",
+            ));
         };
         self.sign_in_limiter.clear(&email);
         let now = Timestamp::now();
@@ -268,10 +297,16 @@ impl Controller {
         };
         let token = random_token();
         let mut tx = self.store.begin().await.map_err(db)?;
-        tx.session_insert(&session, &credential_hash(&token)).await.map_err(db)?;
+        tx.session_insert(&session, &credential_hash(&token))
+            .await
+            .map_err(db)?;
         let _ = tx.session_delete_expired(now).await;
         tx.commit().await.map_err(db)?;
-        Ok(SignedIn { token, session, user })
+        Ok(SignedIn {
+            token,
+            session,
+            user,
+        })
     }
 
     /// Ends a session.
@@ -282,14 +317,26 @@ impl Controller {
     }
 
     /// Creates a human account (session callers holding `installation:administer` only).
-    pub async fn account_create(&self, req: &Request, input: AccountInput) -> Result<UserAccount, Error> {
+    pub async fn account_create(
+        &self,
+        req: &Request,
+        input: AccountInput,
+    ) -> Result<UserAccount, Error> {
         if req.caller.method != AuthMethod::Session {
             return Err(unauthenticated());
         }
         let mut tx = self.store.begin().await.map_err(db)?;
         let installation = self.installation_required(&mut tx).await?;
         let target = ResourceRef::installation(&installation.id);
-        let (mut tx, evidence) = self.authorize(tx, req, Action::Administer, &target, "openclaw.auth.accounts.create").await?;
+        let (mut tx, evidence) = self
+            .authorize(
+                tx,
+                req,
+                Action::Administer,
+                &target,
+                "openclaw.auth.accounts.create",
+            )
+            .await?;
         let email = input.email.trim().to_lowercase();
         let role = match &input.role_id {
             None => None,
@@ -331,7 +378,9 @@ impl Controller {
             .map_err(|e| Error::internal(format!("password hashing: {e}")))??;
         tx.identity_insert(&principal).await.map_err(db)?;
         tx.user_insert(&user, &phc).await.map_err(|e| match e {
-            occ_store::StoreError::Conflict { .. } => Error::conflict("An account with this email already exists"),
+            occ_store::StoreError::Conflict { .. } => {
+                Error::conflict("An account with this email already exists")
+            }
             other => db(other),
         })?;
         if let Some(role) = &role {
@@ -358,21 +407,44 @@ impl Controller {
 
     /// Issues a service key for a non-Agent service principal. The caller must administer the
     /// Installation and hold every grant of the target principal ("coverage").
-    pub async fn service_key_issue(&self, req: &Request, input: ServiceKeyInput) -> Result<IssuedKey, Error> {
+    pub async fn service_key_issue(
+        &self,
+        req: &Request,
+        input: ServiceKeyInput,
+    ) -> Result<IssuedKey, Error> {
         let mut tx = self.store.begin().await.map_err(db)?;
         let Some(installation) = tx.installation_get().await.map_err(db)? else {
             return Err(Error::conflict("The Installation is not bootstrapped"));
         };
         let target = ResourceRef::installation(&installation.id);
-        let (mut tx, evidence) = self.authorize(tx, req, Action::Administer, &target, "openclaw.auth.service-keys.create").await?;
-        let sp = tx.identity_get(&input.service_principal_id).await.map_err(db)?;
+        let (mut tx, evidence) = self
+            .authorize(
+                tx,
+                req,
+                Action::Administer,
+                &target,
+                "openclaw.auth.service-keys.create",
+            )
+            .await?;
+        let sp = tx
+            .identity_get(&input.service_principal_id)
+            .await
+            .map_err(db)?;
         let bad_sp = |why: &str| {
-            Error::invalid_field("/servicePrincipalId", occ_core::DetailCode::InvalidValue, format!("The request is invalid: /servicePrincipalId {why}"))
+            Error::invalid_field(
+                "/servicePrincipalId",
+                occ_core::DetailCode::InvalidValue,
+                format!("The request is invalid: /servicePrincipalId {why}"),
+            )
         };
         let sp = match sp {
             None => return Err(bad_sp("does not name a service principal")),
-            Some(i) if i.kind != IdentityKind::ServicePrincipal => return Err(bad_sp("does not name a service principal")),
-            Some(i) if i.agent_id.is_some() => return Err(bad_sp("names an Agent-owned service principal")),
+            Some(i) if i.kind != IdentityKind::ServicePrincipal => {
+                return Err(bad_sp("does not name a service principal"));
+            }
+            Some(i) if i.agent_id.is_some() => {
+                return Err(bad_sp("names an Agent-owned service principal"));
+            }
             Some(i) => i,
         };
         if let Some(scope) = &sp.namespace_id {
@@ -391,7 +463,10 @@ impl Controller {
             }
         }
         self.require_coverage(&mut tx, req, &sp.id).await?;
-        let ttl = input.expires_in.map(|s| Duration::from_secs(s.unsigned_abs())).unwrap_or(DEFAULT_KEY_TTL);
+        let ttl = input
+            .expires_in
+            .map(|s| Duration::from_secs(s.unsigned_abs()))
+            .unwrap_or(DEFAULT_KEY_TTL);
         let now = Timestamp::now();
         let issued = IssuedKey {
             key: ServiceKey {
@@ -404,7 +479,9 @@ impl Controller {
             },
             plaintext: new_service_key(),
         };
-        tx.service_key_insert(&issued.key, &credential_hash(&issued.plaintext)).await.map_err(db)?;
+        tx.service_key_insert(&issued.key, &credential_hash(&issued.plaintext))
+            .await
+            .map_err(db)?;
         let event = self
             .mutation(req, "openclaw.auth.service-keys.create", &target, &evidence)
             .detail("serviceKeyId", issued.key.id.as_str())
@@ -421,9 +498,22 @@ impl Controller {
             return Err(Error::conflict("The Installation is not bootstrapped"));
         };
         let target = ResourceRef::installation(&installation.id);
-        let (mut tx, evidence) = self.authorize(tx, req, Action::Administer, &target, "openclaw.auth.service-keys.revoke").await?;
-        let key = tx.service_key_get(key_id).await.map_err(db)?.ok_or_else(Error::not_found)?;
-        self.require_coverage(&mut tx, req, &key.service_principal_id).await?;
+        let (mut tx, evidence) = self
+            .authorize(
+                tx,
+                req,
+                Action::Administer,
+                &target,
+                "openclaw.auth.service-keys.revoke",
+            )
+            .await?;
+        let key = tx
+            .service_key_get(key_id)
+            .await
+            .map_err(db)?
+            .ok_or_else(Error::not_found)?;
+        self.require_coverage(&mut tx, req, &key.service_principal_id)
+            .await?;
         tx.service_key_delete(key_id).await.map_err(db)?;
         let event = self
             .mutation(req, "openclaw.auth.service-keys.revoke", &target, &evidence)
@@ -434,9 +524,17 @@ impl Controller {
 
     /// Every grant of `target` must be matched by a grant the caller holds at the same or a
     /// broader scope (`agent:administer` stands in for `agent:read_logs`).
-    async fn require_coverage(&self, tx: &mut occ_store::Tx, req: &Request, target: &IamId) -> Result<(), Error> {
+    async fn require_coverage(
+        &self,
+        tx: &mut occ_store::Tx,
+        req: &Request,
+        target: &IamId,
+    ) -> Result<(), Error> {
         let theirs = tx.policy_snapshot(target).await.map_err(db)?;
-        let mine = tx.policy_snapshot(&req.caller.principal_id).await.map_err(db)?;
+        let mine = tx
+            .policy_snapshot(&req.caller.principal_id)
+            .await
+            .map_err(db)?;
         for grant in &theirs.grants {
             for p in &grant.role.permissions {
                 let covered = mine.grants.iter().any(|g| {
@@ -449,7 +547,10 @@ impl Controller {
                     let scope = match (&g.binding.namespace_id, &g.binding.resource) {
                         (None, None) => true,
                         (Some(ns), None) => grant.binding.namespace_id.as_ref() == Some(ns),
-                        (_, Some(r)) => grant.binding.resource.as_ref() == Some(r) && grant.binding.namespace_id == g.binding.namespace_id,
+                        (_, Some(r)) => {
+                            grant.binding.resource.as_ref() == Some(r)
+                                && grant.binding.namespace_id == g.binding.namespace_id
+                        }
                     };
                     has && scope
                 });
@@ -465,9 +566,19 @@ impl Controller {
                         .reason_code("AUTHORIZATION_DENIED")
                         .metadata("decisionReason", "coverage")
                         .detail("servicePrincipalId", target.as_str());
-                    let mut audit = self.store.begin().await.map_err(|e| Error::unavailable(e.to_string()))?;
-                    audit.audit_append(&event).await.map_err(|e| Error::unavailable(e.to_string()))?;
-                    audit.commit().await.map_err(|e| Error::unavailable(e.to_string()))?;
+                    let mut audit = self
+                        .store
+                        .begin()
+                        .await
+                        .map_err(|e| Error::unavailable(e.to_string()))?;
+                    audit
+                        .audit_append(&event)
+                        .await
+                        .map_err(|e| Error::unavailable(e.to_string()))?;
+                    audit
+                        .commit()
+                        .await
+                        .map_err(|e| Error::unavailable(e.to_string()))?;
                     return Err(Error::new(
                         ErrorCode::Forbidden,
                         "The caller does not hold every grant of the target service principal",
@@ -504,7 +615,10 @@ mod tests {
         }
         assert!(l.retry_after("a@b.c").is_none());
         l.record_failure("a@b.c");
-        assert!(l.retry_after("a@b.c").is_some_and(|s| (1..=60).contains(&s)));
+        assert!(
+            l.retry_after("a@b.c")
+                .is_some_and(|s| (1..=60).contains(&s))
+        );
         assert!(l.retry_after("other@b.c").is_none());
         l.clear("a@b.c");
         assert!(l.retry_after("a@b.c").is_none());

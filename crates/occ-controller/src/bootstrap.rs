@@ -11,7 +11,9 @@ use occ_core::resource::{Installation, Namespace, NamespaceStatus};
 use occ_core::work::NewWork;
 use occ_core::{Error, IamId, InstallationId, Name, NamespaceId, Timestamp};
 
-use crate::auth::{DEFAULT_KEY_TTL, IssuedKey, PASSWORD_CHARS, credential_hash, hash_password, new_service_key};
+use crate::auth::{
+    DEFAULT_KEY_TTL, IssuedKey, PASSWORD_CHARS, credential_hash, hash_password, new_service_key,
+};
 use crate::{Controller, db};
 
 /// What bootstrap creates.
@@ -55,31 +57,60 @@ pub enum BootstrapOutcome {
 }
 
 impl Controller {
-    /// Bootstraps the Installation (idempotent).
-    pub async fn bootstrap(&self, input: &BootstrapInput, sink: &dyn KeySink) -> Result<BootstrapOutcome, Error> {
+    /// Bootstraps the Installation (idempotent); see [`bootstrap`].
+    pub async fn bootstrap(
+        &self,
+        input: &BootstrapInput,
+        sink: &dyn KeySink,
+    ) -> Result<BootstrapOutcome, Error> {
+        let outcome = bootstrap(&self.store, input, sink).await?;
+        self.bootstrapped
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        Ok(outcome)
+    }
+}
+
+/// Bootstraps the Installation on `store` (idempotent: an existing Installation is verified and
+/// nothing is created or reissued).
+pub async fn bootstrap(
+    store: &occ_store::Store,
+    input: &BootstrapInput,
+    sink: &dyn KeySink,
+) -> Result<BootstrapOutcome, Error> {
+    {
         let pw_len = input.admin_password.chars().count();
         if !(PASSWORD_CHARS.0..=PASSWORD_CHARS.1).contains(&pw_len) {
-            return Err(Error::invalid_request("The administrator password must have 12 to 128 characters"));
+            return Err(Error::invalid_request(
+                "The administrator password must have 12 to 128 characters",
+            ));
         }
         let email = input.admin_email.trim().to_lowercase();
         if !(3..=320).contains(&email.len()) || !email.contains('@') {
-            return Err(Error::invalid_request("The administrator email is not valid"));
+            return Err(Error::invalid_request(
+                "The administrator email is not valid",
+            ));
         }
         let password = input.admin_password.clone();
         let phc = tokio::task::spawn_blocking(move || hash_password(&password))
             .await
             .map_err(|e| Error::internal(format!("password hashing: {e}")))??;
 
-        let mut tx = self.store.begin().await.map_err(db)?;
+        let mut tx = store.begin().await.map_err(db)?;
         if let Some(installation) = tx.installation_get().await.map_err(db)? {
             // verify what a previous bootstrap left
             if tx.user_by_email(&email).await.map_err(db)?.is_none() {
-                tracing::warn!("the Installation exists but the configured administrator email has no account");
+                tracing::warn!(
+                    "the Installation exists but the configured administrator email has no account"
+                );
             }
             return Ok(BootstrapOutcome::Existing { installation });
         }
         let now = Timestamp::now();
-        let installation = Installation { id: InstallationId::generate(), name: input.installation_name.clone(), created_at: now };
+        let installation = Installation {
+            id: InstallationId::generate(),
+            name: input.installation_name.clone(),
+            created_at: now,
+        };
         let user_id = IamId::generate_user();
         let human = Identity {
             id: IamId::generate_principal(),
@@ -90,7 +121,13 @@ impl Controller {
             subject: Some(user_id.to_string()),
             created_at: now,
         };
-        let admin = UserAccount { id: user_id, email, name: "Administrator".into(), principal_id: human.id.clone(), created_at: now };
+        let admin = UserAccount {
+            id: user_id,
+            email,
+            name: "Administrator".into(),
+            principal_id: human.id.clone(),
+            created_at: now,
+        };
         let service = Identity {
             id: IamId::generate_service_principal(),
             kind: IdentityKind::ServicePrincipal,
@@ -139,28 +176,48 @@ impl Controller {
         tx.user_insert(&admin, &phc).await.map_err(db)?;
         tx.identity_insert(&service).await.map_err(db)?;
         tx.role_insert(&role).await.map_err(db)?;
-        tx.binding_insert(&bind(&human.id, "admin_")).await.map_err(db)?;
-        tx.binding_insert(&bind(&service.id, "bootstrap_service_admin_")).await.map_err(db)?;
-        tx.service_key_insert(&key.key, &credential_hash(&key.plaintext)).await.map_err(db)?;
+        tx.binding_insert(&bind(&human.id, "admin_"))
+            .await
+            .map_err(db)?;
+        tx.binding_insert(&bind(&service.id, "bootstrap_service_admin_"))
+            .await
+            .map_err(db)?;
+        tx.service_key_insert(&key.key, &credential_hash(&key.plaintext))
+            .await
+            .map_err(db)?;
         tx.namespace_insert(&namespace).await.map_err(db)?;
-        tx.work_enqueue(&NewWork::namespace_ready(&namespace.id, &service.id)).await.map_err(db)?;
+        tx.work_enqueue(&NewWork::namespace_ready(&namespace.id, &service.id))
+            .await
+            .map_err(db)?;
         let event = |action: &str, resource: &ResourceRef| {
-            AuditEvent::new(AuditKind::Bootstrap, service.id.as_str(), action, resource, AuditOutcome::Success)
-                .metadata("source", "occ")
-                .metadata("schemaVersion", 1)
+            AuditEvent::new(
+                AuditKind::Bootstrap,
+                service.id.as_str(),
+                action,
+                resource,
+                AuditOutcome::Success,
+            )
+            .metadata("source", "occ")
+            .metadata("schemaVersion", 1)
         };
         tx.audit_append(
-            &event("openclaw.installation.bootstrap", &ResourceRef::installation(&installation.id))
-                .detail("administratorPrincipalId", human.id.as_str())
-                .detail("servicePrincipalId", service.id.as_str())
-                .detail("roleId", role.id.as_str())
-                .detail("serviceKeyId", key.key.id.as_str()),
+            &event(
+                "openclaw.installation.bootstrap",
+                &ResourceRef::installation(&installation.id),
+            )
+            .detail("administratorPrincipalId", human.id.as_str())
+            .detail("servicePrincipalId", service.id.as_str())
+            .detail("roleId", role.id.as_str())
+            .detail("serviceKeyId", key.key.id.as_str()),
         )
         .await
         .map_err(db)?;
-        tx.audit_append(&event("openclaw.namespaces.create", &ResourceRef::namespace(&namespace.id)))
-            .await
-            .map_err(db)?;
+        tx.audit_append(&event(
+            "openclaw.namespaces.create",
+            &ResourceRef::namespace(&namespace.id),
+        ))
+        .await
+        .map_err(db)?;
         sink.persist(&key, &installation)?;
         if let Err(e) = tx.commit().await {
             if !matches!(e, occ_store::StoreError::CommitOutcomeUnknown(_)) {
@@ -168,7 +225,11 @@ impl Controller {
             }
             return Err(db(e));
         }
-        self.bootstrapped.store(true, std::sync::atomic::Ordering::Relaxed);
-        Ok(BootstrapOutcome::Created { installation, admin, service_principal_id: service.id, namespace })
+        Ok(BootstrapOutcome::Created {
+            installation,
+            admin,
+            service_principal_id: service.id,
+            namespace,
+        })
     }
 }

@@ -49,9 +49,16 @@ impl Controller {
     ) -> Result<Tx, Error> {
         for binding in bindings.values() {
             let target = ResourceRef::exact(ResourceKind::Secret, ns, &binding.source.id);
-            let (t, _) = self.authorize(tx, req, Action::Operate, &target, audit_action).await?;
+            let (t, _) = self
+                .authorize(tx, req, Action::Operate, &target, audit_action)
+                .await?;
             tx = t;
-            if tx.secret_get(ns, &binding.source.id).await.map_err(db)?.is_none() {
+            if tx
+                .secret_get(ns, &binding.source.id)
+                .await
+                .map_err(db)?
+                .is_none()
+            {
                 return Err(Error::not_found());
             }
         }
@@ -66,18 +73,35 @@ impl Controller {
     }
 
     /// Creates a Configuration at generation 1.
-    pub async fn configuration_create(&self, req: &Request, ns: &NamespaceId, input: ConfigurationInput) -> Result<Configuration, Error> {
+    pub async fn configuration_create(
+        &self,
+        req: &Request,
+        ns: &NamespaceId,
+        input: ConfigurationInput,
+    ) -> Result<Configuration, Error> {
         let tx = self.store.begin().await.map_err(db)?;
         let collection = ResourceRef::collection(ResourceKind::Configuration, ns);
-        let (mut tx, evidence) = self.authorize(tx, req, Action::Create, &collection, "openclaw.configurations.create").await?;
+        let (mut tx, evidence) = self
+            .authorize(
+                tx,
+                req,
+                Action::Create,
+                &collection,
+                "openclaw.configurations.create",
+            )
+            .await?;
         let namespace = live_namespace(&mut tx, ns).await?;
         require_accepting(&namespace)?;
         if namespace.existing_namespace.is_some() {
             require_ready(&namespace)?;
         }
-        self.configurations.validate(&input.values).map_err(Error::from)?;
+        self.configurations
+            .validate(&input.values)
+            .map_err(Error::from)?;
         let bindings = input.secret_bindings.unwrap_or_default();
-        let mut tx = self.authorize_bindings(tx, req, ns, &bindings, "openclaw.configurations.create").await?;
+        let mut tx = self
+            .authorize_bindings(tx, req, ns, &bindings, "openclaw.configurations.create")
+            .await?;
         let meta = ConfigurationMeta {
             id: ConfigurationId::generate(),
             namespace_id: ns.clone(),
@@ -91,8 +115,15 @@ impl Controller {
             .mutation(req, "openclaw.configurations.create", &target, &evidence)
             .detail("generation", meta.generation.get());
         tx.audit_append(&event).await.map_err(db)?;
-        let key = DocumentKey { namespace_id: ns, configuration_id: &meta.id, generation: meta.generation };
-        self.configurations.write(key, &input.values, false).await.map_err(Error::from)?;
+        let key = DocumentKey {
+            namespace_id: ns,
+            configuration_id: &meta.id,
+            generation: meta.generation,
+        };
+        self.configurations
+            .write(key, &input.values, false)
+            .await
+            .map_err(Error::from)?;
         let committed = match self.run_configuration_hook().await {
             Ok(()) => tx.commit().await,
             Err(injected) => {
@@ -107,7 +138,10 @@ impl Controller {
             }
             return Err(db(e));
         }
-        Ok(Configuration { meta, values: input.values })
+        Ok(Configuration {
+            meta,
+            values: input.values,
+        })
     }
 
     async fn discard_document(&self, key: DocumentKey<'_>) {
@@ -118,18 +152,41 @@ impl Controller {
     }
 
     /// A Configuration and its current document.
-    pub async fn configuration_get(&self, req: &Request, ns: &NamespaceId, id: &ConfigurationId) -> Result<Configuration, Error> {
+    pub async fn configuration_get(
+        &self,
+        req: &Request,
+        ns: &NamespaceId,
+        id: &ConfigurationId,
+    ) -> Result<Configuration, Error> {
         let target = ResourceRef::exact(ResourceKind::Configuration, ns, id);
         let tx = self.store.begin_read().await.map_err(db)?;
-        let (mut tx, _) = self.authorize(tx, req, Action::Read, &target, "openclaw.configurations.read").await?;
-        let meta = tx.configuration_get(ns, id).await.map_err(db)?.ok_or_else(Error::not_found)?;
+        let (mut tx, _) = self
+            .authorize(
+                tx,
+                req,
+                Action::Read,
+                &target,
+                "openclaw.configurations.read",
+            )
+            .await?;
+        let meta = tx
+            .configuration_get(ns, id)
+            .await
+            .map_err(db)?
+            .ok_or_else(Error::not_found)?;
         drop(tx);
         let values = self
             .configurations
-            .read(DocumentKey { namespace_id: ns, configuration_id: id, generation: meta.generation })
+            .read(DocumentKey {
+                namespace_id: ns,
+                configuration_id: id,
+                generation: meta.generation,
+            })
             .await
             .map_err(|e| match e {
-                occ_drivers::DriverError::NotFound => Error::unavailable("the configuration document is missing from its Driver"),
+                occ_drivers::DriverError::NotFound => {
+                    Error::unavailable("the configuration document is missing from its Driver")
+                }
                 other => Error::from(other),
             })?;
         Ok(Configuration { meta, values })
@@ -145,23 +202,55 @@ impl Controller {
     ) -> Result<Configuration, Error> {
         let target = ResourceRef::exact(ResourceKind::Configuration, ns, id);
         let tx = self.store.begin().await.map_err(db)?;
-        let (mut tx, evidence) = self.authorize(tx, req, Action::Update, &target, "openclaw.configurations.update").await?;
-        let current = tx.configuration_lock(ns, id).await.map_err(db)?.ok_or_else(Error::not_found)?;
-        self.configurations.validate(&input.values).map_err(Error::from)?;
-        let bindings = input.secret_bindings.unwrap_or_else(|| current.secret_bindings.clone());
-        let mut tx = self.authorize_bindings(tx, req, ns, &bindings, "openclaw.configurations.update").await?;
-        let next = current.generation.next().ok_or_else(|| Error::conflict("The Configuration generation is exhausted"))?;
-        let key = DocumentKey { namespace_id: ns, configuration_id: id, generation: next };
+        let (mut tx, evidence) = self
+            .authorize(
+                tx,
+                req,
+                Action::Update,
+                &target,
+                "openclaw.configurations.update",
+            )
+            .await?;
+        let current = tx
+            .configuration_lock(ns, id)
+            .await
+            .map_err(db)?
+            .ok_or_else(Error::not_found)?;
+        self.configurations
+            .validate(&input.values)
+            .map_err(Error::from)?;
+        let bindings = input
+            .secret_bindings
+            .unwrap_or_else(|| current.secret_bindings.clone());
+        let mut tx = self
+            .authorize_bindings(tx, req, ns, &bindings, "openclaw.configurations.update")
+            .await?;
+        let next = current
+            .generation
+            .next()
+            .ok_or_else(|| Error::conflict("The Configuration generation is exhausted"))?;
+        let key = DocumentKey {
+            namespace_id: ns,
+            configuration_id: id,
+            generation: next,
+        };
         // A document already stored for `next` is a leftover of a write that never committed.
-        self.configurations.write(key, &input.values, true).await.map_err(Error::from)?;
-        let advanced = tx.configuration_advance(ns, id, current.generation, &bindings).await;
+        self.configurations
+            .write(key, &input.values, true)
+            .await
+            .map_err(Error::from)?;
+        let advanced = tx
+            .configuration_advance(ns, id, current.generation, &bindings)
+            .await;
         let advanced = match advanced {
             Ok(g) => g,
             Err(e) => {
                 drop(tx);
                 self.discard_document(key).await;
                 return Err(match e {
-                    StoreError::Stale => Error::conflict("The Configuration generation changed concurrently; read it again and retry"),
+                    StoreError::Stale => Error::conflict(
+                        "The Configuration generation changed concurrently; read it again and retry",
+                    ),
                     other => db(other),
                 });
             }
@@ -188,27 +277,63 @@ impl Controller {
         if let Err(e) = self.configurations.prune(ns, id, Some(advanced)).await {
             tracing::warn!(configuration_id = %id, error = %e, "superseded configuration generations were not pruned");
         }
-        let meta = ConfigurationMeta { generation: advanced, secret_bindings: bindings, ..current };
-        Ok(Configuration { meta, values: input.values })
+        let meta = ConfigurationMeta {
+            generation: advanced,
+            secret_bindings: bindings,
+            ..current
+        };
+        Ok(Configuration {
+            meta,
+            values: input.values,
+        })
     }
 
     /// Deletes a Configuration no Agent references (409 naming them otherwise). Bindings that
     /// target it are removed with it.
-    pub async fn configuration_delete(&self, req: &Request, ns: &NamespaceId, id: &ConfigurationId) -> Result<(), Error> {
+    pub async fn configuration_delete(
+        &self,
+        req: &Request,
+        ns: &NamespaceId,
+        id: &ConfigurationId,
+    ) -> Result<(), Error> {
         let target = ResourceRef::exact(ResourceKind::Configuration, ns, id);
         let tx = self.store.begin().await.map_err(db)?;
-        let (mut tx, evidence) = self.authorize(tx, req, Action::Delete, &target, "openclaw.configurations.delete").await?;
-        tx.configuration_lock(ns, id).await.map_err(db)?.ok_or_else(Error::not_found)?;
-        let referencing = tx.configuration_referencing_agents(ns, id).await.map_err(db)?;
+        let (mut tx, evidence) = self
+            .authorize(
+                tx,
+                req,
+                Action::Delete,
+                &target,
+                "openclaw.configurations.delete",
+            )
+            .await?;
+        tx.configuration_lock(ns, id)
+            .await
+            .map_err(db)?
+            .ok_or_else(Error::not_found)?;
+        let referencing = tx
+            .configuration_referencing_agents(ns, id)
+            .await
+            .map_err(db)?;
         if !referencing.is_empty() {
-            return Err(Error::conflict(format!("The Configuration is referenced by Agent(s) {}", referencing.join(", "))));
+            return Err(Error::conflict(format!(
+                "The Configuration is referenced by Agent(s) {}",
+                referencing.join(", ")
+            )));
         }
-        let removed = tx.binding_delete_targeting(ResourceKind::Configuration, id.as_str()).await.map_err(db)?;
+        let removed = tx
+            .binding_delete_targeting(ResourceKind::Configuration, id.as_str())
+            .await
+            .map_err(db)?;
         tx.configuration_delete(ns, id).await.map_err(|e| match e {
-            StoreError::Reference { .. } => Error::conflict("The Configuration is referenced by an Agent"),
+            StoreError::Reference { .. } => {
+                Error::conflict("The Configuration is referenced by an Agent")
+            }
             other => db(other),
         })?;
-        let event = self.mutation(req, "openclaw.configurations.delete", &target, &evidence).detail("removedAccessBindings", removed);
+        let event = self
+            .mutation(req, "openclaw.configurations.delete", &target, &evidence)
+            .detail("removedAccessBindings", removed);
         tx.audit_append(&event).await.map_err(db)?;
         Self::commit(tx).await?;
         if let Err(e) = self.configurations.prune(ns, id, None).await {

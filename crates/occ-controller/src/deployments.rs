@@ -8,7 +8,9 @@
 //! revision, desired state `running`, the reconcile work item and the audit event together.
 
 use occ_core::authz::{Action, ResourceKind, ResourceRef};
-use occ_core::resource::{AdmittedSpec, Agent, AgentRevision, AgentStatus, DesiredRuntimeState, HarnessAuth};
+use occ_core::resource::{
+    AdmittedSpec, Agent, AgentRevision, AgentStatus, DesiredRuntimeState, HarnessAuth,
+};
 use occ_core::work::{NewWork, WorkKey, WorkState};
 use occ_core::{AgentId, Error, NamespaceId, RevisionId, SecretId, Timestamp};
 use occ_drivers::configuration::DocumentKey;
@@ -114,16 +116,22 @@ pub fn code_message(code: &str) -> &'static str {
         "REVISION_UNSCHEDULABLE" => "The revision cannot be scheduled yet.",
         "DEPENDENCY_UNAVAILABLE" => "A dependency was unavailable; the deployment will be retried.",
         "AGENT_GATEWAY_UNAVAILABLE" => "The Agent gateway is not reachable yet.",
-        "ACTIVE_REVISION_CHANGED" => "The active revision changed; the deployment will be re-evaluated.",
+        "ACTIVE_REVISION_CHANGED" => {
+            "The active revision changed; the deployment will be re-evaluated."
+        }
         "LEASE_EXPIRED" => "A worker lost its lease; the deployment will be retried.",
         "ACTIVE_REVISION_RECOVERY" => "The active revision is being recovered.",
         "RECONCILIATION_PENDING" => "The deployment is waiting for reconciliation.",
         "REVISION_SUPERSEDED" => "A newer revision superseded this deployment.",
         "REVISION_STOPPED" => "The Agent was stopped before this revision became active.",
         "CONVERGENCE_DEADLINE_EXCEEDED" => "The deployment did not converge before its deadline.",
-        "AUTHORIZATION_DENIED" => "The requesting actor is no longer authorized to deploy this Agent.",
+        "AUTHORIZATION_DENIED" => {
+            "The requesting actor is no longer authorized to deploy this Agent."
+        }
         "ACTOR_REVOKED" => "The requesting actor no longer exists.",
-        "WORKSPACE_SETUP_UNSUPPORTED" => "The selected Compute Driver cannot initialize workspace files.",
+        "WORKSPACE_SETUP_UNSUPPORTED" => {
+            "The selected Compute Driver cannot initialize workspace files."
+        }
         "RUNTIME_STARTUP_FAILED" => "The Agent runtime failed to start.",
         "MAX_ATTEMPTS_EXHAUSTED" => "The deployment failed after its maximum number of attempts.",
         _ => "The deployment ended without activating the revision.",
@@ -142,70 +150,142 @@ impl Controller {
     ) -> Result<Tx, Error> {
         let ns = &agent.namespace_id;
         let target = ResourceRef::exact(ResourceKind::Secret, ns, secret);
-        let (tx, _) = self.authorize(tx, req, Action::Operate, &target, "openclaw.agents.deploy").await?;
+        let (tx, _) = self
+            .authorize(tx, req, Action::Operate, &target, "openclaw.agents.deploy")
+            .await?;
         let message = format!(
             "The Agent service principal {} is not allowed to operate secret {}",
             agent.service_principal_id, secret
         );
         let (mut tx, _) = self
-            .authorize_as(tx, req, &agent.service_principal_id, None, Action::Operate, &target, "openclaw.agents.deploy", Some(message))
+            .authorize_as(
+                tx,
+                req,
+                &agent.service_principal_id,
+                None,
+                Action::Operate,
+                &target,
+                "openclaw.agents.deploy",
+                Some(message),
+            )
             .await?;
-        let meta = tx.secret_get(ns, secret).await.map_err(db)?.ok_or_else(Error::not_found)?;
+        let meta = tx
+            .secret_get(ns, secret)
+            .await
+            .map_err(db)?
+            .ok_or_else(Error::not_found)?;
         if meta.driver_id != self.secrets.identity().id {
-            return Err(Error::conflict("A bound Secret is held by a Secret Driver this installation does not use"));
+            return Err(Error::conflict(
+                "A bound Secret is held by a Secret Driver this installation does not use",
+            ));
         }
-        self.secrets.verify(ns, secret, &meta.locator).await.map_err(|e| match e {
-            occ_drivers::DriverError::NotFound | occ_drivers::DriverError::Corrupt(_) => {
-                Error::conflict("A bound Secret's value is missing or unreadable; set it again")
-            }
-            other => Error::from(other),
-        })?;
+        self.secrets
+            .verify(ns, secret, &meta.locator)
+            .await
+            .map_err(|e| match e {
+                occ_drivers::DriverError::NotFound | occ_drivers::DriverError::Corrupt(_) => {
+                    Error::conflict("A bound Secret's value is missing or unreadable; set it again")
+                }
+                other => Error::from(other),
+            })?;
         Ok(tx)
     }
 
     /// Admits a new immutable revision of the Agent and queues its reconcile work (202).
-    pub async fn agent_deploy(&self, req: &Request, ns: &NamespaceId, id: &AgentId) -> Result<AgentRevision, Error> {
+    pub async fn agent_deploy(
+        &self,
+        req: &Request,
+        ns: &NamespaceId,
+        id: &AgentId,
+    ) -> Result<AgentRevision, Error> {
         let agent_ref = ResourceRef::exact(ResourceKind::Agent, ns, id);
         let tx = self.store.begin().await.map_err(db)?;
-        let (mut tx, evidence) = self.authorize(tx, req, Action::Deploy, &agent_ref, "openclaw.agents.deploy").await?;
-        let agent = tx.agent_lock(ns, id).await.map_err(db)?.ok_or_else(Error::not_found)?;
+        let (mut tx, evidence) = self
+            .authorize(
+                tx,
+                req,
+                Action::Deploy,
+                &agent_ref,
+                "openclaw.agents.deploy",
+            )
+            .await?;
+        let agent = tx
+            .agent_lock(ns, id)
+            .await
+            .map_err(db)?
+            .ok_or_else(Error::not_found)?;
         if agent.status == AgentStatus::Deleting {
             return Err(agent_deleting());
         }
         let namespace = live_namespace(&mut tx, ns).await?;
         if let Err(not_ready) = require_ready(&namespace) {
             drop(tx);
-            self.audit_failure(req, "openclaw.agents.deploy", &agent_ref, "NAMESPACE_NOT_READY").await?;
+            self.audit_failure(
+                req,
+                "openclaw.agents.deploy",
+                &agent_ref,
+                "NAMESPACE_NOT_READY",
+            )
+            .await?;
             return Err(not_ready);
         }
         let Some(harness_auth) = agent.harness_auth.clone() else {
-            return Err(Error::conflict("The Agent has no harnessAuth; set one before deploying"));
+            return Err(Error::conflict(
+                "The Agent has no harnessAuth; set one before deploying",
+            ));
         };
-        if let Some(refusal) = self.compute.refusal(agent.execution_mode, Some(&harness_auth)) {
+        if let Some(refusal) = self
+            .compute
+            .refusal(agent.execution_mode, Some(&harness_auth))
+        {
             return Err(Error::conflict(refusal));
         }
         let cfg_ref = ResourceRef::exact(ResourceKind::Configuration, ns, &agent.configuration_id);
-        let (mut tx, _) = self.authorize(tx, req, Action::Read, &cfg_ref, "openclaw.agents.deploy").await?;
-        let cfg = tx.configuration_lock(ns, &agent.configuration_id).await.map_err(db)?.ok_or_else(Error::not_found)?;
+        let (mut tx, _) = self
+            .authorize(tx, req, Action::Read, &cfg_ref, "openclaw.agents.deploy")
+            .await?;
+        let cfg = tx
+            .configuration_lock(ns, &agent.configuration_id)
+            .await
+            .map_err(db)?
+            .ok_or_else(Error::not_found)?;
         for binding in cfg.secret_bindings.values() {
-            tx = self.authorize_consumed_secret(tx, req, &agent, &binding.source.id).await?;
+            tx = self
+                .authorize_consumed_secret(tx, req, &agent, &binding.source.id)
+                .await?;
         }
         match &harness_auth {
-            HarnessAuth::ApiKey { source } => tx = self.authorize_consumed_secret(tx, req, &agent, &source.id).await?,
+            HarnessAuth::ApiKey { source } => {
+                tx = self
+                    .authorize_consumed_secret(tx, req, &agent, &source.id)
+                    .await?
+            }
             HarnessAuth::ChatgptServiceAccount { service_account_id } => {
-                let target = ResourceRef::exact(ResourceKind::ServiceAccount, ns, service_account_id);
-                let (t, _) = self.authorize(tx, req, Action::Read, &target, "openclaw.agents.deploy").await?;
+                let target =
+                    ResourceRef::exact(ResourceKind::ServiceAccount, ns, service_account_id);
+                let (t, _) = self
+                    .authorize(tx, req, Action::Read, &target, "openclaw.agents.deploy")
+                    .await?;
                 tx = t;
-                tx.service_account_get(ns, service_account_id).await.map_err(db)?.ok_or_else(Error::not_found)?;
+                tx.service_account_get(ns, service_account_id)
+                    .await
+                    .map_err(db)?
+                    .ok_or_else(Error::not_found)?;
             }
             HarnessAuth::Runtime {} => {}
         }
         let document = self
             .configurations
-            .read(DocumentKey { namespace_id: ns, configuration_id: &cfg.id, generation: cfg.generation })
+            .read(DocumentKey {
+                namespace_id: ns,
+                configuration_id: &cfg.id,
+                generation: cfg.generation,
+            })
             .await
             .map_err(|e| match e {
-                occ_drivers::DriverError::NotFound => Error::unavailable("the configuration document is missing from its Driver"),
+                occ_drivers::DriverError::NotFound => {
+                    Error::unavailable("the configuration document is missing from its Driver")
+                }
                 other => Error::from(other),
             })?;
         let uses_secrets = !cfg.secret_bindings.is_empty() || harness_auth.secret_id().is_some();
@@ -235,63 +315,147 @@ impl Controller {
             .detail("agentId", id.as_str())
             .detail("configurationId", cfg.id.as_str())
             .detail("configurationGeneration", cfg.generation.get());
-        let revision = tx.revision_admit(&new, &req.caller.principal_id, &event).await.map_err(|e| match e {
-            occ_store::StoreError::Stale => Error::conflict("The Agent changed concurrently; retry"),
-            other => db(other),
-        })?;
+        let revision = tx
+            .revision_admit(&new, &req.caller.principal_id, &event)
+            .await
+            .map_err(|e| match e {
+                occ_store::StoreError::Stale => {
+                    Error::conflict("The Agent changed concurrently; retry")
+                }
+                other => db(other),
+            })?;
         Self::commit(tx).await?;
         Ok(revision)
     }
 
     /// Sets the Agent's desired state to `stopped` and queues stop work (a new item per call). A
     /// deleting Agent is returned unchanged.
-    pub async fn agent_stop(&self, req: &Request, ns: &NamespaceId, id: &AgentId) -> Result<Agent, Error> {
+    pub async fn agent_stop(
+        &self,
+        req: &Request,
+        ns: &NamespaceId,
+        id: &AgentId,
+    ) -> Result<Agent, Error> {
         let target = ResourceRef::exact(ResourceKind::Agent, ns, id);
         let tx = self.store.begin().await.map_err(db)?;
-        let (mut tx, evidence) = self.authorize(tx, req, Action::Operate, &target, "openclaw.agents.stop").await?;
-        let agent = tx.agent_lock(ns, id).await.map_err(db)?.ok_or_else(Error::not_found)?;
+        let (mut tx, evidence) = self
+            .authorize(tx, req, Action::Operate, &target, "openclaw.agents.stop")
+            .await?;
+        let agent = tx
+            .agent_lock(ns, id)
+            .await
+            .map_err(db)?
+            .ok_or_else(Error::not_found)?;
         if agent.status == AgentStatus::Deleting {
             return Ok(agent);
         }
-        tx.agent_set_desired_state(ns, id, DesiredRuntimeState::Stopped).await.map_err(db)?;
-        let work = tx.work_enqueue(&NewWork::agent_stop(ns, id, &req.caller.principal_id)).await.map_err(db)?;
+        tx.agent_set_desired_state(ns, id, DesiredRuntimeState::Stopped)
+            .await
+            .map_err(db)?;
+        let work = tx
+            .work_enqueue(&NewWork::agent_stop(ns, id, &req.caller.principal_id))
+            .await
+            .map_err(db)?;
         // `workId` is reserved for queue evidence; the stop request's work is `stopWorkId`
-        let event = self.mutation(req, "openclaw.agents.stop", &target, &evidence).detail("stopWorkId", work.key.as_str());
+        let event = self
+            .mutation(req, "openclaw.agents.stop", &target, &evidence)
+            .detail("stopWorkId", work.key.as_str());
         tx.audit_append(&event).await.map_err(db)?;
         Self::commit(tx).await?;
-        Ok(Agent { desired_runtime_state: DesiredRuntimeState::Stopped, ..agent })
+        Ok(Agent {
+            desired_runtime_state: DesiredRuntimeState::Stopped,
+            ..agent
+        })
     }
 
     /// Revisions of an Agent, each filtered by the caller's `agent_revision:read`.
-    pub async fn revision_list(&self, req: &Request, ns: &NamespaceId, agent: &AgentId) -> Result<Vec<AgentRevision>, Error> {
+    pub async fn revision_list(
+        &self,
+        req: &Request,
+        ns: &NamespaceId,
+        agent: &AgentId,
+    ) -> Result<Vec<AgentRevision>, Error> {
         let target = ResourceRef::exact(ResourceKind::Agent, ns, agent);
         let tx = self.store.begin_read().await.map_err(db)?;
-        let (mut tx, _) = self.authorize(tx, req, Action::Read, &target, "openclaw.agent_revisions.list").await?;
-        tx.agent_get(ns, agent).await.map_err(db)?.ok_or_else(Error::not_found)?;
-        let snapshot = tx.policy_snapshot(&req.caller.principal_id).await.map_err(db)?;
+        let (mut tx, _) = self
+            .authorize(
+                tx,
+                req,
+                Action::Read,
+                &target,
+                "openclaw.agent_revisions.list",
+            )
+            .await?;
+        tx.agent_get(ns, agent)
+            .await
+            .map_err(db)?
+            .ok_or_else(Error::not_found)?;
+        let snapshot = tx
+            .policy_snapshot(&req.caller.principal_id)
+            .await
+            .map_err(db)?;
         let all = tx.revision_list(ns, agent).await.map_err(db)?;
         Ok(all
             .into_iter()
             .filter(|r| {
-                Self::allowed(&snapshot, &req.caller, Action::Read, &ResourceRef::exact(ResourceKind::AgentRevision, ns, &r.id))
+                Self::allowed(
+                    &snapshot,
+                    &req.caller,
+                    Action::Read,
+                    &ResourceRef::exact(ResourceKind::AgentRevision, ns, &r.id),
+                )
             })
             .collect())
     }
 
     /// One revision (needs `agent_revision:read` on it; `agent:read` is not needed).
-    pub async fn revision_get(&self, req: &Request, ns: &NamespaceId, agent: &AgentId, id: &RevisionId) -> Result<AgentRevision, Error> {
+    pub async fn revision_get(
+        &self,
+        req: &Request,
+        ns: &NamespaceId,
+        agent: &AgentId,
+        id: &RevisionId,
+    ) -> Result<AgentRevision, Error> {
         let target = ResourceRef::exact(ResourceKind::AgentRevision, ns, id);
         let tx = self.store.begin_read().await.map_err(db)?;
-        let (mut tx, _) = self.authorize(tx, req, Action::Read, &target, "openclaw.agent_revisions.read").await?;
-        tx.revision_get(ns, agent, id).await.map_err(db)?.ok_or_else(Error::not_found)
+        let (mut tx, _) = self
+            .authorize(
+                tx,
+                req,
+                Action::Read,
+                &target,
+                "openclaw.agent_revisions.read",
+            )
+            .await?;
+        tx.revision_get(ns, agent, id)
+            .await
+            .map_err(db)?
+            .ok_or_else(Error::not_found)
     }
 
     /// The deployment status of a revision, derived from its reconcile work item.
-    pub async fn deployment_get(&self, req: &Request, ns: &NamespaceId, agent: &AgentId, id: &RevisionId) -> Result<DeploymentStatus, Error> {
+    pub async fn deployment_get(
+        &self,
+        req: &Request,
+        ns: &NamespaceId,
+        agent: &AgentId,
+        id: &RevisionId,
+    ) -> Result<DeploymentStatus, Error> {
         let target = ResourceRef::exact(ResourceKind::AgentRevision, ns, id);
         let tx = self.store.begin_read().await.map_err(db)?;
-        let (mut tx, _) = self.authorize(tx, req, Action::Read, &target, "openclaw.agent_deployments.read").await?;
-        tx.revision_get(ns, agent, id).await.map_err(db)?.ok_or_else(Error::not_found)?;
+        let (mut tx, _) = self
+            .authorize(
+                tx,
+                req,
+                Action::Read,
+                &target,
+                "openclaw.agent_deployments.read",
+            )
+            .await?;
+        tx.revision_get(ns, agent, id)
+            .await
+            .map_err(db)?
+            .ok_or_else(Error::not_found)?;
         let key = WorkKey::revision_reconcile(id);
         let work = tx
             .work_get(&key)
@@ -304,26 +468,50 @@ impl Controller {
             (WorkState::Queued, _) => DeploymentState::Queued,
             (WorkState::Claimed, _) if live => DeploymentState::Running,
             (WorkState::Claimed, _) => DeploymentState::Queued,
-            (WorkState::Succeeded, Some("REVISION_ACTIVATED" | "REVISION_ALREADY_ACTIVE")) => DeploymentState::Succeeded,
+            (WorkState::Succeeded, Some("REVISION_ACTIVATED" | "REVISION_ALREADY_ACTIVE")) => {
+                DeploymentState::Succeeded
+            }
             (WorkState::Succeeded | WorkState::FailedPermanent, _) => DeploymentState::Failed,
         };
         let error = (state == DeploymentState::Failed).then(|| {
-            let code = work.reason_code.clone().unwrap_or_else(|| "LEGACY_OUTCOME_UNKNOWN".into());
-            let data = work
-                .result_data
+            let code = work
+                .reason_code
                 .clone()
-                .filter(|_| matches!(code.as_str(), "CONVERGENCE_DEADLINE_EXCEEDED" | "RUNTIME_MODEL_PROBE_FAILED"));
-            DeploymentError { message: code_message(&code).into(), code, data }
+                .unwrap_or_else(|| "LEGACY_OUTCOME_UNKNOWN".into());
+            let data = work.result_data.clone().filter(|_| {
+                matches!(
+                    code.as_str(),
+                    "CONVERGENCE_DEADLINE_EXCEEDED" | "RUNTIME_MODEL_PROBE_FAILED"
+                )
+            });
+            DeploymentError {
+                message: code_message(&code).into(),
+                code,
+                data,
+            }
         });
         let progress = match state {
             DeploymentState::Queued | DeploymentState::Running => {
-                let last = tx.work_latest_attempt(&key).await.map_err(db)?.map(|(_, code, at)| {
-                    let code = if PROGRESS_CODES.contains(&code.as_str()) { code } else { "RECONCILIATION_PENDING".into() };
-                    Attempt { at, message: code_message(&code).into(), code }
-                });
+                let last = tx
+                    .work_latest_attempt(&key)
+                    .await
+                    .map_err(db)?
+                    .map(|(_, code, at)| {
+                        let code = if PROGRESS_CODES.contains(&code.as_str()) {
+                            code
+                        } else {
+                            "RECONCILIATION_PENDING".into()
+                        };
+                        Attempt {
+                            at,
+                            message: code_message(&code).into(),
+                            code,
+                        }
+                    });
                 Some(Progress {
                     last_attempt: last,
-                    next_attempt_at: (state == DeploymentState::Queued).then_some(work.available_at),
+                    next_attempt_at: (state == DeploymentState::Queued)
+                        .then_some(work.available_at),
                 })
             }
             _ => None,

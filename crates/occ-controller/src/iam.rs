@@ -46,12 +46,33 @@ const NAMESPACE_KINDS: [ResourceKind; 8] = [
 
 impl Controller {
     /// `installation:administer` and exact `namespace:read`, then the live Namespace.
-    async fn authorize_iam(&self, tx: Tx, req: &Request, ns: &NamespaceId, audit_action: &str) -> Result<(Tx, Evidence), Error> {
+    async fn authorize_iam(
+        &self,
+        tx: Tx,
+        req: &Request,
+        ns: &NamespaceId,
+        audit_action: &str,
+    ) -> Result<(Tx, Evidence), Error> {
         let mut tx = tx;
         let installation = self.installation_required(&mut tx).await?;
-        let (tx, evidence) =
-            self.authorize(tx, req, Action::Administer, &ResourceRef::installation(&installation.id), audit_action).await?;
-        let (mut tx, _) = self.authorize(tx, req, Action::Read, &ResourceRef::namespace(ns), audit_action).await?;
+        let (tx, evidence) = self
+            .authorize(
+                tx,
+                req,
+                Action::Administer,
+                &ResourceRef::installation(&installation.id),
+                audit_action,
+            )
+            .await?;
+        let (mut tx, _) = self
+            .authorize(
+                tx,
+                req,
+                Action::Read,
+                &ResourceRef::namespace(ns),
+                audit_action,
+            )
+            .await?;
         live_namespace(&mut tx, ns).await?;
         Ok((tx, evidence))
     }
@@ -59,28 +80,55 @@ impl Controller {
     /// Roles of a Namespace.
     pub async fn role_list(&self, req: &Request, ns: &NamespaceId) -> Result<Vec<Role>, Error> {
         let tx = self.store.begin_read().await.map_err(db)?;
-        let (mut tx, _) = self.authorize_iam(tx, req, ns, "openclaw.iam.roles.list").await?;
+        let (mut tx, _) = self
+            .authorize_iam(tx, req, ns, "openclaw.iam.roles.list")
+            .await?;
         tx.role_list(ns).await.map_err(db)
     }
 
     /// Creates a Namespace Role.
-    pub async fn role_create(&self, req: &Request, ns: &NamespaceId, input: RoleInput) -> Result<Role, Error> {
+    pub async fn role_create(
+        &self,
+        req: &Request,
+        ns: &NamespaceId,
+        input: RoleInput,
+    ) -> Result<Role, Error> {
         let mut problems = Problems::new();
         for (i, p) in input.permissions.iter().enumerate() {
             let path = format!("/permissions/{i}");
             if !NAMESPACE_KINDS.contains(&p.resource_kind) {
-                problems.push(format!("{path}/resourceKind"), DetailCode::InvalidValue, "must be a Namespace resource kind");
+                problems.push(
+                    format!("{path}/resourceKind"),
+                    DetailCode::InvalidValue,
+                    "must be a Namespace resource kind",
+                );
             } else if p.action == Action::Create {
-                problems.push(format!("{path}/action"), DetailCode::InvalidValue, "cannot be create in a Namespace Role");
-            } else if !p.is_supported() || (p.resource_kind == ResourceKind::Namespace && p.action != Action::Read) {
-                problems.push(format!("{path}/action"), DetailCode::InvalidValue, "is not supported for this resource kind");
+                problems.push(
+                    format!("{path}/action"),
+                    DetailCode::InvalidValue,
+                    "cannot be create in a Namespace Role",
+                );
+            } else if !p.is_supported()
+                || (p.resource_kind == ResourceKind::Namespace && p.action != Action::Read)
+            {
+                problems.push(
+                    format!("{path}/action"),
+                    DetailCode::InvalidValue,
+                    "is not supported for this resource kind",
+                );
             } else if input.permissions[..i].contains(p) {
-                problems.push(path, DetailCode::InvalidValue, "duplicates an earlier permission");
+                problems.push(
+                    path,
+                    DetailCode::InvalidValue,
+                    "duplicates an earlier permission",
+                );
             }
         }
         problems.finish(())?;
         let tx = self.store.begin().await.map_err(db)?;
-        let (mut tx, evidence) = self.authorize_iam(tx, req, ns, "openclaw.iam.roles.create").await?;
+        let (mut tx, evidence) = self
+            .authorize_iam(tx, req, ns, "openclaw.iam.roles.create")
+            .await?;
         let role = Role {
             id: IamId::generate_role(false),
             namespace_id: Some(ns.clone()),
@@ -90,7 +138,12 @@ impl Controller {
         };
         tx.role_insert(&role).await.map_err(db)?;
         let event = self
-            .mutation(req, "openclaw.iam.roles.create", &ResourceRef::namespace(ns), &evidence)
+            .mutation(
+                req,
+                "openclaw.iam.roles.create",
+                &ResourceRef::namespace(ns),
+                &evidence,
+            )
             .detail("roleId", role.id.as_str());
         tx.audit_append(&event).await.map_err(db)?;
         Self::commit(tx).await?;
@@ -98,47 +151,106 @@ impl Controller {
     }
 
     /// One Namespace Role.
-    pub async fn role_get(&self, req: &Request, ns: &NamespaceId, id: &IamId) -> Result<Role, Error> {
+    pub async fn role_get(
+        &self,
+        req: &Request,
+        ns: &NamespaceId,
+        id: &IamId,
+    ) -> Result<Role, Error> {
         let tx = self.store.begin_read().await.map_err(db)?;
-        let (mut tx, _) = self.authorize_iam(tx, req, ns, "openclaw.iam.roles.read").await?;
-        tx.role_get(id).await.map_err(db)?.filter(|r| r.namespace_id.as_ref() == Some(ns)).ok_or_else(Error::not_found)
+        let (mut tx, _) = self
+            .authorize_iam(tx, req, ns, "openclaw.iam.roles.read")
+            .await?;
+        tx.role_get(id)
+            .await
+            .map_err(db)?
+            .filter(|r| r.namespace_id.as_ref() == Some(ns))
+            .ok_or_else(Error::not_found)
     }
 
     /// Deletes a Namespace Role no binding uses.
-    pub async fn role_delete(&self, req: &Request, ns: &NamespaceId, id: &IamId) -> Result<(), Error> {
+    pub async fn role_delete(
+        &self,
+        req: &Request,
+        ns: &NamespaceId,
+        id: &IamId,
+    ) -> Result<(), Error> {
         let tx = self.store.begin().await.map_err(db)?;
-        let (mut tx, evidence) = self.authorize_iam(tx, req, ns, "openclaw.iam.roles.delete").await?;
-        tx.role_get(id).await.map_err(db)?.filter(|r| r.namespace_id.as_ref() == Some(ns)).ok_or_else(Error::not_found)?;
+        let (mut tx, evidence) = self
+            .authorize_iam(tx, req, ns, "openclaw.iam.roles.delete")
+            .await?;
+        tx.role_get(id)
+            .await
+            .map_err(db)?
+            .filter(|r| r.namespace_id.as_ref() == Some(ns))
+            .ok_or_else(Error::not_found)?;
         tx.role_delete(id).await.map_err(|e| match e {
             StoreError::Reference { .. } => Error::conflict("AccessBindings still grant this Role"),
             other => db(other),
         })?;
         let event = self
-            .mutation(req, "openclaw.iam.roles.delete", &ResourceRef::namespace(ns), &evidence)
+            .mutation(
+                req,
+                "openclaw.iam.roles.delete",
+                &ResourceRef::namespace(ns),
+                &evidence,
+            )
             .detail("roleId", id.as_str());
         tx.audit_append(&event).await.map_err(db)?;
         Self::commit(tx).await
     }
 
     /// AccessBindings scoped to a Namespace.
-    pub async fn binding_list(&self, req: &Request, ns: &NamespaceId) -> Result<Vec<AccessBinding>, Error> {
+    pub async fn binding_list(
+        &self,
+        req: &Request,
+        ns: &NamespaceId,
+    ) -> Result<Vec<AccessBinding>, Error> {
         let tx = self.store.begin_read().await.map_err(db)?;
-        let (mut tx, _) = self.authorize_iam(tx, req, ns, "openclaw.iam.access_bindings.list").await?;
+        let (mut tx, _) = self
+            .authorize_iam(tx, req, ns, "openclaw.iam.access_bindings.list")
+            .await?;
         let all = tx.binding_list(ns).await.map_err(db)?;
-        Ok(all.into_iter().filter(|b| b.namespace_id.as_ref() == Some(ns)).collect())
+        Ok(all
+            .into_iter()
+            .filter(|b| b.namespace_id.as_ref() == Some(ns))
+            .collect())
     }
 
     /// Creates an exact-resource AccessBinding for an identity.
-    pub async fn binding_create(&self, req: &Request, ns: &NamespaceId, input: BindingInput) -> Result<AccessBinding, Error> {
+    pub async fn binding_create(
+        &self,
+        req: &Request,
+        ns: &NamespaceId,
+        input: BindingInput,
+    ) -> Result<AccessBinding, Error> {
         if !NAMESPACE_KINDS.contains(&input.resource_kind) {
-            return Err(Error::invalid_field("/resourceKind", DetailCode::InvalidValue, "The request is invalid: /resourceKind must be a Namespace resource kind"));
+            return Err(Error::invalid_field(
+                "/resourceKind",
+                DetailCode::InvalidValue,
+                "The request is invalid: /resourceKind must be a Namespace resource kind",
+            ));
         }
         let tx = self.store.begin().await.map_err(db)?;
-        let (tx, evidence) = self.authorize_iam(tx, req, ns, "openclaw.iam.access_bindings.create").await?;
+        let (tx, evidence) = self
+            .authorize_iam(tx, req, ns, "openclaw.iam.access_bindings.create")
+            .await?;
         let target = ResourceRef::exact(input.resource_kind, ns, &input.resource_id);
-        let (mut tx, _) = self.authorize(tx, req, Action::Read, &target, "openclaw.iam.access_bindings.create").await?;
+        let (mut tx, _) = self
+            .authorize(
+                tx,
+                req,
+                Action::Read,
+                &target,
+                "openclaw.iam.access_bindings.create",
+            )
+            .await?;
         let invalid = |path: &str, why: &str| {
-            Error::invalid_field(path, DetailCode::InvalidValue, format!("The request is invalid: {path} {why}"))
+            Error::invalid_field(
+                path,
+                DetailCode::InvalidValue,
+                format!("The request is invalid: {path} {why}"),
+            )
         };
         let role = tx.role_get(&input.role_id).await.map_err(db)?;
         let role = match role {
@@ -146,35 +258,66 @@ impl Controller {
             _ => return Err(invalid("/roleId", "does not name a Role of this Namespace")),
         };
         if role.permissions.iter().any(|p| p.action == Action::Create) {
-            return Err(invalid("/roleId", "grants create, which exact-resource bindings cannot carry"));
+            return Err(invalid(
+                "/roleId",
+                "grants create, which exact-resource bindings cannot carry",
+            ));
         }
-        if !role.permissions.iter().any(|p| p.resource_kind == input.resource_kind) {
-            return Err(invalid("/roleId", "grants nothing on the target's resource kind"));
+        if !role
+            .permissions
+            .iter()
+            .any(|p| p.resource_kind == input.resource_kind)
+        {
+            return Err(invalid(
+                "/roleId",
+                "grants nothing on the target's resource kind",
+            ));
         }
-        let subject_ok = tx.identity_get(&input.subject_id).await.map_err(db)?.is_some_and(|i| match i.kind {
-            IdentityKind::Principal => true,
-            IdentityKind::ServicePrincipal => i.namespace_id.is_none() || i.namespace_id.as_ref() == Some(ns),
-        });
+        let subject_ok = tx
+            .identity_get(&input.subject_id)
+            .await
+            .map_err(db)?
+            .is_some_and(|i| match i.kind {
+                IdentityKind::Principal => true,
+                IdentityKind::ServicePrincipal => {
+                    i.namespace_id.is_none() || i.namespace_id.as_ref() == Some(ns)
+                }
+            });
         if !subject_ok {
             return Err(invalid("/subjectId", "does not name a usable identity"));
         }
         if input.resource_kind == ResourceKind::Namespace && input.resource_id != ns.as_str() {
             return Err(invalid("/resourceId", "must be this Namespace"));
         }
-        if !tx.resource_exists(input.resource_kind, ns, &input.resource_id).await.map_err(db)? {
-            return Err(invalid("/resourceId", "does not name a live resource of this Namespace"));
+        if !tx
+            .resource_exists(input.resource_kind, ns, &input.resource_id)
+            .await
+            .map_err(db)?
+        {
+            return Err(invalid(
+                "/resourceId",
+                "does not name a live resource of this Namespace",
+            ));
         }
         let binding = AccessBinding {
             id: IamId::generate_binding(""),
             namespace_id: Some(ns.clone()),
             subject_id: input.subject_id,
             role_id: role.id,
-            resource: Some(BoundResource { kind: input.resource_kind, id: input.resource_id }),
+            resource: Some(BoundResource {
+                kind: input.resource_kind,
+                id: input.resource_id,
+            }),
             created_at: Timestamp::now(),
         };
         tx.binding_insert(&binding).await.map_err(db)?;
         let event = self
-            .mutation(req, "openclaw.iam.access_bindings.create", &ResourceRef::namespace(ns), &evidence)
+            .mutation(
+                req,
+                "openclaw.iam.access_bindings.create",
+                &ResourceRef::namespace(ns),
+                &evidence,
+            )
             .detail("bindingId", binding.id.as_str())
             .detail("subjectId", binding.subject_id.as_str());
         tx.audit_append(&event).await.map_err(db)?;
@@ -183,31 +326,67 @@ impl Controller {
     }
 
     /// One AccessBinding of the Namespace.
-    pub async fn binding_get(&self, req: &Request, ns: &NamespaceId, id: &IamId) -> Result<AccessBinding, Error> {
+    pub async fn binding_get(
+        &self,
+        req: &Request,
+        ns: &NamespaceId,
+        id: &IamId,
+    ) -> Result<AccessBinding, Error> {
         let tx = self.store.begin_read().await.map_err(db)?;
-        let (mut tx, _) = self.authorize_iam(tx, req, ns, "openclaw.iam.access_bindings.read").await?;
-        tx.binding_get(id).await.map_err(db)?.filter(|b| b.namespace_id.as_ref() == Some(ns)).ok_or_else(Error::not_found)
+        let (mut tx, _) = self
+            .authorize_iam(tx, req, ns, "openclaw.iam.access_bindings.read")
+            .await?;
+        tx.binding_get(id)
+            .await
+            .map_err(db)?
+            .filter(|b| b.namespace_id.as_ref() == Some(ns))
+            .ok_or_else(Error::not_found)
     }
 
     /// Deletes an AccessBinding of the Namespace.
-    pub async fn binding_delete(&self, req: &Request, ns: &NamespaceId, id: &IamId) -> Result<(), Error> {
+    pub async fn binding_delete(
+        &self,
+        req: &Request,
+        ns: &NamespaceId,
+        id: &IamId,
+    ) -> Result<(), Error> {
         let tx = self.store.begin().await.map_err(db)?;
-        let (mut tx, evidence) = self.authorize_iam(tx, req, ns, "openclaw.iam.access_bindings.delete").await?;
-        tx.binding_get(id).await.map_err(db)?.filter(|b| b.namespace_id.as_ref() == Some(ns)).ok_or_else(Error::not_found)?;
+        let (mut tx, evidence) = self
+            .authorize_iam(tx, req, ns, "openclaw.iam.access_bindings.delete")
+            .await?;
+        tx.binding_get(id)
+            .await
+            .map_err(db)?
+            .filter(|b| b.namespace_id.as_ref() == Some(ns))
+            .ok_or_else(Error::not_found)?;
         tx.binding_delete(id).await.map_err(db)?;
         let event = self
-            .mutation(req, "openclaw.iam.access_bindings.delete", &ResourceRef::namespace(ns), &evidence)
+            .mutation(
+                req,
+                "openclaw.iam.access_bindings.delete",
+                &ResourceRef::namespace(ns),
+                &evidence,
+            )
             .detail("bindingId", id.as_str());
         tx.audit_append(&event).await.map_err(db)?;
         Self::commit(tx).await
     }
 
     /// The Installation (needs `installation:read`).
-    pub async fn installation_get(&self, req: &Request) -> Result<occ_core::resource::Installation, Error> {
+    pub async fn installation_get(
+        &self,
+        req: &Request,
+    ) -> Result<occ_core::resource::Installation, Error> {
         let mut tx = self.store.begin_read().await.map_err(db)?;
         let installation = self.installation_required(&mut tx).await?;
         let (_tx, _) = self
-            .authorize(tx, req, Action::Read, &ResourceRef::installation(&installation.id), "openclaw.installation.read")
+            .authorize(
+                tx,
+                req,
+                Action::Read,
+                &ResourceRef::installation(&installation.id),
+                "openclaw.installation.read",
+            )
             .await?;
         Ok(installation)
     }

@@ -68,7 +68,11 @@ pub struct ControllerSettings {
 impl ControllerSettings {
     /// The harness descriptor for an execution mode.
     pub fn harness(&self, mode: occ_core::resource::ExecutionMode) -> HarnessDescriptor {
-        HarnessDescriptor { id: self.harness_id.clone(), version: self.harness_version.clone(), mode }
+        HarnessDescriptor {
+            id: self.harness_id.clone(),
+            version: self.harness_version.clone(),
+            mode,
+        }
     }
 }
 
@@ -109,7 +113,9 @@ pub struct Controller {
 
 impl std::fmt::Debug for Controller {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Controller").field("store", &self.store).finish_non_exhaustive()
+        f.debug_struct("Controller")
+            .field("store", &self.store)
+            .finish_non_exhaustive()
     }
 }
 
@@ -152,7 +158,11 @@ impl Controller {
 
     /// Execution modes the installation's Compute Driver runs.
     pub fn execution_modes(&self) -> Vec<&'static str> {
-        self.compute.execution_modes.iter().map(|m| m.as_str()).collect()
+        self.compute
+            .execution_modes
+            .iter()
+            .map(|m| m.as_str())
+            .collect()
     }
 
     /// The settings.
@@ -179,7 +189,10 @@ impl Controller {
     }
 
     pub(crate) async fn installation_required(&self, tx: &mut Tx) -> Result<Installation, Error> {
-        tx.installation_get().await.map_err(db)?.ok_or_else(Error::not_found)
+        tx.installation_get()
+            .await
+            .map_err(db)?
+            .ok_or_else(Error::not_found)
     }
 
     /// An audit event about `resource`, attributed to the caller, with the request metadata.
@@ -191,13 +204,22 @@ impl Controller {
         resource: &ResourceRef,
         outcome: AuditOutcome,
     ) -> AuditEvent {
-        AuditEvent::new(kind, req.caller.principal_id.as_str(), action, resource, outcome)
-            .metadata("schemaVersion", 1)
-            .metadata("source", "occ")
-            .metadata("requestId", req.id.as_str())
-            .metadata("admissionDecisionId", req.caller.admission_id.as_str())
-            .metadata("actor", json!({"principalId": req.caller.principal_id.as_str(), "method": req.caller.method}))
-            .metadata("iamDriverId", IAM_DRIVER_ID)
+        AuditEvent::new(
+            kind,
+            req.caller.principal_id.as_str(),
+            action,
+            resource,
+            outcome,
+        )
+        .metadata("schemaVersion", 1)
+        .metadata("source", "occ")
+        .metadata("requestId", req.id.as_str())
+        .metadata("admissionDecisionId", req.caller.admission_id.as_str())
+        .metadata(
+            "actor",
+            json!({"principalId": req.caller.principal_id.as_str(), "method": req.caller.method}),
+        )
+        .metadata("iamDriverId", IAM_DRIVER_ID)
     }
 
     /// A mutation event with its authorization evidence.
@@ -208,8 +230,17 @@ impl Controller {
         resource: &ResourceRef,
         evidence: &Evidence,
     ) -> AuditEvent {
-        self.event(req, AuditKind::Mutation, action, resource, AuditOutcome::Success)
-            .detail("iamEvidence", serde_json::to_value(evidence).unwrap_or_default())
+        self.event(
+            req,
+            AuditKind::Mutation,
+            action,
+            resource,
+            AuditOutcome::Success,
+        )
+        .detail(
+            "iamEvidence",
+            serde_json::to_value(evidence).unwrap_or_default(),
+        )
     }
 
     /// Evaluates whether the caller may perform `action` on `resource`, on fresh policy, and
@@ -223,13 +254,25 @@ impl Controller {
         resource: &ResourceRef,
         audit_action: &str,
     ) -> Result<(Tx, Evidence), Error> {
-        self.authorize_as(tx, req, &req.caller.principal_id, req.caller.key_namespace.as_ref(), action, resource, audit_action, None)
-            .await
+        self.authorize_as(
+            tx,
+            req,
+            &req.caller.principal_id,
+            req.caller.key_namespace.as_ref(),
+            action,
+            resource,
+            audit_action,
+            None,
+        )
+        .await
     }
 
     /// Like [`Controller::authorize`] for an arbitrary principal (an Agent's service principal at
     /// deploy); `denied_message` replaces the generic 403 message.
-    #[expect(clippy::too_many_arguments, reason = "one choke point with every input explicit")]
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "one choke point with every input explicit"
+    )]
     pub(crate) async fn authorize_as(
         &self,
         mut tx: Tx,
@@ -242,8 +285,19 @@ impl Controller {
         denied_message: Option<String>,
     ) -> Result<(Tx, Evidence), Error> {
         let snapshot = tx.policy_snapshot(principal).await.map_err(db)?;
-        let grants: Vec<_> = snapshot.grants.into_iter().map(|g| (g.binding, g.role)).collect();
-        let decision = decide(snapshot.identity.as_ref(), key_namespace, &grants, &snapshot.restrictions, action, resource);
+        let grants: Vec<_> = snapshot
+            .grants
+            .into_iter()
+            .map(|g| (g.binding, g.role))
+            .collect();
+        let decision = decide(
+            snapshot.identity.as_ref(),
+            key_namespace,
+            &grants,
+            &snapshot.restrictions,
+            action,
+            resource,
+        );
         if decision.allowed {
             return Ok((tx, decision.evidence));
         }
@@ -257,9 +311,19 @@ impl Controller {
                 json!({"principalId": principal.as_str(), "action": action.as_str(), "resource": resource}),
             )
             .detail("iamEvidence", serde_json::to_value(&decision.evidence).unwrap_or_default());
-        let mut audit = self.store.begin().await.map_err(|e| Error::unavailable(format!("denial audit: {e}")))?;
-        audit.audit_append(&event).await.map_err(|e| Error::unavailable(format!("denial audit: {e}")))?;
-        audit.commit().await.map_err(|e| Error::unavailable(format!("denial audit: {e}")))?;
+        let mut audit = self
+            .store
+            .begin()
+            .await
+            .map_err(|e| Error::unavailable(format!("denial audit: {e}")))?;
+        audit
+            .audit_append(&event)
+            .await
+            .map_err(|e| Error::unavailable(format!("denial audit: {e}")))?;
+        audit
+            .commit()
+            .await
+            .map_err(|e| Error::unavailable(format!("denial audit: {e}")))?;
         Err(match denied_message {
             Some(m) => Error::new(occ_core::ErrorCode::Forbidden, m),
             None => Error::forbidden(),
@@ -273,9 +337,20 @@ impl Controller {
         action: Action,
         resource: &ResourceRef,
     ) -> bool {
-        let grants: Vec<_> = snapshot.grants.iter().map(|g| (g.binding.clone(), g.role.clone())).collect();
-        decide(snapshot.identity.as_ref(), caller.key_namespace.as_ref(), &grants, &snapshot.restrictions, action, resource)
-            .allowed
+        let grants: Vec<_> = snapshot
+            .grants
+            .iter()
+            .map(|g| (g.binding.clone(), g.role.clone()))
+            .collect();
+        decide(
+            snapshot.identity.as_ref(),
+            caller.key_namespace.as_ref(),
+            &grants,
+            &snapshot.restrictions,
+            action,
+            resource,
+        )
+        .allowed
     }
 
     /// Commits, mapping an unknown outcome to the "inspect before retrying" error.

@@ -15,27 +15,58 @@ impl Controller {
     pub async fn namespace_list(&self, req: &Request) -> Result<Vec<Namespace>, Error> {
         let mut tx = self.store.begin_read().await.map_err(db)?;
         self.installation_required(&mut tx).await?;
-        let snapshot = tx.policy_snapshot(&req.caller.principal_id).await.map_err(db)?;
+        let snapshot = tx
+            .policy_snapshot(&req.caller.principal_id)
+            .await
+            .map_err(db)?;
         let all = tx.namespace_list().await.map_err(db)?;
         Ok(all
             .into_iter()
-            .filter(|ns| Self::allowed(&snapshot, &req.caller, Action::Read, &ResourceRef::namespace(&ns.id)))
+            .filter(|ns| {
+                Self::allowed(
+                    &snapshot,
+                    &req.caller,
+                    Action::Read,
+                    &ResourceRef::namespace(&ns.id),
+                )
+            })
             .collect())
     }
 
     /// Creates a Namespace (`provisioning`) and queues its ensure work.
-    pub async fn namespace_create(&self, req: &Request, name: Name, existing: Option<String>) -> Result<Namespace, Error> {
+    pub async fn namespace_create(
+        &self,
+        req: &Request,
+        name: Name,
+        existing: Option<String>,
+    ) -> Result<Namespace, Error> {
         let mut tx = self.store.begin().await.map_err(db)?;
         let installation = self.installation_required(&mut tx).await?;
         let collection = ResourceRef::namespace_collection(&installation.id);
-        let (mut tx, evidence) = self.authorize(tx, req, Action::Create, &collection, "openclaw.namespaces.create").await?;
+        let (mut tx, evidence) = self
+            .authorize(
+                tx,
+                req,
+                Action::Create,
+                &collection,
+                "openclaw.namespaces.create",
+            )
+            .await?;
         if existing.is_some() {
             let (t, _) = self
-                .authorize(tx, req, Action::Administer, &ResourceRef::installation(&installation.id), "openclaw.namespaces.create")
+                .authorize(
+                    tx,
+                    req,
+                    Action::Administer,
+                    &ResourceRef::installation(&installation.id),
+                    "openclaw.namespaces.create",
+                )
                 .await?;
             tx = t;
             if self.compute.identity.implementation != "kubernetes" {
-                return Err(Error::conflict("existingNamespace needs the Kubernetes Compute Driver"));
+                return Err(Error::conflict(
+                    "existingNamespace needs the Kubernetes Compute Driver",
+                ));
             }
         }
         if let Some(taken) = tx.namespace_get_by_name(name.as_str()).await.map_err(db)? {
@@ -54,12 +85,18 @@ impl Controller {
             deleted_at: None,
         };
         tx.namespace_insert(&ns).await.map_err(|e| match e {
-            StoreError::Conflict { .. } => Error::conflict("A Namespace with this name already exists"),
+            StoreError::Conflict { .. } => {
+                Error::conflict("A Namespace with this name already exists")
+            }
             other => db(other),
         })?;
-        tx.work_enqueue(&NewWork::namespace_ready(&ns.id, &req.caller.principal_id)).await.map_err(db)?;
+        tx.work_enqueue(&NewWork::namespace_ready(&ns.id, &req.caller.principal_id))
+            .await
+            .map_err(db)?;
         let target = ResourceRef::namespace(&ns.id);
-        tx.audit_append(&self.mutation(req, "openclaw.namespaces.create", &target, &evidence)).await.map_err(db)?;
+        tx.audit_append(&self.mutation(req, "openclaw.namespaces.create", &target, &evidence))
+            .await
+            .map_err(db)?;
         Self::commit(tx).await?;
         Ok(ns)
     }
@@ -67,17 +104,42 @@ impl Controller {
     /// One Namespace.
     pub async fn namespace_get(&self, req: &Request, id: &NamespaceId) -> Result<Namespace, Error> {
         let tx = self.store.begin_read().await.map_err(db)?;
-        let (mut tx, _) = self.authorize(tx, req, Action::Read, &ResourceRef::namespace(id), "openclaw.namespaces.read").await?;
+        let (mut tx, _) = self
+            .authorize(
+                tx,
+                req,
+                Action::Read,
+                &ResourceRef::namespace(id),
+                "openclaw.namespaces.read",
+            )
+            .await?;
         live_namespace(&mut tx, id).await
     }
 
     /// Starts deleting an empty Namespace: `deleting` and teardown work queued. Repeating it while
     /// teardown is pending changes nothing.
-    pub async fn namespace_delete(&self, req: &Request, id: &NamespaceId) -> Result<Namespace, Error> {
+    pub async fn namespace_delete(
+        &self,
+        req: &Request,
+        id: &NamespaceId,
+    ) -> Result<Namespace, Error> {
         let tx = self.store.begin().await.map_err(db)?;
         let target = ResourceRef::namespace(id);
-        let (mut tx, evidence) = self.authorize(tx, req, Action::Delete, &target, "openclaw.namespaces.delete").await?;
-        let ns = tx.namespace_lock(id).await.map_err(db)?.filter(|n| n.deleted_at.is_none()).ok_or_else(Error::not_found)?;
+        let (mut tx, evidence) = self
+            .authorize(
+                tx,
+                req,
+                Action::Delete,
+                &target,
+                "openclaw.namespaces.delete",
+            )
+            .await?;
+        let ns = tx
+            .namespace_lock(id)
+            .await
+            .map_err(db)?
+            .filter(|n| n.deleted_at.is_none())
+            .ok_or_else(Error::not_found)?;
         let contents = tx.namespace_contents(id).await.map_err(db)?;
         if !contents.is_empty() {
             let mut parts = Vec::new();
@@ -91,25 +153,51 @@ impl Controller {
                     parts.push(format!("{kind}: {}", ids.join(", ")));
                 }
             }
-            return Err(Error::new(ErrorCode::NamespaceNotEmpty, format!("The Namespace still holds {}", parts.join("; "))));
+            return Err(Error::new(
+                ErrorCode::NamespaceNotEmpty,
+                format!("The Namespace still holds {}", parts.join("; ")),
+            ));
         }
         if ns.status == NamespaceStatus::Deleting {
             // teardown is already queued: repeating the request changes nothing
             return Ok(ns);
         }
-        if !tx.namespace_set_status(id, ns.status, NamespaceStatus::Deleting).await.map_err(db)? {
+        if !tx
+            .namespace_set_status(id, ns.status, NamespaceStatus::Deleting)
+            .await
+            .map_err(db)?
+        {
             return Err(Error::conflict("The Namespace changed concurrently; retry"));
         }
-        tx.work_enqueue(&NewWork::namespace_deleted(id, &req.caller.principal_id)).await.map_err(db)?;
+        tx.work_enqueue(&NewWork::namespace_deleted(id, &req.caller.principal_id))
+            .await
+            .map_err(db)?;
         let event = self.mutation(req, "openclaw.namespaces.delete", &target, &evidence);
         tx.audit_append(&event).await.map_err(db)?;
         Self::commit(tx).await?;
-        Ok(Namespace { status: NamespaceStatus::Deleting, ..ns })
+        Ok(Namespace {
+            status: NamespaceStatus::Deleting,
+            ..ns
+        })
     }
 
     /// A refused mutation audited as a failure (e.g. deploy into a Namespace that is not ready).
-    pub(crate) async fn audit_failure(&self, req: &Request, action: &str, resource: &ResourceRef, reason: &str) -> Result<(), Error> {
-        let event = self.event(req, AuditKind::Mutation, action, resource, AuditOutcome::Failure).reason_code(reason);
+    pub(crate) async fn audit_failure(
+        &self,
+        req: &Request,
+        action: &str,
+        resource: &ResourceRef,
+        reason: &str,
+    ) -> Result<(), Error> {
+        let event = self
+            .event(
+                req,
+                AuditKind::Mutation,
+                action,
+                resource,
+                AuditOutcome::Failure,
+            )
+            .reason_code(reason);
         let mut tx = self.store.begin().await.map_err(db)?;
         tx.audit_append(&event).await.map_err(db)?;
         Self::commit(tx).await
@@ -117,17 +205,25 @@ impl Controller {
 }
 
 /// The live (not tombstoned) Namespace, or 404.
-pub(crate) async fn live_namespace(tx: &mut occ_store::Tx, id: &NamespaceId) -> Result<Namespace, Error> {
-    tx.namespace_get(id).await.map_err(db)?.filter(|n| n.deleted_at.is_none()).ok_or_else(Error::not_found)
+pub(crate) async fn live_namespace(
+    tx: &mut occ_store::Tx,
+    id: &NamespaceId,
+) -> Result<Namespace, Error> {
+    tx.namespace_get(id)
+        .await
+        .map_err(db)?
+        .filter(|n| n.deleted_at.is_none())
+        .ok_or_else(Error::not_found)
 }
 
 /// 409 unless the Namespace accepts new resources (`provisioning` or `ready`).
 pub(crate) fn require_accepting(ns: &Namespace) -> Result<(), Error> {
     match ns.status {
         NamespaceStatus::Provisioning | NamespaceStatus::Ready => Ok(()),
-        NamespaceStatus::Failed | NamespaceStatus::Deleting => {
-            Err(Error::conflict(format!("The Namespace is {} and accepts no new resources", ns.status.as_str())))
-        }
+        NamespaceStatus::Failed | NamespaceStatus::Deleting => Err(Error::conflict(format!(
+            "The Namespace is {} and accepts no new resources",
+            ns.status.as_str()
+        ))),
     }
 }
 
@@ -136,6 +232,9 @@ pub(crate) fn require_ready(ns: &Namespace) -> Result<(), Error> {
     if ns.status == NamespaceStatus::Ready {
         Ok(())
     } else {
-        Err(Error::new(ErrorCode::NamespaceNotReady, "The Namespace is not ready"))
+        Err(Error::new(
+            ErrorCode::NamespaceNotReady,
+            "The Namespace is not ready",
+        ))
     }
 }

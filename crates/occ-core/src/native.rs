@@ -38,11 +38,20 @@ pub const MODEL_APIS: [&str; 12] = [
 ];
 
 const CREDENTIAL_HEADERS: [&str; 3] = ["authorization", "api-key", "x-api-key"];
-const CREDENTIAL_ENV: [&str; 4] = ["OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CODEX_ACCESS_TOKEN"];
+const CREDENTIAL_ENV: [&str; 4] = [
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "CODEX_ACCESS_TOKEN",
+];
 const FORBIDDEN_KEYS: [&str; 3] = ["__proto__", "constructor", "prototype"];
 
 /// Validates `values` (reported under `base`); returns the document object when it is valid.
-pub fn validate_document<'a>(values: &'a Value, base: &str, problems: &mut Problems) -> Option<&'a Map<String, Value>> {
+pub fn validate_document<'a>(
+    values: &'a Value,
+    base: &str,
+    problems: &mut Problems,
+) -> Option<&'a Map<String, Value>> {
     let Value::Object(doc) = values else {
         problems.push(base, DetailCode::InvalidType, "must be a JSON object");
         return None;
@@ -62,7 +71,11 @@ fn walk(v: &Value, path: &str, depth: usize, problems: &mut Problems) {
     match v {
         Value::Object(map) => {
             if depth > MAX_DEPTH {
-                problems.push(path, DetailCode::TooDeep, "is nested too deeply (expected at most 24 levels)");
+                problems.push(
+                    path,
+                    DetailCode::TooDeep,
+                    "is nested too deeply (expected at most 24 levels)",
+                );
                 return;
             }
             for (k, child_value) in map {
@@ -76,7 +89,11 @@ fn walk(v: &Value, path: &str, depth: usize, problems: &mut Problems) {
         }
         Value::Array(items) => {
             if depth > MAX_DEPTH {
-                problems.push(path, DetailCode::TooDeep, "is nested too deeply (expected at most 24 levels)");
+                problems.push(
+                    path,
+                    DetailCode::TooDeep,
+                    "is nested too deeply (expected at most 24 levels)",
+                );
                 return;
             }
             for (i, item) in items.iter().enumerate() {
@@ -92,8 +109,14 @@ fn contains_env_reference(s: &str) -> bool {
     let mut rest = s;
     while let Some(start) = rest.find("${") {
         let after = &rest[start + 2..];
-        let name_len = after.chars().take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_').count();
-        let starts_ok = after.chars().next().is_some_and(|c| c.is_ascii_uppercase() || c == '_');
+        let name_len = after
+            .chars()
+            .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
+            .count();
+        let starts_ok = after
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_uppercase() || c == '_');
         if starts_ok && name_len > 0 {
             let tail = &after[name_len..];
             if tail.starts_with('}') {
@@ -123,7 +146,9 @@ fn is_http_url(s: &str) -> bool {
     };
     let host = rest.split(['/', '?', '#']).next().unwrap_or_default();
     let host = host.rsplit('@').next().unwrap_or_default();
-    !host.is_empty() && !host.starts_with(':') && !s.chars().any(|c| c.is_whitespace() || c.is_control())
+    !host.is_empty()
+        && !host.starts_with(':')
+        && !s.chars().any(|c| c.is_whitespace() || c.is_control())
 }
 
 fn check_base_url(v: &Value, path: &str, allow_blank: bool, problems: &mut Problems) {
@@ -131,7 +156,11 @@ fn check_base_url(v: &Value, path: &str, allow_blank: bool, problems: &mut Probl
         Value::String(s) if allow_blank && s.trim().is_empty() => {}
         Value::String(s) if contains_env_reference(s) => {}
         Value::String(s) if is_http_url(s) => {}
-        _ => problems.push(path, DetailCode::InvalidValue, "must be an absolute http or https URL"),
+        _ => problems.push(
+            path,
+            DetailCode::InvalidValue,
+            "must be an absolute http or https URL",
+        ),
     }
 }
 
@@ -152,7 +181,9 @@ fn check_providers(doc: &Map<String, Value>, base: &str, problems: &mut Problems
     };
     let providers_path = child(&child(base, "models"), "providers");
     for (name, provider) in providers {
-        let Value::Object(provider) = provider else { continue };
+        let Value::Object(provider) = provider else {
+            continue;
+        };
         let pp = child(&providers_path, name);
         if let Some(v) = provider.get("baseUrl") {
             check_base_url(v, &child(&pp, "baseUrl"), true, problems);
@@ -166,13 +197,20 @@ fn check_providers(doc: &Map<String, Value>, base: &str, problems: &mut Problems
         if let Some(Value::Object(headers)) = provider.get("headers") {
             for (h, v) in headers {
                 if CREDENTIAL_HEADERS.iter().any(|c| c.eq_ignore_ascii_case(h)) {
-                    check_credential(v, &child(&child(&pp, "headers"), h), h.eq_ignore_ascii_case("authorization"), problems);
+                    check_credential(
+                        v,
+                        &child(&child(&pp, "headers"), h),
+                        h.eq_ignore_ascii_case("authorization"),
+                        problems,
+                    );
                 }
             }
         }
         if let Some(Value::Array(models)) = provider.get("models") {
             for (i, model) in models.iter().enumerate() {
-                let Value::Object(model) = model else { continue };
+                let Value::Object(model) = model else {
+                    continue;
+                };
                 let mp = index(&child(&pp, "models"), i);
                 if let Some(v) = model.get("baseUrl") {
                     check_base_url(v, &child(&mp, "baseUrl"), false, problems);
@@ -186,7 +224,9 @@ fn check_providers(doc: &Map<String, Value>, base: &str, problems: &mut Problems
 }
 
 fn check_env(doc: &Map<String, Value>, base: &str, problems: &mut Problems) {
-    let Some(Value::Object(env)) = doc.get("env") else { return };
+    let Some(Value::Object(env)) = doc.get("env") else {
+        return;
+    };
     let env_path = child(base, "env");
     for name in CREDENTIAL_ENV {
         if let Some(v) = env.get(name) {
@@ -205,12 +245,15 @@ fn check_env(doc: &Map<String, Value>, base: &str, problems: &mut Problems) {
 
 fn is_env_name(s: &str) -> bool {
     let mut chars = s.chars();
-    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_') && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// `${NAME}` exactly.
 fn is_env_placeholder(s: &str) -> bool {
-    s.strip_prefix("${").and_then(|r| r.strip_suffix('}')).is_some_and(is_env_name)
+    s.strip_prefix("${")
+        .and_then(|r| r.strip_suffix('}'))
+        .is_some_and(is_env_name)
 }
 
 /// Whether a credential field holds a reference rather than a literal.
@@ -226,9 +269,11 @@ fn is_credential_reference(v: &Value, bearer_allowed: bool) -> bool {
         }
         Value::Object(m) => {
             m.len() == 3
-                && ["source", "provider", "id"]
-                    .iter()
-                    .all(|k| m.get(*k).and_then(Value::as_str).is_some_and(|s| !s.is_empty()))
+                && ["source", "provider", "id"].iter().all(|k| {
+                    m.get(*k)
+                        .and_then(Value::as_str)
+                        .is_some_and(|s| !s.is_empty())
+                })
         }
         _ => false,
     }
@@ -276,7 +321,10 @@ mod tests {
 
     #[test]
     fn refuses_structure_problems() {
-        assert_eq!(check(json!([1])), vec![("/values".into(), DetailCode::InvalidType)]);
+        assert_eq!(
+            check(json!([1])),
+            vec![("/values".into(), DetailCode::InvalidType)]
+        );
         let mut deep = json!(1);
         for _ in 0..24 {
             deep = json!({ "a": deep });
@@ -310,11 +358,18 @@ mod tests {
             "/values/env/ANTHROPIC_API_KEY",
             "/values/env/vars/CODEX_ACCESS_TOKEN",
         ] {
-            assert!(paths.contains(&expected), "{expected} missing from {paths:?}");
+            assert!(
+                paths.contains(&expected),
+                "{expected} missing from {paths:?}"
+            );
         }
         // messages never echo values
         let mut p = Problems::new();
-        validate_document(&json!({"models": {"providers": {"p": {"apiKey": "sk-live-123"}}}}), "/values", &mut p);
+        validate_document(
+            &json!({"models": {"providers": {"p": {"apiKey": "sk-live-123"}}}}),
+            "/values",
+            &mut p,
+        );
         assert!(!p.into_error().message().contains("sk-live"));
     }
 

@@ -368,16 +368,42 @@ impl Tx {
 
     /// Whether a live resource of `kind` with `id` exists in `ns` (Agents must be active).
     /// Kinds occ does not implement (presets, credential sources) never exist.
-    pub async fn resource_exists(&mut self, kind: ResourceKind, ns: &NamespaceId, id: &str) -> Result<bool, StoreError> {
+    pub async fn resource_exists(
+        &mut self,
+        kind: ResourceKind,
+        ns: &NamespaceId,
+        id: &str,
+    ) -> Result<bool, StoreError> {
         let sql = match kind {
-            ResourceKind::Namespace => sql!("SELECT count(*) AS n FROM namespaces WHERE id = $1 AND id = $2 AND deleted_at IS NULL AND status <> 'deleting'"),
-            ResourceKind::Configuration => sql!("SELECT count(*) AS n FROM configurations WHERE namespace_id = $1 AND id = $2"),
-            ResourceKind::Secret => sql!("SELECT count(*) AS n FROM secrets WHERE namespace_id = $1 AND id = $2"),
-            ResourceKind::ServiceAccount => sql!("SELECT count(*) AS n FROM service_accounts WHERE namespace_id = $1 AND id = $2"),
-            ResourceKind::Agent => sql!("SELECT count(*) AS n FROM agents WHERE namespace_id = $1 AND id = $2 AND status = 'active'"),
-            ResourceKind::AgentRevision => sql!("SELECT count(*) AS n FROM agent_revisions WHERE namespace_id = $1 AND id = $2"),
-            ResourceKind::Installation | ResourceKind::Preset | ResourceKind::CredentialSource => return Ok(false),
+            ResourceKind::Namespace => sql!(
+                "SELECT count(*) AS n FROM namespaces WHERE id = $1 AND id = $2 AND deleted_at IS NULL AND status <> 'deleting'"
+            ),
+            ResourceKind::Configuration => {
+                sql!("SELECT count(*) AS n FROM configurations WHERE namespace_id = $1 AND id = $2")
+            }
+            ResourceKind::Secret => {
+                sql!("SELECT count(*) AS n FROM secrets WHERE namespace_id = $1 AND id = $2")
+            }
+            ResourceKind::ServiceAccount => sql!(
+                "SELECT count(*) AS n FROM service_accounts WHERE namespace_id = $1 AND id = $2"
+            ),
+            ResourceKind::Agent => sql!(
+                "SELECT count(*) AS n FROM agents WHERE namespace_id = $1 AND id = $2 AND status = 'active'"
+            ),
+            ResourceKind::AgentRevision => sql!(
+                "SELECT count(*) AS n FROM agent_revisions WHERE namespace_id = $1 AND id = $2"
+            ),
+            ResourceKind::Installation | ResourceKind::Preset | ResourceKind::CredentialSource => {
+                return Ok(false);
+            }
         };
-        Ok(self.q(sql).bind(ns.as_str()).bind(id).fetch_one().await?.count("n")? > 0)
+        Ok(self
+            .q(sql)
+            .bind(ns.as_str())
+            .bind(id)
+            .fetch_one()
+            .await?
+            .count("n")?
+            > 0)
     }
 }

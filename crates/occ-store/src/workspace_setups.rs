@@ -81,9 +81,15 @@ impl Tx {
     }
 
     /// Deletes the setup record of an Agent (at deletion request). Returns whether one existed.
-    pub async fn workspace_setup_delete(&mut self, ns: &NamespaceId, agent: &AgentId) -> Result<bool, StoreError> {
+    pub async fn workspace_setup_delete(
+        &mut self,
+        ns: &NamespaceId,
+        agent: &AgentId,
+    ) -> Result<bool, StoreError> {
         let n = self
-            .q(sql!("DELETE FROM workspace_setups WHERE namespace_id = $1 AND agent_id = $2"))
+            .q(sql!(
+                "DELETE FROM workspace_setups WHERE namespace_id = $1 AND agent_id = $2"
+            ))
             .bind(ns.as_str())
             .bind(agent.as_str())
             .execute()

@@ -1,11 +1,15 @@
 //! `occ`: one binary for every role. This file is composition only: it reads the command line
-//! and the environment (nothing else in occ does), builds the selected parts and runs them.
+//! (settings come from [`settings`]), builds the selected parts and runs them.
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod bootstrap;
+mod cli;
+mod compose;
 mod migrate;
+mod serve;
 mod settings;
 
 /// occ — a control plane for OpenClaw agents.
@@ -14,12 +18,39 @@ mod settings;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    #[command(flatten)]
+    client: cli::ClientOptions,
 }
 
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Apply the embedded schema migrations (idempotent; safe to run concurrently).
     Migrate(migrate::MigrateArgs),
+    /// Create the Installation, its administrator and the bootstrap service key (idempotent).
+    Bootstrap(bootstrap::BootstrapArgs),
+    /// Run the HTTP API (settings from OCC_* variables and OCC_CONFIG_PATH).
+    Serve,
+    /// The Installation.
+    #[command(subcommand)]
+    Installation(cli::InstallationCmd),
+    /// Namespaces.
+    #[command(subcommand)]
+    Namespace(cli::NamespaceCmd),
+    /// Configurations (needs --namespace).
+    #[command(subcommand)]
+    Configuration(cli::ConfigurationCmd),
+    /// Secrets (needs --namespace).
+    #[command(subcommand)]
+    Secret(cli::SecretCmd),
+    /// ServiceAccounts (needs --namespace).
+    #[command(subcommand)]
+    ServiceAccount(cli::ServiceAccountCmd),
+    /// Agents, deployments and revisions (needs --namespace).
+    #[command(subcommand)]
+    Agent(cli::AgentCmd),
+    /// Namespace IAM: Roles and AccessBindings (needs --namespace).
+    #[command(subcommand)]
+    Iam(cli::IamCmd),
 }
 
 fn init_logging() {
@@ -31,18 +62,42 @@ fn init_logging() {
         .init();
 }
 
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    let client = || cli::Client::new(&cli.client);
+    match cli.command {
+        Command::Migrate(args) => migrate::run(args).await,
+        Command::Bootstrap(args) => bootstrap::run(args).await,
+        Command::Serve => serve::run().await,
+        Command::Installation(cmd) => cli::installation(&client()?, cmd).await,
+        Command::Namespace(cmd) => cli::namespace(&client()?, cmd).await,
+        Command::Configuration(cmd) => cli::configuration(&client()?, cmd).await,
+        Command::Secret(cmd) => cli::secret(&client()?, cmd).await,
+        Command::ServiceAccount(cmd) => cli::service_account(&client()?, cmd).await,
+        Command::Agent(cmd) => cli::agent(&client()?, cmd).await,
+        Command::Iam(cmd) => cli::iam(&client()?, cmd).await,
+    }
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
+    // One TLS provider for every client in the process (rustls with ring).
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let cli = Cli::parse();
-    init_logging();
-    let result = match cli.command {
-        Command::Migrate(args) => migrate::run(args).await,
-    };
-    match result {
+    let server_side = matches!(
+        cli.command,
+        Command::Migrate(_) | Command::Bootstrap(_) | Command::Serve
+    );
+    if server_side {
+        init_logging();
+    }
+    match run(cli).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            // One line, no backtrace: the message names what to fix.
-            tracing::error!("{err:#}");
+            if server_side {
+                tracing::error!("{err:#}");
+            } else {
+                eprintln!("error: {err:#}");
+            }
             ExitCode::FAILURE
         }
     }

@@ -16,7 +16,11 @@ use crate::views::{AgentView, DeploymentView, RevisionView};
     params(("namespaceId" = String, Path)),
     responses((status = 200, body = Data<Vec<AgentView>>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)))]
-pub async fn list_agents(State(s): State<AppState>, p: Params, ctx: Ctx) -> Result<impl IntoResponse, ApiError> {
+pub async fn list_agents(
+    State(s): State<AppState>,
+    p: Params,
+    ctx: Ctx,
+) -> Result<impl IntoResponse, ApiError> {
     let list = s.controller.agent_list(&ctx.req, p.ns()?).await?;
     Ok(ok(list.iter().map(AgentView::from).collect::<Vec<_>>()))
 }
@@ -43,8 +47,15 @@ pub async fn create_agent(
     params(("namespaceId" = String, Path), ("agentId" = String, Path)),
     responses((status = 200, body = Data<AgentView>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)))]
-pub async fn get_agent(State(s): State<AppState>, p: Params, ctx: Ctx) -> Result<impl IntoResponse, ApiError> {
-    let agent = s.controller.agent_get(&ctx.req, p.ns()?, p.agent()?).await?;
+pub async fn get_agent(
+    State(s): State<AppState>,
+    p: Params,
+    ctx: Ctx,
+) -> Result<impl IntoResponse, ApiError> {
+    let agent = s
+        .controller
+        .agent_get(&ctx.req, p.ns()?, p.agent()?)
+        .await?;
     Ok(ok(AgentView::from(&agent)))
 }
 
@@ -61,7 +72,10 @@ pub async fn update_agent(
 ) -> Result<impl IntoResponse, ApiError> {
     let ns = p.ns()?;
     let update = inputs::agent_update(&body, ns)?;
-    let agent = s.controller.agent_update(&ctx.req, ns, p.agent()?, update).await?;
+    let agent = s
+        .controller
+        .agent_update(&ctx.req, ns, p.agent()?, update)
+        .await?;
     Ok(ok(AgentView::from(&agent)))
 }
 
@@ -70,8 +84,16 @@ pub async fn update_agent(
     params(("namespaceId" = String, Path), ("agentId" = String, Path)),
     responses((status = 202, body = Data<AgentView>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 503, body = ErrorBody)))]
-pub async fn delete_agent(State(s): State<AppState>, p: Params, ctx: Ctx, _: NoBody) -> Result<impl IntoResponse, ApiError> {
-    let agent = s.controller.agent_delete(&ctx.req, p.ns()?, p.agent()?).await?;
+pub async fn delete_agent(
+    State(s): State<AppState>,
+    p: Params,
+    ctx: Ctx,
+    _: NoBody,
+) -> Result<impl IntoResponse, ApiError> {
+    let agent = s
+        .controller
+        .agent_delete(&ctx.req, p.ns()?, p.agent()?)
+        .await?;
     Ok(accepted(AgentView::from(&agent)))
 }
 
@@ -80,8 +102,16 @@ pub async fn delete_agent(State(s): State<AppState>, p: Params, ctx: Ctx, _: NoB
     params(("namespaceId" = String, Path), ("agentId" = String, Path)),
     responses((status = 202, body = Data<RevisionView>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 503, body = ErrorBody)))]
-pub async fn deploy_agent(State(s): State<AppState>, p: Params, ctx: Ctx, _: NoBody) -> Result<impl IntoResponse, ApiError> {
-    let rev = s.controller.agent_deploy(&ctx.req, p.ns()?, p.agent()?).await?;
+pub async fn deploy_agent(
+    State(s): State<AppState>,
+    p: Params,
+    ctx: Ctx,
+    _: NoBody,
+) -> Result<impl IntoResponse, ApiError> {
+    let rev = s
+        .controller
+        .agent_deploy(&ctx.req, p.ns()?, p.agent()?)
+        .await?;
     Ok(accepted(RevisionView::from(&rev)))
 }
 
@@ -90,8 +120,16 @@ pub async fn deploy_agent(State(s): State<AppState>, p: Params, ctx: Ctx, _: NoB
     params(("namespaceId" = String, Path), ("agentId" = String, Path)),
     responses((status = 202, body = Data<AgentView>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 503, body = ErrorBody)))]
-pub async fn stop_agent(State(s): State<AppState>, p: Params, ctx: Ctx, _: NoBody) -> Result<impl IntoResponse, ApiError> {
-    let agent = s.controller.agent_stop(&ctx.req, p.ns()?, p.agent()?).await?;
+pub async fn stop_agent(
+    State(s): State<AppState>,
+    p: Params,
+    ctx: Ctx,
+    _: NoBody,
+) -> Result<impl IntoResponse, ApiError> {
+    let agent = s
+        .controller
+        .agent_stop(&ctx.req, p.ns()?, p.agent()?)
+        .await?;
     Ok(accepted(AgentView::from(&agent)))
 }
 
@@ -100,8 +138,15 @@ pub async fn stop_agent(State(s): State<AppState>, p: Params, ctx: Ctx, _: NoBod
     params(("namespaceId" = String, Path), ("agentId" = String, Path)),
     responses((status = 200, body = Data<Vec<RevisionView>>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)))]
-pub async fn list_agent_revisions(State(s): State<AppState>, p: Params, ctx: Ctx) -> Result<impl IntoResponse, ApiError> {
-    let list = s.controller.revision_list(&ctx.req, p.ns()?, p.agent()?).await?;
+pub async fn list_agent_revisions(
+    State(s): State<AppState>,
+    p: Params,
+    ctx: Ctx,
+) -> Result<impl IntoResponse, ApiError> {
+    let list = s
+        .controller
+        .revision_list(&ctx.req, p.ns()?, p.agent()?)
+        .await?;
     Ok(ok(list.iter().map(RevisionView::from).collect::<Vec<_>>()))
 }
 
@@ -110,8 +155,15 @@ pub async fn list_agent_revisions(State(s): State<AppState>, p: Params, ctx: Ctx
     params(("namespaceId" = String, Path), ("agentId" = String, Path), ("revisionId" = String, Path)),
     responses((status = 200, body = Data<RevisionView>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)))]
-pub async fn get_agent_revision(State(s): State<AppState>, p: Params, ctx: Ctx) -> Result<impl IntoResponse, ApiError> {
-    let rev = s.controller.revision_get(&ctx.req, p.ns()?, p.agent()?, p.revision()?).await?;
+pub async fn get_agent_revision(
+    State(s): State<AppState>,
+    p: Params,
+    ctx: Ctx,
+) -> Result<impl IntoResponse, ApiError> {
+    let rev = s
+        .controller
+        .revision_get(&ctx.req, p.ns()?, p.agent()?, p.revision()?)
+        .await?;
     Ok(ok(RevisionView::from(&rev)))
 }
 
@@ -120,7 +172,14 @@ pub async fn get_agent_revision(State(s): State<AppState>, p: Params, ctx: Ctx) 
     params(("namespaceId" = String, Path), ("agentId" = String, Path), ("deploymentId" = String, Path)),
     responses((status = 200, body = Data<DeploymentView>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)))]
-pub async fn get_agent_deployment(State(s): State<AppState>, p: Params, ctx: Ctx) -> Result<impl IntoResponse, ApiError> {
-    let status = s.controller.deployment_get(&ctx.req, p.ns()?, p.agent()?, p.revision()?).await?;
+pub async fn get_agent_deployment(
+    State(s): State<AppState>,
+    p: Params,
+    ctx: Ctx,
+) -> Result<impl IntoResponse, ApiError> {
+    let status = s
+        .controller
+        .deployment_get(&ctx.req, p.ns()?, p.agent()?, p.revision()?)
+        .await?;
     Ok(ok(DeploymentView::from(&status)))
 }

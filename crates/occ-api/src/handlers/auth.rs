@@ -32,18 +32,34 @@ pub async fn sign_in(
 ) -> Result<Response, ApiError> {
     // A missing Origin is accepted (the CLI); a different one or a cross-site fetch is not.
     let origin = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok());
-    let cross_site = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok()) == Some("cross-site");
+    let cross_site =
+        headers.get("sec-fetch-site").and_then(|v| v.to_str().ok()) == Some("cross-site");
     if origin.is_some_and(|o| o != s.settings.public_origin) || cross_site {
-        return Err(Error::new(ErrorCode::Forbidden, "A trusted browser Origin is required for this request").into());
+        return Err(Error::new(
+            ErrorCode::Forbidden,
+            "A trusted browser Origin is required for this request",
+        )
+        .into());
     }
     let (email, password) = inputs::sign_in(&body)?;
     let signed = s.controller.sign_in(&email, &password).await?;
-    let max_age = (signed.session.expires_at.unix_millis() - signed.session.created_at.unix_millis()) / 1000;
-    let mut response = ok(json!({"authenticated": true, "sessionKey": s.controller.session_key(&signed.session)})).into_response();
-    let secure = if s.settings.secure_cookies { "; Secure" } else { "" };
+    let max_age =
+        (signed.session.expires_at.unix_millis() - signed.session.created_at.unix_millis()) / 1000;
+    let mut response =
+        ok(json!({"authenticated": true, "sessionKey": s.controller.session_key(&signed.session)}))
+            .into_response();
+    let secure = if s.settings.secure_cookies {
+        "; Secure"
+    } else {
+        ""
+    };
     set_cookie(
         &mut response,
-        &format!("{}={}; Path=/; HttpOnly; SameSite=Lax; Max-Age={max_age}{secure}", s.settings.cookie_name(), signed.token),
+        &format!(
+            "{}={}; Path=/; HttpOnly; SameSite=Lax; Max-Age={max_age}{secure}",
+            s.settings.cookie_name(),
+            signed.token
+        ),
     );
     Ok(response)
 }
@@ -51,34 +67,54 @@ pub async fn sign_in(
 /// End the current session (cookie callers, exact Origin).
 #[utoipa::path(post, path = "/api/auth/sign-out", operation_id = "signOut", tag = "Authentication",
     responses((status = 200, description = "Signed out"), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
-pub async fn sign_out(State(s): State<AppState>, headers: HeaderMap, ctx: Ctx, _: NoBody) -> Result<Response, ApiError> {
+pub async fn sign_out(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    ctx: Ctx,
+    _: NoBody,
+) -> Result<Response, ApiError> {
     let Some(session) = ctx.auth.session.as_ref() else {
         return Err(Error::unauthenticated().into());
     };
     check_csrf(&headers, &s.settings.public_origin)?;
     s.controller.sign_out(&session.id).await?;
     let mut response = ok(json!({})).into_response();
-    let secure = if s.settings.secure_cookies { "; Secure" } else { "" };
-    set_cookie(&mut response, &format!("{}=; Path=/; HttpOnly; SameSite=Lax; Max-Age=0{secure}", s.settings.cookie_name()));
+    let secure = if s.settings.secure_cookies {
+        "; Secure"
+    } else {
+        ""
+    };
+    set_cookie(
+        &mut response,
+        &format!(
+            "{}=; Path=/; HttpOnly; SameSite=Lax; Max-Age=0{secure}",
+            s.settings.cookie_name()
+        ),
+    );
     Ok(response)
 }
 
 /// The current session, or `null` (never 401).
 #[utoipa::path(get, path = "/api/auth/session", operation_id = "getSession", tag = "Authentication", security(()),
     responses((status = 200, description = "The session or null"), (status = 503, body = ErrorBody)))]
-pub async fn get_session(State(s): State<AppState>, headers: HeaderMap) -> Result<Response, ApiError> {
+pub async fn get_session(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
     let cookies = cookie_values(&headers, s.settings.cookie_name());
     let found = match cookies.as_slice() {
         [token] => s.controller.authenticate_session(token).await?,
         _ => None,
     };
-    let data = found.and_then(|a| Some((a.session?, a.user?))).map(|(session, user)| {
-        json!({
-            "authenticated": true,
-            "sessionKey": s.controller.session_key(&session),
-            "user": {"id": user.id, "email": user.email, "name": user.name},
-        })
-    });
+    let data = found
+        .and_then(|a| Some((a.session?, a.user?)))
+        .map(|(session, user)| {
+            json!({
+                "authenticated": true,
+                "sessionKey": s.controller.session_key(&session),
+                "user": {"id": user.id, "email": user.email, "name": user.name},
+            })
+        });
     Ok(ok(data).into_response())
 }
 
@@ -115,7 +151,12 @@ pub async fn create_service_key(
     params(("keyId" = String, Path)),
     responses((status = 200, description = "Revoked"), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 503, body = ErrorBody)))]
-pub async fn revoke_service_key(State(s): State<AppState>, p: Params, ctx: Ctx, _: NoBody) -> Result<impl IntoResponse, ApiError> {
+pub async fn revoke_service_key(
+    State(s): State<AppState>,
+    p: Params,
+    ctx: Ctx,
+    _: NoBody,
+) -> Result<impl IntoResponse, ApiError> {
     let id = p.iam()?;
     s.controller.service_key_revoke(&ctx.req, id).await?;
     Ok(ok(json!({"id": id, "revoked": true})))

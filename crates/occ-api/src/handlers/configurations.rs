@@ -24,7 +24,10 @@ pub async fn create_configuration(
 ) -> Result<impl IntoResponse, ApiError> {
     let ns = p.ns()?;
     let input = inputs::configuration_create(&body, ns)?;
-    let cfg = s.controller.configuration_create(&ctx.req, ns, input).await?;
+    let cfg = s
+        .controller
+        .configuration_create(&ctx.req, ns, input)
+        .await?;
     Ok(created(ConfigurationView::from(&cfg)))
 }
 
@@ -33,8 +36,15 @@ pub async fn create_configuration(
     params(("namespaceId" = String, Path), ("configurationId" = String, Path)),
     responses((status = 200, body = Data<ConfigurationView>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)))]
-pub async fn get_configuration(State(s): State<AppState>, p: Params, ctx: Ctx) -> Result<impl IntoResponse, ApiError> {
-    let cfg = s.controller.configuration_get(&ctx.req, p.ns()?, p.configuration()?).await?;
+pub async fn get_configuration(
+    State(s): State<AppState>,
+    p: Params,
+    ctx: Ctx,
+) -> Result<impl IntoResponse, ApiError> {
+    let cfg = s
+        .controller
+        .configuration_get(&ctx.req, p.ns()?, p.configuration()?)
+        .await?;
     Ok(ok(ConfigurationView::from(&cfg)))
 }
 
@@ -51,7 +61,10 @@ pub async fn update_configuration(
 ) -> Result<impl IntoResponse, ApiError> {
     let ns = p.ns()?;
     let input = inputs::configuration_update(&body, ns)?;
-    let cfg = s.controller.configuration_update(&ctx.req, ns, p.configuration()?, input).await?;
+    let cfg = s
+        .controller
+        .configuration_update(&ctx.req, ns, p.configuration()?, input)
+        .await?;
     Ok(ok(ConfigurationView::from(&cfg)))
 }
 
@@ -60,7 +73,14 @@ pub async fn update_configuration(
     params(("namespaceId" = String, Path), ("configurationId" = String, Path)),
     responses((status = 204), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 503, body = ErrorBody)))]
-pub async fn delete_configuration(State(s): State<AppState>, p: Params, ctx: Ctx, _: NoBody) -> Result<impl IntoResponse, ApiError> {
-    s.controller.configuration_delete(&ctx.req, p.ns()?, p.configuration()?).await?;
+pub async fn delete_configuration(
+    State(s): State<AppState>,
+    p: Params,
+    ctx: Ctx,
+    _: NoBody,
+) -> Result<impl IntoResponse, ApiError> {
+    s.controller
+        .configuration_delete(&ctx.req, p.ns()?, p.configuration()?)
+        .await?;
     Ok(NoContent)
 }

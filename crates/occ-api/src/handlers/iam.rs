@@ -16,7 +16,11 @@ use crate::views::{BindingView, RoleView};
     params(("namespaceId" = String, Path)),
     responses((status = 200, body = Data<Vec<RoleView>>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)))]
-pub async fn list_roles(State(s): State<AppState>, p: Params, ctx: Ctx) -> Result<impl IntoResponse, ApiError> {
+pub async fn list_roles(
+    State(s): State<AppState>,
+    p: Params,
+    ctx: Ctx,
+) -> Result<impl IntoResponse, ApiError> {
     let list = s.controller.role_list(&ctx.req, p.ns()?).await?;
     Ok(ok(list.iter().map(RoleView::from).collect::<Vec<_>>()))
 }
@@ -42,7 +46,11 @@ pub async fn create_role(
     params(("namespaceId" = String, Path), ("roleId" = String, Path)),
     responses((status = 200, body = Data<RoleView>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)))]
-pub async fn get_role(State(s): State<AppState>, p: Params, ctx: Ctx) -> Result<impl IntoResponse, ApiError> {
+pub async fn get_role(
+    State(s): State<AppState>,
+    p: Params,
+    ctx: Ctx,
+) -> Result<impl IntoResponse, ApiError> {
     let role = s.controller.role_get(&ctx.req, p.ns()?, p.iam()?).await?;
     Ok(ok(RoleView::from(&role)))
 }
@@ -52,8 +60,15 @@ pub async fn get_role(State(s): State<AppState>, p: Params, ctx: Ctx) -> Result<
     params(("namespaceId" = String, Path), ("roleId" = String, Path)),
     responses((status = 204), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 503, body = ErrorBody)))]
-pub async fn delete_role(State(s): State<AppState>, p: Params, ctx: Ctx, _: NoBody) -> Result<impl IntoResponse, ApiError> {
-    s.controller.role_delete(&ctx.req, p.ns()?, p.iam()?).await?;
+pub async fn delete_role(
+    State(s): State<AppState>,
+    p: Params,
+    ctx: Ctx,
+    _: NoBody,
+) -> Result<impl IntoResponse, ApiError> {
+    s.controller
+        .role_delete(&ctx.req, p.ns()?, p.iam()?)
+        .await?;
     Ok(NoContent)
 }
 
@@ -62,7 +77,11 @@ pub async fn delete_role(State(s): State<AppState>, p: Params, ctx: Ctx, _: NoBo
     params(("namespaceId" = String, Path)),
     responses((status = 200, body = Data<Vec<BindingView>>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)))]
-pub async fn list_bindings(State(s): State<AppState>, p: Params, ctx: Ctx) -> Result<impl IntoResponse, ApiError> {
+pub async fn list_bindings(
+    State(s): State<AppState>,
+    p: Params,
+    ctx: Ctx,
+) -> Result<impl IntoResponse, ApiError> {
     let list = s.controller.binding_list(&ctx.req, p.ns()?).await?;
     Ok(ok(list.iter().map(BindingView::from).collect::<Vec<_>>()))
 }
@@ -79,7 +98,10 @@ pub async fn create_binding(
     JsonBody(body): JsonBody<DEFAULT_LIMIT>,
 ) -> Result<impl IntoResponse, ApiError> {
     let input = inputs::binding_create(&body)?;
-    let binding = s.controller.binding_create(&ctx.req, p.ns()?, input).await?;
+    let binding = s
+        .controller
+        .binding_create(&ctx.req, p.ns()?, input)
+        .await?;
     Ok(created(BindingView::from(&binding)))
 }
 
@@ -88,8 +110,15 @@ pub async fn create_binding(
     params(("namespaceId" = String, Path), ("bindingId" = String, Path)),
     responses((status = 200, body = Data<BindingView>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)))]
-pub async fn get_binding(State(s): State<AppState>, p: Params, ctx: Ctx) -> Result<impl IntoResponse, ApiError> {
-    let binding = s.controller.binding_get(&ctx.req, p.ns()?, p.iam()?).await?;
+pub async fn get_binding(
+    State(s): State<AppState>,
+    p: Params,
+    ctx: Ctx,
+) -> Result<impl IntoResponse, ApiError> {
+    let binding = s
+        .controller
+        .binding_get(&ctx.req, p.ns()?, p.iam()?)
+        .await?;
     Ok(ok(BindingView::from(&binding)))
 }
 
@@ -98,7 +127,14 @@ pub async fn get_binding(State(s): State<AppState>, p: Params, ctx: Ctx) -> Resu
     params(("namespaceId" = String, Path), ("bindingId" = String, Path)),
     responses((status = 204), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 503, body = ErrorBody)))]
-pub async fn delete_binding(State(s): State<AppState>, p: Params, ctx: Ctx, _: NoBody) -> Result<impl IntoResponse, ApiError> {
-    s.controller.binding_delete(&ctx.req, p.ns()?, p.iam()?).await?;
+pub async fn delete_binding(
+    State(s): State<AppState>,
+    p: Params,
+    ctx: Ctx,
+    _: NoBody,
+) -> Result<impl IntoResponse, ApiError> {
+    s.controller
+        .binding_delete(&ctx.req, p.ns()?, p.iam()?)
+        .await?;
     Ok(NoContent)
 }

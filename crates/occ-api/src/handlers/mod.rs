@@ -22,7 +22,13 @@ use crate::views::InstallationView;
 #[utoipa::path(get, path = "/installation", operation_id = "getInstallation", tag = "Installation",
     responses((status = 200, body = Data<InstallationView>), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)))]
-pub async fn get_installation(State(s): State<AppState>, ctx: Ctx) -> Result<impl IntoResponse, ApiError> {
+pub async fn get_installation(
+    State(s): State<AppState>,
+    ctx: Ctx,
+) -> Result<impl IntoResponse, ApiError> {
     let installation = s.controller.installation_get(&ctx.req).await?;
-    Ok(ok(InstallationView::new(&installation, &s.controller.execution_modes())))
+    Ok(ok(InstallationView::new(
+        &installation,
+        &s.controller.execution_modes(),
+    )))
 }

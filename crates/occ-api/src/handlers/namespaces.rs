@@ -14,7 +14,10 @@ use crate::views::NamespaceView;
 /// Namespaces the caller may read.
 #[utoipa::path(get, path = "/namespaces", operation_id = "listNamespaces", tag = "Namespaces",
     responses((status = 200, body = Data<Vec<NamespaceView>>), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)))]
-pub async fn list_namespaces(State(s): State<AppState>, ctx: Ctx) -> Result<impl IntoResponse, ApiError> {
+pub async fn list_namespaces(
+    State(s): State<AppState>,
+    ctx: Ctx,
+) -> Result<impl IntoResponse, ApiError> {
     let list = s.controller.namespace_list(&ctx.req).await?;
     Ok(ok(list.iter().map(NamespaceView::from).collect::<Vec<_>>()))
 }
@@ -29,7 +32,10 @@ pub async fn create_namespace(
     JsonBody(body): JsonBody<DEFAULT_LIMIT>,
 ) -> Result<impl IntoResponse, ApiError> {
     let (name, existing) = inputs::namespace_create(&body)?;
-    let ns = s.controller.namespace_create(&ctx.req, name, existing).await?;
+    let ns = s
+        .controller
+        .namespace_create(&ctx.req, name, existing)
+        .await?;
     Ok(created(NamespaceView::from(&ns)))
 }
 
@@ -38,7 +44,11 @@ pub async fn create_namespace(
     params(("namespaceId" = String, Path)),
     responses((status = 200, body = Data<NamespaceView>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)))]
-pub async fn get_namespace(State(s): State<AppState>, p: Params, ctx: Ctx) -> Result<impl IntoResponse, ApiError> {
+pub async fn get_namespace(
+    State(s): State<AppState>,
+    p: Params,
+    ctx: Ctx,
+) -> Result<impl IntoResponse, ApiError> {
     let ns = s.controller.namespace_get(&ctx.req, p.ns()?).await?;
     Ok(ok(NamespaceView::from(&ns)))
 }
@@ -48,7 +58,12 @@ pub async fn get_namespace(State(s): State<AppState>, p: Params, ctx: Ctx) -> Re
     params(("namespaceId" = String, Path)),
     responses((status = 202, body = Data<NamespaceView>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 503, body = ErrorBody)))]
-pub async fn delete_namespace(State(s): State<AppState>, p: Params, ctx: Ctx, _: NoBody) -> Result<impl IntoResponse, ApiError> {
+pub async fn delete_namespace(
+    State(s): State<AppState>,
+    p: Params,
+    ctx: Ctx,
+    _: NoBody,
+) -> Result<impl IntoResponse, ApiError> {
     let ns = s.controller.namespace_delete(&ctx.req, p.ns()?).await?;
     Ok(accepted(NamespaceView::from(&ns)))
 }

@@ -16,7 +16,11 @@ use crate::views::SecretView;
     params(("namespaceId" = String, Path)),
     responses((status = 200, body = Data<Vec<SecretView>>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)))]
-pub async fn list_secrets(State(s): State<AppState>, p: Params, ctx: Ctx) -> Result<impl IntoResponse, ApiError> {
+pub async fn list_secrets(
+    State(s): State<AppState>,
+    p: Params,
+    ctx: Ctx,
+) -> Result<impl IntoResponse, ApiError> {
     let list = s.controller.secret_list(&ctx.req, p.ns()?).await?;
     Ok(ok(list.iter().map(SecretView::from).collect::<Vec<_>>()))
 }
@@ -33,7 +37,10 @@ pub async fn create_secret(
     JsonBody(body): JsonBody<DEFAULT_LIMIT>,
 ) -> Result<impl IntoResponse, ApiError> {
     let (name, value) = inputs::secret_create(&body)?;
-    let secret = s.controller.secret_create(&ctx.req, p.ns()?, name, value).await?;
+    let secret = s
+        .controller
+        .secret_create(&ctx.req, p.ns()?, name, value)
+        .await?;
     Ok(created(SecretView::from(&secret)))
 }
 
@@ -42,8 +49,15 @@ pub async fn create_secret(
     params(("namespaceId" = String, Path), ("secretId" = String, Path)),
     responses((status = 200, body = Data<SecretView>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)))]
-pub async fn get_secret(State(s): State<AppState>, p: Params, ctx: Ctx) -> Result<impl IntoResponse, ApiError> {
-    let secret = s.controller.secret_get(&ctx.req, p.ns()?, p.secret()?).await?;
+pub async fn get_secret(
+    State(s): State<AppState>,
+    p: Params,
+    ctx: Ctx,
+) -> Result<impl IntoResponse, ApiError> {
+    let secret = s
+        .controller
+        .secret_get(&ctx.req, p.ns()?, p.secret()?)
+        .await?;
     Ok(ok(SecretView::from(&secret)))
 }
 
@@ -59,7 +73,10 @@ pub async fn update_secret(
     JsonBody(body): JsonBody<DEFAULT_LIMIT>,
 ) -> Result<impl IntoResponse, ApiError> {
     let value = inputs::secret_update(&body)?;
-    let secret = s.controller.secret_update(&ctx.req, p.ns()?, p.secret()?, value).await?;
+    let secret = s
+        .controller
+        .secret_update(&ctx.req, p.ns()?, p.secret()?, value)
+        .await?;
     Ok(ok(SecretView::from(&secret)))
 }
 
@@ -68,7 +85,14 @@ pub async fn update_secret(
     params(("namespaceId" = String, Path), ("secretId" = String, Path)),
     responses((status = 204), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 503, body = ErrorBody)))]
-pub async fn delete_secret(State(s): State<AppState>, p: Params, ctx: Ctx, _: NoBody) -> Result<impl IntoResponse, ApiError> {
-    s.controller.secret_delete(&ctx.req, p.ns()?, p.secret()?).await?;
+pub async fn delete_secret(
+    State(s): State<AppState>,
+    p: Params,
+    ctx: Ctx,
+    _: NoBody,
+) -> Result<impl IntoResponse, ApiError> {
+    s.controller
+        .secret_delete(&ctx.req, p.ns()?, p.secret()?)
+        .await?;
     Ok(NoContent)
 }

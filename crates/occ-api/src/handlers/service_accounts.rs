@@ -16,9 +16,16 @@ use crate::views::ServiceAccountView;
     params(("namespaceId" = String, Path)),
     responses((status = 200, body = Data<Vec<ServiceAccountView>>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)))]
-pub async fn list_service_accounts(State(s): State<AppState>, p: Params, ctx: Ctx) -> Result<impl IntoResponse, ApiError> {
+pub async fn list_service_accounts(
+    State(s): State<AppState>,
+    p: Params,
+    ctx: Ctx,
+) -> Result<impl IntoResponse, ApiError> {
     let list = s.controller.service_account_list(&ctx.req, p.ns()?).await?;
-    Ok(ok(list.iter().map(ServiceAccountView::from).collect::<Vec<_>>()))
+    Ok(ok(list
+        .iter()
+        .map(ServiceAccountView::from)
+        .collect::<Vec<_>>()))
 }
 
 /// Create a ServiceAccount.
@@ -33,7 +40,10 @@ pub async fn create_service_account(
     JsonBody(body): JsonBody<DEFAULT_LIMIT>,
 ) -> Result<impl IntoResponse, ApiError> {
     let name = inputs::service_account_create(&body)?;
-    let sa = s.controller.service_account_create(&ctx.req, p.ns()?, name).await?;
+    let sa = s
+        .controller
+        .service_account_create(&ctx.req, p.ns()?, name)
+        .await?;
     Ok(created(ServiceAccountView::from(&sa)))
 }
 
@@ -42,8 +52,15 @@ pub async fn create_service_account(
     params(("namespaceId" = String, Path), ("serviceAccountId" = String, Path)),
     responses((status = 200, body = Data<ServiceAccountView>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)))]
-pub async fn get_service_account(State(s): State<AppState>, p: Params, ctx: Ctx) -> Result<impl IntoResponse, ApiError> {
-    let sa = s.controller.service_account_get(&ctx.req, p.ns()?, p.service_account()?).await?;
+pub async fn get_service_account(
+    State(s): State<AppState>,
+    p: Params,
+    ctx: Ctx,
+) -> Result<impl IntoResponse, ApiError> {
+    let sa = s
+        .controller
+        .service_account_get(&ctx.req, p.ns()?, p.service_account()?)
+        .await?;
     Ok(ok(ServiceAccountView::from(&sa)))
 }
 
@@ -52,7 +69,14 @@ pub async fn get_service_account(State(s): State<AppState>, p: Params, ctx: Ctx)
     params(("namespaceId" = String, Path), ("serviceAccountId" = String, Path)),
     responses((status = 204), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 503, body = ErrorBody)))]
-pub async fn delete_service_account(State(s): State<AppState>, p: Params, ctx: Ctx, _: NoBody) -> Result<impl IntoResponse, ApiError> {
-    s.controller.service_account_delete(&ctx.req, p.ns()?, p.service_account()?).await?;
+pub async fn delete_service_account(
+    State(s): State<AppState>,
+    p: Params,
+    ctx: Ctx,
+    _: NoBody,
+) -> Result<impl IntoResponse, ApiError> {
+    s.controller
+        .service_account_delete(&ctx.req, p.ns()?, p.service_account()?)
+        .await?;
     Ok(NoContent)
 }

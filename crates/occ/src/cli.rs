@@ -1,0 +1,668 @@
+//! The CLI client: resource commands that speak the HTTP API with a service key.
+//!
+//! Output is a table by default (`-` for unset values), or the resource without its envelope
+//! as JSON or YAML. Errors go to stderr with the HTTP status, API code, message and request id,
+//! and exit non-zero.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, anyhow, bail};
+use clap::{Args, Subcommand, ValueEnum};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+/// Options every client command takes.
+#[derive(Debug, Args)]
+pub struct ClientOptions {
+    /// The API origin, e.g. http://127.0.0.1:3000.
+    #[arg(
+        long,
+        global = true,
+        env = "OCC_URL",
+        default_value = "http://127.0.0.1:3000"
+    )]
+    url: String,
+    /// The service key file (the JSON written by bootstrap).
+    #[arg(long, global = true, env = "OCC_SERVICE_KEY_FILE", value_name = "PATH")]
+    service_key_file: Option<PathBuf>,
+    /// The Namespace id (for namespaced resources).
+    #[arg(long, global = true, env = "OCC_NAMESPACE")]
+    namespace: Option<String>,
+    /// Output format.
+    #[arg(short = 'o', long, global = true, value_enum, default_value = "table")]
+    output: Output,
+    /// Per-request timeout.
+    #[arg(long, global = true, env = "OCC_TIMEOUT_SECONDS", default_value_t = 30)]
+    timeout_seconds: u64,
+}
+
+/// Output formats.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Output {
+    /// Human-readable.
+    Table,
+    /// The resource as JSON.
+    Json,
+    /// The resource as YAML.
+    Yaml,
+}
+
+/// `occ installation …`
+#[derive(Debug, Subcommand)]
+pub enum InstallationCmd {
+    /// Show the Installation.
+    Get,
+}
+
+/// `occ namespace …`
+#[derive(Debug, Subcommand)]
+pub enum NamespaceCmd {
+    /// List Namespaces.
+    List,
+    /// Show one Namespace.
+    Get { id: String },
+    /// Create a Namespace.
+    Create {
+        name: String,
+        /// Bind an existing Kubernetes namespace.
+        #[arg(long)]
+        existing_namespace: Option<String>,
+    },
+    /// Delete an empty Namespace.
+    Delete { id: String },
+}
+
+/// `occ configuration …`
+#[derive(Debug, Subcommand)]
+pub enum ConfigurationCmd {
+    /// Create from a JSON file `{kind:"agent", values, secretBindings?}`.
+    Create {
+        #[arg(long)]
+        file: PathBuf,
+    },
+    /// Replace from a JSON file `{values, secretBindings?}`.
+    Update {
+        id: String,
+        #[arg(long)]
+        file: PathBuf,
+    },
+    /// Show one Configuration with its document.
+    Get { id: String },
+    /// Delete a Configuration no Agent references.
+    Delete { id: String },
+}
+
+/// `occ secret …`
+#[derive(Debug, Subcommand)]
+pub enum SecretCmd {
+    /// List Secrets (metadata only).
+    List,
+    /// Create from a JSON file `{name, value}`.
+    Create {
+        #[arg(long)]
+        file: PathBuf,
+    },
+    /// Replace the value from a JSON file `{value}`.
+    Update {
+        id: String,
+        #[arg(long)]
+        file: PathBuf,
+    },
+    /// Show one Secret's metadata.
+    Get { id: String },
+    /// Delete a Secret.
+    Delete { id: String },
+}
+
+/// `occ service-account …`
+#[derive(Debug, Subcommand)]
+pub enum ServiceAccountCmd {
+    /// List ServiceAccounts.
+    List,
+    /// Create a ServiceAccount.
+    Create { name: String },
+    /// Show one ServiceAccount.
+    Get { id: String },
+    /// Delete a ServiceAccount.
+    Delete { id: String },
+}
+
+/// `occ agent …`
+#[derive(Debug, Subcommand)]
+pub enum AgentCmd {
+    /// List Agents.
+    List,
+    /// Show one Agent.
+    Get { id: String },
+    /// Create from a JSON file.
+    Create {
+        #[arg(long)]
+        file: PathBuf,
+    },
+    /// Update the draft from a JSON file.
+    Update {
+        id: String,
+        #[arg(long)]
+        file: PathBuf,
+    },
+    /// Admit a new revision and deploy it.
+    Deploy {
+        id: String,
+        /// Follow the deployment until it succeeds or fails.
+        #[arg(long)]
+        wait: bool,
+        /// How long to wait, in seconds.
+        #[arg(long, default_value_t = 900)]
+        wait_timeout_seconds: u64,
+    },
+    /// Show a deployment's status.
+    DeploymentStatus { id: String, deployment_id: String },
+    /// List the Agent's revisions.
+    Revisions { id: String },
+    /// Stop the Agent.
+    Stop { id: String },
+    /// Delete the Agent.
+    Delete { id: String },
+}
+
+/// `occ iam …`
+#[derive(Debug, Subcommand)]
+pub enum IamCmd {
+    /// Roles.
+    #[command(subcommand)]
+    Role(IamResourceCmd),
+    /// AccessBindings.
+    #[command(subcommand)]
+    AccessBinding(IamResourceCmd),
+}
+
+/// `occ iam role|access-binding …`
+#[derive(Debug, Subcommand)]
+pub enum IamResourceCmd {
+    /// List.
+    List,
+    /// Show one.
+    Get { id: String },
+    /// Create from a JSON file.
+    Create {
+        #[arg(long)]
+        file: PathBuf,
+    },
+    /// Delete one.
+    Delete { id: String },
+}
+
+/// The API client.
+pub struct Client {
+    http: reqwest::Client,
+    base: String,
+    key: Option<String>,
+    namespace: Option<String>,
+    output: Output,
+}
+
+/// An API error, printed as the CLI's failure.
+#[derive(Debug)]
+pub struct ApiFailure {
+    status: u16,
+    code: String,
+    message: String,
+    request_id: String,
+}
+
+impl std::fmt::Display for ApiFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "HTTP {} {}: {} (request {})",
+            self.status, self.code, self.message, self.request_id
+        )
+    }
+}
+
+impl std::error::Error for ApiFailure {}
+
+fn read_key(path: &PathBuf) -> anyhow::Result<String> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("--service-key-file {}", path.display()))?;
+    let doc: Value =
+        serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
+    let key = doc["data"]["key"]
+        .as_str()
+        .ok_or_else(|| anyhow!("{} has no data.key", path.display()))?;
+    if key.is_empty() || key.contains(['\n', '\r']) {
+        bail!("{} has an invalid data.key", path.display());
+    }
+    Ok(key.to_owned())
+}
+
+impl Client {
+    /// A client from the global options.
+    pub fn new(opts: &ClientOptions) -> anyhow::Result<Self> {
+        let (base, _) =
+            crate::settings::origin_of(&opts.url).map_err(|e| anyhow!("--url/OCC_URL {e}"))?;
+        let key = opts.service_key_file.as_ref().map(read_key).transpose()?;
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(opts.timeout_seconds))
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .context("HTTP client")?;
+        Ok(Self {
+            http,
+            base,
+            key,
+            namespace: opts.namespace.clone(),
+            output: opts.output,
+        })
+    }
+
+    fn ns(&self) -> anyhow::Result<&str> {
+        self.namespace
+            .as_deref()
+            .ok_or_else(|| anyhow!("--namespace / OCC_NAMESPACE is required for this command"))
+    }
+
+    /// Sends a request; returns `data` of the envelope (`Null` for 204).
+    pub async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> anyhow::Result<Value> {
+        let mut req = self.http.request(method, format!("{}{path}", self.base));
+        if let Some(key) = &self.key {
+            req = req.header("x-api-key", key);
+        }
+        if let Some(body) = body {
+            req = req.json(&body);
+        }
+        let resp = req
+            .send()
+            .await
+            .with_context(|| format!("cannot reach {}", self.base))?;
+        let status = resp.status();
+        let request_id = resp
+            .headers()
+            .get("x-request-id")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("-")
+            .to_owned();
+        let bytes = resp.bytes().await.context("reading the response")?;
+        if status.as_u16() == 204 {
+            return Ok(Value::Null);
+        }
+        let doc: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        if !status.is_success() {
+            return Err(ApiFailure {
+                status: status.as_u16(),
+                code: doc["error"]["code"]
+                    .as_str()
+                    .unwrap_or("UNKNOWN")
+                    .to_owned(),
+                message: doc["error"]["message"]
+                    .as_str()
+                    .unwrap_or("(no message)")
+                    .to_owned(),
+                request_id,
+            }
+            .into());
+        }
+        Ok(doc.get("data").cloned().unwrap_or(Value::Null))
+    }
+
+    fn print(&self, value: &Value, columns: &[&str]) -> anyhow::Result<()> {
+        let text = match self.output {
+            Output::Json => serde_json::to_string_pretty(value)?,
+            Output::Yaml => serde_yaml_ng::to_string(value)?,
+            Output::Table => table(value, columns),
+        };
+        println!("{}", text.trim_end());
+        Ok(())
+    }
+}
+
+fn cell(v: &Value) -> String {
+    match v {
+        Value::Null => "-".into(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Renders a list as columns, a single resource as `key: value` lines.
+fn table(value: &Value, columns: &[&str]) -> String {
+    match value {
+        Value::Array(items) if items.is_empty() => "No resources found.".into(),
+        Value::Array(items) => {
+            let rows: Vec<Vec<String>> = items
+                .iter()
+                .map(|i| {
+                    columns
+                        .iter()
+                        .map(|c| cell(i.get(*c).unwrap_or(&Value::Null)))
+                        .collect()
+                })
+                .collect();
+            let widths: Vec<usize> = columns
+                .iter()
+                .enumerate()
+                .map(|(i, c)| {
+                    rows.iter()
+                        .map(|r| r[i].chars().count())
+                        .chain([c.len()])
+                        .max()
+                        .unwrap_or(0)
+                })
+                .collect();
+            let mut out = String::new();
+            let line = |cells: Vec<String>| {
+                let padded: Vec<_> = cells
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| format!("{c:<w$}", w = widths[i]))
+                    .collect();
+                padded.join("  ").trim_end().to_owned()
+            };
+            out.push_str(&line(columns.iter().map(|c| c.to_uppercase()).collect()));
+            for r in rows {
+                out.push('\n');
+                out.push_str(&line(r));
+            }
+            out
+        }
+        Value::Object(map) => map
+            .iter()
+            .map(|(k, v)| match v {
+                Value::Object(_) | Value::Array(_) => {
+                    format!("{k}: {}", serde_json::to_string(v).unwrap_or_default())
+                }
+                other => format!("{k}: {}", cell(other)),
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+        other => cell(other),
+    }
+}
+
+fn read_json(path: &PathBuf) -> anyhow::Result<Value> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("--file {}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("--file {} is not JSON", path.display()))
+}
+
+const NS_COLUMNS: &[&str] = &["id", "name", "status", "createdAt"];
+const AGENT_COLUMNS: &[&str] = &[
+    "id",
+    "name",
+    "desiredRuntimeState",
+    "status",
+    "activeRevisionId",
+    "configurationId",
+];
+const REVISION_COLUMNS: &[&str] = &["id", "revision", "configurationGeneration", "createdAt"];
+
+/// `occ installation …`
+pub async fn installation(c: &Client, cmd: InstallationCmd) -> anyhow::Result<()> {
+    match cmd {
+        InstallationCmd::Get => c.print(&c.call(Method::GET, "/installation", None).await?, &[]),
+    }
+}
+
+/// `occ namespace …`
+pub async fn namespace(c: &Client, cmd: NamespaceCmd) -> anyhow::Result<()> {
+    let v = match cmd {
+        NamespaceCmd::List => c.call(Method::GET, "/namespaces", None).await?,
+        NamespaceCmd::Get { id } => {
+            c.call(Method::GET, &format!("/namespaces/{id}"), None)
+                .await?
+        }
+        NamespaceCmd::Create {
+            name,
+            existing_namespace,
+        } => {
+            let mut body = json!({"name": name});
+            if let Some(e) = existing_namespace {
+                body["existingNamespace"] = json!(e);
+            }
+            c.call(Method::POST, "/namespaces", Some(body)).await?
+        }
+        NamespaceCmd::Delete { id } => {
+            c.call(Method::DELETE, &format!("/namespaces/{id}"), None)
+                .await?
+        }
+    };
+    c.print(&v, NS_COLUMNS)
+}
+
+/// `occ configuration …`
+pub async fn configuration(c: &Client, cmd: ConfigurationCmd) -> anyhow::Result<()> {
+    let base = format!("/namespaces/{}/configurations", c.ns()?);
+    let v = match cmd {
+        ConfigurationCmd::Create { file } => {
+            c.call(Method::POST, &base, Some(read_json(&file)?)).await?
+        }
+        ConfigurationCmd::Update { id, file } => {
+            c.call(
+                Method::PATCH,
+                &format!("{base}/{id}"),
+                Some(read_json(&file)?),
+            )
+            .await?
+        }
+        ConfigurationCmd::Get { id } => c.call(Method::GET, &format!("{base}/{id}"), None).await?,
+        ConfigurationCmd::Delete { id } => {
+            c.call(Method::DELETE, &format!("{base}/{id}"), None)
+                .await?;
+            println!("Configuration {id} deleted.");
+            return Ok(());
+        }
+    };
+    c.print(&v, &[])
+}
+
+/// `occ secret …`
+pub async fn secret(c: &Client, cmd: SecretCmd) -> anyhow::Result<()> {
+    let base = format!("/namespaces/{}/secrets", c.ns()?);
+    let v = match cmd {
+        SecretCmd::List => c.call(Method::GET, &base, None).await?,
+        SecretCmd::Create { file } => c.call(Method::POST, &base, Some(read_json(&file)?)).await?,
+        SecretCmd::Update { id, file } => {
+            c.call(
+                Method::PATCH,
+                &format!("{base}/{id}"),
+                Some(read_json(&file)?),
+            )
+            .await?
+        }
+        SecretCmd::Get { id } => c.call(Method::GET, &format!("{base}/{id}"), None).await?,
+        SecretCmd::Delete { id } => {
+            c.call(Method::DELETE, &format!("{base}/{id}"), None)
+                .await?;
+            println!("Secret {id} deleted.");
+            return Ok(());
+        }
+    };
+    c.print(&v, &["id", "name"])
+}
+
+/// `occ service-account …`
+pub async fn service_account(c: &Client, cmd: ServiceAccountCmd) -> anyhow::Result<()> {
+    let base = format!("/namespaces/{}/service-accounts", c.ns()?);
+    let v = match cmd {
+        ServiceAccountCmd::List => c.call(Method::GET, &base, None).await?,
+        ServiceAccountCmd::Create { name } => {
+            c.call(Method::POST, &base, Some(json!({"name": name})))
+                .await?
+        }
+        ServiceAccountCmd::Get { id } => c.call(Method::GET, &format!("{base}/{id}"), None).await?,
+        ServiceAccountCmd::Delete { id } => {
+            c.call(Method::DELETE, &format!("{base}/{id}"), None)
+                .await?;
+            println!("ServiceAccount {id} deleted.");
+            return Ok(());
+        }
+    };
+    c.print(&v, &["id", "name"])
+}
+
+/// `occ agent …`
+pub async fn agent(c: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
+    let base = format!("/namespaces/{}/agents", c.ns()?);
+    match cmd {
+        AgentCmd::List => c.print(&c.call(Method::GET, &base, None).await?, AGENT_COLUMNS),
+        AgentCmd::Get { id } => c.print(
+            &c.call(Method::GET, &format!("{base}/{id}"), None).await?,
+            &[],
+        ),
+        AgentCmd::Create { file } => c.print(
+            &c.call(Method::POST, &base, Some(read_json(&file)?)).await?,
+            &[],
+        ),
+        AgentCmd::Update { id, file } => c.print(
+            &c.call(
+                Method::PATCH,
+                &format!("{base}/{id}"),
+                Some(read_json(&file)?),
+            )
+            .await?,
+            &[],
+        ),
+        AgentCmd::Revisions { id } => c.print(
+            &c.call(Method::GET, &format!("{base}/{id}/revisions"), None)
+                .await?,
+            REVISION_COLUMNS,
+        ),
+        AgentCmd::DeploymentStatus { id, deployment_id } => c.print(
+            &c.call(
+                Method::GET,
+                &format!("{base}/{id}/deployments/{deployment_id}"),
+                None,
+            )
+            .await?,
+            &[],
+        ),
+        AgentCmd::Stop { id } => c.print(
+            &c.call(Method::POST, &format!("{base}/{id}/stop"), None)
+                .await?,
+            &[],
+        ),
+        AgentCmd::Delete { id } => c.print(
+            &c.call(Method::DELETE, &format!("{base}/{id}"), None)
+                .await?,
+            &[],
+        ),
+        AgentCmd::Deploy {
+            id,
+            wait,
+            wait_timeout_seconds,
+        } => {
+            let rev = c
+                .call(Method::POST, &format!("{base}/{id}/deploy"), None)
+                .await?;
+            if !wait {
+                return c.print(&rev, &[]);
+            }
+            let rev_id = rev["id"]
+                .as_str()
+                .ok_or_else(|| anyhow!("the deploy response has no revision id"))?
+                .to_owned();
+            eprintln!(
+                "Deployment {rev_id} (revision {}) admitted.",
+                cell(&rev["revision"])
+            );
+            follow(
+                c,
+                &format!("{base}/{id}/deployments/{rev_id}"),
+                Duration::from_secs(wait_timeout_seconds),
+            )
+            .await
+        }
+    }
+}
+
+/// Polls a deployment until it ends, printing each change of state or progress.
+async fn follow(c: &Client, path: &str, limit: Duration) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let mut last = String::new();
+    loop {
+        let status = c.call(Method::GET, path, None).await?;
+        let state = status["status"].as_str().unwrap_or("unknown").to_owned();
+        let progress = status["progress"]["lastAttempt"]["code"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned();
+        let line = if progress.is_empty() {
+            state.clone()
+        } else {
+            format!("{state} ({progress})")
+        };
+        if line != last {
+            eprintln!("[{:>4}s] {line}", started.elapsed().as_secs());
+            last = line;
+        }
+        match state.as_str() {
+            "succeeded" => return c.print(&status, &[]),
+            "failed" => {
+                c.print(&status, &[])?;
+                bail!(
+                    "the deployment failed: {} {}",
+                    status["error"]["code"].as_str().unwrap_or("UNKNOWN"),
+                    status["error"]["message"].as_str().unwrap_or("")
+                );
+            }
+            _ => {}
+        }
+        if started.elapsed() > limit {
+            bail!(
+                "the deployment did not finish within {} seconds (it continues)",
+                limit.as_secs()
+            );
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// `occ iam …`
+pub async fn iam(c: &Client, cmd: IamCmd) -> anyhow::Result<()> {
+    let ns = c.ns()?;
+    let (base, cmd, columns): (String, IamResourceCmd, &[&str]) = match cmd {
+        IamCmd::Role(cmd) => (format!("/namespaces/{ns}/iam/roles"), cmd, &["id", "name"]),
+        IamCmd::AccessBinding(cmd) => (
+            format!("/namespaces/{ns}/iam/access-bindings"),
+            cmd,
+            &["id", "subjectId", "roleId", "resourceKind", "resourceId"],
+        ),
+    };
+    let v = match cmd {
+        IamResourceCmd::List => c.call(Method::GET, &base, None).await?,
+        IamResourceCmd::Get { id } => c.call(Method::GET, &format!("{base}/{id}"), None).await?,
+        IamResourceCmd::Create { file } => {
+            c.call(Method::POST, &base, Some(read_json(&file)?)).await?
+        }
+        IamResourceCmd::Delete { id } => {
+            c.call(Method::DELETE, &format!("{base}/{id}"), None)
+                .await?;
+            println!("{id} deleted.");
+            return Ok(());
+        }
+    };
+    c.print(&v, columns)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables() {
+        assert_eq!(table(&json!([]), &["id"]), "No resources found.");
+        let t = table(
+            &json!([{"id": "ns_1", "name": "default", "status": null}]),
+            &["id", "name", "status"],
+        );
+        assert!(t.starts_with("ID    NAME     STATUS"));
+        assert!(t.ends_with("ns_1  default  -"));
+        assert_eq!(table(&json!({"a": 1, "b": null}), &[]), "a: 1\nb: -");
+    }
+}
