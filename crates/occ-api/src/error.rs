@@ -37,10 +37,10 @@ impl IntoResponse for ApiError {
         }
         let body = json!({"error": error, "meta": {"requestId": current_request_id()}});
         let mut response = json_response(status, &body);
-        if let Some(secs) = err.retry_after_secs() {
-            if let Ok(v) = HeaderValue::from_str(&secs.to_string()) {
-                response.headers_mut().insert(header::RETRY_AFTER, v);
-            }
+        if let Some(secs) = err.retry_after_secs()
+            && let Ok(v) = HeaderValue::from_str(&secs.to_string())
+        {
+            response.headers_mut().insert(header::RETRY_AFTER, v);
         }
         response
     }

@@ -95,10 +95,10 @@ fn configuration_common(
 pub fn configuration_create(body: &Value, ns: &NamespaceId) -> Result<ConfigurationInput, Error> {
     let mut p = Problems::new();
     let mut f = Fields::new(body, "", &mut p);
-    if let Some(kind) = f.required_str("kind", &mut p) {
-        if kind != "agent" {
-            p.push("/kind", DetailCode::InvalidValue, "must be \"agent\"");
-        }
+    if let Some(kind) = f.required_str("kind", &mut p)
+        && kind != "agent"
+    {
+        p.push("/kind", DetailCode::InvalidValue, "must be \"agent\"");
     }
     let (values, bindings) = configuration_common(&mut f, ns, &mut p);
     f.finish(&mut p);
@@ -331,14 +331,14 @@ pub fn role_create(body: &Value) -> Result<RoleInput, Error> {
 pub fn binding_create(body: &Value) -> Result<BindingInput, Error> {
     let mut p = Problems::new();
     let mut f = Fields::new(body, "", &mut p);
-    if let Some(kind) = f.required_str("subjectKind", &mut p) {
-        if kind != "identity" {
-            p.push(
-                "/subjectKind",
-                DetailCode::InvalidValue,
-                "must be \"identity\"",
-            );
-        }
+    if let Some(kind) = f.required_str("subjectKind", &mut p)
+        && kind != "identity"
+    {
+        p.push(
+            "/subjectKind",
+            DetailCode::InvalidValue,
+            "must be \"identity\"",
+        );
     }
     let subject = f
         .required("subjectId", &mut p)

@@ -69,6 +69,13 @@ pub struct AgentUpdate {
     pub harness_auth: Patch<HarnessAuth>,
 }
 
+/// What an Agent draft points at, checked on create and update.
+struct DraftReferences<'a> {
+    configuration_id: &'a ConfigurationId,
+    harness_auth: Option<&'a HarnessAuth>,
+    backend_id: Option<&'a str>,
+}
+
 impl Controller {
     /// Checks what an Agent draft references: the Configuration (exact read; 404 when not in
     /// this Namespace), the harness auth source (exists; the caller may operate the Secret or
@@ -78,11 +85,14 @@ impl Controller {
         mut tx: Tx,
         req: &Request,
         ns: &NamespaceId,
-        configuration_id: &ConfigurationId,
-        harness_auth: Option<&HarnessAuth>,
-        backend_id: Option<&str>,
+        draft: DraftReferences<'_>,
         audit_action: &str,
     ) -> Result<Tx, Error> {
+        let DraftReferences {
+            configuration_id,
+            harness_auth,
+            backend_id,
+        } = draft;
         let cfg_ref = ResourceRef::exact(ResourceKind::Configuration, ns, configuration_id);
         let (t, _) = self
             .authorize(tx, req, Action::Read, &cfg_ref, audit_action)
@@ -122,10 +132,10 @@ impl Controller {
             }
             Some(HarnessAuth::Runtime {}) | None => {}
         }
-        if let Some(backend) = backend_id {
-            if !self.settings.backends.iter().any(|b| b.id == backend) {
-                return Err(Error::not_found());
-            }
+        if let Some(backend) = backend_id
+            && !self.settings.backends.iter().any(|b| b.id == backend)
+        {
+            return Err(Error::not_found());
         }
         Ok(tx)
     }
@@ -187,9 +197,11 @@ impl Controller {
                 tx,
                 req,
                 ns,
-                &input.configuration_id,
-                input.harness_auth.as_ref(),
-                input.backend_id.as_deref(),
+                DraftReferences {
+                    configuration_id: &input.configuration_id,
+                    harness_auth: input.harness_auth.as_ref(),
+                    backend_id: input.backend_id.as_deref(),
+                },
                 "openclaw.agents.create",
             )
             .await?;
@@ -197,12 +209,11 @@ impl Controller {
         if let (Some(given), Some(current)) = (
             &input.workspace_defaults_id,
             &self.settings.workspace_defaults_id,
-        ) {
-            if given != current {
-                return Err(Error::conflict(
-                    "The workspace file defaults changed since the form was loaded; reload it and submit again",
-                ));
-            }
+        ) && given != current
+        {
+            return Err(Error::conflict(
+                "The workspace file defaults changed since the form was loaded; reload it and submit again",
+            ));
         }
         if tx
             .agent_list(ns)
@@ -306,9 +317,11 @@ impl Controller {
                 tx,
                 req,
                 ns,
-                &draft.configuration_id,
-                draft.harness_auth.as_ref(),
-                draft.backend_id.as_deref(),
+                DraftReferences {
+                    configuration_id: &draft.configuration_id,
+                    harness_auth: draft.harness_auth.as_ref(),
+                    backend_id: draft.backend_id.as_deref(),
+                },
                 "openclaw.agents.update",
             )
             .await?;

@@ -447,14 +447,14 @@ impl Controller {
             }
             Some(i) => i,
         };
-        if let Some(scope) = &sp.namespace_id {
-            if input.namespace_id.as_ref() != Some(scope) {
-                return Err(Error::invalid_field(
-                    "/namespaceId",
-                    occ_core::DetailCode::InvalidValue,
-                    "The request is invalid: /namespaceId must be the service principal's Namespace",
-                ));
-            }
+        if let Some(scope) = &sp.namespace_id
+            && input.namespace_id.as_ref() != Some(scope)
+        {
+            return Err(Error::invalid_field(
+                "/namespaceId",
+                occ_core::DetailCode::InvalidValue,
+                "The request is invalid: /namespaceId must be the service principal's Namespace",
+            ));
         }
         if let Some(ns) = &input.namespace_id {
             match tx.namespace_get(ns).await.map_err(db)? {
@@ -462,7 +462,15 @@ impl Controller {
                 _ => return Err(Error::not_found()),
             }
         }
-        self.require_coverage(&mut tx, req, &sp.id).await?;
+        let mut tx = self
+            .require_coverage(
+                tx,
+                req,
+                &sp.id,
+                &target,
+                "openclaw.auth.service-keys.create",
+            )
+            .await?;
         let ttl = input
             .expires_in
             .map(|s| Duration::from_secs(s.unsigned_abs()))
@@ -512,7 +520,14 @@ impl Controller {
             .await
             .map_err(db)?
             .ok_or_else(Error::not_found)?;
-        self.require_coverage(&mut tx, req, &key.service_principal_id)
+        let mut tx = self
+            .require_coverage(
+                tx,
+                req,
+                &key.service_principal_id,
+                &target,
+                "openclaw.auth.service-keys.revoke",
+            )
             .await?;
         tx.service_key_delete(key_id).await.map_err(db)?;
         let event = self
@@ -526,18 +541,20 @@ impl Controller {
     /// broader scope (`agent:administer` stands in for `agent:read_logs`).
     async fn require_coverage(
         &self,
-        tx: &mut occ_store::Tx,
+        mut tx: occ_store::Tx,
         req: &Request,
         target: &IamId,
-    ) -> Result<(), Error> {
+        installation: &ResourceRef,
+        operation: &str,
+    ) -> Result<occ_store::Tx, Error> {
         let theirs = tx.policy_snapshot(target).await.map_err(db)?;
         let mine = tx
             .policy_snapshot(&req.caller.principal_id)
             .await
             .map_err(db)?;
-        for grant in &theirs.grants {
-            for p in &grant.role.permissions {
-                let covered = mine.grants.iter().any(|g| {
+        let covered = theirs.grants.iter().all(|grant| {
+            grant.role.permissions.iter().all(|p| {
+                mine.grants.iter().any(|g| {
                     let has = g.role.permissions.iter().any(|q| {
                         q == p
                             || (p.action == Action::ReadLogs
@@ -553,40 +570,43 @@ impl Controller {
                         }
                     };
                     has && scope
-                });
-                if !covered {
-                    let event = self
-                        .event(
-                            req,
-                            AuditKind::AuthorizationDenial,
-                            "openclaw.auth.service-keys.create",
-                            &ResourceRef::installation(&self.installation_required(tx).await?.id),
-                            occ_core::audit::AuditOutcome::Denied,
-                        )
-                        .reason_code("AUTHORIZATION_DENIED")
-                        .metadata("decisionReason", "coverage")
-                        .detail("servicePrincipalId", target.as_str());
-                    let mut audit = self
-                        .store
-                        .begin()
-                        .await
-                        .map_err(|e| Error::unavailable(e.to_string()))?;
-                    audit
-                        .audit_append(&event)
-                        .await
-                        .map_err(|e| Error::unavailable(e.to_string()))?;
-                    audit
-                        .commit()
-                        .await
-                        .map_err(|e| Error::unavailable(e.to_string()))?;
-                    return Err(Error::new(
-                        ErrorCode::Forbidden,
-                        "The caller does not hold every grant of the target service principal",
-                    ));
-                }
-            }
+                })
+            })
+        });
+        if covered {
+            return Ok(tx);
         }
-        Ok(())
+        // Roll back before recording the denial: SQLite has a single writer, and the
+        // denial must be durable even though the operation is not.
+        drop(tx);
+        let event = self
+            .event(
+                req,
+                AuditKind::AuthorizationDenial,
+                operation,
+                installation,
+                occ_core::audit::AuditOutcome::Denied,
+            )
+            .reason_code("AUTHORIZATION_DENIED")
+            .metadata("decisionReason", "coverage")
+            .detail("servicePrincipalId", target.as_str());
+        let mut audit = self
+            .store
+            .begin()
+            .await
+            .map_err(|e| Error::unavailable(e.to_string()))?;
+        audit
+            .audit_append(&event)
+            .await
+            .map_err(|e| Error::unavailable(e.to_string()))?;
+        audit
+            .commit()
+            .await
+            .map_err(|e| Error::unavailable(e.to_string()))?;
+        Err(Error::new(
+            ErrorCode::Forbidden,
+            "The caller does not hold every grant of the target service principal",
+        ))
     }
 }
 

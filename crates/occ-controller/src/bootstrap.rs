@@ -43,11 +43,11 @@ pub enum BootstrapOutcome {
         /// The Installation.
         installation: Installation,
         /// The administrator account.
-        admin: UserAccount,
+        admin: Box<UserAccount>,
         /// The bootstrap service principal.
         service_principal_id: IamId,
         /// The Namespace `default`.
-        namespace: Namespace,
+        namespace: Box<Namespace>,
     },
     /// It already existed; nothing was created or reissued.
     Existing {
@@ -227,9 +227,9 @@ pub async fn bootstrap(
         }
         Ok(BootstrapOutcome::Created {
             installation,
-            admin,
+            admin: Box::new(admin),
             service_principal_id: service.id,
-            namespace,
+            namespace: Box::new(namespace),
         })
     }
 }

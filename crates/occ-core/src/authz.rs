@@ -426,10 +426,10 @@ mod decision {
             return Decision::deny("invalid resource reference", evidence);
         }
         let scope = key_namespace.or(identity.namespace_id.as_ref());
-        if let Some(scope) = scope {
-            if resource.namespace_id.as_ref() != Some(scope) {
-                return Decision::deny("outside the caller's Namespace scope", evidence);
-            }
+        if let Some(scope) = scope
+            && resource.namespace_id.as_ref() != Some(scope)
+        {
+            return Decision::deny("outside the caller's Namespace scope", evidence);
         }
         let ns = resource.namespace_id.as_ref();
         for (binding, role) in grants {

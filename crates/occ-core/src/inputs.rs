@@ -66,15 +66,15 @@ pub fn parse_secret_ref(v: &Value, path: &str, problems: &mut Problems) -> Optio
         .required("id", problems)
         .and_then(|v| expect_id::<SecretId>(v, &child(path, "id"), "sec", problems));
     f.finish(problems);
-    if let Some(k) = kind {
-        if k != "secret" {
-            problems.push(
-                child(path, "kind"),
-                DetailCode::InvalidValue,
-                "must be \"secret\"",
-            );
-            return None;
-        }
+    if let Some(k) = kind
+        && k != "secret"
+    {
+        problems.push(
+            child(path, "kind"),
+            DetailCode::InvalidValue,
+            "must be \"secret\"",
+        );
+        return None;
     }
     Some(SecretRef::new(ns?, id?)).filter(|_| kind.is_some())
 }
@@ -289,10 +289,10 @@ pub fn parse_initial_workspace_files(
             );
             continue;
         };
-        if let Some(s) = expect_str(content, &p, problems) {
-            if check_workspace_content(s, &p, problems) {
-                files.insert(file, s.to_owned());
-            }
+        if let Some(s) = expect_str(content, &p, problems)
+            && check_workspace_content(s, &p, problems)
+        {
+            files.insert(file, s.to_owned());
         }
     }
     if problems.items().len() != before {

@@ -122,12 +122,11 @@ fn contains_env_reference(s: &str) -> bool {
             if tail.starts_with('}') {
                 return true;
             }
-            if let Some(fallback) = tail.strip_prefix(":-") {
-                if let Some(end) = fallback.find('}') {
-                    if !fallback[..end].contains(['$', '{']) {
-                        return true;
-                    }
-                }
+            if let Some(fallback) = tail.strip_prefix(":-")
+                && let Some(end) = fallback.find('}')
+                && !fallback[..end].contains(['$', '{'])
+            {
+                return true;
             }
         }
         rest = after;

@@ -57,10 +57,17 @@ pub enum StoreError {
     Other(#[source] sqlx::Error),
 }
 
+const BUSY_PREFIX: &str = "database busy: ";
+
 impl StoreError {
     /// Whether retrying the whole operation later may succeed.
     pub fn is_transient(&self) -> bool {
         matches!(self, StoreError::Unavailable(_) | StoreError::Serialization)
+    }
+
+    /// Whether SQLite reported its database busy or locked.
+    pub(crate) fn is_busy(&self) -> bool {
+        matches!(self, StoreError::Unavailable(sqlx::Error::Protocol(m)) if m.starts_with(BUSY_PREFIX))
     }
 
     /// The constraint name, for conflict, reference and invariant errors.
@@ -148,7 +155,7 @@ fn classify_database(code: &str, message: &str, named: Option<String>) -> Option
         },
         // SQLITE_BUSY / SQLITE_LOCKED after the busy timeout
         "5" | "6" | "517" | "262" => {
-            StoreError::Unavailable(sqlx::Error::Protocol(format!("database busy: {message}")))
+            StoreError::Unavailable(sqlx::Error::Protocol(format!("{BUSY_PREFIX}{message}")))
         }
         _ => return None,
     })

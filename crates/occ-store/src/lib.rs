@@ -222,12 +222,24 @@ impl Store {
                     .synchronous(SqliteSynchronous::Full)
                     .foreign_keys(true)
                     .busy_timeout(options.sqlite_busy_timeout);
-                let pool = SqlitePoolOptions::new()
-                    .max_connections(options.max_connections)
-                    .acquire_timeout(options.acquire_timeout)
-                    .connect_with(connect)
-                    .await
-                    .map_err(StoreError::from_sqlx)?;
+                // Switching a fresh file to WAL takes an exclusive lock and SQLite does not
+                // always consult the busy handler for it, so processes opening the same new
+                // database at once (e.g. `migrate` and `serve`) retry until the busy timeout.
+                let deadline = tokio::time::Instant::now() + options.sqlite_busy_timeout;
+                let pool = loop {
+                    let attempt = SqlitePoolOptions::new()
+                        .max_connections(options.max_connections)
+                        .acquire_timeout(options.acquire_timeout)
+                        .connect_with(connect.clone())
+                        .await
+                        .map_err(StoreError::from_sqlx);
+                    match attempt {
+                        Err(e) if e.is_busy() && tokio::time::Instant::now() < deadline => {
+                            tokio::time::sleep(Duration::from_millis(20)).await;
+                        }
+                        other => break other?,
+                    }
+                };
                 let signal = WorkSignal {
                     local: watch::channel(0).0,
                     remote: None,

@@ -9,6 +9,7 @@
 //! - [`TestDb::raw`] opens a separate connection for direct SQL, to prove the database itself
 //!   refuses what the application would never send.
 
+pub mod app;
 mod pg;
 
 use std::path::PathBuf;

@@ -3,6 +3,11 @@
 //! Output is a table by default (`-` for unset values), or the resource without its envelope
 //! as JSON or YAML. Errors go to stderr with the HTTP status, API code, message and request id,
 //! and exit non-zero.
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "the terminal is the CLI's interface"
+)]
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

@@ -96,7 +96,10 @@ async fn main() -> ExitCode {
             if server_side {
                 tracing::error!("{err:#}");
             } else {
-                eprintln!("error: {err:#}");
+                #[allow(clippy::print_stderr, reason = "CLI errors are for the terminal")]
+                {
+                    eprintln!("error: {err:#}");
+                }
             }
             ExitCode::FAILURE
         }

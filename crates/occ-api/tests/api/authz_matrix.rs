@@ -1,0 +1,576 @@
+//! The authorization matrix: every operation of the served OpenAPI document × six callers, with
+//! the exact status each must get. An operation missing from the table fails the test, so a new
+//! route cannot ship without deciding who may call it.
+//!
+//! Callers, in the order they call (only the last ones may change state):
+//! anonymous; a valid key whose principal has no grant; an administrator key scoped to another
+//! Namespace; a read-only role (read on every kind, Installation-wide); an operator (read +
+//! agent deploy/operate); the bootstrap administrator.
+
+use std::collections::BTreeSet;
+
+use http::{Method, StatusCode};
+use occ_core::authz::{Action, Permission, ResourceKind, administrator_permissions};
+use occ_testkit::app::{Credential, TestApp};
+use serde_json::{Value, json};
+
+use crate::common::{agent, configuration, expect, secret};
+
+struct Fixture {
+    app: TestApp,
+    ns: String,
+    spare_ns: String,
+    cfg: String,
+    spare_cfg: String,
+    agt: String,
+    rev: String,
+    sec: String,
+    sa: String,
+    role: String,
+    binding: String,
+    key_id: String,
+    target_sp: String,
+    callers: Vec<Credential>,
+}
+
+async fn fixture() -> Fixture {
+    let app = TestApp::new().await;
+    let admin = app.admin();
+    let ns = app.default_ns.to_string();
+    let spare = expect(
+        app.call(
+            Method::POST,
+            "/namespaces",
+            &admin,
+            Some(json!({"name": "spare"})),
+        )
+        .await,
+        StatusCode::CREATED,
+    );
+    let spare_ns = spare.data()["id"].as_str().unwrap().to_owned();
+    let cfg = configuration(&app, &ns, &admin).await;
+    let spare_cfg = configuration(&app, &ns, &admin).await;
+    let agt = agent(&app, &ns, &cfg, "alpha", &admin).await;
+    let rev = expect(
+        app.call(
+            Method::POST,
+            &format!("/namespaces/{ns}/agents/{agt}/deploy"),
+            &admin,
+            None,
+        )
+        .await,
+        StatusCode::ACCEPTED,
+    )
+    .data()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let sec = secret(&app, &ns, "token", &admin).await;
+    let sa = expect(
+        app.call(
+            Method::POST,
+            &format!("/namespaces/{ns}/service-accounts"),
+            &admin,
+            Some(json!({"name": "sa"})),
+        )
+        .await,
+        StatusCode::CREATED,
+    )
+    .data()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let role = expect(
+        app.call(
+            Method::POST,
+            &format!("/namespaces/{ns}/iam/roles"),
+            &admin,
+            Some(json!({"permissions": [{"action": "read", "resourceKind": "agent"}]})),
+        )
+        .await,
+        StatusCode::CREATED,
+    )
+    .data()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (target, _) = app
+        .principal_with(
+            &[Permission::new(Action::Read, ResourceKind::Agent)],
+            None,
+            None,
+            None,
+        )
+        .await;
+    let binding = expect(
+        app.call(
+            Method::POST,
+            &format!("/namespaces/{ns}/iam/access-bindings"),
+            &admin,
+            Some(json!({"subjectKind": "identity", "subjectId": target, "roleId": role, "resourceKind": "agent", "resourceId": agt})),
+        )
+        .await,
+        StatusCode::CREATED,
+    )
+    .data()["id"]
+    .as_str()
+    .unwrap()
+    .to_owned();
+    let key_id = expect(
+        app.call(
+            Method::POST,
+            "/api/auth/service-keys",
+            &admin,
+            Some(json!({"servicePrincipalId": target, "name": "victim"})),
+        )
+        .await,
+        StatusCode::CREATED,
+    )
+    .data()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // a role for the role-delete row must be unused: create another
+    let read_all: Vec<Permission> = [
+        ResourceKind::Installation,
+        ResourceKind::Namespace,
+        ResourceKind::Configuration,
+        ResourceKind::Secret,
+        ResourceKind::ServiceAccount,
+        ResourceKind::Agent,
+        ResourceKind::AgentRevision,
+    ]
+    .into_iter()
+    .map(|k| Permission::new(Action::Read, k))
+    .collect();
+    let mut operate = read_all.clone();
+    operate.push(Permission::new(Action::Deploy, ResourceKind::Agent));
+    operate.push(Permission::new(Action::Operate, ResourceKind::Agent));
+    let (_, no_grant) = app.principal_with(&[], None, None, None).await;
+    let other_ns: occ_core::NamespaceId = spare_ns.parse().unwrap();
+    let (_, scoped_other) = app
+        .principal_with(&administrator_permissions(), None, None, Some(&other_ns))
+        .await;
+    let (_, reader) = app.principal_with(&read_all, None, None, None).await;
+    let (_, operator) = app.principal_with(&operate, None, None, None).await;
+    let callers = vec![
+        Credential::Anonymous,
+        Credential::Key(no_grant),
+        Credential::Key(scoped_other),
+        Credential::Key(reader),
+        Credential::Key(operator),
+        admin,
+    ];
+    Fixture {
+        app,
+        ns,
+        spare_ns,
+        cfg,
+        spare_cfg,
+        agt,
+        rev,
+        sec,
+        sa,
+        role,
+        binding,
+        key_id,
+        target_sp: target.to_string(),
+        callers,
+    }
+}
+
+type PathFn = fn(&Fixture) -> String;
+type BodyFn = fn(&Fixture) -> Option<Value>;
+
+struct Row {
+    op: &'static str,
+    method: Method,
+    path: PathFn,
+    body: BodyFn,
+    /// anonymous, no grant, other-Namespace key, reader, operator, admin
+    expect: [u16; 6],
+}
+
+fn none(_: &Fixture) -> Option<Value> {
+    None
+}
+
+fn rows() -> Vec<Row> {
+    const R: [u16; 6] = [401, 403, 403, 200, 200, 200];
+    const ADMIN_ONLY: fn(u16) -> [u16; 6] = |s| [401, 403, 403, 403, 403, s];
+    vec![
+        Row {
+            op: "getInstallation",
+            method: Method::GET,
+            path: |_| "/installation".into(),
+            body: none,
+            expect: R,
+        },
+        Row {
+            op: "listNamespaces",
+            method: Method::GET,
+            path: |_| "/namespaces".into(),
+            body: none,
+            expect: [401, 200, 200, 200, 200, 200],
+        },
+        Row {
+            op: "createNamespace",
+            method: Method::POST,
+            path: |_| "/namespaces".into(),
+            body: |_| Some(json!({"name": "created"})),
+            expect: ADMIN_ONLY(201),
+        },
+        Row {
+            op: "getNamespace",
+            method: Method::GET,
+            path: |f| format!("/namespaces/{}", f.ns),
+            body: none,
+            expect: R,
+        },
+        Row {
+            op: "deleteNamespace",
+            method: Method::DELETE,
+            path: |f| format!("/namespaces/{}", f.spare_ns),
+            body: none,
+            expect: [401, 403, 202, 403, 403, 202],
+        },
+        Row {
+            op: "createConfiguration",
+            method: Method::POST,
+            path: |f| format!("/namespaces/{}/configurations", f.ns),
+            body: |_| Some(json!({"kind": "agent", "values": {}})),
+            expect: ADMIN_ONLY(201),
+        },
+        Row {
+            op: "getConfiguration",
+            method: Method::GET,
+            path: |f| format!("/namespaces/{}/configurations/{}", f.ns, f.cfg),
+            body: none,
+            expect: R,
+        },
+        Row {
+            op: "updateConfiguration",
+            method: Method::PATCH,
+            path: |f| format!("/namespaces/{}/configurations/{}", f.ns, f.cfg),
+            body: |_| Some(json!({"values": {}})),
+            expect: ADMIN_ONLY(200),
+        },
+        Row {
+            op: "deleteConfiguration",
+            method: Method::DELETE,
+            path: |f| format!("/namespaces/{}/configurations/{}", f.ns, f.spare_cfg),
+            body: none,
+            expect: ADMIN_ONLY(204),
+        },
+        Row {
+            op: "listSecrets",
+            method: Method::GET,
+            path: |f| format!("/namespaces/{}/secrets", f.ns),
+            body: none,
+            expect: R,
+        },
+        Row {
+            op: "createSecret",
+            method: Method::POST,
+            path: |f| format!("/namespaces/{}/secrets", f.ns),
+            body: |_| Some(json!({"name": "new", "value": "v"})),
+            expect: ADMIN_ONLY(201),
+        },
+        Row {
+            op: "getSecret",
+            method: Method::GET,
+            path: |f| format!("/namespaces/{}/secrets/{}", f.ns, f.sec),
+            body: none,
+            expect: R,
+        },
+        Row {
+            op: "updateSecret",
+            method: Method::PATCH,
+            path: |f| format!("/namespaces/{}/secrets/{}", f.ns, f.sec),
+            body: |_| Some(json!({"value": "v2"})),
+            expect: ADMIN_ONLY(200),
+        },
+        Row {
+            op: "deleteSecret",
+            method: Method::DELETE,
+            path: |f| format!("/namespaces/{}/secrets/{}", f.ns, f.sec),
+            body: none,
+            expect: ADMIN_ONLY(204),
+        },
+        Row {
+            op: "listServiceAccounts",
+            method: Method::GET,
+            path: |f| format!("/namespaces/{}/service-accounts", f.ns),
+            body: none,
+            expect: R,
+        },
+        Row {
+            op: "createServiceAccount",
+            method: Method::POST,
+            path: |f| format!("/namespaces/{}/service-accounts", f.ns),
+            body: |_| Some(json!({"name": "new"})),
+            expect: ADMIN_ONLY(201),
+        },
+        Row {
+            op: "getServiceAccount",
+            method: Method::GET,
+            path: |f| format!("/namespaces/{}/service-accounts/{}", f.ns, f.sa),
+            body: none,
+            expect: R,
+        },
+        Row {
+            op: "deleteServiceAccount",
+            method: Method::DELETE,
+            path: |f| format!("/namespaces/{}/service-accounts/{}", f.ns, f.sa),
+            body: none,
+            expect: ADMIN_ONLY(204),
+        },
+        Row {
+            op: "listAgents",
+            method: Method::GET,
+            path: |f| format!("/namespaces/{}/agents", f.ns),
+            body: none,
+            expect: R,
+        },
+        Row {
+            op: "createAgent",
+            method: Method::POST,
+            path: |f| format!("/namespaces/{}/agents", f.ns),
+            body: |f| Some(json!({"name": "new", "configurationId": f.cfg})),
+            expect: ADMIN_ONLY(201),
+        },
+        Row {
+            op: "getAgent",
+            method: Method::GET,
+            path: |f| format!("/namespaces/{}/agents/{}", f.ns, f.agt),
+            body: none,
+            expect: R,
+        },
+        Row {
+            op: "updateAgent",
+            method: Method::PATCH,
+            path: |f| format!("/namespaces/{}/agents/{}", f.ns, f.agt),
+            body: |f| Some(json!({"configurationId": f.cfg})),
+            expect: ADMIN_ONLY(200),
+        },
+        Row {
+            op: "deleteAgent",
+            method: Method::DELETE,
+            path: |f| format!("/namespaces/{}/agents/{}", f.ns, f.agt),
+            body: none,
+            expect: ADMIN_ONLY(202),
+        },
+        Row {
+            op: "deployAgent",
+            method: Method::POST,
+            path: |f| format!("/namespaces/{}/agents/{}/deploy", f.ns, f.agt),
+            body: none,
+            expect: [401, 403, 403, 403, 202, 202],
+        },
+        Row {
+            op: "stopAgent",
+            method: Method::POST,
+            path: |f| format!("/namespaces/{}/agents/{}/stop", f.ns, f.agt),
+            body: none,
+            expect: [401, 403, 403, 403, 202, 202],
+        },
+        Row {
+            op: "listAgentRevisions",
+            method: Method::GET,
+            path: |f| format!("/namespaces/{}/agents/{}/revisions", f.ns, f.agt),
+            body: none,
+            expect: R,
+        },
+        Row {
+            op: "getAgentRevision",
+            method: Method::GET,
+            path: |f| format!("/namespaces/{}/agents/{}/revisions/{}", f.ns, f.agt, f.rev),
+            body: none,
+            expect: R,
+        },
+        Row {
+            op: "getAgentDeployment",
+            method: Method::GET,
+            path: |f| {
+                format!(
+                    "/namespaces/{}/agents/{}/deployments/{}",
+                    f.ns, f.agt, f.rev
+                )
+            },
+            body: none,
+            expect: R,
+        },
+        Row {
+            op: "listIAMRoles",
+            method: Method::GET,
+            path: |f| format!("/namespaces/{}/iam/roles", f.ns),
+            body: none,
+            expect: ADMIN_ONLY(200),
+        },
+        Row {
+            op: "createIAMRole",
+            method: Method::POST,
+            path: |f| format!("/namespaces/{}/iam/roles", f.ns),
+            body: |_| Some(json!({"permissions": [{"action": "read", "resourceKind": "secret"}]})),
+            expect: ADMIN_ONLY(201),
+        },
+        Row {
+            op: "getIAMRole",
+            method: Method::GET,
+            path: |f| format!("/namespaces/{}/iam/roles/{}", f.ns, f.role),
+            body: none,
+            expect: ADMIN_ONLY(200),
+        },
+        Row {
+            op: "deleteIAMRole",
+            method: Method::DELETE,
+            path: |f| format!("/namespaces/{}/iam/roles/{}", f.ns, f.role),
+            body: none,
+            expect: ADMIN_ONLY(409),
+        },
+        Row {
+            op: "listIAMAccessBindings",
+            method: Method::GET,
+            path: |f| format!("/namespaces/{}/iam/access-bindings", f.ns),
+            body: none,
+            expect: ADMIN_ONLY(200),
+        },
+        Row {
+            op: "createIAMAccessBinding",
+            method: Method::POST,
+            path: |f| format!("/namespaces/{}/iam/access-bindings", f.ns),
+            body: |f| {
+                Some(
+                    json!({"subjectKind": "identity", "subjectId": f.target_sp, "roleId": f.role, "resourceKind": "agent", "resourceId": f.agt}),
+                )
+            },
+            expect: ADMIN_ONLY(201),
+        },
+        Row {
+            op: "getIAMAccessBinding",
+            method: Method::GET,
+            path: |f| format!("/namespaces/{}/iam/access-bindings/{}", f.ns, f.binding),
+            body: none,
+            expect: ADMIN_ONLY(200),
+        },
+        Row {
+            op: "deleteIAMAccessBinding",
+            method: Method::DELETE,
+            path: |f| format!("/namespaces/{}/iam/access-bindings/{}", f.ns, f.binding),
+            body: none,
+            expect: ADMIN_ONLY(204),
+        },
+        Row {
+            op: "createServiceKey",
+            method: Method::POST,
+            path: |_| "/api/auth/service-keys".into(),
+            body: |f| Some(json!({"servicePrincipalId": f.target_sp, "name": "k"})),
+            expect: ADMIN_ONLY(201),
+        },
+        Row {
+            op: "revokeServiceKey",
+            method: Method::DELETE,
+            path: |f| format!("/api/auth/service-keys/{}", f.key_id),
+            body: none,
+            expect: ADMIN_ONLY(200),
+        },
+        // Session-only routes: service keys are not sessions.
+        Row {
+            op: "createAccount",
+            method: Method::POST,
+            path: |_| "/api/auth/accounts".into(),
+            body: |_| Some(json!({"email": "a@b.c", "password": "long enough password"})),
+            expect: [401; 6],
+        },
+        Row {
+            op: "signOut",
+            method: Method::POST,
+            path: |_| "/api/auth/sign-out".into(),
+            body: none,
+            expect: [401; 6],
+        },
+        // Public routes.
+        Row {
+            op: "getSession",
+            method: Method::GET,
+            path: |_| "/api/auth/session".into(),
+            body: none,
+            expect: [200; 6],
+        },
+        Row {
+            op: "signInEmail",
+            method: Method::POST,
+            path: |_| "/api/auth/sign-in/email".into(),
+            body: |_| {
+                Some(json!({"email": "nobody@example.com", "password": "long enough password"}))
+            },
+            expect: [401; 6],
+        },
+    ]
+}
+
+#[tokio::test]
+async fn every_operation_has_a_row() {
+    let app = TestApp::new().await;
+    let doc = expect(
+        app.call(Method::GET, "/openapi.json", &Credential::Anonymous, None)
+            .await,
+        StatusCode::OK,
+    )
+    .body;
+    let served: BTreeSet<String> = doc["paths"]
+        .as_object()
+        .unwrap()
+        .values()
+        .flat_map(|p| p.as_object().unwrap().values())
+        .filter_map(|op| op["operationId"].as_str().map(str::to_owned))
+        .collect();
+    let covered: BTreeSet<String> = rows().iter().map(|r| r.op.to_owned()).collect();
+    let missing: Vec<_> = served.difference(&covered).collect();
+    assert!(
+        missing.is_empty(),
+        "operations without an authorization row: {missing:?}"
+    );
+    let stale: Vec<_> = covered.difference(&served).collect();
+    assert!(
+        stale.is_empty(),
+        "rows for operations the router does not serve: {stale:?}"
+    );
+}
+
+#[tokio::test]
+async fn matrix() {
+    let names = [
+        "anonymous",
+        "no grant",
+        "other-Namespace key",
+        "reader",
+        "operator",
+        "admin",
+    ];
+    let mut failures = Vec::new();
+    for row in rows() {
+        let f = fixture().await;
+        for (i, who) in f.callers.iter().enumerate() {
+            let reply = f
+                .app
+                .call(row.method.clone(), &(row.path)(&f), who, (row.body)(&f))
+                .await;
+            if reply.status.as_u16() != row.expect[i] {
+                failures.push(format!(
+                    "{} as {}: expected {}, got {} {}",
+                    row.op,
+                    names[i],
+                    row.expect[i],
+                    reply.status.as_u16(),
+                    reply.body
+                ));
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "authorization matrix mismatches:\n{}",
+        failures.join("\n")
+    );
+}

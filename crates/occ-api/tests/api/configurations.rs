@@ -1,0 +1,510 @@
+//! Configurations: validation at JSON pointers, whole-document PATCH with generation +1, Secret
+//! bindings, deletion rules and the compensating boundary between the store and the Driver.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use http::{Method, StatusCode};
+use occ_controller::FaultHooks;
+use occ_store::Backend;
+use occ_testkit::app::{TestApp, TestAppOptions};
+use serde_json::json;
+
+use crate::common::{agent, document, expect, secret};
+
+#[tokio::test]
+async fn create_get_patch_delete() {
+    let app = TestApp::new().await;
+    let admin = app.admin();
+    let ns = app.default_ns.to_string();
+    let base = format!("/namespaces/{ns}/configurations");
+    let r = expect(
+        app.call(
+            Method::POST,
+            &base,
+            &admin,
+            Some(json!({"kind": "agent", "values": document()})),
+        )
+        .await,
+        StatusCode::CREATED,
+    );
+    let id = r.data()["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        (r.data()["generation"].as_u64(), r.data()["kind"].as_str()),
+        (Some(1), Some("agent"))
+    );
+    assert_eq!(r.data()["values"], document());
+    assert!(r.data().get("secretBindings").is_none());
+    let got = expect(
+        app.call(Method::GET, &format!("{base}/{id}"), &admin, None)
+            .await,
+        StatusCode::OK,
+    );
+    assert_eq!(got.data()["values"], document());
+    // PATCH replaces the whole document; omitted sections disappear
+    let r = expect(
+        app.call(
+            Method::PATCH,
+            &format!("{base}/{id}"),
+            &admin,
+            Some(json!({"values": {"gateway": {"mode": "local"}}})),
+        )
+        .await,
+        StatusCode::OK,
+    );
+    assert_eq!(r.data()["generation"], 2);
+    assert_eq!(r.data()["values"], json!({"gateway": {"mode": "local"}}));
+    let got = expect(
+        app.call(Method::GET, &format!("{base}/{id}"), &admin, None)
+            .await,
+        StatusCode::OK,
+    );
+    assert_eq!(
+        (got.data()["generation"].as_u64(), &got.data()["values"]),
+        (Some(2), &json!({"gateway": {"mode": "local"}}))
+    );
+    // kind, generation and ids are not patchable
+    for bad in [
+        json!({"values": {}, "kind": "agent"}),
+        json!({"values": {}, "generation": 3}),
+        json!({"values": {}, "id": id}),
+        json!({}),
+    ] {
+        let r = app
+            .call(
+                Method::PATCH,
+                &format!("{base}/{id}"),
+                &admin,
+                Some(bad.clone()),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{bad}");
+    }
+    let r = app
+        .call(
+            Method::PATCH,
+            &format!("{base}/{id}"),
+            &admin,
+            Some(json!({"values": {}, "generation": 3})),
+        )
+        .await;
+    assert_eq!(
+        r.body["error"]["details"][0],
+        json!({"path": "/generation", "code": "UNKNOWN_FIELD"})
+    );
+    expect(
+        app.call(Method::DELETE, &format!("{base}/{id}"), &admin, None)
+            .await,
+        StatusCode::NO_CONTENT,
+    );
+    assert_eq!(
+        app.call(Method::GET, &format!("{base}/{id}"), &admin, None)
+            .await
+            .status,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        app.call(Method::DELETE, &format!("{base}/{id}"), &admin, None)
+            .await
+            .status,
+        StatusCode::NOT_FOUND
+    );
+    // a Configuration in another Namespace is the same 404
+    let other = expect(
+        app.call(
+            Method::POST,
+            "/namespaces",
+            &admin,
+            Some(json!({"name": "other"})),
+        )
+        .await,
+        StatusCode::CREATED,
+    );
+    let other_ns = other.data()["id"].as_str().unwrap().to_owned();
+    let r = expect(
+        app.call(
+            Method::POST,
+            &base,
+            &admin,
+            Some(json!({"kind": "agent", "values": {}})),
+        )
+        .await,
+        StatusCode::CREATED,
+    );
+    let mine = r.data()["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        app.call(
+            Method::GET,
+            &format!("/namespaces/{other_ns}/configurations/{mine}"),
+            &admin,
+            None
+        )
+        .await
+        .status,
+        StatusCode::NOT_FOUND
+    );
+}
+
+#[tokio::test]
+async fn validation_names_pointers_never_values() {
+    let app = TestApp::new().await;
+    let admin = app.admin();
+    let base = format!("/namespaces/{}/configurations", app.default_ns);
+    let cases = [
+        (
+            json!({"kind": "tool", "values": {}}),
+            "/kind",
+            "INVALID_VALUE",
+        ),
+        (json!({"kind": "agent"}), "/values", "REQUIRED"),
+        (
+            json!({"kind": "agent", "values": [1]}),
+            "/values",
+            "INVALID_TYPE",
+        ),
+        (
+            json!({"kind": "agent", "values": {"a": {"__proto__": 1}}}),
+            "/values/a/__proto__",
+            "INVALID_VALUE",
+        ),
+        (
+            json!({"kind": "agent", "values": {"models": {"providers": {"p": {"baseUrl": "file:///etc"}}}}}),
+            "/values/models/providers/p/baseUrl",
+            "INVALID_VALUE",
+        ),
+        (
+            json!({"kind": "agent", "values": {"models": {"providers": {"p": {"api": "nope"}}}}}),
+            "/values/models/providers/p/api",
+            "INVALID_VALUE",
+        ),
+        (
+            json!({"kind": "agent", "values": {"models": {"providers": {"p": {"apiKey": "sk-literal-999"}}}}}),
+            "/values/models/providers/p/apiKey",
+            "INVALID_VALUE",
+        ),
+        (
+            json!({"kind": "agent", "values": {}, "secretBindings": {"PATH": {"source": {"kind": "secret", "namespaceId": app.default_ns, "id": "sec_0f8fad5b-d9cb-469f-a165-70867728950e"}}}}),
+            "/secretBindings/PATH",
+            "INVALID_VALUE",
+        ),
+        (
+            json!({"kind": "agent", "values": {}, "extra": 1}),
+            "/extra",
+            "UNKNOWN_FIELD",
+        ),
+    ];
+    for (body, path, code) in cases {
+        let r = app
+            .call(Method::POST, &base, &admin, Some(body.clone()))
+            .await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{body}");
+        assert_eq!(
+            r.body["error"]["details"][0],
+            json!({"path": path, "code": code}),
+            "{body}: {}",
+            r.body
+        );
+        assert!(!r.body.to_string().contains("sk-literal"));
+    }
+    let mut deep = json!(1);
+    for _ in 0..30 {
+        deep = json!({"a": deep});
+    }
+    let r = app
+        .call(
+            Method::POST,
+            &base,
+            &admin,
+            Some(json!({"kind": "agent", "values": deep})),
+        )
+        .await;
+    assert_eq!(r.body["error"]["details"][0]["code"], "TOO_DEEP");
+    // a bound Secret that does not exist is a 404; one in another Namespace a 400
+    let missing = json!({"kind": "agent", "values": {}, "secretBindings": {"TOKEN": {"source": {"kind": "secret", "namespaceId": app.default_ns, "id": "sec_0f8fad5b-d9cb-469f-a165-70867728950e"}}}});
+    assert_eq!(
+        app.call(Method::POST, &base, &admin, Some(missing))
+            .await
+            .status,
+        StatusCode::NOT_FOUND
+    );
+    let foreign = json!({"kind": "agent", "values": {}, "secretBindings": {"TOKEN": {"source": {"kind": "secret", "namespaceId": "ns_0f8fad5b-d9cb-469f-a165-70867728950e", "id": "sec_0f8fad5b-d9cb-469f-a165-70867728950e"}}}});
+    assert_eq!(
+        app.call(Method::POST, &base, &admin, Some(foreign))
+            .await
+            .status,
+        StatusCode::BAD_REQUEST
+    );
+    // nothing was created by any of these
+    let mut tx = app.store.begin_read().await.unwrap();
+    assert!(
+        tx.namespace_contents(&app.default_ns)
+            .await
+            .unwrap()
+            .configurations
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn bindings_are_kept_replaced_or_cleared() {
+    let app = TestApp::new().await;
+    let admin = app.admin();
+    let ns = app.default_ns.to_string();
+    let base = format!("/namespaces/{ns}/configurations");
+    let sec = secret(&app, &ns, "token", &admin).await;
+    let bindings =
+        json!({"MY_TOKEN": {"source": {"kind": "secret", "namespaceId": ns, "id": sec}}});
+    let r = expect(
+        app.call(
+            Method::POST,
+            &base,
+            &admin,
+            Some(json!({"kind": "agent", "values": {}, "secretBindings": bindings})),
+        )
+        .await,
+        StatusCode::CREATED,
+    );
+    let id = r.data()["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        r.data()["secretBindings"]["MY_TOKEN"]["delivery"],
+        json!({"type": "env"}),
+        "delivery normalizes to env"
+    );
+    let r = expect(
+        app.call(
+            Method::PATCH,
+            &format!("{base}/{id}"),
+            &admin,
+            Some(json!({"values": {"x": 1}})),
+        )
+        .await,
+        StatusCode::OK,
+    );
+    assert!(
+        r.data()["secretBindings"]["MY_TOKEN"].is_object(),
+        "omitted keeps the bindings"
+    );
+    let r = expect(
+        app.call(
+            Method::PATCH,
+            &format!("{base}/{id}"),
+            &admin,
+            Some(json!({"values": {}, "secretBindings": {}})),
+        )
+        .await,
+        StatusCode::OK,
+    );
+    assert!(r.data().get("secretBindings").is_none(), "{{}} clears them");
+}
+
+#[tokio::test]
+async fn referenced_configuration_cannot_be_deleted() {
+    let app = TestApp::new().await;
+    let admin = app.admin();
+    let ns = app.default_ns.to_string();
+    let cfg = crate::common::configuration(&app, &ns, &admin).await;
+    let agt = agent(&app, &ns, &cfg, "a", &admin).await;
+    let r = app
+        .call(
+            Method::DELETE,
+            &format!("/namespaces/{ns}/configurations/{cfg}"),
+            &admin,
+            None,
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::CONFLICT, "RESOURCE_CONFLICT")
+    );
+    assert!(r.body["error"]["message"].as_str().unwrap().contains(&agt));
+}
+
+#[tokio::test]
+async fn driver_failure_commits_nothing() {
+    // The Configuration Driver's root is a file, so every Driver write fails.
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("configs");
+    let app = TestApp::with(
+        Backend::Sqlite,
+        TestAppOptions {
+            configuration_root: Some(root.clone()),
+            ..Default::default()
+        },
+    )
+    .await;
+    std::fs::remove_dir_all(&root).unwrap();
+    std::fs::write(&root, b"not a directory").unwrap();
+    let r = app
+        .call(
+            Method::POST,
+            &format!("/namespaces/{}/configurations", app.default_ns),
+            &app.admin(),
+            Some(json!({"kind": "agent", "values": {}})),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::SERVICE_UNAVAILABLE, "DEPENDENCY_UNAVAILABLE")
+    );
+    let mut tx = app.store.begin_read().await.unwrap();
+    assert!(
+        tx.namespace_contents(&app.default_ns)
+            .await
+            .unwrap()
+            .configurations
+            .is_empty(),
+        "no metadata committed"
+    );
+    let audit = tx
+        .audit_list(&occ_store::audit::AuditFilter {
+            action: Some("openclaw.configurations.create".into()),
+            resource_id: None,
+        })
+        .await
+        .unwrap();
+    assert!(audit.is_empty(), "no audit committed");
+}
+
+#[tokio::test]
+async fn failed_commit_undoes_the_driver_write() {
+    for backend in [Backend::Sqlite, Backend::Postgres] {
+        let fail = Arc::new(AtomicBool::new(false));
+        let flag = fail.clone();
+        let hooks = FaultHooks {
+            before_configuration_commit: Some(Arc::new(move || {
+                if flag.load(Ordering::SeqCst) {
+                    Err(occ_core::Error::unavailable("injected commit failure"))
+                } else {
+                    Ok(())
+                }
+            })),
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("configs");
+        let app = TestApp::with(
+            backend,
+            TestAppOptions {
+                hooks,
+                configuration_root: Some(root.clone()),
+                ..Default::default()
+            },
+        )
+        .await;
+        let admin = app.admin();
+        let base = format!("/namespaces/{}/configurations", app.default_ns);
+        let ns_dir = root.join(app.default_ns.as_str());
+        // create: the commit fails → the generation-1 document is gone, no metadata
+        fail.store(true, Ordering::SeqCst);
+        let r = app
+            .call(
+                Method::POST,
+                &base,
+                &admin,
+                Some(json!({"kind": "agent", "values": {"v": 1}})),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(
+            std::fs::read_dir(&ns_dir).map(|d| d.count()).unwrap_or(0),
+            0,
+            "the Driver write was undone"
+        );
+        // update: generation 2 is discarded, generation 1 still served
+        fail.store(false, Ordering::SeqCst);
+        let r = expect(
+            app.call(
+                Method::POST,
+                &base,
+                &admin,
+                Some(json!({"kind": "agent", "values": {"v": 1}})),
+            )
+            .await,
+            StatusCode::CREATED,
+        );
+        let id = r.data()["id"].as_str().unwrap().to_owned();
+        fail.store(true, Ordering::SeqCst);
+        let r = app
+            .call(
+                Method::PATCH,
+                &format!("{base}/{id}"),
+                &admin,
+                Some(json!({"values": {"v": 2}})),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE);
+        fail.store(false, Ordering::SeqCst);
+        let got = expect(
+            app.call(Method::GET, &format!("{base}/{id}"), &admin, None)
+                .await,
+            StatusCode::OK,
+        );
+        assert_eq!(
+            (got.data()["generation"].as_u64(), &got.data()["values"]),
+            (Some(1), &json!({"v": 1})),
+            "{backend:?}"
+        );
+        let files: Vec<_> = std::fs::read_dir(&ns_dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(files, vec![format!("{id}.1.json")], "{backend:?}");
+        // and the next update succeeds from generation 1
+        let r = expect(
+            app.call(
+                Method::PATCH,
+                &format!("{base}/{id}"),
+                &admin,
+                Some(json!({"values": {"v": 3}})),
+            )
+            .await,
+            StatusCode::OK,
+        );
+        assert_eq!(r.data()["generation"], 2);
+    }
+}
+
+#[tokio::test]
+async fn concurrent_patches_advance_once_each() {
+    let app = Arc::new(TestApp::on(Backend::Postgres).await);
+    let admin = app.admin();
+    let base = format!("/namespaces/{}/configurations", app.default_ns);
+    let r = expect(
+        app.call(
+            Method::POST,
+            &base,
+            &admin,
+            Some(json!({"kind": "agent", "values": {}})),
+        )
+        .await,
+        StatusCode::CREATED,
+    );
+    let id = r.data()["id"].as_str().unwrap().to_owned();
+    let mut tasks = Vec::new();
+    for i in 0..10 {
+        let (app, admin, path) = (app.clone(), admin.clone(), format!("{base}/{id}"));
+        tasks.push(tokio::spawn(async move {
+            app.call(
+                Method::PATCH,
+                &path,
+                &admin,
+                Some(json!({"values": {"writer": i}})),
+            )
+            .await
+        }));
+    }
+    let mut generations = Vec::new();
+    for t in tasks {
+        let r = t.await.unwrap();
+        match r.status {
+            StatusCode::OK => generations.push(r.data()["generation"].as_u64().unwrap()),
+            StatusCode::CONFLICT => {}
+            other => panic!("unexpected {other}: {}", r.body),
+        }
+    }
+    generations.sort();
+    let expected: Vec<u64> = (2..2 + generations.len() as u64).collect();
+    assert_eq!(
+        generations, expected,
+        "every successful PATCH advanced exactly one generation"
+    );
+}

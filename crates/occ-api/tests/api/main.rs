@@ -1,0 +1,11 @@
+//! In-process router tests: the real router, controller, store (SQLite unless a test says
+//! otherwise) and Drivers in temporary directories; requests through `tower::oneshot`.
+//! Namespace readiness, which the worker owns, is set through the store where a test needs it.
+
+mod auth;
+mod authz_matrix;
+mod common;
+mod configurations;
+mod deploy;
+mod framing;
+mod resources;
