@@ -39,3 +39,4 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 
 log "cargo test"
 cargo test --workspace --locked
+./scripts/schemathesis.sh

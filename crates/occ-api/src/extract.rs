@@ -106,10 +106,7 @@ impl FromRequestParts<AppState> for Ctx {
             auth
         };
         Ok(Ctx {
-            req: CtlRequest {
-                id: request_id(),
-                caller: auth.caller.clone(),
-            },
+            req: auth.request(request_id()),
             auth,
         })
     }

@@ -502,3 +502,6 @@ pub fn service_key_create(body: &Value) -> Result<ServiceKeyInput, Error> {
         expires_in: expires.expect("checked"),
     })
 }
+
+#[cfg(test)]
+mod fuzz;

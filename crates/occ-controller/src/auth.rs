@@ -16,7 +16,7 @@ use hmac::{Hmac, KeyInit, Mac};
 use occ_core::audit::AuditKind;
 use occ_core::authz::{Action, AuthMethod, Caller, Permission, ResourceKind, ResourceRef};
 use occ_core::iam::{AccessBinding, Identity, IdentityKind, ServiceKey, Session, UserAccount};
-use occ_core::{AdmissionDecisionId, Error, ErrorCode, IamId, NamespaceId, Timestamp};
+use occ_core::{AdmissionDecisionId, Error, ErrorCode, IamId, NamespaceId, RequestId, Timestamp};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
@@ -73,12 +73,27 @@ fn decoy_hash() -> &'static str {
 /// A caller, authenticated, with the session (for session callers).
 #[derive(Debug, Clone)]
 pub struct Authenticated {
-    /// The caller.
-    pub caller: Caller,
+    /// The caller (private: only authentication makes one).
+    caller: Caller,
     /// The human account, for session callers.
     pub user: Option<UserAccount>,
     /// The session, for session callers.
     pub session: Option<Session>,
+}
+
+impl Authenticated {
+    /// The caller.
+    pub fn caller(&self) -> &Caller {
+        &self.caller
+    }
+
+    /// The controller request for this caller, under the HTTP request's id.
+    pub fn request(&self, id: RequestId) -> Request {
+        Request {
+            id,
+            caller: self.caller.clone(),
+        }
+    }
 }
 
 /// Sign-in failure counting: at most 10 failures per email per minute.

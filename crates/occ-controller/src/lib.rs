@@ -90,13 +90,24 @@ impl std::fmt::Debug for FaultHooks {
     }
 }
 
-/// An authenticated request.
+/// An authenticated request. Its fields are private and it is made only from an
+/// [`auth::Authenticated`], which only this crate's authentication creates: code outside the
+/// controller cannot act as a caller it did not authenticate.
 #[derive(Debug, Clone)]
 pub struct Request {
+    id: RequestId,
+    caller: Caller,
+}
+
+impl Request {
     /// The request id (`req_…`).
-    pub id: RequestId,
+    pub fn id(&self) -> &RequestId {
+        &self.id
+    }
     /// Who is calling.
-    pub caller: Caller,
+    pub fn caller(&self) -> &Caller {
+        &self.caller
+    }
 }
 
 /// The application.

@@ -165,6 +165,8 @@ pub enum AgentCmd {
     DeploymentStatus { id: String, deployment_id: String },
     /// List the Agent's revisions.
     Revisions { id: String },
+    /// Show one revision (the frozen document and identities).
+    Revision { id: String, revision_id: String },
     /// Stop the Agent.
     Stop { id: String },
     /// Delete the Agent.
@@ -316,6 +318,18 @@ impl Client {
         Ok(doc.get("data").cloned().unwrap_or(Value::Null))
     }
 
+    /// Reports a deletion that returned no body: a sentence for tables, `{id, deleted}` for
+    /// machine-readable output.
+    fn deleted(&self, kind: &str, id: &str) -> anyhow::Result<()> {
+        match self.output {
+            Output::Table => {
+                println!("{kind} {id} deleted.");
+                Ok(())
+            }
+            _ => self.print(&serde_json::json!({"id": id, "deleted": true}), &[]),
+        }
+    }
+
     fn print(&self, value: &Value, columns: &[&str]) -> anyhow::Result<()> {
         let text = match self.output {
             Output::Json => serde_json::to_string_pretty(value)?,
@@ -459,8 +473,7 @@ pub async fn configuration(c: &Client, cmd: ConfigurationCmd) -> anyhow::Result<
         ConfigurationCmd::Delete { id } => {
             c.call(Method::DELETE, &format!("{base}/{id}"), None)
                 .await?;
-            println!("Configuration {id} deleted.");
-            return Ok(());
+            return c.deleted("Configuration", &id);
         }
     };
     c.print(&v, &[])
@@ -484,8 +497,7 @@ pub async fn secret(c: &Client, cmd: SecretCmd) -> anyhow::Result<()> {
         SecretCmd::Delete { id } => {
             c.call(Method::DELETE, &format!("{base}/{id}"), None)
                 .await?;
-            println!("Secret {id} deleted.");
-            return Ok(());
+            return c.deleted("Secret", &id);
         }
     };
     c.print(&v, &["id", "name"])
@@ -504,8 +516,7 @@ pub async fn service_account(c: &Client, cmd: ServiceAccountCmd) -> anyhow::Resu
         ServiceAccountCmd::Delete { id } => {
             c.call(Method::DELETE, &format!("{base}/{id}"), None)
                 .await?;
-            println!("ServiceAccount {id} deleted.");
-            return Ok(());
+            return c.deleted("ServiceAccount", &id);
         }
     };
     c.print(&v, &["id", "name"])
@@ -536,6 +547,15 @@ pub async fn agent(c: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
         AgentCmd::Revisions { id } => c.print(
             &c.call(Method::GET, &format!("{base}/{id}/revisions"), None)
                 .await?,
+            REVISION_COLUMNS,
+        ),
+        AgentCmd::Revision { id, revision_id } => c.print(
+            &c.call(
+                Method::GET,
+                &format!("{base}/{id}/revisions/{revision_id}"),
+                None,
+            )
+            .await?,
             REVISION_COLUMNS,
         ),
         AgentCmd::DeploymentStatus { id, deployment_id } => c.print(
@@ -631,9 +651,15 @@ async fn follow(c: &Client, path: &str, limit: Duration) -> anyhow::Result<()> {
 /// `occ iam …`
 pub async fn iam(c: &Client, cmd: IamCmd) -> anyhow::Result<()> {
     let ns = c.ns()?;
-    let (base, cmd, columns): (String, IamResourceCmd, &[&str]) = match cmd {
-        IamCmd::Role(cmd) => (format!("/namespaces/{ns}/iam/roles"), cmd, &["id", "name"]),
+    let (kind, base, cmd, columns): (&str, String, IamResourceCmd, &[&str]) = match cmd {
+        IamCmd::Role(cmd) => (
+            "Role",
+            format!("/namespaces/{ns}/iam/roles"),
+            cmd,
+            &["id", "name"],
+        ),
         IamCmd::AccessBinding(cmd) => (
+            "AccessBinding",
             format!("/namespaces/{ns}/iam/access-bindings"),
             cmd,
             &["id", "subjectId", "roleId", "resourceKind", "resourceId"],
@@ -648,8 +674,7 @@ pub async fn iam(c: &Client, cmd: IamCmd) -> anyhow::Result<()> {
         IamResourceCmd::Delete { id } => {
             c.call(Method::DELETE, &format!("{base}/{id}"), None)
                 .await?;
-            println!("{id} deleted.");
-            return Ok(());
+            return c.deleted(kind, &id);
         }
     };
     c.print(&v, columns)

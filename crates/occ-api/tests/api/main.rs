@@ -9,3 +9,4 @@ mod configurations;
 mod deploy;
 mod framing;
 mod resources;
+mod snapshots;

@@ -1,0 +1,746 @@
+//! End to end: the `occ` binary drives a real `occ serve` through the whole flow a user follows,
+//! once on PostgreSQL and once on SQLite.
+//!
+//! migrate → bootstrap → serve → installation → namespaces → configuration create/update/get →
+//! secret → IAM grant for the Agent's principal → agent create → deploy (admission) →
+//! deployment status → revisions (frozen against later Configuration changes) → stop → delete;
+//! plus the error paths (key file problems, API errors with status, code and request id) and
+//! the three output formats.
+//!
+//! The worker does not exist yet, so the test marks the Namespace `default` ready directly in
+//! the database, as the worker would.
+
+use std::fs::File;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use occ_store::Backend;
+use occ_testkit::TestDb;
+use serde_json::{Value, json};
+
+const OCC: &str = env!("CARGO_BIN_EXE_occ");
+const AUTH_SECRET: &str = "cli-test-secret-cli-test-secret-0123456789";
+const ADMIN_PASSWORD: &str = "correct horse battery staple";
+/// A Secret value that must never appear in any output or log.
+const SECRET_VALUE: &str = "sk-cli-e2e-never-printed-7f3a9c";
+/// A well-formed Agent id that does not exist.
+const MISSING_AGENT: &str = "agt_00000000-0000-4000-8000-000000000000";
+
+/// A running `occ serve`, killed (by PID) and reaped when dropped, also on panic.
+struct Server {
+    child: Child,
+    port: u16,
+    log: PathBuf,
+}
+
+impl Server {
+    /// Starts `occ serve` on a free port and waits until it listens.
+    fn start(database_url: &str, dir: &Path) -> Server {
+        let data_dir = dir.join("data");
+        let mut last_log = String::new();
+        // A port picked by binding :0 may be taken again before the server binds it: retry.
+        for attempt in 0..3 {
+            let port = free_port();
+            let log = dir.join(format!("serve-{attempt}.log"));
+            let child = Command::new(OCC)
+                .arg("serve")
+                .env_clear()
+                .env("OCC_DATABASE_URL", database_url)
+                .env("OCC_DATA_DIR", &data_dir)
+                .env("OCC_AUTH_SECRET", AUTH_SECRET)
+                .env("OCC_HOST", "127.0.0.1")
+                .env("OCC_PORT", port.to_string())
+                .env("OCC_AUTH_BASE_URL", format!("http://127.0.0.1:{port}"))
+                .env("NO_COLOR", "1")
+                .stdin(Stdio::null())
+                .stdout(File::create(dir.join(format!("serve-{attempt}.out"))).expect("stdout"))
+                .stderr(File::create(&log).expect("log file"))
+                .spawn()
+                .expect("spawn occ serve");
+            let mut server = Server { child, port, log };
+            let ready = format!("listening on http://127.0.0.1:{port}");
+            let deadline = Instant::now() + Duration::from_secs(20);
+            loop {
+                let text = server.log_text();
+                if text.contains(&ready) {
+                    return server;
+                }
+                if let Some(status) = server.child.try_wait().expect("try_wait") {
+                    last_log = format!("occ serve exited with {status}:\n{text}");
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "occ serve did not listen within 20 s:\n{text}"
+                );
+                std::thread::sleep(Duration::from_millis(25));
+            }
+            if !last_log.contains("cannot listen") {
+                break;
+            }
+        }
+        panic!("occ serve did not start: {last_log}");
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::thread::panicking() {
+            #[allow(clippy::print_stderr, reason = "the server log helps debug a failure")]
+            {
+                eprintln!(
+                    "---- occ serve log ({}) ----\n{}",
+                    self.log.display(),
+                    self.log_text()
+                );
+            }
+        }
+    }
+}
+
+fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind :0");
+    listener.local_addr().expect("local addr").port()
+}
+
+/// Runs `occ` with a clean environment (no proxies, no stray OCC_* variables).
+fn run(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(OCC);
+    cmd.args(args)
+        .env_clear()
+        .env("NO_COLOR", "1")
+        .env("OCC_TIMEOUT_SECONDS", "20")
+        .stdin(Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("run occ")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[track_caller]
+fn succeeded(args: &[&str], out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "occ {args:?} failed ({}):\nstdout: {}\nstderr: {}",
+        out.status,
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    text(&out.stdout)
+}
+
+#[track_caller]
+fn failed(args: &[&str], out: &Output) -> String {
+    assert!(
+        !out.status.success(),
+        "occ {args:?} should fail:\nstdout: {}\nstderr: {}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    assert!(
+        out.stdout.is_empty(),
+        "a failed call prints nothing on stdout: {}",
+        text(&out.stdout)
+    );
+    let err = text(&out.stderr);
+    assert!(err.starts_with("error: "), "stderr: {err}");
+    err
+}
+
+/// The CLI pointed at one server with one key and one Namespace, passed as flags.
+struct Cli {
+    url: String,
+    key_file: String,
+    namespace: Option<String>,
+}
+
+impl Cli {
+    fn args<'a>(&'a self, output: &'a str, args: &[&'a str]) -> Vec<&'a str> {
+        let mut all = vec!["--url", &self.url, "--service-key-file", &self.key_file];
+        if let Some(ns) = &self.namespace {
+            all.extend(["--namespace", ns.as_str()]);
+        }
+        all.extend(["-o", output]);
+        all.extend_from_slice(args);
+        all
+    }
+
+    /// Runs with `-o output`; returns the raw output.
+    fn raw(&self, output: &str, args: &[&str]) -> Output {
+        run(&self.args(output, args), &[])
+    }
+
+    /// Succeeds with `-o table`; returns stdout.
+    #[track_caller]
+    fn table(&self, args: &[&str]) -> String {
+        let out = self.raw("table", args);
+        succeeded(args, &out)
+    }
+
+    /// Succeeds with `-o json`; returns the parsed resource.
+    #[track_caller]
+    fn json(&self, args: &[&str]) -> Value {
+        let out = self.raw("json", args);
+        let stdout = succeeded(args, &out);
+        serde_json::from_str(&stdout)
+            .unwrap_or_else(|e| panic!("occ {args:?} -o json is not JSON ({e}): {stdout}"))
+    }
+
+    /// Succeeds with `-o yaml`; returns the parsed resource.
+    #[track_caller]
+    fn yaml(&self, args: &[&str]) -> Value {
+        let out = self.raw("yaml", args);
+        let stdout = succeeded(args, &out);
+        serde_yaml_ng::from_str(&stdout)
+            .unwrap_or_else(|e| panic!("occ {args:?} -o yaml is not YAML ({e}): {stdout}"))
+    }
+
+    /// Fails (table output); returns stderr.
+    #[track_caller]
+    fn fails(&self, args: &[&str]) -> String {
+        let out = self.raw("table", args);
+        failed(args, &out)
+    }
+}
+
+/// An API failure on stderr: `HTTP <status> <CODE>: <message> (request req_…)`.
+#[track_caller]
+fn assert_api_error(stderr: &str, status: u16, code: &str) {
+    assert!(
+        stderr.contains(&format!("HTTP {status} {code}: ")),
+        "expected HTTP {status} {code}: {stderr}"
+    );
+    assert!(
+        stderr.contains("(request req_"),
+        "the request id is shown: {stderr}"
+    );
+}
+
+/// The value of `key: value` in a single-resource table.
+#[track_caller]
+fn field(table: &str, key: &str) -> String {
+    table
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{key}: ")))
+        .unwrap_or_else(|| panic!("no {key:?} line in:\n{table}"))
+        .to_owned()
+}
+
+#[track_caller]
+fn str_of<'a>(v: &'a Value, key: &str) -> &'a str {
+    v[key]
+        .as_str()
+        .unwrap_or_else(|| panic!("{key} is not a string in {v}"))
+}
+
+fn write_json(dir: &Path, name: &str, value: &Value) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, serde_json::to_vec_pretty(value).expect("json")).expect("write");
+    path.to_str().expect("utf-8 path").to_owned()
+}
+
+fn doc(primary: &str) -> Value {
+    json!({"agents": {"defaults": {"model": {"primary": primary}}}})
+}
+
+/// Marks `default` ready, as the worker would.
+fn mark_default_ready(rt: &tokio::runtime::Runtime, db: &TestDb) {
+    rt.block_on(async {
+        let mut raw = db.raw().await;
+        let n = raw
+            .execute(
+                "UPDATE namespaces SET status = 'ready' \
+                 WHERE name = 'default' AND status = 'provisioning' AND deleted_at IS NULL",
+            )
+            .await
+            .expect("mark default ready");
+        assert_eq!(n, 1, "exactly the provisioning Namespace default");
+    });
+}
+
+fn end_to_end(backend: Backend) {
+    let started = Instant::now();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let db = rt.block_on(TestDb::empty(backend));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = |name: &str| dir.path().join(name).to_str().expect("utf-8").to_owned();
+
+    // ---- migrate (twice: idempotent) ----
+    for _ in 0..2 {
+        let args = ["migrate", "--database-url", &db.url];
+        succeeded(&args, &run(&args, &[]));
+    }
+
+    // ---- bootstrap ----
+    std::fs::write(path("password"), format!("{ADMIN_PASSWORD}\n")).expect("password file");
+    let key_file = path("admin-key.json");
+    let pw = path("password");
+    let args = [
+        "bootstrap",
+        "--database-url",
+        &db.url,
+        "--admin-password-file",
+        &pw,
+        "--service-key-file",
+        &key_file,
+    ];
+    succeeded(&args, &run(&args, &[]));
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&key_file)
+            .expect("key file")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "the key file is private");
+    }
+    let key_doc: Value =
+        serde_json::from_str(&std::fs::read_to_string(&key_file).expect("read key")).expect("key");
+    let admin_key = str_of(&key_doc["data"], "key").to_owned();
+    assert!(
+        str_of(&key_doc["data"], "id").starts_with("key_"),
+        "{key_doc}"
+    );
+    let installation_id = str_of(&key_doc["meta"], "installationId").to_owned();
+    // a second bootstrap creates nothing and issues no key
+    let second_key = path("second-key.json");
+    let args = [
+        "bootstrap",
+        "--database-url",
+        &db.url,
+        "--admin-password-file",
+        &pw,
+        "--service-key-file",
+        &second_key,
+    ];
+    succeeded(&args, &run(&args, &[]));
+    assert!(!Path::new(&second_key).exists(), "no second key is issued");
+
+    // ---- serve ----
+    let server = Server::start(&db.url, dir.path());
+    let mut cli = Cli {
+        url: server.url(),
+        key_file: key_file.clone(),
+        namespace: None,
+    };
+
+    // ---- installation ----
+    let inst = cli.json(&["installation", "get"]);
+    assert_eq!(str_of(&inst, "id"), installation_id);
+    let inst_table = cli.table(&["installation", "get"]);
+    assert_eq!(field(&inst_table, "id"), installation_id);
+    assert_eq!(field(&inst_table, "name"), "OpenClaw Local Development");
+
+    // ---- namespaces: default is provisioning until the worker makes it ready ----
+    let list = cli.json(&["namespace", "list"]);
+    let list = list.as_array().expect("a list");
+    assert_eq!(list.len(), 1, "{list:?}");
+    assert_eq!(str_of(&list[0], "name"), "default");
+    assert_eq!(str_of(&list[0], "status"), "provisioning");
+    let ns = str_of(&list[0], "id").to_owned();
+    assert!(ns.starts_with("ns_"), "{ns}");
+    let table = cli.table(&["namespace", "list"]);
+    let mut lines = table.lines();
+    let header: Vec<&str> = lines.next().expect("header").split_whitespace().collect();
+    assert_eq!(header, ["ID", "NAME", "STATUS", "CREATEDAT"], "{table}");
+    let row: Vec<&str> = lines.next().expect("a row").split_whitespace().collect();
+    assert_eq!(
+        &row[..3],
+        [ns.as_str(), "default", "provisioning"],
+        "{table}"
+    );
+    assert!(lines.next().is_none(), "{table}");
+
+    // a second Namespace: created provisioning, deleted to `deleting` (the worker finishes it)
+    let team = cli.json(&["namespace", "create", "team-a"]);
+    assert_eq!(str_of(&team, "status"), "provisioning");
+    let team_id = str_of(&team, "id").to_owned();
+    let gone = cli.yaml(&["namespace", "delete", &team_id]);
+    assert_eq!(str_of(&gone, "status"), "deleting");
+    let listed = cli.json(&["namespace", "list"]);
+    assert_eq!(listed.as_array().map(Vec::len), Some(2), "{listed}");
+
+    // a namespaced command without --namespace names the missing option
+    let err = cli.fails(&["agent", "list"]);
+    assert!(err.contains("--namespace / OCC_NAMESPACE"), "{err}");
+    cli.namespace = Some(ns.clone());
+
+    // writes that need a ready Namespace are refused while it provisions
+    let secret_file = write_json(
+        dir.path(),
+        "secret.json",
+        &json!({"name": "openai-key", "value": SECRET_VALUE}),
+    );
+    let err = cli.fails(&["secret", "create", "--file", &secret_file]);
+    assert_api_error(&err, 409, "NAMESPACE_NOT_READY");
+
+    mark_default_ready(&rt, &db);
+    let ns_yaml = cli.yaml(&["namespace", "get", &ns]);
+    assert_eq!(str_of(&ns_yaml, "id"), ns);
+    assert_eq!(str_of(&ns_yaml, "status"), "ready");
+
+    // ---- configuration: create, update, get; the generation counts ----
+    let doc1 = doc("openai/gpt-5");
+    let doc2 = json!({
+        "agents": {"defaults": {"model": {"primary": "openai/gpt-5"}}},
+        "models": {"providers": {"openai": {
+            "baseUrl": "https://api.openai.com/v1",
+            "api": "openai-responses",
+            "apiKey": "${OPENAI_API_KEY}"
+        }}}
+    });
+    let doc3 = doc("openai/gpt-5-mini");
+    let f1 = write_json(
+        dir.path(),
+        "cfg1.json",
+        &json!({"kind": "agent", "values": doc1}),
+    );
+    let cfg = cli.json(&["configuration", "create", "--file", &f1]);
+    let cfg_id = str_of(&cfg, "id").to_owned();
+    assert!(cfg_id.starts_with("cfg_"), "{cfg}");
+    assert_eq!(cfg["generation"], 1);
+    assert_eq!(cfg["values"], doc1);
+    assert_eq!(str_of(&cfg, "namespaceId"), ns);
+    // an invalid document is refused before any Driver sees it
+    let bad = write_json(
+        dir.path(),
+        "bad-cfg.json",
+        &json!({"kind": "agent", "values": {"models": {"providers": {"x": {"baseUrl": "ftp://x"}}}}}),
+    );
+    let err = cli.fails(&["configuration", "create", "--file", &bad]);
+    assert_api_error(&err, 400, "INVALID_REQUEST");
+    let f2 = write_json(dir.path(), "cfg2.json", &json!({"values": doc2}));
+    let updated = cli.json(&["configuration", "update", &cfg_id, "--file", &f2]);
+    assert_eq!(updated["generation"], 2);
+    let got = cli.yaml(&["configuration", "get", &cfg_id]);
+    assert_eq!(got["generation"], 2);
+    assert_eq!(got["values"], doc2);
+    let got = cli.table(&["configuration", "get", &cfg_id]);
+    assert_eq!(field(&got, "generation"), "2");
+    assert_eq!(field(&got, "id"), cfg_id);
+
+    // ---- secret: the value is never printed ----
+    let out = cli.raw("table", &["secret", "create", "--file", &secret_file]);
+    let created = succeeded(&["secret", "create"], &out);
+    assert!(!created.contains(SECRET_VALUE) && !text(&out.stderr).contains(SECRET_VALUE));
+    let sec_id = field(&created, "id");
+    assert!(sec_id.starts_with("sec_"), "{created}");
+    assert_eq!(field(&created, "name"), "openai-key");
+    let sec = cli.json(&["secret", "get", &sec_id]);
+    assert!(sec.get("value").is_none(), "{sec}");
+    assert!(!sec.to_string().contains(SECRET_VALUE));
+    let secret_ref = sec["ref"].clone();
+    assert_eq!(
+        secret_ref,
+        json!({"kind": "secret", "namespaceId": ns, "id": sec_id})
+    );
+    // the OCC_* variables work as well as the flags
+    let out = run(
+        &["-o", "json", "secret", "list"],
+        &[
+            ("OCC_URL", cli.url.as_str()),
+            ("OCC_SERVICE_KEY_FILE", key_file.as_str()),
+            ("OCC_NAMESPACE", ns.as_str()),
+        ],
+    );
+    let listed: Value =
+        serde_json::from_str(&succeeded(&["secret", "list"], &out)).expect("json list");
+    assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
+    assert!(!listed.to_string().contains(SECRET_VALUE));
+
+    // ---- agent ----
+    let agent_file = write_json(
+        dir.path(),
+        "agent.json",
+        &json!({
+            "name": "alpha",
+            "configurationId": cfg_id,
+            "harnessAuth": {"method": "api_key", "source": secret_ref}
+        }),
+    );
+    let created = cli.table(&["agent", "create", "--file", &agent_file]);
+    let agt = field(&created, "id");
+    assert!(agt.starts_with("agt_"), "{created}");
+    assert_eq!(field(&created, "desiredRuntimeState"), "stopped");
+    assert_eq!(field(&created, "configurationId"), cfg_id);
+    let agent_sp = format!("service-agent-{agt}");
+    assert_eq!(field(&created, "servicePrincipalId"), agent_sp);
+    let table = cli.table(&["agent", "list"]);
+    let header: Vec<&str> = table
+        .lines()
+        .next()
+        .expect("header")
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        header,
+        [
+            "ID",
+            "NAME",
+            "DESIREDRUNTIMESTATE",
+            "STATUS",
+            "ACTIVEREVISIONID",
+            "CONFIGURATIONID"
+        ]
+    );
+    assert!(
+        table.lines().nth(1).expect("row").starts_with(&agt),
+        "{table}"
+    );
+
+    // ---- deploy: the Agent's principal needs its own grant on the Secret ----
+    let err = cli.fails(&["agent", "deploy", &agt]);
+    assert_api_error(&err, 403, "FORBIDDEN");
+    assert!(err.contains(&agent_sp), "the 403 names the Agent SP: {err}");
+    let role_file = write_json(
+        dir.path(),
+        "role.json",
+        &json!({"name": "secret-operator", "permissions": [{"action": "operate", "resourceKind": "secret"}]}),
+    );
+    let role = cli.json(&["iam", "role", "create", "--file", &role_file]);
+    let role_id = str_of(&role, "id").to_owned();
+    let binding_file = write_json(
+        dir.path(),
+        "binding.json",
+        &json!({"subjectKind": "identity", "subjectId": agent_sp, "roleId": role_id,
+                "resourceKind": "secret", "resourceId": sec_id}),
+    );
+    let binding = cli.json(&["iam", "access-binding", "create", "--file", &binding_file]);
+    assert_eq!(str_of(&binding, "subjectId"), agent_sp);
+    let table = cli.table(&["iam", "access-binding", "list"]);
+    assert!(table.starts_with("ID "), "{table}");
+    assert!(table.contains(&agent_sp), "{table}");
+
+    // admission prints the revision
+    let out = cli.raw("table", &["agent", "deploy", &agt]);
+    let deployed = succeeded(&["agent", "deploy"], &out);
+    assert!(!deployed.contains(SECRET_VALUE) && !text(&out.stderr).contains(SECRET_VALUE));
+    let rev_id = field(&deployed, "id");
+    assert!(rev_id.starts_with("rev_"), "{deployed}");
+    assert_eq!(field(&deployed, "revision"), "1");
+    assert_eq!(field(&deployed, "configurationGeneration"), "2");
+    assert_eq!(field(&deployed, "agentId"), agt);
+    let frozen: Value = serde_json::from_str(&field(&deployed, "configuration")).expect("json");
+    assert_eq!(frozen, doc2);
+    let a = cli.json(&["agent", "get", &agt]);
+    assert_eq!(str_of(&a, "desiredRuntimeState"), "running");
+
+    // ---- deployment status (queued: no worker runs) ----
+    let status = cli.json(&["agent", "deployment-status", &agt, &rev_id]);
+    assert_eq!(str_of(&status, "deploymentId"), rev_id);
+    assert_eq!(str_of(&status, "agentId"), agt);
+    assert_eq!(str_of(&status, "status"), "queued");
+    assert_eq!(status["error"], Value::Null);
+    let status = cli.yaml(&["agent", "deployment-status", &agt, &rev_id]);
+    assert_eq!(str_of(&status, "status"), "queued");
+
+    // ---- revisions ----
+    let table = cli.table(&["agent", "revisions", &agt]);
+    let mut lines = table.lines();
+    let header: Vec<&str> = lines.next().expect("header").split_whitespace().collect();
+    assert_eq!(
+        header,
+        ["ID", "REVISION", "CONFIGURATIONGENERATION", "CREATEDAT"]
+    );
+    let row: Vec<&str> = lines.next().expect("a row").split_whitespace().collect();
+    assert_eq!(&row[..3], [rev_id.as_str(), "1", "2"], "{table}");
+    assert!(lines.next().is_none(), "{table}");
+
+    // a later Configuration change never touches the admitted revision
+    let f3 = write_json(dir.path(), "cfg3.json", &json!({"values": doc3}));
+    let updated = cli.json(&["configuration", "update", &cfg_id, "--file", &f3]);
+    assert_eq!(updated["generation"], 3);
+    assert_eq!(updated["values"], doc3);
+    let revisions = cli.yaml(&["agent", "revisions", &agt]);
+    let revisions = revisions.as_array().expect("a list");
+    assert_eq!(revisions.len(), 1, "{revisions:?}");
+    assert_eq!(str_of(&revisions[0], "id"), rev_id);
+    assert_eq!(revisions[0]["configurationGeneration"], 2);
+    assert_eq!(revisions[0]["configuration"], doc2);
+    let revisions = cli.json(&["agent", "revisions", &agt]);
+    assert_eq!(revisions[0]["configuration"], doc2);
+    assert_eq!(revisions[0]["revision"], 1);
+
+    // `deploy --wait` admits revision 2 (generation 3), reports progress on stderr and gives up
+    // at its deadline, non-zero (no worker runs here)
+    let out = cli.raw(
+        "table",
+        &[
+            "agent",
+            "deploy",
+            &agt,
+            "--wait",
+            "--wait-timeout-seconds",
+            "1",
+        ],
+    );
+    let err = text(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(out.stdout.is_empty(), "{}", text(&out.stdout));
+    assert!(err.contains("(revision 2) admitted."), "{err}");
+    assert!(err.contains("] queued"), "{err}");
+    assert!(
+        err.contains("error: the deployment did not finish within 1 seconds"),
+        "{err}"
+    );
+    let revisions = cli.json(&["agent", "revisions", &agt]);
+    let revisions = revisions.as_array().expect("a list");
+    assert_eq!(revisions.len(), 2, "{revisions:?}");
+    let by_number = |n: u64| {
+        revisions
+            .iter()
+            .find(|r| r["revision"] == n)
+            .unwrap_or_else(|| panic!("no revision {n}: {revisions:?}"))
+    };
+    assert_eq!(
+        (
+            &by_number(1)["configurationGeneration"],
+            &by_number(1)["configuration"]
+        ),
+        (&json!(2), &doc2)
+    );
+    assert_eq!(
+        (
+            &by_number(2)["configurationGeneration"],
+            &by_number(2)["configuration"]
+        ),
+        (&json!(3), &doc3)
+    );
+    // one revision on its own
+    let one = cli.json(&["agent", "revision", &agt, &rev_id]);
+    assert_eq!(
+        (&one["configurationGeneration"], &one["configuration"]),
+        (&json!(2), &doc2)
+    );
+    // a referenced Configuration cannot be deleted
+    let err = cli.fails(&["configuration", "delete", &cfg_id]);
+    assert_api_error(&err, 409, "RESOURCE_CONFLICT");
+
+    // ---- stop, delete ----
+    let stopped = cli.table(&["agent", "stop", &agt]);
+    assert_eq!(field(&stopped, "desiredRuntimeState"), "stopped");
+    let deleted = cli.json(&["agent", "delete", &agt]);
+    assert_eq!(str_of(&deleted, "id"), agt);
+    assert_eq!(str_of(&deleted, "status"), "deleting");
+    let after = cli.json(&["agent", "get", &agt]);
+    assert_eq!(str_of(&after, "status"), "deleting");
+    // a deleting Agent cannot be deployed
+    let err = cli.fails(&["agent", "deploy", &agt]);
+    assert_api_error(&err, 409, "AGENT_DELETING");
+
+    // a deletion answered with 204 still prints machine-readable output under -o json/yaml
+    let sa = cli.json(&["service-account", "create", "ci"]);
+    let sa_id = str_of(&sa, "id");
+    let gone = cli.json(&["service-account", "delete", &sa_id]);
+    assert_eq!(gone, json!({"id": sa_id, "deleted": true}));
+
+    // ---- API errors: status, code, message and request id on stderr ----
+    let err = cli.fails(&["agent", "get", MISSING_AGENT]);
+    assert_api_error(&err, 404, "NOT_FOUND");
+    let out = cli.raw("json", &["agent", "get", MISSING_AGENT]);
+    assert_api_error(&failed(&["agent", "get"], &out), 404, "NOT_FOUND");
+    let err = cli.fails(&["agent", "get", "not-an-id"]);
+    assert_api_error(&err, 400, "INVALID_REQUEST");
+
+    // ---- key file problems ----
+    let missing = path("no-such-key.json");
+    let bad_key_cli = |key_file: &str| Cli {
+        url: cli.url.clone(),
+        key_file: key_file.to_owned(),
+        namespace: Some(ns.clone()),
+    };
+    let err = bad_key_cli(&missing).fails(&["installation", "get"]);
+    assert!(
+        err.contains("--service-key-file") && err.contains(&missing),
+        "names the option and the path: {err}"
+    );
+    assert!(err.contains("No such file"), "{err}");
+    std::fs::write(path("garbage-key.json"), "not json\n").expect("write");
+    let err = bad_key_cli(&path("garbage-key.json")).fails(&["installation", "get"]);
+    assert!(
+        err.contains(&path("garbage-key.json")) && err.contains("is not JSON"),
+        "{err}"
+    );
+    std::fs::write(path("keyless.json"), r#"{"data":{"id":"key_x"}}"#).expect("write");
+    let err = bad_key_cli(&path("keyless.json")).fails(&["namespace", "list"]);
+    assert!(err.contains("has no data.key"), "{err}");
+    std::fs::write(path("wrong-key.json"), r#"{"data":{"key":"occ_wrong"}}"#).expect("write");
+    let err = bad_key_cli(&path("wrong-key.json")).fails(&["namespace", "list"]);
+    assert_api_error(&err, 401, "UNAUTHENTICATED");
+    // no key at all
+    let out = run(&["--url", &cli.url, "installation", "get"], &[]);
+    assert_api_error(
+        &failed(&["installation", "get"], &out),
+        401,
+        "UNAUTHENTICATED",
+    );
+    // a malformed --url names the option
+    let out = run(
+        &["--url", &format!("{}/api", cli.url), "installation", "get"],
+        &[],
+    );
+    let err = failed(&["installation", "get"], &out);
+    assert!(err.contains("--url/OCC_URL"), "{err}");
+    // an unreachable server
+    let out = run(
+        &[
+            "--url",
+            "http://127.0.0.1:1",
+            "--service-key-file",
+            &key_file,
+            "installation",
+            "get",
+        ],
+        &[],
+    );
+    let err = failed(&["installation", "get"], &out);
+    assert!(err.contains("cannot reach http://127.0.0.1:1"), "{err}");
+
+    // ---- the server never logged the Secret value or the service key ----
+    let log = server.log_text();
+    assert!(
+        !log.contains(SECRET_VALUE),
+        "the Secret value leaked into the log"
+    );
+    assert!(
+        !log.contains(&admin_key),
+        "the service key leaked into the log"
+    );
+    drop(server);
+
+    #[allow(clippy::print_stderr, reason = "timing of the end-to-end run")]
+    {
+        eprintln!(
+            "cli end to end on {backend:?}: {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
+    }
+}
+
+#[test]
+fn cli_end_to_end_postgres() {
+    end_to_end(Backend::Postgres);
+}
+
+#[test]
+fn cli_end_to_end_sqlite() {
+    end_to_end(Backend::Sqlite);
+}
