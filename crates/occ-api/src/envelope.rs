@@ -11,6 +11,8 @@ use serde_json::json;
 tokio::task_local! {
     /// The id of the request being served (set by the outermost middleware).
     pub static REQUEST_ID: RequestId;
+    /// Whether errors use the reference's auth-route shape (set by the outermost middleware).
+    pub static AUTH_ROUTE_ERRORS: bool;
 }
 
 /// The current request id, or a fresh one outside a request scope.

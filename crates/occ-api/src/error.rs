@@ -1,13 +1,17 @@
 //! The one place an error becomes an HTTP response: status from the API code, the reference
 //! envelope `{error:{code, message, details?}, meta:{requestId}}`, and `Retry-After` when set.
 //! Internal context is logged here and never sent.
+//!
+//! The reference serves `/api/auth/*` from its auth library, whose errors are `{code, message}`
+//! only and which answers a missing, foreign or oversized body with 400: under `/api/auth/`
+//! occ renders errors the same way (the message still names the offending field).
 
 use axum::response::{IntoResponse, Response};
 use http::{HeaderValue, StatusCode, header};
 use occ_core::{Error, ErrorCode};
 use serde_json::json;
 
-use crate::envelope::{current_request_id, json_response};
+use crate::envelope::{AUTH_ROUTE_ERRORS, current_request_id, json_response};
 
 /// An error answered by the API.
 #[derive(Debug)]
@@ -21,7 +25,13 @@ impl From<Error> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let err = self.0;
+        let auth_route = AUTH_ROUTE_ERRORS.try_with(|v| *v).unwrap_or(false);
+        let err = match self.0.code() {
+            ErrorCode::PayloadTooLarge | ErrorCode::UnsupportedMediaType if auth_route => {
+                Error::invalid_request(self.0.message())
+            }
+            _ => self.0,
+        };
         let status = StatusCode::from_u16(err.code().http_status())
             .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         if status.is_server_error() {
@@ -32,7 +42,7 @@ impl IntoResponse for ApiError {
             );
         }
         let mut error = json!({"code": err.code().as_str(), "message": err.message()});
-        if !err.details().is_empty() {
+        if !err.details().is_empty() && !auth_route {
             error["details"] = serde_json::to_value(err.details()).unwrap_or_default();
         }
         let body = json!({"error": error, "meta": {"requestId": current_request_id()}});

@@ -183,13 +183,12 @@ impl FromRequest<AppState> for NoBody {
     type Rejection = ApiError;
 
     async fn from_request(req: axum::extract::Request, _: &AppState) -> Result<Self, ApiError> {
-        let bytes = read_limited(req, DEFAULT_LIMIT).await?;
-        if bytes.is_empty() {
-            Ok(NoBody)
-        } else {
-            Err(ApiError(Error::invalid_request(
+        // Any body is refused with 400, whatever its size: these routes document no 413.
+        match read_limited(req, DEFAULT_LIMIT).await {
+            Ok(bytes) if bytes.is_empty() => Ok(NoBody),
+            _ => Err(ApiError(Error::invalid_request(
                 "This route takes no request body",
-            )))
+            ))),
         }
     }
 }

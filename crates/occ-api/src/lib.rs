@@ -16,7 +16,7 @@ use axum::extract::{Request, State};
 use axum::middleware::{Next, from_fn_with_state};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use http::{HeaderValue, header};
+use http::{HeaderValue, Method, header};
 use occ_core::{Error, RequestId};
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
@@ -33,7 +33,7 @@ pub mod views;
 
 pub use state::{ApiSettings, AppState};
 
-use envelope::REQUEST_ID;
+use envelope::{AUTH_ROUTE_ERRORS, REQUEST_ID};
 use error::ApiError;
 use handlers::{agents, auth, configurations, iam, namespaces, secrets, service_accounts};
 
@@ -101,6 +101,8 @@ pub fn router_and_openapi(state: AppState) -> (axum::Router, utoipa::openapi::Op
                 async move { envelope::json_response(http::StatusCode::OK, &document) }
             }),
         )
+        // only matched routes: an unknown path or method still answers 404/405
+        .route_layer(axum::middleware::from_fn(refuse_body_on_reads))
         .fallback(|| async { error::not_found() })
         .method_not_allowed_fallback(|| async { error::method_not_allowed() })
         .layer(from_fn_with_state(state.clone(), frame))
@@ -118,6 +120,21 @@ fn is_resource_route(path: &str) -> bool {
     !(path.starts_with("/api/auth/") || path == "/openapi.json")
 }
 
+/// Whether the request carries a body (the body's own size hint: known-empty or not).
+fn has_body(req: &Request) -> bool {
+    use axum::body::HttpBody as _;
+    req.body().size_hint().exact() != Some(0)
+}
+
+/// No read route takes a body; one sent anyway is refused rather than ignored.
+async fn refuse_body_on_reads(req: Request, next: Next) -> Response {
+    if matches!(*req.method(), Method::GET | Method::HEAD) && has_body(&req) {
+        return ApiError(Error::invalid_request("This route takes no request body"))
+            .into_response();
+    }
+    next.run(req).await
+}
+
 /// Outermost middleware: request id scope, the query-string rule, the bootstrap gate, the
 /// common headers and one log line per request.
 async fn frame(State(state): State<AppState>, req: Request, next: Next) -> Response {
@@ -125,23 +142,25 @@ async fn frame(State(state): State<AppState>, req: Request, next: Next) -> Respo
     let started = Instant::now();
     let method = req.method().clone();
     let path = req.uri().path().to_owned();
+    let auth_route = path.starts_with("/api/auth/");
+    let handle = async move {
+        if req.uri().query().is_some() {
+            return ApiError(Error::invalid_request(
+                "This route accepts no query parameters",
+            ))
+            .into_response();
+        }
+        if is_resource_route(req.uri().path()) {
+            match state.controller.is_bootstrapped().await {
+                Ok(true) => {}
+                Ok(false) => return error::not_found().into_response(),
+                Err(e) => return ApiError(e).into_response(),
+            }
+        }
+        next.run(req).await
+    };
     let mut response = REQUEST_ID
-        .scope(id.clone(), async move {
-            if req.uri().query().is_some() {
-                return ApiError(Error::invalid_request(
-                    "This route accepts no query parameters",
-                ))
-                .into_response();
-            }
-            if is_resource_route(req.uri().path()) {
-                match state.controller.is_bootstrapped().await {
-                    Ok(true) => {}
-                    Ok(false) => return error::not_found().into_response(),
-                    Err(e) => return ApiError(e).into_response(),
-                }
-            }
-            next.run(req).await
-        })
+        .scope(id.clone(), AUTH_ROUTE_ERRORS.scope(auth_route, handle))
         .await;
     let headers = response.headers_mut();
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));

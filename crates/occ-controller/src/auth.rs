@@ -5,7 +5,7 @@
 //! argon2id PHC strings. Keys are compared in constant time.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use argon2::Argon2;
@@ -17,6 +17,7 @@ use occ_core::audit::AuditKind;
 use occ_core::authz::{Action, AuthMethod, Caller, Permission, ResourceKind, ResourceRef};
 use occ_core::iam::{AccessBinding, Identity, IdentityKind, ServiceKey, Session, UserAccount};
 use occ_core::{AdmissionDecisionId, Error, ErrorCode, IamId, NamespaceId, RequestId, Timestamp};
+use occ_store::iam::PolicySnapshot;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
@@ -75,6 +76,9 @@ fn decoy_hash() -> &'static str {
 pub struct Authenticated {
     /// The caller (private: only authentication makes one).
     caller: Caller,
+    /// The caller's policy as read while authenticating (key callers), reused by read-only
+    /// operations of this request instead of a second read.
+    policy: Option<Arc<PolicySnapshot>>,
     /// The human account, for session callers.
     pub user: Option<UserAccount>,
     /// The session, for session callers.
@@ -92,6 +96,7 @@ impl Authenticated {
         Request {
             id,
             caller: self.caller.clone(),
+            policy: self.policy.clone(),
         }
     }
 }
@@ -206,20 +211,17 @@ impl Controller {
         }
         let hash = credential_hash(presented);
         let mut tx = self.store.begin_read().await.map_err(db)?;
-        let Some((key, stored)) = tx.service_key_by_hash(&hash).await.map_err(db)? else {
+        let Some((key, stored, policy)) = tx.service_key_with_policy(&hash).await.map_err(db)?
+        else {
             return Err(unauthenticated());
         };
+        drop(tx);
         if !bool::from(stored.as_bytes().ct_eq(hash.as_bytes()))
             || key.expires_at <= Timestamp::now()
         {
             return Err(unauthenticated());
         }
-        let identity = tx
-            .identity_get(&key.service_principal_id)
-            .await
-            .map_err(db)?;
-        drop(tx);
-        let usable = identity.is_some_and(|i| {
+        let usable = policy.identity.as_ref().is_some_and(|i| {
             i.kind == IdentityKind::ServicePrincipal
                 && i.agent_id.is_none()
                 && (i.namespace_id.is_none() || i.namespace_id == key.namespace_id)
@@ -236,6 +238,7 @@ impl Controller {
                 key_id: Some(key.id.clone()),
                 admission_id: AdmissionDecisionId::generate(),
             },
+            policy: Some(Arc::new(policy)),
             user: None,
             session: None,
         })
@@ -260,6 +263,7 @@ impl Controller {
                 key_id: None,
                 admission_id: AdmissionDecisionId::generate(),
             },
+            policy: None,
             user: Some(user),
             session: Some(session),
         }))

@@ -11,6 +11,8 @@
 //! ([`Controller::event`] builds it with the request's metadata).
 
 use std::sync::Arc;
+
+use occ_store::iam::PolicySnapshot;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -97,6 +99,8 @@ impl std::fmt::Debug for FaultHooks {
 pub struct Request {
     id: RequestId,
     caller: Caller,
+    /// The caller's policy read at authentication, if any (see `authorize_as`).
+    policy: Option<Arc<PolicySnapshot>>,
 }
 
 impl Request {
@@ -295,16 +299,19 @@ impl Controller {
         audit_action: &str,
         denied_message: Option<String>,
     ) -> Result<(Tx, Evidence), Error> {
-        let snapshot = tx.policy_snapshot(principal).await.map_err(db)?;
-        let grants: Vec<_> = snapshot
-            .grants
-            .into_iter()
-            .map(|g| (g.binding, g.role))
-            .collect();
+        // A read-only operation decides on the policy read while authenticating this same
+        // request (a separate statement either way under READ COMMITTED); anything that writes
+        // reads the policy inside its own transaction.
+        let snapshot = match &req.policy {
+            Some(policy) if tx.is_read_only() && *principal == req.caller.principal_id => {
+                policy.clone()
+            }
+            _ => Arc::new(tx.policy_snapshot(principal).await.map_err(db)?),
+        };
         let decision = decide(
             snapshot.identity.as_ref(),
             key_namespace,
-            &grants,
+            snapshot.grants.iter().map(|g| (&g.binding, &g.role)),
             &snapshot.restrictions,
             action,
             resource,
@@ -348,15 +355,10 @@ impl Controller {
         action: Action,
         resource: &ResourceRef,
     ) -> bool {
-        let grants: Vec<_> = snapshot
-            .grants
-            .iter()
-            .map(|g| (g.binding.clone(), g.role.clone()))
-            .collect();
         decide(
             snapshot.identity.as_ref(),
             caller.key_namespace.as_ref(),
-            &grants,
+            snapshot.grants.iter().map(|g| (&g.binding, &g.role)),
             &snapshot.restrictions,
             action,
             resource,

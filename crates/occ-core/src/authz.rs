@@ -407,10 +407,10 @@ mod decision {
 
     /// Decides whether `identity` may perform `action` on `resource`, given its bindings (with
     /// their Roles) and all Restrictions. No action implies another; Restrictions always win.
-    pub fn decide(
+    pub fn decide<'g>(
         identity: Option<&Identity>,
         key_namespace: Option<&NamespaceId>,
-        grants: &[(AccessBinding, Role)],
+        grants: impl IntoIterator<Item = (&'g AccessBinding, &'g Role)>,
         restrictions: &[Restriction],
         action: Action,
         resource: &ResourceRef,
@@ -482,6 +482,12 @@ mod decision {
         use crate::authz::{Permission, ResourceKind, administrator_permissions};
         use crate::iam::{BoundResource, IdentityKind};
         use crate::time::Timestamp;
+
+        fn pairs(
+            grants: &[(AccessBinding, Role)],
+        ) -> impl Iterator<Item = (&AccessBinding, &Role)> {
+            grants.iter().map(|(b, r)| (b, r))
+        }
         use crate::{AgentId, InstallationId};
 
         fn identity(ns: Option<NamespaceId>) -> Identity {
@@ -529,13 +535,41 @@ mod decision {
             let grants = vec![(binding(&who, &admin, None, None), admin.clone())];
             let ns = NamespaceId::generate();
             let agent = ResourceRef::exact(ResourceKind::Agent, &ns, AgentId::generate());
-            assert!(decide(Some(&who), None, &grants, &[], Action::Deploy, &agent).allowed);
             assert!(
-                !decide(Some(&who), None, &grants, &[], Action::ReadLogs, &agent).allowed,
+                decide(
+                    Some(&who),
+                    None,
+                    pairs(&grants),
+                    &[],
+                    Action::Deploy,
+                    &agent
+                )
+                .allowed
+            );
+            assert!(
+                !decide(
+                    Some(&who),
+                    None,
+                    pairs(&grants),
+                    &[],
+                    Action::ReadLogs,
+                    &agent
+                )
+                .allowed,
                 "admin lacks read_logs"
             );
             let inst = ResourceRef::installation(&InstallationId::generate());
-            assert!(decide(Some(&who), None, &grants, &[], Action::Administer, &inst).allowed);
+            assert!(
+                decide(
+                    Some(&who),
+                    None,
+                    pairs(&grants),
+                    &[],
+                    Action::Administer,
+                    &inst
+                )
+                .allowed
+            );
             let deny = Restriction {
                 id: IamId::generate_restriction(),
                 namespace_id: Some(ns.clone()),
@@ -544,7 +578,14 @@ mod decision {
                 resource_id: None,
                 created_at: Timestamp::now(),
             };
-            let d = decide(Some(&who), None, &grants, &[deny], Action::Deploy, &agent);
+            let d = decide(
+                Some(&who),
+                None,
+                pairs(&grants),
+                &[deny],
+                Action::Deploy,
+                &agent,
+            );
             assert!(!d.allowed);
             assert_eq!(d.evidence.restriction_ids.len(), 1);
         }
@@ -575,7 +616,7 @@ mod decision {
                 decide(
                     Some(&who),
                     None,
-                    &grants,
+                    pairs(&grants),
                     &[],
                     Action::Read,
                     &ResourceRef::exact(ResourceKind::Agent, &ns, &agent_id)
@@ -586,7 +627,7 @@ mod decision {
                 !decide(
                     Some(&who),
                     None,
-                    &grants,
+                    pairs(&grants),
                     &[],
                     Action::Update,
                     &ResourceRef::exact(ResourceKind::Agent, &ns, &agent_id)
@@ -597,7 +638,7 @@ mod decision {
                 !decide(
                     Some(&who),
                     None,
-                    &grants,
+                    pairs(&grants),
                     &[],
                     Action::Read,
                     &ResourceRef::exact(ResourceKind::Agent, &ns, AgentId::generate())
@@ -609,7 +650,7 @@ mod decision {
                 !decide(
                     Some(&who),
                     None,
-                    &grants,
+                    pairs(&grants),
                     &[],
                     Action::Read,
                     &ResourceRef::exact(ResourceKind::AgentRevision, &ns, "rev_x")
@@ -626,26 +667,46 @@ mod decision {
             let admin = role(None, administrator_permissions());
             let grants = vec![(binding(&who, &admin, None, None), admin.clone())];
             let there = ResourceRef::exact(ResourceKind::Agent, &other, AgentId::generate());
-            assert!(!decide(Some(&who), Some(&ns), &grants, &[], Action::Read, &there).allowed);
             assert!(
                 !decide(
                     Some(&who),
                     Some(&ns),
-                    &grants,
+                    pairs(&grants),
+                    &[],
+                    Action::Read,
+                    &there
+                )
+                .allowed
+            );
+            assert!(
+                !decide(
+                    Some(&who),
+                    Some(&ns),
+                    pairs(&grants),
                     &[],
                     Action::Read,
                     &ResourceRef::installation(&InstallationId::generate())
                 )
                 .allowed
             );
-            assert!(decide(Some(&who), Some(&other), &grants, &[], Action::Read, &there).allowed);
-            assert!(!decide(None, None, &grants, &[], Action::Read, &there).allowed);
+            assert!(
+                decide(
+                    Some(&who),
+                    Some(&other),
+                    pairs(&grants),
+                    &[],
+                    Action::Read,
+                    &there
+                )
+                .allowed
+            );
+            assert!(!decide(None, None, pairs(&grants), &[], Action::Read, &there).allowed);
             let bad = ResourceRef {
                 kind: ResourceKind::Agent,
                 id: "agt_x".into(),
                 namespace_id: None,
             };
-            assert!(!decide(Some(&who), None, &grants, &[], Action::Read, &bad).allowed);
+            assert!(!decide(Some(&who), None, pairs(&grants), &[], Action::Read, &bad).allowed);
         }
     }
 }

@@ -153,24 +153,6 @@ impl Tx {
         Ok(())
     }
 
-    /// The service key whose plaintext hashes to `key_hash` (expired ones included: the caller
-    /// decides), with its stored hash for a constant-time comparison.
-    pub async fn service_key_by_hash(
-        &mut self,
-        key_hash: &str,
-    ) -> Result<Option<(ServiceKey, String)>, StoreError> {
-        let row = self
-            .q(sql!(
-                "SELECT id, service_principal_id, namespace_id, name, key_hash, expires_at, created_at \
-                 FROM service_keys WHERE key_hash = $1"
-            ))
-            .bind(key_hash)
-            .fetch_optional()
-            .await?;
-        row.map(|r| Ok((key_from_row(&r)?, r.text("key_hash")?)))
-            .transpose()
-    }
-
     /// A service key by id.
     pub async fn service_key_get(&mut self, id: &IamId) -> Result<Option<ServiceKey>, StoreError> {
         let row = self

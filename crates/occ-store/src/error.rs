@@ -65,6 +65,11 @@ impl StoreError {
         matches!(self, StoreError::Unavailable(_) | StoreError::Serialization)
     }
 
+    /// SQLite's "busy", raised by occ itself.
+    pub(crate) fn busy(message: &str) -> Self {
+        StoreError::Unavailable(sqlx::Error::Protocol(format!("{BUSY_PREFIX}{message}")))
+    }
+
     /// Whether SQLite reported its database busy or locked.
     pub(crate) fn is_busy(&self) -> bool {
         matches!(self, StoreError::Unavailable(sqlx::Error::Protocol(m)) if m.starts_with(BUSY_PREFIX))

@@ -2,7 +2,9 @@
 //! snapshot the authorizer evaluates. Policy is always read fresh; nothing is cached.
 
 use occ_core::authz::{Action, Permission, ResourceKind};
-use occ_core::iam::{AccessBinding, BoundResource, Identity, IdentityKind, Restriction, Role};
+use occ_core::iam::{
+    AccessBinding, BoundResource, Identity, IdentityKind, Restriction, Role, ServiceKey,
+};
 use occ_core::{IamId, NamespaceId};
 
 use crate::db::{Row, sql};
@@ -18,6 +20,23 @@ fn identity_from_row(r: &Row) -> Result<Identity, StoreError> {
         subject: r.opt_text("subject")?,
         created_at: r.time("created_at")?,
     })
+}
+
+/// The columns `IDENTITY_COLUMNS` selects from `iam_identities i` (an outer join: all NULL when
+/// there is no identity).
+pub(crate) fn identity_from_aliased(r: &Row) -> Result<Option<Identity>, StoreError> {
+    if r.opt_text("identity_id")?.is_none() {
+        return Ok(None);
+    }
+    Ok(Some(Identity {
+        id: r.parse("identity_id")?,
+        kind: r.enum_of("identity_kind", IdentityKind::parse)?,
+        namespace_id: r.opt_parse("identity_namespace_id")?,
+        agent_id: r.opt_parse("identity_agent_id")?,
+        issuer: r.opt_text("identity_issuer")?,
+        subject: r.opt_text("identity_subject")?,
+        created_at: r.time("identity_created_at")?,
+    }))
 }
 
 fn role_from_row(r: &Row) -> Result<Role, StoreError> {
@@ -87,6 +106,74 @@ pub struct PolicySnapshot {
     pub grants: Vec<GrantedRole>,
     /// Every Restriction (deny rules apply to everyone in scope).
     pub restrictions: Vec<Restriction>,
+}
+
+/// The grant branch of a policy snapshot: identity, binding and Role columns (NULL where the
+/// outer joins find nothing), aligned with [`policy_restriction_rows`].
+macro_rules! policy_grant_columns {
+    () => {
+        "'grant' AS row_kind, \
+         i.id AS identity_id, i.kind AS identity_kind, i.namespace_id AS identity_namespace_id, \
+         i.agent_id AS identity_agent_id, i.issuer AS identity_issuer, i.subject AS identity_subject, \
+         i.created_at AS identity_created_at, \
+         b.id, b.namespace_id, b.subject_id, b.role_id, b.resource_kind, b.resource_id, b.created_at, \
+         r.namespace_id AS role_namespace_id, r.name AS role_name, r.permissions AS role_permissions, \
+         r.created_at AS role_created_at, NULL AS action"
+    };
+}
+
+macro_rules! policy_grant_joins {
+    () => {
+        "LEFT JOIN iam_access_bindings b ON b.subject_id = i.id LEFT JOIN iam_roles r ON r.id = b.role_id"
+    };
+}
+
+/// Every Restriction as rows of the same shape; `$lead` pads columns that precede the grant
+/// columns in the first branch.
+macro_rules! policy_restriction_rows {
+    ($lead:literal) => {
+        concat!(
+            "SELECT ",
+            $lead,
+            "'restriction', NULL, NULL, NULL, NULL, NULL, NULL, NULL, \
+             x.id, x.namespace_id, NULL, NULL, x.resource_kind, x.resource_id, x.created_at, \
+             NULL, NULL, NULL, NULL, x.action FROM iam_restrictions x"
+        )
+    };
+}
+
+/// Assembles a snapshot from policy rows (grant rows, then restriction rows, any order).
+fn snapshot_from_rows(rows: &[Row]) -> Result<PolicySnapshot, StoreError> {
+    let mut identity = None;
+    let mut grants = Vec::new();
+    let mut restrictions = Vec::new();
+    for r in rows {
+        if r.text("row_kind")? == "restriction" {
+            restrictions.push(restriction_from_row(r)?);
+            continue;
+        }
+        if identity.is_none() {
+            identity = identity_from_aliased(r)?;
+        }
+        if r.opt_text("id")?.is_some() {
+            let binding = binding_from_row(r)?;
+            let role = Role {
+                id: binding.role_id.clone(),
+                namespace_id: r.opt_parse("role_namespace_id")?,
+                name: r.opt_text("role_name")?,
+                permissions: r.json_as("role_permissions")?,
+                created_at: r.time("role_created_at")?,
+            };
+            grants.push(GrantedRole { binding, role });
+        }
+    }
+    grants.sort_by(|a, b| a.binding.id.cmp(&b.binding.id));
+    restrictions.sort_by(|a, b| a.id.cmp(&b.id));
+    Ok(PolicySnapshot {
+        identity,
+        grants,
+        restrictions,
+    })
 }
 
 macro_rules! binding_cols {
@@ -320,50 +407,65 @@ impl Tx {
         Ok(())
     }
 
-    /// Reads everything that decides `identity`'s access: the identity, its bindings with their
-    /// Roles, and the Restrictions.
+    /// Reads everything that decides `identity`'s access — the identity, its bindings with their
+    /// Roles, and the Restrictions — in one statement: every authorized request pays for it.
     pub async fn policy_snapshot(
         &mut self,
         identity: &IamId,
     ) -> Result<PolicySnapshot, StoreError> {
-        let identity_row = self.identity_get(identity).await?;
         let rows = self
-            .q(sql!(
-                "SELECT b.id, b.namespace_id, b.subject_id, b.role_id, b.resource_kind, b.resource_id, b.created_at, \
-                 r.namespace_id AS role_namespace_id, r.name AS role_name, r.permissions AS role_permissions, \
-                 r.created_at AS role_created_at \
-                 FROM iam_access_bindings b JOIN iam_roles r ON r.id = b.role_id \
-                 WHERE b.subject_id = $1 ORDER BY b.id"
-            ))
+            .q(sql!(concat!(
+                "SELECT ",
+                policy_grant_columns!(),
+                " FROM iam_identities i ",
+                policy_grant_joins!(),
+                " WHERE i.id = $1 UNION ALL ",
+                policy_restriction_rows!("")
+            )))
             .bind(identity.as_str())
             .fetch_all()
             .await?;
-        let mut grants = Vec::with_capacity(rows.len());
-        for r in &rows {
-            let binding = binding_from_row(r)?;
-            let role = Role {
-                id: binding.role_id.clone(),
-                namespace_id: r.opt_parse("role_namespace_id")?,
-                name: r.opt_text("role_name")?,
-                permissions: r.json_as("role_permissions")?,
-                created_at: r.time("role_created_at")?,
-            };
-            grants.push(GrantedRole { binding, role });
-        }
-        let restrictions = self
-            .q(sql!(
-                "SELECT id, namespace_id, action, resource_kind, resource_id, created_at FROM iam_restrictions ORDER BY id"
-            ))
+        snapshot_from_rows(&rows)
+    }
+
+    /// The service key whose plaintext hashes to `key_hash` (expired ones included: the caller
+    /// decides), its stored hash for a constant-time comparison, and the policy snapshot of the
+    /// identity it acts as — one statement for a key-authenticated request's authentication
+    /// and (for reads) its authorization.
+    pub async fn service_key_with_policy(
+        &mut self,
+        key_hash: &str,
+    ) -> Result<Option<(ServiceKey, String, PolicySnapshot)>, StoreError> {
+        let rows = self
+            .q(sql!(concat!(
+                "SELECT k.id AS key_id, k.service_principal_id AS key_principal_id, \
+                 k.namespace_id AS key_namespace_id, k.name AS key_name, k.key_hash, \
+                 k.expires_at AS key_expires_at, k.created_at AS key_created_at, ",
+                policy_grant_columns!(),
+                " FROM service_keys k LEFT JOIN iam_identities i ON i.id = k.service_principal_id ",
+                policy_grant_joins!(),
+                " WHERE k.key_hash = $1 UNION ALL ",
+                policy_restriction_rows!("NULL, NULL, NULL, NULL, NULL, NULL, NULL, ")
+            )))
+            .bind(key_hash)
             .fetch_all()
-            .await?
+            .await?;
+        let Some(first) = rows
             .iter()
-            .map(restriction_from_row)
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(PolicySnapshot {
-            identity: identity_row,
-            grants,
-            restrictions,
-        })
+            .find(|r| matches!(r.text("row_kind").as_deref(), Ok("grant")))
+        else {
+            return Ok(None);
+        };
+        let key = ServiceKey {
+            id: first.parse("key_id")?,
+            service_principal_id: first.parse("key_principal_id")?,
+            namespace_id: first.opt_parse("key_namespace_id")?,
+            name: first.text("key_name")?,
+            expires_at: first.time("key_expires_at")?,
+            created_at: first.time("key_created_at")?,
+        };
+        let stored = first.text("key_hash")?;
+        Ok(Some((key, stored, snapshot_from_rows(&rows)?)))
     }
 
     /// Whether a live resource of `kind` with `id` exists in `ns` (Agents must be active).

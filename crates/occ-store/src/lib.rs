@@ -70,8 +70,20 @@ impl Default for StoreOptions {
 
 #[derive(Clone)]
 enum Pool {
-    Pg(PgPool),
-    Sqlite(SqlitePool),
+    /// Writes, and a second pool whose sessions the server holds read-only for
+    /// [`Store::begin_read`].
+    Pg(PgPool, PgPool),
+    /// The pool, and a fair in-process queue of writers: SQLite admits one writer, and a
+    /// writer that finds the lock taken waits in SQLite's busy handler, which sleeps in steps
+    /// of up to 100 ms. Queuing here first keeps that handler for other processes only.
+    Sqlite(SqlitePool, Arc<WriterQueue>),
+}
+
+/// See [`Pool::Sqlite`]. Waiting is bounded like SQLite's own busy timeout, so a writer that
+/// never finishes turns into "database busy", not a hang.
+struct WriterQueue {
+    turn: Arc<tokio::sync::Mutex<()>>,
+    timeout: Duration,
 }
 
 /// The platform state store. Cheap to clone (a pool handle).
@@ -197,6 +209,12 @@ impl Store {
                         options.statement_timeout.as_millis().to_string(),
                     ));
                 }
+                let read_connect = connect.clone().options(
+                    params
+                        .iter()
+                        .cloned()
+                        .chain([("default_transaction_read_only".to_owned(), "on".to_owned())]),
+                );
                 connect = connect.options(params);
                 let pool = PgPoolOptions::new()
                     .max_connections(options.max_connections)
@@ -204,12 +222,16 @@ impl Store {
                     .connect_with(connect)
                     .await
                     .map_err(StoreError::from_sqlx)?;
+                let read_pool = PgPoolOptions::new()
+                    .max_connections(options.max_connections)
+                    .acquire_timeout(options.acquire_timeout)
+                    .connect_lazy_with(read_connect);
                 let signal = WorkSignal {
                     local: watch::channel(0).0,
                     remote: Some(spawn_notifier(pool.clone())),
                 };
                 Ok(Self {
-                    pool: Pool::Pg(pool),
+                    pool: Pool::Pg(pool, read_pool),
                     backend: Backend::Postgres,
                     signal: Arc::new(signal),
                 })
@@ -245,7 +267,13 @@ impl Store {
                     remote: None,
                 };
                 Ok(Self {
-                    pool: Pool::Sqlite(pool),
+                    pool: Pool::Sqlite(
+                        pool,
+                        Arc::new(WriterQueue {
+                            turn: Arc::new(tokio::sync::Mutex::new(())),
+                            timeout: options.sqlite_busy_timeout,
+                        }),
+                    ),
                     backend: Backend::Sqlite,
                     signal: Arc::new(signal),
                 })
@@ -261,30 +289,46 @@ impl Store {
     /// Begins a read-write transaction. On SQLite it takes the write lock up front
     /// (`BEGIN IMMEDIATE`), so a transaction never fails half-way on lock upgrade.
     pub async fn begin(&self) -> Result<Tx, StoreError> {
-        let inner = match &self.pool {
-            Pool::Pg(p) => TxInner::Pg(p.begin().await.map_err(StoreError::from_sqlx)?),
-            Pool::Sqlite(p) => TxInner::Sqlite(
-                p.begin_with("BEGIN IMMEDIATE")
-                    .await
-                    .map_err(StoreError::from_sqlx)?,
+        let (inner, writer) = match &self.pool {
+            Pool::Pg(p, _) => (
+                TxInner::Pg(p.begin().await.map_err(StoreError::from_sqlx)?),
+                None,
             ),
+            Pool::Sqlite(p, writers) => {
+                let turn = tokio::time::timeout(writers.timeout, writers.turn.clone().lock_owned())
+                    .await
+                    .map_err(|_| {
+                        StoreError::busy(
+                            "another writer of this process held the database too long",
+                        )
+                    })?;
+                let tx = p
+                    .begin_with("BEGIN IMMEDIATE")
+                    .await
+                    .map_err(StoreError::from_sqlx)?;
+                (TxInner::Sqlite(tx), Some(turn))
+            }
         };
         Ok(Tx {
             inner,
             signal: self.signal.clone(),
             enqueued: false,
+            read_only: false,
+            _writer_turn: writer,
         })
     }
 
-    /// Begins a read-only transaction (a consistent snapshot; PostgreSQL refuses writes in it).
+    /// Opens a read-only session. On SQLite it is a deferred transaction (one snapshot). On
+    /// PostgreSQL every statement runs on its own (autocommit) on a connection the server holds
+    /// read-only (`default_transaction_read_only`), so writes are refused as before; under READ
+    /// COMMITTED a BEGIN…ROLLBACK pair would give no common snapshot anyway, only two more
+    /// round trips on every read request.
     pub async fn begin_read(&self) -> Result<Tx, StoreError> {
         let inner = match &self.pool {
-            Pool::Pg(p) => TxInner::Pg(
-                p.begin_with("BEGIN TRANSACTION READ ONLY")
-                    .await
-                    .map_err(StoreError::from_sqlx)?,
-            ),
-            Pool::Sqlite(p) => TxInner::Sqlite(
+            Pool::Pg(_, read) => {
+                TxInner::PgRead(read.acquire().await.map_err(StoreError::from_sqlx)?)
+            }
+            Pool::Sqlite(p, _) => TxInner::Sqlite(
                 p.begin_with("BEGIN DEFERRED")
                     .await
                     .map_err(StoreError::from_sqlx)?,
@@ -294,6 +338,8 @@ impl Store {
             inner,
             signal: self.signal.clone(),
             enqueued: false,
+            read_only: true,
+            _writer_turn: None,
         })
     }
 
@@ -301,7 +347,7 @@ impl Store {
     /// PostgreSQL by any process (`LISTEN occ_controller_work`).
     pub async fn work_listener(&self) -> Result<WorkListener, StoreError> {
         let remote = match &self.pool {
-            Pool::Pg(pool) => {
+            Pool::Pg(pool, _) => {
                 let mut listener = sqlx::postgres::PgListener::connect_with(pool)
                     .await
                     .map_err(StoreError::from_sqlx)?;
@@ -311,7 +357,7 @@ impl Store {
                     .map_err(StoreError::from_sqlx)?;
                 Some(listener)
             }
-            Pool::Sqlite(_) => None,
+            Pool::Sqlite(..) => None,
         };
         Ok(WorkListener {
             local: self.signal.local.subscribe(),
@@ -322,22 +368,26 @@ impl Store {
     /// Closes the pool and waits for connections to finish.
     pub async fn close(&self) {
         match &self.pool {
-            Pool::Pg(p) => p.close().await,
-            Pool::Sqlite(p) => p.close().await,
+            Pool::Pg(p, read) => {
+                read.close().await;
+                p.close().await;
+            }
+            Pool::Sqlite(p, _) => p.close().await,
         }
     }
 
     /// The PostgreSQL pool, for LISTEN/NOTIFY wake-ups; `None` on SQLite.
     pub fn postgres_pool(&self) -> Option<&PgPool> {
         match &self.pool {
-            Pool::Pg(p) => Some(p),
-            Pool::Sqlite(_) => None,
+            Pool::Pg(p, _) => Some(p),
+            Pool::Sqlite(..) => None,
         }
     }
 }
 
 enum TxInner {
     Pg(sqlx::Transaction<'static, Postgres>),
+    PgRead(sqlx::pool::PoolConnection<Postgres>),
     Sqlite(sqlx::Transaction<'static, Sqlite>),
 }
 
@@ -346,12 +396,17 @@ pub struct Tx {
     inner: TxInner,
     signal: Arc<WorkSignal>,
     enqueued: bool,
+    read_only: bool,
+    /// SQLite: this process's writer slot, released after the transaction ends (declared last
+    /// so it drops after `inner`).
+    _writer_turn: Option<tokio::sync::OwnedMutexGuard<()>>,
 }
 
 impl Tx {
     pub(crate) fn conn(&mut self) -> Conn<'_> {
         match &mut self.inner {
             TxInner::Pg(t) => Conn::Pg(t),
+            TxInner::PgRead(c) => Conn::Pg(c),
             TxInner::Sqlite(t) => Conn::Sqlite(t),
         }
     }
@@ -365,10 +420,15 @@ impl Tx {
         self.enqueued = true;
     }
 
+    /// Whether this is a read session ([`Store::begin_read`]).
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
     /// The backend of this transaction.
     pub fn backend(&self) -> Backend {
         match &self.inner {
-            TxInner::Pg(_) => Backend::Postgres,
+            TxInner::Pg(_) | TxInner::PgRead(_) => Backend::Postgres,
             TxInner::Sqlite(_) => Backend::Sqlite,
         }
     }
@@ -378,6 +438,7 @@ impl Tx {
     pub async fn commit(self) -> Result<(), StoreError> {
         let result = match self.inner {
             TxInner::Pg(t) => t.commit().await,
+            TxInner::PgRead(_) => Ok(()),
             TxInner::Sqlite(t) => t.commit().await,
         };
         result.map_err(|e| match StoreError::from_sqlx(e) {
@@ -394,6 +455,7 @@ impl Tx {
     pub async fn rollback(self) -> Result<(), StoreError> {
         let result = match self.inner {
             TxInner::Pg(t) => t.rollback().await,
+            TxInner::PgRead(_) => Ok(()),
             TxInner::Sqlite(t) => t.rollback().await,
         };
         result.map_err(StoreError::from_sqlx)

@@ -111,8 +111,8 @@ impl Store {
     /// Applies every pending migration. Safe to run concurrently from several processes.
     pub async fn migrate(&self) -> Result<MigrationReport, StoreError> {
         match &self.pool {
-            crate::Pool::Pg(pool) => migrate_pg(pool).await,
-            crate::Pool::Sqlite(pool) => migrate_sqlite(pool).await,
+            crate::Pool::Pg(pool, _) => migrate_pg(pool).await,
+            crate::Pool::Sqlite(pool, _) => migrate_sqlite(pool).await,
         }
     }
 

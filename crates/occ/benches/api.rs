@@ -4,7 +4,7 @@
 )]
 
 //! End-to-end API latency: the real `occ serve` binary (release build) as a child process on
-//! PostgreSQL and on SQLite, driven over HTTP/1.1 by 32 concurrent keep-alive clients.
+//! PostgreSQL (over TCP and over its Unix socket) and on SQLite, driven over HTTP/1.1 by 32 concurrent keep-alive clients.
 //!
 //! Measured per backend:
 //! - `floor`: an unauthenticated `GET /installation` (401 before any database work) — the
@@ -284,8 +284,18 @@ fn main() {
         .unwrap();
     runtime.block_on(async {
         let mut rows = Vec::new();
-        for backend in [Backend::Postgres, Backend::Sqlite] {
-            let db = TestDb::new(backend).await;
+        // PostgreSQL twice: over loopback TCP and over its Unix socket (what a co-located
+        // database should use; the kernel's TCP path is a large share of each round trip).
+        for (backend_name, backend, unix_socket) in [
+            ("postgres (tcp)", Backend::Postgres, false),
+            ("postgres (unix socket)", Backend::Postgres, true),
+            ("sqlite", Backend::Sqlite, false),
+        ] {
+            let mut db = TestDb::new(backend).await;
+            if unix_socket {
+                let dir = occ_testkit::pg_cluster().dir.display().to_string();
+                db.url = format!("{}?host={dir}", db.url.replace("127.0.0.1", "localhost"));
+            }
             let server = start(&db).await;
             let setup = reqwest::Client::new();
             let agents = setup_agents(&server, &setup, clients).await;
@@ -297,10 +307,6 @@ fn main() {
                 ("deploy admission", Load::Deploy),
             ] {
                 let f = drive(&server, &agents, load, clients, seconds).await;
-                let backend_name = match backend {
-                    Backend::Postgres => "postgres",
-                    Backend::Sqlite => "sqlite",
-                };
                 println!(
                     "{}",
                     json!({"backend": backend_name, "load": name, "clients": clients,

@@ -649,7 +649,7 @@ fn end_to_end(backend: Backend) {
     // a deletion answered with 204 still prints machine-readable output under -o json/yaml
     let sa = cli.json(&["service-account", "create", "ci"]);
     let sa_id = str_of(&sa, "id");
-    let gone = cli.json(&["service-account", "delete", &sa_id]);
+    let gone = cli.json(&["service-account", "delete", sa_id]);
     assert_eq!(gone, json!({"id": sa_id, "deleted": true}));
 
     // ---- API errors: status, code, message and request id on stderr ----

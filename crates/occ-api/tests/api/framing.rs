@@ -108,6 +108,27 @@ async fn query_strings_bodies_and_media_types() {
         (r.status, r.code()),
         (StatusCode::BAD_REQUEST, "INVALID_REQUEST")
     );
+    // any body on a bodyless route is 400 whatever its size (those routes document no 413),
+    // and a GET carrying a body is refused too
+    let r = app
+        .call(
+            Method::DELETE,
+            &format!("/namespaces/{ns}"),
+            &app.admin(),
+            Some(json!({"pad": "x".repeat(70 * 1024)})),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::BAD_REQUEST, "INVALID_REQUEST")
+    );
+    let r = app
+        .call(Method::GET, "/namespaces", &app.admin(), Some(json!({})))
+        .await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::BAD_REQUEST, "INVALID_REQUEST")
+    );
     // 413 before parsing: default 64 KiB, by content-length and by actual size
     let big = format!("{{\"name\":\"{}\"}}", "x".repeat(70 * 1024));
     let req = Request::post("/namespaces")
@@ -314,4 +335,71 @@ async fn openapi_is_served_and_lists_every_route() {
     ] {
         assert!(ops.contains(&id), "{id} missing");
     }
+}
+
+/// `/api/auth/*` answers like the reference's auth library: errors are `{code, message}`
+/// without details, and a missing, foreign or oversized body is a plain 400.
+#[tokio::test]
+async fn auth_routes_use_the_reference_error_shape() {
+    let app = TestApp::new().await;
+    let no_body = Request::post("/api/auth/service-keys")
+        .header("x-api-key", &app.admin_key)
+        .body(Body::empty())
+        .unwrap();
+    let big = Request::post("/api/auth/service-keys")
+        .header("x-api-key", &app.admin_key)
+        .header("content-type", "application/json")
+        .body(Body::from(format!(
+            "{{\"name\":\"{}\"}}",
+            "x".repeat(70 * 1024)
+        )))
+        .unwrap();
+    for req in [no_body, big] {
+        let r = app.send(req).await;
+        assert_eq!(
+            (r.status, r.code()),
+            (StatusCode::BAD_REQUEST, "INVALID_REQUEST"),
+            "{}",
+            r.body
+        );
+        assert!(r.body["error"].get("details").is_none(), "{}", r.body);
+    }
+    let r = app
+        .call(
+            Method::POST,
+            "/api/auth/service-keys",
+            &app.admin(),
+            Some(json!({"nme": 1})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert!(r.body["error"].get("details").is_none(), "{}", r.body);
+    assert!(
+        r.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("/nme"),
+        "the message still names the field: {}",
+        r.body
+    );
+    let r = app
+        .call(
+            Method::DELETE,
+            &format!("/api/auth/service-keys/{}", "k".repeat(201)),
+            &app.admin(),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert!(r.body["error"].get("details").is_none(), "{}", r.body);
+    // resource routes keep their details
+    let r = app
+        .call(
+            Method::POST,
+            "/namespaces",
+            &app.admin(),
+            Some(json!({"nme": 1})),
+        )
+        .await;
+    assert_eq!(r.body["error"]["details"][0]["path"], "/name");
 }

@@ -36,6 +36,7 @@ conformance!(
     transactions::concurrent_migrations_are_safe,
     transactions::failed_transaction_leaves_no_row,
     transactions::dropped_transaction_commits_nothing,
+    transactions::read_sessions_are_read_only,
     transactions::lost_database_is_dependency_unavailable,
     invariants::ids_names_and_timestamps_are_checked,
     invariants::configuration_kind_and_generation_are_bounded,

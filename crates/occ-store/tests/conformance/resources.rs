@@ -549,6 +549,22 @@ pub async fn iam_policy_snapshot(db: TestDb) {
     assert_eq!(snap.grants[0].binding, binding);
     assert_eq!(snap.grants[0].role, admin);
     assert_eq!(snap.restrictions, vec![restriction]);
+    // the key-authentication statement returns the same snapshot for the key's principal
+    let key = ServiceKey {
+        id: IamId::generate_service_key(),
+        service_principal_id: spn.id.clone(),
+        namespace_id: None,
+        name: "policy".into(),
+        expires_at: now.plus(std::time::Duration::from_secs(60)),
+        created_at: now,
+    };
+    tx.service_key_insert(&key, &"d".repeat(64)).await.unwrap();
+    let (found, _, via_key) = tx
+        .service_key_with_policy(&"d".repeat(64))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((found, via_key), (key, snap.clone()));
     assert_eq!(
         tx.binding_list(&ns.id).await.unwrap(),
         vec![binding.clone()]
@@ -708,9 +724,15 @@ pub async fn accounts_sessions_and_keys(db: TestDb) {
     };
     let kh = "f".repeat(64);
     tx.service_key_insert(&key, &kh).await.unwrap();
-    assert_eq!(
-        tx.service_key_by_hash(&kh).await.unwrap(),
-        Some((key.clone(), kh.clone()))
+    let (found, stored, policy) = tx.service_key_with_policy(&kh).await.unwrap().unwrap();
+    assert_eq!((found, stored), (key.clone(), kh.clone()));
+    assert_eq!(policy, tx.policy_snapshot(&spn.id).await.unwrap());
+    assert_eq!(policy.identity, Some(spn.clone()));
+    assert!(
+        tx.service_key_with_policy(&"e".repeat(64))
+            .await
+            .unwrap()
+            .is_none()
     );
     assert_eq!(
         tx.service_key_get(&key.id).await.unwrap(),

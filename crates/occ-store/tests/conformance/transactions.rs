@@ -95,6 +95,29 @@ pub async fn dropped_transaction_commits_nothing(db: TestDb) {
     assert!(tx.namespace_get(&ns.id).await.unwrap().is_none());
 }
 
+/// A read session sees committed data; on PostgreSQL the server itself refuses writes in it
+/// (its connections are held `default_transaction_read_only`).
+pub async fn read_sessions_are_read_only(db: TestDb) {
+    let store = db.store().await;
+    let ns = namespace("read-only");
+    let mut tx = store.begin().await.unwrap();
+    tx.namespace_insert(&ns).await.unwrap();
+    tx.commit().await.unwrap();
+    let mut read = store.begin_read().await.unwrap();
+    assert_eq!(
+        read.namespace_get(&ns.id).await.unwrap().map(|n| n.id),
+        Some(ns.id.clone())
+    );
+    if db.backend == Backend::Postgres {
+        let other = namespace("written-in-a-read");
+        let err = read.namespace_insert(&other).await.unwrap_err();
+        assert!(!matches!(err, StoreError::Conflict { .. }), "{err:?}");
+        drop(read);
+        let mut check = store.begin_read().await.unwrap();
+        assert!(check.namespace_get(&other.id).await.unwrap().is_none());
+    }
+}
+
 pub async fn lost_database_is_dependency_unavailable(db: TestDb) {
     let options = StoreOptions {
         max_connections: 2,
