@@ -4,6 +4,7 @@
 #
 # The tests start their own throwaway PostgreSQL cluster (as the unprivileged `postgres` OS
 # user when run as root) and their own SQLite files, and clean them up by PID when they end.
+# Real OpenClaw gateways are started by the tests on loopback ports and stopped by PID.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,6 +14,11 @@ missing=()
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
 command -v runuser >/dev/null 2>&1 || missing+=(util-linux)
 command -v cc >/dev/null 2>&1 || missing+=(gcc libc6-dev)
+# The real-gateway tests install the pinned OpenClaw runtime (Node 24 + openclaw) from the npm
+# registry with `npm ci` once per machine (target/openclaw-runtime); `openclaw setup` runs git.
+command -v npm >/dev/null 2>&1 || missing+=(npm)
+command -v git >/dev/null 2>&1 || missing+=(git)
+[ -f /etc/ssl/certs/ca-certificates.crt ] || missing+=(ca-certificates)
 if ((${#missing[@]})); then
   log "installing ${missing[*]}"
   if [ "$(id -u)" -ne 0 ]; then

@@ -126,13 +126,28 @@ fn has_body(req: &Request) -> bool {
     req.body().size_hint().exact() != Some(0)
 }
 
-/// No read route takes a body; one sent anyway is refused rather than ignored.
-async fn refuse_body_on_reads(req: Request, next: Next) -> Response {
-    if matches!(*req.method(), Method::GET | Method::HEAD) && has_body(&req) {
-        return ApiError(Error::invalid_request("This route takes no request body"))
-            .into_response();
+/// The route template a request matched, handed from the route layer to the framing layer
+/// (which runs before routing) for metrics.
+#[derive(Clone)]
+struct MatchedRoute(String);
+
+/// Runs on matched routes only. No read route takes a body; one sent anyway is refused rather
+/// than ignored.
+async fn refuse_body_on_reads(
+    matched: Option<axum::extract::MatchedPath>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let route = matched.map(|m| MatchedRoute(m.as_str().to_owned()));
+    let mut response = if matches!(*req.method(), Method::GET | Method::HEAD) && has_body(&req) {
+        ApiError(Error::invalid_request("This route takes no request body")).into_response()
+    } else {
+        next.run(req).await
+    };
+    if let Some(route) = route {
+        response.extensions_mut().insert(route);
     }
-    next.run(req).await
+    response
 }
 
 /// Outermost middleware: request id scope, the query-string rule, the bootstrap gate, the
@@ -171,13 +186,21 @@ async fn frame(State(state): State<AppState>, req: Request, next: Next) -> Respo
     if let Ok(v) = HeaderValue::from_str(id.as_str()) {
         headers.insert("x-request-id", v);
     }
+    let elapsed = started.elapsed();
     tracing::info!(
         request_id = %id,
         method = %method,
         path = %path,
         status = response.status().as_u16(),
-        duration_ms = started.elapsed().as_millis() as u64,
+        duration_ms = elapsed.as_millis() as u64,
         "http.completed"
     );
+    if let Some(metrics) = &state.metrics {
+        let route = response
+            .extensions()
+            .get::<MatchedRoute>()
+            .map_or("unmatched", |r| r.0.as_str());
+        metrics.record_http(route, method.as_str(), response.status().as_u16(), elapsed);
+    }
     response
 }

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use occ_controller::Controller;
+use occ_controller::metrics::Metrics;
 
 /// HTTP settings.
 #[derive(Debug, Clone)]
@@ -31,4 +32,6 @@ pub struct AppState {
     pub controller: Arc<Controller>,
     /// HTTP settings.
     pub settings: Arc<ApiSettings>,
+    /// Request metrics, when the process exports them.
+    pub metrics: Option<Arc<Metrics>>,
 }

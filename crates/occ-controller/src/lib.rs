@@ -32,9 +32,11 @@ pub mod bootstrap;
 pub mod configurations;
 pub mod deployments;
 pub mod iam;
+pub mod metrics;
 pub mod namespaces;
 pub mod secrets;
 pub mod service_accounts;
+pub mod worker;
 
 pub use auth::{Authenticated, SignInLimiter};
 

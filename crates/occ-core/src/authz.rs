@@ -350,6 +350,8 @@ mod decision {
         Session,
         /// A service key (a non-Agent service principal).
         ApiKey,
+        /// The worker, re-checking the original requester of queued work before each effect.
+        Work,
     }
 
     /// An authenticated caller of the API.

@@ -36,7 +36,8 @@ fn temp_path(dest: &Path) -> PathBuf {
     dest.with_file_name(format!(".{name}.{nonce:016x}.tmp"))
 }
 
-fn sync_dir(dir: &Path) -> io::Result<()> {
+/// fsyncs a directory (after a rename into it).
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 

@@ -31,6 +31,7 @@ pub mod audit;
 pub mod configurations;
 pub mod iam;
 pub mod installation;
+pub mod metrics;
 pub mod namespaces;
 pub mod queue;
 pub mod revisions;

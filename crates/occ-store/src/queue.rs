@@ -157,12 +157,21 @@ impl Tx {
     /// returns the existing row unchanged (terminal or not); a different owner or target is a
     /// [`StoreError::Conflict`].
     pub async fn work_enqueue(&mut self, work: &NewWork) -> Result<WorkItem, StoreError> {
+        self.work_enqueue_after(work, Duration::ZERO).await
+    }
+
+    /// Like [`Tx::work_enqueue`], available only after `delay` (maintenance passes).
+    pub async fn work_enqueue_after(
+        &mut self,
+        work: &NewWork,
+        delay: Duration,
+    ) -> Result<WorkItem, StoreError> {
         self.note_enqueued();
         let inserted = self
             .q(sql!(concat!(
                 "INSERT INTO controller_work (idempotency_key, namespace_id, agent_id, revision_id, actor_id, \
                  namespace_target, agent_target, state, available_at, attempt_count, created_at, updated_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, 'queued', {{now}}, 0, {{now}}, {{now}}) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, 'queued', {{now_plus_ms:$8}}, 0, {{now}}, {{now}}) \
                  ON CONFLICT (idempotency_key) DO NOTHING RETURNING ",
                 work_cols!()
             )))
@@ -173,6 +182,7 @@ impl Tx {
             .bind(work.actor_id.as_str())
             .bind(work.target.namespace_target())
             .bind(work.target.agent_target())
+            .bind(millis(delay))
             .fetch_optional()
             .await?;
         if let Some(row) = inserted {

@@ -166,6 +166,7 @@ impl TestApp {
                 public_origin: ORIGIN.into(),
                 secure_cookies: false,
             }),
+            metrics: None,
         };
         let router = occ_api::router(state);
         let mut app = TestApp {

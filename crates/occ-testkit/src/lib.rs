@@ -10,7 +10,10 @@
 //!   refuses what the application would never send.
 
 pub mod app;
+pub mod compute;
+pub mod gateway;
 mod pg;
+pub mod runtime;
 
 use std::path::PathBuf;
 use std::str::FromStr;

@@ -6,12 +6,13 @@ use std::time::Duration;
 use anyhow::Context as _;
 use occ_api::{ApiSettings, AppState};
 use occ_controller::{BackendConfig, Controller, ControllerSettings};
-use occ_drivers::compute::ComputeSelection;
+use occ_drivers::compute::process::{ProcessCompute, ProcessSettings};
+use occ_drivers::compute::{Compute, ComputeSelection};
 use occ_drivers::configuration::{ConfigurationDriver, FilesystemConfigurationDriver};
 use occ_drivers::secret::{LocalSecretDriver, SecretDriver};
 use occ_store::{Store, StoreOptions};
 
-use crate::settings::ServerSettings;
+use crate::settings::{PlatformSettings, ServerSettings};
 
 /// The pinned OpenClaw release.
 pub const OPENCLAW_VERSION: &str = "2026.9.6";
@@ -32,8 +33,38 @@ pub async fn open_store(url: &str, max_connections: u32) -> anyhow::Result<Store
     Ok(store)
 }
 
+/// Session settings of the API (the worker has none).
+pub struct SessionSettings {
+    /// Session lifetime.
+    pub ttl: Duration,
+    /// Session-key secret.
+    pub secret: Vec<u8>,
+}
+
+impl SessionSettings {
+    /// From the API settings.
+    pub fn of(settings: &ServerSettings) -> Self {
+        Self {
+            ttl: Duration::from_secs(settings.session_ttl_seconds),
+            secret: settings.auth_secret.as_bytes().to_vec(),
+        }
+    }
+
+    /// For a process that serves no sessions.
+    pub fn none() -> Self {
+        Self {
+            ttl: Duration::from_secs(60),
+            secret: Vec::new(),
+        }
+    }
+}
+
 /// Builds the application from validated settings.
-pub fn controller(settings: &ServerSettings, store: Store) -> anyhow::Result<Controller> {
+pub fn controller(
+    settings: &PlatformSettings,
+    sessions: SessionSettings,
+    store: Store,
+) -> anyhow::Result<Controller> {
     let configurations = ConfigurationDriver::Filesystem(
         FilesystemConfigurationDriver::new(settings.configuration_root.clone())
             .context("OCC_CONFIGURATION_ROOT")?,
@@ -45,8 +76,8 @@ pub fn controller(settings: &ServerSettings, store: Store) -> anyhow::Result<Con
     let controller_settings = ControllerSettings {
         harness_id: "openclaw".into(),
         harness_version: OPENCLAW_VERSION.into(),
-        session_ttl: Duration::from_secs(settings.session_ttl_seconds),
-        auth_secret: settings.auth_secret.as_bytes().to_vec(),
+        session_ttl: sessions.ttl,
+        auth_secret: sessions.secret,
         backends: settings
             .backends
             .iter()
@@ -67,12 +98,37 @@ pub fn controller(settings: &ServerSettings, store: Store) -> anyhow::Result<Con
 }
 
 /// The router state.
-pub fn app_state(settings: &ServerSettings, controller: Controller) -> AppState {
+pub fn app_state(
+    settings: &ServerSettings,
+    controller: Arc<Controller>,
+    metrics: Option<Arc<occ_controller::metrics::Metrics>>,
+) -> AppState {
     AppState {
-        controller: Arc::new(controller),
+        controller,
         settings: Arc::new(ApiSettings {
             public_origin: settings.public_origin.clone(),
             secure_cookies: settings.secure_cookies(),
         }),
+        metrics,
     }
+}
+
+/// How long a starting gateway may take to answer the native handshake (a cold start takes
+/// ~11 s on two idle cores, several times that on a loaded machine).
+const GATEWAY_READY_TIMEOUT: Duration = Duration::from_secs(180);
+/// How long a stopping gateway may take before it is killed.
+const GATEWAY_STOP_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// The Compute Driver the settings select.
+pub fn compute(settings: &PlatformSettings) -> anyhow::Result<Arc<dyn Compute>> {
+    let process = ProcessCompute::new(ProcessSettings {
+        root: settings.compute.root.clone(),
+        runtime_root: settings.compute.runtime_root.clone(),
+        port_range: settings.compute.port_range.clone(),
+        ready_timeout: GATEWAY_READY_TIMEOUT,
+        stop_timeout: GATEWAY_STOP_TIMEOUT,
+        maintenance_interval: Some(settings.compute.maintenance_interval),
+    })
+    .map_err(|e| anyhow::anyhow!("OCC_PROCESS_ROOT: {e}"))?;
+    Ok(Arc::new(process))
 }

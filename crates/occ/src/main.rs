@@ -8,9 +8,13 @@ use clap::{Parser, Subcommand};
 mod bootstrap;
 mod cli;
 mod compose;
+mod dev;
+mod metrics;
 mod migrate;
+mod runtime;
 mod serve;
 mod settings;
+mod worker;
 
 /// occ — a control plane for OpenClaw agents.
 #[derive(Debug, Parser)]
@@ -30,6 +34,13 @@ enum Command {
     Bootstrap(bootstrap::BootstrapArgs),
     /// Run the HTTP API (settings from OCC_* variables and OCC_CONFIG_PATH).
     Serve,
+    /// Run the controller worker (settings from OCC_* variables and OCC_CONFIG_PATH).
+    Worker,
+    /// API + worker in one process with embedded defaults and real OpenClaw gateways.
+    Dev(dev::DevArgs),
+    /// The pinned OpenClaw runtime that gateways run on.
+    #[command(subcommand)]
+    Runtime(runtime::RuntimeCmd),
     /// The Installation.
     #[command(subcommand)]
     Installation(cli::InstallationCmd),
@@ -68,6 +79,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Migrate(args) => migrate::run(args).await,
         Command::Bootstrap(args) => bootstrap::run(args).await,
         Command::Serve => serve::run().await,
+        Command::Worker => worker::run().await,
+        Command::Dev(args) => dev::run(args).await,
+        Command::Runtime(cmd) => runtime::run(cmd).await,
         Command::Installation(cmd) => cli::installation(&client()?, cmd).await,
         Command::Namespace(cmd) => cli::namespace(&client()?, cmd).await,
         Command::Configuration(cmd) => cli::configuration(&client()?, cmd).await,
@@ -85,7 +99,11 @@ async fn main() -> ExitCode {
     let cli = Cli::parse();
     let server_side = matches!(
         cli.command,
-        Command::Migrate(_) | Command::Bootstrap(_) | Command::Serve
+        Command::Migrate(_)
+            | Command::Bootstrap(_)
+            | Command::Serve
+            | Command::Worker
+            | Command::Dev(_)
     );
     if server_side {
         init_logging();

@@ -1,6 +1,9 @@
 //! `occ serve`: the HTTP API.
 
+use std::sync::Arc;
+
 use anyhow::Context as _;
+use occ_controller::metrics::{Metrics, Service};
 use tokio::net::TcpListener;
 
 use crate::compose;
@@ -28,9 +31,27 @@ pub async fn shutdown_signal() {
 /// Runs the API until a shutdown signal, then drains in-flight requests.
 pub async fn run() -> anyhow::Result<()> {
     let settings = ServerSettings::load(&process_env)?;
-    let store = compose::open_store(&settings.database_url, 20).await?;
-    let controller = compose::controller(&settings, store.clone())?;
-    let app = occ_api::router(compose::app_state(&settings, controller));
+    let store = compose::open_store(&settings.platform.database_url, 20).await?;
+    let controller = Arc::new(compose::controller(
+        &settings.platform,
+        compose::SessionSettings::of(&settings),
+        store.clone(),
+    )?);
+    let metrics = settings
+        .platform
+        .metrics
+        .map(|_| Arc::new(Metrics::new(Service::Api)));
+    let app = occ_api::router(compose::app_state(&settings, controller, metrics.clone()));
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let metrics_task = match (settings.platform.metrics, metrics) {
+        (Some(addr), Some(m)) => Some(tokio::spawn(crate::metrics::serve(
+            addr,
+            m,
+            None,
+            stop_rx.clone(),
+        ))),
+        _ => None,
+    };
     let listener = TcpListener::bind((settings.host, settings.port))
         .await
         .with_context(|| {
@@ -45,6 +66,10 @@ pub async fn run() -> anyhow::Result<()> {
         .with_graceful_shutdown(shutdown_signal())
         .await
         .context("serving HTTP")?;
+    let _ = stop_tx.send(true);
+    if let Some(task) = metrics_task {
+        task.await.context("metrics listener")??;
+    }
     store.close().await;
     tracing::info!("occ API stopped");
     Ok(())

@@ -1,12 +1,19 @@
 //! Settings: a YAML file (`OCC_CONFIG_PATH`) overlaid by `OCC_*` environment variables. The only
 //! place occ reads its environment for configuration. Invalid or contradictory settings fail at
 //! startup with a message naming the setting.
+//!
+//! [`PlatformSettings`] are shared by every process (database, Drivers, Compute, metrics);
+//! [`ServerSettings`] add the API's listener and authentication, [`WorkerProcessSettings`] the
+//! worker's tuning.
 
 use std::collections::BTreeMap;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
+use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::{Context as _, anyhow, bail};
+use occ_controller::worker::WorkerSettings;
 use occ_store::Backend;
 use serde::Deserialize;
 
@@ -24,10 +31,22 @@ pub struct FileSettings {
     secret_root: Option<PathBuf>,
     secret_key_file: Option<PathBuf>,
     compute_driver: Option<String>,
+    process_root: Option<PathBuf>,
+    openclaw_runtime: Option<PathBuf>,
+    process_port_range: Option<String>,
+    maintenance_interval_ms: Option<u64>,
     auth_base_url: Option<String>,
     auth_secret: Option<String>,
     session_ttl_seconds: Option<u64>,
     backends: Option<Vec<BackendSetting>>,
+    worker_poll_interval_ms: Option<u64>,
+    worker_lease_duration_ms: Option<u64>,
+    worker_max_attempts: Option<u64>,
+    worker_convergence_timeout_ms: Option<u64>,
+    worker_concurrency: Option<u64>,
+    metrics_enabled: Option<bool>,
+    metrics_host: Option<String>,
+    metrics_port: Option<u16>,
 }
 
 /// A configured Backend.
@@ -41,13 +60,22 @@ pub struct BackendSetting {
     pub kind: String,
 }
 
-/// Validated settings of the API server.
+/// Settings of the process Compute Driver.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ComputeSettings {
+    /// Where Agents' gateway directories live.
+    pub root: PathBuf,
+    /// The installed OpenClaw runtime (`occ runtime install --dir`).
+    pub runtime_root: PathBuf,
+    /// Loopback ports gateways are given (one per Agent, for its lifetime).
+    pub port_range: RangeInclusive<u16>,
+    /// How often a running Agent's gateway is checked and restarted if it crashed.
+    pub maintenance_interval: Duration,
+}
+
+/// What every occ process needs.
 #[derive(Debug, Clone)]
-pub struct ServerSettings {
-    /// Listen address.
-    pub host: IpAddr,
-    /// Listen port.
-    pub port: u16,
+pub struct PlatformSettings {
     /// `postgres://…` or `sqlite://PATH`.
     pub database_url: String,
     /// Root of the filesystem Configuration Driver.
@@ -56,14 +84,38 @@ pub struct ServerSettings {
     pub secret_root: PathBuf,
     /// Key file of the local Secret Driver.
     pub secret_key_file: PathBuf,
+    /// Configured Backends.
+    pub backends: Vec<BackendSetting>,
+    /// The process Compute Driver.
+    pub compute: ComputeSettings,
+    /// The private metrics listener, when enabled.
+    pub metrics: Option<SocketAddr>,
+}
+
+/// Validated settings of the API server.
+#[derive(Debug, Clone)]
+pub struct ServerSettings {
+    /// Shared settings.
+    pub platform: PlatformSettings,
+    /// Listen address.
+    pub host: IpAddr,
+    /// Listen port.
+    pub port: u16,
     /// The origin of `auth_base_url`.
     pub public_origin: String,
     /// Session-key secret.
     pub auth_secret: String,
     /// Session lifetime.
     pub session_ttl_seconds: u64,
-    /// Configured Backends.
-    pub backends: Vec<BackendSetting>,
+}
+
+/// Validated settings of the worker.
+#[derive(Debug, Clone)]
+pub struct WorkerProcessSettings {
+    /// Shared settings.
+    pub platform: PlatformSettings,
+    /// Worker tuning.
+    pub worker: WorkerSettings,
 }
 
 /// The environment, as a lookup function (tests pass their own).
@@ -122,12 +174,176 @@ pub fn origin_of(url: &str) -> Result<(String, bool), String> {
     Ok((format!("{scheme}://{authority}"), secure))
 }
 
+/// A positive integer setting (digits only) from the environment or the file.
+fn positive(env: Env<'_>, name: &str, file: Option<u64>, default: u64) -> anyhow::Result<u64> {
+    match env(name) {
+        Some(text) => text
+            .parse::<u64>()
+            .ok()
+            .filter(|v| *v > 0 && text.bytes().all(|b| b.is_ascii_digit()))
+            .ok_or_else(|| anyhow!("{name}: {text:?} is not a positive integer")),
+        None => match file {
+            Some(0) => bail!("{name}: must be positive"),
+            Some(v) => Ok(v),
+            None => Ok(default),
+        },
+    }
+}
+
+/// `START-END` with 1024 ≤ START ≤ END ≤ 65535.
+fn port_range(text: &str) -> Result<RangeInclusive<u16>, String> {
+    let (a, b) = text
+        .split_once('-')
+        .ok_or("must be START-END, e.g. 28000-28999")?;
+    let a: u16 = a.trim().parse().map_err(|_| "START is not a port")?;
+    let b: u16 = b.trim().parse().map_err(|_| "END is not a port")?;
+    if a < 1024 || a > b {
+        return Err("must satisfy 1024 <= START <= END <= 65535".into());
+    }
+    Ok(a..=b)
+}
+
+impl PlatformSettings {
+    fn load(env: Env<'_>, file: &mut FileSettings) -> anyhow::Result<Self> {
+        let pick = |var: &str, from_file: Option<String>| env(var).or(from_file);
+        let database_url = pick("OCC_DATABASE_URL", file.database_url.take()).ok_or_else(|| {
+            anyhow!("OCC_DATABASE_URL is required (postgres://… or sqlite://PATH)")
+        })?;
+        occ_store::backend_of(&database_url).map_err(|e| anyhow!("OCC_DATABASE_URL: {e}"))?;
+        let data_dir = env("OCC_DATA_DIR")
+            .map(PathBuf::from)
+            .or(file.data_dir.take());
+        let driver = pick("OCC_CONFIGURATION_DRIVER", file.configuration_driver.take())
+            .unwrap_or_else(|| "filesystem".into());
+        if driver != "filesystem" {
+            bail!("OCC_CONFIGURATION_DRIVER: {driver:?} is not available (filesystem)");
+        }
+        let from_data = |sub: &str| data_dir.as_ref().map(|d| d.join(sub));
+        let path_setting = |var: &str, from_file: Option<PathBuf>, sub: &str, what: &str| {
+            env(var)
+                .map(PathBuf::from)
+                .or(from_file)
+                .or_else(|| from_data(sub))
+                .ok_or_else(|| anyhow!("{var} is required by {what} (or set OCC_DATA_DIR)"))
+                .and_then(|p| absolute(var, p))
+        };
+        let configuration_root = path_setting(
+            "OCC_CONFIGURATION_ROOT",
+            file.configuration_root.take(),
+            "configurations",
+            "the filesystem Configuration Driver",
+        )?;
+        let secret_driver =
+            pick("OCC_SECRET_DRIVER", file.secret_driver.take()).unwrap_or_else(|| "local".into());
+        if secret_driver != "local" {
+            bail!("OCC_SECRET_DRIVER: {secret_driver:?} is not available (local)");
+        }
+        let secret_root = path_setting(
+            "OCC_SECRET_ROOT",
+            file.secret_root.take(),
+            "secrets",
+            "the local Secret Driver",
+        )?;
+        let secret_key_file = path_setting(
+            "OCC_SECRET_KEY_FILE",
+            file.secret_key_file.take(),
+            "secret.key",
+            "the local Secret Driver",
+        )?;
+        let compute = pick("OCC_COMPUTE_DRIVER", file.compute_driver.take())
+            .unwrap_or_else(|| "process".into());
+        if compute != "process" {
+            bail!("OCC_COMPUTE_DRIVER: {compute:?} is not available (process)");
+        }
+        let root = path_setting(
+            "OCC_PROCESS_ROOT",
+            file.process_root.take(),
+            "compute",
+            "the process Compute Driver",
+        )?;
+        let runtime_root = path_setting(
+            "OCC_OPENCLAW_RUNTIME",
+            file.openclaw_runtime.take(),
+            "runtime",
+            "the process Compute Driver",
+        )?;
+        let range_text = pick("OCC_PROCESS_PORT_RANGE", file.process_port_range.take())
+            .unwrap_or_else(|| "28000-28999".into());
+        let port_range =
+            port_range(&range_text).map_err(|e| anyhow!("OCC_PROCESS_PORT_RANGE: {e}"))?;
+        let maintenance_ms = positive(
+            env,
+            "OCC_MAINTENANCE_INTERVAL_MS",
+            file.maintenance_interval_ms,
+            30_000,
+        )?;
+        let backends = file.backends.take().unwrap_or_default();
+        let mut seen = BTreeMap::new();
+        for b in &backends {
+            if seen.insert(b.id.clone(), ()).is_some() {
+                bail!("backends: the id {:?} appears twice", b.id);
+            }
+        }
+        let metrics = metrics_address(env, file)?;
+        Ok(Self {
+            database_url,
+            configuration_root,
+            secret_root,
+            secret_key_file,
+            backends,
+            compute: ComputeSettings {
+                root,
+                runtime_root,
+                port_range,
+                maintenance_interval: Duration::from_millis(maintenance_ms),
+            },
+            metrics,
+        })
+    }
+}
+
+/// `OCC_METRICS_ENABLED=true` needs `OCC_METRICS_HOST` and `OCC_METRICS_PORT`; either of those
+/// set while metrics are disabled is a contradiction.
+fn metrics_address(env: Env<'_>, file: &mut FileSettings) -> anyhow::Result<Option<SocketAddr>> {
+    let enabled = match env("OCC_METRICS_ENABLED") {
+        Some(v) if v == "true" => true,
+        Some(v) if v == "false" => false,
+        Some(v) => bail!("OCC_METRICS_ENABLED: {v:?} must be true or false"),
+        None => file.metrics_enabled.unwrap_or(false),
+    };
+    let host = env("OCC_METRICS_HOST").or(file.metrics_host.take());
+    let port = match env("OCC_METRICS_PORT") {
+        Some(p) => Some(
+            p.parse::<u16>()
+                .ok()
+                .filter(|p| *p > 0)
+                .ok_or_else(|| anyhow!("OCC_METRICS_PORT: {p:?} is not a port (1..65535)"))?,
+        ),
+        None => file.metrics_port,
+    };
+    match (enabled, host, port) {
+        (false, None, None) => Ok(None),
+        (false, _, _) => {
+            bail!("OCC_METRICS_HOST/OCC_METRICS_PORT are set but OCC_METRICS_ENABLED is not true")
+        }
+        (true, Some(host), Some(port)) => {
+            let ip: IpAddr = host
+                .parse()
+                .map_err(|_| anyhow!("OCC_METRICS_HOST: {host:?} is not an IP address"))?;
+            Ok(Some(SocketAddr::new(ip, port)))
+        }
+        (true, None, _) => bail!("OCC_METRICS_HOST is required when OCC_METRICS_ENABLED=true"),
+        (true, _, None) => bail!("OCC_METRICS_PORT is required when OCC_METRICS_ENABLED=true"),
+    }
+}
+
 impl ServerSettings {
     /// Loads and validates the server settings.
     pub fn load(env: Env<'_>) -> anyhow::Result<Self> {
-        let file = load_file(env)?;
+        let mut file = load_file(env)?;
+        let platform = PlatformSettings::load(env, &mut file)?;
         let pick = |var: &str, from_file: Option<String>| env(var).or(from_file);
-        let host_text = pick("OCC_HOST", file.host).unwrap_or_else(|| "127.0.0.1".into());
+        let host_text = pick("OCC_HOST", file.host.take()).unwrap_or_else(|| "127.0.0.1".into());
         let host: IpAddr = host_text
             .parse()
             .map_err(|_| anyhow!("OCC_HOST: {host_text:?} is not an IP address"))?;
@@ -139,51 +355,14 @@ impl ServerSettings {
                 .ok_or_else(|| anyhow!("OCC_PORT: {p:?} is not a port (1..65535)"))?,
             None => file.port.unwrap_or(3000),
         };
-        let database_url = pick("OCC_DATABASE_URL", file.database_url).ok_or_else(|| {
-            anyhow!("OCC_DATABASE_URL is required (postgres://… or sqlite://PATH)")
-        })?;
-        occ_store::backend_of(&database_url).map_err(|e| anyhow!("OCC_DATABASE_URL: {e}"))?;
-        let data_dir = env("OCC_DATA_DIR").map(PathBuf::from).or(file.data_dir);
-        let driver = pick("OCC_CONFIGURATION_DRIVER", file.configuration_driver)
-            .unwrap_or_else(|| "filesystem".into());
-        if driver != "filesystem" {
-            bail!("OCC_CONFIGURATION_DRIVER: {driver:?} is not available (filesystem)");
+        if platform.metrics.is_some_and(|m| m.port() == port) {
+            bail!("OCC_METRICS_PORT must differ from OCC_PORT");
         }
-        let from_data = |sub: &str| data_dir.as_ref().map(|d| d.join(sub));
-        let configuration_root = env("OCC_CONFIGURATION_ROOT")
-            .map(PathBuf::from)
-            .or(file.configuration_root)
-            .or_else(|| from_data("configurations"))
-            .ok_or_else(|| anyhow!("OCC_CONFIGURATION_ROOT is required by the filesystem Configuration Driver (or set OCC_DATA_DIR)"))?;
-        let secret_driver =
-            pick("OCC_SECRET_DRIVER", file.secret_driver).unwrap_or_else(|| "local".into());
-        if secret_driver != "local" {
-            bail!("OCC_SECRET_DRIVER: {secret_driver:?} is not available (local)");
-        }
-        let secret_root = env("OCC_SECRET_ROOT")
-            .map(PathBuf::from)
-            .or(file.secret_root)
-            .or_else(|| from_data("secrets"))
-            .ok_or_else(|| {
-                anyhow!(
-                    "OCC_SECRET_ROOT is required by the local Secret Driver (or set OCC_DATA_DIR)"
-                )
-            })?;
-        let secret_key_file = env("OCC_SECRET_KEY_FILE")
-            .map(PathBuf::from)
-            .or(file.secret_key_file)
-            .or_else(|| from_data("secret.key"))
-            .ok_or_else(|| anyhow!("OCC_SECRET_KEY_FILE is required by the local Secret Driver (or set OCC_DATA_DIR)"))?;
-        let compute =
-            pick("OCC_COMPUTE_DRIVER", file.compute_driver).unwrap_or_else(|| "process".into());
-        if compute != "process" {
-            bail!("OCC_COMPUTE_DRIVER: {compute:?} is not available (process)");
-        }
-        let auth_base_url = pick("OCC_AUTH_BASE_URL", file.auth_base_url)
+        let auth_base_url = pick("OCC_AUTH_BASE_URL", file.auth_base_url.take())
             .unwrap_or_else(|| format!("http://127.0.0.1:{port}"));
         let (public_origin, _) =
             origin_of(&auth_base_url).map_err(|e| anyhow!("OCC_AUTH_BASE_URL: {e}"))?;
-        let auth_secret = pick("OCC_AUTH_SECRET", file.auth_secret).ok_or_else(|| {
+        let auth_secret = pick("OCC_AUTH_SECRET", file.auth_secret.take()).ok_or_else(|| {
             anyhow!(
                 "OCC_AUTH_SECRET is required (at least 32 characters, e.g. `openssl rand -hex 32`)"
             )
@@ -195,30 +374,66 @@ impl ServerSettings {
         if !(60..=30 * 24 * 3600).contains(&session_ttl_seconds) {
             bail!("session_ttl_seconds must be between 60 and 2592000");
         }
-        let backends = file.backends.unwrap_or_default();
-        let mut seen = BTreeMap::new();
-        for b in &backends {
-            if seen.insert(b.id.clone(), ()).is_some() {
-                bail!("backends: the id {:?} appears twice", b.id);
-            }
-        }
         Ok(Self {
+            platform,
             host,
             port,
-            database_url,
-            configuration_root: absolute("OCC_CONFIGURATION_ROOT", configuration_root)?,
-            secret_root: absolute("OCC_SECRET_ROOT", secret_root)?,
-            secret_key_file: absolute("OCC_SECRET_KEY_FILE", secret_key_file)?,
             public_origin,
             auth_secret,
             session_ttl_seconds,
-            backends,
         })
     }
 
     /// Whether cookies are `Secure` (https base URL).
     pub fn secure_cookies(&self) -> bool {
         self.public_origin.starts_with("https://")
+    }
+}
+
+impl WorkerProcessSettings {
+    /// Loads and validates the worker settings.
+    pub fn load(env: Env<'_>) -> anyhow::Result<Self> {
+        let mut file = load_file(env)?;
+        let platform = PlatformSettings::load(env, &mut file)?;
+        let ms = |name: &str, from_file: Option<u64>, default: u64| {
+            positive(env, name, from_file, default).map(Duration::from_millis)
+        };
+        let worker = WorkerSettings {
+            poll_interval: ms(
+                "OCC_WORKER_POLL_INTERVAL_MS",
+                file.worker_poll_interval_ms,
+                250,
+            )?,
+            lease: ms(
+                "OCC_WORKER_LEASE_DURATION_MS",
+                file.worker_lease_duration_ms,
+                5000,
+            )?,
+            max_attempts: u32::try_from(positive(
+                env,
+                "OCC_WORKER_MAX_ATTEMPTS",
+                file.worker_max_attempts,
+                5,
+            )?)
+            .map_err(|_| anyhow!("OCC_WORKER_MAX_ATTEMPTS is too large"))?,
+            convergence_timeout: ms(
+                "OCC_WORKER_CONVERGENCE_TIMEOUT_MS",
+                file.worker_convergence_timeout_ms,
+                900_000,
+            )?,
+            concurrency: usize::try_from(positive(
+                env,
+                "OCC_WORKER_CONCURRENCY",
+                file.worker_concurrency,
+                4,
+            )?)
+            .map_err(|_| anyhow!("OCC_WORKER_CONCURRENCY is too large"))?,
+            recover_batch: 100,
+        };
+        if worker.lease < Duration::from_millis(300) {
+            bail!("OCC_WORKER_LEASE_DURATION_MS must be at least 300");
+        }
+        Ok(Self { platform, worker })
     }
 }
 
@@ -278,10 +493,85 @@ mod tests {
         assert_eq!(s.port, 3000);
         assert_eq!(s.public_origin, "http://127.0.0.1:3000");
         assert_eq!(
-            s.configuration_root,
+            s.platform.configuration_root,
             PathBuf::from("/tmp/occ-settings-test/configurations")
         );
+        assert_eq!(
+            s.platform.compute.root,
+            PathBuf::from("/tmp/occ-settings-test/compute")
+        );
+        assert_eq!(
+            s.platform.compute.runtime_root,
+            PathBuf::from("/tmp/occ-settings-test/runtime")
+        );
+        assert_eq!(s.platform.compute.port_range, 28000..=28999);
+        assert_eq!(s.platform.metrics, None);
         assert!(!s.secure_cookies());
+        let w = WorkerProcessSettings::load(&env).unwrap();
+        assert_eq!(w.worker.lease, Duration::from_secs(5));
+        assert_eq!(w.worker.max_attempts, 5);
+    }
+
+    #[test]
+    fn the_worker_needs_no_api_settings_and_checks_its_own() {
+        let base = [
+            ("OCC_DATABASE_URL", "sqlite:///tmp/x.db"),
+            ("OCC_DATA_DIR", "/tmp/d"),
+        ];
+        assert!(WorkerProcessSettings::load(&env_of(&base)).is_ok());
+        for (name, value) in [
+            ("OCC_WORKER_POLL_INTERVAL_MS", "0"),
+            ("OCC_WORKER_LEASE_DURATION_MS", "-5"),
+            ("OCC_WORKER_MAX_ATTEMPTS", "five"),
+            ("OCC_WORKER_CONVERGENCE_TIMEOUT_MS", "1e3"),
+            ("OCC_PROCESS_PORT_RANGE", "80-90"),
+            ("OCC_METRICS_ENABLED", "yes"),
+        ] {
+            let mut pairs = base.to_vec();
+            pairs.push((name, value));
+            let err = WorkerProcessSettings::load(&env_of(&pairs))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(name), "{err} should name {name}");
+        }
+    }
+
+    #[test]
+    fn metrics_settings_must_be_consistent() {
+        let base = [
+            ("OCC_DATABASE_URL", "sqlite:///tmp/x.db"),
+            ("OCC_DATA_DIR", "/tmp/d"),
+            ("OCC_AUTH_SECRET", SECRET),
+        ];
+        let with = |extra: &[(&'static str, &'static str)]| {
+            let mut pairs = base.to_vec();
+            pairs.extend_from_slice(extra);
+            ServerSettings::load(&env_of(&pairs)).map(|s| s.platform.metrics)
+        };
+        assert_eq!(
+            with(&[
+                ("OCC_METRICS_ENABLED", "true"),
+                ("OCC_METRICS_HOST", "127.0.0.1"),
+                ("OCC_METRICS_PORT", "9464")
+            ])
+            .unwrap(),
+            Some("127.0.0.1:9464".parse().unwrap())
+        );
+        for (extra, name) in [
+            (&[("OCC_METRICS_PORT", "9464")][..], "OCC_METRICS_ENABLED"),
+            (&[("OCC_METRICS_ENABLED", "true")][..], "OCC_METRICS_HOST"),
+            (
+                &[
+                    ("OCC_METRICS_ENABLED", "true"),
+                    ("OCC_METRICS_HOST", "127.0.0.1"),
+                    ("OCC_METRICS_PORT", "3000"),
+                ][..],
+                "OCC_METRICS_PORT",
+            ),
+        ] {
+            let err = with(extra).unwrap_err().to_string();
+            assert!(err.contains(name), "{err} should name {name}");
+        }
     }
 
     #[test]
@@ -290,12 +580,17 @@ mod tests {
             (&[], "OCC_DATABASE_URL"),
             (&[("OCC_DATABASE_URL", "mysql://x")], "OCC_DATABASE_URL"),
             (
-                &[("OCC_DATABASE_URL", "sqlite:///x"), ("OCC_PORT", "70000")],
+                &[
+                    ("OCC_DATABASE_URL", "sqlite:///x"),
+                    ("OCC_DATA_DIR", "/tmp/d"),
+                    ("OCC_PORT", "70000"),
+                ],
                 "OCC_PORT",
             ),
             (
                 &[
                     ("OCC_DATABASE_URL", "sqlite:///x"),
+                    ("OCC_DATA_DIR", "/tmp/d"),
                     ("OCC_HOST", "localhost!"),
                 ],
                 "OCC_HOST",
@@ -337,11 +632,13 @@ mod tests {
     fn yaml_file_is_closed_and_env_wins() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("occ.yaml");
-        std::fs::write(&path, format!("database_url: sqlite:///tmp/f.db\nport: 4000\ndata_dir: /tmp/d\nauth_secret: {SECRET}\n")).unwrap();
+        std::fs::write(&path, format!("database_url: sqlite:///tmp/f.db\nport: 4000\ndata_dir: /tmp/d\nauth_secret: {SECRET}\nworker_max_attempts: 7\n")).unwrap();
         let p = path.to_str().unwrap().to_owned();
         let s = ServerSettings::load(&env_of(&[("OCC_CONFIG_PATH", &p), ("OCC_PORT", "4001")]))
             .unwrap();
         assert_eq!(s.port, 4001);
+        let w = WorkerProcessSettings::load(&env_of(&[("OCC_CONFIG_PATH", &p)])).unwrap();
+        assert_eq!(w.worker.max_attempts, 7);
         std::fs::write(&path, "database_url: sqlite:///tmp/f.db\nprot: 4000\n").unwrap();
         let err = ServerSettings::load(&env_of(&[("OCC_CONFIG_PATH", &p)]))
             .unwrap_err()

@@ -1,0 +1,327 @@
+//! Agent work: stop (`agent:<id>:reconcile:stopped:<op>`, one per request) and delete
+//! (`agent:<id>:reconcile:deleted`).
+//!
+//! Stop shuts down the active revision and every other revision admitted before the stop
+//! request; revisions admitted after it belong to a later deploy and are left alone. It clears
+//! the pointer only if it still names the revision it stopped, and a deploy admitted after the
+//! stop makes the stop `STOP_SUPERSEDED`. Delete retires every revision, removes the Agent's
+//! runtime storage through Compute, then runs the deletion finalizer in the fenced transaction.
+
+use occ_core::audit::{AuditKind, AuditOutcome};
+use occ_core::authz::{Action, ResourceKind, ResourceRef};
+use occ_core::resource::{Agent, AgentRevision, AgentStatus, DesiredRuntimeState};
+use occ_drivers::compute::{AgentTarget, ComputeError};
+use occ_store::queue::Claim;
+use serde_json::json;
+
+use super::revisions::{revision_target, store_to_compute};
+use super::{Outcome, PassError, PassOutcome, Settled, Worker, no_extra};
+
+impl Worker {
+    pub(crate) async fn agent_stop(&self, claim: &Claim) -> Result<PassOutcome, PassError> {
+        let item = &claim.item;
+        let Some(agent_id) = &item.agent_id else {
+            return self
+                .settle(claim, Outcome::permanent("INVALID_TARGET"), no_extra)
+                .await;
+        };
+        let ns = &item.namespace_id;
+        // Decide on IAM first, so that a concurrent deploy admitted meanwhile is seen below.
+        let req = self.request_for(item);
+        let agent_ref = ResourceRef::exact(ResourceKind::Agent, ns, agent_id);
+        let tx = self.store().begin_read().await?;
+        if let Err(e) = self
+            .controller
+            .authorize(
+                tx,
+                &req,
+                Action::Operate,
+                &agent_ref,
+                "openclaw.agents.stop",
+            )
+            .await
+        {
+            let outcome = self.authorization_outcome(item, &e).await?;
+            return self.finish_stop(claim, outcome, None).await;
+        }
+        let mut tx = self.store().begin_read().await?;
+        let Some(agent) = tx.agent_get(ns, agent_id).await? else {
+            return self
+                .finish_stop(claim, Outcome::permanent("INVALID_AGENT_OWNER"), None)
+                .await;
+        };
+        let revisions = tx.revision_list(ns, agent_id).await?;
+        drop(tx);
+        if agent.desired_runtime_state != DesiredRuntimeState::Stopped {
+            return self
+                .finish_stop(claim, Outcome::done("STOP_SUPERSEDED"), None)
+                .await;
+        }
+        let active = match &agent.active_revision_id {
+            None => None,
+            Some(id) => match revisions.iter().find(|r| &r.id == id) {
+                Some(r) => Some(r.clone()),
+                None => {
+                    return self
+                        .finish_stop(claim, Outcome::permanent("INVALID_ACTIVE_REVISION"), None)
+                        .await;
+                }
+            },
+        };
+        if let Some(active) = &active
+            && active.created_at > item.created_at
+        {
+            // The active revision was admitted after this stop: a later deploy won.
+            return self
+                .finish_stop(claim, Outcome::done("STOP_SUPERSEDED"), None)
+                .await;
+        }
+        let ours = &self.compute.selection().identity;
+        if let Some(active) = &active
+            && &active.spec.compute != ours
+        {
+            return self
+                .finish_stop(claim, Outcome::permanent("COMPUTE_DRIVER_MISMATCH"), None)
+                .await;
+        }
+        // Active first, then every other revision admitted before the stop request.
+        let mut cleanup: Vec<&AgentRevision> = active.iter().collect();
+        cleanup.extend(revisions.iter().filter(|r| {
+            Some(&r.id) != agent.active_revision_id.as_ref()
+                && r.created_at <= item.created_at
+                && &r.spec.compute == ours
+        }));
+        let stopped = self
+            .effect(claim, async {
+                for rev in &cleanup {
+                    // A deploy admitted during the stop takes over: stop no further.
+                    let still = {
+                        let mut tx = self.store().begin_read().await.map_err(store_to_compute)?;
+                        tx.agent_get(ns, agent_id).await.map_err(store_to_compute)?
+                    };
+                    if still.is_none_or(|a| a.desired_runtime_state != DesiredRuntimeState::Stopped)
+                    {
+                        return Ok(false);
+                    }
+                    self.compute
+                        .stop_revision(&revision_target(&agent, rev))
+                        .await?;
+                }
+                Ok::<_, ComputeError>(true)
+            })
+            .await?;
+        let outcome = match stopped {
+            Ok(true) if active.is_some() => Outcome::done("AGENT_STOPPED"),
+            Ok(true) => Outcome::done("AGENT_ALREADY_STOPPED"),
+            Ok(false) => Outcome::done("STOP_SUPERSEDED"),
+            Err(e) => {
+                tracing::warn!(agent_id = %agent.id, code = %e.code, message = %e.message, "stop failed");
+                match Outcome::from_compute(&e) {
+                    Outcome::Pending(_) => Outcome::retry("DEPENDENCY_UNAVAILABLE"),
+                    other => other,
+                }
+            }
+        };
+        self.finish_stop(claim, outcome, Some((&agent, active.as_ref())))
+            .await
+    }
+
+    /// Settles stop work: on success, clears the pointer if it still names the stopped active
+    /// revision and the Agent is still meant to be stopped; records the lifecycle evidence.
+    async fn finish_stop(
+        &self,
+        claim: &Claim,
+        outcome: Outcome,
+        stopped: Option<(&Agent, Option<&AgentRevision>)>,
+    ) -> Result<PassOutcome, PassError> {
+        let item = &claim.item;
+        let req = self.request_for(item);
+        let compute_id = self.compute.selection().identity.id.clone();
+        let mut superseded = false;
+        let pass = self
+            .settle(claim, outcome, async |tx, settled, outcome| {
+                if matches!(outcome.code(), "AUTHORIZATION_DENIED" | "ACTOR_REVOKED") {
+                    return Ok(());
+                }
+                if let Some((agent, Some(active))) = stopped
+                    && settled == Settled::Succeeded
+                    && outcome.code() == "AGENT_STOPPED"
+                {
+                    let now = tx.agent_lock(&agent.namespace_id, &agent.id).await?;
+                    if now.is_some_and(|a| a.desired_runtime_state == DesiredRuntimeState::Stopped)
+                    {
+                        tx.agent_swap_active_revision(
+                            &agent.namespace_id,
+                            &agent.id,
+                            Some(&active.id),
+                            None,
+                        )
+                        .await?;
+                    } else {
+                        superseded = true;
+                    }
+                }
+                if matches!(settled, Settled::Requeued) {
+                    return Ok(());
+                }
+                let Some(agent_id) = &item.agent_id else {
+                    return Ok(());
+                };
+                let resource =
+                    ResourceRef::exact(ResourceKind::Agent, &item.namespace_id, agent_id);
+                let mut event = self
+                    .controller
+                    .event(
+                        &req,
+                        AuditKind::Mutation,
+                        "openclaw.agents.lifecycle.stop",
+                        &resource,
+                        if settled == Settled::Succeeded {
+                            AuditOutcome::Success
+                        } else {
+                            AuditOutcome::Failure
+                        },
+                    )
+                    .reason_code(if superseded {
+                        "STOP_SUPERSEDED"
+                    } else {
+                        outcome.code()
+                    })
+                    .detail("computeDriverId", compute_id.as_str());
+                if let Some((_, Some(active))) = stopped {
+                    event = event.detail("revisionId", active.id.as_str());
+                }
+                tx.audit_append(&event).await
+            })
+            .await?;
+        if pass == PassOutcome::Success
+            && !superseded
+            && stopped.is_some()
+            && let Some(m) = &self.metrics
+        {
+            let age = occ_core::Timestamp::now().unix_millis() - item.created_at.unix_millis();
+            m.record_agent_operation(
+                "stop",
+                std::time::Duration::from_millis(u64::try_from(age).unwrap_or(0)),
+            );
+        }
+        Ok(pass)
+    }
+
+    pub(crate) async fn agent_delete(&self, claim: &Claim) -> Result<PassOutcome, PassError> {
+        let item = &claim.item;
+        let Some(agent_id) = &item.agent_id else {
+            return self
+                .settle(claim, Outcome::permanent("INVALID_TARGET"), no_extra)
+                .await;
+        };
+        let ns = &item.namespace_id;
+        let mut tx = self.store().begin_read().await?;
+        let agent = tx.agent_get(ns, agent_id).await?;
+        let revisions = tx.revision_list(ns, agent_id).await?;
+        drop(tx);
+        let Some(agent) = agent else {
+            // Already finalized by an earlier pass whose completion was lost.
+            return self
+                .settle(claim, Outcome::done("AGENT_DELETED"), no_extra)
+                .await;
+        };
+        if agent.status != AgentStatus::Deleting
+            || agent.desired_runtime_state != DesiredRuntimeState::Stopped
+        {
+            return self
+                .finish_delete(claim, &agent, Outcome::permanent("INVALID_AGENT_STATE"))
+                .await;
+        }
+        let req = self.request_for(item);
+        let agent_ref = ResourceRef::exact(ResourceKind::Agent, ns, agent_id);
+        let tx = self.store().begin_read().await?;
+        if let Err(e) = self
+            .controller
+            .authorize(
+                tx,
+                &req,
+                Action::Delete,
+                &agent_ref,
+                "openclaw.agents.delete",
+            )
+            .await
+        {
+            let outcome = self.authorization_outcome(item, &e).await?;
+            return self.finish_delete(claim, &agent, outcome).await;
+        }
+        let ours = &self.compute.selection().identity;
+        if revisions.iter().any(|r| &r.spec.compute != ours) {
+            return self
+                .finish_delete(claim, &agent, Outcome::permanent("COMPUTE_DRIVER_MISMATCH"))
+                .await;
+        }
+        let target = AgentTarget {
+            namespace_id: agent.namespace_id.clone(),
+            agent_id: agent.id.clone(),
+            service_principal_id: agent.service_principal_id.clone(),
+        };
+        let removed = self
+            .effect(claim, async {
+                for rev in &revisions {
+                    self.compute
+                        .retire_revision(&revision_target(&agent, rev))
+                        .await?;
+                }
+                self.compute.delete_agent(&target).await
+            })
+            .await?;
+        let outcome = match removed {
+            Ok(()) => Outcome::done("AGENT_DELETED"),
+            Err(e) => {
+                tracing::warn!(agent_id = %agent.id, code = %e.code, message = %e.message, "agent deletion failed");
+                Outcome::from_compute(&e)
+            }
+        };
+        self.finish_delete(claim, &agent, outcome).await
+    }
+
+    /// Settles delete work. Success runs the deletion finalizer in the same fenced transaction
+    /// (which also removes the Agent's work rows, this one included) and records the deletion.
+    async fn finish_delete(
+        &self,
+        claim: &Claim,
+        agent: &Agent,
+        outcome: Outcome,
+    ) -> Result<PassOutcome, PassError> {
+        let req = self.request_for(&claim.item);
+        let compute_id = self.compute.selection().identity.id.clone();
+        let resource = ResourceRef::exact(ResourceKind::Agent, &agent.namespace_id, &agent.id);
+        self.settle(claim, outcome, async |tx, settled, outcome| {
+            if matches!(outcome.code(), "AUTHORIZATION_DENIED" | "ACTOR_REVOKED")
+                || settled == Settled::Requeued
+            {
+                return Ok(());
+            }
+            let succeeded = settled == Settled::Succeeded;
+            let mut event = self
+                .controller
+                .event(
+                    &req,
+                    AuditKind::Mutation,
+                    "openclaw.agents.lifecycle.delete",
+                    &resource,
+                    if succeeded {
+                        AuditOutcome::Success
+                    } else {
+                        AuditOutcome::Failure
+                    },
+                )
+                .reason_code(outcome.code())
+                .detail("computeDriverId", compute_id.as_str());
+            if succeeded {
+                let removed = tx
+                    .agent_finalize_deletion(&agent.namespace_id, &agent.id)
+                    .await?;
+                event = event.detail("removedBindingIds", json!(removed));
+            }
+            tx.audit_append(&event).await
+        })
+        .await
+    }
+}

@@ -1,0 +1,854 @@
+//! Worker tests: the real API, controller, store and Drivers of `TestApp`, with the Compute
+//! test double [`FakeCompute`] in place of a runtime. They prove what the worker records and
+//! which Compute verbs it calls, in which order, under races, lost leases and crashes — not that
+//! a gateway runs (the process Driver's suite does that with real gateways).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{Method, StatusCode};
+use occ_controller::worker::{PassOutcome, Worker, WorkerSettings};
+use occ_core::authz::{Action, Permission, ResourceKind};
+use occ_core::resource::{DesiredRuntimeState, NamespaceStatus};
+use occ_core::work::{WorkKey, WorkState};
+use occ_core::{AgentId, NamespaceId, RevisionId};
+use occ_drivers::compute::ComputeError;
+use occ_store::Backend;
+use occ_testkit::app::{Credential, Reply, TestApp};
+use occ_testkit::compute::{Call, FakeCompute, Scripted, Verb};
+use serde_json::{Value, json};
+
+fn settings() -> WorkerSettings {
+    WorkerSettings {
+        poll_interval: Duration::from_millis(20),
+        lease: Duration::from_millis(1500),
+        max_attempts: 3,
+        convergence_timeout: Duration::from_secs(900),
+        concurrency: 2,
+        recover_batch: 100,
+    }
+}
+
+struct Fixture {
+    app: TestApp,
+    compute: Arc<FakeCompute>,
+    worker: Worker,
+    ns: String,
+}
+
+impl Fixture {
+    async fn new() -> Self {
+        Self::with(Backend::Sqlite, FakeCompute::new(), settings()).await
+    }
+
+    async fn with(backend: Backend, compute: FakeCompute, settings: WorkerSettings) -> Self {
+        let app = TestApp::on(backend).await;
+        let compute = Arc::new(compute);
+        let worker = Worker::new(app.controller.clone(), compute.clone(), settings);
+        let ns = app.default_ns.to_string();
+        let f = Self {
+            app,
+            compute,
+            worker,
+            ns,
+        };
+        // Bootstrap queued the ensure work of `default`, which the test app already made
+        // ready: it settles as superseded.
+        let passes = f.drain().await;
+        assert_eq!(passes.len(), 1, "{passes:?}");
+        f
+    }
+
+    fn admin(&self) -> Credential {
+        self.app.admin()
+    }
+
+    async fn call(&self, method: Method, path: &str, body: Option<Value>) -> Reply {
+        self.app.call(method, path, &self.admin(), body).await
+    }
+
+    /// Runs the worker until nothing is claimable now.
+    async fn drain(&self) -> Vec<(WorkKey, PassOutcome)> {
+        let mut passes = Vec::new();
+        while let Some((item, outcome)) = self.worker.run_once().await.expect("worker") {
+            passes.push((item.key, outcome));
+            assert!(
+                passes.len() < 100,
+                "the worker does not converge: {passes:?}"
+            );
+        }
+        passes
+    }
+
+    /// A Configuration and an Agent with `{method:"runtime"}` auth.
+    async fn agent(&self, name: &str) -> (String, String) {
+        let cfg = self
+            .call(
+                Method::POST,
+                &format!("/namespaces/{}/configurations", self.ns),
+                Some(json!({"kind": "agent", "values": {"gateway": {"mode": "local"}}})),
+            )
+            .await;
+        assert_eq!(cfg.status, StatusCode::CREATED, "{}", cfg.body);
+        let cfg = cfg.data()["id"].as_str().unwrap().to_owned();
+        let agent = self
+            .call(
+                Method::POST,
+                &format!("/namespaces/{}/agents", self.ns),
+                Some(json!({"name": name, "configurationId": cfg, "harnessAuth": {"method": "runtime"}})),
+            )
+            .await;
+        assert_eq!(agent.status, StatusCode::CREATED, "{}", agent.body);
+        (cfg, agent.data()["id"].as_str().unwrap().to_owned())
+    }
+
+    async fn deploy(&self, agent: &str) -> String {
+        let r = self
+            .call(
+                Method::POST,
+                &format!("/namespaces/{}/agents/{agent}/deploy", self.ns),
+                None,
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
+        r.data()["id"].as_str().unwrap().to_owned()
+    }
+
+    async fn stop(&self, agent: &str) {
+        let r = self
+            .call(
+                Method::POST,
+                &format!("/namespaces/{}/agents/{agent}/stop", self.ns),
+                None,
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
+    }
+
+    async fn deployment(&self, agent: &str, rev: &str) -> Value {
+        let r = self
+            .call(
+                Method::GET,
+                &format!("/namespaces/{}/agents/{agent}/deployments/{rev}", self.ns),
+                None,
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+        r.data().clone()
+    }
+
+    async fn agent_state(&self, agent: &str) -> Value {
+        let r = self
+            .call(
+                Method::GET,
+                &format!("/namespaces/{}/agents/{agent}", self.ns),
+                None,
+            )
+            .await;
+        r.data().clone()
+    }
+
+    async fn work(&self, key: &WorkKey) -> occ_core::work::WorkItem {
+        let mut tx = self.app.store.begin_read().await.unwrap();
+        tx.work_get(key).await.unwrap().expect("work item")
+    }
+
+    async fn audit_actions(&self) -> Vec<(String, String, Option<String>)> {
+        let mut tx = self.app.store.begin_read().await.unwrap();
+        tx.audit_list(&Default::default())
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| {
+                let code = e
+                    .details
+                    .get("reasonCode")
+                    .and_then(|v| v.as_str())
+                    .map(str::to_owned);
+                (e.action, e.outcome.as_str().to_owned(), code)
+            })
+            .collect()
+    }
+}
+
+fn agent_id(s: &str) -> AgentId {
+    s.parse().unwrap()
+}
+fn rev_id(s: &str) -> RevisionId {
+    s.parse().unwrap()
+}
+
+#[tokio::test]
+async fn namespaces_become_ready_and_are_torn_down() {
+    let f = Fixture::new().await;
+    let created = f
+        .call(Method::POST, "/namespaces", Some(json!({"name": "team-a"})))
+        .await;
+    let ns: NamespaceId = created.data()["id"].as_str().unwrap().parse().unwrap();
+    let passes = f.drain().await;
+    assert_eq!(passes.len(), 1);
+    assert_eq!(passes[0].1, PassOutcome::Success);
+    let mut tx = f.app.store.begin_read().await.unwrap();
+    assert_eq!(
+        tx.namespace_get(&ns).await.unwrap().unwrap().status,
+        NamespaceStatus::Ready
+    );
+    drop(tx);
+    assert!(
+        f.compute
+            .calls()
+            .contains(&Call::Namespace(Verb::EnsureNamespace, ns.clone()))
+    );
+    let r = f
+        .call(Method::DELETE, &format!("/namespaces/{ns}"), None)
+        .await;
+    assert_eq!(r.status, StatusCode::ACCEPTED);
+    assert_eq!(f.drain().await[0].1, PassOutcome::Success);
+    let mut tx = f.app.store.begin_read().await.unwrap();
+    assert!(
+        tx.namespace_get(&ns)
+            .await
+            .unwrap()
+            .unwrap()
+            .deleted_at
+            .is_some()
+    );
+    drop(tx);
+    let actions = f.audit_actions().await;
+    for action in [
+        "openclaw.namespaces.lifecycle.ensure",
+        "openclaw.namespaces.lifecycle.delete",
+    ] {
+        assert!(
+            actions
+                .iter()
+                .any(|(a, o, _)| a == action && o == "success"),
+            "{action}: {actions:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_namespace_that_cannot_be_prepared_fails() {
+    let f = Fixture::new().await;
+    f.compute.script(
+        Verb::EnsureNamespace,
+        Scripted::Fail(ComputeError::permanent("NAMESPACE_REFUSED", "no")),
+    );
+    let created = f
+        .call(Method::POST, "/namespaces", Some(json!({"name": "team-b"})))
+        .await;
+    let ns: NamespaceId = created.data()["id"].as_str().unwrap().parse().unwrap();
+    assert_eq!(f.drain().await[0].1, PassOutcome::Permanent);
+    let mut tx = f.app.store.begin_read().await.unwrap();
+    assert_eq!(
+        tx.namespace_get(&ns).await.unwrap().unwrap().status,
+        NamespaceStatus::Failed
+    );
+}
+
+#[tokio::test]
+async fn deploy_activates_and_redeploy_retires_the_predecessor() {
+    let f = Fixture::new().await;
+    let (_, agent) = f.agent("a1").await;
+    let rev1 = f.deploy(&agent).await;
+    assert_eq!(f.deployment(&agent, &rev1).await["status"], "queued");
+    let passes = f.drain().await;
+    assert_eq!(
+        passes,
+        vec![(
+            WorkKey::revision_reconcile(&rev_id(&rev1)),
+            PassOutcome::Success
+        )]
+    );
+    assert_eq!(f.agent_state(&agent).await["activeRevisionId"], rev1);
+    let status = f.deployment(&agent, &rev1).await;
+    assert_eq!(
+        (status["status"].as_str(), &status["error"]),
+        (Some("succeeded"), &Value::Null)
+    );
+    assert_eq!(f.compute.serving(&agent_id(&agent)), Some(rev_id(&rev1)));
+    assert_eq!(
+        f.work(&WorkKey::revision_reconcile(&rev_id(&rev1)))
+            .await
+            .reason_code
+            .as_deref(),
+        Some("REVISION_ACTIVATED")
+    );
+
+    let rev2 = f.deploy(&agent).await;
+    f.drain().await;
+    assert_eq!(f.agent_state(&agent).await["activeRevisionId"], rev2);
+    assert_eq!(f.compute.serving(&agent_id(&agent)), Some(rev_id(&rev2)));
+    let calls = f.compute.calls();
+    let activate2 = calls
+        .iter()
+        .position(|c| *c == Call::Revision(Verb::Activate, agent_id(&agent), rev_id(&rev2)))
+        .expect("rev2 activated");
+    let retire1 = calls
+        .iter()
+        .position(|c| *c == Call::Revision(Verb::Retire, agent_id(&agent), rev_id(&rev1)))
+        .expect("rev1 retired");
+    assert!(
+        activate2 < retire1,
+        "the predecessor is retired after activation: {calls:?}"
+    );
+    let activations = f
+        .audit_actions()
+        .await
+        .into_iter()
+        .filter(|(a, _, _)| a == "openclaw.agents.lifecycle.activate")
+        .count();
+    assert_eq!(activations, 2);
+}
+
+#[tokio::test]
+async fn stop_clears_the_pointer_and_deploy_resumes() {
+    let f = Fixture::new().await;
+    let (_, agent) = f.agent("a1").await;
+    let rev1 = f.deploy(&agent).await;
+    f.drain().await;
+    f.stop(&agent).await;
+    let passes = f.drain().await;
+    assert_eq!(passes.len(), 1);
+    assert_eq!(passes[0].1, PassOutcome::Success);
+    let state = f.agent_state(&agent).await;
+    assert_eq!(state["activeRevisionId"], Value::Null);
+    assert_eq!(state["desiredRuntimeState"], "stopped");
+    assert_eq!(f.compute.serving(&agent_id(&agent)), None);
+    assert_eq!(
+        f.work(&passes[0].0).await.reason_code.as_deref(),
+        Some("AGENT_STOPPED")
+    );
+    // a second stop finds nothing running
+    f.stop(&agent).await;
+    let again = f.drain().await;
+    assert_eq!(
+        f.work(&again[0].0).await.reason_code.as_deref(),
+        Some("AGENT_ALREADY_STOPPED")
+    );
+    // resume = deploy a new revision
+    let rev2 = f.deploy(&agent).await;
+    f.drain().await;
+    assert_ne!(rev1, rev2);
+    assert_eq!(f.agent_state(&agent).await["activeRevisionId"], rev2);
+    assert_eq!(f.compute.serving(&agent_id(&agent)), Some(rev_id(&rev2)));
+}
+
+#[tokio::test]
+async fn a_stop_admitted_after_a_deploy_wins() {
+    let f = Fixture::new().await;
+    let (_, agent) = f.agent("a1").await;
+    let rev = f.deploy(&agent).await;
+    f.stop(&agent).await;
+    f.drain().await;
+    assert_eq!(f.compute.serving(&agent_id(&agent)), None);
+    let status = f.deployment(&agent, &rev).await;
+    assert_eq!(status["status"], "failed", "{status}");
+    assert_eq!(status["error"]["code"], "REVISION_STOPPED");
+    assert_eq!(f.agent_state(&agent).await["activeRevisionId"], Value::Null);
+    assert!(!f.compute.calls().contains(&Call::Revision(
+        Verb::Activate,
+        agent_id(&agent),
+        rev_id(&rev)
+    )));
+}
+
+#[tokio::test]
+async fn back_to_back_deploys_the_later_wins_and_a_stop_between_them_wins_over_the_earlier() {
+    let f = Fixture::new().await;
+    let (_, agent) = f.agent("a1").await;
+    let rev1 = f.deploy(&agent).await;
+    let rev2 = f.deploy(&agent).await;
+    f.drain().await;
+    assert_eq!(f.agent_state(&agent).await["activeRevisionId"], rev2);
+    let s1 = f.deployment(&agent, &rev1).await;
+    assert_eq!(
+        (s1["status"].as_str(), s1["error"]["code"].as_str()),
+        (Some("failed"), Some("REVISION_SUPERSEDED"))
+    );
+    assert_eq!(f.deployment(&agent, &rev2).await["status"], "succeeded");
+    assert!(!f.compute.calls().contains(&Call::Revision(
+        Verb::Activate,
+        agent_id(&agent),
+        rev_id(&rev1)
+    )));
+
+    // deploy, stop, deploy: the earlier never runs, the later does
+    let (_, b) = f.agent("b1").await;
+    let first = f.deploy(&b).await;
+    f.stop(&b).await;
+    let last = f.deploy(&b).await;
+    f.drain().await;
+    assert!(!f.compute.calls().contains(&Call::Revision(
+        Verb::Activate,
+        agent_id(&b),
+        rev_id(&first)
+    )));
+    assert_eq!(f.agent_state(&b).await["activeRevisionId"], last);
+    assert_eq!(f.compute.serving(&agent_id(&b)), Some(rev_id(&last)));
+}
+
+#[tokio::test]
+async fn secrets_and_the_harness_credential_reach_compute_only_at_run_time() {
+    let f = Fixture::new().await;
+    let ns = f.ns.clone();
+    let secret = f
+        .call(
+            Method::POST,
+            &format!("/namespaces/{ns}/secrets"),
+            Some(json!({"name": "model-key", "value": "sk-test-123456"})),
+        )
+        .await;
+    let secret = secret.data()["id"].as_str().unwrap().to_owned();
+    let cfg = f
+        .call(
+            Method::POST,
+            &format!("/namespaces/{ns}/configurations"),
+            Some(json!({"kind": "agent", "values": {},
+                        "secretBindings": {"MODEL_TOKEN": {"source": {"kind": "secret", "namespaceId": ns, "id": secret}}}})),
+        )
+        .await;
+    let cfg = cfg.data()["id"].as_str().unwrap().to_owned();
+    let agent = f
+        .call(
+            Method::POST,
+            &format!("/namespaces/{ns}/agents"),
+            Some(json!({"name": "s1", "configurationId": cfg,
+                        "harnessAuth": {"method": "api_key", "source": {"kind": "secret", "namespaceId": ns, "id": secret}}})),
+        )
+        .await;
+    let agent_json = agent.data().clone();
+    let agent = agent_json["id"].as_str().unwrap().to_owned();
+    let sp: occ_core::IamId = agent_json["servicePrincipalId"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    f.app
+        .grant(
+            &sp,
+            &[Permission::new(Action::Operate, ResourceKind::Secret)],
+            &f.app.default_ns,
+            Some((ResourceKind::Secret, secret.clone())),
+        )
+        .await;
+    let rev = f.deploy(&agent).await;
+    f.drain().await;
+    let env = f.compute.environment_of(&rev_id(&rev)).expect("activated");
+    assert_eq!(
+        env.get("MODEL_TOKEN").map(String::as_str),
+        Some("sk-test-123456")
+    );
+    assert_eq!(
+        env.get("HARNESS_CREDENTIAL").map(String::as_str),
+        Some("sk-test-123456")
+    );
+    // the value is nowhere in platform state or evidence
+    let mut tx = f.app.store.begin_read().await.unwrap();
+    let audit = tx.audit_list(&Default::default()).await.unwrap();
+    assert!(
+        !serde_json::to_string(&audit.iter().map(|e| &e.details).collect::<Vec<_>>())
+            .unwrap()
+            .contains("sk-test")
+    );
+}
+
+#[tokio::test]
+async fn a_revoked_requester_is_refused_before_any_effect() {
+    let f = Fixture::new().await;
+    let (cfg, agent) = f.agent("a1").await;
+    let ns = f.app.default_ns.clone();
+    let (deployer, key) = f
+        .app
+        .principal_with(
+            &[
+                Permission::new(Action::Deploy, ResourceKind::Agent),
+                Permission::new(Action::Read, ResourceKind::Configuration),
+            ],
+            Some(&ns),
+            None,
+            None,
+        )
+        .await;
+    let _ = cfg;
+    let r = f
+        .app
+        .call(
+            Method::POST,
+            &format!("/namespaces/{ns}/agents/{agent}/deploy"),
+            &Credential::Key(key),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
+    let rev = r.data()["id"].as_str().unwrap().to_owned();
+    // revoke every binding of the deployer before the worker runs
+    let mut raw = f.app.db.raw().await;
+    raw.execute(&format!(
+        "DELETE FROM iam_access_bindings WHERE subject_id = '{deployer}'"
+    ))
+    .await
+    .unwrap();
+    assert_eq!(f.drain().await[0].1, PassOutcome::Permanent);
+    let status = f.deployment(&agent, &rev).await;
+    assert_eq!(status["error"]["code"], "AUTHORIZATION_DENIED");
+    assert!(
+        f.compute
+            .calls()
+            .iter()
+            .all(|c| !matches!(c, Call::Revision(..))),
+        "no Compute call after a denial"
+    );
+    assert!(
+        f.audit_actions()
+            .await
+            .iter()
+            .any(|(a, o, _)| a == "openclaw.agents.deploy" && o == "denied")
+    );
+    // a deleted requester is reported as revoked
+    let (_, agent2) = f.agent("a2").await;
+    let (deployer2, key2) = f
+        .app
+        .principal_with(
+            &[
+                Permission::new(Action::Deploy, ResourceKind::Agent),
+                Permission::new(Action::Read, ResourceKind::Configuration),
+            ],
+            Some(&ns),
+            None,
+            None,
+        )
+        .await;
+    let r = f
+        .app
+        .call(
+            Method::POST,
+            &format!("/namespaces/{ns}/agents/{agent2}/deploy"),
+            &Credential::Key(key2),
+            None,
+        )
+        .await;
+    let rev2 = r.data()["id"].as_str().unwrap().to_owned();
+    raw.execute(&format!(
+        "DELETE FROM iam_identities WHERE id = '{deployer2}'"
+    ))
+    .await
+    .unwrap();
+    f.drain().await;
+    assert_eq!(
+        f.deployment(&agent2, &rev2).await["error"]["code"],
+        "ACTOR_REVOKED"
+    );
+}
+
+#[tokio::test]
+async fn pending_work_waits_and_fails_at_the_convergence_deadline() {
+    let mut s = settings();
+    s.convergence_timeout = Duration::from_millis(1200);
+    let f = Fixture::with(Backend::Sqlite, FakeCompute::new(), s).await;
+    for _ in 0..20 {
+        f.compute.script(Verb::Prepare, Scripted::Pending);
+    }
+    let (_, agent) = f.agent("a1").await;
+    let rev = f.deploy(&agent).await;
+    let key = WorkKey::revision_reconcile(&rev_id(&rev));
+    assert_eq!(f.drain().await, vec![(key.clone(), PassOutcome::Pending)]);
+    let item = f.work(&key).await;
+    assert_eq!(
+        (item.state, item.attempt_count),
+        (WorkState::Queued, 0),
+        "pending refunds the attempt"
+    );
+    let progress = f.deployment(&agent, &rev).await;
+    assert_eq!(progress["status"], "queued");
+    assert_eq!(
+        progress["progress"]["lastAttempt"]["code"],
+        "REVISION_INCOMPLETE"
+    );
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    assert_eq!(f.drain().await, vec![(key.clone(), PassOutcome::Permanent)]);
+    let status = f.deployment(&agent, &rev).await;
+    assert_eq!(status["error"]["code"], "CONVERGENCE_DEADLINE_EXCEEDED");
+    assert_eq!(f.agent_state(&agent).await["activeRevisionId"], Value::Null);
+}
+
+#[tokio::test]
+async fn failures_retry_then_fail_and_permanent_failures_fail_at_once() {
+    let mut s = settings();
+    s.max_attempts = 2;
+    let f = Fixture::with(Backend::Sqlite, FakeCompute::new(), s).await;
+    let (_, agent) = f.agent("a1").await;
+    f.compute.script(
+        Verb::Prepare,
+        Scripted::Fail(ComputeError::transient(
+            "DEPENDENCY_UNAVAILABLE",
+            "disk busy",
+        )),
+    );
+    let rev = f.deploy(&agent).await;
+    let key = WorkKey::revision_reconcile(&rev_id(&rev));
+    assert_eq!(f.drain().await, vec![(key.clone(), PassOutcome::Retry)]);
+    // the backoff (≤ 1 s) passes, the second attempt succeeds
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert_eq!(f.drain().await, vec![(key.clone(), PassOutcome::Success)]);
+    assert_eq!(f.work(&key).await.attempt_count, 2);
+
+    f.compute.script(
+        Verb::Prepare,
+        Scripted::Fail(ComputeError::permanent(
+            "RUNTIME_NOT_INSTALLED",
+            "no runtime",
+        )),
+    );
+    let rev2 = f.deploy(&agent).await;
+    f.drain().await;
+    let status = f.deployment(&agent, &rev2).await;
+    assert_eq!(
+        (status["status"].as_str(), status["error"]["code"].as_str()),
+        (Some("failed"), Some("RUNTIME_NOT_INSTALLED"))
+    );
+    assert_eq!(
+        f.agent_state(&agent).await["activeRevisionId"],
+        rev,
+        "a failed deploy leaves the active revision"
+    );
+}
+
+#[tokio::test]
+async fn a_lost_lease_publishes_nothing() {
+    let f = Fixture::new().await;
+    let (_, agent) = f.agent("a1").await;
+    f.compute
+        .script(Verb::Prepare, Scripted::Delay(Duration::from_millis(1500)));
+    let rev = f.deploy(&agent).await;
+    let key = WorkKey::revision_reconcile(&rev_id(&rev));
+    let claim = f
+        .app
+        .store
+        .work_claim(&f.worker_queue())
+        .await
+        .unwrap()
+        .unwrap();
+    // another worker takes the item over while the effect runs: the next renewal fails and
+    // the effect is abandoned
+    let mut raw = f.app.db.raw().await;
+    let stolen = key.clone();
+    let thief = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        raw.execute(&format!(
+            "UPDATE controller_work SET claim_token = '00000000-0000-4000-8000-000000000000' WHERE idempotency_key = '{stolen}'"
+        ))
+        .await
+        .unwrap();
+    });
+    assert_eq!(f.worker.process(claim).await, PassOutcome::ClaimLost);
+    thief.await.unwrap();
+    assert_eq!(f.agent_state(&agent).await["activeRevisionId"], Value::Null);
+    assert!(!f.compute.calls().contains(&Call::Revision(
+        Verb::Activate,
+        agent_id(&agent),
+        rev_id(&rev)
+    )));
+}
+
+#[tokio::test]
+async fn a_worker_that_dies_mid_deploy_is_recovered_exactly_once() {
+    let mut s = settings();
+    s.lease = Duration::from_millis(600);
+    let f = Fixture::with(Backend::Sqlite, FakeCompute::new(), s).await;
+    let (_, agent) = f.agent("a1").await;
+    f.compute
+        .script(Verb::Activate, Scripted::Delay(Duration::from_secs(5)));
+    let rev = f.deploy(&agent).await;
+    // the first worker dies during activation (after the pointer was published)
+    let dying = tokio::time::timeout(Duration::from_millis(700), f.worker.run_once()).await;
+    assert!(dying.is_err(), "the pass was cut off");
+    assert_eq!(
+        f.agent_state(&agent).await["activeRevisionId"],
+        rev,
+        "pointer published before activation"
+    );
+    // its lease runs out; a new worker recovers the item and finishes it
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let second = Worker::new(f.app.controller.clone(), f.compute.clone(), settings());
+    let recovered = f
+        .app
+        .store
+        .work_recover(&f.worker_queue(), 10)
+        .await
+        .unwrap();
+    assert_eq!(recovered.requeued.len(), 1);
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let mut passes = Vec::new();
+    while let Some((item, outcome)) = second.run_once().await.unwrap() {
+        passes.push((item.key, outcome));
+    }
+    assert_eq!(passes.len(), 1, "{passes:?}");
+    assert_eq!(f.compute.serving(&agent_id(&agent)), Some(rev_id(&rev)));
+    let key = WorkKey::revision_reconcile(&rev_id(&rev));
+    assert_eq!(
+        f.work(&key).await.reason_code.as_deref(),
+        Some("REVISION_ALREADY_ACTIVE")
+    );
+    let activations = f
+        .audit_actions()
+        .await
+        .into_iter()
+        .filter(|(a, _, _)| a == "openclaw.agents.lifecycle.activate")
+        .count();
+    assert_eq!(activations, 1, "one activation recorded");
+}
+
+#[tokio::test]
+async fn deleting_an_agent_removes_its_runtime_and_its_rows() {
+    let f = Fixture::new().await;
+    let (_, agent) = f.agent("a1").await;
+    let rev = f.deploy(&agent).await;
+    f.drain().await;
+    let r = f
+        .call(
+            Method::DELETE,
+            &format!("/namespaces/{}/agents/{agent}", f.ns),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::ACCEPTED);
+    assert_eq!(f.drain().await[0].1, PassOutcome::Success);
+    let calls = f.compute.calls();
+    assert!(calls.contains(&Call::Revision(
+        Verb::Retire,
+        agent_id(&agent),
+        rev_id(&rev)
+    )));
+    assert!(calls.contains(&Call::DeleteAgent(agent_id(&agent))));
+    let r = f
+        .call(
+            Method::GET,
+            &format!("/namespaces/{}/agents/{agent}", f.ns),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    assert!(
+        f.audit_actions()
+            .await
+            .iter()
+            .any(|(a, o, _)| a == "openclaw.agents.lifecycle.delete" && o == "success")
+    );
+}
+
+#[tokio::test]
+async fn maintenance_restarts_a_crashed_gateway_and_records_it() {
+    let f = Fixture::with(
+        Backend::Sqlite,
+        FakeCompute::new().with_maintenance(Duration::from_millis(100)),
+        settings(),
+    )
+    .await;
+    let (_, agent) = f.agent("a1").await;
+    let rev = f.deploy(&agent).await;
+    f.drain().await;
+    f.compute.crash(&agent_id(&agent));
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    let passes = f.drain().await;
+    assert!(
+        passes
+            .iter()
+            .any(|(k, o)| k.as_str().contains(":maintenance:") && *o == PassOutcome::Success),
+        "{passes:?}"
+    );
+    assert_eq!(f.compute.serving(&agent_id(&agent)), Some(rev_id(&rev)));
+    let actions = f.audit_actions().await;
+    assert!(
+        actions
+            .iter()
+            .any(|(a, _, c)| a == "openclaw.agents.lifecycle.restart"
+                && c.as_deref() == Some("GATEWAY_RESTARTED")),
+        "{actions:?}"
+    );
+    // maintenance ends with a stop: the next pass is superseded and schedules nothing
+    f.stop(&agent).await;
+    f.drain().await;
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    f.drain().await;
+    let mut raw = f.app.db.raw().await;
+    let queued = raw
+        .count("SELECT count(*) FROM controller_work WHERE state = 'queued' AND idempotency_key LIKE '%:maintenance:%'")
+        .await;
+    assert_eq!(queued, 0);
+    let superseded = raw
+        .count("SELECT count(*) FROM controller_work WHERE reason_code = 'REVISION_MAINTENANCE_SUPERSEDED'")
+        .await;
+    assert!(superseded >= 1);
+    let mut tx = f.app.store.begin_read().await.unwrap();
+    let agent_row = tx
+        .agent_get(&f.app.default_ns, &agent_id(&agent))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        agent_row.desired_runtime_state,
+        DesiredRuntimeState::Stopped
+    );
+    assert_eq!(agent_row.active_revision_id, None);
+}
+
+#[tokio::test]
+async fn several_workers_on_postgresql_process_each_item_once() {
+    let f = Fixture::with(Backend::Postgres, FakeCompute::new(), settings()).await;
+    let mut revisions = Vec::new();
+    for i in 0..12 {
+        let (_, agent) = f.agent(&format!("a{i}")).await;
+        revisions.push((agent.clone(), f.deploy(&agent).await));
+    }
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    let mut handles = Vec::new();
+    for _ in 0..3 {
+        let worker = Arc::new(Worker::new(
+            f.app.controller.clone(),
+            f.compute.clone(),
+            settings(),
+        ));
+        handles.push(tokio::spawn(worker.run(rx.clone())));
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut done = 0;
+        for (agent, rev) in &revisions {
+            if f.deployment(agent, rev).await["status"] == "succeeded" {
+                done += 1;
+            }
+        }
+        if done == revisions.len() {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{done} of {} converged",
+            revisions.len()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tx.send(true).unwrap();
+    for h in handles {
+        h.await.unwrap().unwrap();
+    }
+    let calls = f.compute.calls();
+    for (agent, rev) in &revisions {
+        let activations = calls
+            .iter()
+            .filter(|c| **c == Call::Revision(Verb::Activate, agent_id(agent), rev_id(rev)))
+            .count();
+        assert_eq!(activations, 1, "{rev} activated once");
+    }
+}
+
+impl Fixture {
+    fn worker_queue(&self) -> occ_store::queue::QueueOptions {
+        occ_store::queue::QueueOptions {
+            lease: Duration::from_millis(600),
+            max_attempts: 3,
+        }
+    }
+}

