@@ -11,6 +11,7 @@
 
 pub mod app;
 pub mod compute;
+pub mod compute_conformance;
 pub mod gateway;
 mod pg;
 pub mod runtime;

@@ -121,6 +121,10 @@ struct ServedMarker {
 const MARKER_LIMIT: u64 = 64 * 1024;
 /// OpenClaw's exit status for an invalid configuration (EX_CONFIG).
 const EXIT_CONFIG: i32 = 78;
+/// How long a starting gateway waits for its port to be released by a predecessor.
+const PORT_RELEASE_WAIT: Duration = Duration::from_secs(10);
+/// How long the native workspace seeding may take.
+const SETUP_TIMEOUT: Duration = Duration::from_secs(120);
 /// How many log lines a startup failure reports.
 const LOG_TAIL_LINES: usize = 12;
 
@@ -226,7 +230,15 @@ impl ProcessCompute {
         if staging.exists() {
             std::fs::remove_dir_all(&staging).map_err(|e| io_error("remove", &staging, e))?;
         }
-        for sub in ["", "home", "state", "state/workspace", "revisions", "logs"] {
+        for sub in [
+            "",
+            "home",
+            "state",
+            "state/workspace",
+            "revisions",
+            "logs",
+            "tmp",
+        ] {
             create_dir(&staging.join(sub))?;
         }
         let token = hex::encode(rand::random::<[u8; 32]>());
@@ -372,11 +384,16 @@ impl ProcessCompute {
         port: u16,
     ) -> Result<(), ComputeError> {
         let runtime = self.runtime()?;
-        if !port_is_free(port) {
-            return Err(ComputeError::transient(
-                "GATEWAY_PORT_IN_USE",
-                format!("port {port} of the Agent is in use by another process"),
-            ));
+        // The helpers of a gateway that was just killed may hold its socket for a few seconds.
+        let deadline = tokio::time::Instant::now() + PORT_RELEASE_WAIT;
+        while !port_is_free(port) {
+            if tokio::time::Instant::now() >= deadline {
+                return Err(ComputeError::transient(
+                    "GATEWAY_PORT_IN_USE",
+                    format!("port {port} of the Agent is in use by another process"),
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
         let token = self.token(agent_dir)?;
         let snapshot = self
@@ -401,6 +418,7 @@ impl ProcessCompute {
             .arg("loopback")
             .current_dir(agent_dir.join("state"))
             .env("HOME", agent_dir.join("home"))
+            .env("TMPDIR", agent_dir.join("tmp"))
             .env("OPENCLAW_STATE_DIR", agent_dir.join("state"))
             .env("OPENCLAW_CONFIG_PATH", &snapshot)
             .env("OPENCLAW_GATEWAY_TOKEN", token.expose())
@@ -543,6 +561,67 @@ impl ProcessCompute {
             .is_ok())
     }
 
+    /// Seeds a new Agent's workspace with the stock files of the pinned OpenClaw (native
+    /// `openclaw setup --baseline`, run once, against a throwaway home, state and config so
+    /// the Agent's own config stays the immutable snapshot).
+    async fn seed_workspace(&self, agent_dir: &Path) -> Result<(), ComputeError> {
+        let done = agent_dir.join("workspace-seeded");
+        if done.exists() {
+            return Ok(());
+        }
+        let runtime = self.runtime()?;
+        let scratch = agent_dir.join("tmp").join("setup");
+        if scratch.exists() {
+            std::fs::remove_dir_all(&scratch).map_err(|e| io_error("remove", &scratch, e))?;
+        }
+        for sub in ["home", "state"] {
+            create_dir(&scratch.join(sub))?;
+        }
+        let log_path = agent_dir.join("logs/setup.log");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(&log_path)
+            .map_err(|e| io_error("open", &log_path, e))?;
+        let log_err = log
+            .try_clone()
+            .map_err(|e| io_error("open", &log_path, e))?;
+        let mut cmd = runtime.command();
+        cmd.args(["setup", "--baseline", "--workspace"])
+            .arg(agent_dir.join("state/workspace"))
+            .env("HOME", scratch.join("home"))
+            .env("TMPDIR", agent_dir.join("tmp"))
+            .env("OPENCLAW_STATE_DIR", scratch.join("state"))
+            .env("OPENCLAW_CONFIG_PATH", scratch.join("openclaw.json"))
+            .env("OPENCLAW_NO_AUTO_UPDATE", "1")
+            .env("DO_NOT_TRACK", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(log))
+            .stderr(Stdio::from(log_err))
+            .kill_on_drop(true);
+        let status = tokio::time::timeout(SETUP_TIMEOUT, cmd.status())
+            .await
+            .map_err(|_| {
+                ComputeError::transient(
+                    "WORKSPACE_SETUP_FAILED",
+                    format!("openclaw setup did not finish in {SETUP_TIMEOUT:?}"),
+                )
+            })?
+            .map_err(|e| unavailable(format!("cannot run openclaw setup: {e}")))?;
+        let _ = std::fs::remove_dir_all(&scratch);
+        if !status.success() {
+            return Err(ComputeError::transient(
+                "WORKSPACE_SETUP_FAILED",
+                format!(
+                    "openclaw setup failed ({status}); log tail:\n{}",
+                    log_tail(&log_path)
+                ),
+            ));
+        }
+        write_new(&done, b"")
+    }
+
     /// Stops and removes everything of one Agent directory.
     async fn remove_agent_dir(&self, dir: &Path) -> Result<(), ComputeError> {
         self.stop_gateway(dir).await?;
@@ -633,6 +712,7 @@ impl Compute for ProcessCompute {
         self.runtime()?;
         let marker = self.ensure_agent(&rev.agent).await?;
         let agent_dir = self.agent_dir(&rev.agent.namespace_id, &rev.agent.agent_id);
+        self.seed_workspace(&agent_dir).await?;
         // Never prepare over a newer installed revision.
         if let Some(current) = self.current(&agent_dir)?
             && current != rev.revision_id.as_str()
@@ -710,6 +790,27 @@ impl Compute for ProcessCompute {
         if self.serving(&agent_dir, &rev.revision_id).await? {
             return Ok(());
         }
+        // A gateway of this revision started by an earlier pass (whose worker died while it was
+        // starting) is adopted, not started twice.
+        if let Some(record) = self.live_gateway(&agent_dir)?
+            && record.revision_id == rev.revision_id.as_str()
+            && self.current(&agent_dir)?.as_deref() == Some(rev.revision_id.as_str())
+        {
+            let token = self.token(&agent_dir)?;
+            let endpoint = Endpoint::loopback(record.port, token.expose());
+            if occ_gateway::wait_ready(&endpoint, self.settings.ready_timeout)
+                .await
+                .is_ok()
+            {
+                tracing::info!(pid = record.pid, "adopted a running gateway");
+                return write_json(
+                    &agent_dir.join("served.json"),
+                    &ServedMarker {
+                        revision_id: rev.revision_id.to_string(),
+                    },
+                );
+            }
+        }
         // Whatever runs now (another revision, or this one unhealthy) makes way.
         self.stop_gateway(&agent_dir).await?;
         self.switch_current(&agent_dir, &rev.revision_id)?;
@@ -736,17 +837,9 @@ impl Compute for ProcessCompute {
     }
 
     async fn retire_revision(&self, rev: &RevisionTarget) -> Result<(), ComputeError> {
-        self.stop_revision(rev).await?;
-        let agent_dir = self.agent_dir(&rev.agent.namespace_id, &rev.agent.agent_id);
-        if !agent_dir.exists() {
-            return Ok(());
-        }
-        let dir = self.revision_dir(&agent_dir, &rev.revision_id);
-        match std::fs::remove_dir_all(&dir) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(io_error("remove", &dir, e)),
-        }
+        // A retired revision never runs again; its snapshot stays as the record of what ran
+        // until the Agent is deleted.
+        self.stop_revision(rev).await
     }
 
     async fn delete_agent(&self, agent: &AgentTarget) -> Result<(), ComputeError> {

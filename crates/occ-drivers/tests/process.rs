@@ -1,0 +1,375 @@
+//! The process Compute Driver against real OpenClaw gateways (the pinned runtime, installed once
+//! per machine by the testkit): the Compute conformance suite, then what only this Driver
+//! promises — the frozen snapshot on disk, snapshots kept after retirement, re-adoption by a
+//! restarted worker, restart after a crash, no process left after stop, clear failures for a
+//! missing runtime and an invalid configuration, ports that never collide.
+//!
+//! Gateways are expensive (~1 GB, ~10 s of CPU to start), so the tests that start them take
+//! turns; every gateway a test's Driver recorded is killed by PID when the test ends, even when
+//! it fails.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use occ_drivers::compute::process::{ProcessCompute, ProcessSettings, recorded_gateways};
+use occ_drivers::compute::{
+    Compute, ComputeError, FailureClass, Readiness, RevisionContext, RuntimeState,
+};
+use occ_testkit::compute_conformance::{self as conformance, document, revision, targets};
+use serde_json::{Value, json};
+use tokio::sync::Mutex;
+
+/// One gateway-starting test at a time.
+static GATEWAYS: Mutex<()> = Mutex::const_new(());
+
+/// A Driver over a fresh root, killing every gateway it recorded when dropped.
+struct Driver {
+    compute: ProcessCompute,
+    root: tempfile::TempDir,
+}
+
+impl Driver {
+    fn new(runtime_root: PathBuf) -> Self {
+        let root = tempfile::tempdir().expect("root");
+        let compute = ProcessCompute::new(settings(root.path(), runtime_root)).expect("driver");
+        Self { compute, root }
+    }
+
+    /// A second Driver over the same root, as a restarted worker would build it.
+    fn restarted(&self) -> ProcessCompute {
+        ProcessCompute::new(settings(
+            self.root.path(),
+            self.compute.settings().runtime_root.clone(),
+        ))
+        .expect("driver")
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        for (pid, _) in recorded_gateways(self.root.path()) {
+            kill_group(pid);
+        }
+    }
+}
+
+fn settings(root: &Path, runtime_root: PathBuf) -> ProcessSettings {
+    ProcessSettings {
+        root: root.to_path_buf(),
+        runtime_root,
+        port_range: 29100..=29199,
+        ready_timeout: Duration::from_secs(180),
+        stop_timeout: Duration::from_secs(15),
+        maintenance_interval: None,
+    }
+}
+
+fn kill_group(pid: u32) {
+    if let Some(pid) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    {
+        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+    }
+}
+
+fn runtime_root() -> PathBuf {
+    occ_testkit::runtime::shared_runtime();
+    occ_testkit::runtime::runtime_root()
+}
+
+fn agent_dir(driver: &Driver, rev: &occ_drivers::compute::RevisionTarget) -> PathBuf {
+    driver
+        .root
+        .path()
+        .join("namespaces")
+        .join(rev.agent.namespace_id.as_str())
+        .join("agents")
+        .join(rev.agent.agent_id.as_str())
+}
+
+fn gateway_pid(dir: &Path) -> u32 {
+    let record: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("gateway.json")).expect("gateway.json"))
+            .expect("json");
+    u32::try_from(record["pid"].as_u64().expect("pid")).expect("pid")
+}
+
+fn alive(pid: u32) -> bool {
+    occ_testkit::gateway::process_alive(pid)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance_suite() {
+    let runtime = tokio::task::spawn_blocking(runtime_root).await.unwrap();
+    let _turn = GATEWAYS.lock().await;
+    let driver = Driver::new(runtime);
+    conformance::lifecycle(&driver.compute).await;
+    conformance::refusals(&driver.compute).await;
+    assert!(recorded_gateways(driver.root.path()).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshots_adoption_crash_and_stop() {
+    let runtime = tokio::task::spawn_blocking(runtime_root).await.unwrap();
+    let _turn = GATEWAYS.lock().await;
+    let driver = Driver::new(runtime);
+    let compute = &driver.compute;
+    let ctx = RevisionContext::default();
+    let (ns, agent) = targets();
+    compute.ensure_namespace(&ns).await.unwrap();
+
+    // The snapshot is the admitted document plus only the settings the Driver owns.
+    let doc1 = json!({"agents": {"defaults": {"model": {"primary": "openai/gpt-5"}}},
+                      "gateway": {"port": 1, "controlUi": {"enabled": false}},
+                      "plugins": {"enabled": false}});
+    let rev1 = revision(compute, &agent, 1, doc1.clone());
+    compute.prepare_revision(&rev1, &ctx).await.unwrap();
+    let dir = agent_dir(&driver, &rev1);
+    let snapshot1 = dir
+        .join("revisions")
+        .join(rev1.revision_id.as_str())
+        .join("openclaw.json");
+    let frozen: Value = serde_json::from_slice(&std::fs::read(&snapshot1).unwrap()).unwrap();
+    assert_eq!(
+        frozen["agents"]["defaults"]["model"],
+        doc1["agents"]["defaults"]["model"]
+    );
+    assert_eq!(frozen["plugins"], doc1["plugins"]);
+    assert_eq!(
+        frozen["gateway"]["controlUi"],
+        json!({"enabled": false}),
+        "other gateway settings are kept"
+    );
+    assert_eq!(frozen["gateway"]["bind"], "loopback");
+    assert_eq!(
+        frozen["gateway"]["auth"],
+        json!({"mode": "token", "token": "${OPENCLAW_GATEWAY_TOKEN}"})
+    );
+    assert_ne!(frozen["gateway"]["port"], 1, "the Driver owns the port");
+    assert_eq!(frozen["update"]["checkOnStart"], false);
+    assert_eq!(frozen["models"]["catalogRefresh"]["enabled"], false);
+    let token = std::fs::read_to_string(dir.join("gateway-token")).unwrap();
+    assert!(
+        !String::from_utf8_lossy(&std::fs::read(&snapshot1).unwrap()).contains(&token),
+        "the token is not in the snapshot"
+    );
+    let mode = |p: &Path| {
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(p).unwrap().permissions())
+            & 0o777
+    };
+    assert_eq!(mode(&dir), 0o700);
+    assert_eq!(mode(&dir.join("gateway-token")), 0o600);
+    assert_eq!(mode(&snapshot1), 0o600);
+    // The native setup seeded the workspace with the stock files.
+    assert!(dir.join("state/workspace/AGENTS.md").is_file());
+
+    compute.activate_revision(&rev1, &ctx).await.unwrap();
+    let pid1 = gateway_pid(&dir);
+    assert!(alive(pid1));
+
+    // A restarted worker builds a new Driver over the same root: it re-adopts the running
+    // gateway instead of starting a second one.
+    let restarted = driver.restarted();
+    assert_eq!(
+        restarted.observe(&rev1).await.unwrap(),
+        RuntimeState::Serving
+    );
+    restarted.activate_revision(&rev1, &ctx).await.unwrap();
+    assert_eq!(gateway_pid(&dir), pid1, "adopted, not restarted");
+
+    // A crashed gateway is noticed and started again by activation (the maintenance pass).
+    kill_group(pid1);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while alive(pid1) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the gateway did not die"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        restarted.observe(&rev1).await.unwrap(),
+        RuntimeState::NotRunning
+    );
+    restarted.activate_revision(&rev1, &ctx).await.unwrap();
+    let pid2 = gateway_pid(&dir);
+    assert_ne!(pid2, pid1);
+    assert_eq!(
+        restarted.observe(&rev1).await.unwrap(),
+        RuntimeState::Serving
+    );
+
+    // A new revision: rev1's snapshot stays, byte for byte, after it is retired.
+    let before = std::fs::read(&snapshot1).unwrap();
+    let rev2 = revision(
+        compute,
+        &agent,
+        2,
+        json!({"agents": {"defaults": {"model": {"primary": "openai/gpt-5-mini"}}}}),
+    );
+    compute.prepare_revision(&rev2, &ctx).await.unwrap();
+    compute.activate_revision(&rev2, &ctx).await.unwrap();
+    compute.retire_revision(&rev1).await.unwrap();
+    assert!(!alive(pid2), "rev1's gateway is gone");
+    assert_eq!(std::fs::read(&snapshot1).unwrap(), before);
+    let snapshot2 = dir
+        .join("revisions")
+        .join(rev2.revision_id.as_str())
+        .join("openclaw.json");
+    let frozen2: Value = serde_json::from_slice(&std::fs::read(&snapshot2).unwrap()).unwrap();
+    assert_eq!(
+        frozen2["agents"]["defaults"]["model"]["primary"],
+        "openai/gpt-5-mini"
+    );
+    assert_eq!(
+        std::fs::read_link(dir.join("current")).unwrap(),
+        Path::new("revisions").join(rev2.revision_id.as_str())
+    );
+
+    // Stop ends the gateway's whole process group and keeps workspace and state.
+    let pid3 = gateway_pid(&dir);
+    let helpers = occ_testkit::gateway::children_of(pid3);
+    compute.stop_revision(&rev2).await.unwrap();
+    assert!(!alive(pid3));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while helpers.iter().any(|p| alive(*p)) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "helper processes outlived the gateway"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(!dir.join("gateway.json").exists());
+    assert!(dir.join("state/workspace/AGENTS.md").is_file());
+    assert!(snapshot2.is_file());
+
+    compute.delete_agent(&agent).await.unwrap();
+    assert!(!dir.exists());
+    compute.delete_namespace(&ns).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invalid_configuration_fails_permanently_with_the_cause() {
+    let runtime = tokio::task::spawn_blocking(runtime_root).await.unwrap();
+    let _turn = GATEWAYS.lock().await;
+    let driver = Driver::new(runtime);
+    let compute = &driver.compute;
+    let ctx = RevisionContext::default();
+    let (ns, agent) = targets();
+    compute.ensure_namespace(&ns).await.unwrap();
+    // occ's validator accepts it (it checks shape, not OpenClaw's schema); OpenClaw refuses it.
+    let rev = revision(
+        compute,
+        &agent,
+        1,
+        json!({"agents": {"defaults": {"heartbeat": {"every": 42}}}}),
+    );
+    compute.prepare_revision(&rev, &ctx).await.unwrap();
+    let err = compute
+        .activate_revision(&rev, &ctx)
+        .await
+        .expect_err("OpenClaw refuses the configuration");
+    assert_eq!(err.class, FailureClass::Permanent, "{err}");
+    assert_eq!(err.code, "RUNTIME_CONFIGURATION_INVALID", "{err}");
+    assert!(err.message.contains("exit status: 78"), "{}", err.message);
+    assert!(recorded_gateways(driver.root.path()).is_empty());
+    compute.delete_agent(&agent).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_missing_runtime_is_a_clear_permanent_failure() {
+    let missing = tempfile::tempdir().unwrap();
+    let driver = Driver::new(missing.path().join("runtime"));
+    let compute = &driver.compute;
+    let (ns, agent) = targets();
+    compute.ensure_namespace(&ns).await.unwrap();
+    let rev = revision(compute, &agent, 1, document("gpt-5"));
+    let err: ComputeError = compute
+        .prepare_revision(&rev, &RevisionContext::default())
+        .await
+        .expect_err("no runtime");
+    assert_eq!(
+        (err.class, err.code.as_str()),
+        (FailureClass::Permanent, "RUNTIME_NOT_INSTALLED")
+    );
+    assert!(
+        err.message.contains("occ runtime install"),
+        "{}",
+        err.message
+    );
+}
+
+#[tokio::test]
+async fn ports_never_collide_and_busy_ports_are_skipped() {
+    let runtime = tokio::task::spawn_blocking(runtime_root).await.unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let mut s = settings(root.path(), runtime);
+    s.port_range = 29300..=29303;
+    let compute = ProcessCompute::new(s.clone()).unwrap();
+    let (ns, first) = targets();
+    compute.ensure_namespace(&ns).await.unwrap();
+    // Something else listens on the first port of the range.
+    let squatter = std::net::TcpListener::bind(("127.0.0.1", 29300)).unwrap();
+    let mut ports = Vec::new();
+    for agent in [first.clone(), targets().1, targets().1] {
+        let agent = occ_drivers::compute::AgentTarget {
+            namespace_id: ns.id.clone(),
+            ..agent
+        };
+        let rev = revision(&compute, &agent, 1, document("gpt-5"));
+        assert_eq!(
+            compute
+                .prepare_revision(&rev, &RevisionContext::default())
+                .await
+                .unwrap(),
+            Readiness::Ready
+        );
+        let access = compute
+            .gateway_access(&agent)
+            .await
+            .unwrap()
+            .expect("access");
+        ports.push(access.url);
+    }
+    drop(squatter);
+    assert_eq!(
+        ports,
+        vec![
+            "ws://127.0.0.1:29301",
+            "ws://127.0.0.1:29302",
+            "ws://127.0.0.1:29303"
+        ]
+    );
+    // A restarted Driver sees the allocations on disk: the next Agent gets the free port.
+    let again = ProcessCompute::new(s.clone()).unwrap();
+    let (_, fourth) = targets();
+    let fourth = occ_drivers::compute::AgentTarget {
+        namespace_id: ns.id.clone(),
+        ..fourth
+    };
+    let rev = revision(&again, &fourth, 1, document("gpt-5"));
+    again
+        .prepare_revision(&rev, &RevisionContext::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        again.gateway_access(&fourth).await.unwrap().unwrap().url,
+        "ws://127.0.0.1:29300"
+    );
+    // The range is exhausted now.
+    let (_, fifth) = targets();
+    let fifth = occ_drivers::compute::AgentTarget {
+        namespace_id: ns.id.clone(),
+        ..fifth
+    };
+    let rev = revision(&again, &fifth, 1, document("gpt-5"));
+    let err = again
+        .prepare_revision(&rev, &RevisionContext::default())
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (err.class, err.code.as_str()),
+        (FailureClass::Permanent, "GATEWAY_PORTS_EXHAUSTED")
+    );
+}

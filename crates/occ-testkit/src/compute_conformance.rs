@@ -1,0 +1,273 @@
+//! The Compute conformance suite: the behaviour every Compute Driver must show through the
+//! [`Compute`] contract, checked only through the contract and the native gateway protocol (so
+//! the same functions run against the process Driver here and SSH or Kubernetes Drivers
+//! later). Each function panics with a description of the first violation.
+//!
+//! [`lifecycle`] walks one Agent through ensure → prepare → activate → redeploy → retire →
+//! stop → resume → delete and checks, at each step, what serves (`observe`), that the gateway
+//! answers the native handshake with the Agent's credential (`gateway_access`), that preparing
+//! never disturbs what serves, that every verb is idempotent, and that the workspace survives
+//! stop and resume. It starts three gateways.
+
+use std::time::Duration;
+
+use occ_core::resource::{AdmittedSpec, ExecutionMode, Generation, HarnessAuth, HarnessDescriptor};
+use occ_core::{AgentId, ConfigurationId, IamId, NamespaceId, RevisionId};
+use occ_drivers::compute::{
+    AgentTarget, Compute, Convergence, NamespaceTarget, Readiness, RevisionContext, RevisionTarget,
+    RuntimeState,
+};
+use occ_gateway::{Endpoint, GatewayError, Session};
+use serde_json::{Value, json};
+
+/// The OpenClaw version revisions are admitted for.
+pub const HARNESS_VERSION: &str = "2026.9.6";
+
+/// A fresh Namespace and Agent.
+pub fn targets() -> (NamespaceTarget, AgentTarget) {
+    let ns = NamespaceTarget {
+        id: NamespaceId::generate(),
+        name: "conformance".into(),
+    };
+    let agent_id = AgentId::generate();
+    let agent = AgentTarget {
+        namespace_id: ns.id.clone(),
+        service_principal_id: IamId::agent_service_principal(&agent_id),
+        agent_id,
+    };
+    (ns, agent)
+}
+
+/// Revision `number` of `agent` for `compute`, admitted with `document`.
+pub fn revision(
+    compute: &dyn Compute,
+    agent: &AgentTarget,
+    number: u64,
+    document: Value,
+) -> RevisionTarget {
+    let Value::Object(configuration) = document else {
+        panic!("a configuration document is an object");
+    };
+    RevisionTarget {
+        agent: agent.clone(),
+        revision_id: RevisionId::generate(),
+        revision: number,
+        spec: AdmittedSpec {
+            configuration_id: ConfigurationId::generate(),
+            configuration_kind: "agent".into(),
+            configuration_generation: Generation::new(number).expect("generation"),
+            configuration,
+            harness: HarnessDescriptor {
+                id: "openclaw".into(),
+                version: HARNESS_VERSION.into(),
+                mode: ExecutionMode::Embedded,
+            },
+            compute: compute.selection().identity.clone(),
+            service_principal_id: agent.service_principal_id.clone(),
+            harness_auth: Some(HarnessAuth::Runtime {}),
+            secret_driver_id: None,
+            secret_bindings: None,
+        },
+    }
+}
+
+/// A small valid document; `marker` makes revisions distinguishable.
+pub fn document(marker: &str) -> Value {
+    json!({
+        "agents": {"defaults": {"model": {"primary": format!("openai/{marker}")}}},
+        "plugins": {"enabled": false},
+        "cron": {"enabled": false},
+    })
+}
+
+async fn observe(compute: &dyn Compute, rev: &RevisionTarget) -> RuntimeState {
+    compute
+        .observe(rev)
+        .await
+        .unwrap_or_else(|e| panic!("observe {}: {e}", rev.revision_id))
+}
+
+/// Opens a native session to the Agent's gateway with the credential Compute hands out.
+pub async fn connect(compute: &dyn Compute, agent: &AgentTarget) -> Result<Session, GatewayError> {
+    let access = compute
+        .gateway_access(agent)
+        .await
+        .expect("gateway_access")
+        .ok_or_else(|| GatewayError::Unreachable("no gateway access".into()))?;
+    let endpoint = Endpoint::new(access.url, access.token.expose());
+    Session::connect(&endpoint, Duration::from_secs(10))
+        .await
+        .map(|(session, hello)| {
+            assert!(
+                hello.scopes.iter().any(|s| s == "operator.admin"),
+                "the Agent's credential is an admin operator: {hello:?}"
+            );
+            session
+        })
+}
+
+/// The whole lifecycle of one Agent (see the module docs).
+pub async fn lifecycle(compute: &dyn Compute) {
+    let ctx = RevisionContext::default();
+    let (ns, agent) = targets();
+
+    // Namespaces: idempotent.
+    for _ in 0..2 {
+        assert_eq!(
+            compute
+                .ensure_namespace(&ns)
+                .await
+                .expect("ensure_namespace"),
+            Convergence::Done
+        );
+    }
+
+    // Prepare does not start anything and is idempotent.
+    let rev1 = revision(compute, &agent, 1, document("gpt-5"));
+    for _ in 0..2 {
+        assert_eq!(
+            compute
+                .prepare_revision(&rev1, &ctx)
+                .await
+                .expect("prepare rev1"),
+            Readiness::Ready
+        );
+    }
+    assert_ne!(observe(compute, &rev1).await, RuntimeState::Serving);
+
+    // Activate: it serves and answers the native handshake with the Agent's credential.
+    compute
+        .activate_revision(&rev1, &ctx)
+        .await
+        .expect("activate rev1");
+    assert_eq!(observe(compute, &rev1).await, RuntimeState::Serving);
+    let mut session = connect(compute, &agent).await.expect("hello-ok from rev1");
+    let note = format!("written through the gateway of {}\n", rev1.revision_id);
+    session
+        .file_set("main", "USER.md", &note, None, Duration::from_secs(10))
+        .await
+        .expect("write USER.md");
+    session.close().await;
+    // Activating what already serves is a no-op.
+    compute
+        .activate_revision(&rev1, &ctx)
+        .await
+        .expect("activate rev1 again");
+    assert_eq!(observe(compute, &rev1).await, RuntimeState::Serving);
+
+    // Preparing a new revision does not disturb what serves.
+    let rev2 = revision(compute, &agent, 2, document("gpt-5-mini"));
+    assert_eq!(
+        compute
+            .prepare_revision(&rev2, &ctx)
+            .await
+            .expect("prepare rev2"),
+        Readiness::Ready
+    );
+    assert_eq!(observe(compute, &rev1).await, RuntimeState::Serving);
+
+    // Redeploy: rev2 replaces rev1; retiring rev1 leaves rev2 alone.
+    compute
+        .activate_revision(&rev2, &ctx)
+        .await
+        .expect("activate rev2");
+    assert_eq!(observe(compute, &rev2).await, RuntimeState::Serving);
+    assert_eq!(observe(compute, &rev1).await, RuntimeState::NotCurrent);
+    compute.retire_revision(&rev1).await.expect("retire rev1");
+    compute
+        .retire_revision(&rev1)
+        .await
+        .expect("retire rev1 again");
+    assert_eq!(observe(compute, &rev2).await, RuntimeState::Serving);
+    // An older revision prepared late never replaces the newer one.
+    let _ = compute.prepare_revision(&rev1, &ctx).await;
+    assert_eq!(observe(compute, &rev2).await, RuntimeState::Serving);
+    // Stopping a revision that is not installed does nothing.
+    compute.stop_revision(&rev1).await.expect("stop rev1");
+    assert_eq!(observe(compute, &rev2).await, RuntimeState::Serving);
+
+    // Stop: nothing serves, idempotently; the gateway is gone.
+    compute.stop_revision(&rev2).await.expect("stop rev2");
+    compute.stop_revision(&rev2).await.expect("stop rev2 again");
+    assert_ne!(observe(compute, &rev2).await, RuntimeState::Serving);
+    assert!(
+        connect(compute, &agent).await.is_err(),
+        "no gateway answers after stop"
+    );
+
+    // Resume = a new revision; the workspace survived.
+    let rev3 = revision(compute, &agent, 3, document("gpt-5"));
+    compute
+        .prepare_revision(&rev3, &ctx)
+        .await
+        .expect("prepare rev3");
+    compute
+        .activate_revision(&rev3, &ctx)
+        .await
+        .expect("activate rev3");
+    assert_eq!(observe(compute, &rev3).await, RuntimeState::Serving);
+    let mut session = connect(compute, &agent).await.expect("hello-ok from rev3");
+    let file = session
+        .file_get("main", "USER.md", Duration::from_secs(10))
+        .await
+        .expect("read USER.md")
+        .expect("USER.md exists");
+    assert_eq!(file.content, note, "the workspace survives stop and resume");
+    session.close().await;
+
+    // Delete: nothing left, idempotently.
+    compute.delete_agent(&agent).await.expect("delete_agent");
+    compute
+        .delete_agent(&agent)
+        .await
+        .expect("delete_agent again");
+    assert_ne!(observe(compute, &rev3).await, RuntimeState::Serving);
+    assert!(
+        compute
+            .gateway_access(&agent)
+            .await
+            .expect("gateway_access")
+            .is_none()
+    );
+    for _ in 0..2 {
+        assert_eq!(
+            compute
+                .delete_namespace(&ns)
+                .await
+                .expect("delete_namespace"),
+            Convergence::Done
+        );
+    }
+}
+
+/// Refusals every Driver makes: an execution mode it does not run is a permanent failure.
+pub async fn refusals(compute: &dyn Compute) {
+    let ctx = RevisionContext::default();
+    let (ns, agent) = targets();
+    compute
+        .ensure_namespace(&ns)
+        .await
+        .expect("ensure_namespace");
+    let mut dedicated = revision(compute, &agent, 1, document("gpt-5"));
+    if !compute
+        .selection()
+        .execution_modes
+        .contains(&ExecutionMode::Dedicated)
+    {
+        dedicated.spec.harness.mode = ExecutionMode::Dedicated;
+        let err = compute
+            .prepare_revision(&dedicated, &ctx)
+            .await
+            .expect_err("an unsupported execution mode is refused");
+        assert_eq!(
+            err.class,
+            occ_drivers::compute::FailureClass::Permanent,
+            "{err}"
+        );
+    }
+    compute.delete_agent(&agent).await.expect("delete_agent");
+    compute
+        .delete_namespace(&ns)
+        .await
+        .expect("delete_namespace");
+}
