@@ -67,8 +67,10 @@ enum Command {
 fn init_logging() {
     let filter =
         tracing_subscriber::EnvFilter::try_from_env("OCC_LOG").unwrap_or_else(|_| "info".into());
+    use std::io::IsTerminal as _;
     tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none())
         .with_writer(std::io::stderr)
         .init();
 }
