@@ -95,7 +95,7 @@ pub struct DeploymentStatus {
     pub progress: Option<Progress>,
 }
 
-const PROGRESS_CODES: [&str; 11] = [
+const PROGRESS_CODES: [&str; 14] = [
     "REVISION_INCOMPLETE",
     "REVISION_UNSCHEDULABLE",
     "WORKSPACE_NODE_PENDING",
@@ -107,6 +107,9 @@ const PROGRESS_CODES: [&str; 11] = [
     "ACTIVE_REVISION_CHANGED",
     "LEASE_EXPIRED",
     "ACTIVE_REVISION_RECOVERY",
+    "RUNTIME_STARTUP_FAILED",
+    "WORKSPACE_SETUP_FAILED",
+    "GATEWAY_PORT_IN_USE",
 ];
 
 /// The fixed message of a deployment progress or error code.
@@ -132,7 +135,29 @@ pub fn code_message(code: &str) -> &'static str {
         "WORKSPACE_SETUP_UNSUPPORTED" => {
             "The selected Compute Driver cannot initialize workspace files."
         }
-        "RUNTIME_STARTUP_FAILED" => "The Agent runtime failed to start.",
+        "RUNTIME_STARTUP_FAILED" => {
+            "The Agent's gateway exited while starting; the worker log has its output."
+        }
+        "RUNTIME_NOT_INSTALLED" => {
+            "The OpenClaw runtime is not installed where the worker runs; run `occ runtime install`."
+        }
+        "RUNTIME_CONFIGURATION_INVALID" => {
+            "OpenClaw refused the Agent's configuration; fix the Configuration and deploy again."
+        }
+        "WORKSPACE_SETUP_FAILED" => "Preparing the Agent's workspace failed.",
+        "GATEWAY_PORT_IN_USE" => "Another process holds the Agent gateway's port.",
+        "GATEWAY_PORTS_EXHAUSTED" => "The Compute Driver has no free gateway port left.",
+        "AGENT_GATEWAY_UNAUTHORIZED" => "The Agent gateway refused occ's credential.",
+        "OWNERSHIP_CONFLICT" | "SNAPSHOT_MISMATCH" => {
+            "The Agent's runtime storage does not match occ's records; nothing was changed."
+        }
+        "NAMESPACE_NOT_READY" => "The Namespace is not ready.",
+        "COMPUTE_DRIVER_MISMATCH" => "The revision is pinned to another Compute Driver.",
+        "HARNESS_DESCRIPTOR_MISMATCH" => "The revision was admitted for another OpenClaw version.",
+        "SECRET_BINDING_UNAVAILABLE" | "HARNESS_AUTH_SOURCE_UNAVAILABLE" => {
+            "A Secret the revision needs is missing or unreadable."
+        }
+        "INVALID_HARNESS_AUTH" => "The Agent's harnessAuth cannot be delivered to its runtime.",
         "MAX_ATTEMPTS_EXHAUSTED" => "The deployment failed after its maximum number of attempts.",
         _ => "The deployment ended without activating the revision.",
     }

@@ -161,9 +161,11 @@ impl WorkListener {
                     match notified {
                         Ok(()) => return true,
                         Err(e) => {
-                            // sqlx reconnects on the next recv; do not spin meanwhile
-                            tracing::debug!(error = %e, "work listener connection lost; polling");
-                            self.remote = None;
+                            // The next recv reconnects (and re-listens); wait out this period
+                            // rather than spin against a database that is down.
+                            tracing::debug!(error = %e, "work listener connection lost; polling until it is back");
+                            (&mut sleep).await;
+                            return false;
                         }
                     }
                 }

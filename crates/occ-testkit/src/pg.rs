@@ -15,6 +15,8 @@ pub struct PgCluster {
     pub port: u16,
     /// The PostgreSQL bin directory used.
     pub bin: PathBuf,
+    /// The server options it runs with.
+    options: String,
 }
 
 impl PgCluster {
@@ -130,7 +132,35 @@ fn start_cluster() -> PgCluster {
         .arg(dir.join("server.log"))
         .args(["-w", "-t", "60", "-o", &options, "start"]);
     run(pg_ctl, "pg_ctl start");
-    PgCluster { dir, port, bin }
+    PgCluster {
+        dir,
+        port,
+        bin,
+        options,
+    }
+}
+
+impl PgCluster {
+    /// Stops the server (fast shutdown: every session is cut), waits `downtime`, starts it
+    /// again on the same port and data. Only for tests that own their test process's cluster
+    /// (their own test binary): every other user of it sees the outage.
+    pub fn restart(&self, downtime: std::time::Duration) {
+        let data = self.dir.join("data");
+        let mut stop = server_command(&self.bin.join("pg_ctl"));
+        stop.arg("-D")
+            .arg(&data)
+            .args(["-m", "fast", "-w", "-t", "60", "stop"]);
+        run(stop, "pg_ctl stop");
+        std::thread::sleep(downtime);
+        let mut start = server_command(&self.bin.join("pg_ctl"));
+        start
+            .arg("-D")
+            .arg(&data)
+            .arg("-l")
+            .arg(self.dir.join("server.log"))
+            .args(["-w", "-t", "60", "-o", &self.options, "start"]);
+        run(start, "pg_ctl start");
+    }
 }
 
 /// Spawns a detached watcher that waits for this process to exit, then (if `pg_ctl` is given)
