@@ -144,33 +144,30 @@ impl WorkListener {
     pub async fn wait(&mut self, max: Duration) -> bool {
         let sleep = tokio::time::sleep(max);
         tokio::pin!(sleep);
-        loop {
-            tokio::select! {
-                changed = self.local.changed() => {
-                    if changed.is_ok() { return true; }
+        tokio::select! {
+            changed = self.local.changed() => {
+                if changed.is_err() {
                     // every sender is gone: only the timer is left
+                    (&mut sleep).await;
+                }
+                changed.is_ok()
+            }
+            notified = async {
+                match self.remote.as_mut() {
+                    Some(l) => l.recv().await.map(|_| ()),
+                    None => std::future::pending().await,
+                }
+            } => {
+                if let Err(e) = notified {
+                    // The next recv reconnects (and re-listens); wait out this period rather
+                    // than spin against a database that is down.
+                    tracing::debug!(error = %e, "work listener connection lost; polling until it is back");
                     (&mut sleep).await;
                     return false;
                 }
-                notified = async {
-                    match self.remote.as_mut() {
-                        Some(l) => l.recv().await.map(|_| ()),
-                        None => std::future::pending().await,
-                    }
-                } => {
-                    match notified {
-                        Ok(()) => return true,
-                        Err(e) => {
-                            // The next recv reconnects (and re-listens); wait out this period
-                            // rather than spin against a database that is down.
-                            tracing::debug!(error = %e, "work listener connection lost; polling until it is back");
-                            (&mut sleep).await;
-                            return false;
-                        }
-                    }
-                }
-                () = &mut sleep => return false,
+                true
             }
+            () = &mut sleep => false,
         }
     }
 }
