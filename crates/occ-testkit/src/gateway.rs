@@ -113,6 +113,36 @@ fn openclaw_env(
     ]
 }
 
+/// Spawns `openclaw gateway run` for the gateway directory `root` (own process group, stdin
+/// null, output appended to `output`).
+fn spawn_gateway(
+    runtime: &OpenclawRuntime,
+    root: &Path,
+    config: &Path,
+    token: &str,
+    output: &Path,
+) -> tokio::process::Child {
+    let out = fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(output)
+        .expect("gateway output");
+    let mut cmd = runtime.command();
+    cmd.args(["gateway", "run"])
+        .envs(openclaw_env(
+            &root.join("home"),
+            &root.join("state"),
+            config,
+            &root.join("tmp"),
+        ))
+        .env("OPENCLAW_GATEWAY_TOKEN", token)
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().expect("output fd"))
+        .stderr(out)
+        .process_group(0);
+    cmd.spawn().expect("spawn openclaw gateway run")
+}
+
 /// The gateway config a test gateway runs with.
 pub fn render_config(port: u16, workspace: &Path, state: &Path) -> serde_json::Value {
     serde_json::json!({
@@ -210,16 +240,7 @@ impl TestGateway {
         // 3. The gateway.
         let token = random_token();
         let output_path = root.join("gateway.out");
-        let out = fs::File::create(&output_path).expect("gateway output");
-        let mut cmd = runtime.command();
-        cmd.args(["gateway", "run"])
-            .envs(openclaw_env(&home, &state, &config_path, &tmp))
-            .env("OPENCLAW_GATEWAY_TOKEN", &token)
-            .stdin(Stdio::null())
-            .stdout(out.try_clone().expect("output fd"))
-            .stderr(out)
-            .process_group(0);
-        let child = cmd.spawn().expect("spawn openclaw gateway run");
+        let child = spawn_gateway(runtime, root, &config_path, &token, &output_path);
         let pid = child.id().expect("gateway pid");
         spawn_watcher(pid, root, &state);
         TestGateway {
@@ -233,6 +254,24 @@ impl TestGateway {
             dir,
             child: Some(child),
         }
+    }
+
+    /// Stops the gateway and starts it again on the same directories, port and token (a
+    /// restart: state, workspace and caches are warm). Returns how long the stop took; call
+    /// [`Self::ready`] next.
+    pub fn respawn(&mut self, runtime: &OpenclawRuntime) -> Duration {
+        let stopped = self.stop().map_or(Duration::ZERO, |r| r.elapsed);
+        let child = spawn_gateway(
+            runtime,
+            self.dir.path(),
+            &self.config_path,
+            &self.endpoint.token,
+            &self.output_path,
+        );
+        self.pid = child.id().expect("gateway pid");
+        spawn_watcher(self.pid, self.dir.path(), &self.state_dir);
+        self.child = Some(child);
+        stopped
     }
 
     /// Waits for `hello-ok` with [`wait_ready`], failing fast if the gateway exits. Panics

@@ -428,6 +428,9 @@ impl ProcessCompute {
             .env("OPENCLAW_SKIP_CHANNELS", "1")
             .env("OPENCLAW_NO_AUTO_UPDATE", "1")
             .env("DO_NOT_TRACK", "1")
+            // Gateways never install packages at run time: a plugin the configuration implies
+            // but the pinned runtime lacks fails fast instead of stalling startup on npm.
+            .env("npm_config_offline", "true")
             .stdin(Stdio::null())
             .stdout(Stdio::from(log))
             .stderr(Stdio::from(log_err))
