@@ -217,23 +217,36 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         None => println!("  sign-in      {admin_email} / the password in OCC_DEV_PASSWORD"),
     }
     println!();
-    println!("Next, in another terminal:");
+    let default_ns = {
+        let mut tx = store.begin_read().await?;
+        tx.namespace_get_by_name("default")
+            .await?
+            .map(|n| n.id.to_string())
+            .unwrap_or_else(|| "<ns_id of default>".into())
+    };
+    println!("Next, in another terminal (with target/debug on PATH):");
     println!(
-        "  export OCC_URL={url} OCC_SERVICE_KEY_FILE={}",
+        "  export OCC_URL={url} OCC_SERVICE_KEY_FILE={} OCC_NAMESPACE={default_ns}",
         key_file.display()
     );
-    println!("  occ namespace list                      # note the id of `default`");
-    println!("  export OCC_NAMESPACE=<ns_id of default>");
     println!(
         "  echo '{{\"kind\":\"agent\",\"values\":{{\"agents\":{{\"defaults\":{{\"model\":{{\"primary\":\"openai/gpt-5\"}}}}}}}}}}' > cfg.json"
     );
-    println!("  occ configuration create --file cfg.json     # note its cfg_ id");
+    println!("  occ configuration create --file cfg.json       # note its cfg_ id");
     println!(
         "  echo '{{\"name\":\"hello\",\"configurationId\":\"<cfg_id>\",\"harnessAuth\":{{\"method\":\"runtime\"}}}}' > agent.json"
     );
-    println!("  occ agent create --file agent.json           # note its agt_ id");
-    println!("  occ agent deploy <agt_id> --wait             # a real OpenClaw gateway starts");
-    println!("  occ agent stop <agt_id>                      # and stops; deploy again to resume");
+    println!("  occ agent create --file agent.json             # note its agt_ id");
+    println!("  occ agent deploy <agt_id> --wait               # a real OpenClaw gateway starts");
+    println!(
+        "  echo '{{\"values\":{{\"agents\":{{\"defaults\":{{\"model\":{{\"primary\":\"openai/gpt-5-mini\"}}}}}}}}}}' > cfg2.json"
+    );
+    println!("  occ configuration update <cfg_id> --file cfg2.json");
+    println!("  occ agent deploy <agt_id> --wait               # redeploy: revision 2 replaces 1");
+    println!(
+        "  occ agent stop <agt_id>                        # the gateway stops, the workspace stays"
+    );
+    println!("  occ agent deploy <agt_id> --wait               # resume");
     println!();
     println!(
         "Data in {data}; Ctrl-C stops occ (running gateways keep running and are re-adopted)."

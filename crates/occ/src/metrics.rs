@@ -58,3 +58,66 @@ pub async fn serve(
         .await
         .context("serving metrics")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::body::Body;
+    use http_body_util::BodyExt as _;
+    use occ_controller::metrics::Service;
+    use tower::ServiceExt as _;
+
+    async fn call(method: &str, path: &str) -> (StatusCode, String, String) {
+        let metrics = Arc::new(Metrics::new(Service::Api));
+        metrics.record_http(
+            "/installation",
+            "GET",
+            200,
+            std::time::Duration::from_millis(3),
+        );
+        let response = router(metrics, None)
+            .oneshot(
+                axum::http::Request::builder()
+                    .method(method)
+                    .uri(path)
+                    .body(Body::empty())
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        let status = response.status();
+        let content_type = response
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        (
+            status,
+            content_type,
+            String::from_utf8_lossy(&body).into_owned(),
+        )
+    }
+
+    #[tokio::test]
+    async fn only_get_metrics_is_served() {
+        let (status, content_type, body) = call("GET", "/metrics").await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(content_type, CONTENT_TYPE);
+        assert!(body.contains("occ_http_requests_total{"), "{body}");
+        assert!(body.contains("service=\"api\""), "{body}");
+        assert!(body.contains("route=\"/installation\""), "{body}");
+        assert!(body.contains("status_class=\"2xx\""), "{body}");
+        assert!(
+            body.contains("occ_http_request_duration_seconds_bucket{"),
+            "{body}"
+        );
+        assert!(body.ends_with("# EOF\n"), "{body}");
+        assert_eq!(call("GET", "/other").await.0, StatusCode::NOT_FOUND);
+        assert_eq!(
+            call("POST", "/metrics").await.0,
+            StatusCode::METHOD_NOT_ALLOWED
+        );
+    }
+}

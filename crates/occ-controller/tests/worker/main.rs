@@ -852,3 +852,83 @@ impl Fixture {
         }
     }
 }
+
+/// The value of the sample of `family` whose labels include every `labels` pair.
+fn sample(text: &str, family: &str, labels: &[&str]) -> Option<f64> {
+    text.lines()
+        .filter(|l| l.starts_with(&format!("{family}{{")))
+        .find(|l| labels.iter().all(|pair| l.contains(pair)))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+#[tokio::test]
+async fn worker_metrics_count_passes_and_read_gauges_from_the_database() {
+    let metrics = Arc::new(occ_controller::metrics::Metrics::new(
+        occ_controller::metrics::Service::Worker,
+    ));
+    let app = TestApp::on(Backend::Sqlite).await;
+    let compute = Arc::new(FakeCompute::new());
+    let worker =
+        Worker::new(app.controller.clone(), compute, settings()).with_metrics(metrics.clone());
+    let f = Fixture {
+        ns: app.default_ns.to_string(),
+        app,
+        compute: Arc::new(FakeCompute::new()),
+        worker,
+    };
+    f.drain().await;
+    let (_, running) = f.agent("running").await;
+    f.deploy(&running).await;
+    let (_, _draft) = f.agent("draft").await;
+    let (_, stopped) = f.agent("stopped").await;
+    f.deploy(&stopped).await;
+    f.drain().await;
+    f.stop(&stopped).await;
+    f.drain().await;
+    let (_, pending) = f.agent("pending").await;
+    f.deploy(&pending).await; // not processed: deploying, and one pending work item
+
+    let text = metrics.render(Some(&f.app.store)).await.unwrap();
+    let agents = |state: &str| {
+        sample(
+            &text,
+            "occ_agents",
+            &[
+                &format!("lifecycle_state=\"{state}\""),
+                "service=\"worker\"",
+            ],
+        )
+    };
+    assert_eq!(agents("running"), Some(1.0), "{text}");
+    assert_eq!(agents("draft"), Some(1.0), "{text}");
+    assert_eq!(agents("stopped"), Some(1.0), "{text}");
+    assert_eq!(agents("deploying"), Some(1.0), "{text}");
+    assert_eq!(agents("failed"), Some(0.0), "{text}");
+    assert!(
+        text.contains("occ_work_pending{service=\"worker\"} 1"),
+        "{text}"
+    );
+    assert_eq!(
+        sample(
+            &text,
+            "occ_reconciliation_attempts_total",
+            &["work_kind=\"agent_revision\"", "outcome=\"success\""]
+        ),
+        Some(2.0),
+        "{text}"
+    );
+    assert_eq!(
+        sample(
+            &text,
+            "occ_reconciliation_attempts_total",
+            &["work_kind=\"agent_stop\"", "outcome=\"success\""]
+        ),
+        Some(1.0),
+        "{text}"
+    );
+    assert!(
+        text.contains("occ_agent_operation_duration_seconds_count{"),
+        "{text}"
+    );
+}

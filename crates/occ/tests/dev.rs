@@ -1,0 +1,132 @@
+//! `occ dev` as a user starts it: first run (credentials generated into the data directory with
+//! private modes, bootstrap, the admin key written, the Namespace `default` made ready by the
+//! worker, the next steps printed with real values), then a restart on the same directory
+//! (nothing bootstrapped twice, the same key still works). The runtime is the shared test
+//! install, so no gateway is started here (the lifecycle test covers deploys).
+
+use std::os::unix::fs::PermissionsExt as _;
+use std::time::{Duration, Instant};
+
+use occ_testkit::occ_process::OccProcess;
+use serde_json::Value;
+
+const OCC: &str = env!("CARGO_BIN_EXE_occ");
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn occ_json(args: &[&str], env: &[(&str, String)]) -> Value {
+    let mut cmd = std::process::Command::new(OCC);
+    cmd.args(args).env_clear().env("NO_COLOR", "1");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("occ");
+    assert!(
+        out.status.success(),
+        "occ {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("json")
+}
+
+#[test]
+fn first_run_bootstraps_and_a_restart_resumes() {
+    occ_testkit::runtime::shared_runtime();
+    let runtime = occ_testkit::runtime::runtime_root();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let port = free_port();
+    let env: Vec<(String, String)> = vec![("OCC_LOG".into(), "info".into())];
+    let args = [
+        "dev",
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--port",
+        &port.to_string(),
+        "--runtime-dir",
+        runtime.to_str().unwrap(),
+    ];
+    let mut first = OccProcess::spawn(
+        OCC,
+        &args,
+        &env,
+        dir.path().join("dev-1.log"),
+        Some("occ dev is running at"),
+        Duration::from_secs(60),
+    );
+    let key_file = data.join("admin-service-key.json");
+    for file in ["admin-service-key.json", "admin-password", "auth-secret"] {
+        let mode = std::fs::metadata(data.join(file))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777;
+        assert_eq!(mode, 0o600, "{file}");
+    }
+    assert_eq!(
+        std::fs::metadata(&data).unwrap().permissions().mode() & 0o777,
+        0o700
+    );
+    let key_before = std::fs::read(&key_file).unwrap();
+    let url = format!("http://127.0.0.1:{port}");
+    let cli = [
+        ("OCC_URL", url.clone()),
+        ("OCC_SERVICE_KEY_FILE", key_file.display().to_string()),
+    ];
+    // the worker makes `default` ready
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let ns = loop {
+        let list = occ_json(&["-o", "json", "namespace", "list"], &cli);
+        let default = list
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| n["name"] == "default")
+            .cloned()
+            .unwrap();
+        if default["status"] == "ready" {
+            break default["id"].as_str().unwrap().to_owned();
+        }
+        assert!(Instant::now() < deadline, "{default}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let banner = first.log_text();
+    assert!(banner.contains(&format!("OCC_NAMESPACE={ns}")), "{banner}");
+    assert!(
+        banner.contains("occ agent deploy <agt_id> --wait"),
+        "{banner}"
+    );
+    let password = std::fs::read_to_string(data.join("admin-password")).unwrap();
+    assert!(
+        !banner.contains(password.trim()),
+        "the password is not printed, only its file"
+    );
+    assert!(
+        first.terminate(Duration::from_secs(20)),
+        "occ dev stops on SIGTERM"
+    );
+
+    // a restart resumes: no second bootstrap, the same key works
+    let second = OccProcess::spawn(
+        OCC,
+        &args,
+        &env,
+        dir.path().join("dev-2.log"),
+        Some("occ dev is running at"),
+        Duration::from_secs(60),
+    );
+    assert!(
+        !second.log_text().contains("bootstrapped"),
+        "{}",
+        second.log_text()
+    );
+    assert_eq!(std::fs::read(&key_file).unwrap(), key_before);
+    let installation = occ_json(&["-o", "json", "installation", "get"], &cli);
+    assert!(installation["id"].as_str().unwrap().starts_with("ins_"));
+}
