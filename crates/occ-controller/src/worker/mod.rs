@@ -37,6 +37,9 @@ use crate::metrics::Metrics;
 use crate::{Controller, Request};
 use lease::{ClaimLost, Lease};
 
+/// How long in-flight work may finish after a shutdown request before it is abandoned.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+
 /// Worker tuning.
 #[derive(Debug, Clone)]
 pub struct WorkerSettings {
@@ -207,8 +210,8 @@ impl Worker {
     }
 
     /// Runs until `shutdown` turns true: `concurrency` loops claim and process items; one of
-    /// them also releases expired claims of crashed workers. On shutdown no new item is claimed
-    /// and in-flight items finish.
+    /// them also releases expired claims of crashed workers. On shutdown no new item is claimed;
+    /// in-flight items get 30 s to finish and are then abandoned to their leases.
     pub async fn run(self: Arc<Self>, shutdown: watch::Receiver<bool>) -> Result<(), Error> {
         tracing::info!(
             compute = %self.compute.selection().identity.id,
@@ -260,7 +263,19 @@ impl Worker {
             }
             match self.store().work_claim(&self.queue()).await {
                 Ok(Some(claim)) => {
-                    self.process(claim).await;
+                    let key = claim.item.key.clone();
+                    let mut stopping = shutdown.clone();
+                    tokio::select! {
+                        _ = self.process(claim) => {}
+                        () = async {
+                            let _ = stopping.wait_for(|s| *s).await;
+                            tokio::time::sleep(SHUTDOWN_GRACE).await;
+                        } => {
+                            // Like a crash, by design safe: the lease expires and the next
+                            // claimant re-runs the idempotent effects.
+                            tracing::warn!(work = %key, "abandoning in-flight work at shutdown");
+                        }
+                    }
                     continue;
                 }
                 Ok(None) => {}
