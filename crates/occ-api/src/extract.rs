@@ -204,6 +204,7 @@ pub struct Params {
     service_account: Option<occ_core::ServiceAccountId>,
     revision: Option<occ_core::RevisionId>,
     iam: Option<occ_core::IamId>,
+    file: Option<occ_core::resource::WorkspaceFileName>,
 }
 
 fn bad_id(name: &str, prefix: &str) -> ApiError {
@@ -234,6 +235,15 @@ impl FromRequestParts<AppState> for Params {
                 "secretId" => params.secret = parse_param(value, name, "sec")?,
                 "serviceAccountId" => params.service_account = parse_param(value, name, "sa")?,
                 "revisionId" | "deploymentId" => params.revision = parse_param(value, name, "rev")?,
+                "name" => {
+                    params.file = Some(occ_core::resource::WorkspaceFileName::parse(value).ok_or_else(|| {
+                        ApiError(Error::invalid_field(
+                            "/name",
+                            DetailCode::InvalidValue,
+                            "The path parameter name must be AGENTS.md, SOUL.md, IDENTITY.md or USER.md",
+                        ))
+                    })?);
+                }
                 "roleId" | "bindingId" | "keyId" => {
                     params.iam = Some(value.parse().map_err(|_| {
                         let code = if value.chars().count() > 200 { DetailCode::TooLong } else { DetailCode::InvalidFormat };
@@ -267,6 +277,10 @@ impl Params {
     /// `{agentId}`.
     pub fn agent(&self) -> Result<&occ_core::AgentId, ApiError> {
         self.agent.as_ref().ok_or_else(|| missing("agentId"))
+    }
+    /// `{name}`: one of the four workspace files.
+    pub fn file(&self) -> Result<occ_core::resource::WorkspaceFileName, ApiError> {
+        self.file.ok_or_else(|| missing("name"))
     }
     /// `{configurationId}`.
     pub fn configuration(&self) -> Result<&occ_core::ConfigurationId, ApiError> {

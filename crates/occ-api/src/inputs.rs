@@ -462,6 +462,18 @@ pub fn account_create(body: &Value) -> Result<AccountInput, Error> {
     })
 }
 
+/// `PUT …/workspace/files/{name}`: exactly `{content}` (≤ 16 KiB UTF-8, no NUL).
+pub fn workspace_file_put(body: &Value) -> Result<String, Error> {
+    let mut p = Problems::new();
+    let mut f = Fields::new(body, "", &mut p);
+    let content = f.required_str("content", &mut p).and_then(|s| {
+        occ_core::inputs::check_workspace_content(s, "/content", &mut p).then(|| s.to_owned())
+    });
+    f.finish(&mut p);
+    p.finish(())?;
+    Ok(content.expect("checked"))
+}
+
 /// `{servicePrincipalId, namespaceId?, name, expiresIn?}`.
 pub fn service_key_create(body: &Value) -> Result<ServiceKeyInput, Error> {
     let mut p = Problems::new();

@@ -35,7 +35,9 @@ pub use state::{ApiSettings, AppState};
 
 use envelope::{AUTH_ROUTE_ERRORS, REQUEST_ID};
 use error::ApiError;
-use handlers::{agents, auth, configurations, iam, namespaces, secrets, service_accounts};
+use handlers::{
+    agents, auth, configurations, iam, namespaces, secrets, service_accounts, workspace,
+};
 
 /// The generated OpenAPI document and the router that serves it.
 pub fn router_and_openapi(state: AppState) -> (axum::Router, utoipa::openapi::OpenApi) {
@@ -80,6 +82,11 @@ pub fn router_and_openapi(state: AppState) -> (axum::Router, utoipa::openapi::Op
         .routes(routes!(agents::list_agent_revisions))
         .routes(routes!(agents::get_agent_revision))
         .routes(routes!(agents::get_agent_deployment))
+        .routes(routes!(
+            workspace::get_workspace_file,
+            workspace::put_workspace_file
+        ))
+        .routes(routes!(workspace::get_workspace_defaults))
         .routes(routes!(iam::list_roles, iam::create_role))
         .routes(routes!(iam::get_role, iam::delete_role))
         .routes(routes!(iam::list_bindings, iam::create_binding))

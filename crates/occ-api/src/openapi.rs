@@ -110,6 +110,40 @@ pub struct ServiceAccountCreateBody {
     pub name: String,
 }
 
+/// `PUT …/workspace/files/{name}`: exactly `{content}`.
+#[derive(Serialize, ToSchema)]
+pub struct WorkspaceFileBody {
+    /// At most 16 KiB of UTF-8, no NUL.
+    pub content: String,
+}
+
+/// A workspace file as read.
+#[derive(Serialize, ToSchema)]
+pub struct WorkspaceFileView {
+    /// `AGENTS.md`, `SOUL.md`, `IDENTITY.md` or `USER.md`.
+    pub name: String,
+    /// The content.
+    pub content: String,
+}
+
+/// A workspace file as written.
+#[derive(Serialize, ToSchema)]
+pub struct WorkspaceFileWritten {
+    /// The file.
+    pub name: String,
+    /// Bytes written (UTF-8).
+    pub size: u64,
+}
+
+/// The stock workspace files of the pinned OpenClaw.
+#[derive(Serialize, ToSchema)]
+pub struct WorkspaceDefaultsView {
+    /// `workspaceDefaultsId`: lowercase hex SHA-256 of `[[name, text], …]`.
+    pub id: String,
+    /// File name → stock text.
+    pub files: std::collections::BTreeMap<String, String>,
+}
+
 /// `POST /namespaces/{namespaceId}/agents`.
 #[derive(Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]

@@ -208,7 +208,7 @@ impl Controller {
         let mut tx = tx;
         if let (Some(given), Some(current)) = (
             &input.workspace_defaults_id,
-            &self.settings.workspace_defaults_id,
+            self.settings.workspace_defaults.as_ref().map(|d| &d.id),
         ) && given != current
         {
             return Err(Error::conflict(

@@ -37,6 +37,7 @@ pub mod namespaces;
 pub mod secrets;
 pub mod service_accounts;
 pub mod worker;
+pub mod workspace_files;
 
 pub use auth::{Authenticated, SignInLimiter};
 
@@ -65,8 +66,9 @@ pub struct ControllerSettings {
     pub auth_secret: Vec<u8>,
     /// Configured Backends.
     pub backends: Vec<BackendConfig>,
-    /// The current workspace defaults identity, when known (a stale `workspaceDefaultsId` is 409).
-    pub workspace_defaults_id: Option<String>,
+    /// The stock workspace files of the pinned OpenClaw, when its runtime is installed (a stale
+    /// `workspaceDefaultsId` is 409).
+    pub workspace_defaults: Option<WorkspaceDefaults>,
 }
 
 impl ControllerSettings {
@@ -78,6 +80,15 @@ impl ControllerSettings {
             mode,
         }
     }
+}
+
+/// The stock workspace files of the pinned OpenClaw and their digest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkspaceDefaults {
+    /// Lowercase hex SHA-256 of `[[name, text], …]` (AGENTS, SOUL, IDENTITY, USER).
+    pub id: String,
+    /// File name → rendered stock text.
+    pub files: std::collections::BTreeMap<String, String>,
 }
 
 /// Test-only fault injection points (never set in production composition).
@@ -126,6 +137,7 @@ pub struct Controller {
     bootstrapped: AtomicBool,
     sign_in_limiter: SignInLimiter,
     hooks: FaultHooks,
+    workspace: Option<Arc<dyn workspace_files::WorkspaceAccess>>,
 }
 
 impl std::fmt::Debug for Controller {
@@ -159,7 +171,17 @@ impl Controller {
             bootstrapped: AtomicBool::new(false),
             sign_in_limiter: SignInLimiter::default(),
             hooks: FaultHooks::default(),
+            workspace: None,
         }
+    }
+
+    /// Gives the controller access to Agents' live workspaces (the API's file routes).
+    pub fn with_workspace_access(
+        mut self,
+        access: Arc<dyn workspace_files::WorkspaceAccess>,
+    ) -> Self {
+        self.workspace = Some(access);
+        self
     }
 
     /// Installs fault hooks (tests).

@@ -13,6 +13,7 @@ pub mod error;
 pub mod fsutil;
 pub mod runtime;
 pub mod secret;
+pub mod workspace_setup;
 
 pub use error::DriverError;
 

@@ -4,7 +4,13 @@
 //! One gateway serves the whole binary: a cold start costs ~11 s of CPU and ~1 GB of RAM. The
 //! single test spawns it, watches its startup (refused, then `UNAVAILABLE`, then ready through
 //! `wait_ready`), runs every case as its own task (a failing case is reported and the others
-//! still run), then stops the gateway by PID — also when a case failed.
+//! still run), then kills the gateway with SIGKILL while a write is in flight, restarts it, and
+//! stops it by PID — also when a case failed.
+//!
+//! Cases that need the gateway to hold still freeze it with SIGSTOP (by PID): a stopped process
+//! cannot answer, but the kernel still accepts what the client writes to its socket, so "the
+//! request frame was written and no answer came" is deterministic. A guard sends SIGCONT when
+//! the case ends, also when it panics.
 #![allow(clippy::print_stderr, reason = "timings for the test log")]
 
 use std::future::Future;
@@ -12,7 +18,10 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use occ_drivers::runtime::OPENCLAW_VERSION;
-use occ_gateway::{Endpoint, GatewayError, Session, content_hash, wait_ready};
+use occ_gateway::{
+    Endpoint, FileClient, GatewayError, ReadOutcome, Session, WriteOutcome, content_hash,
+    wait_ready,
+};
 use occ_testkit::gateway::{TestGateway, process_alive};
 use tokio::time::Instant;
 
@@ -195,6 +204,232 @@ fn invalid_requests(endpoint: Endpoint) -> Case {
     })
 }
 
+fn signal(pid: u32, sig: rustix::process::Signal) {
+    let pid = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+        .expect("pid");
+    rustix::process::kill_process(pid, sig).expect("signal the gateway");
+}
+
+/// Keeps the gateway stopped (SIGSTOP) until dropped (SIGCONT).
+struct Frozen(u32);
+
+impl Frozen {
+    fn freeze(pid: u32) -> Frozen {
+        signal(pid, rustix::process::Signal::STOP);
+        Frozen(pid)
+    }
+}
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        signal(self.0, rustix::process::Signal::CONT);
+    }
+}
+
+fn deadline() -> Instant {
+    Instant::now() + T
+}
+
+fn file_client_read_write_missing(endpoint: Endpoint, workspace: std::path::PathBuf) -> Case {
+    Box::pin(async move {
+        let client = FileClient::new();
+        let ReadOutcome::Ok(agents) = client
+            .read(&endpoint, "main", "AGENTS.md", deadline())
+            .await
+        else {
+            panic!("read AGENTS.md")
+        };
+        assert!(
+            agents.content.starts_with("# AGENTS.md"),
+            "{}",
+            agents.content
+        );
+        assert_eq!(agents.hash, content_hash(&agents.content));
+        assert_eq!(agents.size, agents.content.len() as u64);
+
+        let content = format!(
+            "# USER.md\n\nJosé ☕ via FileClient at {:?}\n",
+            Instant::now()
+        );
+        assert_eq!(
+            client
+                .write(&endpoint, "main", "USER.md", &content, deadline())
+                .await,
+            WriteOutcome::Ok {
+                size: content.len() as u64
+            }
+        );
+        let ReadOutcome::Ok(back) = client.read(&endpoint, "main", "USER.md", deadline()).await
+        else {
+            panic!("read back")
+        };
+        assert_eq!(back.content, content);
+        assert_eq!(
+            std::fs::read_to_string(workspace.join("USER.md")).expect("on disk"),
+            content
+        );
+
+        // a file removed from the workspace is missing; writing creates it again
+        std::fs::remove_file(workspace.join("IDENTITY.md")).expect("remove IDENTITY.md");
+        assert_eq!(
+            client
+                .read(&endpoint, "main", "IDENTITY.md", deadline())
+                .await,
+            ReadOutcome::Missing
+        );
+        assert_eq!(
+            client
+                .write(
+                    &endpoint,
+                    "main",
+                    "IDENTITY.md",
+                    "# IDENTITY.md\n",
+                    deadline()
+                )
+                .await,
+            WriteOutcome::Ok { size: 14 }
+        );
+        assert!(matches!(
+            client.read(&endpoint, "main", "IDENTITY.md", deadline()).await,
+            ReadOutcome::Ok(f) if f.content == "# IDENTITY.md\n"
+        ));
+
+        // the gateway's own refusal is a definite failure
+        let outcome = client
+            .write(&endpoint, "nobody", "USER.md", "x", deadline())
+            .await;
+        assert!(
+            matches!(&outcome, WriteOutcome::Unavailable(r) if r.contains("INVALID_REQUEST")),
+            "{outcome:?}"
+        );
+        // names occ does not expose never reach the gateway
+        let before = client.stats().requests_written;
+        let outcome = client
+            .read(&endpoint, "main", "MEMORY.md", deadline())
+            .await;
+        assert!(
+            matches!(outcome, ReadOutcome::Unavailable(_)),
+            "{outcome:?}"
+        );
+        let stats = client.stats();
+        assert_eq!(stats.requests_written, before);
+        assert_eq!(stats.connections_opened, 1, "{stats:?}");
+        assert_eq!(stats.open_sessions, 1, "{stats:?}");
+    })
+}
+
+fn file_client_reuses_its_connection(endpoint: Endpoint) -> Case {
+    Box::pin(async move {
+        let client = FileClient::new();
+        let mut pooled = Vec::new();
+        for _ in 0..50 {
+            let started = Instant::now();
+            let outcome = client
+                .read(&endpoint, "main", "AGENTS.md", deadline())
+                .await;
+            pooled.push(started.elapsed());
+            assert!(matches!(outcome, ReadOutcome::Ok(_)), "{outcome:?}");
+        }
+        assert_eq!(client.stats().connections_opened, 1);
+        let mut fresh = Vec::new();
+        for _ in 0..10 {
+            let started = Instant::now();
+            let mut s = session(&endpoint).await;
+            s.file_get("main", "AGENTS.md", T)
+                .await
+                .expect("get")
+                .expect("present");
+            s.close().await;
+            fresh.push(started.elapsed());
+        }
+        pooled.sort();
+        fresh.sort();
+        let (p, f) = (pooled[pooled.len() / 2], fresh[fresh.len() / 2]);
+        eprintln!("read p50: pooled {p:?}, fresh connection per read {f:?}");
+        assert!(p < f, "pooled {p:?} vs fresh {f:?}");
+    })
+}
+
+fn file_client_rotated_token(endpoint: Endpoint) -> Case {
+    Box::pin(async move {
+        let client = FileClient::new();
+        assert!(matches!(
+            client.read(&endpoint, "main", "SOUL.md", deadline()).await,
+            ReadOutcome::Ok(_)
+        ));
+        // the same gateway URL with another token: the verified session is not reused, the
+        // gateway refuses the new credential
+        let rotated = Endpoint::new(endpoint.url.clone(), "rotated-token-0123456789abcdef");
+        let outcome = client.read(&rotated, "main", "SOUL.md", deadline()).await;
+        assert!(
+            matches!(&outcome, ReadOutcome::Unavailable(r) if r.contains("refused the credentials")),
+            "{outcome:?}"
+        );
+        assert!(!format!("{outcome:?}").contains("rotated-token"));
+        assert!(matches!(
+            client.read(&endpoint, "main", "SOUL.md", deadline()).await,
+            ReadOutcome::Ok(_)
+        ));
+        assert_eq!(client.stats().connections_opened, 1);
+    })
+}
+
+/// The real gateway does not act on `cancel`: it answers the frame with an `INVALID_REQUEST`
+/// response under the cancelled id (skipped) and keeps the connection; the abandoned write is
+/// applied after all — which is why it is `Unknown`.
+fn file_client_cancel_on_the_real_gateway(endpoint: Endpoint, pid: u32) -> Case {
+    Box::pin(async move {
+        let client = FileClient::new();
+        assert!(matches!(
+            client.read(&endpoint, "main", "USER.md", deadline()).await,
+            ReadOutcome::Ok(_)
+        ));
+        let content = format!("# USER.md\n\nabandoned at {:?}\n", Instant::now());
+        {
+            let _frozen = Frozen::freeze(pid);
+            let outcome = client
+                .write(
+                    &endpoint,
+                    "main",
+                    "USER.md",
+                    &content,
+                    Instant::now() + Duration::from_millis(500),
+                )
+                .await;
+            assert!(
+                matches!(&outcome, WriteOutcome::Unknown(r) if r.contains("deadline")),
+                "{outcome:?}"
+            );
+            let until = Instant::now() + Duration::from_secs(5);
+            while client.stats().cancels_sent == 0 && Instant::now() < until {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            assert_eq!(client.stats().cancels_sent, 1);
+        }
+        // thawed: the set, then the cancel frame, reach the gateway
+        let until = Instant::now() + T;
+        loop {
+            match client.read(&endpoint, "main", "USER.md", deadline()).await {
+                ReadOutcome::Ok(f) if f.content == content => break,
+                other => {
+                    assert!(
+                        Instant::now() < until,
+                        "the abandoned write never landed: {other:?}"
+                    );
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+        }
+        let stats = client.stats();
+        assert_eq!(
+            stats.connections_opened, 1,
+            "the cancel kept the connection: {stats:?}"
+        );
+    })
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_gateway() {
     let runtime = tokio::task::spawn_blocking(occ_testkit::runtime::shared_runtime)
@@ -266,6 +501,22 @@ async fn real_gateway() {
         ),
         ("expected_hash_conflict", expected_hash_conflict(ep.clone())),
         ("invalid_requests", invalid_requests(ep.clone())),
+        (
+            "file_client_read_write_missing",
+            file_client_read_write_missing(ep.clone(), gw.workspace.clone()),
+        ),
+        (
+            "file_client_reuses_its_connection",
+            file_client_reuses_its_connection(ep.clone()),
+        ),
+        (
+            "file_client_rotated_token",
+            file_client_rotated_token(ep.clone()),
+        ),
+        (
+            "file_client_cancel_on_the_real_gateway",
+            file_client_cancel_on_the_real_gateway(ep.clone(), gw.pid),
+        ),
     ];
     let mut failed = Vec::new();
     for (name, case) in cases {
@@ -285,6 +536,66 @@ async fn real_gateway() {
     assert_eq!(
         std::fs::read(&gw.config_path).expect("config"),
         config_before
+    );
+
+    // The gateway SIGKILLed while a write is in flight: frozen (SIGSTOP) before the write,
+    // so it cannot answer, and killed as soon as the client reports the request frame written.
+    // The client sees the connection reset after the frame was written: Unknown, at once (not
+    // at the deadline). The gateway never read the frame, so after a restart the file is
+    // unchanged, and the client reconnects transparently.
+    let started = Instant::now();
+    let killed_write = async {
+        let client = FileClient::new();
+        let ReadOutcome::Ok(before) = client.read(&ep, "main", "USER.md", deadline()).await else {
+            panic!("read before the kill")
+        };
+        let written = client.stats().requests_written;
+        let frozen = Frozen::freeze(gw.pid);
+        let write = {
+            let client = client.clone();
+            let ep = ep.clone();
+            tokio::spawn(async move {
+                client
+                    .write(
+                        &ep,
+                        "main",
+                        "USER.md",
+                        "# USER.md\n\nnever\n",
+                        Instant::now() + Duration::from_secs(60),
+                    )
+                    .await
+            })
+        };
+        let until = Instant::now() + Duration::from_secs(5);
+        while client.stats().requests_written == written {
+            assert!(Instant::now() < until, "the write was never sent");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        signal(gw.pid, rustix::process::Signal::KILL);
+        std::mem::forget(frozen); // nothing left to continue
+        let sent_to_outcome = Instant::now();
+        let outcome = write.await.expect("write task");
+        let took = sent_to_outcome.elapsed();
+        assert!(
+            matches!(&outcome, WriteOutcome::Unknown(r) if !r.contains("deadline")),
+            "{outcome:?}"
+        );
+        assert!(took < Duration::from_secs(5), "{took:?}");
+        eprintln!("write in flight at SIGKILL: {outcome:?} after {took:?}");
+        (client, before)
+    }
+    .await;
+    let (client, before) = killed_write;
+    gw.respawn(runtime);
+    gw.ready(Duration::from_secs(120)).await;
+    let ReadOutcome::Ok(after) = client.read(&ep, "main", "USER.md", deadline()).await else {
+        panic!("read after the restart")
+    };
+    assert_eq!(after, before, "the killed gateway never applied the write");
+    assert_eq!(client.stats().connections_opened, 2);
+    eprintln!(
+        "kill mid-write, restart and read back in {:.1} s",
+        started.elapsed().as_secs_f64()
     );
 
     // Stop by PID: SIGTERM, clean exit, helpers gone.

@@ -108,6 +108,8 @@ pub struct TestAppOptions {
     pub configuration_root: Option<std::path::PathBuf>,
     /// Skip bootstrap.
     pub unbootstrapped: bool,
+    /// How the controller reaches live workspaces (none: the file routes answer 503).
+    pub workspace: Option<Arc<dyn occ_controller::workspace_files::WorkspaceAccess>>,
 }
 
 impl TestApp {
@@ -148,7 +150,13 @@ impl TestApp {
                 id: "chatgpt-main".into(),
                 kind: "chatgpt".into(),
             }],
-            workspace_defaults_id: Some("a".repeat(64)),
+            workspace_defaults: Some(occ_controller::WorkspaceDefaults {
+                id: "a".repeat(64),
+                files: occ_core::resource::WorkspaceFileName::ALL
+                    .iter()
+                    .map(|n| (n.as_str().to_owned(), format!("# {} stock\n", n.as_str())))
+                    .collect(),
+            }),
         };
         let controller = Arc::new(
             Controller::new(
@@ -160,6 +168,14 @@ impl TestApp {
             )
             .with_hooks(options.hooks),
         );
+        let controller = match options.workspace {
+            Some(access) => Arc::new(
+                Arc::into_inner(controller)
+                    .expect("not shared yet")
+                    .with_workspace_access(access),
+            ),
+            None => controller,
+        };
         let state = AppState {
             controller: controller.clone(),
             settings: Arc::new(ApiSettings {
@@ -216,6 +232,23 @@ impl TestApp {
         self.admin_key = self.issue_key(&service_principal_id, None).await;
         self.set_namespace_status(&namespace.id, NamespaceStatus::Ready)
             .await;
+    }
+
+    /// Publishes `rev` as the Agent's active revision, as the worker would after activating it.
+    pub async fn activate(&self, agent: &occ_core::AgentId, rev: &occ_core::RevisionId) {
+        let mut tx = self.store.begin().await.expect("tx");
+        let current = tx
+            .agent_get(&self.default_ns, agent)
+            .await
+            .expect("get")
+            .expect("agent")
+            .active_revision_id;
+        assert!(
+            tx.agent_swap_active_revision(&self.default_ns, agent, current.as_ref(), Some(rev))
+                .await
+                .expect("swap")
+        );
+        tx.commit().await.expect("commit");
     }
 
     /// Moves a Namespace's status as the worker would.

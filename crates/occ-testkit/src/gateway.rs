@@ -265,7 +265,7 @@ impl TestGateway {
             runtime,
             self.dir.path(),
             &self.config_path,
-            &self.endpoint.token,
+            self.endpoint.token().unwrap_or_default(),
             &self.output_path,
         );
         self.pid = child.id().expect("gateway pid");

@@ -16,6 +16,7 @@ pub mod gateway;
 pub mod occ_process;
 mod pg;
 pub mod runtime;
+pub mod workspace;
 
 use std::path::PathBuf;
 use std::str::FromStr;

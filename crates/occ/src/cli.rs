@@ -171,6 +171,23 @@ pub enum AgentCmd {
     Stop { id: String },
     /// Delete the Agent.
     Delete { id: String },
+    /// The Agent's live workspace files (AGENTS.md, SOUL.md, IDENTITY.md, USER.md).
+    #[command(subcommand)]
+    Files(FilesCmd),
+}
+
+/// `occ agent files …`
+#[derive(Debug, Subcommand)]
+pub enum FilesCmd {
+    /// Print a file (its content as is; `-o json|yaml` for `{name, content}`).
+    Get { id: String, name: String },
+    /// Replace a file with the content of a local file (UTF-8, at most 16 KiB).
+    Put {
+        id: String,
+        name: String,
+        #[arg(long)]
+        file: PathBuf,
+    },
 }
 
 /// `occ iam …`
@@ -526,6 +543,35 @@ pub async fn service_account(c: &Client, cmd: ServiceAccountCmd) -> anyhow::Resu
 pub async fn agent(c: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
     let base = format!("/namespaces/{}/agents", c.ns()?);
     match cmd {
+        AgentCmd::Files(FilesCmd::Get { id, name }) => {
+            let file = c
+                .call(
+                    Method::GET,
+                    &format!("{base}/{id}/workspace/files/{name}"),
+                    None,
+                )
+                .await?;
+            match c.output {
+                Output::Table => {
+                    print!("{}", file["content"].as_str().unwrap_or_default());
+                    Ok(())
+                }
+                _ => c.print(&file, &[]),
+            }
+        }
+        AgentCmd::Files(FilesCmd::Put { id, name, file }) => {
+            let content = std::fs::read_to_string(&file)
+                .with_context(|| format!("--file {} (UTF-8 text)", file.display()))?;
+            c.print(
+                &c.call(
+                    Method::PUT,
+                    &format!("{base}/{id}/workspace/files/{name}"),
+                    Some(serde_json::json!({"content": content})),
+                )
+                .await?,
+                &[],
+            )
+        }
         AgentCmd::List => c.print(&c.call(Method::GET, &base, None).await?, AGENT_COLUMNS),
         AgentCmd::Get { id } => c.print(
             &c.call(Method::GET, &format!("{base}/{id}"), None).await?,

@@ -1,15 +1,19 @@
 //! Composition: settings → Drivers → Controller → API state.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use occ_api::{ApiSettings, AppState};
-use occ_controller::{BackendConfig, Controller, ControllerSettings};
+use occ_controller::workspace_files::GatewayWorkspace;
+use occ_controller::{BackendConfig, Controller, ControllerSettings, WorkspaceDefaults};
 use occ_drivers::compute::process::{ProcessCompute, ProcessSettings};
 use occ_drivers::compute::{Compute, ComputeSelection};
 use occ_drivers::configuration::{ConfigurationDriver, FilesystemConfigurationDriver};
+use occ_drivers::runtime::OpenclawRuntime;
 use occ_drivers::secret::{LocalSecretDriver, SecretDriver};
+use occ_drivers::workspace_setup;
 use occ_store::{Store, StoreOptions};
 
 use crate::settings::{PlatformSettings, ServerSettings};
@@ -59,11 +63,13 @@ impl SessionSettings {
     }
 }
 
-/// Builds the application from validated settings.
+/// Builds the application from validated settings. With `files_through`, the controller serves
+/// live workspace files through that Compute's gateways (the API; the worker needs none).
 pub fn controller(
     settings: &PlatformSettings,
     sessions: SessionSettings,
     store: Store,
+    files_through: Option<Arc<dyn Compute>>,
 ) -> anyhow::Result<Controller> {
     let configurations = ConfigurationDriver::Filesystem(
         FilesystemConfigurationDriver::new(settings.configuration_root.clone())
@@ -86,15 +92,35 @@ pub fn controller(
                 kind: b.kind.clone(),
             })
             .collect(),
-        workspace_defaults_id: None,
+        workspace_defaults: workspace_defaults(&settings.compute.runtime_root),
     };
-    Ok(Controller::new(
+    let controller = Controller::new(
         store,
         configurations,
         secrets,
         ComputeSelection::process(),
         controller_settings,
-    ))
+    );
+    Ok(match files_through {
+        Some(compute) => controller.with_workspace_access(Arc::new(GatewayWorkspace::new(compute))),
+        None => controller,
+    })
+}
+
+/// The stock workspace files of the installed runtime; without a runtime (or with one whose
+/// templates are not the pinned ones) there are none and forms cannot be offered defaults.
+fn workspace_defaults(runtime_root: &Path) -> Option<WorkspaceDefaults> {
+    let runtime = OpenclawRuntime::locate(runtime_root).ok()?;
+    match workspace_setup::stock_defaults(&runtime) {
+        Ok(defaults) => Some(WorkspaceDefaults {
+            id: defaults.id,
+            files: defaults.files,
+        }),
+        Err(e) => {
+            tracing::warn!(error = %e, "no workspace defaults");
+            None
+        }
+    }
 }
 
 /// The router state.

@@ -188,12 +188,13 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         auth_secret,
         session_ttl_seconds: 12 * 3600,
     };
+    let compute = compose::compute(&platform)?;
     let controller = Arc::new(compose::controller(
         &platform,
         compose::SessionSettings::of(&server),
         store.clone(),
+        Some(compute.clone()),
     )?);
-    let compute = compose::compute(&platform)?;
     let worker = Arc::new(
         Worker::new(controller.clone(), compute, WorkerSettings::default())
             .with_metrics(Arc::new(Metrics::new(Service::Worker))),

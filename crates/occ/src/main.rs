@@ -15,6 +15,7 @@ mod runtime;
 mod serve;
 mod settings;
 mod worker;
+mod workspace_setup;
 
 /// occ — a control plane for OpenClaw agents.
 #[derive(Debug, Parser)]
@@ -41,6 +42,8 @@ enum Command {
     /// The pinned OpenClaw runtime that gateways run on.
     #[command(subcommand)]
     Runtime(runtime::RuntimeCmd),
+    /// Apply (or verify) an Agent's initial workspace files where its workspace lives.
+    WorkspaceSetup(workspace_setup::WorkspaceSetupArgs),
     /// The Installation.
     #[command(subcommand)]
     Installation(cli::InstallationCmd),
@@ -84,6 +87,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Worker => worker::run().await,
         Command::Dev(args) => dev::run(args).await,
         Command::Runtime(cmd) => runtime::run(cmd).await,
+        Command::WorkspaceSetup(args) => workspace_setup::run(args).await,
         Command::Installation(cmd) => cli::installation(&client()?, cmd).await,
         Command::Namespace(cmd) => cli::namespace(&client()?, cmd).await,
         Command::Configuration(cmd) => cli::configuration(&client()?, cmd).await,
@@ -106,6 +110,7 @@ async fn main() -> ExitCode {
             | Command::Serve
             | Command::Worker
             | Command::Dev(_)
+            | Command::WorkspaceSetup(_)
     );
     if server_side {
         init_logging();

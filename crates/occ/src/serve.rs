@@ -36,6 +36,7 @@ pub async fn run() -> anyhow::Result<()> {
         &settings.platform,
         compose::SessionSettings::of(&settings),
         store.clone(),
+        Some(compose::compute(&settings.platform)?),
     )?);
     let metrics = settings
         .platform

@@ -25,6 +25,7 @@ pub async fn run() -> anyhow::Result<()> {
         &settings.platform,
         compose::SessionSettings::none(),
         store.clone(),
+        None,
     )?);
     let compute = compose::compute(&settings.platform)?;
     let metrics = Arc::new(Metrics::new(Service::Worker));

@@ -7,6 +7,7 @@ pub mod iam;
 pub mod namespaces;
 pub mod secrets;
 pub mod service_accounts;
+pub mod workspace;
 
 use axum::extract::State;
 use axum::response::IntoResponse;

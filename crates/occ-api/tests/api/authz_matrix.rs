@@ -400,6 +400,39 @@ fn rows() -> Vec<Row> {
             body: none,
             expect: R,
         },
+        // No worker runs here, so the Agent has no active revision: an authorized caller gets
+        // 503 DEPENDENCY_UNAVAILABLE, after the authorization decision.
+        Row {
+            op: "getAgentWorkspaceFile",
+            method: Method::GET,
+            path: |f| {
+                format!(
+                    "/namespaces/{}/agents/{}/workspace/files/USER.md",
+                    f.ns, f.agt
+                )
+            },
+            body: none,
+            expect: [401, 403, 403, 503, 503, 503],
+        },
+        Row {
+            op: "putAgentWorkspaceFile",
+            method: Method::PUT,
+            path: |f| {
+                format!(
+                    "/namespaces/{}/agents/{}/workspace/files/USER.md",
+                    f.ns, f.agt
+                )
+            },
+            body: |_| Some(json!({"content": "# USER.md\n"})),
+            expect: [401, 403, 403, 403, 503, 503],
+        },
+        Row {
+            op: "getWorkspaceDefaults",
+            method: Method::GET,
+            path: |f| format!("/namespaces/{}/workspace-defaults", f.ns),
+            body: none,
+            expect: [401, 403, 403, 403, 403, 200],
+        },
         Row {
             op: "listIAMRoles",
             method: Method::GET,

@@ -10,3 +10,4 @@ mod deploy;
 mod framing;
 mod resources;
 mod snapshots;
+mod workspace;

@@ -425,9 +425,9 @@ impl Worker {
                 Err(code) => return Ok(Err(code_outcome(code))),
             }
         }
-        if let Some(setup) = tx.workspace_setup_get(ns, &rev.agent_id).await?
-            && !setup.completed
-        {
+        // A completed record (bytes erased) still goes to the Driver, which then only verifies
+        // the marker: live edits survive and a lost workspace blocks startup.
+        if let Some(setup) = tx.workspace_setup_get(ns, &rev.agent_id).await? {
             if !self.compute.supports_workspace_setup() {
                 return Ok(Err(Outcome::permanent("WORKSPACE_SETUP_UNSUPPORTED")));
             }

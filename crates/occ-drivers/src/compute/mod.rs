@@ -95,7 +95,8 @@ pub struct RevisionContext {
     /// The harness credential of an `api_key` harnessAuth (the Driver decides how the harness
     /// receives it).
     pub harness_credential: Option<SecretText>,
-    /// Staged workspace setup, when the Agent has one that is not completed.
+    /// The Agent's staged workspace setup, if it was created with initial files: with the
+    /// files while not completed, metadata only (verify the marker) afterwards.
     pub workspace_setup: Option<WorkspaceSetup>,
 }
 

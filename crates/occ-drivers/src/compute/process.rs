@@ -8,6 +8,8 @@
 //! namespaces/<nsId>/agents/<agentId>/agent.json    ownership marker + the Agent's port (fixed for its lifetime)
 //!   gateway-token                                  the Agent's operator token (64 hex)
 //!   home/  state/  state/workspace/                HOME, OPENCLAW_STATE_DIR, the persistent workspace
+//!   state/workspace/.oce-workspace-setup.json      marker of an applied staged workspace setup
+//!   workspace-seeded                               the workspace holds its initial files (stock or staged)
 //!   revisions/<revId>/openclaw.json                immutable snapshot: the admitted document + driver-owned settings
 //!   revisions/<revId>/revision.json                marker: revision number and snapshot hash
 //!   current -> revisions/<revId>                   the installed revision (switched on activation)
@@ -45,6 +47,8 @@ use super::{
 };
 use crate::fsutil;
 use crate::runtime::{OpenclawRuntime, RuntimeError};
+use crate::workspace_setup::{self, SetupEnv, SetupError, SetupInput};
+use occ_core::resource::WorkspaceSetup;
 
 /// Settings of the process Driver.
 #[derive(Debug, Clone)]
@@ -598,6 +602,8 @@ impl ProcessCompute {
             .env("OPENCLAW_STATE_DIR", scratch.join("state"))
             .env("OPENCLAW_CONFIG_PATH", scratch.join("openclaw.json"))
             .env("OPENCLAW_NO_AUTO_UPDATE", "1")
+            // Without it the CLI may re-spawn itself detached, outliving the timeout below.
+            .env("OPENCLAW_NO_RESPAWN", "1")
             .env("DO_NOT_TRACK", "1")
             .stdin(Stdio::null())
             .stdout(Stdio::from(log))
@@ -625,6 +631,29 @@ impl ProcessCompute {
         write_new(&done, b"")
     }
 
+    /// Applies the Agent's staged workspace setup (the setup runtime, in process: the staged text
+    /// goes straight from the record into the workspace and never lands in a delivery file), or,
+    /// for a completed record, verifies the marker so a lost workspace blocks startup instead of
+    /// being silently reseeded. Native setup runs inside, so no separate seeding follows.
+    async fn apply_workspace_setup(
+        &self,
+        agent_dir: &Path,
+        setup: &WorkspaceSetup,
+    ) -> Result<(), ComputeError> {
+        let runtime = self.runtime()?;
+        let scratch = agent_dir.join("tmp").join("setup");
+        let env = SetupEnv::new(runtime, scratch.clone(), agent_dir.join("tmp"));
+        let input = SetupInput::from(setup);
+        let result = workspace_setup::apply(&input, &agent_dir.join("state/workspace"), &env).await;
+        let _ = std::fs::remove_dir_all(&scratch);
+        result.map_err(setup_failure)?;
+        let done = agent_dir.join("workspace-seeded");
+        if !done.exists() {
+            write_new(&done, b"")?;
+        }
+        Ok(())
+    }
+
     /// Stops and removes everything of one Agent directory.
     async fn remove_agent_dir(&self, dir: &Path) -> Result<(), ComputeError> {
         self.stop_gateway(dir).await?;
@@ -643,7 +672,7 @@ impl Compute for ProcessCompute {
     }
 
     fn supports_workspace_setup(&self) -> bool {
-        false
+        true
     }
 
     fn maintenance_interval(&self) -> Option<Duration> {
@@ -704,7 +733,7 @@ impl Compute for ProcessCompute {
     async fn prepare_revision(
         &self,
         rev: &RevisionTarget,
-        _ctx: &RevisionContext,
+        ctx: &RevisionContext,
     ) -> Result<Readiness, ComputeError> {
         if rev.spec.harness.mode != occ_core::resource::ExecutionMode::Embedded {
             return Err(ComputeError::permanent(
@@ -715,7 +744,10 @@ impl Compute for ProcessCompute {
         self.runtime()?;
         let marker = self.ensure_agent(&rev.agent).await?;
         let agent_dir = self.agent_dir(&rev.agent.namespace_id, &rev.agent.agent_id);
-        self.seed_workspace(&agent_dir).await?;
+        match &ctx.workspace_setup {
+            Some(setup) => self.apply_workspace_setup(&agent_dir, setup).await?,
+            None => self.seed_workspace(&agent_dir).await?,
+        }
         // Never prepare over a newer installed revision.
         if let Some(current) = self.current(&agent_dir)?
             && current != rev.revision_id.as_str()
@@ -880,6 +912,17 @@ impl Compute for ProcessCompute {
             url: format!("ws://127.0.0.1:{}", marker.port),
             token: self.token(&agent_dir)?,
         }))
+    }
+}
+
+/// A setup failure as the worker handles it: a native setup run or I/O that may work next time
+/// is retried; a refusal (divergent file, foreign or missing marker, unsafe path, bad input)
+/// needs an operator and fails the deploy. The message names files and steps, never contents.
+fn setup_failure(e: SetupError) -> ComputeError {
+    if e.is_retryable() {
+        ComputeError::transient("WORKSPACE_SETUP_FAILED", e.to_string())
+    } else {
+        ComputeError::permanent("WORKSPACE_SETUP_FAILED", e.to_string())
     }
 }
 
