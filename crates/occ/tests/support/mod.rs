@@ -170,6 +170,26 @@ impl Stack {
         }
     }
 
+    /// Any request; the status and the body as JSON (`Null` when empty), success or not.
+    pub async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+    ) -> (reqwest::StatusCode, Value) {
+        let mut req = self
+            .http
+            .request(method, format!("{}{path}", self.url))
+            .header("x-api-key", &self.key);
+        if let Some(body) = body {
+            req = req.header("content-type", "application/json").body(body);
+        }
+        let res = req.send().await.expect("request");
+        let status = res.status();
+        let text = res.text().await.expect("body");
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
     pub async fn get(&self, path: &str) -> Value {
         self.send(reqwest::Method::GET, path, None).await
     }
