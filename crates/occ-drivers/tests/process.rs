@@ -2,7 +2,8 @@
 //! per machine by the testkit): the Compute conformance suite, then what only this Driver
 //! promises — the frozen snapshot on disk, snapshots kept after retirement, re-adoption by a
 //! restarted worker, restart after a crash, no process left after stop, clear failures for a
-//! missing runtime and an invalid configuration, ports that never collide.
+//! missing runtime and an invalid configuration, ports that never collide, staged workspace
+//! setup applied before any gateway starts (and verified, never reapplied, afterwards).
 //!
 //! Gateways are expensive (~1 GB, ~10 s of CPU to start), so the tests that start them take
 //! turns; every gateway a test's Driver recorded is killed by PID when the test ends, even when
@@ -11,10 +12,12 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use occ_core::resource::{WorkspaceFileName, WorkspaceSetup};
 use occ_drivers::compute::process::{ProcessCompute, ProcessSettings, recorded_gateways};
 use occ_drivers::compute::{
     Compute, ComputeError, FailureClass, Readiness, RevisionContext, RuntimeState,
 };
+use occ_drivers::workspace_setup::STOCK_DEFAULTS_ID;
 use occ_testkit::compute_conformance::{self as conformance, document, revision, targets};
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
@@ -275,6 +278,142 @@ async fn an_invalid_configuration_fails_permanently_with_the_cause() {
     assert!(err.message.contains("exit status: 78"), "{}", err.message);
     assert!(recorded_gateways(driver.root.path()).is_empty());
     compute.delete_agent(&agent).await.unwrap();
+}
+
+fn setup_for(
+    agent: &occ_drivers::compute::AgentTarget,
+    files: Option<&[(WorkspaceFileName, &str)]>,
+) -> WorkspaceSetup {
+    WorkspaceSetup {
+        id: format!("wss-{}", agent.agent_id),
+        namespace_id: agent.namespace_id.clone(),
+        agent_id: agent.agent_id.clone(),
+        defaults_id: Some(STOCK_DEFAULTS_ID.into()),
+        files: files.map(|f| f.iter().map(|(n, t)| (*n, (*t).to_owned())).collect()),
+        completed: files.is_none(),
+    }
+}
+
+/// Staged setup through `prepare_revision` (native setup runs, no gateway is started): applied
+/// once, a replay after a lost acknowledgement is a no-op, a completed record only verifies the
+/// marker (a live edit survives), a lost marker and a divergent existing file fail permanently
+/// without saying what the files hold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn staged_workspace_setup_is_applied_once_and_verified_after() {
+    let runtime = tokio::task::spawn_blocking(runtime_root).await.unwrap();
+    let driver = Driver::new(runtime);
+    let compute = &driver.compute;
+    assert!(compute.supports_workspace_setup());
+    let (ns, agent) = targets();
+    compute.ensure_namespace(&ns).await.unwrap();
+    let staged = "# USER.md\n\nstaged-canary\n";
+    let pending = RevisionContext {
+        workspace_setup: Some(setup_for(
+            &agent,
+            Some(&[(WorkspaceFileName::User, staged)]),
+        )),
+        ..RevisionContext::default()
+    };
+    let rev = revision(compute, &agent, 1, document("gpt-5"));
+    let dir = agent_dir(&driver, &rev);
+    let workspace = dir.join("state/workspace");
+    assert_eq!(
+        compute.prepare_revision(&rev, &pending).await.unwrap(),
+        Readiness::Ready
+    );
+    assert_eq!(
+        std::fs::read_to_string(workspace.join("USER.md")).unwrap(),
+        staged
+    );
+    assert!(
+        workspace.join("AGENTS.md").is_file(),
+        "stock files seeded too"
+    );
+    let marker = workspace.join(".oce-workspace-setup.json");
+    let marker_bytes = std::fs::read(&marker).expect("marker");
+    assert!(
+        recorded_gateways(driver.root.path()).is_empty(),
+        "no gateway yet"
+    );
+    // The acknowledgement was lost: the same pending input again is a no-op.
+    compute.prepare_revision(&rev, &pending).await.unwrap();
+    assert_eq!(std::fs::read(&marker).unwrap(), marker_bytes);
+
+    // Completed: a live edit survives the next revision; nothing is reapplied.
+    std::fs::write(workspace.join("USER.md"), "# edited live\n").unwrap();
+    let completed = RevisionContext {
+        workspace_setup: Some(setup_for(&agent, None)),
+        ..RevisionContext::default()
+    };
+    let rev2 = revision(compute, &agent, 2, document("gpt-5-mini"));
+    compute.prepare_revision(&rev2, &completed).await.unwrap();
+    assert_eq!(
+        std::fs::read_to_string(workspace.join("USER.md")).unwrap(),
+        "# edited live\n"
+    );
+
+    // The initialized storage is gone: the next start is blocked, not silently reseeded.
+    std::fs::remove_file(&marker).unwrap();
+    let rev3 = revision(compute, &agent, 3, document("gpt-5"));
+    let err = compute
+        .prepare_revision(&rev3, &completed)
+        .await
+        .expect_err("marker missing");
+    assert_eq!(
+        (err.class, err.code.as_str()),
+        (FailureClass::Permanent, "WORKSPACE_SETUP_FAILED"),
+        "{err}"
+    );
+    assert!(err.message.contains(".oce-workspace-setup.json"), "{err}");
+    assert!(
+        !dir.join("revisions")
+            .join(rev3.revision_id.as_str())
+            .exists()
+    );
+
+    // Another Agent whose workspace already holds other text: refused, the text untouched.
+    let (_, other) = targets();
+    let other = occ_drivers::compute::AgentTarget {
+        namespace_id: ns.id.clone(),
+        ..other
+    };
+    let plain = revision(compute, &other, 1, document("gpt-5"));
+    compute
+        .prepare_revision(&plain, &RevisionContext::default())
+        .await
+        .unwrap();
+    let other_dir = agent_dir(&driver, &plain);
+    let user = other_dir.join("state/workspace/USER.md");
+    std::fs::write(&user, "# mine, hands off\n").unwrap();
+    let divergent = RevisionContext {
+        workspace_setup: Some(setup_for(
+            &other,
+            Some(&[(WorkspaceFileName::User, staged)]),
+        )),
+        ..RevisionContext::default()
+    };
+    let plain2 = revision(compute, &other, 2, document("gpt-5"));
+    let err = compute
+        .prepare_revision(&plain2, &divergent)
+        .await
+        .expect_err("divergent");
+    assert_eq!(
+        (err.class, err.code.as_str()),
+        (FailureClass::Permanent, "WORKSPACE_SETUP_FAILED"),
+        "{err}"
+    );
+    assert!(err.message.contains("USER.md"), "{err}");
+    assert!(
+        !err.message.contains("hands off") && !err.message.contains("canary"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&user).unwrap(),
+        "# mine, hands off\n"
+    );
+
+    compute.delete_agent(&agent).await.unwrap();
+    compute.delete_agent(&other).await.unwrap();
 }
 
 #[tokio::test]

@@ -51,7 +51,10 @@ async fn write(s: &Stack, agent: &str, name: &str, text: &str) -> (StatusCode, V
 }
 
 fn signal_group(pid: u64, signal: Signal) {
-    let pid = i32::try_from(pid).ok().and_then(Pid::from_raw).expect("pid");
+    let pid = i32::try_from(pid)
+        .ok()
+        .and_then(Pid::from_raw)
+        .expect("pid");
     kill_process_group(pid, signal).expect("signal the gateway's group");
 }
 
@@ -98,7 +101,11 @@ async fn initial_files_live_edits_redeploys_and_unknown_outcomes() {
     };
     let agents = format!("/namespaces/{}/agents", s.ns);
     let (status, body) = s
-        .call(Method::POST, &agents, Some(create("stale", &"0".repeat(64))))
+        .call(
+            Method::POST,
+            &agents,
+            Some(create("stale", &"0".repeat(64))),
+        )
         .await;
     assert_eq!(
         (status, body["error"]["code"].as_str()),
