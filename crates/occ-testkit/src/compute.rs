@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use occ_core::resource::WorkspaceSetup;
 use occ_core::{AgentId, NamespaceId, RevisionId};
 use occ_drivers::compute::{
     AgentTarget, Compute, ComputeError, ComputeSelection, Convergence, GatewayAccess,
@@ -63,6 +64,7 @@ pub struct FakeCompute {
     calls: Mutex<Vec<Call>>,
     serving: Mutex<HashMap<AgentId, RevisionId>>,
     environment: Mutex<HashMap<RevisionId, BTreeMap<String, String>>>,
+    setups: Mutex<HashMap<RevisionId, Option<WorkspaceSetup>>>,
     script: Mutex<HashMap<Verb, VecDeque<Scripted>>>,
 }
 
@@ -83,6 +85,7 @@ impl FakeCompute {
             calls: Mutex::new(Vec::new()),
             serving: Mutex::new(HashMap::new()),
             environment: Mutex::new(HashMap::new()),
+            setups: Mutex::new(HashMap::new()),
             script: Mutex::new(HashMap::new()),
         }
     }
@@ -91,6 +94,12 @@ impl FakeCompute {
     pub fn with_maintenance(mut self, interval: Duration) -> Self {
         self.maintenance = Some(interval);
         self
+    }
+
+    /// The workspace setup the last `prepare_revision` of `rev` was given (`None` if never
+    /// prepared; `Some(None)` if prepared without one).
+    pub fn setup_seen(&self, rev: &RevisionId) -> Option<Option<WorkspaceSetup>> {
+        self.setups.lock().expect("lock").get(rev).cloned()
     }
 
     /// Claims workspace setup support.
@@ -196,13 +205,19 @@ impl Compute for FakeCompute {
     async fn prepare_revision(
         &self,
         rev: &RevisionTarget,
-        _ctx: &RevisionContext,
+        ctx: &RevisionContext,
     ) -> Result<Readiness, ComputeError> {
         self.record(Call::Revision(
             Verb::Prepare,
             rev.agent.agent_id.clone(),
             rev.revision_id.clone(),
         ));
+        if self.record {
+            self.setups
+                .lock()
+                .expect("lock")
+                .insert(rev.revision_id.clone(), ctx.workspace_setup.clone());
+        }
         Ok(if self.scripted(Verb::Prepare).await? {
             Readiness::Pending {
                 code: "REVISION_INCOMPLETE".into(),

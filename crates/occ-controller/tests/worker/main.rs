@@ -738,6 +738,121 @@ async fn deleting_an_agent_removes_its_runtime_and_its_rows() {
     );
 }
 
+/// The staged setup row of `agent`: (completed, file names still staged).
+async fn staged(f: &Fixture, agent: &str) -> Option<(bool, Option<Vec<String>>)> {
+    let mut tx = f.app.store.begin_read().await.unwrap();
+    let ns: NamespaceId = f.ns.parse().unwrap();
+    tx.workspace_setup_get(&ns, &agent_id(agent))
+        .await
+        .unwrap()
+        .map(|s| {
+            (
+                s.completed,
+                s.files
+                    .map(|files| files.keys().map(|n| n.as_str().to_owned()).collect()),
+            )
+        })
+}
+
+async fn agent_with_files(f: &Fixture, name: &str) -> String {
+    let (cfg, _) = f.agent(&format!("{name}-base")).await;
+    let r = f
+        .call(
+            Method::POST,
+            &format!("/namespaces/{}/agents", f.ns),
+            Some(
+                json!({"name": name, "configurationId": cfg, "harnessAuth": {"method": "runtime"},
+                "initialWorkspaceFiles": {"USER.md": "# USER.md\nstaged\n"}}),
+            ),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    r.data()["id"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn a_compute_without_workspace_setup_fails_the_deploy_and_keeps_the_input() {
+    let f = Fixture::new().await;
+    let agent = agent_with_files(&f, "w1").await;
+    let rev = f.deploy(&agent).await;
+    f.drain().await;
+    let status = f.deployment(&agent, &rev).await;
+    assert_eq!(
+        (status["status"].as_str(), status["error"]["code"].as_str()),
+        (Some("failed"), Some("WORKSPACE_SETUP_UNSUPPORTED")),
+        "{status}"
+    );
+    assert_eq!(f.compute.setup_seen(&rev_id(&rev)), None, "never prepared");
+    assert_eq!(
+        staged(&f, &agent).await,
+        Some((false, Some(vec!["USER.md".to_owned()])))
+    );
+}
+
+#[tokio::test]
+async fn staged_setup_reaches_compute_is_erased_at_activation_and_verified_after() {
+    let f = Fixture::with(
+        Backend::Sqlite,
+        FakeCompute::new().with_workspace_setup(),
+        settings(),
+    )
+    .await;
+    let agent = agent_with_files(&f, "w1").await;
+    // A failed deploy keeps the pending input.
+    f.compute.script(
+        Verb::Prepare,
+        Scripted::Fail(ComputeError::permanent(
+            "WORKSPACE_SETUP_FAILED",
+            "USER.md already exists with other content",
+        )),
+    );
+    let failed = f.deploy(&agent).await;
+    f.drain().await;
+    assert_eq!(f.deployment(&agent, &failed).await["status"], "failed");
+    assert_eq!(
+        staged(&f, &agent).await,
+        Some((false, Some(vec!["USER.md".to_owned()])))
+    );
+    // Deployed: Compute got the files; activation completed the row and erased them.
+    let rev1 = f.deploy(&agent).await;
+    f.drain().await;
+    assert_eq!(f.deployment(&agent, &rev1).await["status"], "succeeded");
+    let seen = f
+        .compute
+        .setup_seen(&rev_id(&rev1))
+        .unwrap()
+        .expect("setup");
+    assert!(!seen.completed);
+    assert_eq!(
+        seen.files
+            .as_ref()
+            .map(|f| f.values().cloned().collect::<Vec<_>>()),
+        Some(vec!["# USER.md\nstaged\n".to_owned()])
+    );
+    assert_eq!(staged(&f, &agent).await, Some((true, None)));
+    // A later revision gets the completed record only (verify, never reapply).
+    let rev2 = f.deploy(&agent).await;
+    f.drain().await;
+    assert_eq!(f.deployment(&agent, &rev2).await["status"], "succeeded");
+    let seen = f
+        .compute
+        .setup_seen(&rev_id(&rev2))
+        .unwrap()
+        .expect("setup");
+    assert!(seen.completed && seen.files.is_none(), "{seen:?}");
+    // Deleting the Agent deletes the row.
+    let r = f
+        .call(
+            Method::DELETE,
+            &format!("/namespaces/{}/agents/{agent}", f.ns),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::ACCEPTED);
+    f.drain().await;
+    assert_eq!(staged(&f, &agent).await, None);
+}
+
 #[tokio::test]
 async fn maintenance_restarts_a_crashed_gateway_and_records_it() {
     let f = Fixture::with(
