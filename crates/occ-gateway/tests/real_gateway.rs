@@ -64,6 +64,71 @@ fn wrong_token_is_unauthorized(endpoint: Endpoint) -> Case {
     })
 }
 
+/// The next JSON text frame that `wanted` accepts.
+async fn next_frame<S>(
+    ws: &mut tokio_tungstenite::WebSocketStream<S>,
+    wanted: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    use futures_util::StreamExt as _;
+    loop {
+        let frame = tokio::time::timeout(T, ws.next())
+            .await
+            .expect("a frame in time")
+            .expect("open")
+            .expect("frame");
+        if let tokio_tungstenite::tungstenite::Message::Text(text) = frame {
+            let v: serde_json::Value = serde_json::from_str(&text).expect("json");
+            if wanted(&v) {
+                return v;
+            }
+        }
+    }
+}
+
+/// What the real gateway does with a token operator that is not `gateway-client`/`backend`: it
+/// connects, but its scopes are cleared to `[]` and every file call is refused with
+/// `MISSING_SCOPE`. This is the empty grant occ's client treats as a failure before calling
+/// (proven against the fake gateway in `fake::file_client::grants_are_checked_per_operation`).
+fn another_client_id_gets_an_empty_grant(endpoint: Endpoint) -> Case {
+    use futures_util::SinkExt as _;
+    use tokio_tungstenite::tungstenite::Message;
+    Box::pin(async move {
+        let (mut ws, _) = tokio_tungstenite::connect_async(endpoint.url.as_str())
+            .await
+            .expect("upgrade");
+        let challenge = next_frame(&mut ws, |v| v["event"] == "connect.challenge").await;
+        assert!(challenge["payload"]["nonce"].is_string(), "{challenge}");
+        let connect = serde_json::json!({"type": "req", "id": "c1", "method": "connect", "params": {
+            "minProtocol": 4, "maxProtocol": 4,
+            "client": {"id": "test", "version": "0.0.0", "platform": "linux", "mode": "test"},
+            "role": "operator", "scopes": ["operator.admin", "operator.read"],
+            "auth": {"token": endpoint.token().expect("token endpoint")}}});
+        ws.send(Message::text(connect.to_string()))
+            .await
+            .expect("send");
+        let hello = next_frame(&mut ws, |v| v["type"] == "res" && v["id"] == "c1").await;
+        assert_eq!(hello["ok"], true, "{hello}");
+        assert_eq!(
+            hello["payload"]["auth"]["scopes"],
+            serde_json::json!([]),
+            "{hello}"
+        );
+        let get = serde_json::json!({"type": "req", "id": "g1", "method": "agents.files.get",
+            "params": {"agentId": "main", "name": "USER.md"}});
+        ws.send(Message::text(get.to_string())).await.expect("send");
+        let refused = next_frame(&mut ws, |v| v["type"] == "res" && v["id"] == "g1").await;
+        assert_eq!(refused["ok"], false, "{refused}");
+        assert_eq!(
+            refused["error"]["details"]["code"], "MISSING_SCOPE",
+            "{refused}"
+        );
+        let _ = ws.close(None).await;
+    })
+}
+
 fn files_get(endpoint: Endpoint) -> Case {
     Box::pin(async move {
         let mut s = session(&endpoint).await;
@@ -493,6 +558,10 @@ async fn real_gateway() {
         (
             "wrong_token_is_unauthorized",
             wrong_token_is_unauthorized(ep.clone()),
+        ),
+        (
+            "another_client_id_gets_an_empty_grant",
+            another_client_id_gets_an_empty_grant(ep.clone()),
         ),
         ("files_get", files_get(ep.clone())),
         (
