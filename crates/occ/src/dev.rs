@@ -235,10 +235,14 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     );
     println!("  occ configuration create --file cfg.json       # note its cfg_ id");
     println!(
-        "  echo '{{\"name\":\"hello\",\"configurationId\":\"<cfg_id>\",\"harnessAuth\":{{\"method\":\"runtime\"}}}}' > agent.json"
+        "  echo '{{\"name\":\"hello\",\"configurationId\":\"<cfg_id>\",\"harnessAuth\":{{\"method\":\"runtime\"}},\"initialWorkspaceFiles\":{{\"USER.md\":\"# USER.md\\nAda, metric units.\\n\"}}}}' > agent.json"
     );
     println!("  occ agent create --file agent.json             # note its agt_ id");
     println!("  occ agent deploy <agt_id> --wait               # a real OpenClaw gateway starts");
+    println!(
+        "  occ agent files get <agt_id> USER.md           # the live file, through the gateway"
+    );
+    println!("  occ agent files put <agt_id> AGENTS.md --file AGENTS.md");
     println!(
         "  echo '{{\"values\":{{\"agents\":{{\"defaults\":{{\"model\":{{\"primary\":\"openai/gpt-5-mini\"}}}}}}}}}}' > cfg2.json"
     );
