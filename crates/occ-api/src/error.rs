@@ -26,6 +26,9 @@ impl From<Error> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let auth_route = AUTH_ROUTE_ERRORS.try_with(|v| *v).unwrap_or(false);
+        // An oversized body is refused without reading it: the connection cannot carry another
+        // request, so say so rather than let the client reuse it and fail its next request.
+        let body_unread = self.0.code() == ErrorCode::PayloadTooLarge;
         let err = match self.0.code() {
             ErrorCode::PayloadTooLarge | ErrorCode::UnsupportedMediaType if auth_route => {
                 Error::invalid_request(self.0.message())
@@ -51,6 +54,11 @@ impl IntoResponse for ApiError {
             && let Ok(v) = HeaderValue::from_str(&secs.to_string())
         {
             response.headers_mut().insert(header::RETRY_AFTER, v);
+        }
+        if body_unread {
+            response
+                .headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
         }
         response
     }

@@ -141,6 +141,8 @@ async fn query_strings_bodies_and_media_types() {
         (r.status, r.code()),
         (StatusCode::PAYLOAD_TOO_LARGE, "PAYLOAD_TOO_LARGE")
     );
+    // the unread body leaves the connection unusable: the client is told not to reuse it
+    assert_eq!(r.headers["connection"], "close");
     let req = Request::post("/namespaces")
         .header("x-api-key", &app.admin_key)
         .header("content-type", "application/json")
