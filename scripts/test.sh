@@ -5,6 +5,8 @@
 # The tests start their own throwaway PostgreSQL cluster (as the unprivileged `postgres` OS
 # user when run as root) and their own SQLite files, and clean them up by PID when they end.
 # Real OpenClaw gateways are started by the tests on loopback ports and stopped by PID.
+# The web console's browser tests run Debian's chromium (installed through apt-get when missing)
+# against a real `occ dev` (scripts/console-e2e.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -47,6 +49,9 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 
 log "cargo test"
 cargo test --workspace --locked
+
+log "web console in headless Chromium (installs Debian's chromium when missing)"
+./scripts/console-e2e.sh
 
 log "schemathesis against the reference OpenAPI document"
 ./scripts/schemathesis.sh

@@ -2,7 +2,8 @@
 //!
 //! - Resource routes live at the root (`/namespaces/…`, `/installation`); authentication under
 //!   `/api/auth/…`; the OpenAPI document at `/openapi.json`, generated from the handlers'
-//!   annotations by `utoipa`, so it lists exactly what the router serves.
+//!   annotations by `utoipa`, so it lists exactly what the router serves; the web console at
+//!   `/console/` ([`console`]: embedded static files, not API operations).
 //! - Every response carries `cache-control: no-store`, `x-content-type-options: nosniff` and a
 //!   server-generated `x-request-id` that also appears in the body's `meta.requestId`.
 //! - Handlers are thin: [`extract`] validates path ids (before authentication), authenticates
@@ -22,6 +23,7 @@ use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+pub mod console;
 pub mod envelope;
 pub mod error;
 pub mod extract;
@@ -91,6 +93,7 @@ pub fn router_and_openapi(state: AppState) -> (axum::Router, utoipa::openapi::Op
         .routes(routes!(iam::get_role, iam::delete_role))
         .routes(routes!(iam::list_bindings, iam::create_binding))
         .routes(routes!(iam::get_binding, iam::delete_binding))
+        .routes(routes!(iam::get_permissions))
         .routes(routes!(auth::sign_in))
         .routes(routes!(auth::sign_out))
         .routes(routes!(auth::get_session))
@@ -108,6 +111,7 @@ pub fn router_and_openapi(state: AppState) -> (axum::Router, utoipa::openapi::Op
                 async move { envelope::json_response(http::StatusCode::OK, &document) }
             }),
         )
+        .merge(console::router())
         // only matched routes: an unknown path or method still answers 404/405
         .route_layer(axum::middleware::from_fn(refuse_body_on_reads))
         .fallback(|| async { error::not_found() })
@@ -124,7 +128,7 @@ pub fn router(state: AppState) -> axum::Router {
 
 /// Whether a path is a resource route (404 until the Installation is bootstrapped).
 fn is_resource_route(path: &str) -> bool {
-    !(path.starts_with("/api/auth/") || path == "/openapi.json")
+    !(path.starts_with("/api/auth/") || path == "/openapi.json" || console::is_console_path(path))
 }
 
 /// Whether the request carries a body (the body's own size hint: known-empty or not).
@@ -157,8 +161,9 @@ async fn refuse_body_on_reads(
     response
 }
 
-/// Outermost middleware: request id scope, the query-string rule, the bootstrap gate, the
-/// common headers and one log line per request.
+/// Outermost middleware: request id scope, the query-string rule (API routes take no query; the
+/// console's client-side routes do), the bootstrap gate, the common headers and one log line per
+/// request.
 async fn frame(State(state): State<AppState>, req: Request, next: Next) -> Response {
     let id = RequestId::generate();
     let started = Instant::now();
@@ -166,7 +171,7 @@ async fn frame(State(state): State<AppState>, req: Request, next: Next) -> Respo
     let path = req.uri().path().to_owned();
     let auth_route = path.starts_with("/api/auth/");
     let handle = async move {
-        if req.uri().query().is_some() {
+        if req.uri().query().is_some() && !console::is_console_path(req.uri().path()) {
             return ApiError(Error::invalid_request(
                 "This route accepts no query parameters",
             ))

@@ -2,7 +2,10 @@
 //! absent; fields typed `X | null` are always present.
 
 use occ_controller::configurations::Configuration;
+use std::collections::BTreeMap;
+
 use occ_controller::deployments::DeploymentStatus;
+use occ_controller::iam::NamespacePermissions;
 use occ_core::iam::{AccessBinding, Role, UserAccount};
 use occ_core::resource::{
     Agent, AgentRevision, HarnessAuth, Installation, Namespace, SecretMeta, ServiceAccount,
@@ -415,6 +418,58 @@ impl From<&occ_controller::auth::IssuedKey> for IssuedKeyView {
             name: k.key.name.clone(),
             expires_at: k.key.expires_at.to_string(),
             key: k.plaintext.clone(),
+        }
+    }
+}
+
+/// What the caller may do in a Namespace (`GET /namespaces/{ns}/iam/permissions`; occ's own
+/// route, for clients such as the console that offer only what would be allowed). Actions are
+/// wire names (`read`, `update`, …).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PermissionsView {
+    namespace_id: String,
+    /// Actions on the Installation (`read`, `administer`).
+    installation: Vec<&'static str>,
+    /// Actions on this Namespace (`read`, `delete`).
+    namespace: Vec<&'static str>,
+    /// Actions on the Installation's collection of Namespaces (`create`, …).
+    namespace_collection: Vec<&'static str>,
+    /// Resource kind → actions granted on the Namespace's whole collection of that kind.
+    collections: BTreeMap<&'static str, Vec<&'static str>>,
+    /// Agent id → actions on that Agent (only Agents the caller may read).
+    agents: BTreeMap<String, Vec<&'static str>>,
+    /// Configuration id → actions on it (the Configurations those Agents use).
+    configurations: BTreeMap<String, Vec<&'static str>>,
+}
+
+fn action_names(actions: &[occ_core::authz::Action]) -> Vec<&'static str> {
+    actions.iter().map(|a| a.as_str()).collect()
+}
+
+impl PermissionsView {
+    /// From the controller's answer.
+    pub fn new(ns: &occ_core::NamespaceId, p: &NamespacePermissions) -> Self {
+        Self {
+            namespace_id: ns.to_string(),
+            installation: action_names(&p.installation),
+            namespace: action_names(&p.namespace),
+            namespace_collection: action_names(&p.namespace_collection),
+            collections: p
+                .collections
+                .iter()
+                .map(|(kind, actions)| (kind.as_str(), action_names(actions)))
+                .collect(),
+            agents: p
+                .agents
+                .iter()
+                .map(|(id, actions)| (id.to_string(), action_names(actions)))
+                .collect(),
+            configurations: p
+                .configurations
+                .iter()
+                .map(|(id, actions)| (id.to_string(), action_names(actions)))
+                .collect(),
         }
     }
 }

@@ -5,7 +5,7 @@
 use occ_core::authz::{Action, Evidence, Permission, ResourceKind, ResourceRef};
 use occ_core::iam::{AccessBinding, BoundResource, IdentityKind, Role};
 use occ_core::validate::Problems;
-use occ_core::{DetailCode, Error, IamId, NamespaceId, Timestamp};
+use occ_core::{AgentId, ConfigurationId, DetailCode, Error, IamId, NamespaceId, Timestamp};
 use occ_store::{StoreError, Tx};
 
 use crate::namespaces::live_namespace;
@@ -389,5 +389,107 @@ impl Controller {
             )
             .await?;
         Ok(installation)
+    }
+}
+
+/// What the caller may do in one Namespace: the answer to a question, decided exactly as the
+/// operations themselves decide, without audit records (see [`Controller::namespace_permissions`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NamespacePermissions {
+    /// Actions on the Installation (`read`, `administer`).
+    pub installation: Vec<Action>,
+    /// Actions on the Namespace itself (`read`, `delete`).
+    pub namespace: Vec<Action>,
+    /// Actions on the Installation's collection of Namespaces (`create`; `read`/`delete` when
+    /// granted Installation-wide).
+    pub namespace_collection: Vec<Action>,
+    /// Per kind, the actions granted on the Namespace's whole collection (`create`, and anything
+    /// granted Namespace- or Installation-wide).
+    pub collections: Vec<(ResourceKind, Vec<Action>)>,
+    /// Per Agent the caller may read: its exact actions.
+    pub agents: Vec<(AgentId, Vec<Action>)>,
+    /// Per Configuration those Agents use: the caller's exact actions on it.
+    pub configurations: Vec<(ConfigurationId, Vec<Action>)>,
+}
+
+/// The kinds whose collections [`NamespacePermissions`] reports.
+const REPORTED_COLLECTIONS: [ResourceKind; 5] = [
+    ResourceKind::Agent,
+    ResourceKind::AgentRevision,
+    ResourceKind::Configuration,
+    ResourceKind::Secret,
+    ResourceKind::ServiceAccount,
+];
+
+impl Controller {
+    /// What the caller may do in a Namespace, so a client can offer only what would be allowed.
+    /// Needs exact `namespace:read` (refused and audited like any read); everything else is
+    /// evaluated silently on the same policy snapshot with the same decision function as the
+    /// operations, so the answer cannot drift from what they enforce.
+    pub async fn namespace_permissions(
+        &self,
+        req: &Request,
+        ns: &NamespaceId,
+    ) -> Result<NamespacePermissions, Error> {
+        let mut tx = self.store.begin_read().await.map_err(db)?;
+        let installation = self.installation_required(&mut tx).await?;
+        let (mut tx, _) = self
+            .authorize(
+                tx,
+                req,
+                Action::Read,
+                &ResourceRef::namespace(ns),
+                "openclaw.iam.permissions.read",
+            )
+            .await?;
+        live_namespace(&mut tx, ns).await?;
+        let snapshot = tx
+            .policy_snapshot(&req.caller.principal_id)
+            .await
+            .map_err(db)?;
+        let caller = &req.caller;
+        let actions = |resource: &ResourceRef, exact: bool| {
+            Self::allowed_actions(&snapshot, caller, resource, exact)
+        };
+        let agents: Vec<_> = tx
+            .agent_list(ns)
+            .await
+            .map_err(db)?
+            .into_iter()
+            .filter_map(|a| {
+                let allowed = actions(&ResourceRef::exact(ResourceKind::Agent, ns, &a.id), true);
+                allowed
+                    .contains(&Action::Read)
+                    .then_some((a.id, a.configuration_id, allowed))
+            })
+            .collect();
+        let mut configuration_ids: Vec<&ConfigurationId> =
+            agents.iter().map(|(_, cfg, _)| cfg).collect();
+        configuration_ids.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+        configuration_ids.dedup();
+        let configurations = configuration_ids
+            .into_iter()
+            .map(|cfg| {
+                let exact = ResourceRef::exact(ResourceKind::Configuration, ns, cfg);
+                (cfg.clone(), actions(&exact, true))
+            })
+            .collect();
+        Ok(NamespacePermissions {
+            installation: actions(&ResourceRef::installation(&installation.id), true),
+            namespace: actions(&ResourceRef::namespace(ns), true),
+            namespace_collection: actions(
+                &ResourceRef::namespace_collection(&installation.id),
+                false,
+            ),
+            collections: REPORTED_COLLECTIONS
+                .iter()
+                .map(|kind| (*kind, actions(&ResourceRef::collection(*kind, ns), false)))
+                .collect(),
+            agents: agents
+                .into_iter()
+                .map(|(id, _, allowed)| (id, allowed))
+                .collect(),
+            configurations,
+        })
     }
 }

@@ -390,6 +390,26 @@ impl Controller {
         .allowed
     }
 
+    /// The actions, of those `resource`'s kind supports, that the caller may do on it — the same
+    /// decision as [`Controller::authorize`], asked silently (no audit record): a question about
+    /// what the caller could do, not an attempt. Exact resources are never asked about `create`
+    /// (creation is decided on the parent collection).
+    pub(crate) fn allowed_actions(
+        snapshot: &occ_store::iam::PolicySnapshot,
+        caller: &Caller,
+        resource: &ResourceRef,
+        exact: bool,
+    ) -> Vec<Action> {
+        resource
+            .kind
+            .supported_actions()
+            .iter()
+            .copied()
+            .filter(|a| !(exact && *a == Action::Create))
+            .filter(|a| Self::allowed(snapshot, caller, *a, resource))
+            .collect()
+    }
+
     /// Commits, mapping an unknown outcome to the "inspect before retrying" error.
     pub(crate) async fn commit(tx: Tx) -> Result<(), Error> {
         tx.commit().await.map_err(db)

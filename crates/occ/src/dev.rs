@@ -6,7 +6,8 @@
 //! administrator password (0600 files in the data directory, unless `OCC_DEV_EMAIL` /
 //! `OCC_DEV_PASSWORD` are set), bootstraps and writes the admin service key to
 //! `<data-dir>/admin-service-key.json`. Later runs resume: nothing is bootstrapped twice and
-//! gateways still running from the previous run are re-adopted by the worker.
+//! gateways still running from the previous run are re-adopted by the worker. The web console
+//! is at `/console/`; `OCC_PROCESS_PORT_RANGE` moves the gateways' ports (default 28000-28999).
 #![allow(
     clippy::print_stdout,
     clippy::print_stderr,
@@ -166,6 +167,11 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     }
 
     // 4. The application: one controller for the API and the worker.
+    let port_range = match process_env("OCC_PROCESS_PORT_RANGE") {
+        Some(text) => crate::settings::port_range(&text)
+            .map_err(|e| anyhow!("OCC_PROCESS_PORT_RANGE: {e}"))?,
+        None => 28000..=28999,
+    };
     let platform = PlatformSettings {
         database_url: database_url.clone(),
         configuration_root: data_dir.join("configurations"),
@@ -175,7 +181,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         compute: ComputeSettings {
             root: data_dir.join("compute"),
             runtime_root,
-            port_range: 28000..=28999,
+            port_range,
             maintenance_interval: Duration::from_secs(15),
         },
         metrics: None,
@@ -208,6 +214,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     let data = data_dir.display();
     println!();
     println!("occ dev is running at {url}");
+    println!("  console      {url}/console/");
     println!("  state        {}", database_url);
     println!("  service key  {}", key_file.display());
     match &password_file {

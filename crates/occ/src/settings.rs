@@ -191,7 +191,7 @@ fn positive(env: Env<'_>, name: &str, file: Option<u64>, default: u64) -> anyhow
 }
 
 /// `START-END` with 1024 ≤ START ≤ END ≤ 65535.
-fn port_range(text: &str) -> Result<RangeInclusive<u16>, String> {
+pub(crate) fn port_range(text: &str) -> Result<RangeInclusive<u16>, String> {
     let (a, b) = text
         .split_once('-')
         .ok_or("must be START-END, e.g. 28000-28999")?;

@@ -99,6 +99,10 @@ fn first_run_bootstraps_and_a_restart_resumes() {
     let banner = first.log_text();
     assert!(banner.contains(&format!("OCC_NAMESPACE={ns}")), "{banner}");
     assert!(
+        banner.contains(&format!("console      {url}/console/")),
+        "{banner}"
+    );
+    assert!(
         banner.contains("occ agent deploy <agt_id> --wait"),
         "{banner}"
     );

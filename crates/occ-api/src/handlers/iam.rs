@@ -9,7 +9,7 @@ use crate::extract::{Ctx, DEFAULT_LIMIT, JsonBody, NoBody, Params};
 use crate::inputs;
 use crate::openapi::{BindingCreateBody, Data, ErrorBody, RoleCreateBody};
 use crate::state::AppState;
-use crate::views::{BindingView, RoleView};
+use crate::views::{BindingView, PermissionsView, RoleView};
 
 /// Roles of the Namespace.
 #[utoipa::path(get, path = "/namespaces/{namespaceId}/iam/roles", operation_id = "listIAMRoles", tag = "IAM",
@@ -137,4 +137,21 @@ pub async fn delete_binding(
         .binding_delete(&ctx.req, p.ns()?, p.iam()?)
         .await?;
     Ok(NoContent)
+}
+
+/// What the caller may do in the Namespace: actions on the Namespace, on its collections, on
+/// each Agent it may read and on their Configurations. occ's own route (not in the reference
+/// API), answered without audit records; needs `namespace:read`.
+#[utoipa::path(get, path = "/namespaces/{namespaceId}/iam/permissions", operation_id = "getNamespacePermissions", tag = "IAM",
+    params(("namespaceId" = String, Path)),
+    responses((status = 200, body = Data<PermissionsView>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn get_permissions(
+    State(s): State<AppState>,
+    p: Params,
+    ctx: Ctx,
+) -> Result<impl IntoResponse, ApiError> {
+    let ns = p.ns()?;
+    let permissions = s.controller.namespace_permissions(&ctx.req, ns).await?;
+    Ok(ok(PermissionsView::new(ns, &permissions)))
 }

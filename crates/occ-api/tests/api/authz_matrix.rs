@@ -433,6 +433,14 @@ fn rows() -> Vec<Row> {
             body: none,
             expect: [401, 403, 403, 403, 403, 200],
         },
+        // occ's own question route: anyone who may read the Namespace may ask
+        Row {
+            op: "getNamespacePermissions",
+            method: Method::GET,
+            path: |f| format!("/namespaces/{}/iam/permissions", f.ns),
+            body: none,
+            expect: R,
+        },
         Row {
             op: "listIAMRoles",
             method: Method::GET,

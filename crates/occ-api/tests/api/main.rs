@@ -6,6 +6,7 @@ mod auth;
 mod authz_matrix;
 mod common;
 mod configurations;
+mod console;
 mod deploy;
 mod framing;
 mod resources;

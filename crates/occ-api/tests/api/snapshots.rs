@@ -541,6 +541,24 @@ async fn every_route_envelope() {
     )
     .await;
 
+    // What the caller may do (occ's own route)
+    t.step(
+        "permissions: administrator",
+        Method::GET,
+        &format!("/namespaces/{ns}/iam/permissions"),
+        &admin,
+        None,
+    )
+    .await;
+    t.step(
+        "permissions: reader",
+        Method::GET,
+        &format!("/namespaces/{ns}/iam/permissions"),
+        &reader,
+        None,
+    )
+    .await;
+
     // Framing
     t.step("unknown route", Method::GET, "/nowhere", &admin, None)
         .await;

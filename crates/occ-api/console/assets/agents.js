@@ -1,0 +1,421 @@
+// The Agents of a Namespace (with each one's lifecycle state) and the Create Agent form.
+
+import { ApiError, api, paths } from './api.js';
+import { field, h, replace, setFieldError, uid, when } from './dom.js';
+import { STATES, isTransitional, latestRevision, lifecycleState } from './lifecycle.js';
+import {
+  actionButton, badge, canCollection, clearAlert, ctx, href, link, navigate, page, showError, showStatus,
+} from './shell.js';
+
+/** The four workspace files, in the order the console shows them. */
+export const FILES = ['AGENTS.md', 'SOUL.md', 'IDENTITY.md', 'USER.md'];
+
+/** A stable element id for a workspace file (`AGENTS.md` → `agents-md`). */
+export function fileKey(name) {
+  return name.toLowerCase().replace('.', '-');
+}
+
+/** Textarea values use LF newlines, whatever the platform typed. */
+export function lf(text) {
+  return text.replace(/\r\n?/g, '\n');
+}
+
+/**
+ * An Agent's revisions and the status of its newest deployment (`latest` is null when it has
+ * no revision the caller may read).
+ */
+export async function loadLatest(ns, agentId) {
+  const revisions = (await api('GET', paths.revisions(ns, agentId))).data;
+  const revision = latestRevision(revisions);
+  if (!revision) return { revisions, latest: null };
+  const deployment = (await api('GET', paths.deployment(ns, agentId, revision.id))).data;
+  return { revisions, latest: { revision, deployment } };
+}
+
+// ---- Agents list --------------------------------------------------------------------------------
+
+export async function agentsPage({ scope }) {
+  if (!ctx.ns) {
+    page('Agents', h('p', {}, 'You cannot read any Namespace yet. Ask an administrator for access.'));
+    return;
+  }
+  const canCreate = canCollection('agent', 'create');
+  const body = h('div', { class: 'table-wrap' }, h('p', { class: 'loading' }, 'Loading Agents…'));
+  const refresh = h('button', { type: 'button', class: 'secondary', id: 'refresh-agents', onclick: () => refreshList().catch((e) => showError(e, 'Refreshing')) }, 'Refresh');
+  page('Agents',
+    h('div', { class: 'toolbar' },
+      actionButton('Create Agent', {
+        allowed: canCreate,
+        id: 'create-agent',
+        onclick: () => navigate(href('/console/agents/new')),
+      }),
+      refresh),
+    body);
+
+  let polling = false;
+  async function load() {
+    const agents = (await api('GET', paths.agents(ctx.ns))).data;
+    const rows = await Promise.all(agents.map(async (agent) => {
+      const { latest } = await loadLatest(ctx.ns, agent.id);
+      return { agent, latest, state: lifecycleState(agent, latest) };
+    }));
+    if (scope.disposed) return false;
+    if (!rows.length) {
+      replace(body, h('p', { class: 'empty' }, 'No Agents in this Namespace yet.',
+        canCreate ? ' Create one to run an OpenClaw gateway.' : ''));
+    } else {
+      rows.sort((a, b) => a.agent.name.localeCompare(b.agent.name));
+      replace(body, h('table', { class: 'list', id: 'agents-table' },
+        h('caption', { class: 'visually-hidden' }, 'Agents in this Namespace'),
+        h('thead', {}, h('tr', {},
+          h('th', { scope: 'col' }, 'Name'), h('th', { scope: 'col' }, 'State'),
+          h('th', { scope: 'col' }, 'Active revision'), h('th', { scope: 'col' }, 'Configuration'),
+          h('th', { scope: 'col' }, 'Created'))),
+        h('tbody', {}, rows.map(({ agent, latest, state }) => h('tr', { dataset: { agent: agent.id, name: agent.name } },
+          h('td', { 'data-label': 'Name' }, link(`/console/agents/${agent.id}`, agent.name)),
+          h('td', { 'data-label': 'State' }, badge(state, STATES[state])),
+          h('td', { 'data-label': 'Active revision' },
+            agent.activeRevisionId
+              ? (latest && latest.revision.id === agent.activeRevisionId ? `#${latest.revision.revision}` : h('code', {}, agent.activeRevisionId))
+              : '—'),
+          h('td', { 'data-label': 'Configuration' }, h('code', {}, agent.configurationId)),
+          h('td', { 'data-label': 'Created' }, when(agent.createdAt)))))));
+    }
+    return rows.some((r) => isTransitional(r.state));
+  }
+  /** Loads, and while some Agent is changing state, keeps the list updating by itself. */
+  async function refreshList() {
+    const busy = await load();
+    if (busy && !polling) {
+      polling = true;
+      scope.poll(2000, async () => {
+        polling = await load();
+        return polling;
+      });
+    }
+  }
+  try {
+    await refreshList();
+  } catch (e) {
+    replace(body, h('p', { class: 'empty' }, 'The Agents could not be loaded.'));
+    throw e;
+  }
+}
+
+// ---- JSON editor --------------------------------------------------------------------------------
+
+function unescapePointer(segment) {
+  return segment.replace(/~1/g, '/').replace(/~0/g, '~');
+}
+
+/** Where a JSON pointer's last key appears in the text (approximately: keys in order). */
+function locate(text, pointer) {
+  let from = 0;
+  let found = null;
+  for (const raw of pointer.split('/').slice(1)) {
+    const key = unescapePointer(raw);
+    if (/^\d+$/.test(key)) continue;
+    const needle = JSON.stringify(key);
+    const at = text.indexOf(needle, from);
+    if (at < 0) break;
+    found = { start: at, end: at + needle.length };
+    from = at + needle.length;
+  }
+  return found;
+}
+
+/**
+ * A JSON document editor: a labelled textarea, client-side syntax errors with their line and
+ * column, and the API's validation details listed at the editor, each selecting its place.
+ */
+export function jsonEditor({ id, label, value, hint, readOnly }) {
+  const textarea = h('textarea', {
+    id, rows: 14, spellcheck: 'false', class: 'code', value, readOnly,
+    autocapitalize: 'off', autocomplete: 'off',
+  });
+  const wrapper = field({ label, control: textarea, hint });
+  const list = h('ul', { class: 'json-errors', id: `${id}-problems`, 'aria-label': `Problems in ${label}`, hidden: true });
+  wrapper.append(list);
+  textarea.setAttribute('aria-describedby', `${textarea.getAttribute('aria-describedby')} ${list.id}`);
+
+  function select(start, end) {
+    textarea.focus();
+    textarea.setSelectionRange(start, end);
+  }
+
+  const editor = {
+    wrapper,
+    textarea,
+    /** Shows problems: `[{pointer, code, message}]` (pointer relative to the document). */
+    setProblems(problems) {
+      replace(list, problems.map((p) => {
+        const where = p.pointer === undefined ? null : locate(textarea.value, p.pointer);
+        const label = p.pointer ? p.pointer : '(the document)';
+        return h('li', {},
+          where
+            ? h('button', { type: 'button', class: 'link', onclick: () => select(where.start, where.end) }, label)
+            : h('code', {}, label),
+          ` ${p.code || ''}${p.message ? ` — ${p.message}` : ''}`);
+      }));
+      list.hidden = problems.length === 0;
+      setFieldError(wrapper, problems.length ? `${problems.length} problem${problems.length > 1 ? 's' : ''} in this document (listed below).` : null);
+    },
+    clear() {
+      editor.setProblems([]);
+    },
+    /** The parsed object, or null after showing why it is not one. */
+    parse() {
+      let parsed;
+      try {
+        parsed = JSON.parse(textarea.value);
+      } catch (e) {
+        const m = /position (\d+)/.exec(e.message);
+        let where = '';
+        if (m) {
+          const pos = Number(m[1]);
+          const before = textarea.value.slice(0, pos).split('\n');
+          where = ` (line ${before.length}, column ${before[before.length - 1].length + 1})`;
+          select(pos, Math.min(pos + 1, textarea.value.length));
+        }
+        editor.setProblems([{ code: 'INVALID_JSON', message: `not valid JSON${where}: ${e.message}` }]);
+        return null;
+      }
+      if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) {
+        editor.setProblems([{ pointer: '', code: 'INVALID_TYPE', message: 'must be a JSON object' }]);
+        return null;
+      }
+      editor.clear();
+      return parsed;
+    },
+    /** Shows an API error's details under `/values` at the editor; true if there were any. */
+    showApiDetails(err, base = '/values') {
+      const mine = err.details.filter((d) => d.path === base || d.path.startsWith(`${base}/`));
+      if (!mine.length) return false;
+      editor.setProblems(mine.map((d) => ({ pointer: d.path.slice(base.length), code: d.code })));
+      return true;
+    },
+  };
+  return editor;
+}
+
+// ---- Create Agent -------------------------------------------------------------------------------
+
+const STARTER_DOCUMENT = {
+  agents: { defaults: { model: { primary: 'openai/gpt-5' } } },
+};
+
+export async function createAgentPage() {
+  if (!ctx.ns) {
+    page('Create Agent', h('p', {}, 'Select a Namespace first.'));
+    return;
+  }
+  const canCreate = canCollection('agent', 'create');
+  const canCreateConfiguration = canCollection('configuration', 'create');
+
+  // What the form starts from: modes, known Configurations, the stock workspace files.
+  const [modes, agents, defaults] = await Promise.all([
+    // the modes the Compute Driver runs, when the caller may read the Installation
+    ctx.permissions.installation.includes('read')
+      ? api('GET', paths.installation()).then((r) => r.data.capabilities.agentProvisioning.executionModes)
+      : Promise.resolve(['embedded']),
+    api('GET', paths.agents(ctx.ns)).then((r) => r.data),
+    canCreate ? api('GET', paths.defaults(ctx.ns)).then((r) => r.data) : Promise.resolve(null),
+  ]);
+  const usedBy = new Map();
+  for (const a of agents) {
+    if (!usedBy.has(a.configurationId)) usedBy.set(a.configurationId, []);
+    usedBy.get(a.configurationId).push(a.name);
+  }
+
+  // -- fields
+  const name = h('input', { type: 'text', id: 'agent-name', name: 'name', required: true, maxlength: 200, autocomplete: 'off' });
+  const nameField = field({ label: 'Name', control: name, hint: 'Unique in the Namespace.', pointer: '/name' });
+
+  const sourceName = uid('configuration-source');
+  const useExisting = h('input', { type: 'radio', name: sourceName, id: 'configuration-existing', value: 'existing' });
+  const useNew = h('input', { type: 'radio', name: sourceName, id: 'configuration-new', value: 'new', disabled: !canCreateConfiguration });
+  const select = h('select', { id: 'configuration-select' },
+    [...usedBy.entries()].map(([id, names]) => h('option', { value: id }, `${id} — used by ${names.join(', ')}`)),
+    h('option', { value: '' }, 'Another Configuration (enter its id)'));
+  const otherId = h('input', { type: 'text', id: 'configuration-id', autocomplete: 'off', spellcheck: 'false', placeholder: 'cfg_…' });
+  const otherField = field({ label: 'Configuration id', control: otherId, pointer: '/configurationId' });
+  const selectField = field({ label: 'Configuration', control: select });
+  const existingPanel = h('div', { class: 'subpanel', id: 'configuration-existing-panel' }, selectField, otherField);
+  const editor = jsonEditor({
+    id: 'configuration-json',
+    label: 'New Configuration (openclaw.json)',
+    value: JSON.stringify(STARTER_DOCUMENT, null, 2),
+    hint: 'The native OpenClaw configuration document. It becomes generation 1 of a new Configuration.',
+  });
+  const newPanel = h('div', { class: 'subpanel', id: 'configuration-new-panel' }, editor.wrapper);
+
+  function syncConfigurationPanels() {
+    existingPanel.hidden = !useExisting.checked;
+    newPanel.hidden = !useNew.checked;
+    otherField.hidden = select.value !== '';
+  }
+  (usedBy.size || !canCreateConfiguration ? useExisting : useNew).checked = true;
+  for (const el of [useExisting, useNew, select]) el.addEventListener('change', syncConfigurationPanels);
+  syncConfigurationPanels();
+
+  const mode = h('select', { id: 'execution-mode' }, modes.map((m) => h('option', { value: m }, m)));
+  const modeField = field({
+    label: 'Execution mode', control: mode, pointer: '/executionMode',
+    hint: 'What the installation\'s Compute Driver runs: embedded runs the gateway as one process.',
+  });
+
+  const defaultsId = h('input', { type: 'hidden', id: 'workspace-defaults-id', value: defaults ? defaults.id : '' });
+  const fileFields = FILES.map((file) => {
+    const textarea = h('textarea', {
+      id: `file-${fileKey(file)}`, rows: 10, class: 'code', spellcheck: 'false', dataset: { file },
+      value: defaults ? defaults.files[file] || '' : '',
+    });
+    return field({ label: file, control: textarea, pointer: `/initialWorkspaceFiles/${file}` });
+  });
+  const defaultsNote = h('p', { class: 'hint', id: 'defaults-note' });
+  const staleNotice = h('div', { class: 'notice warning', id: 'defaults-stale', hidden: true });
+
+  function fillDefaults(d) {
+    defaultsId.value = d.id;
+    for (const f of fileFields) f.querySelector('textarea').value = d.files[f.querySelector('textarea').dataset.file] || '';
+    defaultsNote.textContent = `Prefilled with the stock files of the installed OpenClaw (defaults ${d.id.slice(0, 12)}…). Edit them as this Agent's initial workspace.`;
+  }
+  if (defaults) fillDefaults(defaults);
+
+  async function reloadDefaults() {
+    try {
+      const d = (await api('GET', paths.defaults(ctx.ns))).data;
+      fillDefaults(d);
+      staleNotice.hidden = true;
+      staleNotice.replaceChildren();
+      clearAlert();
+      showStatus('The stock workspace files were reloaded into the four files.');
+      fileFields[0].querySelector('textarea').focus();
+    } catch (e) {
+      showError(e, 'Reloading the stock files');
+    }
+  }
+
+  const submit = h('button', { type: 'submit', id: 'create-agent-submit', disabled: !canCreate, 'data-mutating': true }, 'Create Agent');
+  const form = h('form', { class: 'stack', novalidate: true, id: 'create-agent-form' },
+    h('fieldset', {}, h('legend', {}, 'Agent'), nameField, modeField),
+    h('fieldset', { id: 'configuration-fieldset', dataset: { pointer: '/configurationId' } },
+      h('legend', {}, 'Configuration'),
+      h('div', { class: 'choices' },
+        h('div', { class: 'choice' }, useExisting, h('label', { for: useExisting.id }, 'Use an existing Configuration')),
+        h('div', { class: 'choice' }, useNew, h('label', { for: useNew.id }, 'Create a new Configuration'))),
+      existingPanel, newPanel),
+    h('fieldset', { id: 'workspace-fieldset' },
+      h('legend', {}, 'Workspace files'),
+      defaultsNote, staleNotice, defaultsId,
+      h('div', { class: 'files-grid' }, fileFields),
+      h('div', { class: 'actions' },
+        h('button', { type: 'button', class: 'secondary', id: 'reload-defaults-inline', disabled: !canCreate, onclick: reloadDefaults },
+          'Reload stock files'))),
+    h('div', { class: 'actions' }, submit, link('/console/agents', 'Cancel', undefined, { class: 'button secondary' })));
+
+  const allFields = [nameField, otherField, modeField, ...fileFields];
+  function clearErrors() {
+    for (const f of allFields) setFieldError(f, null);
+    editor.clear();
+  }
+  function showDetails(err) {
+    let shown = 0;
+    for (const d of err.details) {
+      const target = allFields.find((f) => f.dataset.pointer === d.path);
+      if (target && !target.hidden) {
+        setFieldError(target, `${d.code}: ${err.message}`);
+        shown += 1;
+      }
+    }
+    return shown;
+  }
+
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    clearAlert();
+    clearErrors();
+    if (!name.value.trim()) {
+      setFieldError(nameField, 'Enter a name.');
+      name.focus();
+      return;
+    }
+    submit.disabled = true;
+    try {
+      let configurationId;
+      if (useNew.checked) {
+        const values = editor.parse();
+        if (!values) return;
+        let created;
+        try {
+          created = (await api('POST', paths.configurations(ctx.ns), { kind: 'agent', values })).data;
+        } catch (e) {
+          if (e instanceof ApiError && editor.showApiDetails(e)) editor.textarea.focus();
+          showError(e, 'Creating the Configuration');
+          return;
+        }
+        configurationId = created.id;
+        // From now on the form uses it: submitting again does not create another one.
+        select.prepend(h('option', { value: created.id }, `${created.id} — created now (generation ${created.generation})`));
+        select.value = created.id;
+        useExisting.checked = true;
+        syncConfigurationPanels();
+        showStatus(`Configuration ${created.id} created (generation ${created.generation}).`);
+      } else {
+        configurationId = select.value || otherId.value.trim();
+        if (!configurationId) {
+          setFieldError(otherField, 'Enter the id of a Configuration of this Namespace.');
+          otherId.focus();
+          return;
+        }
+      }
+      const files = {};
+      for (const f of fileFields) {
+        const textarea = f.querySelector('textarea');
+        files[textarea.dataset.file] = lf(textarea.value);
+      }
+      const body = {
+        name: name.value.trim(),
+        configurationId,
+        executionMode: mode.value,
+        harnessAuth: { method: 'runtime' },
+        initialWorkspaceFiles: files,
+      };
+      if (defaultsId.value) body.workspaceDefaultsId = defaultsId.value;
+      let agent;
+      try {
+        agent = (await api('POST', paths.agents(ctx.ns), body)).data;
+      } catch (e) {
+        showError(e, 'Creating the Agent');
+        if (e.status === 409) await checkStale();
+        if (e.status === 400 && showDetails(e)) form.querySelector('[aria-invalid="true"]')?.focus();
+        return;
+      }
+      await navigate(href(`/console/agents/${agent.id}`, { tab: 'configuration' }));
+      showStatus(`Agent ${agent.name} created. Deploy it with “Deploy new version”.`);
+    } finally {
+      submit.disabled = !canCreate;
+    }
+  });
+
+  /** After a 409: were the stock files the form started from replaced since it loaded? */
+  async function checkStale() {
+    let current;
+    try {
+      current = (await api('GET', paths.defaults(ctx.ns))).data;
+    } catch {
+      return;
+    }
+    if (current.id === defaultsId.value) return;
+    replace(staleNotice,
+      h('h2', {}, 'The stock workspace files changed'),
+      h('p', {}, 'occ now installs different stock files than the ones this form was loaded with, so it refused the Agent. Reload the form’s stock files and submit again. Reloading replaces your edits in the four files.'),
+      h('button', { type: 'button', id: 'reload-defaults', onclick: reloadDefaults }, 'Reload stock files'));
+    staleNotice.hidden = false;
+    staleNotice.querySelector('button').focus();
+  }
+
+  page('Create Agent',
+    canCreate ? null : h('p', { class: 'notice' }, 'You do not have permission to create Agents in this Namespace.'),
+    form);
+}

@@ -1,0 +1,92 @@
+// The console's only way to talk to occ: same-origin fetches of the public API with the session
+// cookie the browser keeps (HttpOnly; the console never sees it). Browsers send `Origin` on
+// same-origin POST/PUT/PATCH/DELETE, which is what the API's CSRF rule checks. Nothing is stored
+// in the browser, and nothing is retried: a failed or uncertain write is reported as it is.
+
+/** An error answered by the API (or a network failure, status 0). */
+export class ApiError extends Error {
+  constructor({ status, code, message, requestId, details }) {
+    super(message);
+    this.name = 'ApiError';
+    this.status = status;
+    this.code = code;
+    this.requestId = requestId || null;
+    this.details = Array.isArray(details) ? details : [];
+  }
+}
+
+let onUnauthenticated = () => {};
+
+/** What to do when the session is gone (401 on a protected route). */
+export function setUnauthenticatedHandler(handler) {
+  onUnauthenticated = handler;
+}
+
+/**
+ * Calls the API. Resolves `{data, requestId, status}`; rejects with an ApiError carrying the
+ * envelope's code, message, details and request id (also read from `x-request-id`).
+ */
+export async function api(method, path, body) {
+  const init = { method, credentials: 'same-origin', headers: { accept: 'application/json' } };
+  if (body !== undefined) {
+    init.headers['content-type'] = 'application/json';
+    init.body = JSON.stringify(body);
+  }
+  let response;
+  try {
+    response = await fetch(path, init);
+  } catch (e) {
+    throw new ApiError({
+      status: 0,
+      code: 'NETWORK_ERROR',
+      message: `occ could not be reached (${e.message}). Nothing was retried; check the current state before trying again.`,
+    });
+  }
+  const headerId = response.headers.get('x-request-id');
+  let doc = null;
+  const text = await response.text();
+  if (text) {
+    try {
+      doc = JSON.parse(text);
+    } catch {
+      doc = null;
+    }
+  }
+  const requestId = (doc && doc.meta && doc.meta.requestId) || headerId;
+  if (!response.ok) {
+    const error = (doc && doc.error) || {};
+    const err = new ApiError({
+      status: response.status,
+      code: error.code || `HTTP_${response.status}`,
+      message: error.message || response.statusText || 'The request failed',
+      requestId,
+      details: error.details,
+    });
+    if (response.status === 401 && !path.startsWith('/api/auth/')) onUnauthenticated(err);
+    throw err;
+  }
+  return { data: doc ? doc.data : null, requestId, status: response.status };
+}
+
+const seg = encodeURIComponent;
+
+/** Paths of the API routes the console uses. */
+export const paths = {
+  session: () => '/api/auth/session',
+  signIn: () => '/api/auth/sign-in/email',
+  signOut: () => '/api/auth/sign-out',
+  installation: () => '/installation',
+  namespaces: () => '/namespaces',
+  namespace: (ns) => `/namespaces/${seg(ns)}`,
+  permissions: (ns) => `/namespaces/${seg(ns)}/iam/permissions`,
+  defaults: (ns) => `/namespaces/${seg(ns)}/workspace-defaults`,
+  configurations: (ns) => `/namespaces/${seg(ns)}/configurations`,
+  configuration: (ns, cfg) => `/namespaces/${seg(ns)}/configurations/${seg(cfg)}`,
+  agents: (ns) => `/namespaces/${seg(ns)}/agents`,
+  agent: (ns, agt) => `/namespaces/${seg(ns)}/agents/${seg(agt)}`,
+  deploy: (ns, agt) => `/namespaces/${seg(ns)}/agents/${seg(agt)}/deploy`,
+  stop: (ns, agt) => `/namespaces/${seg(ns)}/agents/${seg(agt)}/stop`,
+  revisions: (ns, agt) => `/namespaces/${seg(ns)}/agents/${seg(agt)}/revisions`,
+  deployment: (ns, agt, rev) => `/namespaces/${seg(ns)}/agents/${seg(agt)}/deployments/${seg(rev)}`,
+  file: (ns, agt, name) => `/namespaces/${seg(ns)}/agents/${seg(agt)}/workspace/files/${seg(name)}`,
+};

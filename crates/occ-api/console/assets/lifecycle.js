@@ -1,0 +1,51 @@
+// An Agent's lifecycle state as the console shows it, derived from the Agent (`status`,
+// `desiredRuntimeState`, `activeRevisionId`) and the status of its latest deployment. Pure: no
+// DOM, no fetch (unit-tested with node:test in tests/console).
+
+/** The states, in the words the console uses. */
+export const STATES = {
+  draft: 'Draft',
+  deploying: 'Deploying',
+  running: 'Running',
+  stopping: 'Stopping',
+  stopped: 'Stopped',
+  failed: 'Failed',
+  deleting: 'Deleting',
+};
+
+/** Whether a deployment status will still change. */
+export function isPending(deploymentStatus) {
+  return deploymentStatus === 'queued' || deploymentStatus === 'running';
+}
+
+/** The newest of a list of revisions (highest `revision` number), or null. */
+export function latestRevision(revisions) {
+  let latest = null;
+  for (const r of revisions || []) if (!latest || r.revision > latest.revision) latest = r;
+  return latest;
+}
+
+/**
+ * The lifecycle state of `agent`.
+ * @param agent the Agent resource
+ * @param latest `{revision, deployment}` of its newest readable revision (deployment may be
+ *   null when it could not be read), or null when it has none the caller can read
+ */
+export function lifecycleState(agent, latest) {
+  if (agent.status === 'deleting') return 'deleting';
+  const deployment = latest ? latest.deployment : null;
+  if (agent.desiredRuntimeState === 'stopped') {
+    if (agent.activeRevisionId) return 'stopping';
+    return latest ? 'stopped' : 'draft';
+  }
+  // desired running
+  if (deployment && isPending(deployment.status)) return 'deploying';
+  if (deployment && deployment.status === 'failed') return 'failed';
+  if (agent.activeRevisionId) return 'running';
+  return 'deploying';
+}
+
+/** Whether the state will change without anyone doing anything (worth polling). */
+export function isTransitional(state) {
+  return state === 'deploying' || state === 'stopping' || state === 'deleting';
+}

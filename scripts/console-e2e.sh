@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# Browser tests of the web console: headless Chromium (Debian's `chromium`, driven by
+# `playwright-core` from npm, pinned in tests/console/package-lock.json) against a real `occ dev`
+# with real OpenClaw gateways. Writes the screenshots under docs/console/.
+#
+# Installs chromium through apt-get when /usr/bin/chromium is missing (as root), runs `npm ci` in
+# tests/console, builds occ, starts `occ dev` on a throwaway data directory and a free port, and
+# runs the tests with node's test runner. On exit it stops occ dev by its PID and every gateway it
+# started (found by the data directory in their OPENCLAW_STATE_DIR), then removes the directory.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+
+log() { printf '\n== %s\n' "$*" >&2; }
+
+CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
+# Gateways of this run listen here (the Rust tests use other ranges).
+PORTS=${OCC_CONSOLE_E2E_PORTS:-29800-29849}
+RUNTIME=$ROOT/target/openclaw-runtime
+
+# --- tools -----------------------------------------------------------------------------------
+if [ ! -x "$CHROMIUM" ]; then
+  log "installing chromium"
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "chromium is missing: install Debian's chromium package (run as root or install it)" >&2
+    exit 1
+  fi
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium
+fi
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  echo "node and npm are missing (scripts/test.sh installs npm)" >&2
+  exit 1
+fi
+node_major=$(node -p 'process.versions.node.split(".")[0]')
+if [ "$node_major" -lt 20 ]; then
+  echo "playwright-core needs Node.js 20 or newer; this is $(node --version)" >&2
+  exit 1
+fi
+
+log "npm ci (tests/console)"
+(cd tests/console && npm ci --no-audit --no-fund --loglevel=error)
+
+log "cargo build -p occ"
+cargo build -p occ --locked
+OCC=$ROOT/target/debug/occ
+
+# --- occ dev ---------------------------------------------------------------------------------
+DIR=$(mktemp -d)
+DATA=$DIR/data
+DEV_PID=
+TEST_PID=
+
+stop_pid() {
+  # SIGTERM, then SIGKILL after 20 s
+  local pid=$1 i
+  kill -0 "$pid" 2>/dev/null || return 0
+  kill -TERM "$pid" 2>/dev/null || true
+  for i in $(seq 1 100); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.2
+  done
+  kill -KILL "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+}
+
+gateway_pids() {
+  # processes whose environment places their state under this run's data directory
+  local environ pid
+  for environ in /proc/[0-9]*/environ; do
+    pid=${environ#/proc/}
+    pid=${pid%/environ}
+    if { tr '\0' '\n' <"$environ"; } 2>/dev/null | grep -q "^OPENCLAW_STATE_DIR=$DATA/"; then
+      echo "$pid"
+    fi
+  done
+}
+
+cleanup() {
+  local status=$? pid i
+  # the tests first (playwright closes its browser on SIGTERM), then occ dev
+  [ -n "$TEST_PID" ] && stop_pid "$TEST_PID"
+  [ -n "$DEV_PID" ] && stop_pid "$DEV_PID"
+  # gateways run detached and outlive occ dev
+  for i in $(seq 1 50); do
+    pids=$(gateway_pids)
+    [ -z "$pids" ] && break
+    for pid in $pids; do kill -KILL "$pid" 2>/dev/null || true; done
+    sleep 0.1
+  done
+  if [ "$status" -ne 0 ] && [ -f "$DIR/dev.log" ]; then
+    log "occ dev log (last 60 lines)"
+    tail -n 60 "$DIR/dev.log" >&2 || true
+  fi
+  rm -rf "$DIR"
+  exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+PORT=$(node -e 'const s = require("net").createServer(); s.listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); })')
+URL=http://127.0.0.1:$PORT
+
+log "occ dev on $URL (gateways on $PORTS)"
+OCC_PROCESS_PORT_RANGE=$PORTS OCC_LOG=${OCC_LOG:-info} \
+  "$OCC" dev --data-dir "$DATA" --runtime-dir "$RUNTIME" --port "$PORT" >"$DIR/dev.log" 2>&1 &
+DEV_PID=$!
+
+# The first run on a machine installs the runtime (about a minute) before listening.
+deadline=$((SECONDS + 600))
+until grep -q "occ dev is running at" "$DIR/dev.log" 2>/dev/null; do
+  if ! kill -0 "$DEV_PID" 2>/dev/null; then
+    echo "occ dev exited before listening" >&2
+    exit 1
+  fi
+  if [ "$SECONDS" -gt "$deadline" ]; then
+    echo "occ dev did not start within 600 s" >&2
+    exit 1
+  fi
+  sleep 0.2
+done
+grep -q "console      $URL/console/" "$DIR/dev.log" || {
+  echo "occ dev did not print the console address" >&2
+  exit 1
+}
+
+# --- the tests -------------------------------------------------------------------------------
+log "console tests in headless Chromium ($("$CHROMIUM" --version 2>/dev/null || echo chromium))"
+started=$SECONDS
+# In the background and waited for, so that a signal runs the cleanup at once.
+(
+  cd tests/console &&
+    exec env OCC_URL="$URL" OCC_DATA_DIR="$DATA" CHROMIUM="$CHROMIUM" \
+      node --test --test-concurrency=1 --test-reporter=spec
+) &
+TEST_PID=$!
+wait "$TEST_PID"
+TEST_PID=
+log "console tests passed in $((SECONDS - started)) s; screenshots in docs/console/"

@@ -1,0 +1,467 @@
+// The web console end to end, in headless Chromium against `occ dev` with real OpenClaw
+// gateways (started by scripts/console-e2e.sh, which sets OCC_URL and OCC_DATA_DIR):
+// sign in → create an Agent with an edited USER.md → deploy → see it running → edit AGENTS.md and
+// save → reload and see it → stop → see it stopped → deploy a new version → delete; a stale
+// defaults identity shows the reload message; an unknown write outcome disables Save until the
+// file is reloaded; a read-only user sees no enabled mutating control and gets the API's 403
+// explained when it forces one. Screenshots of each main page go to docs/console/.
+
+import test from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const root = path.resolve(here, '../..');
+const URL_BASE = process.env.OCC_URL;
+const DATA = process.env.OCC_DATA_DIR;
+const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
+const SHOTS = process.env.OCC_CONSOLE_SCREENSHOTS || path.join(root, 'docs/console');
+const FAILURES = path.join(root, 'target/console-e2e');
+/** A gateway cold start on a loaded 2-core machine. */
+const DEPLOY_TIMEOUT = 240_000;
+
+if (!URL_BASE || !DATA) {
+  throw new Error('OCC_URL and OCC_DATA_DIR are not set: run ./scripts/console-e2e.sh');
+}
+
+const ADMIN_EMAIL = 'admin@openclaw.local';
+const ADMIN_PASSWORD = fs.readFileSync(path.join(DATA, 'admin-password'), 'utf8').trim();
+const SERVICE_KEY = JSON.parse(fs.readFileSync(path.join(DATA, 'admin-service-key.json'), 'utf8')).data.key;
+const VIEWER = { email: 'viewer@openclaw.local', password: 'viewer password 1234', name: 'Read-only viewer' };
+
+const USER_MD = '# USER.md\n\nAda Lovelace. Metric units, short answers.\n';
+const AGENTS_MARK = `Edited in the console ${Date.now()}.`;
+const REQUEST_ID = /req_[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/;
+
+/** The API with the bootstrap service key (setup only: the console itself never has a key). */
+async function keyApi(method, p) {
+  const r = await fetch(URL_BASE + p, { method, headers: { 'x-api-key': SERVICE_KEY } });
+  return { status: r.status, body: await r.json() };
+}
+
+/** The API from inside a signed-in page: the session cookie and the browser's own Origin. */
+async function pageApi(page, method, p, body) {
+  return page.evaluate(async ({ method, p, body }) => {
+    const init = { method, headers: {} };
+    if (body !== undefined) {
+      init.headers['content-type'] = 'application/json';
+      init.body = JSON.stringify(body);
+    }
+    const r = await fetch(p, init);
+    return { status: r.status, body: await r.json().catch(() => null) };
+  }, { method, p, body });
+}
+
+async function shot(page, name, options = {}) {
+  fs.mkdirSync(SHOTS, { recursive: true });
+  await page.screenshot({ path: path.join(SHOTS, `${name}.png`), ...options });
+}
+
+async function confirmDialog(page, label) {
+  const button = page.locator('dialog[open] button[value="confirm"]');
+  await button.waitFor();
+  assert.equal((await button.textContent()).trim(), label);
+  await button.click();
+}
+
+async function state(page) {
+  return page.locator('#agent-state [data-state]').getAttribute('data-state');
+}
+
+async function waitState(page, wanted, timeout) {
+  await page.locator(`#agent-state [data-state="${wanted}"]`).waitFor({ timeout });
+}
+
+/** Every control marked mutating on the page is disabled. */
+async function enabledMutating(page) {
+  return page.$$eval('[data-mutating]', (els) => els.filter((e) => !e.disabled).map((e) => e.id || e.textContent.trim()));
+}
+
+async function alertText(page) {
+  const alert = page.locator('#alert');
+  await alert.waitFor({ state: 'visible' });
+  return alert.innerText();
+}
+
+test('the web console, end to end', { timeout: 15 * 60_000 }, async (t) => {
+  const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--disable-dev-shm-usage'] });
+  t.after(() => browser.close());
+  const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  const page = await context.newPage();
+  const pageErrors = [];
+  page.on('pageerror', (e) => pageErrors.push(e.message));
+  let current = 'setup';
+  let ns;
+  let agentId;
+  let agentUrl;
+
+  let failed = null;
+  /** A step: on failure, a screenshot and the page's alert for the log; later steps are skipped. */
+  async function step(name, fn) {
+    if (failed) {
+      await t.test(name, { skip: `the step “${failed}” failed` }, () => {});
+      return;
+    }
+    await t.test(name, async () => {
+      current = name;
+      try {
+        await fn();
+      } catch (e) {
+        failed = name;
+        fs.mkdirSync(FAILURES, { recursive: true });
+        const file = path.join(FAILURES, `${name.replace(/[^a-z0-9]+/gi, '-')}.png`);
+        await page.screenshot({ path: file, fullPage: true }).catch(() => {});
+        const alert = await page.locator('#alert').innerText().catch(() => '');
+        const status = await page.locator('#status').innerText().catch(() => '');
+        e.message += `\n  page: ${page.url()}\n  alert: ${alert}\n  status: ${status}\n  screenshot: ${file}`;
+        throw e;
+      }
+    });
+  }
+
+  await step('the default Namespace is ready', async () => {
+    const deadline = Date.now() + 60_000;
+    for (;;) {
+      const { body } = await keyApi('GET', '/namespaces');
+      const found = body.data.find((n) => n.name === 'default');
+      if (found && found.status === 'ready') {
+        ns = found.id;
+        break;
+      }
+      assert.ok(Date.now() < deadline, 'default never became ready');
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  });
+
+  await step('sign in', async () => {
+    await page.goto(`${URL_BASE}/console/`);
+    await page.locator('#sign-in-email').waitFor();
+    // signed out: no navigation, no Namespace selector
+    assert.equal(await page.locator('#nav').isVisible(), false);
+    await shot(page, 'sign-in');
+    // a wrong password is refused with the API's code and request id
+    await page.fill('#sign-in-email', ADMIN_EMAIL);
+    await page.fill('#sign-in-password', 'not the password at all');
+    await page.click('#sign-in-submit');
+    const refused = await alertText(page);
+    assert.match(refused, /UNAUTHENTICATED/);
+    assert.match(refused, REQUEST_ID);
+    await page.fill('#sign-in-password', ADMIN_PASSWORD);
+    await page.click('#sign-in-submit');
+    await page.locator('#create-agent').waitFor();
+    assert.match(page.url(), new RegExp(`/console/agents\\?namespace=${ns}$`));
+    assert.equal(await page.locator('#account-email').textContent(), ADMIN_EMAIL);
+    // nothing of the session is kept by the console itself
+    const stored = await page.evaluate(() => localStorage.length + sessionStorage.length);
+    assert.equal(stored, 0);
+    const cookies = await context.cookies();
+    assert.ok(cookies.every((c) => c.httpOnly), 'the session cookie is HttpOnly');
+  });
+
+  await step('create form: a Configuration validation error is shown at the editor', async () => {
+    await page.click('#create-agent');
+    await page.locator('#create-agent-form').waitFor();
+    assert.match(page.url(), /\/console\/agents\/new\?namespace=ns_/);
+    // no Configuration in use yet: the JSON editor is the default choice
+    assert.equal(await page.isChecked('#configuration-new'), true);
+    // the four textareas hold the stock files, with the defaults identity
+    const defaults = (await pageApi(page, 'GET', `/namespaces/${ns}/workspace-defaults`)).body.data;
+    for (const [name, key] of [['AGENTS.md', 'agents-md'], ['SOUL.md', 'soul-md'], ['IDENTITY.md', 'identity-md'], ['USER.md', 'user-md']]) {
+      assert.equal(await page.inputValue(`#file-${key}`), defaults.files[name], name);
+    }
+    assert.equal(await page.inputValue('#workspace-defaults-id'), defaults.id);
+    await page.fill('#agent-name', 'hello');
+    await page.fill('#file-user-md', USER_MD);
+    await shot(page, 'create-agent', { fullPage: true });
+    await page.fill('#configuration-json', JSON.stringify({ models: { providers: { custom: { baseUrl: 'ftp://nowhere' } } } }, null, 2));
+    await page.click('#create-agent-submit');
+    const problem = page.locator('#configuration-json-problems li');
+    await problem.first().waitFor();
+    assert.match(await problem.first().innerText(), /\/models\/providers\/custom\/baseUrl\s+INVALID_VALUE/);
+    assert.equal(await page.getAttribute('#configuration-json', 'aria-invalid'), 'true');
+    const alert = await alertText(page);
+    assert.match(alert, /INVALID_REQUEST/);
+    assert.match(alert, REQUEST_ID);
+    // the problem selects its place in the editor
+    await problem.first().locator('button').click();
+    const selected = await page.$eval('#configuration-json', (el) => el.value.slice(el.selectionStart, el.selectionEnd));
+    assert.equal(selected, '"baseUrl"');
+    // invalid JSON is caught before anything is sent
+    await page.fill('#configuration-json', '{"agents": }');
+    await page.click('#create-agent-submit');
+    await page.locator('#configuration-json-problems li', { hasText: 'INVALID_JSON' }).waitFor();
+  });
+
+  await step('a stale defaults identity shows the reload message', async () => {
+    await page.fill('#configuration-json', JSON.stringify({ agents: { defaults: { model: { primary: 'openai/gpt-5' } } } }, null, 2));
+    const original = await page.inputValue('#workspace-defaults-id');
+    // the form was rendered with stock files occ no longer installs
+    await page.$eval('#workspace-defaults-id', (el) => { el.value = '0'.repeat(64); });
+    await page.fill('#file-user-md', USER_MD);
+    await page.click('#create-agent-submit');
+    const stale = page.locator('#defaults-stale');
+    await stale.waitFor({ state: 'visible' });
+    assert.match(await stale.innerText(), /Reload the form’s stock files and submit again/);
+    const alert = await alertText(page);
+    assert.match(alert, /RESOURCE_CONFLICT/);
+    assert.match(alert, /reload/i);
+    assert.match(alert, REQUEST_ID);
+    // the Configuration was created on the way: the form now uses it instead of a second one
+    assert.equal(await page.isChecked('#configuration-existing'), true);
+    assert.match(await page.inputValue('#configuration-select'), /^cfg_/);
+    await page.click('#reload-defaults');
+    await stale.waitFor({ state: 'hidden' });
+    assert.equal(await page.inputValue('#workspace-defaults-id'), original);
+    assert.notEqual(await page.inputValue('#file-user-md'), USER_MD, 'reloading replaced the edits');
+  });
+
+  await step('create an Agent with an edited USER.md', async () => {
+    await page.fill('#file-user-md', USER_MD);
+    const created = page.waitForResponse((r) => r.url().endsWith(`/namespaces/${ns}/agents`) && r.request().method() === 'POST');
+    await page.click('#create-agent-submit');
+    const response = await created;
+    assert.equal(response.status(), 201);
+    // the browser sent the exact origin (the API's CSRF rule), and LF newlines
+    assert.equal((await response.request().allHeaders()).origin, URL_BASE);
+    const sent = JSON.parse(response.request().postData());
+    assert.equal(sent.initialWorkspaceFiles['USER.md'], USER_MD);
+    assert.deepEqual(Object.keys(sent.initialWorkspaceFiles).sort(), ['AGENTS.md', 'IDENTITY.md', 'SOUL.md', 'USER.md']);
+    await page.waitForURL(/\/console\/agents\/agt_[0-9a-f-]+\?/);
+    agentId = page.url().match(/agt_[0-9a-f-]+/)[0];
+    agentUrl = `${URL_BASE}/console/agents/${agentId}?namespace=${ns}`;
+    await waitState(page, 'draft');
+    assert.equal(await page.getAttribute('#tab-configuration', 'aria-selected'), 'true');
+  });
+
+  await step('deploy, watch the progress, see it running', async () => {
+    await page.click('#deploy');
+    // progress shows up and updates by itself (no reload, no click)
+    await page.locator('#deploy-progress').waitFor({ state: 'visible' });
+    await waitState(page, 'deploying', 10_000);
+    await waitState(page, 'running', DEPLOY_TIMEOUT);
+    assert.equal(await page.locator('#deploy-status').textContent(), 'Succeeded');
+    await page.locator('#status', { hasText: 'hello is running revision #1.' }).waitFor();
+    assert.match(await page.locator('#selected-revision').textContent(), /^#1 \(generation 1\)/);
+    await shot(page, 'agent-configuration', { fullPage: true });
+  });
+
+  await step('workspace files: USER.md as created; AGENTS.md edited, saved and reloaded', async () => {
+    await page.click('#tab-files');
+    await page.locator('#save-agents-md:not([disabled])').waitFor({ timeout: 60_000 });
+    assert.equal(await page.inputValue('#ws-user-md'), USER_MD);
+    const before = await page.inputValue('#ws-agents-md');
+    await page.fill('#ws-agents-md', `${before}\n${AGENTS_MARK}\n`);
+    await page.click('#save-agents-md');
+    await page.locator('#ws-agents-md-status[data-state="saved"]').waitFor({ timeout: 60_000 });
+    assert.match(await page.locator('#ws-agents-md-status').textContent(), /Saved \(\d+ bytes\)/);
+    await page.reload();
+    await page.locator('#save-agents-md:not([disabled])').waitFor({ timeout: 60_000 });
+    assert.ok((await page.inputValue('#ws-agents-md')).includes(AGENTS_MARK), 'the saved text is read back after a reload');
+    assert.equal(await page.getAttribute('#tab-files', 'aria-selected'), 'true', 'the tab is kept in the URL');
+    await shot(page, 'agent-workspace-files', { fullPage: true });
+  });
+
+  await step('an unknown outcome disables Save until the file is reloaded; nothing is retried', async () => {
+    let puts = 0;
+    const route = '**/workspace/files/SOUL.md';
+    await page.route(route, async (r) => {
+      if (r.request().method() !== 'PUT') return r.continue();
+      puts += 1;
+      return r.fulfill({
+        status: 503,
+        contentType: 'application/json; charset=utf-8',
+        headers: { 'x-request-id': 'req_00000000-0000-4000-8000-000000000001' },
+        body: JSON.stringify({
+          error: { code: 'UNKNOWN_OUTCOME', message: 'The gateway did not answer after the write was sent' },
+          meta: { requestId: 'req_00000000-0000-4000-8000-000000000001' },
+        }),
+      });
+    });
+    await page.fill('#ws-soul-md', '# SOUL.md\n\nCalm.\n');
+    await page.click('#save-soul-md');
+    await page.locator('#ws-soul-md-status[data-state="unknown"]').waitFor();
+    assert.equal(await page.isDisabled('#save-soul-md'), true);
+    assert.match(await page.locator('#ws-soul-md-status').textContent(), /Reload the file/);
+    const alert = await alertText(page);
+    assert.match(alert, /UNKNOWN_OUTCOME/);
+    assert.match(alert, /req_00000000-0000-4000-8000-000000000001/);
+    await page.waitForTimeout(1500);
+    assert.equal(puts, 1, 'the uncertain write was not retried');
+    await page.unroute(route);
+    await page.click('#reload-soul-md');
+    await page.locator('#save-soul-md:not([disabled])').waitFor();
+    assert.ok(!(await page.inputValue('#ws-soul-md')).includes('Calm.'), 'reload shows what the file really holds');
+  });
+
+  await step('a read-only user sees no enabled mutating control and gets the 403 explained', async () => {
+    // the administrator grants read on the Namespace and on this Agent, its Configuration and
+    // its revisions (exact bindings, as the Namespace IAM API makes them)
+    const account = await pageApi(page, 'POST', '/api/auth/accounts', VIEWER);
+    assert.equal(account.status, 201, JSON.stringify(account.body));
+    const role = await pageApi(page, 'POST', `/namespaces/${ns}/iam/roles`, {
+      name: 'console-viewer',
+      permissions: ['namespace', 'agent', 'agent_revision', 'configuration'].map((k) => ({ action: 'read', resourceKind: k })),
+    });
+    assert.equal(role.status, 201, JSON.stringify(role.body));
+    const agent = (await pageApi(page, 'GET', `/namespaces/${ns}/agents/${agentId}`)).body.data;
+    const revisions = (await pageApi(page, 'GET', `/namespaces/${ns}/agents/${agentId}/revisions`)).body.data;
+    const targets = [['namespace', ns], ['agent', agentId], ['configuration', agent.configurationId],
+      ...revisions.map((r) => ['agent_revision', r.id])];
+    for (const [kind, id] of targets) {
+      const b = await pageApi(page, 'POST', `/namespaces/${ns}/iam/access-bindings`, {
+        subjectKind: 'identity', subjectId: account.body.data.principalId, roleId: role.body.data.id, resourceKind: kind, resourceId: id,
+      });
+      assert.equal(b.status, 201, JSON.stringify(b.body));
+    }
+
+    const viewerContext = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+    const viewer = await viewerContext.newPage();
+    try {
+      await viewer.goto(`${URL_BASE}/console/login`);
+      await viewer.fill('#sign-in-email', VIEWER.email);
+      await viewer.fill('#sign-in-password', VIEWER.password);
+      await viewer.click('#sign-in-submit');
+      await viewer.locator('#agents-table').waitFor();
+      assert.equal(await viewer.locator('#agents-table tbody tr').count(), 1);
+      assert.deepEqual(await enabledMutating(viewer), [], 'Agents list');
+      await viewer.locator(`#agents-table a`).first().click();
+      await waitState(viewer, 'running');
+      assert.equal(await viewer.locator('#view-only').isVisible(), true);
+      for (const tab of ['configuration', 'activity', 'files']) {
+        await viewer.click(`#tab-${tab}`);
+        await viewer.locator(`#panel-${tab} .loading`).waitFor({ state: 'detached' });
+        if (tab === 'files') {
+          await viewer.locator('#reload-user-md:not([disabled])').waitFor({ timeout: 60_000 });
+          assert.equal(await viewer.inputValue('#ws-user-md'), USER_MD, 'the viewer reads the files');
+          assert.equal(await viewer.getAttribute('#ws-user-md', 'readonly'), '');
+        }
+        assert.deepEqual(await enabledMutating(viewer), [], `Agent page, ${tab} tab`);
+      }
+      await viewer.goto(`${URL_BASE}/console/agents/new?namespace=${ns}`);
+      await viewer.locator('#create-agent-form').waitFor();
+      assert.deepEqual(await enabledMutating(viewer), [], 'Create Agent');
+      await viewer.goto(`${URL_BASE}/console/namespaces?namespace=${ns}`);
+      await viewer.locator('#namespaces-table').waitFor();
+      assert.deepEqual(await enabledMutating(viewer), [], 'Namespaces');
+
+      // forcing a control anyway: the API refuses and the console explains it
+      await viewer.goto(`${agentUrl}&tab=configuration`);
+      await waitState(viewer, 'running');
+      await viewer.$eval('#stop-agent', (el) => { el.disabled = false; });
+      await viewer.click('#stop-agent');
+      await confirmDialog(viewer, 'Stop Agent');
+      const refused = await alertText(viewer);
+      assert.match(refused, /FORBIDDEN/);
+      assert.match(refused, /HTTP 403/);
+      assert.match(refused, /not allowed to do this/);
+      assert.match(refused, REQUEST_ID);
+      await waitState(viewer, 'running');
+    } finally {
+      await viewerContext.close();
+    }
+  });
+
+  await step('stop with confirmation, then see it stopped', async () => {
+    await page.goto(`${agentUrl}&tab=configuration`);
+    await waitState(page, 'running');
+    await page.click('#stop-agent');
+    await confirmDialog(page, 'Stop Agent');
+    await page.locator('#desired-state', { hasText: 'stopped' }).waitFor();
+    const deadline = Date.now() + 120_000;
+    while ((await state(page)) !== 'stopped') {
+      assert.ok(Date.now() < deadline, `still ${await state(page)}`);
+      await page.click('#refresh-stop');
+      await page.waitForTimeout(1000);
+    }
+    await page.click('#refresh-stop');
+    await page.locator('#status', { hasText: 'selected revision: none' }).waitFor();
+    assert.equal(await page.locator('#selected-revision').textContent(), 'none');
+    assert.equal(await page.isDisabled('#stop-agent'), true);
+  });
+
+  await step('resume: Create new version → Deploy new version', async () => {
+    // the tabs work with the keyboard
+    await page.focus('#tab-configuration');
+    await page.keyboard.press('ArrowRight');
+    assert.equal(await page.getAttribute('#tab-activity', 'aria-selected'), 'true');
+    assert.equal(await page.evaluate(() => document.activeElement.id), 'tab-activity');
+    await page.keyboard.press('ArrowLeft');
+    assert.equal(await page.getAttribute('#tab-configuration', 'aria-selected'), 'true');
+
+    await page.locator('#create-version').click();
+    await page.fill('#configuration-editor', JSON.stringify({ agents: { defaults: { model: { primary: 'openai/gpt-5-mini' } } } }, null, 2));
+    await page.click('#deploy');
+    await page.locator('#configuration-generation', { hasText: '2' }).waitFor();
+    await waitState(page, 'running', DEPLOY_TIMEOUT);
+    assert.match(await page.locator('#selected-revision').textContent(), /^#2 \(generation 2\)/);
+    assert.match(await page.locator('#configuration-document').textContent(), /gpt-5-mini/);
+
+    await page.click('#tab-activity');
+    const rows = page.locator('#activity-table tbody tr');
+    await rows.first().waitFor();
+    assert.deepEqual(await rows.evaluateAll((trs) => trs.map((tr) => [tr.dataset.revision, tr.dataset.status])),
+      [['2', 'succeeded'], ['1', 'succeeded']], 'newest first');
+    await shot(page, 'agent-deployment-activity', { fullPage: true });
+    // the edit survived the stop and the redeploy
+    const file = await pageApi(page, 'GET', `/namespaces/${ns}/agents/${agentId}/workspace/files/AGENTS.md`);
+    assert.ok(file.body.data.content.includes(AGENTS_MARK));
+  });
+
+  await step('Agents list, and the console at 390 px wide', async () => {
+    await page.goto(`${URL_BASE}/console/agents?namespace=${ns}`);
+    await page.locator(`#agents-table tr[data-agent="${agentId}"] [data-state="running"]`).waitFor();
+    await shot(page, 'agents');
+    await page.setViewportSize({ width: 390, height: 844 });
+    for (const url of [`${URL_BASE}/console/agents?namespace=${ns}`, `${agentUrl}&tab=files`, `${URL_BASE}/console/agents/new?namespace=${ns}`]) {
+      await page.goto(url);
+      await page.locator('#main h1').waitFor();
+      await page.waitForLoadState('networkidle');
+      const width = await page.evaluate(() => document.documentElement.scrollWidth);
+      assert.ok(width <= 390, `${url}: no horizontal scroll (content is ${width} px wide)`);
+    }
+    await page.goto(`${agentUrl}&tab=configuration`);
+    await waitState(page, 'running');
+    await shot(page, 'agent-390px', { fullPage: true });
+    await page.setViewportSize({ width: 1280, height: 800 });
+  });
+
+  await step('Namespaces: create one, see it ready, delete it', async () => {
+    await page.goto(`${URL_BASE}/console/namespaces?namespace=${ns}`);
+    await page.fill('#namespace-name', 'console-e2e');
+    await page.click('#create-namespace');
+    const row = page.locator('#namespaces-table tr[data-name="console-e2e"]');
+    await row.waitFor();
+    await page.locator('#namespaces-table tr[data-name="console-e2e"][data-status="ready"]').waitFor({ timeout: 60_000 });
+    // the selector offers it too, after the next navigation
+    await shot(page, 'namespaces');
+    await page.click('#delete-namespace-console-e2e');
+    await confirmDialog(page, 'Delete Namespace');
+    await page.locator('#status', { hasText: 'Deleting Namespace console-e2e' }).waitFor();
+    await page.waitForFunction(() => {
+      const tr = document.querySelector('#namespaces-table tr[data-name="console-e2e"]');
+      return !tr || tr.dataset.status === 'deleting';
+    }, null, { timeout: 60_000 });
+  });
+
+  await step('delete the Agent with confirmation', async () => {
+    await page.goto(`${agentUrl}&tab=configuration`);
+    await waitState(page, 'running');
+    await page.click('#delete-agent');
+    await confirmDialog(page, 'Permanently delete Agent');
+    await page.waitForURL(new RegExp(`/console/agents\\?namespace=${ns}$`), { timeout: 180_000 });
+    await page.locator('#status', { hasText: 'Agent hello was deleted.' }).waitFor();
+    await page.locator('#main .empty').waitFor();
+    assert.equal((await pageApi(page, 'GET', `/namespaces/${ns}/agents/${agentId}`)).status, 404);
+  });
+
+  await step('sign out', async () => {
+    await page.click('#sign-out');
+    await page.locator('#sign-in-email').waitFor();
+    assert.equal((await pageApi(page, 'GET', '/api/auth/session')).body.data, null);
+  });
+
+  assert.deepEqual(pageErrors, [], `uncaught errors in the page (last step: ${current})`);
+});

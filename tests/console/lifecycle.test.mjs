@@ -1,0 +1,51 @@
+// The console's lifecycle-state derivation (crates/occ-api/console/assets/lifecycle.js), which
+// decides the state every Agent is shown in: each state from the Agent and its latest deployment.
+import test from 'node:test';
+import assert from 'node:assert/strict';
+import { isTransitional, latestRevision, lifecycleState } from '../../crates/occ-api/console/assets/lifecycle.js';
+
+const agent = (fields) => ({ status: 'active', desiredRuntimeState: 'stopped', ...fields });
+const latest = (status) => ({ revision: { id: 'rev_2', revision: 2 }, deployment: { status } });
+
+test('a new Agent is a draft', () => {
+  assert.equal(lifecycleState(agent({}), null), 'draft');
+});
+
+test('a queued or running deployment is deploying', () => {
+  for (const status of ['queued', 'running']) {
+    assert.equal(lifecycleState(agent({ desiredRuntimeState: 'running' }), latest(status)), 'deploying');
+    assert.equal(lifecycleState(agent({ desiredRuntimeState: 'running', activeRevisionId: 'rev_1' }), latest(status)), 'deploying');
+  }
+});
+
+test('an active revision with desired running is running', () => {
+  assert.equal(lifecycleState(agent({ desiredRuntimeState: 'running', activeRevisionId: 'rev_2' }), latest('succeeded')), 'running');
+  // revisions the caller may not read: the Agent's own fields still tell
+  assert.equal(lifecycleState(agent({ desiredRuntimeState: 'running', activeRevisionId: 'rev_2' }), null), 'running');
+});
+
+test('the latest deployment failed is failed, even with an older revision still active', () => {
+  assert.equal(lifecycleState(agent({ desiredRuntimeState: 'running' }), latest('failed')), 'failed');
+  assert.equal(lifecycleState(agent({ desiredRuntimeState: 'running', activeRevisionId: 'rev_1' }), latest('failed')), 'failed');
+});
+
+test('desired stopped is stopping until the active revision is cleared, then stopped', () => {
+  assert.equal(lifecycleState(agent({ activeRevisionId: 'rev_2' }), latest('succeeded')), 'stopping');
+  assert.equal(lifecycleState(agent({}), latest('succeeded')), 'stopped');
+  // a deployment the stop overtook still reads stopped, not deploying
+  assert.equal(lifecycleState(agent({}), latest('queued')), 'stopped');
+});
+
+test('a deleting Agent is deleting whatever else it says', () => {
+  assert.equal(lifecycleState(agent({ status: 'deleting', activeRevisionId: 'rev_2' }), latest('running')), 'deleting');
+});
+
+test('transitional states are the ones worth polling', () => {
+  assert.deepEqual(['draft', 'deploying', 'running', 'stopping', 'stopped', 'failed', 'deleting'].filter(isTransitional),
+    ['deploying', 'stopping', 'deleting']);
+});
+
+test('the latest revision is the highest number', () => {
+  assert.equal(latestRevision([]), null);
+  assert.equal(latestRevision([{ revision: 1 }, { revision: 3 }, { revision: 2 }]).revision, 3);
+});
