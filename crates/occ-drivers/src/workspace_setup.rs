@@ -167,11 +167,17 @@ impl SetupError {
     /// the workspace (native setup and I/O failures); the others need a new Agent or an
     /// operator.
     pub fn is_retryable(&self) -> bool {
-        matches!(
-            self,
-            Self::NativeSetup(_) | Self::Io { .. } | Self::Defaults(_) | Self::Verify { .. }
-        )
+        kind_is_retryable(self.kind())
     }
+}
+
+/// [`SetupError::is_retryable`] by the kind `occ workspace-setup` prints, for Drivers that run
+/// it as a separate process.
+pub fn kind_is_retryable(kind: &str) -> bool {
+    matches!(
+        kind,
+        "NATIVE_SETUP_FAILED" | "IO" | "DEFAULTS_UNAVAILABLE" | "VERIFY_FAILED"
+    )
 }
 
 fn io_step(step: impl Into<String>) -> impl FnOnce(io::Error) -> SetupError {

@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 mod bootstrap;
 mod cli;
 mod compose;
+mod compute_host;
 mod dev;
 mod metrics;
 mod migrate;
@@ -44,6 +45,9 @@ enum Command {
     Runtime(runtime::RuntimeCmd),
     /// Apply (or verify) an Agent's initial workspace files where its workspace lives.
     WorkspaceSetup(workspace_setup::WorkspaceSetupArgs),
+    /// The host side of the SSH Compute Driver: one JSON operation on stdin, one reply line.
+    #[command(hide = true)]
+    ComputeHost,
     /// The Installation.
     #[command(subcommand)]
     Installation(cli::InstallationCmd),
@@ -88,6 +92,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Dev(args) => dev::run(args).await,
         Command::Runtime(cmd) => runtime::run(cmd).await,
         Command::WorkspaceSetup(args) => workspace_setup::run(args).await,
+        Command::ComputeHost => compute_host::run().await,
         Command::Installation(cmd) => cli::installation(&client()?, cmd).await,
         Command::Namespace(cmd) => cli::namespace(&client()?, cmd).await,
         Command::Configuration(cmd) => cli::configuration(&client()?, cmd).await,
@@ -111,6 +116,7 @@ async fn main() -> ExitCode {
             | Command::Worker
             | Command::Dev(_)
             | Command::WorkspaceSetup(_)
+            | Command::ComputeHost
     );
     if server_side {
         init_logging();

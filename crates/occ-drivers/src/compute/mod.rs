@@ -9,7 +9,8 @@
 //! convergence, does not spend an attempt), retry with backoff (transient — a dependency
 //! failed), or give up (permanent — ownership, configuration, an impossible request).
 //!
-//! Implementations: [`process::ProcessCompute`] (local gateway processes). Test doubles of
+//! Implementations: [`process::ProcessCompute`] (local gateway processes) and
+//! [`ssh::SshCompute`] (the same host code on operator-provisioned hosts, over SSH). Test doubles of
 //! this trait are used by the worker's tests.
 
 use std::collections::BTreeMap;
@@ -21,12 +22,16 @@ use occ_core::{AgentId, IamId, NamespaceId, RevisionId};
 
 mod selection;
 
+pub mod account;
+pub mod host;
 pub mod process;
+pub mod ssh;
 
 pub use selection::ComputeSelection;
 
 /// The Namespace a Compute verb acts on.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NamespaceTarget {
     /// `ns_…`
     pub id: NamespaceId,
@@ -35,7 +40,8 @@ pub struct NamespaceTarget {
 }
 
 /// The Agent a Compute verb acts on.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AgentTarget {
     /// The owning Namespace.
     pub namespace_id: NamespaceId,
@@ -46,7 +52,8 @@ pub struct AgentTarget {
 }
 
 /// One admitted revision, as the worker hands it to Compute.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RevisionTarget {
     /// The Agent.
     pub agent: AgentTarget,
@@ -150,7 +157,8 @@ impl fmt::Debug for GatewayAccess {
 }
 
 /// How a Compute failure is handled by the worker.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum FailureClass {
     /// Convergence pending: look again soon; does not spend an attempt.
     Pending,
@@ -162,7 +170,8 @@ pub enum FailureClass {
 
 /// A Compute failure: its class, a reason code (`[A-Z0-9_]`, recorded in evidence and the
 /// deployment status) and a message for logs (never secret values).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 #[error("{code}: {message}")]
 pub struct ComputeError {
     /// What the worker does.

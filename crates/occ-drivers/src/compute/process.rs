@@ -28,7 +28,7 @@
 //! Only embedded execution: the gateway runs OpenClaw itself.
 
 use std::ops::RangeInclusive;
-use std::os::unix::fs::OpenOptionsExt as _;
+use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -41,6 +41,7 @@ use serde_json::{Map, Value, json};
 use sha2::Digest as _;
 use tokio::sync::Mutex;
 
+use super::account::{self, Account};
 use super::{
     AgentTarget, Compute, ComputeError, ComputeSelection, Convergence, GatewayAccess,
     NamespaceTarget, Readiness, RevisionContext, RevisionTarget, RuntimeState, SecretText,
@@ -67,9 +68,65 @@ pub struct ProcessSettings {
     pub maintenance_interval: Option<Duration>,
 }
 
+/// Where a gateway listens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GatewayBind {
+    /// 127.0.0.1 only (occ runs on the same machine).
+    Loopback,
+    /// Every interface (`0.0.0.0`; occ reaches the gateway over the network, token auth).
+    Lan,
+}
+
+impl GatewayBind {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Loopback => "loopback",
+            Self::Lan => "lan",
+        }
+    }
+}
+
+/// Per-Agent Unix accounts: each Agent's directory is owned by its own user and group, and its
+/// gateway, native setup and workspace setup run as that user.
+#[derive(Debug, Clone)]
+pub struct AccountSettings {
+    /// Account name prefix (`[a-z_][a-z0-9_-]*`, not `root`).
+    pub prefix: String,
+    /// The `occ` binary whose `workspace-setup` subcommand applies staged workspace files as the
+    /// Agent's user.
+    pub setup_program: PathBuf,
+}
+
+/// How the layout is run beyond [`ProcessSettings`]: the identity recorded in markers, where
+/// gateways listen and whether Agents get their own accounts. The process Driver uses
+/// [`HostOptions::process`]; `occ compute-host` (the SSH Driver's host side) runs the same code
+/// with the SSH identity and per-Agent accounts.
+#[derive(Debug, Clone)]
+pub struct HostOptions {
+    /// Identity (recorded in markers) and what admission may hand this Driver.
+    pub selection: ComputeSelection,
+    /// Where gateways listen.
+    pub bind: GatewayBind,
+    /// Per-Agent accounts (needs root), or none: every gateway runs as occ's own user.
+    pub accounts: Option<AccountSettings>,
+}
+
+impl HostOptions {
+    /// The process Driver: loopback, gateways as occ's own user.
+    pub fn process() -> Self {
+        Self {
+            selection: ComputeSelection::process(),
+            bind: GatewayBind::Loopback,
+            accounts: None,
+        }
+    }
+}
+
 /// The process Compute Driver.
 pub struct ProcessCompute {
     selection: ComputeSelection,
+    options: HostOptions,
     settings: ProcessSettings,
     /// Serializes port allocation within this process (a file lock covers other processes).
     allocation: Mutex<()>,
@@ -147,12 +204,61 @@ fn io_error(context: &str, path: &Path, err: std::io::Error) -> ComputeError {
 impl ProcessCompute {
     /// The Driver over `settings`; creates the root (0700).
     pub fn new(settings: ProcessSettings) -> Result<Self, ComputeError> {
+        Self::for_host(settings, HostOptions::process())
+    }
+
+    /// The same layout and operations with `options` (the host side of the SSH Driver). With
+    /// accounts, the root and the Namespace directories are traversable (0711) so each Agent's
+    /// user reaches its own 0700 directory, and nothing else.
+    pub fn for_host(settings: ProcessSettings, options: HostOptions) -> Result<Self, ComputeError> {
         create_dir(&settings.root)?;
-        Ok(Self {
-            selection: ComputeSelection::process(),
+        if let Some(accounts) = &options.accounts
+            && !account::valid_prefix(&accounts.prefix)
+        {
+            return Err(ComputeError::permanent(
+                "INVALID_HOST_SETTINGS",
+                format!(
+                    "account prefix {:?} is not [a-z_][a-z0-9_-]* (or is root)",
+                    accounts.prefix
+                ),
+            ));
+        }
+        let compute = Self {
+            selection: options.selection.clone(),
+            options,
             settings,
             allocation: Mutex::new(()),
-        })
+        };
+        compute.traversable(&compute.settings.root)?;
+        Ok(compute)
+    }
+
+    /// With accounts, lets other users pass through `dir` (0711) without listing it.
+    fn traversable(&self, dir: &Path) -> Result<(), ComputeError> {
+        if self.options.accounts.is_some() {
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o711))
+                .map_err(|e| io_error("chmod", dir, e))?;
+        }
+        Ok(())
+    }
+
+    /// The Agent's account (created if absent), when Agents get their own.
+    async fn account(&self, agent: &AgentTarget) -> Result<Option<Account>, ComputeError> {
+        let Some(accounts) = &self.options.accounts else {
+            return Ok(None);
+        };
+        let home = self
+            .agent_dir(&agent.namespace_id, &agent.agent_id)
+            .join("home");
+        account::ensure(
+            &self.settings.root,
+            &self.selection.identity.id,
+            &accounts.prefix,
+            agent,
+            &home,
+        )
+        .await
+        .map(Some)
     }
 
     /// The settings.
@@ -211,7 +317,11 @@ impl ProcessCompute {
     }
 
     /// Creates the Agent's directory with a port allocated for its lifetime, if absent.
-    async fn ensure_agent(&self, agent: &AgentTarget) -> Result<AgentMarker, ComputeError> {
+    async fn ensure_agent(
+        &self,
+        agent: &AgentTarget,
+        account: Option<Account>,
+    ) -> Result<AgentMarker, ComputeError> {
         if let Some(marker) = self.agent_marker(agent)? {
             return Ok(marker);
         }
@@ -255,6 +365,8 @@ impl ProcessCompute {
             port,
         };
         write_json(&staging.join("agent.json"), &marker)?;
+        // A fresh tree only root could write to so far: handing it over follows no link.
+        chown_tree(&staging, account)?;
         std::fs::rename(&staging, &dir).map_err(|e| io_error("install", &dir, e))?;
         fsutil::sync_dir(dir.parent().unwrap_or(&self.settings.root))
             .map_err(|e| io_error("sync", &dir, e))?;
@@ -321,7 +433,7 @@ impl ProcessCompute {
         let gateway = object_at(&mut doc, "gateway");
         gateway.insert("mode".into(), json!("local"));
         gateway.insert("port".into(), json!(port));
-        gateway.insert("bind".into(), json!("loopback"));
+        gateway.insert("bind".into(), json!(self.options.bind.as_str()));
         gateway.insert(
             "auth".into(),
             json!({"mode": "token", "token": "${OPENCLAW_GATEWAY_TOKEN}"}),
@@ -386,6 +498,7 @@ impl ProcessCompute {
         ctx: &RevisionContext,
         agent_dir: &Path,
         port: u16,
+        account: Option<Account>,
     ) -> Result<(), ComputeError> {
         let runtime = self.runtime()?;
         // The helpers of a gateway that was just killed may hold its socket for a few seconds.
@@ -410,6 +523,7 @@ impl ProcessCompute {
             .mode(0o600)
             .open(&log_path)
             .map_err(|e| io_error("open", &log_path, e))?;
+        chown_file(&log, &log_path, account)?;
         let log_err = log
             .try_clone()
             .map_err(|e| io_error("open", &log_path, e))?;
@@ -419,7 +533,7 @@ impl ProcessCompute {
             .arg("--port")
             .arg(port.to_string())
             .arg("--bind")
-            .arg("loopback")
+            .arg(self.options.bind.as_str())
             .current_dir(agent_dir.join("state"))
             .env("HOME", agent_dir.join("home"))
             .env("TMPDIR", agent_dir.join("tmp"))
@@ -440,6 +554,9 @@ impl ProcessCompute {
             .stderr(Stdio::from(log_err))
             .process_group(0)
             .kill_on_drop(false);
+        if let Some(account) = account {
+            cmd.uid(account.uid).gid(account.gid);
+        }
         for (name, value) in &ctx.environment {
             cmd.env(name, value.expose());
         }
@@ -571,7 +688,11 @@ impl ProcessCompute {
     /// Seeds a new Agent's workspace with the stock files of the pinned OpenClaw (native
     /// `openclaw setup --baseline`, run once, against a throwaway home, state and config so
     /// the Agent's own config stays the immutable snapshot).
-    async fn seed_workspace(&self, agent_dir: &Path) -> Result<(), ComputeError> {
+    async fn seed_workspace(
+        &self,
+        agent_dir: &Path,
+        account: Option<Account>,
+    ) -> Result<(), ComputeError> {
         let done = agent_dir.join("workspace-seeded");
         if done.exists() {
             return Ok(());
@@ -584,6 +705,7 @@ impl ProcessCompute {
         for sub in ["home", "state"] {
             create_dir(&scratch.join(sub))?;
         }
+        chown_tree(&scratch, account)?;
         let log_path = agent_dir.join("logs/setup.log");
         let log = std::fs::OpenOptions::new()
             .create(true)
@@ -591,6 +713,7 @@ impl ProcessCompute {
             .mode(0o600)
             .open(&log_path)
             .map_err(|e| io_error("open", &log_path, e))?;
+        chown_file(&log, &log_path, account)?;
         let log_err = log
             .try_clone()
             .map_err(|e| io_error("open", &log_path, e))?;
@@ -609,6 +732,9 @@ impl ProcessCompute {
             .stdout(Stdio::from(log))
             .stderr(Stdio::from(log_err))
             .kill_on_drop(true);
+        if let Some(account) = account {
+            cmd.uid(account.uid).gid(account.gid);
+        }
         let status = tokio::time::timeout(SETUP_TIMEOUT, cmd.status())
             .await
             .map_err(|_| {
@@ -639,7 +765,17 @@ impl ProcessCompute {
         &self,
         agent_dir: &Path,
         setup: &WorkspaceSetup,
+        account: Option<Account>,
     ) -> Result<(), ComputeError> {
+        if let (Some(account), Some(accounts)) = (account, &self.options.accounts) {
+            self.setup_as_agent(agent_dir, setup, account, &accounts.setup_program)
+                .await?;
+            let done = agent_dir.join("workspace-seeded");
+            if !done.exists() {
+                write_new(&done, b"")?;
+            }
+            return Ok(());
+        }
         let runtime = self.runtime()?;
         let scratch = agent_dir.join("tmp").join("setup");
         let env = SetupEnv::new(runtime, scratch.clone(), agent_dir.join("tmp"));
@@ -654,14 +790,116 @@ impl ProcessCompute {
         Ok(())
     }
 
-    /// Stops and removes everything of one Agent directory.
+    /// The workspace setup runtime (`occ workspace-setup`) as the Agent's user: the input goes
+    /// on its stdin (never argv, never a file), its scratch space is the Agent's `tmp/`.
+    async fn setup_as_agent(
+        &self,
+        agent_dir: &Path,
+        setup: &WorkspaceSetup,
+        account: Account,
+        program: &Path,
+    ) -> Result<(), ComputeError> {
+        use tokio::io::AsyncWriteExt as _;
+        let runtime = self.runtime()?;
+        let mut cmd = tokio::process::Command::new(program);
+        cmd.arg("workspace-setup")
+            .env_clear()
+            .env(
+                "PATH",
+                std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into()),
+            )
+            .env("HOME", agent_dir.join("home"))
+            .env("TMPDIR", agent_dir.join("tmp"))
+            .env("OCC_LOG", "warn")
+            .env("NO_COLOR", "1")
+            .env("OCC_WORKSPACE_DIR", agent_dir.join("state/workspace"))
+            .env("OCC_OPENCLAW_RUNTIME", &runtime.root)
+            .current_dir(agent_dir.join("home"))
+            .uid(account.uid)
+            .gid(account.gid)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = cmd.spawn().map_err(|e| {
+            unavailable(format!(
+                "cannot run {} workspace-setup: {e}",
+                program.display()
+            ))
+        })?;
+        let mut stdin = child
+            .stdin
+            .take()
+            .ok_or_else(|| unavailable("workspace-setup has no stdin"))?;
+        let input = SetupInput::from(setup).to_json();
+        stdin
+            .write_all(&input)
+            .await
+            .map_err(|e| unavailable(format!("cannot hand the setup to workspace-setup: {e}")))?;
+        drop(stdin);
+        let output = tokio::time::timeout(
+            SETUP_TIMEOUT * 2 + Duration::from_secs(30),
+            child.wait_with_output(),
+        )
+        .await
+        .map_err(|_| {
+            ComputeError::transient(
+                "WORKSPACE_SETUP_FAILED",
+                "workspace-setup did not finish in time",
+            )
+        })?
+        .map_err(|e| unavailable(format!("workspace-setup: {e}")))?;
+        if output.status.success() {
+            return Ok(());
+        }
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let line = stderr
+            .lines()
+            .find_map(|l| l.strip_prefix("WORKSPACE_SETUP_FAILED "))
+            .unwrap_or("IO: workspace-setup failed without a reason")
+            .to_owned();
+        let kind = line.split(':').next().unwrap_or("");
+        Err(if workspace_setup::kind_is_retryable(kind) {
+            ComputeError::transient("WORKSPACE_SETUP_FAILED", line)
+        } else {
+            ComputeError::permanent("WORKSPACE_SETUP_FAILED", line)
+        })
+    }
+
+    /// Stops and removes everything of one Agent directory (and its account).
     async fn remove_agent_dir(&self, dir: &Path) -> Result<(), ComputeError> {
+        let marker = read_json::<AgentMarker>(&dir.join("agent.json"))?;
         self.stop_gateway(dir).await?;
         match std::fs::remove_dir_all(dir) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(io_error("remove", dir, e)),
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io_error("remove", dir, e)),
         }
+        if let (Some(marker), Some(accounts)) = (marker, &self.options.accounts) {
+            account::remove(
+                &self.settings.root,
+                &self.selection.identity.id,
+                &accounts.prefix,
+                &marker.namespace_id,
+                &marker.agent_id,
+            )
+            .await?;
+        }
+        Ok(())
+    }
+}
+
+impl ProcessCompute {
+    /// The Agent's gateway port and operator token, if the Agent has a directory here.
+    pub fn gateway_port(
+        &self,
+        agent: &AgentTarget,
+    ) -> Result<Option<(u16, SecretText)>, ComputeError> {
+        let Some(marker) = self.agent_marker(agent)? else {
+            return Ok(None);
+        };
+        let agent_dir = self.agent_dir(&agent.namespace_id, &agent.agent_id);
+        Ok(Some((marker.port, self.token(&agent_dir)?)))
     }
 }
 
@@ -704,6 +942,13 @@ impl Compute for ProcessCompute {
         create_dir(&self.settings.root.join("namespaces"))?;
         create_dir(&dir)?;
         create_dir(&dir.join("agents"))?;
+        for path in [
+            self.settings.root.join("namespaces"),
+            dir.clone(),
+            dir.join("agents"),
+        ] {
+            self.traversable(&path)?;
+        }
         write_json(&dir.join("namespace.json"), &expected)?;
         Ok(Convergence::Done)
     }
@@ -711,7 +956,19 @@ impl Compute for ProcessCompute {
     async fn delete_namespace(&self, ns: &NamespaceTarget) -> Result<Convergence, ComputeError> {
         let dir = self.namespace_dir(&ns.id);
         match read_json::<NamespaceMarker>(&dir.join("namespace.json"))? {
-            None if !dir.exists() => return Ok(Convergence::Done),
+            None if !dir.exists() => {
+                // A pass that removed the tree may have been lost before the accounts went.
+                if let Some(accounts) = &self.options.accounts {
+                    account::remove_namespace(
+                        &self.settings.root,
+                        &self.selection.identity.id,
+                        &accounts.prefix,
+                        ns.id.as_str(),
+                    )
+                    .await?;
+                }
+                return Ok(Convergence::Done);
+            }
             Some(marker)
                 if marker.namespace_id == ns.id.as_str()
                     && marker.driver_id == self.selection.identity.id => {}
@@ -726,7 +983,20 @@ impl Compute for ProcessCompute {
         for agent in read_dir(&dir.join("agents"))? {
             self.remove_agent_dir(&agent).await?;
         }
-        std::fs::remove_dir_all(&dir).map_err(|e| io_error("remove", &dir, e))?;
+        match std::fs::remove_dir_all(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io_error("remove", &dir, e)),
+        }
+        if let Some(accounts) = &self.options.accounts {
+            account::remove_namespace(
+                &self.settings.root,
+                &self.selection.identity.id,
+                &accounts.prefix,
+                ns.id.as_str(),
+            )
+            .await?;
+        }
         Ok(Convergence::Done)
     }
 
@@ -742,11 +1012,15 @@ impl Compute for ProcessCompute {
             ));
         }
         self.runtime()?;
-        let marker = self.ensure_agent(&rev.agent).await?;
+        let account = self.account(&rev.agent).await?;
+        let marker = self.ensure_agent(&rev.agent, account).await?;
         let agent_dir = self.agent_dir(&rev.agent.namespace_id, &rev.agent.agent_id);
         match &ctx.workspace_setup {
-            Some(setup) => self.apply_workspace_setup(&agent_dir, setup).await?,
-            None => self.seed_workspace(&agent_dir).await?,
+            Some(setup) => {
+                self.apply_workspace_setup(&agent_dir, setup, account)
+                    .await?;
+            }
+            None => self.seed_workspace(&agent_dir, account).await?,
         }
         // Never prepare over a newer installed revision.
         if let Some(current) = self.current(&agent_dir)?
@@ -799,6 +1073,7 @@ impl Compute for ProcessCompute {
         create_dir(&staging)?;
         write_new(&staging.join("openclaw.json"), &bytes)?;
         write_json(&staging.join("revision.json"), &expected)?;
+        chown_tree(&staging, account)?;
         if dir.exists() {
             std::fs::remove_dir_all(&dir).map_err(|e| io_error("remove", &dir, e))?;
         }
@@ -849,7 +1124,9 @@ impl Compute for ProcessCompute {
         // Whatever runs now (another revision, or this one unhealthy) makes way.
         self.stop_gateway(&agent_dir).await?;
         self.switch_current(&agent_dir, &rev.revision_id)?;
-        self.start_gateway(rev, ctx, &agent_dir, marker.port).await
+        let account = self.account(&rev.agent).await?;
+        self.start_gateway(rev, ctx, &agent_dir, marker.port, account)
+            .await
     }
 
     async fn stop_revision(&self, rev: &RevisionTarget) -> Result<(), ComputeError> {
@@ -878,11 +1155,22 @@ impl Compute for ProcessCompute {
     }
 
     async fn delete_agent(&self, agent: &AgentTarget) -> Result<(), ComputeError> {
-        if self.agent_marker(agent)?.is_none() {
-            return Ok(());
+        if self.agent_marker(agent)?.is_some() {
+            self.remove_agent_dir(&self.agent_dir(&agent.namespace_id, &agent.agent_id))
+                .await?;
         }
-        self.remove_agent_dir(&self.agent_dir(&agent.namespace_id, &agent.agent_id))
-            .await
+        // The retry path of a deletion lost after the directory went.
+        if let Some(accounts) = &self.options.accounts {
+            account::remove(
+                &self.settings.root,
+                &self.selection.identity.id,
+                &accounts.prefix,
+                agent.namespace_id.as_str(),
+                agent.agent_id.as_str(),
+            )
+            .await?;
+        }
+        Ok(())
     }
 
     async fn observe(&self, rev: &RevisionTarget) -> Result<RuntimeState, ComputeError> {
@@ -904,14 +1192,12 @@ impl Compute for ProcessCompute {
         &self,
         agent: &AgentTarget,
     ) -> Result<Option<GatewayAccess>, ComputeError> {
-        let Some(marker) = self.agent_marker(agent)? else {
-            return Ok(None);
-        };
-        let agent_dir = self.agent_dir(&agent.namespace_id, &agent.agent_id);
-        Ok(Some(GatewayAccess {
-            url: format!("ws://127.0.0.1:{}", marker.port),
-            token: self.token(&agent_dir)?,
-        }))
+        Ok(self
+            .gateway_port(agent)?
+            .map(|(port, token)| GatewayAccess {
+                url: format!("ws://127.0.0.1:{port}"),
+                token,
+            }))
     }
 }
 
@@ -1019,6 +1305,37 @@ fn write_new(path: &Path, bytes: &[u8]) -> Result<(), ComputeError> {
 
 fn remove_file(path: &Path) -> Result<(), ComputeError> {
     fsutil::remove_if_exists(path).map_err(|e| io_error("remove", path, e))
+}
+
+/// Hands a freshly built tree (nothing but root could write to it so far) to the Agent's
+/// account; no-op without accounts.
+fn chown_tree(path: &Path, account: Option<Account>) -> Result<(), ComputeError> {
+    let Some(account) = account else {
+        return Ok(());
+    };
+    std::os::unix::fs::lchown(path, Some(account.uid), Some(account.gid))
+        .map_err(|e| io_error("chown", path, e))?;
+    let meta = std::fs::symlink_metadata(path).map_err(|e| io_error("stat", path, e))?;
+    if meta.is_dir() {
+        for entry in std::fs::read_dir(path).map_err(|e| io_error("list", path, e))? {
+            let entry = entry.map_err(|e| io_error("list", path, e))?;
+            chown_tree(&entry.path(), Some(account))?;
+        }
+    }
+    Ok(())
+}
+
+/// Hands an open file to the Agent's account; no-op without accounts.
+fn chown_file(
+    file: &std::fs::File,
+    path: &Path,
+    account: Option<Account>,
+) -> Result<(), ComputeError> {
+    if let Some(account) = account {
+        std::os::unix::fs::fchown(file, Some(account.uid), Some(account.gid))
+            .map_err(|e| io_error("chown", path, e))?;
+    }
+    Ok(())
 }
 
 fn port_is_free(port: u16) -> bool {

@@ -29,6 +29,19 @@ impl ComputeSelection {
         }
     }
 
+    /// OpenClaw gateways on operator-provisioned hosts over SSH: embedded execution; the
+    /// runtime's own credentials only (no Secret is delivered to a host).
+    pub fn ssh() -> Self {
+        Self {
+            identity: ComputeIdentity {
+                id: "compute-ssh".into(),
+                implementation: "ssh".into(),
+            },
+            execution_modes: vec![ExecutionMode::Embedded],
+            harness_auth_methods: vec!["runtime"],
+        }
+    }
+
     /// Why this Compute Driver cannot run an Agent in `mode` with `auth`, if it cannot.
     pub fn refusal(&self, mode: ExecutionMode, auth: Option<&HarnessAuth>) -> Option<String> {
         if !self.execution_modes.contains(&mode) {

@@ -1,0 +1,541 @@
+//! The host side of the SSH Compute Driver: one Compute operation, described by a JSON
+//! [`HostRequest`], executed against a local root by the process Driver's own code
+//! ([`ProcessCompute::for_host`] with per-Agent accounts), answered by one JSON [`HostReply`].
+//!
+//! `occ compute-host` reads the request from stdin and prints the reply as one line on stdout;
+//! the SSH Driver runs it on the host through the system `ssh` client. The host needs no occ
+//! settings, database or credentials: everything the operation needs is in the request
+//! (settings, targets, the staged workspace files), and nothing secret ever reaches argv.
+//!
+//! Operations on one host are serialized by an exclusive `flock` on `<root>/.compute-lock`,
+//! held for the whole operation (the kernel releases it if the process dies).
+
+use std::collections::BTreeMap;
+use std::ops::RangeInclusive;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use occ_core::resource::{WorkspaceFileName, WorkspaceSetup};
+use occ_core::{AgentId, NamespaceId};
+use serde::{Deserialize, Serialize};
+
+use super::process::{AccountSettings, GatewayBind, HostOptions, ProcessCompute, ProcessSettings};
+use super::{
+    AgentTarget, Compute, ComputeError, ComputeSelection, Convergence, NamespaceTarget, Readiness,
+    RevisionContext, RevisionTarget, RuntimeState,
+};
+
+/// Largest request `occ compute-host` reads (the staged workspace files are the bulk).
+pub const REQUEST_MAX_BYTES: u64 = 1024 * 1024;
+
+/// The host settings, chosen by the operator for the host and sent with every operation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HostSettings {
+    /// Root of the layout on the host (absolute; not under /tmp on a real host).
+    pub root: PathBuf,
+    /// The OpenClaw runtime on the host (`occ runtime install --dir`).
+    pub runtime_root: PathBuf,
+    /// First gateway port.
+    pub port_start: u16,
+    /// Last gateway port.
+    pub port_end: u16,
+    /// Where gateways listen (`lan` so occ reaches them over the network).
+    pub bind: GatewayBind,
+    /// Prefix of the per-Agent account names.
+    pub account_prefix: String,
+    /// How long a starting gateway may take to answer `hello-ok`, in milliseconds.
+    pub ready_timeout_ms: u64,
+    /// How long a stopping gateway may take before it is killed, in milliseconds.
+    pub stop_timeout_ms: u64,
+    /// How long an operation waits for the host lock, in milliseconds.
+    pub lock_timeout_ms: u64,
+}
+
+impl HostSettings {
+    /// The gateway port range.
+    pub fn port_range(&self) -> RangeInclusive<u16> {
+        self.port_start..=self.port_end
+    }
+
+    /// Why these settings cannot be used, if they cannot.
+    pub fn problem(&self) -> Option<String> {
+        for (name, path) in [("root", &self.root), ("runtime root", &self.runtime_root)] {
+            if !safe_path(path) {
+                return Some(format!(
+                    "the host {name} {} must be absolute, without whitespace, quotes or `..`",
+                    path.display()
+                ));
+            }
+        }
+        if self.port_start < 1024 || self.port_start > self.port_end {
+            return Some(format!(
+                "the gateway port range {}-{} must satisfy 1024 <= start <= end",
+                self.port_start, self.port_end
+            ));
+        }
+        if !super::account::valid_prefix(&self.account_prefix) {
+            return Some(format!(
+                "the account prefix {:?} must match [a-z_][a-z0-9_-]* and not be root",
+                self.account_prefix
+            ));
+        }
+        None
+    }
+}
+
+/// Whether `path` is absolute, normalized and made only of `[A-Za-z0-9_./:@+-]` (so it is safe
+/// on a remote command line and in generated files).
+pub fn safe_path(path: &Path) -> bool {
+    let Some(text) = path.to_str() else {
+        return false;
+    };
+    text.starts_with('/')
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_./:@+-".contains(&b))
+        && !text.split('/').any(|c| c == ".." || c == ".")
+}
+
+/// A staged workspace setup on the wire (the text never leaves the request and the host's
+/// workspace; `Debug` prints file names only).
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WireSetup {
+    id: String,
+    namespace_id: NamespaceId,
+    agent_id: AgentId,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    defaults_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    files: Option<BTreeMap<WorkspaceFileName, String>>,
+    completed: bool,
+}
+
+impl std::fmt::Debug for WireSetup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WireSetup")
+            .field("id", &self.id)
+            .field(
+                "files",
+                &self.files.as_ref().map(|f| f.keys().collect::<Vec<_>>()),
+            )
+            .field("completed", &self.completed)
+            .finish_non_exhaustive()
+    }
+}
+
+impl From<&WorkspaceSetup> for WireSetup {
+    fn from(s: &WorkspaceSetup) -> Self {
+        Self {
+            id: s.id.clone(),
+            namespace_id: s.namespace_id.clone(),
+            agent_id: s.agent_id.clone(),
+            defaults_id: s.defaults_id.clone(),
+            files: s.files.clone(),
+            completed: s.completed,
+        }
+    }
+}
+
+impl From<WireSetup> for WorkspaceSetup {
+    fn from(s: WireSetup) -> Self {
+        Self {
+            id: s.id,
+            namespace_id: s.namespace_id,
+            agent_id: s.agent_id,
+            defaults_id: s.defaults_id,
+            files: s.files,
+            completed: s.completed,
+        }
+    }
+}
+
+/// One Compute operation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum HostOp {
+    /// [`Compute::ensure_namespace`]
+    EnsureNamespace {
+        /// The Namespace.
+        namespace: NamespaceTarget,
+    },
+    /// [`Compute::delete_namespace`]
+    DeleteNamespace {
+        /// The Namespace.
+        namespace: NamespaceTarget,
+    },
+    /// [`Compute::prepare_revision`] (workspace setup included)
+    PrepareRevision {
+        /// The revision.
+        revision: Box<RevisionTarget>,
+        /// The Agent's staged workspace setup.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        workspace_setup: Option<WireSetup>,
+    },
+    /// [`Compute::activate_revision`]
+    ActivateRevision {
+        /// The revision.
+        revision: Box<RevisionTarget>,
+        /// The Agent's staged workspace setup.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        workspace_setup: Option<WireSetup>,
+    },
+    /// [`Compute::stop_revision`]
+    StopRevision {
+        /// The revision.
+        revision: Box<RevisionTarget>,
+    },
+    /// [`Compute::retire_revision`]
+    RetireRevision {
+        /// The revision.
+        revision: Box<RevisionTarget>,
+    },
+    /// [`Compute::delete_agent`]
+    DeleteAgent {
+        /// The Agent.
+        agent: AgentTarget,
+    },
+    /// [`Compute::observe`]
+    Observe {
+        /// The revision.
+        revision: Box<RevisionTarget>,
+    },
+    /// The Agent's gateway port and credential ([`Compute::gateway_access`]).
+    GatewayAccess {
+        /// The Agent.
+        agent: AgentTarget,
+    },
+}
+
+impl HostOp {
+    /// The operation's name (for logs).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::EnsureNamespace { .. } => "ensure-namespace",
+            Self::DeleteNamespace { .. } => "delete-namespace",
+            Self::PrepareRevision { .. } => "prepare-revision",
+            Self::ActivateRevision { .. } => "activate-revision",
+            Self::StopRevision { .. } => "stop-revision",
+            Self::RetireRevision { .. } => "retire-revision",
+            Self::DeleteAgent { .. } => "delete-agent",
+            Self::Observe { .. } => "observe",
+            Self::GatewayAccess { .. } => "gateway-access",
+        }
+    }
+}
+
+/// What the host is asked to do.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HostRequest {
+    /// The host settings.
+    pub settings: HostSettings,
+    /// The Driver's identity, recorded in (and checked against) the host's markers.
+    pub driver_id: String,
+    /// The operation.
+    pub operation: HostOp,
+}
+
+/// The outcome of a successful operation (`Debug` never prints the token).
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum HostValue {
+    /// A verb without a value.
+    Done,
+    /// A Namespace verb.
+    Convergence {
+        /// Not yet done.
+        pending: bool,
+    },
+    /// `prepare-revision`.
+    Readiness {
+        /// Activatable.
+        ready: bool,
+        /// Why not, when not.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        code: Option<String>,
+    },
+    /// `observe`.
+    Runtime {
+        /// `serving`, `not-running` or `not-current`.
+        state: String,
+    },
+    /// `gateway-access` for an Agent that has a gateway on the host.
+    Gateway {
+        /// The gateway's port on the host.
+        port: u16,
+        /// The operator token.
+        token: String,
+    },
+    /// `gateway-access` for an Agent without anything on the host.
+    NoGateway,
+}
+
+impl std::fmt::Debug for HostValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Done => f.write_str("Done"),
+            Self::Convergence { pending } => write!(f, "Convergence {{ pending: {pending} }}"),
+            Self::Readiness { ready, code } => {
+                write!(f, "Readiness {{ ready: {ready}, code: {code:?} }}")
+            }
+            Self::Runtime { state } => write!(f, "Runtime {{ state: {state:?} }}"),
+            Self::Gateway { port, .. } => write!(f, "Gateway {{ port: {port}, .. }}"),
+            Self::NoGateway => f.write_str("NoGateway"),
+        }
+    }
+}
+
+/// The one line `occ compute-host` prints.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum HostReply {
+    /// The operation succeeded.
+    Ok {
+        /// Its value.
+        value: HostValue,
+    },
+    /// It failed, classified by the same code the process Driver uses.
+    Failed {
+        /// The failure.
+        error: ComputeError,
+    },
+}
+
+impl From<Result<HostValue, ComputeError>> for HostReply {
+    fn from(result: Result<HostValue, ComputeError>) -> Self {
+        match result {
+            Ok(value) => Self::Ok { value },
+            Err(error) => Self::Failed { error },
+        }
+    }
+}
+
+/// The selection the host side records: SSH identity, embedded only, no delivered credentials.
+pub fn ssh_selection(driver_id: &str) -> ComputeSelection {
+    let mut selection = ComputeSelection::ssh();
+    driver_id.clone_into(&mut selection.identity.id);
+    selection
+}
+
+/// Runs one operation under the host lock. `setup_program` is the `occ` binary that runs
+/// `workspace-setup` as an Agent's user (the running one, for `occ compute-host`).
+pub async fn execute(request: HostRequest, setup_program: PathBuf) -> HostReply {
+    run(request, setup_program).await.into()
+}
+
+async fn run(request: HostRequest, setup_program: PathBuf) -> Result<HostValue, ComputeError> {
+    let HostRequest {
+        settings,
+        driver_id,
+        operation,
+    } = request;
+    if let Some(problem) = settings.problem() {
+        return Err(ComputeError::permanent("INVALID_HOST_SETTINGS", problem));
+    }
+    if !nix::unistd::geteuid().is_root() {
+        return Err(ComputeError::permanent(
+            "INVALID_HOST_SETTINGS",
+            "occ compute-host runs as root (it creates one Unix user per Agent)",
+        ));
+    }
+    let compute = ProcessCompute::for_host(
+        ProcessSettings {
+            root: settings.root.clone(),
+            runtime_root: settings.runtime_root.clone(),
+            port_range: settings.port_range(),
+            ready_timeout: Duration::from_millis(settings.ready_timeout_ms),
+            stop_timeout: Duration::from_millis(settings.stop_timeout_ms),
+            maintenance_interval: None,
+        },
+        HostOptions {
+            selection: ssh_selection(&driver_id),
+            bind: settings.bind,
+            accounts: Some(AccountSettings {
+                prefix: settings.account_prefix.clone(),
+                setup_program,
+            }),
+        },
+    )?;
+    // Reads do not wait behind a long activation (the process Driver's reads are safe beside
+    // its own writes); everything that changes the host takes its turn.
+    let _lock = match operation {
+        HostOp::Observe { .. } | HostOp::GatewayAccess { .. } => None,
+        _ => Some(
+            host_lock(
+                &settings.root,
+                Duration::from_millis(settings.lock_timeout_ms),
+            )
+            .await?,
+        ),
+    };
+    tracing::debug!(op = operation.name(), "host operation");
+    let context = |setup: Option<WireSetup>| RevisionContext {
+        workspace_setup: setup.map(WorkspaceSetup::from),
+        ..RevisionContext::default()
+    };
+    let convergence = |c: Convergence| HostValue::Convergence {
+        pending: c == Convergence::Pending,
+    };
+    Ok(match operation {
+        HostOp::EnsureNamespace { namespace } => {
+            convergence(compute.ensure_namespace(&namespace).await?)
+        }
+        HostOp::DeleteNamespace { namespace } => {
+            convergence(compute.delete_namespace(&namespace).await?)
+        }
+        HostOp::PrepareRevision {
+            revision,
+            workspace_setup,
+        } => match compute
+            .prepare_revision(&revision, &context(workspace_setup))
+            .await?
+        {
+            Readiness::Ready => HostValue::Readiness {
+                ready: true,
+                code: None,
+            },
+            Readiness::Pending { code } => HostValue::Readiness {
+                ready: false,
+                code: Some(code),
+            },
+        },
+        HostOp::ActivateRevision {
+            revision,
+            workspace_setup,
+        } => {
+            compute
+                .activate_revision(&revision, &context(workspace_setup))
+                .await?;
+            HostValue::Done
+        }
+        HostOp::StopRevision { revision } => {
+            compute.stop_revision(&revision).await?;
+            HostValue::Done
+        }
+        HostOp::RetireRevision { revision } => {
+            compute.retire_revision(&revision).await?;
+            HostValue::Done
+        }
+        HostOp::DeleteAgent { agent } => {
+            compute.delete_agent(&agent).await?;
+            HostValue::Done
+        }
+        HostOp::Observe { revision } => HostValue::Runtime {
+            state: match compute.observe(&revision).await? {
+                RuntimeState::Serving => "serving",
+                RuntimeState::NotRunning => "not-running",
+                RuntimeState::NotCurrent => "not-current",
+            }
+            .into(),
+        },
+        HostOp::GatewayAccess { agent } => match compute.gateway_port(&agent)? {
+            Some((port, token)) => HostValue::Gateway {
+                port,
+                token: token.expose().to_owned(),
+            },
+            None => HostValue::NoGateway,
+        },
+    })
+}
+
+/// The host-wide lock: an exclusive `flock` on `<root>/.compute-lock`, waited for up to
+/// `timeout` (then a transient `HOST_BUSY`).
+async fn host_lock(root: &Path, timeout: Duration) -> Result<std::fs::File, ComputeError> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let path = root.join(".compute-lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&path)
+        .map_err(|e| {
+            ComputeError::transient(
+                "DEPENDENCY_UNAVAILABLE",
+                format!("open {}: {e}", path.display()),
+            )
+        })?;
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(file),
+            Err(std::fs::TryLockError::WouldBlock) => {}
+            Err(std::fs::TryLockError::Error(e)) => {
+                return Err(ComputeError::transient(
+                    "DEPENDENCY_UNAVAILABLE",
+                    format!("lock {}: {e}", path.display()),
+                ));
+            }
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(ComputeError::transient(
+                "HOST_BUSY",
+                format!(
+                    "another operation held {} for more than {timeout:?}",
+                    path.display()
+                ),
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_on_the_remote_command_line_are_plain() {
+        assert!(safe_path(Path::new("/usr/local/bin/occ")));
+        assert!(safe_path(Path::new("/var/lib/occ-compute")));
+        for bad in ["occ", "/a b", "/a;b", "/a/../b", "/a/$x", "/a'b", "/a/./b"] {
+            assert!(!safe_path(Path::new(bad)), "{bad}");
+        }
+    }
+
+    #[tokio::test]
+    async fn the_lock_is_exclusive_and_times_out() {
+        let dir = tempfile::tempdir().expect("dir");
+        let held = host_lock(dir.path(), Duration::from_secs(1))
+            .await
+            .expect("first");
+        let err = host_lock(dir.path(), Duration::from_millis(300))
+            .await
+            .expect_err("busy");
+        assert_eq!(err.code, "HOST_BUSY");
+        drop(held);
+        host_lock(dir.path(), Duration::from_millis(300))
+            .await
+            .expect("free again");
+    }
+
+    #[test]
+    fn replies_round_trip() {
+        for reply in [
+            HostReply::Ok {
+                value: HostValue::Readiness {
+                    ready: false,
+                    code: Some("REVISION_SUPERSEDED".into()),
+                },
+            },
+            HostReply::Failed {
+                error: ComputeError::permanent("OWNERSHIP_CONFLICT", "x"),
+            },
+        ] {
+            let line = serde_json::to_string(&reply).expect("json");
+            assert!(!line.contains('\n'));
+            assert_eq!(
+                serde_json::from_str::<HostReply>(&line).expect("parse"),
+                reply
+            );
+        }
+        let gateway = HostValue::Gateway {
+            port: 1,
+            token: "secret-token".into(),
+        };
+        assert!(!format!("{gateway:?}").contains("secret-token"));
+    }
+}

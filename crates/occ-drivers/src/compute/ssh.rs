@@ -1,0 +1,550 @@
+//! The SSH Compute Driver: each Agent's OpenClaw gateway runs on an operator-provisioned Linux
+//! host, laid out and operated by the process Driver's own code, which `occ compute-host` runs
+//! on the host (see [`super::host`]). Only the transport differs.
+//!
+//! Each verb is one `ssh` run of the system client with strict host-key checking against the
+//! operator's `known_hosts` file, key authentication only and no user configuration:
+//!
+//! ```text
+//! ssh -F /dev/null -o BatchMode=yes -o StrictHostKeyChecking=yes -o UserKnownHostsFile=<file>
+//!     -o GlobalKnownHostsFile=/dev/null -o IdentitiesOnly=yes -o IdentityAgent=none
+//!     -o PasswordAuthentication=no -o KbdInteractiveAuthentication=no -o ConnectTimeout=<n>
+//!     -o LogLevel=ERROR -i <key> -p <port> -l <user> -- <address> <remote occ> compute-host
+//! ```
+//!
+//! The request (settings, targets, staged workspace files) goes on stdin, never argv; the reply
+//! is the last stdout line. A host that cannot be reached, a lost session, an unparsable reply or
+//! a timeout is transient (the worker retries); an unknown or changed host key, refused
+//! authentication and the host's own permanent failures (ownership, configuration) are
+//! permanent. Secrets are never delivered to a host: a revision that needs one is refused.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+use super::host::{HostOp, HostReply, HostRequest, HostSettings, HostValue, WireSetup, safe_path};
+use super::{
+    AgentTarget, Compute, ComputeError, ComputeSelection, Convergence, GatewayAccess,
+    NamespaceTarget, Readiness, RevisionContext, RevisionTarget, RuntimeState, SecretText,
+};
+
+/// One host, as the operator configured it (trusted settings).
+#[derive(Debug, Clone)]
+pub struct SshHost {
+    /// Host name or address (`[A-Za-z0-9:][A-Za-z0-9.:-]*`).
+    pub address: String,
+    /// SSH port.
+    pub port: u16,
+    /// The login user (root: the host side creates one Unix user per Agent).
+    pub user: String,
+    /// The private key (key authentication only).
+    pub identity_file: PathBuf,
+    /// The `known_hosts` file holding the host's key (strict checking).
+    pub known_hosts_file: PathBuf,
+    /// The `occ` binary on the host.
+    pub remote_occ: PathBuf,
+    /// Where occ reaches the host's gateways (default: `address`).
+    pub gateway_address: Option<String>,
+    /// The layout, runtime, ports and accounts on the host.
+    pub host: HostSettings,
+}
+
+/// Settings of the SSH Driver.
+#[derive(Debug, Clone)]
+pub struct SshSettings {
+    /// The host every Agent runs on.
+    pub host: SshHost,
+    /// `ConnectTimeout` of each `ssh` run.
+    pub connect_timeout: Duration,
+    /// Bound on one operation end to end (then the `ssh` client is killed: transient).
+    pub operation_timeout: Duration,
+    /// Maintenance passes (crash detection and restart by the worker), if any.
+    pub maintenance_interval: Option<Duration>,
+}
+
+/// The SSH Compute Driver.
+pub struct SshCompute {
+    selection: ComputeSelection,
+    settings: SshSettings,
+}
+
+/// Largest reply read from the host.
+const STDOUT_LIMIT: usize = 64 * 1024;
+/// How much of ssh's stderr is kept for messages.
+const STDERR_LIMIT: usize = 4 * 1024;
+
+fn invalid(message: impl Into<String>) -> ComputeError {
+    ComputeError::permanent("INVALID_HOST_SETTINGS", message)
+}
+
+/// Whether `address` is a plain host name or address (it cannot be read as an ssh option).
+pub fn valid_address(address: &str) -> bool {
+    let mut bytes = address.bytes();
+    bytes
+        .next()
+        .is_some_and(|b| b.is_ascii_alphanumeric() || b == b':')
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b':' || b == b'-')
+}
+
+impl SshCompute {
+    /// The Driver over `settings`, checked (nothing is contacted yet).
+    pub fn new(settings: SshSettings) -> Result<Self, ComputeError> {
+        let host = &settings.host;
+        if !valid_address(&host.address) {
+            return Err(invalid(format!(
+                "host address {:?} is not a host name or address",
+                host.address
+            )));
+        }
+        if let Some(gateway) = &host.gateway_address
+            && !valid_address(gateway)
+        {
+            return Err(invalid(format!(
+                "gateway address {gateway:?} is not a host name or address"
+            )));
+        }
+        if host.user.is_empty()
+            || !host
+                .user
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
+            || host.user.starts_with('-')
+        {
+            return Err(invalid(format!(
+                "ssh user {:?} is not a user name",
+                host.user
+            )));
+        }
+        for (name, path) in [
+            ("identity file", &host.identity_file),
+            ("known_hosts file", &host.known_hosts_file),
+        ] {
+            if !path.is_absolute() {
+                return Err(invalid(format!(
+                    "the {name} {} must be absolute",
+                    path.display()
+                )));
+            }
+        }
+        if !safe_path(&host.remote_occ) {
+            return Err(invalid(format!(
+                "the remote occ path {} must be absolute, without whitespace, quotes or `..`",
+                host.remote_occ.display()
+            )));
+        }
+        if let Some(problem) = host.host.problem() {
+            return Err(invalid(problem));
+        }
+        Ok(Self {
+            selection: ComputeSelection::ssh(),
+            settings,
+        })
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &SshSettings {
+        &self.settings
+    }
+
+    fn command(&self) -> tokio::process::Command {
+        let host = &self.settings.host;
+        let mut cmd = tokio::process::Command::new("ssh");
+        cmd.arg("-F").arg("/dev/null");
+        for option in [
+            "BatchMode=yes".to_owned(),
+            "StrictHostKeyChecking=yes".to_owned(),
+            format!("UserKnownHostsFile={}", host.known_hosts_file.display()),
+            "GlobalKnownHostsFile=/dev/null".to_owned(),
+            "IdentitiesOnly=yes".to_owned(),
+            "IdentityAgent=none".to_owned(),
+            "PasswordAuthentication=no".to_owned(),
+            "KbdInteractiveAuthentication=no".to_owned(),
+            "PubkeyAuthentication=yes".to_owned(),
+            format!(
+                "ConnectTimeout={}",
+                self.settings.connect_timeout.as_secs().max(1)
+            ),
+            "ServerAliveInterval=15".to_owned(),
+            "ServerAliveCountMax=4".to_owned(),
+            "LogLevel=ERROR".to_owned(),
+        ] {
+            cmd.arg("-o").arg(option);
+        }
+        cmd.arg("-i")
+            .arg(&host.identity_file)
+            .arg("-p")
+            .arg(host.port.to_string())
+            .arg("-l")
+            .arg(&host.user)
+            .arg("--")
+            .arg(&host.address)
+            .arg(&host.remote_occ)
+            .arg("compute-host")
+            .env_remove("SSH_AUTH_SOCK")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        cmd
+    }
+
+    /// Runs one operation on the host.
+    async fn call(&self, operation: HostOp) -> Result<HostValue, ComputeError> {
+        let name = operation.name();
+        let request = HostRequest {
+            settings: self.settings.host.host.clone(),
+            driver_id: self.selection.identity.id.clone(),
+            operation,
+        };
+        let body = serde_json::to_vec(&request)
+            .map_err(|e| ComputeError::permanent("INVALID_HOST_REQUEST", e.to_string()))?;
+        let outcome = tokio::time::timeout(self.settings.operation_timeout, self.exchange(&body))
+            .await
+            .map_err(|_| {
+                ComputeError::transient(
+                    "HOST_OPERATION_TIMEOUT",
+                    format!(
+                        "{name} on {} did not finish in {:?}",
+                        self.target(),
+                        self.settings.operation_timeout
+                    ),
+                )
+            })?;
+        let (status, stdout, stderr) = outcome?;
+        let reply = String::from_utf8_lossy(&stdout)
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .and_then(|l| serde_json::from_str::<HostReply>(l).ok());
+        match (reply, status.code()) {
+            (Some(HostReply::Ok { value }), _) => Ok(value),
+            (Some(HostReply::Failed { error }), _) => {
+                tracing::debug!(op = name, error = %error, "host operation failed");
+                Err(error)
+            }
+            (None, code) => Err(self.transport_failure(name, code, &stderr)),
+        }
+    }
+
+    /// Writes the request, reads bounded stdout and stderr, waits for `ssh`.
+    async fn exchange(
+        &self,
+        body: &[u8],
+    ) -> Result<(std::process::ExitStatus, Vec<u8>, String), ComputeError> {
+        let mut child = self.command().spawn().map_err(|e| {
+            ComputeError::transient(
+                "DEPENDENCY_UNAVAILABLE",
+                format!("cannot run the ssh client: {e}"),
+            )
+        })?;
+        let mut stdin = child.stdin.take().expect("piped stdin");
+        let mut stdout = child.stdout.take().expect("piped stdout");
+        let mut stderr = child.stderr.take().expect("piped stderr");
+        let write = async {
+            // A host that closes early makes this fail; the reply (or its absence) says why.
+            let _ = stdin.write_all(body).await;
+            drop(stdin);
+        };
+        let read_out = async {
+            let mut buf = Vec::new();
+            let mut chunk = [0u8; 8192];
+            loop {
+                match stdout.read(&mut chunk).await {
+                    Ok(0) | Err(_) => break Ok(buf),
+                    Ok(n) => {
+                        if buf.len() + n > STDOUT_LIMIT {
+                            break Err(ComputeError::transient(
+                                "HOST_REPLY_INVALID",
+                                format!("the host's reply exceeds {STDOUT_LIMIT} bytes"),
+                            ));
+                        }
+                        buf.extend_from_slice(&chunk[..n]);
+                    }
+                }
+            }
+        };
+        let read_err = async {
+            let mut buf = Vec::new();
+            let _ = (&mut stderr)
+                .take(STDERR_LIMIT as u64)
+                .read_to_end(&mut buf)
+                .await;
+            // Drain the rest so ssh never blocks on a full pipe.
+            let _ = tokio::io::copy(&mut stderr, &mut tokio::io::sink()).await;
+            String::from_utf8_lossy(&buf).into_owned()
+        };
+        let ((), out, err) = tokio::join!(write, read_out, read_err);
+        let out = out?;
+        let status = child
+            .wait()
+            .await
+            .map_err(|e| ComputeError::transient("DEPENDENCY_UNAVAILABLE", format!("ssh: {e}")))?;
+        Ok((status, out, err))
+    }
+
+    fn target(&self) -> String {
+        let host = &self.settings.host;
+        format!("{}@{}:{}", host.user, host.address, host.port)
+    }
+
+    /// A run without a reply: the host key, authentication, the connection or the remote
+    /// command failed.
+    fn transport_failure(&self, op: &str, code: Option<i32>, stderr: &str) -> ComputeError {
+        let host = &self.settings.host;
+        let detail: String = stderr
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect::<Vec<_>>()
+            .join("; ")
+            .chars()
+            .take(600)
+            .collect();
+        if stderr.contains("Host key verification failed")
+            || stderr.contains("REMOTE HOST IDENTIFICATION HAS CHANGED")
+            || stderr.contains("host key is known")
+        {
+            return ComputeError::permanent(
+                "HOST_KEY_VERIFICATION_FAILED",
+                format!(
+                    "the host key of {} is not the one recorded in {} (unknown or changed); the host is refused: {detail}",
+                    self.target(),
+                    host.known_hosts_file.display()
+                ),
+            );
+        }
+        if stderr.contains("Permission denied") {
+            return ComputeError::permanent(
+                "HOST_AUTHENTICATION_FAILED",
+                format!(
+                    "{} refused the key {}: {detail}",
+                    self.target(),
+                    host.identity_file.display()
+                ),
+            );
+        }
+        if code == Some(127) || code == Some(126) {
+            return ComputeError::permanent(
+                "INVALID_HOST_SETTINGS",
+                format!(
+                    "{} cannot run {} compute-host (exit {}): {detail}",
+                    self.target(),
+                    host.remote_occ.display(),
+                    code.unwrap_or_default()
+                ),
+            );
+        }
+        ComputeError::transient(
+            "HOST_UNAVAILABLE",
+            format!(
+                "{op} on {}: ssh ended without a reply (exit {}): {detail}",
+                self.target(),
+                code.map_or_else(|| "by signal".to_owned(), |c| c.to_string())
+            ),
+        )
+    }
+
+    /// A revision that needs something delivered to the host that this Driver never delivers.
+    fn refuse_secrets(rev: &RevisionTarget, ctx: &RevisionContext) -> Result<(), ComputeError> {
+        if !ctx.environment.is_empty()
+            || ctx.harness_credential.is_some()
+            || rev.spec.secret_bindings.is_some()
+        {
+            return Err(ComputeError::permanent(
+                "SECRET_DELIVERY_UNSUPPORTED",
+                "the SSH Compute Driver does not deliver Secrets to hosts: remove the \
+                 Configuration's Secret bindings and use harnessAuth runtime with credentials \
+                 provisioned on the host",
+            ));
+        }
+        Ok(())
+    }
+
+    fn gateway_host(&self) -> String {
+        let host = &self.settings.host;
+        let address = host.gateway_address.as_deref().unwrap_or(&host.address);
+        if address.contains(':') {
+            format!("[{address}]")
+        } else {
+            address.to_owned()
+        }
+    }
+}
+
+fn unexpected(op: &str, value: &HostValue) -> ComputeError {
+    ComputeError::transient(
+        "HOST_REPLY_INVALID",
+        format!("{op}: unexpected reply {value:?}"),
+    )
+}
+
+fn convergence(value: HostValue) -> Result<Convergence, ComputeError> {
+    match value {
+        HostValue::Convergence { pending: false } => Ok(Convergence::Done),
+        HostValue::Convergence { pending: true } => Ok(Convergence::Pending),
+        other => Err(unexpected("namespace", &other)),
+    }
+}
+
+fn done(op: &str, value: HostValue) -> Result<(), ComputeError> {
+    match value {
+        HostValue::Done => Ok(()),
+        other => Err(unexpected(op, &other)),
+    }
+}
+
+#[async_trait::async_trait]
+impl Compute for SshCompute {
+    fn selection(&self) -> &ComputeSelection {
+        &self.selection
+    }
+
+    fn supports_workspace_setup(&self) -> bool {
+        true
+    }
+
+    fn maintenance_interval(&self) -> Option<Duration> {
+        self.settings.maintenance_interval
+    }
+
+    async fn ensure_namespace(&self, ns: &NamespaceTarget) -> Result<Convergence, ComputeError> {
+        convergence(
+            self.call(HostOp::EnsureNamespace {
+                namespace: ns.clone(),
+            })
+            .await?,
+        )
+    }
+
+    async fn delete_namespace(&self, ns: &NamespaceTarget) -> Result<Convergence, ComputeError> {
+        convergence(
+            self.call(HostOp::DeleteNamespace {
+                namespace: ns.clone(),
+            })
+            .await?,
+        )
+    }
+
+    async fn prepare_revision(
+        &self,
+        rev: &RevisionTarget,
+        ctx: &RevisionContext,
+    ) -> Result<Readiness, ComputeError> {
+        Self::refuse_secrets(rev, ctx)?;
+        match self
+            .call(HostOp::PrepareRevision {
+                revision: Box::new(rev.clone()),
+                workspace_setup: ctx.workspace_setup.as_ref().map(WireSetup::from),
+            })
+            .await?
+        {
+            HostValue::Readiness { ready: true, .. } => Ok(Readiness::Ready),
+            HostValue::Readiness { ready: false, code } => Ok(Readiness::Pending {
+                code: code.unwrap_or_else(|| "REVISION_INCOMPLETE".into()),
+            }),
+            other => Err(unexpected("prepare-revision", &other)),
+        }
+    }
+
+    async fn activate_revision(
+        &self,
+        rev: &RevisionTarget,
+        ctx: &RevisionContext,
+    ) -> Result<(), ComputeError> {
+        Self::refuse_secrets(rev, ctx)?;
+        done(
+            "activate-revision",
+            self.call(HostOp::ActivateRevision {
+                revision: Box::new(rev.clone()),
+                workspace_setup: ctx.workspace_setup.as_ref().map(WireSetup::from),
+            })
+            .await?,
+        )
+    }
+
+    async fn stop_revision(&self, rev: &RevisionTarget) -> Result<(), ComputeError> {
+        done(
+            "stop-revision",
+            self.call(HostOp::StopRevision {
+                revision: Box::new(rev.clone()),
+            })
+            .await?,
+        )
+    }
+
+    async fn retire_revision(&self, rev: &RevisionTarget) -> Result<(), ComputeError> {
+        done(
+            "retire-revision",
+            self.call(HostOp::RetireRevision {
+                revision: Box::new(rev.clone()),
+            })
+            .await?,
+        )
+    }
+
+    async fn delete_agent(&self, agent: &AgentTarget) -> Result<(), ComputeError> {
+        done(
+            "delete-agent",
+            self.call(HostOp::DeleteAgent {
+                agent: agent.clone(),
+            })
+            .await?,
+        )
+    }
+
+    async fn observe(&self, rev: &RevisionTarget) -> Result<RuntimeState, ComputeError> {
+        match self
+            .call(HostOp::Observe {
+                revision: Box::new(rev.clone()),
+            })
+            .await?
+        {
+            HostValue::Runtime { state } => match state.as_str() {
+                "serving" => Ok(RuntimeState::Serving),
+                "not-running" => Ok(RuntimeState::NotRunning),
+                "not-current" => Ok(RuntimeState::NotCurrent),
+                _ => Err(ComputeError::transient(
+                    "HOST_REPLY_INVALID",
+                    format!("observe: unknown state {state:?}"),
+                )),
+            },
+            other => Err(unexpected("observe", &other)),
+        }
+    }
+
+    async fn gateway_access(
+        &self,
+        agent: &AgentTarget,
+    ) -> Result<Option<GatewayAccess>, ComputeError> {
+        match self
+            .call(HostOp::GatewayAccess {
+                agent: agent.clone(),
+            })
+            .await?
+        {
+            HostValue::Gateway { port, token } => Ok(Some(GatewayAccess {
+                url: format!("ws://{}:{port}", self.gateway_host()),
+                token: SecretText::new(token),
+            })),
+            HostValue::NoGateway => Ok(None),
+            other => Err(unexpected("gateway-access", &other)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_cannot_be_options() {
+        for good in ["127.0.0.1", "host-1.example.com", "::1", "fe80::1"] {
+            assert!(valid_address(good), "{good}");
+        }
+        for bad in ["", "-oProxyCommand=x", "a b", "a;b", "a/b", ".x"] {
+            assert!(!valid_address(bad), "{bad}");
+        }
+    }
+}
