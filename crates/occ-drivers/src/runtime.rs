@@ -20,6 +20,7 @@
 use std::ffi::{OsStr, OsString};
 use std::fs::{self, File, OpenOptions};
 use std::io;
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -407,6 +408,9 @@ async fn install_locked(
         false,
     )
     .map_err(io_err("write the install marker"))?;
+    // Not a secret, and the per-Agent users of an SSH host locate the runtime too.
+    fs::set_permissions(root.join(MARKER_FILE), fs::Permissions::from_mode(0o644))
+        .map_err(io_err("make the install marker readable"))?;
     OpenclawRuntime::locate(root)
 }
 
@@ -710,6 +714,15 @@ esac
         assert_eq!(rt.entry, root.join(ENTRY_REL));
         assert_eq!(npm_calls(&log), 2);
         assert!(root.join(MARKER_FILE).is_file());
+        assert_eq!(
+            fs::metadata(root.join(MARKER_FILE))
+                .expect("marker")
+                .permissions()
+                .mode()
+                & 0o777,
+            0o644,
+            "every user of the host may locate the runtime"
+        );
         assert!(!root.join(".install-home").exists());
         assert!(
             lines

@@ -8,7 +8,9 @@ use anyhow::Context as _;
 use occ_api::{ApiSettings, AppState};
 use occ_controller::workspace_files::GatewayWorkspace;
 use occ_controller::{BackendConfig, Controller, ControllerSettings, WorkspaceDefaults};
-use occ_drivers::compute::process::{ProcessCompute, ProcessSettings};
+use occ_drivers::compute::host::HostSettings;
+use occ_drivers::compute::process::{GatewayBind, ProcessCompute, ProcessSettings};
+use occ_drivers::compute::ssh::{SshCompute, SshHost, SshSettings};
 use occ_drivers::compute::{Compute, ComputeSelection};
 use occ_drivers::configuration::{ConfigurationDriver, FilesystemConfigurationDriver};
 use occ_drivers::runtime::OpenclawRuntime;
@@ -98,7 +100,7 @@ pub fn controller(
         store,
         configurations,
         secrets,
-        ComputeSelection::process(),
+        selection(settings),
         controller_settings,
     );
     Ok(match files_through {
@@ -145,8 +147,56 @@ const GATEWAY_READY_TIMEOUT: Duration = Duration::from_secs(180);
 /// How long a stopping gateway may take before it is killed.
 const GATEWAY_STOP_TIMEOUT: Duration = Duration::from_secs(15);
 
+/// What admission needs to know about the Compute Driver the settings select.
+fn selection(settings: &PlatformSettings) -> ComputeSelection {
+    match settings.compute.ssh {
+        Some(_) => ComputeSelection::ssh(),
+        None => ComputeSelection::process(),
+    }
+}
+
+/// How long one operation on an SSH host may take end to end (workspace setup and a gateway
+/// cold start included).
+const SSH_OPERATION_TIMEOUT: Duration = Duration::from_secs(600);
+/// How long an operation on an SSH host waits for another one to release the host lock.
+const SSH_LOCK_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// The Compute Driver the settings select.
 pub fn compute(settings: &PlatformSettings) -> anyhow::Result<Arc<dyn Compute>> {
+    if let Some(ssh) = &settings.compute.ssh {
+        let millis = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        let driver = SshCompute::new(SshSettings {
+            host: SshHost {
+                address: ssh.address.clone(),
+                port: ssh.port,
+                user: ssh.user.clone(),
+                identity_file: ssh.identity_file.clone(),
+                known_hosts_file: ssh.known_hosts_file.clone(),
+                remote_occ: ssh.remote_occ.clone(),
+                gateway_address: ssh.gateway_address.clone(),
+                host: HostSettings {
+                    root: ssh.remote_root.clone(),
+                    runtime_root: ssh.remote_runtime.clone(),
+                    port_start: *ssh.port_range.start(),
+                    port_end: *ssh.port_range.end(),
+                    bind: if ssh.bind_lan {
+                        GatewayBind::Lan
+                    } else {
+                        GatewayBind::Loopback
+                    },
+                    account_prefix: ssh.account_prefix.clone(),
+                    ready_timeout_ms: millis(GATEWAY_READY_TIMEOUT),
+                    stop_timeout_ms: millis(GATEWAY_STOP_TIMEOUT),
+                    lock_timeout_ms: millis(SSH_LOCK_TIMEOUT),
+                },
+            },
+            connect_timeout: ssh.connect_timeout,
+            operation_timeout: SSH_OPERATION_TIMEOUT,
+            maintenance_interval: Some(settings.compute.maintenance_interval),
+        })
+        .map_err(|e| anyhow::anyhow!("OCC_SSH_*: {}", e.message))?;
+        return Ok(Arc::new(driver));
+    }
     let process = ProcessCompute::new(ProcessSettings {
         root: settings.compute.root.clone(),
         runtime_root: settings.compute.runtime_root.clone(),

@@ -183,6 +183,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
             runtime_root,
             port_range,
             maintenance_interval: Duration::from_secs(15),
+            ssh: None,
         },
         metrics: None,
     };

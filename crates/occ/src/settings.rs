@@ -34,6 +34,19 @@ pub struct FileSettings {
     process_root: Option<PathBuf>,
     openclaw_runtime: Option<PathBuf>,
     process_port_range: Option<String>,
+    ssh_address: Option<String>,
+    ssh_port: Option<u16>,
+    ssh_user: Option<String>,
+    ssh_identity_file: Option<PathBuf>,
+    ssh_known_hosts_file: Option<PathBuf>,
+    ssh_connect_timeout_seconds: Option<u64>,
+    ssh_remote_occ: Option<PathBuf>,
+    ssh_remote_root: Option<PathBuf>,
+    ssh_remote_runtime: Option<PathBuf>,
+    ssh_port_range: Option<String>,
+    ssh_gateway_bind: Option<String>,
+    ssh_gateway_address: Option<String>,
+    ssh_account_prefix: Option<String>,
     maintenance_interval_ms: Option<u64>,
     auth_base_url: Option<String>,
     auth_secret: Option<String>,
@@ -71,6 +84,41 @@ pub struct ComputeSettings {
     pub port_range: RangeInclusive<u16>,
     /// How often a running Agent's gateway is checked and restarted if it crashed.
     pub maintenance_interval: Duration,
+    /// The SSH Compute Driver's host, when `OCC_COMPUTE_DRIVER=ssh` (then `root` and
+    /// `port_range` are unused: the host's own are below).
+    pub ssh: Option<SshComputeSettings>,
+}
+
+/// Settings of the SSH Compute Driver (`OCC_SSH_*`): the one operator-provisioned host Agents
+/// run on, how to reach it, and the layout on it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SshComputeSettings {
+    /// `OCC_SSH_ADDRESS`: host name or address.
+    pub address: String,
+    /// `OCC_SSH_PORT` (22).
+    pub port: u16,
+    /// `OCC_SSH_USER` (root).
+    pub user: String,
+    /// `OCC_SSH_IDENTITY_FILE`: the private key.
+    pub identity_file: PathBuf,
+    /// `OCC_SSH_KNOWN_HOSTS_FILE`: the host's key (strict checking).
+    pub known_hosts_file: PathBuf,
+    /// `OCC_SSH_CONNECT_TIMEOUT_SECONDS` (10).
+    pub connect_timeout: Duration,
+    /// `OCC_SSH_REMOTE_OCC` (`/usr/local/bin/occ`): the occ binary on the host.
+    pub remote_occ: PathBuf,
+    /// `OCC_SSH_REMOTE_ROOT` (`/var/lib/occ/compute`): the layout's root on the host.
+    pub remote_root: PathBuf,
+    /// `OCC_SSH_REMOTE_RUNTIME` (`/var/lib/occ/runtime`): the OpenClaw runtime on the host.
+    pub remote_runtime: PathBuf,
+    /// `OCC_SSH_PORT_RANGE` (`28000-28999`): gateway ports on the host.
+    pub port_range: RangeInclusive<u16>,
+    /// `OCC_SSH_GATEWAY_BIND` (`lan`): where gateways listen on the host (`lan` or `loopback`).
+    pub bind_lan: bool,
+    /// `OCC_SSH_GATEWAY_ADDRESS` (the SSH address): where occ reaches the host's gateways.
+    pub gateway_address: Option<String>,
+    /// `OCC_SSH_ACCOUNT_PREFIX` (`occ-agent`): prefix of the per-Agent Unix accounts.
+    pub account_prefix: String,
 }
 
 /// What every occ process needs.
@@ -252,9 +300,11 @@ impl PlatformSettings {
         )?;
         let compute = pick("OCC_COMPUTE_DRIVER", file.compute_driver.take())
             .unwrap_or_else(|| "process".into());
-        if compute != "process" {
-            bail!("OCC_COMPUTE_DRIVER: {compute:?} is not available (process)");
-        }
+        let ssh = match compute.as_str() {
+            "process" => None,
+            "ssh" => Some(ssh_settings(env, file)?),
+            _ => bail!("OCC_COMPUTE_DRIVER: {compute:?} is not available (process, ssh)"),
+        };
         let root = path_setting(
             "OCC_PROCESS_ROOT",
             file.process_root.take(),
@@ -296,10 +346,84 @@ impl PlatformSettings {
                 runtime_root,
                 port_range,
                 maintenance_interval: Duration::from_millis(maintenance_ms),
+                ssh,
             },
             metrics,
         })
     }
+}
+
+/// The `OCC_SSH_*` settings of the SSH Compute Driver.
+fn ssh_settings(env: Env<'_>, file: &mut FileSettings) -> anyhow::Result<SshComputeSettings> {
+    let pick = |var: &str, from_file: Option<String>| env(var).or(from_file);
+    let path = |var: &str, from_file: Option<PathBuf>, default: Option<&str>| {
+        let path = env(var)
+            .map(PathBuf::from)
+            .or(from_file)
+            .or_else(|| default.map(PathBuf::from))
+            .ok_or_else(|| anyhow!("{var} is required by the SSH Compute Driver"))?;
+        if !path.is_absolute() {
+            bail!("{var}: {} must be an absolute path", path.display());
+        }
+        Ok(path)
+    };
+    let address = pick("OCC_SSH_ADDRESS", file.ssh_address.take())
+        .ok_or_else(|| anyhow!("OCC_SSH_ADDRESS is required by the SSH Compute Driver"))?;
+    let port = match env("OCC_SSH_PORT") {
+        Some(text) => text
+            .parse::<u16>()
+            .ok()
+            .filter(|p| *p > 0)
+            .ok_or_else(|| anyhow!("OCC_SSH_PORT: {text:?} is not a port"))?,
+        None => file.ssh_port.take().unwrap_or(22),
+    };
+    let range_text = pick("OCC_SSH_PORT_RANGE", file.ssh_port_range.take())
+        .unwrap_or_else(|| "28000-28999".into());
+    let bind =
+        pick("OCC_SSH_GATEWAY_BIND", file.ssh_gateway_bind.take()).unwrap_or_else(|| "lan".into());
+    let bind_lan = match bind.as_str() {
+        "lan" => true,
+        "loopback" => false,
+        other => bail!("OCC_SSH_GATEWAY_BIND: {other:?} is not lan or loopback"),
+    };
+    let connect = positive(
+        env,
+        "OCC_SSH_CONNECT_TIMEOUT_SECONDS",
+        file.ssh_connect_timeout_seconds.take(),
+        10,
+    )?;
+    Ok(SshComputeSettings {
+        address,
+        port,
+        user: pick("OCC_SSH_USER", file.ssh_user.take()).unwrap_or_else(|| "root".into()),
+        identity_file: path("OCC_SSH_IDENTITY_FILE", file.ssh_identity_file.take(), None)?,
+        known_hosts_file: path(
+            "OCC_SSH_KNOWN_HOSTS_FILE",
+            file.ssh_known_hosts_file.take(),
+            None,
+        )?,
+        connect_timeout: Duration::from_secs(connect),
+        remote_occ: path(
+            "OCC_SSH_REMOTE_OCC",
+            file.ssh_remote_occ.take(),
+            Some("/usr/local/bin/occ"),
+        )?,
+        remote_root: path(
+            "OCC_SSH_REMOTE_ROOT",
+            file.ssh_remote_root.take(),
+            Some("/var/lib/occ/compute"),
+        )?,
+        remote_runtime: path(
+            "OCC_SSH_REMOTE_RUNTIME",
+            file.ssh_remote_runtime.take(),
+            Some("/var/lib/occ/runtime"),
+        )?,
+        port_range: port_range(&range_text).map_err(|e| anyhow!("OCC_SSH_PORT_RANGE: {e}"))?,
+        bind_lan,
+        gateway_address: pick("OCC_SSH_GATEWAY_ADDRESS", file.ssh_gateway_address.take()),
+        account_prefix: pick("OCC_SSH_ACCOUNT_PREFIX", file.ssh_account_prefix.take())
+            .unwrap_or_else(|| "occ-agent".into()),
+    })
 }
 
 /// `OCC_METRICS_ENABLED=true` needs `OCC_METRICS_HOST` and `OCC_METRICS_PORT`; either of those

@@ -3,6 +3,8 @@
 //! Driver on the pinned runtime, and helpers that look at what runs on the machine.
 #![allow(dead_code, reason = "each test binary uses a part")]
 
+pub mod sshd;
+
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 

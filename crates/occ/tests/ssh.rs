@@ -1,0 +1,447 @@
+//! The SSH Compute Driver against a real OpenSSH server on 127.0.0.1 (started by each test) and
+//! real OpenClaw gateways on the "remote" side, run by the real `occ compute-host` (this build's
+//! binary) over the system `ssh` client:
+//!
+//! - the Compute conformance suite;
+//! - two Agents on one host: separate Unix users, 0700 directories, gateways running as their
+//!   own users, staged workspace files applied as the Agent's user, neither user can read the
+//!   other's files, workspace files GET/PUT through the gateway endpoint the Driver hands out;
+//! - an unknown or changed host key is refused (permanent, nothing created on the host); a
+//!   revision that needs a Secret is refused before the host is contacted;
+//! - sshd stopped during a deploy: a transient failure, converging once sshd is back.
+//!
+//! Gateway-starting tests take turns (at most two gateways at once); every process a test
+//! started is killed by PID and every account it created is removed when it ends.
+
+mod support;
+
+use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use occ_core::resource::{WorkspaceFileName, WorkspaceSetup};
+use occ_drivers::compute::account::account_name;
+use occ_drivers::compute::host::HostSettings;
+use occ_drivers::compute::process::{GatewayBind, recorded_gateways};
+use occ_drivers::compute::ssh::{SshCompute, SshHost, SshSettings};
+use occ_drivers::compute::{
+    AgentTarget, Compute, FailureClass, Readiness, RevisionContext, RuntimeState, SecretText,
+};
+use occ_drivers::workspace_setup::STOCK_DEFAULTS_ID;
+use occ_testkit::compute_conformance::{self as conformance, document, revision, targets};
+use support::sshd::Sshd;
+use tokio::sync::Mutex;
+
+/// One gateway-starting test at a time.
+static GATEWAYS: Mutex<()> = Mutex::const_new(());
+
+const OCC: &str = env!("CARGO_BIN_EXE_occ");
+const PREFIX: &str = "occtest";
+
+/// The "remote" root of one test: gateways killed by PID and test accounts removed on drop.
+struct Host {
+    root: tempfile::TempDir,
+}
+
+impl Host {
+    fn new() -> Self {
+        Self {
+            root: tempfile::tempdir().expect("root"),
+        }
+    }
+
+    fn path(&self) -> &Path {
+        self.root.path()
+    }
+
+    fn agent_dir(&self, agent: &AgentTarget) -> PathBuf {
+        self.path()
+            .join("namespaces")
+            .join(agent.namespace_id.as_str())
+            .join("agents")
+            .join(agent.agent_id.as_str())
+    }
+
+    /// The account names occ recorded under this root.
+    fn accounts(&self) -> Vec<String> {
+        let Ok(entries) = std::fs::read_dir(self.path().join("accounts")) else {
+            return Vec::new();
+        };
+        entries
+            .flatten()
+            .filter_map(|e| {
+                e.file_name()
+                    .to_str()?
+                    .strip_suffix(".json")
+                    .map(str::to_owned)
+            })
+            .collect()
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        for (pid, _) in recorded_gateways(self.path()) {
+            if let Some(pid) = i32::try_from(pid)
+                .ok()
+                .and_then(rustix::process::Pid::from_raw)
+            {
+                let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+            }
+        }
+        occ_testkit::occ_process::kill_processes_with_env(&format!("{}/", self.path().display()));
+        for name in self.accounts() {
+            let _ = std::process::Command::new("userdel").arg(&name).output();
+            let _ = std::process::Command::new("groupdel").arg(&name).output();
+        }
+    }
+}
+
+fn runtime_root() -> PathBuf {
+    occ_testkit::runtime::shared_runtime();
+    occ_testkit::runtime::runtime_root()
+}
+
+fn driver(
+    sshd: &Sshd,
+    host: &Host,
+    runtime: &Path,
+    ports: (u16, u16),
+    known: PathBuf,
+) -> SshCompute {
+    SshCompute::new(SshSettings {
+        host: SshHost {
+            address: "127.0.0.1".into(),
+            port: sshd.port,
+            user: "root".into(),
+            identity_file: sshd.identity(),
+            known_hosts_file: known,
+            remote_occ: PathBuf::from(OCC),
+            gateway_address: None,
+            host: HostSettings {
+                root: host.path().to_path_buf(),
+                runtime_root: runtime.to_path_buf(),
+                port_start: ports.0,
+                port_end: ports.1,
+                bind: GatewayBind::Lan,
+                account_prefix: PREFIX.into(),
+                ready_timeout_ms: 180_000,
+                stop_timeout_ms: 15_000,
+                lock_timeout_ms: 60_000,
+            },
+        },
+        connect_timeout: Duration::from_secs(5),
+        operation_timeout: Duration::from_secs(400),
+        maintenance_interval: None,
+    })
+    .expect("driver")
+}
+
+fn user_exists(name: &str) -> bool {
+    std::process::Command::new("getent")
+        .args(["passwd", name])
+        .output()
+        .expect("getent")
+        .status
+        .success()
+}
+
+/// The real uid of a live process.
+fn process_uid(pid: u32) -> u32 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|u| u.parse().ok())
+        .expect("Uid")
+}
+
+fn gateway_pid(dir: &Path) -> u32 {
+    let record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("gateway.json")).expect("gateway.json"))
+            .expect("json");
+    u32::try_from(record["pid"].as_u64().expect("pid")).expect("pid")
+}
+
+/// `cat <path>` as `user`: Ok(contents) or Err(stderr).
+fn cat_as(user: &str, path: &Path) -> Result<String, String> {
+    let out = std::process::Command::new("runuser")
+        .args(["-u", user, "--", "cat"])
+        .arg(path)
+        .output()
+        .expect("runuser");
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance_suite_over_ssh() {
+    let runtime = tokio::task::spawn_blocking(runtime_root).await.unwrap();
+    let _turn = GATEWAYS.lock().await;
+    let sshd = Sshd::start().await;
+    let host = Host::new();
+    let compute = driver(&sshd, &host, &runtime, (29900, 29909), sshd.known_hosts());
+    conformance::lifecycle(&compute).await;
+    conformance::refusals(&compute).await;
+    assert!(recorded_gateways(host.path()).is_empty());
+    // Deleting the Agents removed their accounts.
+    assert!(host.accounts().is_empty(), "{:?}", host.accounts());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agents_on_one_host_are_separate_users() {
+    let runtime = tokio::task::spawn_blocking(runtime_root).await.unwrap();
+    let _turn = GATEWAYS.lock().await;
+    let sshd = Sshd::start().await;
+    let host = Host::new();
+    let compute = driver(&sshd, &host, &runtime, (29910, 29919), sshd.known_hosts());
+    let (ns, a) = targets();
+    let b = AgentTarget {
+        agent_id: occ_core::AgentId::generate(),
+        ..a.clone()
+    };
+    let b = AgentTarget {
+        service_principal_id: occ_core::IamId::agent_service_principal(&b.agent_id),
+        ..b
+    };
+    compute.ensure_namespace(&ns).await.expect("ensure");
+
+    // A is created with a staged USER.md, applied on the host as A's user.
+    let staged = "# USER.md\n\nStaged for A only.\n".to_owned();
+    let setup = WorkspaceSetup {
+        id: "wss_a".into(),
+        namespace_id: a.namespace_id.clone(),
+        agent_id: a.agent_id.clone(),
+        defaults_id: Some(STOCK_DEFAULTS_ID.into()),
+        files: Some([(WorkspaceFileName::User, staged.clone())].into()),
+        completed: false,
+    };
+    let ctx_a = RevisionContext {
+        workspace_setup: Some(setup),
+        ..RevisionContext::default()
+    };
+    let ctx_b = RevisionContext::default();
+    let rev_a = revision(&compute, &a, 1, document("gpt-5"));
+    let rev_b = revision(&compute, &b, 1, document("gpt-5"));
+    assert_eq!(
+        compute
+            .prepare_revision(&rev_a, &ctx_a)
+            .await
+            .expect("prepare a"),
+        Readiness::Ready
+    );
+    compute
+        .activate_revision(&rev_a, &ctx_a)
+        .await
+        .expect("activate a");
+    compute
+        .activate_revision(&rev_b, &ctx_b)
+        .await
+        .expect("activate b");
+    assert_eq!(
+        compute.observe(&rev_a).await.unwrap(),
+        RuntimeState::Serving
+    );
+    assert_eq!(
+        compute.observe(&rev_b).await.unwrap(),
+        RuntimeState::Serving
+    );
+
+    let (user_a, user_b) = (
+        account_name(PREFIX, a.namespace_id.as_str(), a.agent_id.as_str()),
+        account_name(PREFIX, b.namespace_id.as_str(), b.agent_id.as_str()),
+    );
+    assert!(user_exists(&user_a) && user_exists(&user_b));
+    let (dir_a, dir_b) = (host.agent_dir(&a), host.agent_dir(&b));
+    let (meta_a, meta_b) = (
+        std::fs::metadata(&dir_a).unwrap(),
+        std::fs::metadata(&dir_b).unwrap(),
+    );
+    assert_ne!(meta_a.uid(), 0);
+    assert_ne!(meta_a.uid(), meta_b.uid(), "one user per Agent");
+    assert_ne!(meta_a.gid(), meta_b.gid(), "one group per Agent");
+    for (dir, meta) in [(&dir_a, &meta_a), (&dir_b, &meta_b)] {
+        assert_eq!(
+            meta.permissions().mode() & 0o777,
+            0o700,
+            "{}",
+            dir.display()
+        );
+        let token = std::fs::metadata(dir.join("gateway-token")).unwrap();
+        assert_eq!(token.permissions().mode() & 0o777, 0o600);
+        // The gateway runs as the Agent's user, detached from the ssh session that started it.
+        assert_eq!(process_uid(gateway_pid(dir)), meta.uid());
+    }
+    // The staged file is in A's workspace, written by A's user; B has the stock file.
+    let user_md_a = dir_a.join("state/workspace/USER.md");
+    assert_eq!(std::fs::read_to_string(&user_md_a).unwrap(), staged);
+    assert_eq!(std::fs::metadata(&user_md_a).unwrap().uid(), meta_a.uid());
+    let user_md_b = dir_b.join("state/workspace/USER.md");
+    assert_ne!(std::fs::read_to_string(&user_md_b).unwrap(), staged);
+    // Each user reads its own files and not the other's.
+    assert_eq!(
+        cat_as(&user_a, &user_md_a).expect("A reads its own"),
+        staged
+    );
+    let denied = cat_as(&user_a, &user_md_b).expect_err("A cannot read B's workspace");
+    assert!(denied.contains("Permission denied"), "{denied}");
+    let denied =
+        cat_as(&user_b, &dir_a.join("gateway-token")).expect_err("B cannot read A's token");
+    assert!(denied.contains("Permission denied"), "{denied}");
+
+    // Workspace files through the endpoint the Driver hands out (the host's port, A's token).
+    let access = compute.gateway_access(&a).await.unwrap().expect("access");
+    assert!(
+        access.url.starts_with("ws://127.0.0.1:2991"),
+        "{}",
+        access.url
+    );
+    let mut session = conformance::connect(&compute, &a)
+        .await
+        .expect("hello-ok from A");
+    let edited = "# USER.md\n\nEdited through the gateway.\n";
+    session
+        .file_set("main", "USER.md", edited, None, Duration::from_secs(10))
+        .await
+        .expect("PUT USER.md");
+    let file = session
+        .file_get("main", "USER.md", Duration::from_secs(10))
+        .await
+        .expect("GET USER.md")
+        .expect("exists");
+    assert_eq!(file.content, edited);
+    session.close().await;
+    assert_eq!(std::fs::read_to_string(&user_md_a).unwrap(), edited);
+    let mut session = conformance::connect(&compute, &b)
+        .await
+        .expect("hello-ok from B");
+    let file = session
+        .file_get("main", "USER.md", Duration::from_secs(10))
+        .await
+        .expect("GET B's USER.md")
+        .expect("exists");
+    assert_ne!(file.content, edited, "B sees its own workspace");
+    session.close().await;
+
+    // Deleting removes the directories, the gateways and the accounts.
+    compute.delete_agent(&a).await.expect("delete a");
+    compute.delete_agent(&b).await.expect("delete b");
+    assert!(!dir_a.exists() && !dir_b.exists());
+    assert!(!user_exists(&user_a) && !user_exists(&user_b));
+    assert!(recorded_gateways(host.path()).is_empty());
+    compute.delete_namespace(&ns).await.expect("delete ns");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_or_changed_host_keys_and_secrets_are_refused() {
+    let runtime = tokio::task::spawn_blocking(runtime_root).await.unwrap();
+    let sshd = Sshd::start().await;
+    let host = Host::new();
+    let (ns, agent) = targets();
+    for known in [sshd.wrong_known_hosts(), sshd.empty_known_hosts()] {
+        let compute = driver(&sshd, &host, &runtime, (29920, 29929), known.clone());
+        let err = compute
+            .ensure_namespace(&ns)
+            .await
+            .expect_err("an unverified host is refused");
+        assert_eq!(err.class, FailureClass::Permanent, "{err}");
+        assert_eq!(err.code, "HOST_KEY_VERIFICATION_FAILED", "{err}");
+        assert!(err.message.contains(&known.display().to_string()), "{err}");
+    }
+    assert!(
+        !host.path().join("namespaces").exists(),
+        "nothing was created on a refused host"
+    );
+
+    // A key the host does not accept: refused, permanent.
+    let mut wrong_key = driver(&sshd, &host, &runtime, (29920, 29929), sshd.known_hosts());
+    let other_key = sshd.dir.path().join("other_ed25519");
+    wrong_key = SshCompute::new(SshSettings {
+        host: SshHost {
+            identity_file: other_key,
+            ..wrong_key.settings().host.clone()
+        },
+        ..wrong_key.settings().clone()
+    })
+    .expect("driver");
+    let err = wrong_key.ensure_namespace(&ns).await.expect_err("refused");
+    assert_eq!(err.code, "HOST_AUTHENTICATION_FAILED", "{err}");
+    assert_eq!(err.class, FailureClass::Permanent);
+
+    // Secrets are never delivered to a host: refused before the host is contacted.
+    let compute = driver(&sshd, &host, &runtime, (29920, 29929), sshd.known_hosts());
+    let rev = revision(&compute, &agent, 1, document("gpt-5"));
+    let ctx = RevisionContext {
+        environment: [("OPENAI_API_KEY".to_owned(), SecretText::new("sk-x".into()))].into(),
+        ..RevisionContext::default()
+    };
+    for result in [
+        compute.prepare_revision(&rev, &ctx).await.map(|_| ()),
+        compute.activate_revision(&rev, &ctx).await,
+    ] {
+        let err = result.expect_err("refused");
+        assert_eq!(err.code, "SECRET_DELIVERY_UNSUPPORTED", "{err}");
+        assert_eq!(err.class, FailureClass::Permanent);
+    }
+    assert!(!host.path().join("namespaces").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sshd_down_during_a_deploy_is_transient_and_converges() {
+    let runtime = tokio::task::spawn_blocking(runtime_root).await.unwrap();
+    let _turn = GATEWAYS.lock().await;
+    let mut sshd = Sshd::start().await;
+    let host = Host::new();
+    let compute = driver(&sshd, &host, &runtime, (29930, 29939), sshd.known_hosts());
+    let ctx = RevisionContext::default();
+    let (ns, agent) = targets();
+    compute.ensure_namespace(&ns).await.expect("ensure");
+    let rev = revision(&compute, &agent, 1, document("gpt-5"));
+    compute.prepare_revision(&rev, &ctx).await.expect("prepare");
+
+    // The host's sshd goes away between prepare and activate.
+    sshd.stop().await;
+    let err = compute
+        .activate_revision(&rev, &ctx)
+        .await
+        .expect_err("no sshd");
+    assert_eq!(err.class, FailureClass::Transient, "{err}");
+    assert_eq!(err.code, "HOST_UNAVAILABLE", "{err}");
+    let err = compute.observe(&rev).await.expect_err("no sshd");
+    assert_eq!(err.class, FailureClass::Transient, "{err}");
+
+    // It comes back: the retried activation converges, as the worker's retry would.
+    sshd.resume().await;
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        match compute.activate_revision(&rev, &ctx).await {
+            Ok(()) => break,
+            Err(e) if e.class == FailureClass::Transient && attempts < 3 => {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            Err(e) => panic!("activation after sshd came back: {e}"),
+        }
+    }
+    assert_eq!(compute.observe(&rev).await.unwrap(), RuntimeState::Serving);
+    conformance::connect(&compute, &agent)
+        .await
+        .expect("hello-ok")
+        .close()
+        .await;
+
+    // The gateway outlives the ssh sessions and sshd itself.
+    sshd.stop().await;
+    let pid = gateway_pid(&host.agent_dir(&agent));
+    assert!(occ_testkit::gateway::process_alive(pid));
+    sshd.resume().await;
+    assert_eq!(compute.observe(&rev).await.unwrap(), RuntimeState::Serving);
+
+    compute.delete_agent(&agent).await.expect("delete");
+    compute.delete_namespace(&ns).await.expect("delete ns");
+    assert!(!occ_testkit::gateway::process_alive(pid));
+}
