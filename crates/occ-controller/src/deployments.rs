@@ -274,6 +274,9 @@ impl Controller {
             .await
             .map_err(db)?
             .ok_or_else(Error::not_found)?;
+        if let Some(refusal) = self.compute.secret_refusal(!cfg.secret_bindings.is_empty()) {
+            return Err(Error::conflict(refusal));
+        }
         for binding in cfg.secret_bindings.values() {
             tx = self
                 .authorize_consumed_secret(tx, req, &agent, &binding.source.id)

@@ -445,3 +445,198 @@ async fn sshd_down_during_a_deploy_is_transient_and_converges() {
     compute.delete_namespace(&ns).await.expect("delete ns");
     assert!(!occ_testkit::gateway::process_alive(pid));
 }
+
+fn files_path(s: &support::Stack, agent: &str, name: &str) -> String {
+    format!("/namespaces/{}/agents/{agent}/workspace/files/{name}", s.ns)
+}
+
+async fn file_content(s: &support::Stack, agent: &str, name: &str) -> String {
+    let (status, body) = s
+        .call(reqwest::Method::GET, &files_path(s, agent, name), None)
+        .await;
+    assert_eq!(status, reqwest::StatusCode::OK, "GET {name}: {body}");
+    body["data"]["content"]
+        .as_str()
+        .expect("content")
+        .to_owned()
+}
+
+/// The whole stack (`occ serve` + `occ worker` with `OCC_COMPUTE_DRIVER=ssh`): deploy → active →
+/// workspace files GET/PUT → redeploy → stop → resume; a deploy while sshd is down is retried
+/// and converges once it is back; dedicated execution and Secret bindings are refused at
+/// deploy admission with 409.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deploy_files_redeploy_stop_resume_through_the_api() {
+    use reqwest::{Method, StatusCode};
+    use serde_json::json;
+
+    let runtime = tokio::task::spawn_blocking(runtime_root).await.unwrap();
+    let _turn = GATEWAYS.lock().await;
+    let mut sshd = Sshd::start().await;
+    let host = Host::new();
+    let extra = [
+        ("OCC_COMPUTE_DRIVER", "ssh".to_owned()),
+        ("OCC_SSH_ADDRESS", "127.0.0.1".to_owned()),
+        ("OCC_SSH_PORT", sshd.port.to_string()),
+        (
+            "OCC_SSH_IDENTITY_FILE",
+            sshd.identity().display().to_string(),
+        ),
+        (
+            "OCC_SSH_KNOWN_HOSTS_FILE",
+            sshd.known_hosts().display().to_string(),
+        ),
+        ("OCC_SSH_REMOTE_OCC", OCC.to_owned()),
+        ("OCC_SSH_REMOTE_ROOT", host.path().display().to_string()),
+        ("OCC_SSH_REMOTE_RUNTIME", runtime.display().to_string()),
+        ("OCC_SSH_PORT_RANGE", "29940-29949".to_owned()),
+        ("OCC_SSH_ACCOUNT_PREFIX", PREFIX.to_owned()),
+        ("OCC_WORKER_MAX_ATTEMPTS", "10".to_owned()),
+    ];
+    let s = support::Stack::start_with(occ_store::Backend::Sqlite, "29940-29949", &extra).await;
+    let doc1 = json!({"agents": {"defaults": {"model": {"primary": "openai/gpt-5"}}}, "plugins": {"enabled": false}});
+    let cfg = s.configuration(doc1).await;
+    let agent = s.agent("over-ssh", &cfg).await;
+
+    // ---- deploy → active, through sshd ----
+    let rev1 = s.deploy(&agent).await;
+    let d = s.settled(&agent, &rev1).await;
+    assert_eq!(d["status"], "succeeded", "{d}");
+    assert_eq!(s.agent_state(&agent).await["activeRevisionId"], rev1);
+    let ns_dir = host.path().join("namespaces").join(&s.ns);
+    let dir = ns_dir.join("agents").join(&agent);
+    let uid = std::fs::metadata(&dir)
+        .expect("the Agent's directory on the host")
+        .uid();
+    assert_ne!(uid, 0);
+    assert_eq!(process_uid(gateway_pid(&dir)), uid);
+
+    // ---- workspace files GET/PUT through the host's gateway ----
+    let stock = file_content(&s, &agent, "USER.md").await;
+    let edited = "# USER.md\n\nEdited over SSH.\n";
+    assert_ne!(stock, edited);
+    let body = serde_json::to_vec(&json!({"content": edited})).unwrap();
+    let (status, r) = s
+        .call(Method::PUT, &files_path(&s, &agent, "USER.md"), Some(body))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{r}");
+    assert_eq!(file_content(&s, &agent, "USER.md").await, edited);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("state/workspace/USER.md")).unwrap(),
+        edited
+    );
+
+    // ---- redeploy after a Configuration change ----
+    let doc2 = json!({"values": {"agents": {"defaults": {"model": {"primary": "openai/gpt-5-mini"}}}, "plugins": {"enabled": false}}});
+    s.send(
+        Method::PATCH,
+        &format!("/namespaces/{}/configurations/{cfg}", s.ns),
+        Some(doc2),
+    )
+    .await;
+    let rev2 = s.deploy(&agent).await;
+    assert_eq!(s.settled(&agent, &rev2).await["status"], "succeeded");
+    assert_eq!(s.agent_state(&agent).await["activeRevisionId"], rev2);
+    assert_eq!(file_content(&s, &agent, "USER.md").await, edited);
+
+    // ---- stop: the gateway goes, the workspace stays ----
+    let pid = gateway_pid(&dir);
+    s.stop(&agent).await;
+    s.wait_for("the stop", async || {
+        s.agent_state(&agent).await["activeRevisionId"].is_null()
+    })
+    .await;
+    assert!(!occ_testkit::gateway::process_alive(pid));
+    assert!(recorded_gateways(host.path()).is_empty());
+
+    // ---- resume while sshd is down: retried, converges once it is back ----
+    sshd.stop().await;
+    let rev3 = s.deploy(&agent).await;
+    let key = format!("agent_revision:{rev3}:reconcile");
+    s.wait_for("a failed attempt while sshd is down", async || {
+        let mut raw = s.db.raw().await;
+        raw.count(&format!(
+            "SELECT count(*) FROM controller_work WHERE idempotency_key = '{key}' AND attempt_count >= 1 AND state = 'queued'"
+        ))
+        .await
+            == 1
+    })
+    .await;
+    assert_ne!(s.deployment(&agent, &rev3).await["status"], "failed");
+    sshd.resume().await;
+    let d = s.settled(&agent, &rev3).await;
+    assert_eq!(d["status"], "succeeded", "{d}");
+    assert_eq!(
+        file_content(&s, &agent, "USER.md").await,
+        edited,
+        "the workspace survived"
+    );
+
+    // ---- refused at deploy admission: dedicated execution, Secret bindings ----
+    let r = s
+        .send(
+            Method::POST,
+            &format!("/namespaces/{}/agents", s.ns),
+            Some(json!({"name": "ded", "configurationId": cfg, "executionMode": "dedicated", "harnessAuth": {"method": "runtime"}})),
+        )
+        .await;
+    let ded = r["data"]["id"].as_str().unwrap().to_owned();
+    let (status, r) = s
+        .call(
+            Method::POST,
+            &format!("/namespaces/{}/agents/{ded}/deploy", s.ns),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{r}");
+    assert!(
+        r["error"]["message"].as_str().unwrap().contains("embedded"),
+        "{r}"
+    );
+    let sec = s
+        .send(
+            Method::POST,
+            &format!("/namespaces/{}/secrets", s.ns),
+            Some(json!({"name": "token", "value": "sk-test-value-123"})),
+        )
+        .await["data"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let bound = s
+        .send(
+            Method::POST,
+            &format!("/namespaces/{}/configurations", s.ns),
+            Some(json!({"kind": "agent", "values": {}, "secretBindings": {"MY_TOKEN": {"source": {"kind": "secret", "namespaceId": s.ns, "id": sec}}}})),
+        )
+        .await["data"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let with_secret = s.agent("with-secret", &bound).await;
+    let (status, r) = s
+        .call(
+            Method::POST,
+            &format!("/namespaces/{}/agents/{with_secret}/deploy", s.ns),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{r}");
+    assert!(
+        r["error"]["message"].as_str().unwrap().contains("Secrets"),
+        "{r}"
+    );
+
+    // ---- delete: nothing left on the host ----
+    let (status, r) = s
+        .call(
+            Method::DELETE,
+            &format!("/namespaces/{}/agents/{agent}", s.ns),
+            None,
+        )
+        .await;
+    assert!(status.is_success(), "{r}");
+    s.wait_for("the deletion", async || !dir.exists()).await;
+    assert!(recorded_gateways(host.path()).is_empty());
+    assert!(!user_exists(&account_name(PREFIX, &s.ns, &agent)));
+}

@@ -13,6 +13,8 @@ pub struct ComputeSelection {
     pub execution_modes: Vec<ExecutionMode>,
     /// Harness authentication methods it can deliver.
     pub harness_auth_methods: Vec<&'static str>,
+    /// Whether it delivers a Configuration's Secret bindings to the workload.
+    pub delivers_secrets: bool,
 }
 
 impl ComputeSelection {
@@ -26,6 +28,7 @@ impl ComputeSelection {
             },
             execution_modes: vec![ExecutionMode::Embedded],
             harness_auth_methods: vec!["runtime", "api_key"],
+            delivers_secrets: true,
         }
     }
 
@@ -39,7 +42,19 @@ impl ComputeSelection {
             },
             execution_modes: vec![ExecutionMode::Embedded],
             harness_auth_methods: vec!["runtime"],
+            delivers_secrets: false,
         }
+    }
+
+    /// Why this Compute Driver cannot run a Configuration with Secret bindings, if it cannot.
+    pub fn secret_refusal(&self, has_bindings: bool) -> Option<String> {
+        (has_bindings && !self.delivers_secrets).then(|| {
+            format!(
+                "The {} Compute Driver does not deliver Secrets to its hosts; remove the \
+                 Configuration's Secret bindings and provision credentials on the host",
+                self.identity.implementation
+            )
+        })
     }
 
     /// Why this Compute Driver cannot run an Agent in `mode` with `auth`, if it cannot.

@@ -34,6 +34,11 @@ pub struct Stack {
 
 impl Stack {
     pub async fn start(backend: Backend, ports: &str) -> Stack {
+        Self::start_with(backend, ports, &[]).await
+    }
+
+    /// A stack whose `occ serve` and `occ worker` also get `extra` (added last, so they win).
+    pub async fn start_with(backend: Backend, ports: &str, extra: &[(&str, String)]) -> Stack {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let runtime_root = tokio::task::spawn_blocking(|| {
             occ_testkit::runtime::shared_runtime();
@@ -65,6 +70,7 @@ impl Stack {
         ]
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .chain(extra.iter().map(|(k, v)| ((*k).to_owned(), v.clone())))
         .collect();
         let password = dir.path().join("password");
         std::fs::write(&password, ADMIN_PASSWORD).expect("password");
