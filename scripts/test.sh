@@ -5,6 +5,8 @@
 # The tests start their own throwaway PostgreSQL cluster (as the unprivileged `postgres` OS
 # user when run as root) and their own SQLite files, and clean them up by PID when they end.
 # Real OpenClaw gateways are started by the tests on loopback ports and stopped by PID.
+# The SSH Compute Driver's tests need root: they run sshd and create (and remove) one Unix
+# user per Agent they deploy.
 # The web console's browser tests run Debian's chromium (installed through apt-get when missing)
 # against a real `occ dev` (scripts/console-e2e.sh).
 set -euo pipefail
@@ -21,6 +23,11 @@ command -v cc >/dev/null 2>&1 || missing+=(gcc libc6-dev)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
 command -v git >/dev/null 2>&1 || missing+=(git)
 [ -f /etc/ssl/certs/ca-certificates.crt ] || missing+=(ca-certificates)
+# The SSH Compute Driver's tests start their own sshd on 127.0.0.1 and log in as root with the
+# system ssh client; the host side creates one Unix user per Agent (useradd, from passwd).
+[ -x /usr/sbin/sshd ] || missing+=(openssh-server)
+command -v ssh >/dev/null 2>&1 || missing+=(openssh-client)
+command -v useradd >/dev/null 2>&1 || missing+=(passwd)
 if ((${#missing[@]})); then
   log "installing ${missing[*]}"
   if [ "$(id -u)" -ne 0 ]; then

@@ -30,6 +30,15 @@ pub fn shared_runtime() -> &'static OpenclawRuntime {
     RUNTIME.get_or_init(|| {
         let root = runtime_root();
         if let Ok(runtime) = OpenclawRuntime::locate(&root) {
+            // Installs made before the marker was world-readable: the SSH Driver's tests run
+            // workspace setup as per-Agent users, which locate the runtime too.
+            use std::os::unix::fs::PermissionsExt as _;
+            let marker = root.join(occ_drivers::runtime::MARKER_FILE);
+            if let Ok(meta) = std::fs::metadata(&marker)
+                && meta.permissions().mode() & 0o044 != 0o044
+            {
+                let _ = std::fs::set_permissions(&marker, std::fs::Permissions::from_mode(0o644));
+            }
             return runtime;
         }
         let installed = std::thread::spawn(move || {

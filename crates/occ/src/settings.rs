@@ -637,6 +637,58 @@ mod tests {
     }
 
     #[test]
+    fn the_ssh_compute_driver_settings() {
+        let base = [
+            ("OCC_DATABASE_URL", "sqlite:///tmp/x.db"),
+            ("OCC_DATA_DIR", "/tmp/d"),
+            ("OCC_COMPUTE_DRIVER", "ssh"),
+            ("OCC_SSH_ADDRESS", "host.example.com"),
+            ("OCC_SSH_IDENTITY_FILE", "/etc/occ/id"),
+            ("OCC_SSH_KNOWN_HOSTS_FILE", "/etc/occ/known_hosts"),
+        ];
+        let w = WorkerProcessSettings::load(&env_of(&base)).unwrap();
+        let ssh = w.platform.compute.ssh.expect("ssh settings");
+        assert_eq!(
+            (ssh.port, ssh.user.as_str(), ssh.bind_lan),
+            (22, "root", true)
+        );
+        assert_eq!(ssh.remote_occ, PathBuf::from("/usr/local/bin/occ"));
+        assert_eq!(ssh.remote_root, PathBuf::from("/var/lib/occ/compute"));
+        assert_eq!(ssh.port_range, 28000..=28999);
+        assert_eq!(ssh.connect_timeout, Duration::from_secs(10));
+        assert_eq!(ssh.account_prefix, "occ-agent");
+        for missing in [
+            "OCC_SSH_ADDRESS",
+            "OCC_SSH_IDENTITY_FILE",
+            "OCC_SSH_KNOWN_HOSTS_FILE",
+        ] {
+            let env: Vec<_> = base
+                .iter()
+                .copied()
+                .filter(|(k, _)| *k != missing)
+                .collect();
+            let err = WorkerProcessSettings::load(&env_of(&env)).unwrap_err();
+            assert!(err.to_string().contains(missing), "{err}");
+        }
+        for (name, value) in [
+            ("OCC_SSH_PORT", "0"),
+            ("OCC_SSH_KNOWN_HOSTS_FILE", "known_hosts"),
+            ("OCC_SSH_PORT_RANGE", "80-90"),
+            ("OCC_SSH_GATEWAY_BIND", "tailnet"),
+            ("OCC_SSH_CONNECT_TIMEOUT_SECONDS", "0"),
+        ] {
+            let mut env = base.to_vec();
+            env.push((name, value));
+            let err = WorkerProcessSettings::load(&env_of(&env)).unwrap_err();
+            assert!(err.to_string().contains(name), "{name}: {err}");
+        }
+        let mut env = base.to_vec();
+        env[2] = ("OCC_COMPUTE_DRIVER", "kubernetes");
+        let err = WorkerProcessSettings::load(&env_of(&env)).unwrap_err();
+        assert!(err.to_string().contains("process, ssh"), "{err}");
+    }
+
+    #[test]
     fn the_worker_needs_no_api_settings_and_checks_its_own() {
         let base = [
             ("OCC_DATABASE_URL", "sqlite:///tmp/x.db"),
