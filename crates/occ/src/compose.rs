@@ -1,5 +1,6 @@
 //! Composition: settings → Drivers → Controller → API state.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,6 +9,7 @@ use anyhow::Context as _;
 use occ_api::{ApiSettings, AppState};
 use occ_controller::workspace_files::GatewayWorkspace;
 use occ_controller::{BackendConfig, Controller, ControllerSettings, WorkspaceDefaults};
+use occ_core::NamespaceId;
 use occ_drivers::compute::host::HostSettings;
 use occ_drivers::compute::process::{GatewayBind, ProcessCompute, ProcessSettings};
 use occ_drivers::compute::ssh::{SshCompute, SshHost, SshSettings};
@@ -18,7 +20,7 @@ use occ_drivers::secret::{LocalSecretDriver, SecretDriver};
 use occ_drivers::workspace_setup;
 use occ_store::{Store, StoreOptions};
 
-use crate::settings::{PlatformSettings, ServerSettings};
+use crate::settings::{PlatformSettings, ServerSettings, SshComputeSettings};
 
 /// The pinned OpenClaw release.
 pub const OPENCLAW_VERSION: &str = "2026.9.6";
@@ -161,35 +163,48 @@ const SSH_OPERATION_TIMEOUT: Duration = Duration::from_secs(600);
 /// How long an operation on an SSH host waits for another one to release the host lock.
 const SSH_LOCK_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// One SSH host as the Driver takes it.
+fn ssh_host(ssh: &SshComputeSettings) -> SshHost {
+    let millis = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    SshHost {
+        address: ssh.address.clone(),
+        port: ssh.port,
+        user: ssh.user.clone(),
+        identity_file: ssh.identity_file.clone(),
+        known_hosts_file: ssh.known_hosts_file.clone(),
+        remote_occ: ssh.remote_occ.clone(),
+        gateway_address: ssh.gateway_address.clone(),
+        host: HostSettings {
+            root: ssh.remote_root.clone(),
+            runtime_root: ssh.remote_runtime.clone(),
+            port_start: *ssh.port_range.start(),
+            port_end: *ssh.port_range.end(),
+            bind: if ssh.bind_lan {
+                GatewayBind::Lan
+            } else {
+                GatewayBind::Loopback
+            },
+            account_prefix: ssh.account_prefix.clone(),
+            ready_timeout_ms: millis(GATEWAY_READY_TIMEOUT),
+            stop_timeout_ms: millis(GATEWAY_STOP_TIMEOUT),
+            lock_timeout_ms: millis(SSH_LOCK_TIMEOUT),
+        },
+    }
+}
+
 /// The Compute Driver the settings select.
 pub fn compute(settings: &PlatformSettings) -> anyhow::Result<Arc<dyn Compute>> {
     if let Some(ssh) = &settings.compute.ssh {
-        let millis = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        let mut namespace_hosts = BTreeMap::new();
+        for (ns, host) in &ssh.namespace_hosts {
+            let id = ns
+                .parse::<NamespaceId>()
+                .map_err(|e| anyhow::anyhow!("ssh_namespace_hosts.{ns}: {e}"))?;
+            namespace_hosts.insert(id, ssh_host(host));
+        }
         let driver = SshCompute::new(SshSettings {
-            host: SshHost {
-                address: ssh.address.clone(),
-                port: ssh.port,
-                user: ssh.user.clone(),
-                identity_file: ssh.identity_file.clone(),
-                known_hosts_file: ssh.known_hosts_file.clone(),
-                remote_occ: ssh.remote_occ.clone(),
-                gateway_address: ssh.gateway_address.clone(),
-                host: HostSettings {
-                    root: ssh.remote_root.clone(),
-                    runtime_root: ssh.remote_runtime.clone(),
-                    port_start: *ssh.port_range.start(),
-                    port_end: *ssh.port_range.end(),
-                    bind: if ssh.bind_lan {
-                        GatewayBind::Lan
-                    } else {
-                        GatewayBind::Loopback
-                    },
-                    account_prefix: ssh.account_prefix.clone(),
-                    ready_timeout_ms: millis(GATEWAY_READY_TIMEOUT),
-                    stop_timeout_ms: millis(GATEWAY_STOP_TIMEOUT),
-                    lock_timeout_ms: millis(SSH_LOCK_TIMEOUT),
-                },
-            },
+            host: ssh_host(ssh),
+            namespace_hosts,
             connect_timeout: ssh.connect_timeout,
             operation_timeout: SSH_OPERATION_TIMEOUT,
             maintenance_interval: Some(settings.compute.maintenance_interval),

@@ -47,6 +47,7 @@ pub struct FileSettings {
     ssh_gateway_bind: Option<String>,
     ssh_gateway_address: Option<String>,
     ssh_account_prefix: Option<String>,
+    ssh_namespace_hosts: Option<BTreeMap<String, NamespaceHostSetting>>,
     maintenance_interval_ms: Option<u64>,
     auth_base_url: Option<String>,
     auth_secret: Option<String>,
@@ -60,6 +61,23 @@ pub struct FileSettings {
     metrics_enabled: Option<bool>,
     metrics_host: Option<String>,
     metrics_port: Option<u16>,
+}
+
+/// The host of one Namespace (YAML `ssh_namespace_hosts`, keyed by Namespace id); unset fields
+/// are the default host's.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NamespaceHostSetting {
+    address: Option<String>,
+    port: Option<u16>,
+    user: Option<String>,
+    identity_file: Option<PathBuf>,
+    known_hosts_file: Option<PathBuf>,
+    remote_occ: Option<PathBuf>,
+    remote_root: Option<PathBuf>,
+    remote_runtime: Option<PathBuf>,
+    port_range: Option<String>,
+    gateway_address: Option<String>,
 }
 
 /// A configured Backend.
@@ -119,6 +137,9 @@ pub struct SshComputeSettings {
     pub gateway_address: Option<String>,
     /// `OCC_SSH_ACCOUNT_PREFIX` (`occ-agent`): prefix of the per-Agent Unix accounts.
     pub account_prefix: String,
+    /// YAML `ssh_namespace_hosts`: other hosts for particular Namespaces (by Namespace id), each
+    /// complete (unset fields taken from the default host above; never nested further).
+    pub namespace_hosts: BTreeMap<String, SshComputeSettings>,
 }
 
 /// What every occ process needs.
@@ -392,7 +413,7 @@ fn ssh_settings(env: Env<'_>, file: &mut FileSettings) -> anyhow::Result<SshComp
         file.ssh_connect_timeout_seconds.take(),
         10,
     )?;
-    Ok(SshComputeSettings {
+    let mut default = SshComputeSettings {
         address,
         port,
         user: pick("OCC_SSH_USER", file.ssh_user.take()).unwrap_or_else(|| "root".into()),
@@ -423,7 +444,58 @@ fn ssh_settings(env: Env<'_>, file: &mut FileSettings) -> anyhow::Result<SshComp
         gateway_address: pick("OCC_SSH_GATEWAY_ADDRESS", file.ssh_gateway_address.take()),
         account_prefix: pick("OCC_SSH_ACCOUNT_PREFIX", file.ssh_account_prefix.take())
             .unwrap_or_else(|| "occ-agent".into()),
-    })
+        namespace_hosts: BTreeMap::new(),
+    };
+    let mut hosts = BTreeMap::new();
+    for (ns, entry) in file.ssh_namespace_hosts.take().unwrap_or_default() {
+        let name = format!("ssh_namespace_hosts.{ns}");
+        if ns.parse::<occ_core::NamespaceId>().is_err() {
+            bail!("{name}: {ns:?} is not a Namespace id (ns_…)");
+        }
+        let absolute = |field: &str, path: Option<PathBuf>, default: &PathBuf| match path {
+            Some(p) if !p.is_absolute() => {
+                bail!("{name}.{field}: {} must be an absolute path", p.display())
+            }
+            Some(p) => Ok(p),
+            None => Ok(default.clone()),
+        };
+        let host = SshComputeSettings {
+            address: entry
+                .address
+                .ok_or_else(|| anyhow!("{name}.address is required"))?,
+            port: match entry.port {
+                Some(0) => bail!("{name}.port: must be a port"),
+                Some(p) => p,
+                None => default.port,
+            },
+            user: entry.user.unwrap_or_else(|| default.user.clone()),
+            identity_file: absolute("identity_file", entry.identity_file, &default.identity_file)?,
+            known_hosts_file: absolute(
+                "known_hosts_file",
+                entry.known_hosts_file,
+                &default.known_hosts_file,
+            )?,
+            connect_timeout: default.connect_timeout,
+            remote_occ: absolute("remote_occ", entry.remote_occ, &default.remote_occ)?,
+            remote_root: absolute("remote_root", entry.remote_root, &default.remote_root)?,
+            remote_runtime: absolute(
+                "remote_runtime",
+                entry.remote_runtime,
+                &default.remote_runtime,
+            )?,
+            port_range: match entry.port_range {
+                Some(text) => port_range(&text).map_err(|e| anyhow!("{name}.port_range: {e}"))?,
+                None => default.port_range.clone(),
+            },
+            bind_lan: default.bind_lan,
+            gateway_address: entry.gateway_address,
+            account_prefix: default.account_prefix.clone(),
+            namespace_hosts: BTreeMap::new(),
+        };
+        hosts.insert(ns, host);
+    }
+    default.namespace_hosts = hosts;
+    Ok(default)
 }
 
 /// `OCC_METRICS_ENABLED=true` needs `OCC_METRICS_HOST` and `OCC_METRICS_PORT`; either of those
@@ -820,6 +892,54 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("prot"), "{err}");
+    }
+
+    #[test]
+    fn ssh_hosts_of_particular_namespaces_come_from_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("occ.yaml");
+        let ns = "ns_0f8fad5b-d9cb-469f-a165-70867728950e";
+        std::fs::write(
+            &path,
+            format!(
+                "database_url: sqlite:///tmp/f.db\ndata_dir: /tmp/d\ncompute_driver: ssh\n\
+                 ssh_address: a.example.com\nssh_identity_file: /etc/occ/id\n\
+                 ssh_known_hosts_file: /etc/occ/known_hosts\nssh_namespace_hosts:\n  {ns}:\n    \
+                 address: b.example.com\n    port: 2222\n    port_range: 30000-30099\n"
+            ),
+        )
+        .unwrap();
+        let p = path.to_str().unwrap().to_owned();
+        let w = WorkerProcessSettings::load(&env_of(&[("OCC_CONFIG_PATH", &p)])).unwrap();
+        let ssh = w.platform.compute.ssh.expect("ssh");
+        assert_eq!(ssh.address, "a.example.com");
+        let b = &ssh.namespace_hosts[ns];
+        assert_eq!((b.address.as_str(), b.port), ("b.example.com", 2222));
+        assert_eq!(b.port_range, 30000..=30099);
+        assert_eq!(b.identity_file, PathBuf::from("/etc/occ/id"), "inherited");
+        assert!(b.namespace_hosts.is_empty());
+        for (bad, named) in [
+            ("  not-an-id:\n    address: b\n", "not-an-id"),
+            (&format!("  {ns}:\n    port: 22\n"), "address"),
+            (
+                &format!("  {ns}:\n    address: b\n    remote_root: rel\n"),
+                "remote_root",
+            ),
+        ] {
+            std::fs::write(
+                &path,
+                format!(
+                    "database_url: sqlite:///tmp/f.db\ndata_dir: /tmp/d\ncompute_driver: ssh\n\
+                     ssh_address: a\nssh_identity_file: /id\nssh_known_hosts_file: /kh\n\
+                     ssh_namespace_hosts:\n{bad}"
+                ),
+            )
+            .unwrap();
+            let err = WorkerProcessSettings::load(&env_of(&[("OCC_CONFIG_PATH", &p)]))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(named), "{named}: {err}");
+        }
     }
 
     #[test]

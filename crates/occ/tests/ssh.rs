@@ -130,6 +130,7 @@ fn driver(
                 lock_timeout_ms: 60_000,
             },
         },
+        namespace_hosts: std::collections::BTreeMap::new(),
         connect_timeout: Duration::from_secs(5),
         operation_timeout: Duration::from_secs(400),
         maintenance_interval: None,
@@ -639,4 +640,45 @@ async fn deploy_files_redeploy_stop_resume_through_the_api() {
     s.wait_for("the deletion", async || !dir.exists()).await;
     assert!(recorded_gateways(host.path()).is_empty());
     assert!(!user_exists(&account_name(PREFIX, &s.ns, &agent)));
+}
+
+/// Namespaces mapped to their own host go there; the others to the default host.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn namespaces_go_to_their_hosts() {
+    let runtime = tokio::task::spawn_blocking(runtime_root).await.unwrap();
+    let (sshd_a, sshd_b) = (Sshd::start().await, Sshd::start().await);
+    let (host_a, host_b) = (Host::new(), Host::new());
+    let a = driver(
+        &sshd_a,
+        &host_a,
+        &runtime,
+        (29920, 29929),
+        sshd_a.known_hosts(),
+    );
+    let b = driver(
+        &sshd_b,
+        &host_b,
+        &runtime,
+        (29920, 29929),
+        sshd_b.known_hosts(),
+    );
+    let (ns_default, _) = targets();
+    let (ns_mapped, _) = targets();
+    let compute = SshCompute::new(SshSettings {
+        namespace_hosts: [(ns_mapped.id.clone(), b.settings().host.clone())].into(),
+        ..a.settings().clone()
+    })
+    .expect("driver");
+    for ns in [&ns_default, &ns_mapped] {
+        compute.ensure_namespace(ns).await.expect("ensure");
+    }
+    let on = |host: &Host, ns: &occ_drivers::compute::NamespaceTarget| {
+        host.path().join("namespaces").join(ns.id.as_str()).is_dir()
+    };
+    assert!(on(&host_a, &ns_default) && !on(&host_b, &ns_default));
+    assert!(on(&host_b, &ns_mapped) && !on(&host_a, &ns_mapped));
+    for ns in [&ns_default, &ns_mapped] {
+        compute.delete_namespace(ns).await.expect("delete");
+    }
+    assert!(!on(&host_a, &ns_default) && !on(&host_b, &ns_mapped));
 }

@@ -209,6 +209,21 @@ pub enum HostOp {
 }
 
 impl HostOp {
+    /// The Namespace the operation acts in (which host it goes to).
+    pub fn namespace_id(&self) -> &NamespaceId {
+        match self {
+            Self::EnsureNamespace { namespace } | Self::DeleteNamespace { namespace } => {
+                &namespace.id
+            }
+            Self::PrepareRevision { revision, .. }
+            | Self::ActivateRevision { revision, .. }
+            | Self::StopRevision { revision }
+            | Self::RetireRevision { revision }
+            | Self::Observe { revision } => &revision.agent.namespace_id,
+            Self::DeleteAgent { agent } | Self::GatewayAccess { agent } => &agent.namespace_id,
+        }
+    }
+
     /// The operation's name (for logs).
     pub fn name(&self) -> &'static str {
         match self {

@@ -18,7 +18,10 @@
 //! authentication and the host's own permanent failures (ownership, configuration) are
 //! permanent. Secrets are never delivered to a host: a revision that needs one is refused.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
+
+use occ_core::NamespaceId;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -54,8 +57,10 @@ pub struct SshHost {
 /// Settings of the SSH Driver.
 #[derive(Debug, Clone)]
 pub struct SshSettings {
-    /// The host every Agent runs on.
+    /// The host Agents run on unless their Namespace has its own.
     pub host: SshHost,
+    /// Hosts of particular Namespaces, by Namespace id.
+    pub namespace_hosts: BTreeMap<NamespaceId, SshHost>,
     /// `ConnectTimeout` of each `ssh` run.
     pub connect_timeout: Duration,
     /// Bound on one operation end to end (then the `ssh` client is killed: transient).
@@ -91,7 +96,17 @@ pub fn valid_address(address: &str) -> bool {
 impl SshCompute {
     /// The Driver over `settings`, checked (nothing is contacted yet).
     pub fn new(settings: SshSettings) -> Result<Self, ComputeError> {
-        let host = &settings.host;
+        Self::check(&settings.host)?;
+        for (ns, host) in &settings.namespace_hosts {
+            Self::check(host).map_err(|e| invalid(format!("the host of {ns}: {}", e.message)))?;
+        }
+        Ok(Self {
+            selection: ComputeSelection::ssh(),
+            settings,
+        })
+    }
+
+    fn check(host: &SshHost) -> Result<(), ComputeError> {
         if !valid_address(&host.address) {
             return Err(invalid(format!(
                 "host address {:?} is not a host name or address",
@@ -137,10 +152,15 @@ impl SshCompute {
         if let Some(problem) = host.host.problem() {
             return Err(invalid(problem));
         }
-        Ok(Self {
-            selection: ComputeSelection::ssh(),
-            settings,
-        })
+        Ok(())
+    }
+
+    /// The host of Namespace `ns`.
+    pub fn host_of(&self, ns: &NamespaceId) -> &SshHost {
+        self.settings
+            .namespace_hosts
+            .get(ns)
+            .unwrap_or(&self.settings.host)
     }
 
     /// The settings.
@@ -148,8 +168,7 @@ impl SshCompute {
         &self.settings
     }
 
-    fn command(&self) -> tokio::process::Command {
-        let host = &self.settings.host;
+    fn command(&self, host: &SshHost) -> tokio::process::Command {
         let mut cmd = tokio::process::Command::new("ssh");
         cmd.arg("-F").arg("/dev/null");
         for option in [
@@ -193,25 +212,27 @@ impl SshCompute {
     /// Runs one operation on the host.
     async fn call(&self, operation: HostOp) -> Result<HostValue, ComputeError> {
         let name = operation.name();
+        let host = self.host_of(operation.namespace_id());
         let request = HostRequest {
-            settings: self.settings.host.host.clone(),
+            settings: host.host.clone(),
             driver_id: self.selection.identity.id.clone(),
             operation,
         };
         let body = serde_json::to_vec(&request)
             .map_err(|e| ComputeError::permanent("INVALID_HOST_REQUEST", e.to_string()))?;
-        let outcome = tokio::time::timeout(self.settings.operation_timeout, self.exchange(&body))
-            .await
-            .map_err(|_| {
-                ComputeError::transient(
-                    "HOST_OPERATION_TIMEOUT",
-                    format!(
-                        "{name} on {} did not finish in {:?}",
-                        self.target(),
-                        self.settings.operation_timeout
-                    ),
-                )
-            })?;
+        let outcome =
+            tokio::time::timeout(self.settings.operation_timeout, self.exchange(host, &body))
+                .await
+                .map_err(|_| {
+                    ComputeError::transient(
+                        "HOST_OPERATION_TIMEOUT",
+                        format!(
+                            "{name} on {} did not finish in {:?}",
+                            target(host),
+                            self.settings.operation_timeout
+                        ),
+                    )
+                })?;
         let (status, stdout, stderr) = outcome?;
         let reply = String::from_utf8_lossy(&stdout)
             .lines()
@@ -224,16 +245,17 @@ impl SshCompute {
                 tracing::debug!(op = name, error = %error, "host operation failed");
                 Err(error)
             }
-            (None, code) => Err(self.transport_failure(name, code, &stderr)),
+            (None, code) => Err(transport_failure(host, name, code, &stderr)),
         }
     }
 
     /// Writes the request, reads bounded stdout and stderr, waits for `ssh`.
     async fn exchange(
         &self,
+        host: &SshHost,
         body: &[u8],
     ) -> Result<(std::process::ExitStatus, Vec<u8>, String), ComputeError> {
-        let mut child = self.command().spawn().map_err(|e| {
+        let mut child = self.command(host).spawn().map_err(|e| {
             ComputeError::transient(
                 "DEPENDENCY_UNAVAILABLE",
                 format!("cannot run the ssh client: {e}"),
@@ -284,68 +306,6 @@ impl SshCompute {
         Ok((status, out, err))
     }
 
-    fn target(&self) -> String {
-        let host = &self.settings.host;
-        format!("{}@{}:{}", host.user, host.address, host.port)
-    }
-
-    /// A run without a reply: the host key, authentication, the connection or the remote
-    /// command failed.
-    fn transport_failure(&self, op: &str, code: Option<i32>, stderr: &str) -> ComputeError {
-        let host = &self.settings.host;
-        let detail: String = stderr
-            .lines()
-            .map(str::trim)
-            .filter(|l| !l.is_empty())
-            .collect::<Vec<_>>()
-            .join("; ")
-            .chars()
-            .take(600)
-            .collect();
-        if stderr.contains("Host key verification failed")
-            || stderr.contains("REMOTE HOST IDENTIFICATION HAS CHANGED")
-            || stderr.contains("host key is known")
-        {
-            return ComputeError::permanent(
-                "HOST_KEY_VERIFICATION_FAILED",
-                format!(
-                    "the host key of {} is not the one recorded in {} (unknown or changed); the host is refused: {detail}",
-                    self.target(),
-                    host.known_hosts_file.display()
-                ),
-            );
-        }
-        if stderr.contains("Permission denied") {
-            return ComputeError::permanent(
-                "HOST_AUTHENTICATION_FAILED",
-                format!(
-                    "{} refused the key {}: {detail}",
-                    self.target(),
-                    host.identity_file.display()
-                ),
-            );
-        }
-        if code == Some(127) || code == Some(126) {
-            return ComputeError::permanent(
-                "INVALID_HOST_SETTINGS",
-                format!(
-                    "{} cannot run {} compute-host (exit {}): {detail}",
-                    self.target(),
-                    host.remote_occ.display(),
-                    code.unwrap_or_default()
-                ),
-            );
-        }
-        ComputeError::transient(
-            "HOST_UNAVAILABLE",
-            format!(
-                "{op} on {}: ssh ended without a reply (exit {}): {detail}",
-                self.target(),
-                code.map_or_else(|| "by signal".to_owned(), |c| c.to_string())
-            ),
-        )
-    }
-
     /// A revision that needs something delivered to the host that this Driver never delivers.
     fn refuse_secrets(rev: &RevisionTarget, ctx: &RevisionContext) -> Result<(), ComputeError> {
         if !ctx.environment.is_empty()
@@ -362,8 +322,7 @@ impl SshCompute {
         Ok(())
     }
 
-    fn gateway_host(&self) -> String {
-        let host = &self.settings.host;
+    fn gateway_host(host: &SshHost) -> String {
         let address = host.gateway_address.as_deref().unwrap_or(&host.address);
         if address.contains(':') {
             format!("[{address}]")
@@ -371,6 +330,66 @@ impl SshCompute {
             address.to_owned()
         }
     }
+}
+
+fn target(host: &SshHost) -> String {
+    format!("{}@{}:{}", host.user, host.address, host.port)
+}
+
+/// A run without a reply: the host key, authentication, the connection or the remote
+/// command failed.
+fn transport_failure(host: &SshHost, op: &str, code: Option<i32>, stderr: &str) -> ComputeError {
+    let detail: String = stderr
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ")
+        .chars()
+        .take(600)
+        .collect();
+    if stderr.contains("Host key verification failed")
+        || stderr.contains("REMOTE HOST IDENTIFICATION HAS CHANGED")
+        || stderr.contains("host key is known")
+    {
+        return ComputeError::permanent(
+            "HOST_KEY_VERIFICATION_FAILED",
+            format!(
+                "the host key of {} is not the one recorded in {} (unknown or changed); the host is refused: {detail}",
+                target(host),
+                host.known_hosts_file.display()
+            ),
+        );
+    }
+    if stderr.contains("Permission denied") {
+        return ComputeError::permanent(
+            "HOST_AUTHENTICATION_FAILED",
+            format!(
+                "{} refused the key {}: {detail}",
+                target(host),
+                host.identity_file.display()
+            ),
+        );
+    }
+    if code == Some(127) || code == Some(126) {
+        return ComputeError::permanent(
+            "INVALID_HOST_SETTINGS",
+            format!(
+                "{} cannot run {} compute-host (exit {}): {detail}",
+                target(host),
+                host.remote_occ.display(),
+                code.unwrap_or_default()
+            ),
+        );
+    }
+    ComputeError::transient(
+        "HOST_UNAVAILABLE",
+        format!(
+            "{op} on {}: ssh ended without a reply (exit {}): {detail}",
+            target(host),
+            code.map_or_else(|| "by signal".to_owned(), |c| c.to_string())
+        ),
+    )
 }
 
 fn unexpected(op: &str, value: &HostValue) -> ComputeError {
@@ -525,7 +544,10 @@ impl Compute for SshCompute {
             .await?
         {
             HostValue::Gateway { port, token } => Ok(Some(GatewayAccess {
-                url: format!("ws://{}:{port}", self.gateway_host()),
+                url: format!(
+                    "ws://{}:{port}",
+                    Self::gateway_host(self.host_of(&agent.namespace_id))
+                ),
                 token: SecretText::new(token),
             })),
             HostValue::NoGateway => Ok(None),
