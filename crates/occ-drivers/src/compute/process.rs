@@ -26,6 +26,11 @@
 //! stop keeps the workspace and state, delete removes them.
 //!
 //! Only embedded execution: the gateway runs OpenClaw itself.
+//!
+//! The SSH Compute Driver runs this same code on its hosts ([`ProcessCompute::for_host`], through
+//! `occ compute-host`): with per-Agent Unix accounts the Agent's directory and everything in it
+//! belong to the Agent's own user and group, the directories above it are 0711, and native setup,
+//! workspace setup (`occ workspace-setup`) and the gateway run with the Agent's uid and gid.
 
 use std::ops::RangeInclusive;
 use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
