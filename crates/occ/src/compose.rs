@@ -161,7 +161,7 @@ fn selection(settings: &PlatformSettings) -> ComputeSelection {
 /// cold start included).
 const SSH_OPERATION_TIMEOUT: Duration = Duration::from_secs(600);
 /// How long an operation on an SSH host waits for another one to release the host lock.
-const SSH_LOCK_TIMEOUT: Duration = Duration::from_secs(60);
+const SSH_LOCK_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// One SSH host as the Driver takes it.
 fn ssh_host(ssh: &SshComputeSettings) -> SshHost {
