@@ -258,9 +258,10 @@ async fn agents_on_one_host_are_separate_users() {
     );
     assert!(user_exists(&user_a) && user_exists(&user_b));
     let (dir_a, dir_b) = (host.agent_dir(&a), host.agent_dir(&b));
+    // The Agent's state belongs to its own user and group.
     let (meta_a, meta_b) = (
-        std::fs::metadata(&dir_a).unwrap(),
-        std::fs::metadata(&dir_b).unwrap(),
+        std::fs::metadata(dir_a.join("state")).unwrap(),
+        std::fs::metadata(dir_b.join("state")).unwrap(),
     );
     assert_ne!(meta_a.uid(), 0);
     assert_ne!(meta_a.uid(), meta_b.uid(), "one user per Agent");
@@ -272,11 +273,25 @@ async fn agents_on_one_host_are_separate_users() {
             "{}",
             dir.display()
         );
+        // The Agent's directory: root's, entered by the Agent's group only, so the markers,
+        // the token and the snapshots cannot be changed by the Agent.
+        let top = std::fs::metadata(dir).unwrap();
+        assert_eq!(
+            (top.uid(), top.gid(), top.permissions().mode() & 0o777),
+            (0, meta.gid(), 0o750),
+            "{}",
+            dir.display()
+        );
         let token = std::fs::metadata(dir.join("gateway-token")).unwrap();
-        assert_eq!(token.permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            (token.uid(), token.permissions().mode() & 0o777),
+            (0, 0o600)
+        );
         // The gateway runs as the Agent's user, detached from the ssh session that started it.
         assert_eq!(process_uid(gateway_pid(dir)), meta.uid());
     }
+    let denied = cat_as(&user_a, &dir_a.join("gateway-token")).expect_err("the token is root's");
+    assert!(denied.contains("Permission denied"), "{denied}");
     // The staged file is in A's workspace, written by A's user; B has the stock file.
     let user_md_a = dir_a.join("state/workspace/USER.md");
     assert_eq!(std::fs::read_to_string(&user_md_a).unwrap(), staged);
@@ -327,6 +342,22 @@ async fn agents_on_one_host_are_separate_users() {
         .expect("exists");
     assert_ne!(file.content, edited, "B sees its own workspace");
     session.close().await;
+
+    // A link planted by A's user where root opens A's log is refused, and its target untouched.
+    compute.stop_revision(&rev_a).await.expect("stop a");
+    let canary = host.path().join("canary");
+    std::fs::write(&canary, "root's").unwrap();
+    let log = dir_a.join("logs/gateway.log");
+    std::fs::remove_file(&log).unwrap();
+    std::os::unix::fs::symlink(&canary, &log).unwrap();
+    std::os::unix::fs::lchown(&log, Some(meta_a.uid()), Some(meta_a.gid())).unwrap();
+    let err = compute
+        .activate_revision(&rev_a, &ctx_a)
+        .await
+        .expect_err("a linked log is refused");
+    assert_eq!(err.code, "OWNERSHIP_CONFLICT", "{err}");
+    let canary_meta = std::fs::metadata(&canary).unwrap();
+    assert_eq!((canary_meta.uid(), canary_meta.len()), (0, 6));
 
     // Deleting removes the directories, the gateways and the accounts.
     compute.delete_agent(&a).await.expect("delete a");
@@ -506,8 +537,8 @@ async fn deploy_files_redeploy_stop_resume_through_the_api() {
     assert_eq!(s.agent_state(&agent).await["activeRevisionId"], rev1);
     let ns_dir = host.path().join("namespaces").join(&s.ns);
     let dir = ns_dir.join("agents").join(&agent);
-    let uid = std::fs::metadata(&dir)
-        .expect("the Agent's directory on the host")
+    let uid = std::fs::metadata(dir.join("state"))
+        .expect("the Agent's state on the host")
         .uid();
     assert_ne!(uid, 0);
     assert_eq!(process_uid(gateway_pid(&dir)), uid);

@@ -28,9 +28,11 @@
 //! Only embedded execution: the gateway runs OpenClaw itself.
 //!
 //! The SSH Compute Driver runs this same code on its hosts ([`ProcessCompute::for_host`], through
-//! `occ compute-host`): with per-Agent Unix accounts the Agent's directory and everything in it
-//! belong to the Agent's own user and group, the directories above it are 0711, and native setup,
-//! workspace setup (`occ workspace-setup`) and the gateway run with the Agent's uid and gid.
+//! `occ compute-host`): with per-Agent Unix accounts, `home/`, `state/`, `logs/` and `tmp/` belong
+//! to the Agent's own user and group, the Agent's directory and `revisions/` stay root's with
+//! mode 0750 for the Agent's group (markers, token and snapshots cannot be changed by the Agent),
+//! the directories above are 0711, and native setup, workspace setup (`occ workspace-setup`) and
+//! the gateway run with the Agent's uid and gid.
 
 use std::ops::RangeInclusive;
 use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
@@ -370,8 +372,7 @@ impl ProcessCompute {
             port,
         };
         write_json(&staging.join("agent.json"), &marker)?;
-        // A fresh tree only root could write to so far: handing it over follows no link.
-        chown_tree(&staging, account)?;
+        hand_over_agent_dir(&staging, account)?;
         std::fs::rename(&staging, &dir).map_err(|e| io_error("install", &dir, e))?;
         fsutil::sync_dir(dir.parent().unwrap_or(&self.settings.root))
             .map_err(|e| io_error("sync", &dir, e))?;
@@ -522,13 +523,7 @@ impl ProcessCompute {
             .revision_dir(agent_dir, &rev.revision_id)
             .join("openclaw.json");
         let log_path = agent_dir.join("logs/gateway.log");
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o600)
-            .open(&log_path)
-            .map_err(|e| io_error("open", &log_path, e))?;
-        chown_file(&log, &log_path, account)?;
+        let log = open_log(&log_path, account)?;
         let log_err = log
             .try_clone()
             .map_err(|e| io_error("open", &log_path, e))?;
@@ -703,22 +698,26 @@ impl ProcessCompute {
             return Ok(());
         }
         let runtime = self.runtime()?;
-        let scratch = agent_dir.join("tmp").join("setup");
+        // With accounts the scratch space lives in the root-owned Agent directory (never in a
+        // directory the Agent's user could swap for a link) and is handed over bottom-up.
+        let scratch = match account {
+            Some(_) => agent_dir.join(".setup-scratch"),
+            None => agent_dir.join("tmp").join("setup"),
+        };
         if scratch.exists() {
             std::fs::remove_dir_all(&scratch).map_err(|e| io_error("remove", &scratch, e))?;
         }
         for sub in ["home", "state"] {
             create_dir(&scratch.join(sub))?;
         }
-        chown_tree(&scratch, account)?;
+        if let Some(account) = account {
+            for path in [scratch.join("home"), scratch.join("state"), scratch.clone()] {
+                std::os::unix::fs::lchown(&path, Some(account.uid), Some(account.gid))
+                    .map_err(|e| io_error("chown", &path, e))?;
+            }
+        }
         let log_path = agent_dir.join("logs/setup.log");
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o600)
-            .open(&log_path)
-            .map_err(|e| io_error("open", &log_path, e))?;
-        chown_file(&log, &log_path, account)?;
+        let log = open_log(&log_path, account)?;
         let log_err = log
             .try_clone()
             .map_err(|e| io_error("open", &log_path, e))?;
@@ -1078,7 +1077,11 @@ impl Compute for ProcessCompute {
         create_dir(&staging)?;
         write_new(&staging.join("openclaw.json"), &bytes)?;
         write_json(&staging.join("revision.json"), &expected)?;
-        chown_tree(&staging, account)?;
+        if let Some(account) = account {
+            // The gateway reads its snapshot; only root writes it.
+            share_with_group(&staging, account.gid, 0o750)?;
+            share_with_group(&staging.join("openclaw.json"), account.gid, 0o640)?;
+        }
         if dir.exists() {
             std::fs::remove_dir_all(&dir).map_err(|e| io_error("remove", &dir, e))?;
         }
@@ -1312,35 +1315,57 @@ fn remove_file(path: &Path) -> Result<(), ComputeError> {
     fsutil::remove_if_exists(path).map_err(|e| io_error("remove", path, e))
 }
 
-/// Hands a freshly built tree (nothing but root could write to it so far) to the Agent's
-/// account; no-op without accounts.
-fn chown_tree(path: &Path, account: Option<Account>) -> Result<(), ComputeError> {
+/// Hands a freshly built Agent directory (in the root-owned `agents/`, nothing in it writable by
+/// anyone but root so far) to the Agent's account: `home/`, `state/` (the workspace), `logs/` and
+/// `tmp/` become the Agent's, children first, so nothing can be swapped for a link while this
+/// runs; the directory itself and `revisions/` stay root's, readable by the Agent's group only
+/// (0750), so the markers, the token (0600) and the snapshots cannot be changed by the Agent.
+fn hand_over_agent_dir(dir: &Path, account: Option<Account>) -> Result<(), ComputeError> {
     let Some(account) = account else {
         return Ok(());
     };
-    std::os::unix::fs::lchown(path, Some(account.uid), Some(account.gid))
-        .map_err(|e| io_error("chown", path, e))?;
-    let meta = std::fs::symlink_metadata(path).map_err(|e| io_error("stat", path, e))?;
-    if meta.is_dir() {
-        for entry in std::fs::read_dir(path).map_err(|e| io_error("list", path, e))? {
-            let entry = entry.map_err(|e| io_error("list", path, e))?;
-            chown_tree(&entry.path(), Some(account))?;
-        }
+    for sub in ["state/workspace", "state", "home", "logs", "tmp"] {
+        let path = dir.join(sub);
+        std::os::unix::fs::lchown(&path, Some(account.uid), Some(account.gid))
+            .map_err(|e| io_error("chown", &path, e))?;
     }
-    Ok(())
+    share_with_group(&dir.join("revisions"), account.gid, 0o750)?;
+    share_with_group(dir, account.gid, 0o750)
 }
 
-/// Hands an open file to the Agent's account; no-op without accounts.
-fn chown_file(
-    file: &std::fs::File,
-    path: &Path,
-    account: Option<Account>,
-) -> Result<(), ComputeError> {
+/// Gives a root-owned path in a root-owned directory to group `gid` with `mode`.
+fn share_with_group(path: &Path, gid: u32, mode: u32) -> Result<(), ComputeError> {
+    std::os::unix::fs::lchown(path, None, Some(gid)).map_err(|e| io_error("chown", path, e))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .map_err(|e| io_error("chmod", path, e))
+}
+
+/// Opens (creating) a log file for appending. With an account the log directory is the Agent's:
+/// a link or anything but a plain file with one name, owned by root (just created) or the Agent,
+/// is refused before the file is handed to the Agent.
+fn open_log(path: &Path, account: Option<Account>) -> Result<std::fs::File, ComputeError> {
+    use std::os::unix::fs::MetadataExt as _;
+    let mut options = std::fs::OpenOptions::new();
+    options.create(true).append(true).mode(0o600);
+    if account.is_some() {
+        options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
+    }
+    let file = options.open(path).map_err(|e| match e.raw_os_error() {
+        Some(libc::ELOOP) => ownership(format!("{} is a symbolic link", path.display())),
+        _ => io_error("open", path, e),
+    })?;
     if let Some(account) = account {
-        std::os::unix::fs::fchown(file, Some(account.uid), Some(account.gid))
+        let meta = file.metadata().map_err(|e| io_error("stat", path, e))?;
+        if !meta.is_file() || meta.nlink() != 1 || (meta.uid() != 0 && meta.uid() != account.uid) {
+            return Err(ownership(format!(
+                "{} is not a plain log file of the Agent",
+                path.display()
+            )));
+        }
+        std::os::unix::fs::fchown(&file, Some(account.uid), Some(account.gid))
             .map_err(|e| io_error("chown", path, e))?;
     }
-    Ok(())
+    Ok(file)
 }
 
 fn port_is_free(port: u16) -> bool {
