@@ -494,7 +494,8 @@ async fn file_content(s: &support::Stack, agent: &str, name: &str) -> String {
 }
 
 /// The whole stack (`occ serve` + `occ worker` with `OCC_COMPUTE_DRIVER=ssh`): deploy → active →
-/// workspace files GET/PUT → redeploy → stop → resume; a deploy while sshd is down is retried
+/// workspace files GET/PUT → redeploy → a crashed gateway restarted by maintenance → stop →
+/// resume; a deploy while sshd is down is retried
 /// and converges once it is back; dedicated execution and Secret bindings are refused at
 /// deploy admission with 409.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -569,6 +570,26 @@ async fn deploy_files_redeploy_stop_resume_through_the_api() {
     let rev2 = s.deploy(&agent).await;
     assert_eq!(s.settled(&agent, &rev2).await["status"], "succeeded");
     assert_eq!(s.agent_state(&agent).await["activeRevisionId"], rev2);
+    assert_eq!(file_content(&s, &agent, "USER.md").await, edited);
+
+    // ---- the supervisor: a crashed gateway is restarted by the worker's maintenance pass ----
+    let crashed = gateway_pid(&dir);
+    let group = i32::try_from(crashed)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+        .expect("pid");
+    rustix::process::kill_process_group(group, rustix::process::Signal::KILL).expect("kill");
+    s.wait_for("the gateway restarted by maintenance", async || {
+        let pid = std::fs::read(dir.join("gateway.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+            .and_then(|r| r["pid"].as_u64())
+            .and_then(|p| u32::try_from(p).ok());
+        pid.is_some_and(|p| p != crashed && occ_testkit::gateway::process_alive(p))
+            && dir.join("served.json").exists()
+    })
+    .await;
+    assert_eq!(process_uid(gateway_pid(&dir)), uid);
     assert_eq!(file_content(&s, &agent, "USER.md").await, edited);
 
     // ---- stop: the gateway goes, the workspace stays ----
