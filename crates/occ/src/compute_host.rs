@@ -3,12 +3,7 @@
 //! with the process Driver's code and prints one JSON reply line on stdout. It needs no occ
 //! settings: the request carries them. Exit status 0 whenever a reply was printed (the reply
 //! carries the failure class).
-#![allow(
-    clippy::print_stdout,
-    reason = "the reply line on stdout is the interface"
-)]
-
-use std::io::Read as _;
+use std::io::{Read as _, Write as _};
 
 use occ_drivers::compute::ComputeError;
 use occ_drivers::compute::host::{self, HostReply, HostRequest, REQUEST_MAX_BYTES};
@@ -23,7 +18,11 @@ pub async fn run() -> anyhow::Result<()> {
         }
         Err(error) => HostReply::Failed { error },
     };
-    println!("{}", serde_json::to_string(&reply)?);
+    // The session may be gone (the Driver gave up): the operation is done either way, and the
+    // next one starts from what is on the host.
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(stdout, "{}", serde_json::to_string(&reply)?);
+    let _ = stdout.flush();
     Ok(())
 }
 
