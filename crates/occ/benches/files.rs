@@ -24,19 +24,19 @@
 //! Run: `cargo bench -p occ --bench files` (optionally `-- --ops 200 --warmup 20 --backend
 //! postgres`).
 
-use std::path::{Path, PathBuf};
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use occ_gateway::{Endpoint, FileClient, ReadOutcome, Session, WriteOutcome};
 use occ_store::Backend;
-use occ_testkit::TestDb;
-use occ_testkit::occ_process::{OccProcess, kill_processes_with_env};
 use serde_json::{Value, json};
+use support::Stack;
 
-const OCC: &str = env!("CARGO_BIN_EXE_occ");
 /// The gateway ports of this bench's process Driver (no other test or bench uses them).
 const PORTS: &str = "29700-29749";
-const DEPLOY_TIMEOUT: Duration = Duration::from_secs(300);
 const OP_TIMEOUT: Duration = Duration::from_secs(10);
 /// The native agent of occ's gateways.
 const NATIVE_AGENT: &str = "main";
@@ -56,229 +56,22 @@ fn arg_usize(name: &str, default: usize) -> usize {
     arg(name).and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// Everything the bench started. Dropping it (also while unwinding from a panic) kills the API,
-/// the worker and every gateway process of its compute root by PID, then removes the database
-/// and the directory.
-struct Stack {
-    worker: Option<OccProcess>,
-    api: Option<OccProcess>,
-    compute_root: PathBuf,
-    _db: TestDb,
-    dir: tempfile::TempDir,
-    url: String,
-    key: String,
-}
-
-impl Drop for Stack {
-    fn drop(&mut self) {
-        if let Some(mut worker) = self.worker.take() {
-            worker.kill();
-        }
-        if let Some(mut api) = self.api.take() {
-            api.kill();
-        }
-        kill_processes_with_env(&format!("{}/", self.compute_root.display()));
-    }
-}
-
-impl Stack {
-    async fn start(backend: Backend) -> Stack {
-        let runtime_root = tokio::task::spawn_blocking(|| {
-            occ_testkit::runtime::shared_runtime();
-            occ_testkit::runtime::runtime_root()
-        })
-        .await
-        .expect("runtime");
-        let db = TestDb::new(backend).await;
-        let dir = tempfile::tempdir().expect("tempdir");
-        let data = dir.path().join("data");
-        let port = free_port();
-        let url = format!("http://127.0.0.1:{port}");
-        let env: Vec<(String, String)> = [
-            ("OCC_DATABASE_URL", db.url.as_str()),
-            ("OCC_DATA_DIR", data.to_str().expect("utf-8")),
-            (
-                "OCC_OPENCLAW_RUNTIME",
-                runtime_root.to_str().expect("utf-8"),
-            ),
-            ("OCC_PROCESS_PORT_RANGE", PORTS),
-            ("OCC_MAINTENANCE_INTERVAL_MS", "2000"),
-            ("OCC_WORKER_LEASE_DURATION_MS", "2000"),
-            ("OCC_WORKER_POLL_INTERVAL_MS", "100"),
-            ("OCC_AUTH_SECRET", "files-bench-secret-0123456789abcdef0123"),
-            ("OCC_HOST", "127.0.0.1"),
-            ("OCC_PORT", &port.to_string()),
-            ("OCC_LOG", "info"),
-            ("PATH", &std::env::var("PATH").unwrap_or_default()),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        .collect();
-        let password = dir.path().join("password");
-        std::fs::write(&password, "files bench password 1").expect("password");
-        let key_file = dir.path().join("key.json");
-        let boot = std::process::Command::new(OCC)
-            .args([
-                "bootstrap",
-                "--database-url",
-                &db.url,
-                "--admin-password-file",
-            ])
-            .arg(&password)
-            .arg("--service-key-file")
-            .arg(&key_file)
-            .env_clear()
-            .env("NO_COLOR", "1")
-            .output()
-            .expect("bootstrap");
-        assert!(
-            boot.status.success(),
-            "{}",
-            String::from_utf8_lossy(&boot.stderr)
-        );
-        let key_doc: Value = serde_json::from_slice(&std::fs::read(&key_file).unwrap()).unwrap();
-        let key = key_doc["data"]["key"].as_str().unwrap().to_owned();
-        let mut stack = Stack {
-            worker: None,
-            api: None,
-            compute_root: data.join("compute"),
-            _db: db,
-            dir,
-            url,
-            key,
-        };
-        stack.api = Some(OccProcess::spawn(
-            OCC,
-            &["serve"],
-            &env,
-            stack.dir.path().join("serve.log"),
-            Some("occ API listening"),
-            Duration::from_secs(30),
-        ));
-        stack.worker = Some(OccProcess::spawn(
-            OCC,
-            &["worker"],
-            &env,
-            stack.dir.path().join("worker.log"),
-            Some("worker.started"),
-            Duration::from_secs(30),
-        ));
-        stack
-    }
-}
-
-/// One request with the service key; asserts success, returns the body.
-async fn send(
-    http: &reqwest::Client,
-    stack: &Stack,
-    method: reqwest::Method,
-    path: &str,
-    body: Option<Value>,
-) -> Value {
-    let mut req = http
-        .request(method.clone(), format!("{}{path}", stack.url))
-        .header("x-api-key", &stack.key);
-    if let Some(body) = body {
-        req = req.json(&body);
-    }
-    let res = req.send().await.expect("request");
-    let status = res.status();
-    let text = res.text().await.expect("body");
-    assert!(status.is_success(), "{method} {path}: {status} {text}");
-    serde_json::from_str(&text).unwrap_or(Value::Null)
-}
-
-/// Namespace `default` ready, a Configuration, an Agent, its deployment succeeded. Returns
-/// `(namespace id, agent id)`.
-async fn deploy_agent(http: &reqwest::Client, stack: &Stack) -> (String, String) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let ns = loop {
-        let list = send(http, stack, reqwest::Method::GET, "/namespaces", None).await;
-        let default = list["data"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|n| n["name"] == "default")
-            .cloned()
-            .expect("default");
-        if default["status"] == "ready" {
-            break default["id"].as_str().unwrap().to_owned();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "default never became ready: {default}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+/// The stack of the end-to-end tests (database, `occ serve`, `occ worker`, cleanup by PID), one
+/// Agent deployed on it. Returns the stack and the Agent's id.
+async fn deploy_agent(backend: Backend) -> (Stack, String) {
+    let stack = Stack::start(backend, PORTS).await;
     let doc = json!({"agents": {"defaults": {"model": {"primary": "openai/gpt-5"}}}, "plugins": {"enabled": false}});
-    let cfg = send(
-        http,
-        stack,
-        reqwest::Method::POST,
-        &format!("/namespaces/{ns}/configurations"),
-        Some(json!({"kind": "agent", "values": doc})),
-    )
-    .await["data"]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let agent = send(
-        http,
-        stack,
-        reqwest::Method::POST,
-        &format!("/namespaces/{ns}/agents"),
-        Some(json!({"name": "files-bench", "configurationId": cfg, "harnessAuth": {"method": "runtime"}})),
-    )
-    .await["data"]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let rev = send(
-        http,
-        stack,
-        reqwest::Method::POST,
-        &format!("/namespaces/{ns}/agents/{agent}/deploy"),
-        None,
-    )
-    .await["data"]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let cfg = stack.configuration(doc).await;
+    let agent = stack.agent("files-bench", &cfg).await;
     let started = Instant::now();
-    loop {
-        let d = send(
-            http,
-            stack,
-            reqwest::Method::GET,
-            &format!("/namespaces/{ns}/agents/{agent}/deployments/{rev}"),
-            None,
-        )
-        .await;
-        match d["data"]["status"].as_str() {
-            Some("succeeded") => break,
-            Some("failed") => panic!("deployment failed: {d}"),
-            _ => {
-                assert!(
-                    started.elapsed() < DEPLOY_TIMEOUT,
-                    "deployment {rev} did not settle: {d}"
-                );
-                tokio::time::sleep(Duration::from_millis(250)).await;
-            }
-        }
-    }
+    let rev = stack.deploy(&agent).await;
+    let d = stack.settled(&agent, &rev).await;
+    assert_eq!(d["status"], "succeeded", "deployment failed: {d}");
     println!(
         "{}",
         json!({"setup": "deployed", "deploy_s": (started.elapsed().as_secs_f64() * 10.0).round() / 10.0})
     );
-    (ns, agent)
+    (stack, agent)
 }
 
 /// The Agent's gateway as the process Driver recorded it: port and token.
@@ -507,18 +300,13 @@ fn main() {
         .build()
         .unwrap();
     rt.block_on(async {
-        let stack = Stack::start(backend).await;
+        let (stack, agent) = deploy_agent(backend).await;
+        let ns = stack.ns.clone();
         let http = reqwest::Client::builder()
             .pool_max_idle_per_host(1)
             .build()
             .unwrap();
-        let (ns, agent) = deploy_agent(&http, &stack).await;
-        let agent_dir = stack
-            .compute_root
-            .join("namespaces")
-            .join(&ns)
-            .join("agents")
-            .join(&agent);
+        let agent_dir = stack.agent_dir(&agent);
         let endpoint = gateway_endpoint(&agent_dir);
         let (session, _) = Session::connect(&endpoint, OP_TIMEOUT)
             .await
@@ -538,14 +326,11 @@ fn main() {
         };
 
         // Both sides see the same file.
-        let through_occ = send(
-            &http,
-            &stack,
-            reqwest::Method::GET,
-            &format!("/namespaces/{ns}/agents/{agent}/workspace/files/{READ_FILE}"),
-            None,
-        )
-        .await;
+        let through_occ = stack
+            .get(&format!(
+                "/namespaces/{ns}/agents/{agent}/workspace/files/{READ_FILE}"
+            ))
+            .await;
         let direct = clients
             .session
             .file_get(NATIVE_AGENT, READ_FILE, OP_TIMEOUT)
