@@ -46,31 +46,36 @@ pub fn sync_dir(dir: &Path) -> io::Result<()> {
 /// `dest` is an `AlreadyExists` error instead of being replaced. The temp file is removed on any
 /// failure; other files are never touched.
 pub fn write_atomic(dest: &Path, bytes: &[u8], create_new: bool) -> io::Result<()> {
+    write_atomic_via(&temp_path(dest), dest, bytes, create_new)
+}
+
+/// [`write_atomic`] through a temp file the caller names (it must be in `dest`'s directory and
+/// must not exist: it is created exclusively).
+pub fn write_atomic_via(tmp: &Path, dest: &Path, bytes: &[u8], create_new: bool) -> io::Result<()> {
     let dir = dest
         .parent()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no parent directory"))?;
-    let tmp = temp_path(dest);
     let result = (|| {
         let mut file = OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(0o600)
             .custom_flags(libc::O_NOFOLLOW)
-            .open(&tmp)?;
+            .open(tmp)?;
         file.write_all(bytes)?;
         file.sync_all()?;
         drop(file);
         if create_new {
             // link(2) fails if dest exists, so a concurrent creator cannot be overwritten.
-            fs::hard_link(&tmp, dest)?;
-            fs::remove_file(&tmp)?;
+            fs::hard_link(tmp, dest)?;
+            fs::remove_file(tmp)?;
         } else {
-            fs::rename(&tmp, dest)?;
+            fs::rename(tmp, dest)?;
         }
         sync_dir(dir)
     })();
     if result.is_err() {
-        let _ = fs::remove_file(&tmp);
+        let _ = fs::remove_file(tmp);
     }
     result
 }

@@ -31,7 +31,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::fs::{self, OpenOptions};
-use std::io::{self, Read as _, Write as _};
+use std::io::{self, Read as _};
 use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -825,22 +825,7 @@ fn replace_file(workspace: &Path, name: &str, bytes: &[u8]) -> Result<(), SetupE
     remove_leftover_temp(workspace)?;
     let tmp = workspace.join(TEMP_FILE);
     let dest = workspace.join(name);
-    let result = (|| {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&tmp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        drop(file);
-        fs::rename(&tmp, &dest)?;
-        fsutil::sync_dir(workspace)
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
+    let result = fsutil::write_atomic_via(&tmp, &dest, bytes, false);
     result.map_err(io_step(format!("replace {}", dest.display())))
 }
 
