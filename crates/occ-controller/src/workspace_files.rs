@@ -146,12 +146,9 @@ impl Controller {
         name: WorkspaceFileName,
         deadline: Instant,
     ) -> Result<String, Error> {
-        let (agent, _) = tokio::time::timeout_at(
-            deadline,
-            self.admit_file_operation(req, (ns, id), Action::Read, READ_ACTION),
-        )
-        .await
-        .map_err(|_| admission_deadline())??;
+        let (agent, _) = self
+            .admit_file_operation(req, (ns, id), Action::Read, READ_ACTION, deadline)
+            .await?;
         let access = self.workspace()?;
         match access.read(&target_of(&agent), name, deadline).await {
             FileRead::Ok(content) => Ok(content),
@@ -164,8 +161,25 @@ impl Controller {
     }
 
     /// Authorizes a file operation and checks that the Agent serves an active revision (no
-    /// active revision → 503; for writes also deleting → 409 `AGENT_DELETING`, stopping → 409).
+    /// active revision → 503; for writes also deleting → 409 `AGENT_DELETING`, stopping → 409),
+    /// all before `deadline` (503 after it).
     async fn admit_file_operation(
+        &self,
+        req: &Request,
+        (ns, id): (&NamespaceId, &AgentId),
+        action: Action,
+        audit_action: &str,
+        deadline: Instant,
+    ) -> Result<(Agent, Evidence), Error> {
+        tokio::time::timeout_at(
+            deadline,
+            self.admit_now(req, (ns, id), action, audit_action),
+        )
+        .await
+        .map_err(|_| admission_deadline())?
+    }
+
+    async fn admit_now(
         &self,
         req: &Request,
         (ns, id): (&NamespaceId, &AgentId),
@@ -212,12 +226,9 @@ impl Controller {
         deadline: Instant,
     ) -> Result<u64, Error> {
         let target = ResourceRef::exact(ResourceKind::Agent, ns, id);
-        let (agent, evidence) = tokio::time::timeout_at(
-            deadline,
-            self.admit_file_operation(req, (ns, id), Action::Operate, WRITE_ACTION),
-        )
-        .await
-        .map_err(|_| admission_deadline())??;
+        let (agent, evidence) = self
+            .admit_file_operation(req, (ns, id), Action::Operate, WRITE_ACTION, deadline)
+            .await?;
         let access = self.workspace()?;
         // If the caller goes away while the write is in flight, this future is dropped: the
         // guard still records the write as UNKNOWN_OUTCOME.
