@@ -11,7 +11,7 @@
 use occ_core::authz::{Action, ResourceKind, ResourceRef};
 use occ_core::resource::{ConfigurationMeta, Generation, SecretBindings};
 use occ_core::{ConfigurationId, Error, NamespaceId, Timestamp};
-use occ_drivers::configuration::DocumentKey;
+use occ_drivers::configuration::{DocumentKey, WriteReceipt};
 use occ_store::{StoreError, Tx};
 use serde_json::{Map, Value};
 
@@ -119,8 +119,10 @@ impl Controller {
             namespace_id: ns,
             configuration_id: &meta.id,
             generation: meta.generation,
+            created_at: meta.created_at,
         };
-        self.configurations
+        let receipt = self
+            .configurations
             .write(key, &input.values, false)
             .await
             .map_err(Error::from)?;
@@ -128,13 +130,13 @@ impl Controller {
             Ok(()) => tx.commit().await,
             Err(injected) => {
                 drop(tx);
-                self.discard_document(key).await;
+                self.undo_document(key, &receipt).await;
                 return Err(injected);
             }
         };
         if let Err(e) = committed {
             if !matches!(e, StoreError::CommitOutcomeUnknown(_)) {
-                self.discard_document(key).await;
+                self.undo_document(key, &receipt).await;
             }
             return Err(db(e));
         }
@@ -144,10 +146,10 @@ impl Controller {
         })
     }
 
-    async fn discard_document(&self, key: DocumentKey<'_>) {
-        if let Err(e) = self.configurations.discard(key).await {
+    async fn undo_document(&self, key: DocumentKey<'_>, receipt: &WriteReceipt) {
+        if let Err(e) = self.configurations.undo(key, receipt).await {
             tracing::error!(configuration_id = %key.configuration_id, generation = %key.generation, error = %e,
-                "could not discard an uncommitted configuration document; it is never read");
+                "could not undo an uncommitted configuration document write");
         }
     }
 
@@ -181,6 +183,7 @@ impl Controller {
                 namespace_id: ns,
                 configuration_id: id,
                 generation: meta.generation,
+                created_at: meta.created_at,
             })
             .await
             .map_err(|e| match e {
@@ -233,9 +236,11 @@ impl Controller {
             namespace_id: ns,
             configuration_id: id,
             generation: next,
+            created_at: current.created_at,
         };
         // A document already stored for `next` is a leftover of a write that never committed.
-        self.configurations
+        let receipt = self
+            .configurations
             .write(key, &input.values, true)
             .await
             .map_err(Error::from)?;
@@ -246,7 +251,7 @@ impl Controller {
             Ok(g) => g,
             Err(e) => {
                 drop(tx);
-                self.discard_document(key).await;
+                self.undo_document(key, &receipt).await;
                 return Err(match e {
                     StoreError::Stale => Error::conflict(
                         "The Configuration generation changed concurrently; read it again and retry",
@@ -264,17 +269,21 @@ impl Controller {
             Ok(()) => tx.commit().await,
             Err(injected) => {
                 drop(tx);
-                self.discard_document(key).await;
+                self.undo_document(key, &receipt).await;
                 return Err(injected);
             }
         };
         if let Err(e) = committed {
             if !matches!(e, StoreError::CommitOutcomeUnknown(_)) {
-                self.discard_document(key).await;
+                self.undo_document(key, &receipt).await;
             }
             return Err(db(e));
         }
-        if let Err(e) = self.configurations.prune(ns, id, Some(advanced)).await {
+        if let Err(e) = self
+            .configurations
+            .prune(ns, id, current.created_at, Some(advanced))
+            .await
+        {
             tracing::warn!(configuration_id = %id, error = %e, "superseded configuration generations were not pruned");
         }
         let meta = ConfigurationMeta {
@@ -307,7 +316,8 @@ impl Controller {
                 "openclaw.configurations.delete",
             )
             .await?;
-        tx.configuration_lock(ns, id)
+        let current = tx
+            .configuration_lock(ns, id)
             .await
             .map_err(db)?
             .ok_or_else(Error::not_found)?;
@@ -336,7 +346,11 @@ impl Controller {
             .detail("removedAccessBindings", removed);
         tx.audit_append(&event).await.map_err(db)?;
         Self::commit(tx).await?;
-        if let Err(e) = self.configurations.prune(ns, id, None).await {
+        if let Err(e) = self
+            .configurations
+            .prune(ns, id, current.created_at, None)
+            .await
+        {
             tracing::warn!(configuration_id = %id, error = %e, "documents of a deleted configuration were not removed");
         }
         Ok(())

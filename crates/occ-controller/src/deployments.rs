@@ -308,6 +308,7 @@ impl Controller {
                 namespace_id: ns,
                 configuration_id: &cfg.id,
                 generation: cfg.generation,
+                created_at: cfg.created_at,
             })
             .await
             .map_err(|e| match e {

@@ -11,6 +11,7 @@ pub mod compute;
 pub mod configuration;
 pub mod error;
 pub mod fsutil;
+pub mod kubernetes;
 pub mod runtime;
 pub mod secret;
 pub mod workspace_setup;

@@ -108,6 +108,10 @@ pub struct TestAppOptions {
     pub configuration_root: Option<std::path::PathBuf>,
     /// Skip bootstrap.
     pub unbootstrapped: bool,
+    /// The Configuration Driver (default: filesystem in a temporary directory).
+    pub configurations: Option<ConfigurationDriver>,
+    /// The Secret Driver (default: local in a temporary directory).
+    pub secrets: Option<SecretDriver>,
     /// How the controller reaches live workspaces (none: the file routes answer 503).
     pub workspace: Option<Arc<dyn occ_controller::workspace_files::WorkspaceAccess>>,
 }
@@ -128,19 +132,26 @@ impl TestApp {
         let db = TestDb::new(backend).await;
         let store = db.store().await;
         let dirs = tempfile::tempdir().expect("tempdir");
-        let configurations = ConfigurationDriver::Filesystem(
-            FilesystemConfigurationDriver::new(
-                options
-                    .configuration_root
-                    .clone()
-                    .unwrap_or_else(|| dirs.path().join("configurations")),
+        let configurations = options.configurations.clone().unwrap_or_else(|| {
+            ConfigurationDriver::Filesystem(
+                FilesystemConfigurationDriver::new(
+                    options
+                        .configuration_root
+                        .clone()
+                        .unwrap_or_else(|| dirs.path().join("configurations")),
+                )
+                .expect("configuration driver"),
             )
-            .expect("configuration driver"),
-        );
-        let secrets = SecretDriver::Local(
-            LocalSecretDriver::open(dirs.path().join("secrets"), &dirs.path().join("secret.key"))
+        });
+        let secrets = options.secrets.clone().unwrap_or_else(|| {
+            SecretDriver::Local(
+                LocalSecretDriver::open(
+                    dirs.path().join("secrets"),
+                    &dirs.path().join("secret.key"),
+                )
                 .expect("secret driver"),
-        );
+            )
+        });
         let settings = ControllerSettings {
             harness_id: "openclaw".into(),
             harness_version: "2026.9.6".into(),

@@ -195,6 +195,7 @@ mod tests {
             namespace_id: &ns,
             configuration_id: &cfg,
             generation: Generation::FIRST,
+            created_at: occ_core::Timestamp::now(),
         };
         let g2 = DocumentKey {
             generation: Generation::new(2).unwrap(),
@@ -208,7 +209,7 @@ mod tests {
             driver.write(g1, &doc(json!({"a": 2})), false).await,
             Err(DriverError::Conflict(_))
         ));
-        driver
+        let receipt = driver
             .write(g2, &doc(json!({"b": 2})), false)
             .await
             .unwrap();
@@ -224,10 +225,13 @@ mod tests {
             std::fs::metadata(file.parent().unwrap()).unwrap().mode() & 0o777,
             0o700
         );
-        driver.prune(&ns, &cfg, Some(g2.generation)).await.unwrap();
+        driver
+            .prune(&ns, &cfg, g1.created_at, Some(g2.generation))
+            .await
+            .unwrap();
         assert!(matches!(driver.read(g1).await, Err(DriverError::NotFound)));
-        driver.discard(g2).await.unwrap();
-        driver.discard(g2).await.unwrap();
+        driver.undo(g2, &receipt).await.unwrap();
+        driver.undo(g2, &receipt).await.unwrap();
         assert!(matches!(driver.read(g2).await, Err(DriverError::NotFound)));
     }
 
@@ -245,6 +249,7 @@ mod tests {
             namespace_id: &ns,
             configuration_id: &cfg,
             generation: Generation::FIRST,
+            created_at: occ_core::Timestamp::now(),
         };
         let okey = DocumentKey {
             configuration_id: &other,

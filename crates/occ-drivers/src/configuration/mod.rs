@@ -1,18 +1,26 @@
 //! Configuration Drivers: backing storage for native `openclaw.json` documents.
 //!
 //! occ owns ids, generations, validation and authorization; a Driver only stores and returns the
-//! document of one exact `(namespace, configuration, generation)`. Every generation is written as
-//! its own object and the metadata row's generation selects the live one, so a write can be
-//! undone (discard the new generation) and a crash between the Driver write and the database
-//! commit leaves the committed generation untouched.
+//! document of one exact `(namespace, configuration, generation)`. The metadata row's generation
+//! selects the live document; a write returns a [`WriteReceipt`] with which the caller undoes it
+//! when its database transaction does not commit.
+//!
+//! - Filesystem: every generation is its own file, so undoing discards the new file and a crash
+//!   between the Driver write and the commit leaves the committed generation readable.
+//! - Kubernetes: one ConfigMap per Configuration, replaced under its resourceVersion; undoing
+//!   restores what the write replaced. A crash between the write and the commit leaves the
+//!   ConfigMap one generation ahead: reads of that Configuration fail (503) until the next
+//!   update, which accepts and replaces such a leftover.
 
 mod filesystem;
+mod kubernetes;
 
 use occ_core::resource::Generation;
-use occ_core::{ConfigurationId, NamespaceId};
+use occ_core::{ConfigurationId, NamespaceId, Timestamp};
 use serde_json::{Map, Value};
 
 pub use filesystem::FilesystemConfigurationDriver;
+pub use kubernetes::{DOCUMENT_KEY, KubernetesConfigurationDriver, configmap_name};
 
 use crate::{DriverError, DriverIdentity};
 
@@ -24,6 +32,26 @@ pub const DOCUMENT_MAX_BYTES: usize = 1024 * 1024;
 pub enum ConfigurationDriver {
     /// Documents under a local directory (development default).
     Filesystem(FilesystemConfigurationDriver),
+    /// One ConfigMap per Configuration in the tenant namespace.
+    Kubernetes(KubernetesConfigurationDriver),
+}
+
+/// What a write did, so that exactly it can be undone.
+#[derive(Debug, Clone)]
+pub struct WriteReceipt(Receipt);
+
+#[derive(Debug, Clone)]
+enum Receipt {
+    /// A new per-generation object: undo removes it.
+    NewObject,
+    /// A replaced ConfigMap: undo restores what it replaced.
+    Kubernetes(kubernetes::Replaced),
+}
+
+impl WriteReceipt {
+    fn kubernetes(replaced: kubernetes::Replaced) -> Self {
+        Self(Receipt::Kubernetes(replaced))
+    }
 }
 
 /// The exact document a call is about.
@@ -35,6 +63,8 @@ pub struct DocumentKey<'a> {
     pub configuration_id: &'a ConfigurationId,
     /// Generation.
     pub generation: Generation,
+    /// When the Configuration was created (stored with the document and checked on reads).
+    pub created_at: Timestamp,
 }
 
 impl ConfigurationDriver {
@@ -42,6 +72,7 @@ impl ConfigurationDriver {
     pub fn identity(&self) -> DriverIdentity {
         match self {
             ConfigurationDriver::Filesystem(d) => d.identity(),
+            ConfigurationDriver::Kubernetes(d) => d.identity(),
         }
     }
 
@@ -58,17 +89,22 @@ impl ConfigurationDriver {
         Ok(())
     }
 
-    /// Stores a new generation. An existing object for exactly this generation is replaced only
-    /// when `replace_stale` is set (a leftover of a write whose transaction never committed).
+    /// Stores a new generation: generation 1 creates, a later one follows the generation
+    /// before it. An existing object for exactly this generation is replaced only when
+    /// `replace_stale` is set (a leftover of a write whose transaction never committed).
     pub async fn write(
         &self,
         key: DocumentKey<'_>,
         values: &Map<String, Value>,
         replace_stale: bool,
-    ) -> Result<(), DriverError> {
+    ) -> Result<WriteReceipt, DriverError> {
         self.validate(values)?;
         match self {
-            ConfigurationDriver::Filesystem(d) => d.write(key, values, replace_stale).await,
+            ConfigurationDriver::Filesystem(d) => d
+                .write(key, values, replace_stale)
+                .await
+                .map(|()| WriteReceipt(Receipt::NewObject)),
+            ConfigurationDriver::Kubernetes(d) => d.write(key, values, replace_stale).await,
         }
     }
 
@@ -76,13 +112,25 @@ impl ConfigurationDriver {
     pub async fn read(&self, key: DocumentKey<'_>) -> Result<Map<String, Value>, DriverError> {
         match self {
             ConfigurationDriver::Filesystem(d) => d.read(key).await,
+            ConfigurationDriver::Kubernetes(d) => d.read(key).await,
         }
     }
 
-    /// Removes one generation (compensation, or pruning superseded generations). Absent is fine.
-    pub async fn discard(&self, key: DocumentKey<'_>) -> Result<(), DriverError> {
-        match self {
-            ConfigurationDriver::Filesystem(d) => d.discard(key).await,
+    /// Undoes the write `receipt` came from (its transaction did not commit). Absent is fine;
+    /// a document changed by someone else since is left alone (conflict).
+    pub async fn undo(
+        &self,
+        key: DocumentKey<'_>,
+        receipt: &WriteReceipt,
+    ) -> Result<(), DriverError> {
+        match (self, &receipt.0) {
+            (ConfigurationDriver::Filesystem(d), _) => d.discard(key).await,
+            (ConfigurationDriver::Kubernetes(d), Receipt::Kubernetes(replaced)) => {
+                d.undo(key, replaced).await
+            }
+            (ConfigurationDriver::Kubernetes(_), Receipt::NewObject) => Err(
+                DriverError::Configuration("a receipt of another Driver cannot be undone".into()),
+            ),
         }
     }
 
@@ -91,11 +139,16 @@ impl ConfigurationDriver {
         &self,
         namespace_id: &NamespaceId,
         configuration_id: &ConfigurationId,
+        created_at: Timestamp,
         keep: Option<Generation>,
     ) -> Result<(), DriverError> {
         match self {
             ConfigurationDriver::Filesystem(d) => {
                 d.prune(namespace_id, configuration_id, keep).await
+            }
+            ConfigurationDriver::Kubernetes(d) => {
+                d.prune(namespace_id, configuration_id, created_at, keep)
+                    .await
             }
         }
     }

@@ -3,10 +3,12 @@
 //! reference still resolves to an intact value owned by that exact Secret, without handing the
 //! bytes to occ.
 
+mod kubernetes;
 mod local;
 
 use occ_core::{NamespaceId, SecretId};
 
+pub use kubernetes::KubernetesSecretDriver;
 pub use local::LocalSecretDriver;
 
 use crate::{DriverError, DriverIdentity};
@@ -16,6 +18,8 @@ use crate::{DriverError, DriverIdentity};
 pub enum SecretDriver {
     /// Values encrypted at rest in local files (the embedded default).
     Local(LocalSecretDriver),
+    /// One Kubernetes Secret per value in the tenant namespace.
+    Kubernetes(KubernetesSecretDriver),
 }
 
 impl SecretDriver {
@@ -23,6 +27,7 @@ impl SecretDriver {
     pub fn identity(&self) -> DriverIdentity {
         match self {
             SecretDriver::Local(d) => d.identity(),
+            SecretDriver::Kubernetes(d) => d.identity(),
         }
     }
 
@@ -35,6 +40,7 @@ impl SecretDriver {
     ) -> Result<String, DriverError> {
         match self {
             SecretDriver::Local(d) => d.put(ns, id, value).await,
+            SecretDriver::Kubernetes(d) => d.put(ns, id, value).await,
         }
     }
 
@@ -48,6 +54,7 @@ impl SecretDriver {
     ) -> Result<String, DriverError> {
         match self {
             SecretDriver::Local(d) => d.replace(ns, id, locator, value).await,
+            SecretDriver::Kubernetes(d) => d.replace(ns, id, locator, value).await,
         }
     }
 
@@ -60,6 +67,7 @@ impl SecretDriver {
     ) -> Result<(), DriverError> {
         match self {
             SecretDriver::Local(d) => d.delete(ns, id, locator).await,
+            SecretDriver::Kubernetes(d) => d.delete(ns, id, locator).await,
         }
     }
 
@@ -72,6 +80,7 @@ impl SecretDriver {
     ) -> Result<(), DriverError> {
         match self {
             SecretDriver::Local(d) => d.verify(ns, id, locator).await,
+            SecretDriver::Kubernetes(d) => d.verify(ns, id, locator).await,
         }
     }
 
@@ -86,6 +95,7 @@ impl SecretDriver {
     ) -> Result<T, DriverError> {
         match self {
             SecretDriver::Local(d) => d.with_value(ns, id, locator, use_value).await,
+            SecretDriver::Kubernetes(d) => d.with_value(ns, id, locator, use_value).await,
         }
     }
 }

@@ -1,0 +1,33 @@
+//! What the Kubernetes Drivers share: how occ connects to the API server (in-cluster service
+//! account or an explicit kubeconfig context, TLS verified, never an ambient kubeconfig), the
+//! request policy (a deadline per call, bounded retries of answers that prove nothing was
+//! applied or that are safe to repeat), the classification of API answers, the labels and
+//! annotations that mark objects as occ's, and the discovery of an occ Namespace's tenant
+//! namespace.
+
+mod client;
+mod placement;
+
+pub use client::{KubeClient, KubeFailure, KubernetesAuth};
+pub use placement::{TENANT_LIFECYCLE_EXTERNAL, tenant_namespace_name};
+
+pub(crate) use placement::resolve_tenant_namespace;
+
+use sha2::{Digest as _, Sha256};
+
+/// `app.kubernetes.io/managed-by` value on every object occ creates.
+pub const MANAGED_BY: &str = "occ";
+/// The standard "managed by" label.
+pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+/// The occ Namespace id an object belongs to.
+pub const LABEL_NAMESPACE: &str = "openclaw.dev/namespace";
+/// The same id as an annotation (labels can be edited by selectors' users; both must agree).
+pub const ANNOTATION_NAMESPACE_ID: &str = "openclaw.dev/namespace-id";
+/// How a tenant namespace is owned: `external` when adopted from `existingNamespace`.
+pub const ANNOTATION_NAMESPACE_LIFECYCLE: &str = "openclaw.dev/namespace-lifecycle";
+
+/// Lowercase hex SHA-256 of `text`, cut to `len` characters.
+pub fn short_hash(text: &str, len: usize) -> String {
+    let digest = hex::encode(Sha256::digest(text.as_bytes()));
+    digest[..len.min(digest.len())].to_owned()
+}
