@@ -12,6 +12,7 @@
 pub mod app;
 pub mod compute;
 pub mod compute_conformance;
+pub mod configuration_conformance;
 pub mod gateway;
 pub mod kube;
 pub mod occ_process;

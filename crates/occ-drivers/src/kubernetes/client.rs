@@ -112,6 +112,9 @@ impl KubeClient {
         config.connect_timeout = Some(CALL_TIMEOUT);
         config.read_timeout = Some(CALL_TIMEOUT);
         config.write_timeout = Some(CALL_TIMEOUT);
+        // One retry policy, ours (`call`): it also covers 500 and transport failures and keeps
+        // each call's attempts bounded and visible.
+        config.default_retry = false;
         let client = kube::Client::try_from(config)
             .map_err(|e| DriverError::Configuration(format!("Kubernetes client: {e}")))?;
         Ok(Self { client })

@@ -1,0 +1,643 @@
+//! The Kubernetes Configuration and Secret Drivers, driven through the real `kube` client over
+//! HTTP against occ-testkit's fake API server: the shared Configuration conformance suite, the
+//! exact objects sent (golden files under `tests/golden/`), refusal of foreign and malformed
+//! objects without writing, tenant namespace discovery, optimistic concurrency, preconditions,
+//! retries and permission errors. With `OCC_TEST_KUBECONFIG` (and `OCC_TEST_KUBE_CONTEXT`) set,
+//! the conformance suite also runs against that real cluster.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use occ_core::resource::Generation;
+use occ_core::{ConfigurationId, NamespaceId, SecretId, Timestamp};
+use occ_drivers::DriverError;
+use occ_drivers::configuration::{
+    ConfigurationDriver, DocumentKey, KubernetesConfigurationDriver, configmap_name,
+};
+use occ_drivers::kubernetes::{KubeClient, KubernetesAuth, tenant_namespace_name};
+use occ_drivers::secret::{KubernetesSecretDriver, SecretDriver};
+use occ_testkit::kube::FakeKube;
+use serde_json::{Map, Value, json};
+
+fn doc(v: Value) -> Map<String, Value> {
+    v.as_object().expect("object").clone()
+}
+
+fn client(fake: &FakeKube) -> KubeClient {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    KubeClient::from_config(kube::Config::new(fake.url().parse().expect("url"))).expect("client")
+}
+
+/// Seeds the tenant namespace the Kubernetes Compute Driver would have provisioned.
+fn provision(fake: &FakeKube, ns: &NamespaceId) -> String {
+    let name = tenant_namespace_name(ns);
+    fake.seed(
+        "namespaces",
+        "",
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {
+            "name": name,
+            "labels": {"app.kubernetes.io/managed-by": "occ", "openclaw.dev/namespace": ns.as_str()},
+            "annotations": {"openclaw.dev/namespace-id": ns.as_str()},
+        }}),
+    );
+    name
+}
+
+fn golden(name: &str, actual: &Value) {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name);
+    let rendered = serde_json::to_string_pretty(actual).expect("json") + "\n";
+    if std::env::var_os("OCC_UPDATE_GOLDEN").is_some() {
+        std::fs::create_dir_all(path.parent().expect("dir")).expect("mkdir");
+        std::fs::write(&path, &rendered).expect("write golden");
+    }
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|_| panic!("missing {}; run with OCC_UPDATE_GOLDEN=1", path.display()));
+    assert_eq!(
+        rendered, expected,
+        "{name} differs from the reviewed golden file"
+    );
+}
+
+fn fixed_key<'a>(ns: &'a NamespaceId, id: &'a ConfigurationId, g: u64) -> DocumentKey<'a> {
+    DocumentKey {
+        namespace_id: ns,
+        configuration_id: id,
+        generation: Generation::new(g).expect("generation"),
+        created_at: Timestamp::parse_canonical("2026-11-29T12:00:00.000Z").expect("time"),
+    }
+}
+
+fn ids() -> (NamespaceId, ConfigurationId) {
+    (
+        "ns_5f0c6a9e-1b2d-4c3e-8f4a-0b1c2d3e4f50"
+            .parse()
+            .expect("ns"),
+        "cfg_0b0c9a5e-8d1f-4f5e-9a55-3c1f0b2c7d11"
+            .parse()
+            .expect("cfg"),
+    )
+}
+
+#[tokio::test]
+async fn configuration_conformance_against_the_fake_api_server() {
+    let fake = FakeKube::start().await;
+    let ns = NamespaceId::generate();
+    provision(&fake, &ns);
+    let driver = ConfigurationDriver::Kubernetes(KubernetesConfigurationDriver::new(client(&fake)));
+    occ_testkit::configuration_conformance::run(&driver, &ns).await;
+}
+
+#[tokio::test]
+async fn configuration_conformance_on_the_filesystem() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let driver = ConfigurationDriver::Filesystem(
+        occ_drivers::configuration::FilesystemConfigurationDriver::new(dir.path().join("c"))
+            .expect("driver"),
+    );
+    occ_testkit::configuration_conformance::run(&driver, &NamespaceId::generate()).await;
+}
+
+/// Opt-in: the same suite against a real cluster (`OCC_TEST_KUBECONFIG`, `OCC_TEST_KUBE_CONTEXT`).
+/// It creates a labelled tenant namespace and deletes it afterwards.
+#[tokio::test]
+async fn configuration_conformance_against_a_real_cluster_when_configured() {
+    let (Some(path), Some(context)) = (
+        std::env::var_os("OCC_TEST_KUBECONFIG"),
+        std::env::var("OCC_TEST_KUBE_CONTEXT").ok(),
+    ) else {
+        eprintln!("skipped: OCC_TEST_KUBECONFIG and OCC_TEST_KUBE_CONTEXT are not set");
+        return;
+    };
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let kube = KubeClient::connect(&KubernetesAuth::Kubeconfig {
+        path: path.into(),
+        context,
+    })
+    .await
+    .expect("kubeconfig");
+    let ns = NamespaceId::generate();
+    let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> =
+        kube::Api::all(kube.client());
+    let manifest: k8s_openapi::api::core::v1::Namespace = serde_json::from_value(json!({
+        "metadata": {"name": tenant_namespace_name(&ns),
+            "labels": {"app.kubernetes.io/managed-by": "occ", "openclaw.dev/namespace": ns.as_str()},
+            "annotations": {"openclaw.dev/namespace-id": ns.as_str()}}
+    }))
+    .expect("namespace");
+    namespaces
+        .create(&Default::default(), &manifest)
+        .await
+        .expect("create the tenant namespace");
+    let driver = ConfigurationDriver::Kubernetes(KubernetesConfigurationDriver::new(kube));
+    occ_testkit::configuration_conformance::run(&driver, &ns).await;
+    namespaces
+        .delete(&tenant_namespace_name(&ns), &Default::default())
+        .await
+        .expect("delete the tenant namespace");
+}
+
+#[tokio::test]
+async fn the_configmap_is_exactly_the_reviewed_object_and_updates_carry_the_observed_version() {
+    let fake = FakeKube::start().await;
+    let (ns, id) = ids();
+    let tenant = provision(&fake, &ns);
+    let driver = ConfigurationDriver::Kubernetes(KubernetesConfigurationDriver::new(client(&fake)));
+    let v1 = doc(json!({"gateway": {"mode": "local"},
+        "models": {"providers": {"openai": {"apiKey": {"source": "env", "provider": "default", "id": "OPENAI_API_KEY"}}}}}));
+    driver
+        .write(fixed_key(&ns, &id, 1), &v1, false)
+        .await
+        .expect("create");
+    let create = fake
+        .requests()
+        .into_iter()
+        .find(|r| r.verb == "create" && r.resource == "configmaps")
+        .expect("a create was sent");
+    assert_eq!(create.namespace, tenant);
+    golden(
+        "configuration-configmap.json",
+        create.body.as_ref().expect("body"),
+    );
+
+    let stored = fake
+        .object("configmaps", &tenant, &configmap_name(&id))
+        .expect("stored");
+    let observed = stored["metadata"]["resourceVersion"].clone();
+    fake.clear_requests();
+    let v2 = doc(json!({"gateway": {"mode": "local"}}));
+    driver
+        .write(fixed_key(&ns, &id, 2), &v2, true)
+        .await
+        .expect("update");
+    let update = fake
+        .requests()
+        .into_iter()
+        .find(|r| r.verb == "update")
+        .expect("a replace was sent");
+    let body = update.body.expect("body");
+    assert_eq!(
+        body["metadata"]["resourceVersion"], observed,
+        "replace carries the observed version"
+    );
+    assert_eq!(
+        body["metadata"]["annotations"]["openclaw.dev/configuration-generation"],
+        "2"
+    );
+    assert_eq!(
+        body["data"]["openclaw.json"],
+        serde_json::to_string(&v2).expect("json")
+    );
+    // Only get and update: never list or watch ConfigMaps, never touch other resources.
+    for r in fake.requests() {
+        assert!(
+            (r.resource == "configmaps" && matches!(r.verb.as_str(), "get" | "update"))
+                || (r.resource == "namespaces" && r.verb == "list"),
+            "unexpected request {r:?}"
+        );
+    }
+    // The committed generation is 2 now; asking for 1 is refused (never the wrong document).
+    assert!(matches!(
+        driver.read(fixed_key(&ns, &id, 1)).await,
+        Err(DriverError::Unavailable(_))
+    ));
+}
+
+#[tokio::test]
+async fn concurrent_updates_conflict_instead_of_overwriting() {
+    let fake = FakeKube::start().await;
+    let ns = NamespaceId::generate();
+    provision(&fake, &ns);
+    let driver = ConfigurationDriver::Kubernetes(KubernetesConfigurationDriver::new(client(&fake)));
+    let id = ConfigurationId::generate();
+    let key = |g| fixed_key(&ns, &id, g);
+    driver
+        .write(key(1), &doc(json!({"n": 1})), false)
+        .await
+        .expect("create");
+    // Both writers read generation 1 at the same resourceVersion before either replaces.
+    fake.set_latency(Duration::from_millis(150));
+    let (doc_a, doc_b) = (doc(json!({"writer": "a"})), doc(json!({"writer": "b"})));
+    let (a, b) = tokio::join!(
+        driver.write(key(2), &doc_a, true),
+        driver.write(key(2), &doc_b, true),
+    );
+    fake.set_latency(Duration::ZERO);
+    let outcomes = [a.is_ok(), b.is_ok()];
+    assert_eq!(
+        outcomes.iter().filter(|ok| **ok).count(),
+        1,
+        "exactly one writer wins: {outcomes:?}"
+    );
+    let loser = if outcomes[0] { b } else { a };
+    assert!(matches!(loser, Err(DriverError::Conflict(_))), "{loser:?}");
+    let stored = driver.read(key(2)).await.expect("read");
+    let winner = if outcomes[0] { "a" } else { "b" };
+    assert_eq!(
+        stored,
+        doc(json!({"writer": winner})),
+        "the loser did not overwrite"
+    );
+}
+
+#[tokio::test]
+async fn undo_never_clobbers_a_later_change() {
+    let fake = FakeKube::start().await;
+    let ns = NamespaceId::generate();
+    let tenant = provision(&fake, &ns);
+    let driver = ConfigurationDriver::Kubernetes(KubernetesConfigurationDriver::new(client(&fake)));
+    let id = ConfigurationId::generate();
+    let key = |g| fixed_key(&ns, &id, g);
+    driver
+        .write(key(1), &doc(json!({"n": 1})), false)
+        .await
+        .expect("create");
+    let receipt = driver
+        .write(key(2), &doc(json!({"n": 2})), true)
+        .await
+        .expect("update");
+    // Someone changes the object after our write (e.g. a later update).
+    fake.mutate("configmaps", &tenant, &configmap_name(&id), |o| {
+        o["metadata"]["labels"]["team"] = json!("x");
+    });
+    assert!(matches!(
+        driver.undo(key(2), &receipt).await,
+        Err(DriverError::Conflict(_))
+    ));
+    assert_eq!(
+        driver.read(key(2)).await.expect("kept"),
+        doc(json!({"n": 2}))
+    );
+}
+
+#[tokio::test]
+async fn foreign_and_malformed_configmaps_are_refused_and_never_overwritten() {
+    type Mutation = fn(&mut Value);
+    let cases: [(&str, Mutation); 13] = [
+        ("extra data entry", |o| o["data"]["other"] = json!("x")),
+        ("binary data", |o| o["binaryData"] = json!({"b": "AA=="})),
+        ("malformed JSON", |o| {
+            o["data"]["openclaw.json"] = json!("{not json")
+        }),
+        ("array document", |o| {
+            o["data"]["openclaw.json"] = json!("[1]")
+        }),
+        ("foreign manager", |o| {
+            o["metadata"]["labels"]["app.kubernetes.io/managed-by"] = json!("helm")
+        }),
+        ("other namespace label", |o| {
+            o["metadata"]["labels"]["openclaw.dev/namespace"] = json!("ns_x")
+        }),
+        ("other configuration annotation", |o| {
+            o["metadata"]["annotations"]["openclaw.dev/configuration-id"] = json!("cfg_x")
+        }),
+        ("generation 0", |o| {
+            o["metadata"]["annotations"]["openclaw.dev/configuration-generation"] = json!("0")
+        }),
+        ("generation 01", |o| {
+            o["metadata"]["annotations"]["openclaw.dev/configuration-generation"] = json!("01")
+        }),
+        ("generation 2^64", |o| {
+            o["metadata"]["annotations"]["openclaw.dev/configuration-generation"] =
+                json!("18446744073709551616")
+        }),
+        ("other kind", |o| {
+            o["metadata"]["annotations"]["openclaw.dev/configuration-kind"] = json!("preset")
+        }),
+        ("other creation time", |o| {
+            o["metadata"]["annotations"]["openclaw.dev/configuration-created-at"] =
+                json!("2020-01-01T00:00:00.000Z")
+        }),
+        ("1 MiB document", |o| {
+            o["data"]["openclaw.json"] =
+                json!(format!("{{\"pad\":\"{}\"}}", "x".repeat(1024 * 1024)))
+        }),
+    ];
+    let fake = FakeKube::start().await;
+    let ns = NamespaceId::generate();
+    let tenant = provision(&fake, &ns);
+    let driver = ConfigurationDriver::Kubernetes(KubernetesConfigurationDriver::new(client(&fake)));
+    for (what, mutation) in cases {
+        let id = ConfigurationId::generate();
+        let key = |g| fixed_key(&ns, &id, g);
+        driver
+            .write(key(1), &doc(json!({"n": 1})), false)
+            .await
+            .expect("create");
+        let name = configmap_name(&id);
+        fake.mutate("configmaps", &tenant, &name, mutation);
+        let tampered = fake.object("configmaps", &tenant, &name).expect("stored");
+        assert!(
+            matches!(driver.read(key(1)).await, Err(DriverError::Corrupt(_))),
+            "{what}: read refused"
+        );
+        assert!(
+            matches!(
+                driver.write(key(2), &doc(json!({"n": 2})), true).await,
+                Err(DriverError::Corrupt(_))
+            ),
+            "{what}: update refused"
+        );
+        assert!(
+            driver
+                .prune(&ns, &id, key(1).created_at, None)
+                .await
+                .is_err(),
+            "{what}: delete refused"
+        );
+        assert_eq!(
+            fake.object("configmaps", &tenant, &name)
+                .expect("still there"),
+            tampered,
+            "{what}: never overwritten or deleted"
+        );
+    }
+}
+
+#[tokio::test]
+async fn tenant_namespace_discovery_is_exact() {
+    let fake = FakeKube::start().await;
+    let driver = ConfigurationDriver::Kubernetes(KubernetesConfigurationDriver::new(client(&fake)));
+    let id = ConfigurationId::generate();
+
+    // Not provisioned yet: unavailable (503), nothing written.
+    let ns = NamespaceId::generate();
+    assert!(matches!(
+        driver
+            .write(fixed_key(&ns, &id, 1), &doc(json!({})), false)
+            .await,
+        Err(DriverError::Unavailable(_))
+    ));
+    // Terminating: unavailable.
+    let tenant = provision(&fake, &ns);
+    fake.mutate("namespaces", "", &tenant, |o| {
+        o["status"]["phase"] = json!("Terminating")
+    });
+    assert!(matches!(
+        driver
+            .write(fixed_key(&ns, &id, 1), &doc(json!({})), false)
+            .await,
+        Err(DriverError::Unavailable(_))
+    ));
+    // Annotation disagrees with the label: not ours.
+    fake.mutate("namespaces", "", &tenant, |o| {
+        o["status"]["phase"] = json!("Active");
+        o["metadata"]["annotations"]["openclaw.dev/namespace-id"] = json!("ns_other");
+    });
+    assert!(matches!(
+        driver
+            .write(fixed_key(&ns, &id, 1), &doc(json!({})), false)
+            .await,
+        Err(DriverError::Corrupt(_))
+    ));
+    // Two namespaces claim the same occ Namespace: refused.
+    let ns2 = NamespaceId::generate();
+    provision(&fake, &ns2);
+    fake.seed(
+        "namespaces",
+        "",
+        json!({"metadata": {"name": "impostor",
+        "labels": {"app.kubernetes.io/managed-by": "occ", "openclaw.dev/namespace": ns2.as_str()},
+        "annotations": {"openclaw.dev/namespace-id": ns2.as_str()}}}),
+    );
+    assert!(matches!(
+        driver
+            .write(fixed_key(&ns2, &id, 1), &doc(json!({})), false)
+            .await,
+        Err(DriverError::Corrupt(_))
+    ));
+    // A managed namespace at another name is refused; an adopted one (external) is accepted.
+    let ns3 = NamespaceId::generate();
+    fake.seed(
+        "namespaces",
+        "",
+        json!({"metadata": {"name": "team-a",
+        "labels": {"app.kubernetes.io/managed-by": "occ", "openclaw.dev/namespace": ns3.as_str()},
+        "annotations": {"openclaw.dev/namespace-id": ns3.as_str()}}}),
+    );
+    assert!(matches!(
+        driver
+            .write(fixed_key(&ns3, &id, 1), &doc(json!({})), false)
+            .await,
+        Err(DriverError::Corrupt(_))
+    ));
+    fake.mutate("namespaces", "", "team-a", |o| {
+        o["metadata"]["annotations"]["openclaw.dev/namespace-lifecycle"] = json!("external");
+        o["metadata"]["labels"]
+            .as_object_mut()
+            .expect("labels")
+            .remove("app.kubernetes.io/managed-by");
+    });
+    driver
+        .write(
+            fixed_key(&ns3, &id, 1),
+            &doc(json!({"adopted": true})),
+            false,
+        )
+        .await
+        .expect("adopted namespace");
+    assert!(
+        fake.object("configmaps", "team-a", &configmap_name(&id))
+            .is_some()
+    );
+}
+
+#[tokio::test]
+async fn transient_failures_are_retried_and_permissions_are_named() {
+    let fake = FakeKube::start().await;
+    let ns = NamespaceId::generate();
+    let tenant = provision(&fake, &ns);
+    let driver = ConfigurationDriver::Kubernetes(KubernetesConfigurationDriver::new(client(&fake)));
+    let id = ConfigurationId::generate();
+    let key = |g| fixed_key(&ns, &id, g);
+
+    // 429 then 500 on the create: retried, created once.
+    fake.fail_next(1, 429, Some("create"), Some("configmaps"));
+    fake.fail_next(1, 500, Some("create"), Some("configmaps"));
+    driver
+        .write(key(1), &doc(json!({"n": 1})), false)
+        .await
+        .expect("retried create");
+    assert_eq!(fake.names("configmaps", &tenant), vec![configmap_name(&id)]);
+
+    // Three failures in a row exhaust the attempts: unavailable.
+    fake.fail_next(3, 503, Some("get"), Some("configmaps"));
+    assert!(matches!(
+        driver.read(key(1)).await,
+        Err(DriverError::Unavailable(_))
+    ));
+    driver.read(key(1)).await.expect("recovered");
+
+    // A create applied whose answer was lost: the retry finds its own object.
+    let id2 = ConfigurationId::generate();
+    let key2 = fixed_key(&ns, &id2, 1);
+    let manifest = KubernetesConfigurationDriver::manifest(key2, &tenant, &doc(json!({"n": 1})))
+        .expect("manifest");
+    fake.seed(
+        "configmaps",
+        &tenant,
+        serde_json::to_value(&manifest).expect("json"),
+    );
+    driver
+        .write(key2, &doc(json!({"n": 1})), false)
+        .await
+        .expect("own object adopted");
+    // ...but an object with other content at that name is a conflict.
+    let id3 = ConfigurationId::generate();
+    let key3 = fixed_key(&ns, &id3, 1);
+    let other = KubernetesConfigurationDriver::manifest(key3, &tenant, &doc(json!({"n": 9})))
+        .expect("manifest");
+    fake.seed(
+        "configmaps",
+        &tenant,
+        serde_json::to_value(&other).expect("json"),
+    );
+    assert!(matches!(
+        driver.write(key3, &doc(json!({"n": 1})), false).await,
+        Err(DriverError::Conflict(_))
+    ));
+
+    // Missing RBAC: a dependency error naming the verb, resource and namespace.
+    fake.deny("update", "configmaps");
+    match driver.write(key(2), &doc(json!({"n": 2})), true).await {
+        Err(DriverError::Unavailable(message)) => {
+            assert!(
+                message.contains("update configmaps in namespace"),
+                "{message}"
+            );
+            assert!(message.contains("403"), "{message}");
+        }
+        other => panic!("expected a permission error, got {other:?}"),
+    }
+    fake.allow_all();
+    // Deletion carries uid and resourceVersion preconditions.
+    fake.clear_requests();
+    driver
+        .prune(&ns, &id, key(1).created_at, None)
+        .await
+        .expect("delete");
+    let delete = fake
+        .requests()
+        .into_iter()
+        .find(|r| r.verb == "delete")
+        .expect("a delete was sent");
+    let preconditions = &delete.body.expect("delete options")["preconditions"];
+    assert!(
+        preconditions["uid"].is_string() && preconditions["resourceVersion"].is_string(),
+        "{preconditions}"
+    );
+}
+
+#[tokio::test]
+async fn secrets_round_trip_with_ownership_checks() {
+    let fake = FakeKube::start().await;
+    let ns: NamespaceId = "ns_5f0c6a9e-1b2d-4c3e-8f4a-0b1c2d3e4f50"
+        .parse()
+        .expect("ns");
+    let tenant = provision(&fake, &ns);
+    let driver = SecretDriver::Kubernetes(KubernetesSecretDriver::new(client(&fake)));
+    let id: SecretId = "sec_7a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
+        .parse()
+        .expect("sec");
+    let locator = driver.put(&ns, &id, "s3cr3t-v1").await.expect("put");
+    let create = fake
+        .requests()
+        .into_iter()
+        .find(|r| r.verb == "create" && r.resource == "secrets")
+        .expect("create sent");
+    let mut body = create.body.expect("body");
+    // The name's last part is random; everything else is reviewed.
+    let name = body["metadata"]["name"].as_str().expect("name").to_owned();
+    assert!(name.starts_with("secret-") && name.len() <= 63, "{name}");
+    body["metadata"]["name"] = json!("secret-<ns>-<id>-<random>");
+    body["stringData"]["value"] = json!("<value>");
+    golden("secret.json", &body);
+    assert!(
+        locator.starts_with(&format!("{tenant}/{name}/")),
+        "{locator}"
+    );
+    assert!(!locator.contains("s3cr3t"));
+
+    driver.verify(&ns, &id, &locator).await.expect("verify");
+    assert_eq!(
+        driver
+            .with_value(&ns, &id, &locator, str::to_owned)
+            .await
+            .expect("value"),
+        "s3cr3t-v1"
+    );
+    let again = driver
+        .replace(&ns, &id, &locator, "s3cr3t-v2")
+        .await
+        .expect("replace");
+    assert_eq!(again, locator, "replacement keeps the object");
+    assert_eq!(
+        driver
+            .with_value(&ns, &id, &locator, str::to_owned)
+            .await
+            .expect("value"),
+        "s3cr3t-v2"
+    );
+
+    // Another Secret id, or the object replaced by someone else (new uid): refused.
+    let other = SecretId::generate();
+    assert!(matches!(
+        driver.verify(&ns, &other, &locator).await,
+        Err(DriverError::Corrupt(_))
+    ));
+    let stored = fake.remove("secrets", &tenant, &name).expect("stored");
+    let mut impostor = stored.clone();
+    impostor["metadata"]
+        .as_object_mut()
+        .expect("meta")
+        .remove("uid");
+    fake.seed("secrets", &tenant, impostor);
+    assert!(matches!(
+        driver.verify(&ns, &id, &locator).await,
+        Err(DriverError::Corrupt(_))
+    ));
+    assert!(driver.replace(&ns, &id, &locator, "x").await.is_err());
+    assert!(
+        driver.delete(&ns, &id, &locator).await.is_err(),
+        "a foreign object is not deleted"
+    );
+    assert!(fake.object("secrets", &tenant, &name).is_some());
+    fake.remove("secrets", &tenant, &name);
+    fake.seed("secrets", &tenant, stored);
+
+    // Malformed stored values are refused, never handed out.
+    for (what, data) in [("empty", ""), ("NUL", "YQBi"), ("not UTF-8", "/w==")] {
+        fake.mutate("secrets", &tenant, &name, |o| {
+            o["data"]["value"] = json!(data)
+        });
+        assert!(
+            driver.with_value(&ns, &id, &locator, |_| ()).await.is_err(),
+            "{what} refused"
+        );
+    }
+
+    // Delete with uid + resourceVersion preconditions; absent afterwards is fine.
+    fake.clear_requests();
+    driver.delete(&ns, &id, &locator).await.expect("delete");
+    let delete = fake
+        .requests()
+        .into_iter()
+        .find(|r| r.verb == "delete")
+        .expect("delete sent");
+    let preconditions = &delete.body.expect("options")["preconditions"];
+    assert_eq!(
+        preconditions["uid"],
+        json!(locator.rsplit('/').next().expect("uid"))
+    );
+    assert!(preconditions["resourceVersion"].is_string());
+    driver.delete(&ns, &id, &locator).await.expect("idempotent");
+    assert!(matches!(
+        driver.verify(&ns, &id, &locator).await,
+        Err(DriverError::NotFound)
+    ));
+    // No request or log line carried the value in clear outside the create/replace bodies.
+    for r in fake.requests() {
+        assert!(!format!("{r:?}").contains("s3cr3t"), "{r:?}");
+    }
+}
