@@ -269,14 +269,18 @@ fn remove_namespace(st: &mut FakeState, name: &str) {
         .retain(|(resource, ns, n), _| !(ns == name || (resource == "namespaces" && n == name)));
 }
 
-fn status(code: u16, reason: &str, message: String) -> Response {
-    let code_status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+/// A `metav1.Status` failure body.
+fn status(code: u16, reason: &str, message: String) -> Value {
+    json!({
+        "kind": "Status", "apiVersion": "v1", "metadata": {},
+        "status": "Failure", "message": message, "reason": reason, "code": code,
+    })
+}
+
+fn respond(code: u16, body: Value) -> Response {
     let mut response = (
-        code_status,
-        Json(json!({
-            "kind": "Status", "apiVersion": "v1", "metadata": {},
-            "status": "Failure", "message": message, "reason": reason, "code": code,
-        })),
+        StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        Json(body),
     )
         .into_response();
     if code == 429 {
@@ -420,7 +424,10 @@ async fn handle(
         .flatten();
     let mut st = state.lock().unwrap_or_else(|e| e.into_inner());
     let Some((resource, namespace, name)) = route(uri.path()) else {
-        return status(404, "NotFound", format!("no route for {}", uri.path()));
+        return respond(
+            404,
+            status(404, "NotFound", format!("no route for {}", uri.path())),
+        );
     };
     let verb = verb_of(&method, &name);
     let response_code;
@@ -465,7 +472,7 @@ async fn handle(
         body: parsed_body,
         status: response_code,
     });
-    response
+    respond(response_code, response)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -478,7 +485,7 @@ fn serve(
     query: &str,
     content_type: &str,
     body: &[u8],
-) -> (u16, Response) {
+) -> (u16, Value) {
     let key = |n: &str| (resource.to_owned(), namespace.to_owned(), n.to_owned());
     let not_found = |n: &str| {
         (
@@ -486,7 +493,7 @@ fn serve(
             status(404, "NotFound", format!("{resource} \"{n}\" not found")),
         )
     };
-    let parse_body = || -> Result<Value, (u16, Response)> {
+    let parse_body = || -> Result<Value, (u16, Value)> {
         serde_json::from_slice::<Value>(body)
             .ok()
             .filter(Value::is_object)
@@ -543,16 +550,15 @@ fn serve(
                 .collect();
             (
                 200,
-                Json(json!({
+                json!({
                     "apiVersion": "v1", "kind": "List",
                     "metadata": {"resourceVersion": st.resource_version.to_string()},
                     "items": items,
-                }))
-                .into_response(),
+                }),
             )
         }
         "get" => match st.objects.get(&key(name)) {
-            Some(o) => (200, Json(o.clone()).into_response()),
+            Some(o) => (200, o.clone()),
             None => not_found(name),
         },
         "create" => {
@@ -593,7 +599,7 @@ fn serve(
             let version = st.next_version();
             stamp_new(&mut object, resource, namespace, version);
             st.objects.insert(key(&object_name), object.clone());
-            (201, (StatusCode::CREATED, Json(object)).into_response())
+            (201, object)
         }
         "update" => {
             let mut object = match parse_body() {
@@ -650,7 +656,7 @@ fn serve(
                 object["status"] = current["status"].clone();
             }
             st.objects.insert(key(name), object.clone());
-            (200, Json(object).into_response())
+            (200, object)
         }
         "patch" => {
             let patch = match parse_body() {
@@ -698,7 +704,7 @@ fn serve(
                 object["metadata"]["resourceVersion"] = json!(version);
             }
             st.objects.insert(key(name), object.clone());
-            (200, Json(object).into_response())
+            (200, object)
         }
         "delete" => {
             let Some(current) = st.objects.get(&key(name)).cloned() else {
@@ -730,13 +736,13 @@ fn serve(
                     ns["status"] = json!({"phase": "Terminating"});
                     ns["metadata"]["deletionTimestamp"] = json!(now_rfc3339());
                     ns["metadata"]["resourceVersion"] = json!(version);
-                    return (200, Json(ns.clone()).into_response());
+                    return (200, ns.clone());
                 }
                 remove_namespace(st, name);
             } else {
                 st.objects.remove(&key(name));
             }
-            (200, Json(current).into_response())
+            (200, current)
         }
         other => (
             405,

@@ -14,13 +14,18 @@ use occ_drivers::compute::host::HostSettings;
 use occ_drivers::compute::process::{GatewayBind, ProcessCompute, ProcessSettings};
 use occ_drivers::compute::ssh::{SshCompute, SshHost, SshSettings};
 use occ_drivers::compute::{Compute, ComputeSelection};
-use occ_drivers::configuration::{ConfigurationDriver, FilesystemConfigurationDriver};
+use occ_drivers::configuration::{
+    ConfigurationDriver, FilesystemConfigurationDriver, KubernetesConfigurationDriver,
+};
+use occ_drivers::kubernetes::KubeClient;
 use occ_drivers::runtime::OpenclawRuntime;
-use occ_drivers::secret::{LocalSecretDriver, SecretDriver};
+use occ_drivers::secret::{KubernetesSecretDriver, LocalSecretDriver, SecretDriver};
 use occ_drivers::workspace_setup;
 use occ_store::{Store, StoreOptions};
 
-use crate::settings::{PlatformSettings, ServerSettings, SshComputeSettings};
+use crate::settings::{
+    ConfigurationStore, PlatformSettings, SecretStore, ServerSettings, SshComputeSettings,
+};
 
 /// The pinned OpenClaw release.
 pub const OPENCLAW_VERSION: &str = "2026.9.6";
@@ -69,20 +74,44 @@ impl SessionSettings {
 
 /// Builds the application from validated settings. With `files_through`, the controller serves
 /// live workspace files through that Compute's gateways (the API; the worker needs none).
-pub fn controller(
+pub async fn controller(
     settings: &PlatformSettings,
     sessions: SessionSettings,
     store: Store,
     files_through: Option<Arc<dyn Compute>>,
 ) -> anyhow::Result<Controller> {
-    let configurations = ConfigurationDriver::Filesystem(
-        FilesystemConfigurationDriver::new(settings.configuration_root.clone())
-            .context("OCC_CONFIGURATION_ROOT")?,
-    );
-    let secrets = SecretDriver::Local(
-        LocalSecretDriver::open(settings.secret_root.clone(), &settings.secret_key_file)
-            .context("OCC_SECRET_ROOT / OCC_SECRET_KEY_FILE")?,
-    );
+    // Validates the Kubernetes configuration without contacting the API server: tenant objects
+    // are checked on first use.
+    let kube = match &settings.kubernetes {
+        Some(auth) => Some(
+            KubeClient::connect(auth)
+                .await
+                .context("OCC_KUBERNETES_AUTH")?,
+        ),
+        None => None,
+    };
+    let kube_client = || {
+        kube.clone().ok_or_else(|| {
+            anyhow::anyhow!("a Kubernetes Driver is selected without OCC_KUBERNETES_AUTH")
+        })
+    };
+    let configurations = match &settings.configurations {
+        ConfigurationStore::Filesystem { root } => ConfigurationDriver::Filesystem(
+            FilesystemConfigurationDriver::new(root.clone()).context("OCC_CONFIGURATION_ROOT")?,
+        ),
+        ConfigurationStore::Kubernetes => {
+            ConfigurationDriver::Kubernetes(KubernetesConfigurationDriver::new(kube_client()?))
+        }
+    };
+    let secrets = match &settings.secrets {
+        SecretStore::Local { root, key_file } => SecretDriver::Local(
+            LocalSecretDriver::open(root.clone(), key_file)
+                .context("OCC_SECRET_ROOT / OCC_SECRET_KEY_FILE")?,
+        ),
+        SecretStore::Kubernetes => {
+            SecretDriver::Kubernetes(KubernetesSecretDriver::new(kube_client()?))
+        }
+    };
     let controller_settings = ControllerSettings {
         harness_id: "openclaw".into(),
         harness_version: OPENCLAW_VERSION.into(),

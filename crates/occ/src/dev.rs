@@ -33,7 +33,9 @@ use occ_store::{Store, StoreOptions};
 use crate::bootstrap::FileKeySink;
 use crate::compose;
 use crate::serve::shutdown_signal;
-use crate::settings::{ComputeSettings, PlatformSettings, ServerSettings, process_env};
+use crate::settings::{
+    ComputeSettings, ConfigurationStore, PlatformSettings, SecretStore, ServerSettings, process_env,
+};
 
 /// Arguments of `occ dev`.
 #[derive(Debug, Args)]
@@ -174,9 +176,14 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     };
     let platform = PlatformSettings {
         database_url: database_url.clone(),
-        configuration_root: data_dir.join("configurations"),
-        secret_root: data_dir.join("secrets"),
-        secret_key_file: data_dir.join("secret.key"),
+        configurations: ConfigurationStore::Filesystem {
+            root: data_dir.join("configurations"),
+        },
+        secrets: SecretStore::Local {
+            root: data_dir.join("secrets"),
+            key_file: data_dir.join("secret.key"),
+        },
+        kubernetes: None,
         backends: Vec::new(),
         compute: ComputeSettings {
             root: data_dir.join("compute"),
@@ -196,12 +203,15 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         session_ttl_seconds: 12 * 3600,
     };
     let compute = compose::compute(&platform)?;
-    let controller = Arc::new(compose::controller(
-        &platform,
-        compose::SessionSettings::of(&server),
-        store.clone(),
-        Some(compute.clone()),
-    )?);
+    let controller = Arc::new(
+        compose::controller(
+            &platform,
+            compose::SessionSettings::of(&server),
+            store.clone(),
+            Some(compute.clone()),
+        )
+        .await?,
+    );
     let worker = Arc::new(
         Worker::new(controller.clone(), compute, WorkerSettings::default())
             .with_metrics(Arc::new(Metrics::new(Service::Worker))),

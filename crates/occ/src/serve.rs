@@ -32,12 +32,15 @@ pub async fn shutdown_signal() {
 pub async fn run() -> anyhow::Result<()> {
     let settings = ServerSettings::load(&process_env)?;
     let store = compose::open_store(&settings.platform.database_url, 20).await?;
-    let controller = Arc::new(compose::controller(
-        &settings.platform,
-        compose::SessionSettings::of(&settings),
-        store.clone(),
-        Some(compose::compute(&settings.platform)?),
-    )?);
+    let controller = Arc::new(
+        compose::controller(
+            &settings.platform,
+            compose::SessionSettings::of(&settings),
+            store.clone(),
+            Some(compose::compute(&settings.platform)?),
+        )
+        .await?,
+    );
     let metrics = settings
         .platform
         .metrics

@@ -30,6 +30,9 @@ pub struct FileSettings {
     secret_driver: Option<String>,
     secret_root: Option<PathBuf>,
     secret_key_file: Option<PathBuf>,
+    kubernetes_auth: Option<String>,
+    kubeconfig: Option<PathBuf>,
+    kubernetes_context: Option<String>,
     compute_driver: Option<String>,
     process_root: Option<PathBuf>,
     openclaw_runtime: Option<PathBuf>,
@@ -147,18 +150,44 @@ pub struct SshComputeSettings {
 pub struct PlatformSettings {
     /// `postgres://…` or `sqlite://PATH`.
     pub database_url: String,
-    /// Root of the filesystem Configuration Driver.
-    pub configuration_root: PathBuf,
-    /// Root of the local Secret Driver.
-    pub secret_root: PathBuf,
-    /// Key file of the local Secret Driver.
-    pub secret_key_file: PathBuf,
+    /// Where Configuration documents live.
+    pub configurations: ConfigurationStore,
+    /// Where Secret values live.
+    pub secrets: SecretStore,
+    /// How occ reaches the Kubernetes API server, when a Kubernetes Driver is selected.
+    pub kubernetes: Option<occ_drivers::kubernetes::KubernetesAuth>,
     /// Configured Backends.
     pub backends: Vec<BackendSetting>,
     /// The process Compute Driver.
     pub compute: ComputeSettings,
     /// The private metrics listener, when enabled.
     pub metrics: Option<SocketAddr>,
+}
+
+/// The Configuration Driver (`OCC_CONFIGURATION_DRIVER`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigurationStore {
+    /// `filesystem`: documents under `OCC_CONFIGURATION_ROOT`.
+    Filesystem {
+        /// The root directory.
+        root: PathBuf,
+    },
+    /// `kubernetes`: one ConfigMap per Configuration in the tenant namespace.
+    Kubernetes,
+}
+
+/// The Secret Driver (`OCC_SECRET_DRIVER`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SecretStore {
+    /// `local`: sealed files under `OCC_SECRET_ROOT`, key in `OCC_SECRET_KEY_FILE`.
+    Local {
+        /// The root directory.
+        root: PathBuf,
+        /// The key file.
+        key_file: PathBuf,
+    },
+    /// `kubernetes`: one Secret per value in the tenant namespace.
+    Kubernetes,
 }
 
 /// Validated settings of the API server.
@@ -284,8 +313,8 @@ impl PlatformSettings {
             .or(file.data_dir.take());
         let driver = pick("OCC_CONFIGURATION_DRIVER", file.configuration_driver.take())
             .unwrap_or_else(|| "filesystem".into());
-        if driver != "filesystem" {
-            bail!("OCC_CONFIGURATION_DRIVER: {driver:?} is not available (filesystem)");
+        if driver != "filesystem" && driver != "kubernetes" {
+            bail!("OCC_CONFIGURATION_DRIVER: {driver:?} is not available (filesystem, kubernetes)");
         }
         let from_data = |sub: &str| data_dir.as_ref().map(|d| d.join(sub));
         let path_setting = |var: &str, from_file: Option<PathBuf>, sub: &str, what: &str| {
@@ -296,29 +325,42 @@ impl PlatformSettings {
                 .ok_or_else(|| anyhow!("{var} is required by {what} (or set OCC_DATA_DIR)"))
                 .and_then(|p| absolute(var, p))
         };
-        let configuration_root = path_setting(
-            "OCC_CONFIGURATION_ROOT",
-            file.configuration_root.take(),
-            "configurations",
-            "the filesystem Configuration Driver",
-        )?;
+        let configurations = if driver == "kubernetes" {
+            ConfigurationStore::Kubernetes
+        } else {
+            ConfigurationStore::Filesystem {
+                root: path_setting(
+                    "OCC_CONFIGURATION_ROOT",
+                    file.configuration_root.take(),
+                    "configurations",
+                    "the filesystem Configuration Driver",
+                )?,
+            }
+        };
         let secret_driver =
             pick("OCC_SECRET_DRIVER", file.secret_driver.take()).unwrap_or_else(|| "local".into());
-        if secret_driver != "local" {
-            bail!("OCC_SECRET_DRIVER: {secret_driver:?} is not available (local)");
-        }
-        let secret_root = path_setting(
-            "OCC_SECRET_ROOT",
-            file.secret_root.take(),
-            "secrets",
-            "the local Secret Driver",
-        )?;
-        let secret_key_file = path_setting(
-            "OCC_SECRET_KEY_FILE",
-            file.secret_key_file.take(),
-            "secret.key",
-            "the local Secret Driver",
-        )?;
+        let secrets = match secret_driver.as_str() {
+            "kubernetes" => SecretStore::Kubernetes,
+            "local" => SecretStore::Local {
+                root: path_setting(
+                    "OCC_SECRET_ROOT",
+                    file.secret_root.take(),
+                    "secrets",
+                    "the local Secret Driver",
+                )?,
+                key_file: path_setting(
+                    "OCC_SECRET_KEY_FILE",
+                    file.secret_key_file.take(),
+                    "secret.key",
+                    "the local Secret Driver",
+                )?,
+            },
+            _ => bail!("OCC_SECRET_DRIVER: {secret_driver:?} is not available (local, kubernetes)"),
+        };
+        let kubernetes = (configurations == ConfigurationStore::Kubernetes
+            || secrets == SecretStore::Kubernetes)
+            .then(|| kubernetes_auth(env, file))
+            .transpose()?;
         let compute = pick("OCC_COMPUTE_DRIVER", file.compute_driver.take())
             .unwrap_or_else(|| "process".into());
         let ssh = match compute.as_str() {
@@ -358,9 +400,9 @@ impl PlatformSettings {
         let metrics = metrics_address(env, file)?;
         Ok(Self {
             database_url,
-            configuration_root,
-            secret_root,
-            secret_key_file,
+            configurations,
+            secrets,
+            kubernetes,
             backends,
             compute: ComputeSettings {
                 root,
@@ -371,6 +413,46 @@ impl PlatformSettings {
             },
             metrics,
         })
+    }
+}
+
+/// How the Kubernetes Drivers authenticate: `OCC_KUBERNETES_AUTH` = `in-cluster` (the Pod's
+/// service account) or `kubeconfig` (`OCC_KUBECONFIG`, an absolute path, and
+/// `OCC_KUBERNETES_CONTEXT`, both required; no fallback to `$KUBECONFIG` or `~/.kube`).
+fn kubernetes_auth(
+    env: Env<'_>,
+    file: &mut FileSettings,
+) -> anyhow::Result<occ_drivers::kubernetes::KubernetesAuth> {
+    use occ_drivers::kubernetes::KubernetesAuth;
+    let mode = env("OCC_KUBERNETES_AUTH")
+        .or(file.kubernetes_auth.take())
+        .ok_or_else(|| {
+            anyhow!(
+                "OCC_KUBERNETES_AUTH is required by the Kubernetes Drivers (in-cluster, kubeconfig)"
+            )
+        })?;
+    match mode.as_str() {
+        "in-cluster" => Ok(KubernetesAuth::InCluster),
+        "kubeconfig" => {
+            let path = env("OCC_KUBECONFIG")
+                .map(PathBuf::from)
+                .or(file.kubeconfig.take())
+                .ok_or_else(|| {
+                    anyhow!("OCC_KUBECONFIG is required with OCC_KUBERNETES_AUTH=kubeconfig")
+                })?;
+            if !path.is_absolute() {
+                bail!("OCC_KUBECONFIG must be an absolute path");
+            }
+            let context = env("OCC_KUBERNETES_CONTEXT")
+                .or(file.kubernetes_context.take())
+                .ok_or_else(|| {
+                    anyhow!(
+                        "OCC_KUBERNETES_CONTEXT is required with OCC_KUBERNETES_AUTH=kubeconfig"
+                    )
+                })?;
+            Ok(KubernetesAuth::Kubeconfig { path, context })
+        }
+        other => bail!("OCC_KUBERNETES_AUTH: {other:?} is not one of in-cluster, kubeconfig"),
     }
 }
 
@@ -689,9 +771,12 @@ mod tests {
         assert_eq!(s.port, 3000);
         assert_eq!(s.public_origin, "http://127.0.0.1:3000");
         assert_eq!(
-            s.platform.configuration_root,
-            PathBuf::from("/tmp/occ-settings-test/configurations")
+            s.platform.configurations,
+            ConfigurationStore::Filesystem {
+                root: PathBuf::from("/tmp/occ-settings-test/configurations")
+            }
         );
+        assert_eq!(s.platform.kubernetes, None);
         assert_eq!(
             s.platform.compute.root,
             PathBuf::from("/tmp/occ-settings-test/compute")
@@ -706,6 +791,44 @@ mod tests {
         let w = WorkerProcessSettings::load(&env).unwrap();
         assert_eq!(w.worker.lease, Duration::from_secs(5));
         assert_eq!(w.worker.max_attempts, 5);
+    }
+
+    #[test]
+    fn the_kubernetes_drivers_settings() {
+        let env = env_of(&[
+            ("OCC_DATABASE_URL", "sqlite:///tmp/x.db"),
+            ("OCC_DATA_DIR", "/tmp/d"),
+            ("OCC_CONFIGURATION_DRIVER", "kubernetes"),
+            ("OCC_SECRET_DRIVER", "kubernetes"),
+            ("OCC_KUBERNETES_AUTH", "kubeconfig"),
+            ("OCC_KUBECONFIG", "/etc/occ/kubeconfig"),
+            ("OCC_KUBERNETES_CONTEXT", "prod"),
+        ]);
+        let w = WorkerProcessSettings::load(&env).unwrap();
+        assert_eq!(w.platform.configurations, ConfigurationStore::Kubernetes);
+        assert_eq!(w.platform.secrets, SecretStore::Kubernetes);
+        assert_eq!(
+            w.platform.kubernetes,
+            Some(occ_drivers::kubernetes::KubernetesAuth::Kubeconfig {
+                path: PathBuf::from("/etc/occ/kubeconfig"),
+                context: "prod".into()
+            })
+        );
+        let in_cluster = env_of(&[
+            ("OCC_DATABASE_URL", "sqlite:///tmp/x.db"),
+            ("OCC_DATA_DIR", "/tmp/d"),
+            ("OCC_SECRET_DRIVER", "kubernetes"),
+            ("OCC_KUBERNETES_AUTH", "in-cluster"),
+        ]);
+        let w = WorkerProcessSettings::load(&in_cluster).unwrap();
+        assert!(matches!(
+            w.platform.configurations,
+            ConfigurationStore::Filesystem { .. }
+        ));
+        assert_eq!(
+            w.platform.kubernetes,
+            Some(occ_drivers::kubernetes::KubernetesAuth::InCluster)
+        );
     }
 
     #[test]
@@ -824,7 +947,7 @@ mod tests {
 
     #[test]
     fn errors_name_the_setting() {
-        let cases: [(&[(&str, &str)], &str); 7] = [
+        let cases: [(&[(&str, &str)], &str); 12] = [
             (&[], "OCC_DATABASE_URL"),
             (&[("OCC_DATABASE_URL", "mysql://x")], "OCC_DATABASE_URL"),
             (
@@ -863,9 +986,54 @@ mod tests {
             (
                 &[
                     ("OCC_DATABASE_URL", "sqlite:///x"),
-                    ("OCC_CONFIGURATION_DRIVER", "kubernetes"),
+                    ("OCC_CONFIGURATION_DRIVER", "etcd"),
                 ],
                 "OCC_CONFIGURATION_DRIVER",
+            ),
+            (
+                &[
+                    ("OCC_DATABASE_URL", "sqlite:///x"),
+                    ("OCC_DATA_DIR", "/tmp/d"),
+                    ("OCC_SECRET_DRIVER", "vault"),
+                ],
+                "OCC_SECRET_DRIVER",
+            ),
+            (
+                &[
+                    ("OCC_DATABASE_URL", "sqlite:///x"),
+                    ("OCC_DATA_DIR", "/tmp/d"),
+                    ("OCC_CONFIGURATION_DRIVER", "kubernetes"),
+                ],
+                "OCC_KUBERNETES_AUTH",
+            ),
+            (
+                &[
+                    ("OCC_DATABASE_URL", "sqlite:///x"),
+                    ("OCC_DATA_DIR", "/tmp/d"),
+                    ("OCC_SECRET_DRIVER", "kubernetes"),
+                    ("OCC_KUBERNETES_AUTH", "ambient"),
+                ],
+                "OCC_KUBERNETES_AUTH",
+            ),
+            (
+                &[
+                    ("OCC_DATABASE_URL", "sqlite:///x"),
+                    ("OCC_DATA_DIR", "/tmp/d"),
+                    ("OCC_SECRET_DRIVER", "kubernetes"),
+                    ("OCC_KUBERNETES_AUTH", "kubeconfig"),
+                    ("OCC_KUBECONFIG", "relative/config"),
+                ],
+                "OCC_KUBECONFIG",
+            ),
+            (
+                &[
+                    ("OCC_DATABASE_URL", "sqlite:///x"),
+                    ("OCC_DATA_DIR", "/tmp/d"),
+                    ("OCC_SECRET_DRIVER", "kubernetes"),
+                    ("OCC_KUBERNETES_AUTH", "kubeconfig"),
+                    ("OCC_KUBECONFIG", "/etc/occ/kubeconfig"),
+                ],
+                "OCC_KUBERNETES_CONTEXT",
             ),
         ];
         for (pairs, name) in cases {

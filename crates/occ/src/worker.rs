@@ -21,12 +21,15 @@ pub async fn run() -> anyhow::Result<()> {
     if installation.is_none() {
         anyhow::bail!("the database is not bootstrapped; run `occ bootstrap` first");
     }
-    let controller = Arc::new(compose::controller(
-        &settings.platform,
-        compose::SessionSettings::none(),
-        store.clone(),
-        None,
-    )?);
+    let controller = Arc::new(
+        compose::controller(
+            &settings.platform,
+            compose::SessionSettings::none(),
+            store.clone(),
+            None,
+        )
+        .await?,
+    );
     let compute = compose::compute(&settings.platform)?;
     let metrics = Arc::new(Metrics::new(Service::Worker));
     let worker = Arc::new(

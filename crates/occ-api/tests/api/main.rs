@@ -9,6 +9,7 @@ mod configurations;
 mod console;
 mod deploy;
 mod framing;
+mod kubernetes;
 mod resources;
 mod snapshots;
 mod workspace;

@@ -305,7 +305,8 @@ impl KubernetesConfigurationDriver {
             .ok_or(DriverError::NotFound)?;
         let follows_previous =
             Some(current.generation.get()) == key.generation.get().checked_sub(1);
-        if !follows_previous && !(current.generation == key.generation && replace_stale) {
+        let replaces_leftover = current.generation == key.generation && replace_stale;
+        if !(follows_previous || replaces_leftover) {
             return Err(DriverError::Conflict(format!(
                 "ConfigMap {tenant}/{name} holds generation {}, not the one before {}",
                 current.generation, key.generation

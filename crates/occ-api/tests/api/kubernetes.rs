@@ -1,0 +1,283 @@
+//! The API over the Kubernetes Configuration and Secret Drivers (real kube client, fake API
+//! server over HTTP): Configurations and Secrets stored as ConfigMaps and Secrets in the tenant
+//! namespace, the compensating boundary between the database and the ConfigMap, and 503s (with
+//! nothing half-written) when the tenant namespace is missing or a permission is.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use http::{Method, StatusCode};
+use occ_controller::FaultHooks;
+use occ_core::NamespaceId;
+use occ_core::resource::NamespaceStatus;
+use occ_drivers::configuration::{
+    ConfigurationDriver, KubernetesConfigurationDriver, configmap_name,
+};
+use occ_drivers::kubernetes::{KubeClient, tenant_namespace_name};
+use occ_drivers::secret::{KubernetesSecretDriver, SecretDriver};
+use occ_store::Backend;
+use occ_testkit::app::{TestApp, TestAppOptions};
+use occ_testkit::kube::FakeKube;
+use serde_json::json;
+
+use crate::common::{document, expect};
+
+fn provision(fake: &FakeKube, ns: &NamespaceId) -> String {
+    let name = tenant_namespace_name(ns);
+    fake.seed(
+        "namespaces",
+        "",
+        json!({"metadata": {"name": name,
+            "labels": {"app.kubernetes.io/managed-by": "occ", "openclaw.dev/namespace": ns.as_str()},
+            "annotations": {"openclaw.dev/namespace-id": ns.as_str()}}}),
+    );
+    name
+}
+
+async fn app_on(fake: &FakeKube, hooks: FaultHooks) -> TestApp {
+    let kube = KubeClient::from_config(kube::Config::new(fake.url().parse().expect("url")))
+        .expect("client");
+    TestApp::with(
+        Backend::Sqlite,
+        TestAppOptions {
+            hooks,
+            configurations: Some(ConfigurationDriver::Kubernetes(
+                KubernetesConfigurationDriver::new(kube.clone()),
+            )),
+            secrets: Some(SecretDriver::Kubernetes(KubernetesSecretDriver::new(kube))),
+            ..Default::default()
+        },
+    )
+    .await
+}
+
+#[tokio::test]
+async fn configurations_live_in_configmaps_under_one_compensating_boundary() {
+    let fake = FakeKube::start().await;
+    let fail = Arc::new(AtomicBool::new(false));
+    let flag = fail.clone();
+    let hooks = FaultHooks {
+        before_configuration_commit: Some(Arc::new(move || {
+            if flag.load(Ordering::SeqCst) {
+                Err(occ_core::Error::unavailable("injected commit failure"))
+            } else {
+                Ok(())
+            }
+        })),
+    };
+    let app = app_on(&fake, hooks).await;
+    let tenant = provision(&fake, &app.default_ns);
+    let admin = app.admin();
+    let base = format!("/namespaces/{}/configurations", app.default_ns);
+
+    let r = expect(
+        app.call(
+            Method::POST,
+            &base,
+            &admin,
+            Some(json!({"kind": "agent", "values": document()})),
+        )
+        .await,
+        StatusCode::CREATED,
+    );
+    let id = r.data()["id"].as_str().expect("id").to_owned();
+    let cm_name = configmap_name(&id.parse().expect("cfg id"));
+    let stored = fake
+        .object("configmaps", &tenant, &cm_name)
+        .expect("ConfigMap created");
+    assert_eq!(
+        stored["metadata"]["annotations"]["openclaw.dev/configuration-generation"],
+        "1"
+    );
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(
+            stored["data"]["openclaw.json"].as_str().expect("doc")
+        )
+        .expect("json"),
+        document()
+    );
+
+    let patched = json!({"gateway": {"mode": "local"}});
+    let r = expect(
+        app.call(
+            Method::PATCH,
+            &format!("{base}/{id}"),
+            &admin,
+            Some(json!({"values": patched})),
+        )
+        .await,
+        StatusCode::OK,
+    );
+    assert_eq!(r.data()["generation"], 2);
+    let got = expect(
+        app.call(Method::GET, &format!("{base}/{id}"), &admin, None)
+            .await,
+        StatusCode::OK,
+    );
+    assert_eq!(
+        (&got.data()["values"], got.data()["generation"].as_u64()),
+        (&patched, Some(2))
+    );
+
+    // The commit fails after the ConfigMap was replaced: the replaced document is restored.
+    fail.store(true, Ordering::SeqCst);
+    let r = app
+        .call(
+            Method::PATCH,
+            &format!("{base}/{id}"),
+            &admin,
+            Some(json!({"values": {"n": 3}})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{}", r.body);
+    fail.store(false, Ordering::SeqCst);
+    let got = expect(
+        app.call(Method::GET, &format!("{base}/{id}"), &admin, None)
+            .await,
+        StatusCode::OK,
+    );
+    assert_eq!(
+        (&got.data()["values"], got.data()["generation"].as_u64()),
+        (&patched, Some(2))
+    );
+
+    // A create whose commit fails leaves no ConfigMap behind.
+    fail.store(true, Ordering::SeqCst);
+    let before = fake.names("configmaps", &tenant);
+    let r = app
+        .call(
+            Method::POST,
+            &base,
+            &admin,
+            Some(json!({"kind": "agent", "values": document()})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(fake.names("configmaps", &tenant), before);
+    fail.store(false, Ordering::SeqCst);
+
+    // Missing RBAC: 503, the committed generation unchanged.
+    fake.deny("update", "configmaps");
+    let r = app
+        .call(
+            Method::PATCH,
+            &format!("{base}/{id}"),
+            &admin,
+            Some(json!({"values": {"n": 4}})),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::SERVICE_UNAVAILABLE, "DEPENDENCY_UNAVAILABLE")
+    );
+    fake.allow_all();
+    let got = expect(
+        app.call(Method::GET, &format!("{base}/{id}"), &admin, None)
+            .await,
+        StatusCode::OK,
+    );
+    assert_eq!(got.data()["generation"], 2);
+
+    // Delete removes the ConfigMap.
+    expect(
+        app.call(Method::DELETE, &format!("{base}/{id}"), &admin, None)
+            .await,
+        StatusCode::NO_CONTENT,
+    );
+    assert!(fake.object("configmaps", &tenant, &cm_name).is_none());
+}
+
+#[tokio::test]
+async fn a_namespace_without_its_tenant_namespace_answers_503_and_stores_nothing() {
+    let fake = FakeKube::start().await;
+    let app = app_on(&fake, FaultHooks::default()).await;
+    let admin = app.admin();
+    let base = format!("/namespaces/{}/configurations", app.default_ns);
+    let r = app
+        .call(
+            Method::POST,
+            &base,
+            &admin,
+            Some(json!({"kind": "agent", "values": document()})),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::SERVICE_UNAVAILABLE, "DEPENDENCY_UNAVAILABLE")
+    );
+    let r = app
+        .call(
+            Method::POST,
+            &format!("/namespaces/{}/secrets", app.default_ns),
+            &admin,
+            Some(json!({"name": "openai", "value": "sk-live-123"})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(!r.body.to_string().contains("sk-live"));
+    // Nothing was recorded: once provisioned, the same names are free.
+    provision(&fake, &app.default_ns);
+    app.set_namespace_status(&app.default_ns, NamespaceStatus::Ready)
+        .await;
+    expect(
+        app.call(
+            Method::POST,
+            &format!("/namespaces/{}/secrets", app.default_ns),
+            &admin,
+            Some(json!({"name": "openai", "value": "sk-live-123"})),
+        )
+        .await,
+        StatusCode::CREATED,
+    );
+}
+
+#[tokio::test]
+async fn secrets_live_in_kubernetes_secrets() {
+    let fake = FakeKube::start().await;
+    let app = app_on(&fake, FaultHooks::default()).await;
+    let tenant = provision(&fake, &app.default_ns);
+    let admin = app.admin();
+    let base = format!("/namespaces/{}/secrets", app.default_ns);
+    let r = expect(
+        app.call(
+            Method::POST,
+            &base,
+            &admin,
+            Some(json!({"name": "openai", "value": "sk-live-1"})),
+        )
+        .await,
+        StatusCode::CREATED,
+    );
+    let id = r.data()["id"].as_str().expect("id").to_owned();
+    assert!(!r.body.to_string().contains("sk-live"));
+    let names = fake.names("secrets", &tenant);
+    assert_eq!(names.len(), 1);
+    let stored = fake.object("secrets", &tenant, &names[0]).expect("secret");
+    assert_eq!(
+        stored["metadata"]["labels"]["openclaw.dev/secret"],
+        id.as_str()
+    );
+    expect(
+        app.call(
+            Method::PATCH,
+            &format!("{base}/{id}"),
+            &admin,
+            Some(json!({"value": "sk-live-2"})),
+        )
+        .await,
+        StatusCode::OK,
+    );
+    let stored = fake
+        .object("secrets", &tenant, &names[0])
+        .expect("same object");
+    assert_eq!(
+        stored["data"]["value"], "c2stbGl2ZS0y",
+        "base64 of the new value"
+    );
+    expect(
+        app.call(Method::DELETE, &format!("{base}/{id}"), &admin, None)
+            .await,
+        StatusCode::NO_CONTENT,
+    );
+    assert!(fake.names("secrets", &tenant).is_empty());
+}
