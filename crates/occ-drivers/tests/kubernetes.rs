@@ -11,10 +11,13 @@ use std::time::Duration;
 use occ_core::resource::Generation;
 use occ_core::{ConfigurationId, NamespaceId, SecretId, Timestamp};
 use occ_drivers::DriverError;
+use occ_drivers::compute::{Convergence, FailureClass, NamespaceHook as _, NamespaceTarget};
 use occ_drivers::configuration::{
     ConfigurationDriver, DocumentKey, KubernetesConfigurationDriver, configmap_name,
 };
-use occ_drivers::kubernetes::{KubeClient, KubernetesAuth, tenant_namespace_name};
+use occ_drivers::kubernetes::{
+    KubeClient, KubernetesAuth, TenantAccess, TenantNamespaces, tenant_namespace_name,
+};
 use occ_drivers::secret::{KubernetesSecretDriver, SecretDriver};
 use occ_testkit::kube::FakeKube;
 use serde_json::{Map, Value, json};
@@ -638,4 +641,207 @@ async fn secrets_round_trip_with_ownership_checks() {
     for r in fake.requests() {
         assert!(!format!("{r:?}").contains("s3cr3t"), "{r:?}");
     }
+}
+
+fn tenant_access() -> TenantAccess {
+    TenantAccess {
+        api: "occ-system/occ-api".parse().expect("sa"),
+        worker: Some("occ-system/occ-worker".parse().expect("sa")),
+        configurations: true,
+        secrets: true,
+    }
+}
+
+#[tokio::test]
+async fn tenant_namespaces_are_provisioned_exactly_and_idempotently() {
+    let fake = FakeKube::start().await;
+    let tenants = TenantNamespaces::new(client(&fake), tenant_access());
+    let (ns_id, _) = ids();
+    let ns = NamespaceTarget {
+        id: ns_id.clone(),
+        name: "team-a".into(),
+    };
+    assert_eq!(
+        tenants.after_namespace_prepared(&ns).await.expect("ensure"),
+        Convergence::Done
+    );
+    let tenant = tenant_namespace_name(&ns_id);
+    let mut sent: Vec<Value> = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.verb == "create")
+        .map(|r| json!({"resource": r.resource, "namespace": r.namespace, "body": r.body}))
+        .collect();
+    sent.sort_by_key(|v| v.to_string());
+    golden("tenant-namespace.json", &Value::Array(sent));
+    // The Configuration and Secret Drivers find and use what was provisioned.
+    let driver = ConfigurationDriver::Kubernetes(KubernetesConfigurationDriver::new(client(&fake)));
+    let id = ConfigurationId::generate();
+    driver
+        .write(fixed_key(&ns_id, &id, 1), &doc(json!({"a": 1})), false)
+        .await
+        .expect("stored in the provisioned namespace");
+    assert!(
+        fake.object("configmaps", &tenant, &configmap_name(&id))
+            .is_some()
+    );
+
+    // Idempotent: a second pass reads and writes nothing.
+    fake.clear_requests();
+    tenants.after_namespace_prepared(&ns).await.expect("again");
+    assert!(
+        fake.requests()
+            .iter()
+            .all(|r| matches!(r.verb.as_str(), "get" | "list")),
+        "{:?}",
+        fake.requests()
+    );
+    // Drift in a Role of ours is repaired under its resourceVersion.
+    fake.mutate("roles", &tenant, "occ-configurations", |o| {
+        o["rules"] = json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["*"]}]);
+    });
+    fake.clear_requests();
+    tenants.after_namespace_prepared(&ns).await.expect("repair");
+    let update = fake
+        .requests()
+        .into_iter()
+        .find(|r| r.verb == "update")
+        .expect("repaired");
+    assert!(update.body.expect("body")["metadata"]["resourceVersion"].is_string());
+    assert_ne!(
+        fake.object("roles", &tenant, "occ-configurations")
+            .expect("role")["rules"][0]["verbs"],
+        json!(["*"])
+    );
+    // Removal deletes the namespace (uid precondition) and is done once it is gone.
+    fake.hold_namespace_deletion(true);
+    assert_eq!(
+        tenants.before_namespace_delete(&ns).await.expect("delete"),
+        Convergence::Pending
+    );
+    let delete = fake
+        .requests()
+        .into_iter()
+        .find(|r| r.verb == "delete")
+        .expect("delete sent");
+    assert!(delete.body.expect("options")["preconditions"]["uid"].is_string());
+    assert_eq!(
+        tenants
+            .before_namespace_delete(&ns)
+            .await
+            .expect("still terminating"),
+        Convergence::Pending
+    );
+    fake.finish_namespace_deletion(&tenant);
+    assert_eq!(
+        tenants.before_namespace_delete(&ns).await.expect("gone"),
+        Convergence::Done
+    );
+    assert!(fake.object("namespaces", "", &tenant).is_none());
+}
+
+#[tokio::test]
+async fn tenant_provisioning_refuses_foreign_objects_and_names_missing_permissions() {
+    let fake = FakeKube::start().await;
+    let tenants = TenantNamespaces::new(client(&fake), tenant_access());
+    let target = |id: &NamespaceId| NamespaceTarget {
+        id: id.clone(),
+        name: "t".into(),
+    };
+
+    // Someone else's namespace at the derived name: refused, untouched.
+    let a = NamespaceId::generate();
+    let seeded = fake.seed(
+        "namespaces",
+        "",
+        json!({"metadata": {"name": tenant_namespace_name(&a)}}),
+    );
+    let err = tenants
+        .after_namespace_prepared(&target(&a))
+        .await
+        .expect_err("foreign");
+    assert_eq!(
+        (err.class, err.code.as_str()),
+        (FailureClass::Permanent, "TENANT_OBJECT_FOREIGN")
+    );
+    assert_eq!(
+        fake.object("namespaces", "", &tenant_namespace_name(&a)),
+        Some(seeded)
+    );
+    assert!(
+        tenants.before_namespace_delete(&target(&a)).await.is_err(),
+        "never deleted"
+    );
+    assert!(
+        fake.object("namespaces", "", &tenant_namespace_name(&a))
+            .is_some()
+    );
+
+    // Another namespace already claims the occ Namespace: refused.
+    let b = NamespaceId::generate();
+    fake.seed(
+        "namespaces",
+        "",
+        json!({"metadata": {"name": "elsewhere",
+        "labels": {"openclaw.dev/namespace": b.as_str()}}}),
+    );
+    let err = tenants
+        .after_namespace_prepared(&target(&b))
+        .await
+        .expect_err("claimed");
+    assert_eq!(err.code, "TENANT_OBJECT_FOREIGN");
+
+    // A foreign Role at our name inside our namespace: refused, not overwritten.
+    let c = NamespaceId::generate();
+    let tenant = tenant_namespace_name(&c);
+    fake.seed(
+        "namespaces",
+        "",
+        serde_json::to_value(TenantNamespaces::namespace_manifest(&target(&c))).expect("json"),
+    );
+    let foreign_role = fake.seed(
+        "roles",
+        &tenant,
+        json!({"metadata": {"name": "occ-secrets"}, "rules": []}),
+    );
+    let err = tenants
+        .after_namespace_prepared(&target(&c))
+        .await
+        .expect_err("foreign role");
+    assert_eq!(err.code, "TENANT_OBJECT_FOREIGN");
+    assert_eq!(
+        fake.object("roles", &tenant, "occ-secrets"),
+        Some(foreign_role)
+    );
+
+    // Missing permission: transient, naming verb, resource and namespace.
+    let d = NamespaceId::generate();
+    fake.deny("create", "namespaces");
+    let err = tenants
+        .after_namespace_prepared(&target(&d))
+        .await
+        .expect_err("403");
+    assert_eq!(
+        (err.class, err.code.as_str()),
+        (FailureClass::Transient, "KUBERNETES_FORBIDDEN")
+    );
+    assert!(err.message.contains("create namespaces"), "{}", err.message);
+    fake.allow_all();
+    assert_eq!(
+        tenants
+            .after_namespace_prepared(&target(&d))
+            .await
+            .expect("after the grant"),
+        Convergence::Done
+    );
+    // API server down: transient.
+    fake.fail_next(3, 503, None, None);
+    let err = tenants
+        .after_namespace_prepared(&target(&d))
+        .await
+        .expect_err("503");
+    assert_eq!(
+        (err.class, err.code.as_str()),
+        (FailureClass::Transient, "KUBERNETES_UNAVAILABLE")
+    );
 }

@@ -13,11 +13,11 @@ use occ_core::NamespaceId;
 use occ_drivers::compute::host::HostSettings;
 use occ_drivers::compute::process::{GatewayBind, ProcessCompute, ProcessSettings};
 use occ_drivers::compute::ssh::{SshCompute, SshHost, SshSettings};
-use occ_drivers::compute::{Compute, ComputeSelection};
+use occ_drivers::compute::{Compute, ComputeSelection, NamespaceHook};
 use occ_drivers::configuration::{
     ConfigurationDriver, FilesystemConfigurationDriver, KubernetesConfigurationDriver,
 };
-use occ_drivers::kubernetes::KubeClient;
+use occ_drivers::kubernetes::{KubeClient, TenantAccess, TenantNamespaces};
 use occ_drivers::runtime::OpenclawRuntime;
 use occ_drivers::secret::{KubernetesSecretDriver, LocalSecretDriver, SecretDriver};
 use occ_drivers::workspace_setup;
@@ -72,6 +72,32 @@ impl SessionSettings {
     }
 }
 
+/// The work other Drivers do around a Namespace's lifecycle (run by the worker): with a
+/// Kubernetes Configuration or Secret Driver, the tenant namespace and its access.
+pub async fn namespace_hooks(
+    settings: &PlatformSettings,
+) -> anyhow::Result<Vec<Arc<dyn NamespaceHook>>> {
+    let Some(k) = &settings.kubernetes else {
+        return Ok(Vec::new());
+    };
+    let kube = KubeClient::connect(&k.auth)
+        .await
+        .context("OCC_KUBERNETES_AUTH")?;
+    let secrets = settings.secrets == SecretStore::Kubernetes;
+    if secrets && k.worker_service_account.is_none() && selection(settings).delivers_secrets {
+        anyhow::bail!(
+            "OCC_KUBERNETES_WORKER_SERVICE_ACCOUNT is required: the worker reads Secret values from Kubernetes to deliver them"
+        );
+    }
+    let access = TenantAccess {
+        api: k.api_service_account.clone(),
+        worker: k.worker_service_account.clone(),
+        configurations: settings.configurations == ConfigurationStore::Kubernetes,
+        secrets,
+    };
+    Ok(vec![Arc::new(TenantNamespaces::new(kube, access))])
+}
+
 /// Builds the application from validated settings. With `files_through`, the controller serves
 /// live workspace files through that Compute's gateways (the API; the worker needs none).
 pub async fn controller(
@@ -83,8 +109,8 @@ pub async fn controller(
     // Validates the Kubernetes configuration without contacting the API server: tenant objects
     // are checked on first use.
     let kube = match &settings.kubernetes {
-        Some(auth) => Some(
-            KubeClient::connect(auth)
+        Some(k) => Some(
+            KubeClient::connect(&k.auth)
                 .await
                 .context("OCC_KUBERNETES_AUTH")?,
         ),

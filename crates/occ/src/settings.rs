@@ -33,6 +33,8 @@ pub struct FileSettings {
     kubernetes_auth: Option<String>,
     kubeconfig: Option<PathBuf>,
     kubernetes_context: Option<String>,
+    kubernetes_api_service_account: Option<String>,
+    kubernetes_worker_service_account: Option<String>,
     compute_driver: Option<String>,
     process_root: Option<PathBuf>,
     openclaw_runtime: Option<PathBuf>,
@@ -154,14 +156,28 @@ pub struct PlatformSettings {
     pub configurations: ConfigurationStore,
     /// Where Secret values live.
     pub secrets: SecretStore,
-    /// How occ reaches the Kubernetes API server, when a Kubernetes Driver is selected.
-    pub kubernetes: Option<occ_drivers::kubernetes::KubernetesAuth>,
+    /// How occ reaches the Kubernetes API server and who is granted access in tenant
+    /// namespaces, when a Kubernetes Driver is selected.
+    pub kubernetes: Option<KubernetesSettings>,
     /// Configured Backends.
     pub backends: Vec<BackendSetting>,
     /// The process Compute Driver.
     pub compute: ComputeSettings,
     /// The private metrics listener, when enabled.
     pub metrics: Option<SocketAddr>,
+}
+
+/// Settings shared by the Kubernetes Drivers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KubernetesSettings {
+    /// `OCC_KUBERNETES_AUTH` (+ `OCC_KUBECONFIG`, `OCC_KUBERNETES_CONTEXT`).
+    pub auth: occ_drivers::kubernetes::KubernetesAuth,
+    /// `OCC_KUBERNETES_API_SERVICE_ACCOUNT` (`NAMESPACE/NAME`): granted ConfigMap and Secret
+    /// access in tenant namespaces.
+    pub api_service_account: occ_drivers::kubernetes::ServiceAccountRef,
+    /// `OCC_KUBERNETES_WORKER_SERVICE_ACCOUNT` (`NAMESPACE/NAME`): granted Secret reads in
+    /// tenant namespaces (it delivers Secret values to workloads).
+    pub worker_service_account: Option<occ_drivers::kubernetes::ServiceAccountRef>,
 }
 
 /// The Configuration Driver (`OCC_CONFIGURATION_DRIVER`).
@@ -359,7 +375,7 @@ impl PlatformSettings {
         };
         let kubernetes = (configurations == ConfigurationStore::Kubernetes
             || secrets == SecretStore::Kubernetes)
-            .then(|| kubernetes_auth(env, file))
+            .then(|| kubernetes_settings(env, file))
             .transpose()?;
         let compute = pick("OCC_COMPUTE_DRIVER", file.compute_driver.take())
             .unwrap_or_else(|| "process".into());
@@ -414,6 +430,37 @@ impl PlatformSettings {
             metrics,
         })
     }
+}
+
+/// The Kubernetes Drivers' settings: authentication and the ServiceAccounts granted access in
+/// tenant namespaces.
+fn kubernetes_settings(
+    env: Env<'_>,
+    file: &mut FileSettings,
+) -> anyhow::Result<KubernetesSettings> {
+    let auth = kubernetes_auth(env, file)?;
+    let account = |var: &str, from_file: Option<String>| -> anyhow::Result<Option<_>> {
+        env(var)
+            .or(from_file)
+            .map(|text| text.parse().map_err(|e| anyhow!("{var}: {e}")))
+            .transpose()
+    };
+    let api_service_account = account(
+        "OCC_KUBERNETES_API_SERVICE_ACCOUNT",
+        file.kubernetes_api_service_account.take(),
+    )?
+    .ok_or_else(|| {
+        anyhow!("OCC_KUBERNETES_API_SERVICE_ACCOUNT (NAMESPACE/NAME) is required by the Kubernetes Drivers")
+    })?;
+    let worker_service_account = account(
+        "OCC_KUBERNETES_WORKER_SERVICE_ACCOUNT",
+        file.kubernetes_worker_service_account.take(),
+    )?;
+    Ok(KubernetesSettings {
+        auth,
+        api_service_account,
+        worker_service_account,
+    })
 }
 
 /// How the Kubernetes Drivers authenticate: `OCC_KUBERNETES_AUTH` = `in-cluster` (the Pod's
@@ -803,32 +850,43 @@ mod tests {
             ("OCC_KUBERNETES_AUTH", "kubeconfig"),
             ("OCC_KUBECONFIG", "/etc/occ/kubeconfig"),
             ("OCC_KUBERNETES_CONTEXT", "prod"),
+            ("OCC_KUBERNETES_API_SERVICE_ACCOUNT", "occ-system/occ-api"),
+            (
+                "OCC_KUBERNETES_WORKER_SERVICE_ACCOUNT",
+                "occ-system/occ-worker",
+            ),
         ]);
         let w = WorkerProcessSettings::load(&env).unwrap();
         assert_eq!(w.platform.configurations, ConfigurationStore::Kubernetes);
         assert_eq!(w.platform.secrets, SecretStore::Kubernetes);
+        let k = w.platform.kubernetes.expect("kubernetes settings");
         assert_eq!(
-            w.platform.kubernetes,
-            Some(occ_drivers::kubernetes::KubernetesAuth::Kubeconfig {
+            k.auth,
+            occ_drivers::kubernetes::KubernetesAuth::Kubeconfig {
                 path: PathBuf::from("/etc/occ/kubeconfig"),
                 context: "prod".into()
-            })
+            }
+        );
+        assert_eq!(k.api_service_account, "occ-system/occ-api".parse().unwrap());
+        assert_eq!(
+            k.worker_service_account,
+            Some("occ-system/occ-worker".parse().unwrap())
         );
         let in_cluster = env_of(&[
             ("OCC_DATABASE_URL", "sqlite:///tmp/x.db"),
             ("OCC_DATA_DIR", "/tmp/d"),
             ("OCC_SECRET_DRIVER", "kubernetes"),
             ("OCC_KUBERNETES_AUTH", "in-cluster"),
+            ("OCC_KUBERNETES_API_SERVICE_ACCOUNT", "occ/api"),
         ]);
         let w = WorkerProcessSettings::load(&in_cluster).unwrap();
         assert!(matches!(
             w.platform.configurations,
             ConfigurationStore::Filesystem { .. }
         ));
-        assert_eq!(
-            w.platform.kubernetes,
-            Some(occ_drivers::kubernetes::KubernetesAuth::InCluster)
-        );
+        let k = w.platform.kubernetes.expect("kubernetes settings");
+        assert_eq!(k.auth, occ_drivers::kubernetes::KubernetesAuth::InCluster);
+        assert_eq!(k.worker_service_account, None);
     }
 
     #[test]
@@ -947,7 +1005,7 @@ mod tests {
 
     #[test]
     fn errors_name_the_setting() {
-        let cases: [(&[(&str, &str)], &str); 12] = [
+        let cases: [(&[(&str, &str)], &str); 14] = [
             (&[], "OCC_DATABASE_URL"),
             (&[("OCC_DATABASE_URL", "mysql://x")], "OCC_DATABASE_URL"),
             (
@@ -1034,6 +1092,25 @@ mod tests {
                     ("OCC_KUBECONFIG", "/etc/occ/kubeconfig"),
                 ],
                 "OCC_KUBERNETES_CONTEXT",
+            ),
+            (
+                &[
+                    ("OCC_DATABASE_URL", "sqlite:///x"),
+                    ("OCC_DATA_DIR", "/tmp/d"),
+                    ("OCC_SECRET_DRIVER", "kubernetes"),
+                    ("OCC_KUBERNETES_AUTH", "in-cluster"),
+                ],
+                "OCC_KUBERNETES_API_SERVICE_ACCOUNT",
+            ),
+            (
+                &[
+                    ("OCC_DATABASE_URL", "sqlite:///x"),
+                    ("OCC_DATA_DIR", "/tmp/d"),
+                    ("OCC_SECRET_DRIVER", "kubernetes"),
+                    ("OCC_KUBERNETES_AUTH", "in-cluster"),
+                    ("OCC_KUBERNETES_API_SERVICE_ACCOUNT", "api"),
+                ],
+                "OCC_KUBERNETES_API_SERVICE_ACCOUNT",
             ),
         ];
         for (pairs, name) in cases {

@@ -32,8 +32,11 @@ pub async fn run() -> anyhow::Result<()> {
     );
     let compute = compose::compute(&settings.platform)?;
     let metrics = Arc::new(Metrics::new(Service::Worker));
+    let hooks = compose::namespace_hooks(&settings.platform).await?;
     let worker = Arc::new(
-        Worker::new(controller, compute, settings.worker.clone()).with_metrics(metrics.clone()),
+        Worker::new(controller, compute, settings.worker.clone())
+            .with_metrics(metrics.clone())
+            .with_namespace_hooks(hooks),
     );
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let metrics_task = settings.platform.metrics.map(|addr| {

@@ -26,7 +26,7 @@ use std::time::Duration;
 use occ_core::authz::{AuthMethod, Caller};
 use occ_core::work::{WorkItem, WorkState, WorkTarget, pending_recheck_delay, retry_backoff};
 use occ_core::{AdmissionDecisionId, Error, ErrorCode, RequestId};
-use occ_drivers::compute::{Compute, ComputeError, FailureClass};
+use occ_drivers::compute::{Compute, ComputeError, FailureClass, NamespaceHook};
 use occ_store::queue::{Claim, QueueOptions};
 use occ_store::{Store, StoreError, Tx};
 use serde_json::{Value, json};
@@ -175,6 +175,7 @@ pub struct Worker {
     pub(crate) compute: Arc<dyn Compute>,
     pub(crate) settings: WorkerSettings,
     pub(crate) metrics: Option<Arc<Metrics>>,
+    pub(crate) namespace_hooks: Vec<Arc<dyn NamespaceHook>>,
 }
 
 impl Worker {
@@ -189,12 +190,19 @@ impl Worker {
             compute,
             settings,
             metrics: None,
+            namespace_hooks: Vec::new(),
         }
     }
 
     /// Records pass metrics into `metrics`.
     pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
         self.metrics = Some(metrics);
+        self
+    }
+
+    /// Other Drivers' work around Namespace preparation and removal, in selection order.
+    pub fn with_namespace_hooks(mut self, hooks: Vec<Arc<dyn NamespaceHook>>) -> Self {
+        self.namespace_hooks = hooks;
         self
     }
 

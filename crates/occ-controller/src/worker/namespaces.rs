@@ -5,7 +5,7 @@ use occ_core::Timestamp;
 use occ_core::audit::{AuditKind, AuditOutcome};
 use occ_core::authz::{Action, ResourceRef};
 use occ_core::resource::{Namespace, NamespaceStatus};
-use occ_drivers::compute::{Convergence, NamespaceTarget};
+use occ_drivers::compute::{ComputeError, Convergence, NamespaceTarget};
 use occ_store::queue::Claim;
 use serde_json::json;
 
@@ -82,9 +82,9 @@ impl Worker {
         let observed = self
             .effect(claim, async {
                 if ensure {
-                    self.compute.ensure_namespace(&compute_target).await
+                    self.prepare_namespace(&compute_target).await
                 } else {
-                    self.compute.delete_namespace(&compute_target).await
+                    self.remove_namespace(&compute_target).await
                 }
             })
             .await?;
@@ -98,6 +98,31 @@ impl Worker {
         };
         self.finish_namespace(claim, &ns, outcome, action_name, convergence)
             .await
+    }
+
+    /// Compute prepares the Namespace, then each hook in order; pending anywhere is pending.
+    async fn prepare_namespace(&self, ns: &NamespaceTarget) -> Result<Convergence, ComputeError> {
+        if self.compute.ensure_namespace(ns).await? == Convergence::Pending {
+            return Ok(Convergence::Pending);
+        }
+        for hook in &self.namespace_hooks {
+            if hook.after_namespace_prepared(ns).await? == Convergence::Pending {
+                tracing::debug!(namespace_id = %ns.id, hook = hook.name(), "namespace hook pending");
+                return Ok(Convergence::Pending);
+            }
+        }
+        Ok(Convergence::Done)
+    }
+
+    /// Each hook removes its part (reverse order), then Compute; done only when all are.
+    async fn remove_namespace(&self, ns: &NamespaceTarget) -> Result<Convergence, ComputeError> {
+        for hook in self.namespace_hooks.iter().rev() {
+            if hook.before_namespace_delete(ns).await? == Convergence::Pending {
+                tracing::debug!(namespace_id = %ns.id, hook = hook.name(), "namespace hook pending");
+                return Ok(Convergence::Pending);
+            }
+        }
+        self.compute.delete_namespace(ns).await
     }
 
     /// Settles Namespace work with its state change and lifecycle evidence.

@@ -1047,3 +1047,174 @@ async fn worker_metrics_count_passes_and_read_gauges_from_the_database() {
         "{text}"
     );
 }
+
+/// With the Kubernetes Configuration Driver, the worker provisions each Namespace's tenant
+/// namespace (through the real hook and kube client against the fake API server) before the
+/// Namespace is ready, so Configurations can be stored right away; deletion removes it and
+/// waits until it is gone.
+#[tokio::test]
+async fn tenant_namespaces_follow_the_namespace_lifecycle() {
+    use occ_drivers::configuration::{ConfigurationDriver, KubernetesConfigurationDriver};
+    use occ_drivers::kubernetes::{
+        KubeClient, TenantAccess, TenantNamespaces, tenant_namespace_name,
+    };
+    use occ_testkit::app::TestAppOptions;
+    use occ_testkit::kube::FakeKube;
+
+    let fake = FakeKube::start().await;
+    let kube = KubeClient::from_config(kube::Config::new(fake.url().parse().unwrap())).unwrap();
+    let app = TestApp::with(
+        Backend::Sqlite,
+        TestAppOptions {
+            configurations: Some(ConfigurationDriver::Kubernetes(
+                KubernetesConfigurationDriver::new(kube.clone()),
+            )),
+            ..Default::default()
+        },
+    )
+    .await;
+    let compute = Arc::new(FakeCompute::new());
+    let hook = Arc::new(TenantNamespaces::new(
+        kube,
+        TenantAccess {
+            api: "occ-system/occ-api".parse().unwrap(),
+            worker: None,
+            configurations: true,
+            secrets: false,
+        },
+    ));
+    let worker = Worker::new(app.controller.clone(), compute.clone(), settings())
+        .with_namespace_hooks(vec![hook]);
+    let drain = || async {
+        let mut passes = Vec::new();
+        while let Some((item, outcome)) = worker.run_once().await.expect("worker") {
+            passes.push((item.key, outcome));
+            assert!(passes.len() < 50, "{passes:?}");
+        }
+        passes
+    };
+    drain().await;
+    let admin = app.admin();
+    let created = app
+        .call(
+            Method::POST,
+            "/namespaces",
+            &admin,
+            Some(json!({"name": "team-k"})),
+        )
+        .await;
+    let ns: NamespaceId = created.data()["id"].as_str().unwrap().parse().unwrap();
+    let tenant = tenant_namespace_name(&ns);
+    // Before the tenant namespace exists, storing a Configuration is unavailable (503).
+    let base = format!("/namespaces/{ns}/configurations");
+    let early = app
+        .call(
+            Method::POST,
+            &base,
+            &admin,
+            Some(json!({"kind": "agent", "values": {}})),
+        )
+        .await;
+    assert_eq!(
+        early.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        early.body
+    );
+    // The API server fails every attempt of the first pass: the pass is retried after its
+    // backoff and the Namespace becomes ready.
+    fake.fail_next(3, 503, Some("create"), Some("namespaces"));
+    let passes = drain().await;
+    assert_eq!(
+        passes.last().map(|p| &p.1),
+        Some(&PassOutcome::Retry),
+        "{passes:?}"
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        drain().await;
+        let mut tx = app.store.begin_read().await.unwrap();
+        if tx.namespace_get(&ns).await.unwrap().unwrap().status == NamespaceStatus::Ready {
+            break;
+        }
+        drop(tx);
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the Namespace never became ready"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(fake.object("namespaces", "", &tenant).is_some());
+    assert!(
+        fake.object("rolebindings", &tenant, "occ-configurations")
+            .is_some()
+    );
+    let cfg = app
+        .call(
+            Method::POST,
+            &base,
+            &admin,
+            Some(json!({"kind": "agent", "values": {}})),
+        )
+        .await;
+    assert_eq!(cfg.status, StatusCode::CREATED, "{}", cfg.body);
+    let cfg_id = cfg.data()["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        app.call(Method::DELETE, &format!("{base}/{cfg_id}"), &admin, None)
+            .await
+            .status,
+        StatusCode::NO_CONTENT
+    );
+    // Deletion waits until the tenant namespace is observed gone.
+    fake.hold_namespace_deletion(true);
+    let r = app
+        .call(Method::DELETE, &format!("/namespaces/{ns}"), &admin, None)
+        .await;
+    assert_eq!(r.status, StatusCode::ACCEPTED);
+    drain().await;
+    let mut tx = app.store.begin_read().await.unwrap();
+    assert!(
+        tx.namespace_get(&ns)
+            .await
+            .unwrap()
+            .unwrap()
+            .deleted_at
+            .is_none(),
+        "still deleting"
+    );
+    drop(tx);
+    assert!(
+        !compute
+            .calls()
+            .contains(&Call::Namespace(Verb::DeleteNamespace, ns.clone())),
+        "Compute removes its part only after the hook is done"
+    );
+    fake.finish_namespace_deletion(&tenant);
+    // The pending pass is retried after its backoff.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        drain().await;
+        let mut tx = app.store.begin_read().await.unwrap();
+        if tx
+            .namespace_get(&ns)
+            .await
+            .unwrap()
+            .unwrap()
+            .deleted_at
+            .is_some()
+        {
+            break;
+        }
+        drop(tx);
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the Namespace was never tombstoned"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        compute
+            .calls()
+            .contains(&Call::Namespace(Verb::DeleteNamespace, ns.clone()))
+    );
+}

@@ -261,3 +261,25 @@ pub trait Compute: Send + Sync + 'static {
         agent: &AgentTarget,
     ) -> Result<Option<GatewayAccess>, ComputeError>;
 }
+
+/// Work other Drivers do around a Namespace's Compute lifecycle (the reference's
+/// `afterNamespacePrepared` / `beforeNamespaceDelete` hooks): run by the worker after Compute
+/// prepared a Namespace, in order, and before Compute removes one, in reverse order. Both are
+/// idempotent and report convergence like the Compute verbs.
+#[async_trait::async_trait]
+pub trait NamespaceHook: Send + Sync + 'static {
+    /// A name for logs and evidence.
+    fn name(&self) -> &'static str;
+
+    /// Prepares what this Driver needs for the Namespace.
+    async fn after_namespace_prepared(
+        &self,
+        ns: &NamespaceTarget,
+    ) -> Result<Convergence, ComputeError>;
+
+    /// Removes what this Driver keeps for the (empty) Namespace.
+    async fn before_namespace_delete(
+        &self,
+        ns: &NamespaceTarget,
+    ) -> Result<Convergence, ComputeError>;
+}

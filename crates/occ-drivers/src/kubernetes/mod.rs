@@ -7,9 +7,11 @@
 
 mod client;
 mod placement;
+mod tenant;
 
 pub use client::{KubeClient, KubeFailure, KubernetesAuth};
 pub use placement::{TENANT_LIFECYCLE_EXTERNAL, tenant_namespace_name};
+pub use tenant::{ServiceAccountRef, TenantAccess, TenantNamespaces};
 
 pub(crate) use placement::resolve_tenant_namespace;
 

@@ -1,0 +1,424 @@
+//! Tenant namespaces: the Kubernetes namespace that holds an occ Namespace's ConfigMaps and
+//! Secrets, with exactly the access occ's API and worker need there.
+//!
+//! The worker provisions it when the occ Namespace is created (after Compute prepared the
+//! Namespace) and removes it when the occ Namespace is deleted (before Compute removes its
+//! part), through the [`NamespaceHook`] contract, so it works with every Compute Driver. For
+//! each occ Namespace it keeps:
+//!
+//! - a namespace `occ-<sha256(id)[0:15]>` labelled `app.kubernetes.io/managed-by=occ` and
+//!   `openclaw.dev/namespace=<id>`, annotated `openclaw.dev/namespace-id=<id>`, with the
+//!   restricted Pod Security Standard enforced;
+//! - per Kubernetes Driver a Role and a RoleBinding to the API's ServiceAccount: ConfigMaps
+//!   (`create` in its own rule, since Kubernetes cannot restrict create by name; `get`,
+//!   `update`, `delete`), Secrets (the same), and `get` on Secrets for the worker's
+//!   ServiceAccount, which delivers Secret values to workloads. Nothing else: no list or
+//!   watch, no Pods, nothing cluster-wide.
+//!
+//! An object at one of these names that is not marked as occ's is refused (permanent), never
+//! adopted or overwritten. A namespace is deleted with its uid as a precondition and the
+//! deletion is done only once the namespace is observed gone.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Resource;
+use kube::api::{Api, DeleteParams, ListParams, PostParams, Preconditions};
+use serde::de::DeserializeOwned;
+
+use super::{
+    ANNOTATION_NAMESPACE_ID, KubeClient, KubeFailure, LABEL_MANAGED_BY, LABEL_NAMESPACE,
+    MANAGED_BY, tenant_namespace_name,
+};
+use crate::compute::{ComputeError, Convergence, NamespaceHook, NamespaceTarget};
+
+/// A ServiceAccount that is granted access in tenant namespaces (`namespace/name`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceAccountRef {
+    /// Its namespace.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+}
+
+impl std::str::FromStr for ServiceAccountRef {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Self, String> {
+        let dns = |s: &str| {
+            !s.is_empty()
+                && s.len() <= 63
+                && s.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !s.starts_with('-')
+                && !s.ends_with('-')
+        };
+        match text.split_once('/') {
+            Some((namespace, name)) if dns(namespace) && dns(name) => Ok(Self {
+                namespace: namespace.into(),
+                name: name.into(),
+            }),
+            _ => Err("must be NAMESPACE/NAME of a ServiceAccount".into()),
+        }
+    }
+}
+
+/// Who gets what in tenant namespaces.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TenantAccess {
+    /// The API's ServiceAccount (Configuration and Secret Drivers run in the API).
+    pub api: ServiceAccountRef,
+    /// The worker's ServiceAccount, when it reads Secret values for delivery to workloads.
+    pub worker: Option<ServiceAccountRef>,
+    /// Whether Configurations are stored as ConfigMaps here.
+    pub configurations: bool,
+    /// Whether Secret values are stored as Secrets here.
+    pub secrets: bool,
+}
+
+/// Provisions and removes tenant namespaces.
+#[derive(Debug, Clone)]
+pub struct TenantNamespaces {
+    kube: KubeClient,
+    access: TenantAccess,
+}
+
+const ROLE_CONFIGURATIONS: &str = "occ-configurations";
+const ROLE_SECRETS: &str = "occ-secrets";
+const ROLE_SECRET_READER: &str = "occ-secret-reader";
+const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
+
+fn failure(f: KubeFailure) -> ComputeError {
+    match f {
+        KubeFailure::Forbidden(m) => ComputeError::transient("KUBERNETES_FORBIDDEN", m),
+        KubeFailure::Invalid(m) => ComputeError::permanent("KUBERNETES_INVALID", m),
+        KubeFailure::NotFound => {
+            ComputeError::transient("KUBERNETES_UNAVAILABLE", "an object vanished concurrently")
+        }
+        KubeFailure::AlreadyExists | KubeFailure::Conflict(_) => ComputeError::transient(
+            "KUBERNETES_CONFLICT",
+            "an object changed concurrently; it is read again on the next pass",
+        ),
+        KubeFailure::Unavailable(m) => ComputeError::transient("KUBERNETES_UNAVAILABLE", m),
+    }
+}
+
+fn foreign(what: String) -> ComputeError {
+    ComputeError::permanent("TENANT_OBJECT_FOREIGN", what)
+}
+
+fn rule(resource: &str, verbs: &[&str]) -> PolicyRule {
+    PolicyRule {
+        api_groups: Some(vec![String::new()]),
+        resources: Some(vec![resource.to_owned()]),
+        verbs: verbs.iter().map(|v| (*v).to_owned()).collect(),
+        ..PolicyRule::default()
+    }
+}
+
+fn managed_meta(name: &str, namespace: Option<&str>, ns: &NamespaceTarget) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.to_owned()),
+        namespace: namespace.map(str::to_owned),
+        labels: Some(BTreeMap::from([
+            (LABEL_MANAGED_BY.to_owned(), MANAGED_BY.to_owned()),
+            (LABEL_NAMESPACE.to_owned(), ns.id.to_string()),
+        ])),
+        annotations: Some(BTreeMap::from([(
+            ANNOTATION_NAMESPACE_ID.to_owned(),
+            ns.id.to_string(),
+        )])),
+        ..ObjectMeta::default()
+    }
+}
+
+fn is_ours(meta: &ObjectMeta, ns: &NamespaceTarget) -> bool {
+    let label = |k: &str| {
+        meta.labels
+            .as_ref()
+            .and_then(|l| l.get(k))
+            .map(String::as_str)
+    };
+    let annotation = |k: &str| {
+        meta.annotations
+            .as_ref()
+            .and_then(|a| a.get(k))
+            .map(String::as_str)
+    };
+    label(LABEL_MANAGED_BY) == Some(MANAGED_BY)
+        && label(LABEL_NAMESPACE) == Some(ns.id.as_str())
+        && annotation(ANNOTATION_NAMESPACE_ID) == Some(ns.id.as_str())
+}
+
+impl TenantNamespaces {
+    /// Provisioning with `access`.
+    pub fn new(kube: KubeClient, access: TenantAccess) -> Self {
+        Self { kube, access }
+    }
+
+    /// The tenant namespace object occ creates (also used by the golden tests).
+    pub fn namespace_manifest(ns: &NamespaceTarget) -> Namespace {
+        let mut meta = managed_meta(&tenant_namespace_name(&ns.id), None, ns);
+        let labels = meta.labels.get_or_insert_default();
+        for mode in ["enforce", "audit", "warn"] {
+            labels.insert(
+                format!("pod-security.kubernetes.io/{mode}"),
+                "restricted".into(),
+            );
+        }
+        Namespace {
+            metadata: meta,
+            ..Namespace::default()
+        }
+    }
+
+    /// The Roles and RoleBindings occ keeps in a tenant namespace (also used by golden tests).
+    pub fn access_manifests(&self, ns: &NamespaceTarget) -> Vec<(Role, RoleBinding)> {
+        let tenant = tenant_namespace_name(&ns.id);
+        let subject = |sa: &ServiceAccountRef| Subject {
+            kind: "ServiceAccount".into(),
+            name: sa.name.clone(),
+            namespace: Some(sa.namespace.clone()),
+            ..Subject::default()
+        };
+        let pair = |name: &str, rules: Vec<PolicyRule>, who: &ServiceAccountRef| {
+            (
+                Role {
+                    metadata: managed_meta(name, Some(&tenant), ns),
+                    rules: Some(rules),
+                },
+                RoleBinding {
+                    metadata: managed_meta(name, Some(&tenant), ns),
+                    role_ref: RoleRef {
+                        api_group: RBAC_GROUP.into(),
+                        kind: "Role".into(),
+                        name: name.into(),
+                    },
+                    subjects: Some(vec![subject(who)]),
+                },
+            )
+        };
+        let mut out = Vec::new();
+        if self.access.configurations {
+            out.push(pair(
+                ROLE_CONFIGURATIONS,
+                vec![
+                    rule("configmaps", &["create"]),
+                    rule("configmaps", &["get", "update", "delete"]),
+                ],
+                &self.access.api,
+            ));
+        }
+        if self.access.secrets {
+            out.push(pair(
+                ROLE_SECRETS,
+                vec![
+                    rule("secrets", &["create"]),
+                    rule("secrets", &["get", "update", "delete"]),
+                ],
+                &self.access.api,
+            ));
+            if let Some(worker) = &self.access.worker {
+                out.push(pair(
+                    ROLE_SECRET_READER,
+                    vec![rule("secrets", &["get"])],
+                    worker,
+                ));
+            }
+        }
+        out
+    }
+
+    async fn get<K>(&self, api: &Api<K>, name: &str, what: &str) -> Result<Option<K>, ComputeError>
+    where
+        K: Clone + DeserializeOwned + std::fmt::Debug,
+    {
+        match self.kube.call(what, || api.get(name)).await {
+            Ok(o) => Ok(Some(o)),
+            Err(KubeFailure::NotFound) => Ok(None),
+            Err(other) => Err(failure(other)),
+        }
+    }
+
+    /// Creates `desired`, or brings an existing object of ours to it (replace under its
+    /// resourceVersion); refuses an object that is not ours.
+    async fn converge<K>(
+        &self,
+        api: &Api<K>,
+        ns: &NamespaceTarget,
+        mut desired: K,
+        same: impl Fn(&K, &K) -> bool,
+        what: &str,
+    ) -> Result<(), ComputeError>
+    where
+        K: Resource + Clone + DeserializeOwned + serde::Serialize + std::fmt::Debug,
+    {
+        let name = desired.meta().name.clone().unwrap_or_default();
+        let post = PostParams::default();
+        match self.get(api, &name, &format!("get {what}")).await? {
+            None => match self
+                .kube
+                .call(&format!("create {what}"), || api.create(&post, &desired))
+                .await
+            {
+                Ok(_) => Ok(()),
+                Err(other) => Err(failure(other)),
+            },
+            Some(current) if !is_ours(current.meta(), ns) => {
+                Err(foreign(format!("{what} {name} exists and is not occ's")))
+            }
+            Some(current) if same(&current, &desired) => Ok(()),
+            Some(current) => {
+                desired.meta_mut().resource_version = current.meta().resource_version.clone();
+                self.kube
+                    .call(&format!("update {what}"), || {
+                        api.replace(&name, &post, &desired)
+                    })
+                    .await
+                    .map(|_| ())
+                    .map_err(failure)
+            }
+        }
+    }
+
+    async fn ensure(&self, ns: &NamespaceTarget) -> Result<Convergence, ComputeError> {
+        let namespaces: Api<Namespace> = Api::all(self.kube.client());
+        let name = tenant_namespace_name(&ns.id);
+        // Exactly one namespace may claim this occ Namespace: ours, at its derived name.
+        let params = ListParams::default().labels(&format!("{LABEL_NAMESPACE}={}", ns.id));
+        let claimants = self
+            .kube
+            .call("list namespaces", || namespaces.list(&params))
+            .await
+            .map_err(failure)?;
+        if let Some(other) = claimants
+            .items
+            .iter()
+            .find(|n| n.metadata.name.as_deref() != Some(name.as_str()))
+        {
+            return Err(foreign(format!(
+                "namespace {} already claims occ Namespace {}",
+                other.metadata.name.as_deref().unwrap_or("?"),
+                ns.id
+            )));
+        }
+        let current = match self.get(&namespaces, &name, "get namespaces").await? {
+            Some(current) => current,
+            None => {
+                let post = PostParams::default();
+                let manifest = Self::namespace_manifest(ns);
+                self.kube
+                    .call("create namespaces", || namespaces.create(&post, &manifest))
+                    .await
+                    .map_err(failure)?
+            }
+        };
+        if !is_ours(&current.metadata, ns) {
+            return Err(foreign(format!("namespace {name} exists and is not occ's")));
+        }
+        if current.metadata.deletion_timestamp.is_some() {
+            // An earlier deletion is still running; create again once it is gone.
+            return Ok(Convergence::Pending);
+        }
+        if current.status.as_ref().and_then(|s| s.phase.as_deref()) != Some("Active") {
+            return Ok(Convergence::Pending);
+        }
+        let roles: Api<Role> = Api::namespaced(self.kube.client(), &name);
+        let bindings: Api<RoleBinding> = Api::namespaced(self.kube.client(), &name);
+        for (role, binding) in self.access_manifests(ns) {
+            self.converge(
+                &roles,
+                ns,
+                role,
+                |a, b| a.rules == b.rules,
+                &format!("roles in namespace {name}"),
+            )
+            .await?;
+            self.converge(
+                &bindings,
+                ns,
+                binding,
+                |a, b| a.role_ref == b.role_ref && a.subjects == b.subjects,
+                &format!("rolebindings in namespace {name}"),
+            )
+            .await?;
+        }
+        Ok(Convergence::Done)
+    }
+
+    async fn remove(&self, ns: &NamespaceTarget) -> Result<Convergence, ComputeError> {
+        let namespaces: Api<Namespace> = Api::all(self.kube.client());
+        let name = tenant_namespace_name(&ns.id);
+        let Some(current) = self.get(&namespaces, &name, "get namespaces").await? else {
+            return Ok(Convergence::Done);
+        };
+        if !is_ours(&current.metadata, ns) {
+            return Err(foreign(format!(
+                "namespace {name} is not occ's; it is left alone"
+            )));
+        }
+        if current.metadata.deletion_timestamp.is_none() {
+            let params = DeleteParams {
+                preconditions: Some(Preconditions {
+                    uid: current.metadata.uid.clone(),
+                    resource_version: None,
+                }),
+                ..DeleteParams::default()
+            };
+            match self
+                .kube
+                .call("delete namespaces", || namespaces.delete(&name, &params))
+                .await
+            {
+                Ok(_) | Err(KubeFailure::NotFound) => {}
+                Err(other) => return Err(failure(other)),
+            }
+        }
+        // Done only once the namespace is observed gone.
+        Ok(
+            match self.get(&namespaces, &name, "get namespaces").await? {
+                None => Convergence::Done,
+                Some(_) => Convergence::Pending,
+            },
+        )
+    }
+}
+
+#[async_trait::async_trait]
+impl NamespaceHook for TenantNamespaces {
+    fn name(&self) -> &'static str {
+        "kubernetes-tenant-namespace"
+    }
+
+    async fn after_namespace_prepared(
+        &self,
+        ns: &NamespaceTarget,
+    ) -> Result<Convergence, ComputeError> {
+        self.ensure(ns).await
+    }
+
+    async fn before_namespace_delete(
+        &self,
+        ns: &NamespaceTarget,
+    ) -> Result<Convergence, ComputeError> {
+        self.remove(ns).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn service_account_references_are_checked() {
+        let sa: ServiceAccountRef = "occ/occ-api".parse().expect("valid");
+        assert_eq!(
+            (sa.namespace.as_str(), sa.name.as_str()),
+            ("occ", "occ-api")
+        );
+        for bad in ["occ", "/x", "x/", "Occ/api", "a/b/c", "-a/b"] {
+            assert!(bad.parse::<ServiceAccountRef>().is_err(), "{bad}");
+        }
+    }
+}
