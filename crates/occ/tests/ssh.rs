@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use occ_core::resource::{WorkspaceFileName, WorkspaceSetup};
 use occ_drivers::compute::account::account_name;
-use occ_drivers::compute::host::HostSettings;
+use occ_drivers::compute::host::{HostSettings, SupervisorChoice, default_unit_dir};
 use occ_drivers::compute::process::{GatewayBind, recorded_gateways};
 use occ_drivers::compute::ssh::{SshCompute, SshHost, SshSettings};
 use occ_drivers::compute::{
@@ -128,6 +128,9 @@ fn driver(
                 ready_timeout_ms: 180_000,
                 stop_timeout_ms: 15_000,
                 lock_timeout_ms: 60_000,
+                // The sshd tests run the gateways detached, whatever the host runs.
+                supervisor: SupervisorChoice::Detached,
+                systemd_unit_dir: default_unit_dir(),
             },
         },
         namespace_hosts: std::collections::BTreeMap::new(),
