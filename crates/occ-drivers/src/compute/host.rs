@@ -719,6 +719,49 @@ mod tests {
     }
 
     #[test]
+    fn requests_of_another_build_are_refused_first() {
+        let err = parse_request(b"not json").expect_err("not json");
+        assert_eq!(
+            (err.class, err.code.as_str()),
+            (
+                super::super::FailureClass::Permanent,
+                "HOST_REQUEST_INVALID"
+            )
+        );
+        // Another build: refused by version whatever else the request holds.
+        let other = serde_json::json!({
+            "version": {"occ": "0.0.1", "protocol": WIRE_PROTOCOL},
+            "anything": "else"
+        });
+        let err = parse_request(other.to_string().as_bytes()).expect_err("other");
+        assert_eq!(err.code, "HOST_VERSION_MISMATCH");
+        assert!(err.message.contains("0.0.1") && err.message.contains(OCC_VERSION));
+        let newer =
+            serde_json::json!({"version": {"occ": OCC_VERSION, "protocol": WIRE_PROTOCOL + 1}});
+        assert_eq!(
+            parse_request(newer.to_string().as_bytes())
+                .expect_err("newer")
+                .code,
+            "HOST_VERSION_MISMATCH"
+        );
+        let none = serde_json::json!({"settings": {}});
+        assert_eq!(
+            parse_request(none.to_string().as_bytes())
+                .expect_err("none")
+                .code,
+            "HOST_VERSION_MISMATCH"
+        );
+        // This build, but not a request.
+        let same = serde_json::json!({"version": WireVersion::current(), "operation": 1});
+        assert_eq!(
+            parse_request(same.to_string().as_bytes())
+                .expect_err("bad")
+                .code,
+            "HOST_REQUEST_INVALID"
+        );
+    }
+
+    #[test]
     fn replies_round_trip() {
         for reply in [
             HostReply::Ok {

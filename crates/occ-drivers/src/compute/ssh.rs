@@ -28,7 +28,8 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 use super::host::{
-    HostOp, HostReply, HostRequest, HostSettings, HostValue, WireSetup, WireVersion, safe_path,
+    HostOp, HostReply, HostRequest, HostSettings, HostValue, OCC_VERSION, WireSetup, WireVersion,
+    safe_path,
 };
 use super::{
     AgentTarget, Compute, ComputeError, ComputeSelection, Convergence, GatewayAccess,
@@ -611,6 +612,95 @@ impl Compute for SshCompute {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::compute::FailureClass;
+    use crate::compute::process::GatewayBind;
+
+    fn host() -> SshHost {
+        SshHost {
+            address: "h.example.com".into(),
+            port: 22,
+            user: "root".into(),
+            identity_file: "/id".into(),
+            known_hosts_file: "/kh".into(),
+            remote_occ: "/usr/local/bin/occ".into(),
+            gateway_address: None,
+            host: HostSettings {
+                root: "/var/lib/occ/compute".into(),
+                runtime_root: "/var/lib/occ/runtime".into(),
+                port_start: 28000,
+                port_end: 28999,
+                bind: GatewayBind::Lan,
+                account_prefix: "occ-agent".into(),
+                ready_timeout_ms: 1,
+                stop_timeout_ms: 1,
+                lock_timeout_ms: 1,
+                supervisor: super::super::host::SupervisorChoice::Auto,
+                systemd_unit_dir: super::super::host::default_unit_dir(),
+            },
+        }
+    }
+
+    #[test]
+    fn the_reply_is_the_last_line_after_the_heartbeats() {
+        let reply = serde_json::to_string(&HostReply::Ok {
+            value: HostValue::Done,
+        })
+        .expect("json");
+        let out = format!("\n\n\n{reply}\n");
+        assert_eq!(
+            interpret(&host(), "op", Some(0), out.as_bytes(), "").expect("ok"),
+            HostValue::Done
+        );
+        // Heartbeats, then the session was lost: transient.
+        let err =
+            interpret(&host(), "op", Some(255), b"\n\n", "Connection closed").expect_err("lost");
+        assert_eq!(
+            (err.class, err.code.as_str()),
+            (FailureClass::Transient, "HOST_UNAVAILABLE")
+        );
+    }
+
+    #[test]
+    fn a_reply_of_another_build_is_a_version_mismatch() {
+        // A complete line this build cannot read (e.g. an older occ's reply, which may hold a
+        // token): permanent, and the line is not repeated.
+        let older = br#"{"result":"ok","token":"0123456789abcdef"}"#;
+        let err = interpret(&host(), "op", Some(0), older, "").expect_err("older");
+        assert_eq!(
+            (err.class, err.code.as_str()),
+            (FailureClass::Permanent, "HOST_VERSION_MISMATCH")
+        );
+        assert!(err.message.contains(OCC_VERSION), "{}", err.message);
+        assert!(!err.message.contains("0123456789abcdef"));
+        // An occ that has no compute-host command.
+        let err = interpret(
+            &host(),
+            "op",
+            Some(2),
+            b"",
+            "error: unrecognized subcommand 'compute-host'\n\nUsage: occ <COMMAND>",
+        )
+        .expect_err("no subcommand");
+        assert_eq!(err.code, "HOST_VERSION_MISMATCH");
+        // A line cut by a lost session is not a version problem.
+        let err = interpret(&host(), "op", Some(255), br#"{"status":"o"#, "").expect_err("cut");
+        assert_eq!(err.code, "HOST_UNAVAILABLE");
+        // An older host refusing the request's new fields points at the build too.
+        let refused = serde_json::to_string(&HostReply::Failed {
+            error: ComputeError::permanent("HOST_REQUEST_INVALID", "unknown field `version`"),
+        })
+        .expect("json");
+        let err = interpret(&host(), "op", Some(0), refused.as_bytes(), "").expect_err("refused");
+        assert_eq!(err.code, "HOST_REQUEST_INVALID");
+        assert!(err.message.contains("same build"), "{}", err.message);
+    }
+
+    #[test]
+    fn the_host_deadline_is_below_the_client_bound() {
+        assert_eq!(host_deadline_ms(Duration::from_secs(600)), 590_000);
+        assert_eq!(host_deadline_ms(Duration::from_secs(60)), 54_000);
+        assert_eq!(host_deadline_ms(Duration::from_millis(10)), 1_000);
+    }
 
     #[test]
     fn addresses_cannot_be_options() {
