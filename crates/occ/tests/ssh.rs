@@ -737,3 +737,47 @@ async fn namespaces_go_to_their_hosts() {
     }
     assert!(!on(&host_a, &ns_default) && !on(&host_b, &ns_mapped));
 }
+
+/// occ's `ssh` client killed mid-operation (the Driver gave up, or occ died): sshd does not
+/// signal the remote `occ compute-host`, but its next heartbeat write fails, so it abandons the
+/// operation instead of running it later, holding the host lock, for nobody. The operation is
+/// kept waiting by the host lock, which the test holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_ssh_client_abandons_the_operation_on_the_host() {
+    let sshd = Sshd::start().await;
+    let host = Host::new();
+    let compute = std::sync::Arc::new(driver(
+        &sshd,
+        &host,
+        Path::new("/opt/occ-test-no-runtime"),
+        (29920, 29929),
+        sshd.known_hosts(),
+    ));
+    let (ns, _) = targets();
+    let lock = std::fs::File::create(host.path().join(".compute-lock")).expect("lock file");
+    lock.lock().expect("lock");
+    let task = tokio::spawn({
+        let compute = std::sync::Arc::clone(&compute);
+        let ns = ns.clone();
+        async move { compute.ensure_namespace(&ns).await }
+    });
+    // The session is up and the host waits for the lock.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(!task.is_finished());
+    // Dropping the call kills the ssh client (by its PID: kill_on_drop).
+    task.abort();
+    let _ = task.await;
+    // Within a few seconds the host has given up: releasing the lock now runs nothing.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    drop(lock);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        !host.path().join("namespaces").join(ns.id.as_str()).exists(),
+        "the abandoned operation did not run"
+    );
+    // The next operation takes the lock at once.
+    let started = std::time::Instant::now();
+    compute.ensure_namespace(&ns).await.expect("ensure");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert!(host.path().join("namespaces").join(ns.id.as_str()).exists());
+}

@@ -495,7 +495,11 @@ async fn run(request: HostRequest, setup_program: PathBuf) -> Result<HostValue, 
             "occ compute-host runs as root (it creates one Unix user per Agent)",
         ));
     }
-    let supervision = supervision(&settings, &Systemctl::default()).await?;
+    // Reading the gateway's port and token does not involve the supervisor.
+    let supervision = match operation {
+        HostOp::GatewayAccess { .. } => Supervision::Detached,
+        _ => supervision(&settings, &Systemctl::default()).await?,
+    };
     tracing::debug!(
         systemd = matches!(supervision, Supervision::Systemd(_)),
         "supervisor"

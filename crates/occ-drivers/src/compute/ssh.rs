@@ -28,8 +28,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 use super::host::{
-    HostOp, HostReply, HostRequest, HostSettings, HostValue, OCC_VERSION, WireSetup, WireVersion,
-    safe_path,
+    HostOp, HostReply, HostRequest, HostSettings, HostValue, WireSetup, WireVersion, safe_path,
 };
 use super::{
     AgentTarget, Compute, ComputeError, ComputeSelection, Convergence, GatewayAccess,
@@ -613,6 +612,7 @@ impl Compute for SshCompute {
 mod tests {
     use super::*;
     use crate::compute::FailureClass;
+    use crate::compute::host::OCC_VERSION;
     use crate::compute::process::GatewayBind;
 
     fn host() -> SshHost {
