@@ -971,15 +971,15 @@ mod tests {
         assert_eq!(b.systemd_unit_dir, PathBuf::from("/etc/systemd/occ"));
         assert_eq!(ssh.supervisor, SupervisorChoice::Auto, "the default host's");
         for (bad, named) in [
-            (
-                &format!("  {ns}:\n    address: b\n    supervisor: upstart\n"),
-                "supervisor",
-            ),
             ("  not-an-id:\n    address: b\n", "not-an-id"),
             (&format!("  {ns}:\n    port: 22\n"), "address"),
             (
                 &format!("  {ns}:\n    address: b\n    remote_root: rel\n"),
                 "remote_root",
+            ),
+            (
+                &format!("  {ns}:\n    address: b\n    supervisor: upstart\n"),
+                "supervisor",
             ),
         ] {
             std::fs::write(
