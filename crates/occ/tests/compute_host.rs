@@ -44,7 +44,16 @@ impl Drop for HostProcess {
 
 impl HostProcess {
     fn start(request: &[u8]) -> Self {
-        let mut child = Command::new(OCC)
+        Self::start_with_path(request, None)
+    }
+
+    /// With `path` as its `PATH` (where it finds `systemctl`).
+    fn start_with_path(request: &[u8], path: Option<&std::ffi::OsStr>) -> Self {
+        let mut cmd = Command::new(OCC);
+        if let Some(path) = path {
+            cmd.env("PATH", path);
+        }
+        let mut child = cmd
             .arg("compute-host")
             .env("OCC_LOG", "warn")
             .stdin(Stdio::piped())
@@ -112,6 +121,12 @@ impl Root {
             dir: tempfile::tempdir().expect("root"),
         }
     }
+    /// Outside /tmp (systemd units refuse roots their hardening would hide).
+    fn outside_tmp() -> Self {
+        Self {
+            dir: tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("root"),
+        }
+    }
     fn path(&self) -> &Path {
         self.dir.path()
     }
@@ -132,10 +147,16 @@ impl Root {
 
 impl Drop for Root {
     fn drop(&mut self) {
-        let Ok(entries) = std::fs::read_dir(self.path().join("accounts")) else {
-            return;
-        };
-        for entry in entries.flatten() {
+        let markers = [
+            self.path().join("accounts"),
+            self.path().join("compute/accounts"),
+        ];
+        for entry in markers
+            .iter()
+            .filter_map(|dir| std::fs::read_dir(dir).ok())
+            .flatten()
+            .flatten()
+        {
             if let Some(name) = entry
                 .file_name()
                 .to_str()
@@ -342,4 +363,405 @@ fn the_host_deadline_abandons_an_operation() {
     drop(lock);
     std::thread::sleep(Duration::from_millis(300));
     assert!(!namespace_dir(root.path(), &ns).exists());
+}
+
+/// systemd as far as this machine allows (it runs no systemd): a fake `systemctl`, first on the
+/// `PATH` of `occ compute-host`, logs each call and answers `is-active` from a state file
+/// (`restart` and `stop` return once their job is done, as systemd's do); a
+/// thread of the test plays the service manager for `restart` and `stop` by reading the unit
+/// file the Driver wrote and running its `ExecStartPre` and `ExecStart` lines as its `User=`,
+/// in its `WorkingDirectory=`, with exactly its `Environment=` and `EnvironmentFile=`
+/// variables. This proves the unit's command lines and environment start a real gateway that
+/// answers with the Agent's token and that the workspace check passes as the Agent's user; it
+/// does not prove the sandboxing directives (systemd is not there to apply them).
+struct FakeSystemd {
+    dir: PathBuf,
+    units: PathBuf,
+    stop: Arc<AtomicBool>,
+    events: Arc<Mutex<Vec<String>>>,
+    gateway: Arc<Mutex<Option<Child>>>,
+    player: Option<std::thread::JoinHandle<()>>,
+}
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+impl FakeSystemd {
+    fn start(dir: PathBuf, units: PathBuf) -> Self {
+        use std::os::unix::fs::PermissionsExt as _;
+        let bin = dir.join("bin");
+        std::fs::create_dir_all(&bin).expect("bin");
+        std::fs::create_dir_all(&units).expect("units");
+        let script = bin.join("systemctl");
+        std::fs::write(
+            &script,
+            format!(
+                "#!/bin/sh\n\
+                 echo \"$*\" >>{calls}\n\
+                 case \"$1\" in\n\
+                 is-active) cat {state} ;;\n\
+                 restart|stop)\n\
+                   # Like systemd, return once the job is done (the test's thread does it).\n\
+                   echo pending >{state}\n\
+                   n=0; while [ \"$(cat {state})\" = pending ] && [ $n -lt 1200 ]; do sleep 0.1; n=$((n+1)); done ;;\n\
+                 esac\n\
+                 exit 0\n",
+                calls = dir.join("calls").display(),
+                state = dir.join("state").display()
+            ),
+        )
+        .expect("systemctl");
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        std::fs::write(dir.join("state"), "inactive\n").expect("state");
+        let stop = Arc::new(AtomicBool::new(false));
+        let events = Arc::new(Mutex::new(Vec::new()));
+        let gateway = Arc::new(Mutex::new(None));
+        let player = std::thread::spawn({
+            let (dir, units) = (dir.clone(), units.clone());
+            let (stop, events, gateway) = (stop.clone(), events.clone(), gateway.clone());
+            move || play(&dir, &units, &stop, &events, &gateway)
+        });
+        Self {
+            dir,
+            units,
+            stop,
+            events,
+            gateway,
+            player: Some(player),
+        }
+    }
+
+    fn path_env(&self) -> std::ffi::OsString {
+        let rest = std::env::var_os("PATH").unwrap_or_default();
+        std::env::join_paths(
+            std::iter::once(self.dir.join("bin")).chain(std::env::split_paths(&rest)),
+        )
+        .expect("PATH")
+    }
+
+    /// The calls so far, without the probes (`--version`, `is-active`), whose number depends on
+    /// timing.
+    fn calls(&self) -> Vec<String> {
+        std::fs::read_to_string(self.dir.join("calls"))
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| *l != "--version" && !l.starts_with("is-active "))
+            .map(str::to_owned)
+            .collect()
+    }
+
+    fn events(&self) -> Vec<String> {
+        self.events.lock().expect("events").clone()
+    }
+
+    fn gateway_pid(&self) -> Option<u32> {
+        self.gateway
+            .lock()
+            .expect("gateway")
+            .as_ref()
+            .map(Child::id)
+    }
+}
+
+impl Drop for FakeSystemd {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(player) = self.player.take() {
+            let _ = player.join();
+        }
+        kill_gateway(&self.gateway);
+    }
+}
+
+fn kill_gateway(gateway: &Mutex<Option<Child>>) {
+    if let Some(mut child) = gateway.lock().expect("gateway").take() {
+        if let Some(pid) = i32::try_from(child.id())
+            .ok()
+            .and_then(rustix::process::Pid::from_raw)
+        {
+            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+        }
+        let _ = child.wait();
+    }
+}
+
+fn id_of(flag: &str, user: &str) -> u32 {
+    let out = Command::new("id").args([flag, user]).output().expect("id");
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .expect("numeric id")
+}
+
+/// Plays systemd for `restart` and `stop` calls, in order.
+fn play(
+    dir: &Path,
+    units: &Path,
+    stop: &AtomicBool,
+    events: &Mutex<Vec<String>>,
+    gateway: &Mutex<Option<Child>>,
+) {
+    use std::os::unix::process::CommandExt as _;
+    let mut seen = 0;
+    while !stop.load(Ordering::SeqCst) {
+        let calls = std::fs::read_to_string(dir.join("calls")).unwrap_or_default();
+        let lines: Vec<&str> = calls.lines().collect();
+        for line in &lines[seen..] {
+            if let Some(unit) = line.strip_prefix("stop ") {
+                kill_gateway(gateway);
+                std::fs::write(dir.join("state"), "inactive\n").expect("state");
+                events
+                    .lock()
+                    .expect("events")
+                    .push(format!("stopped {unit}"));
+            }
+            let Some(unit) = line.strip_prefix("restart ") else {
+                continue;
+            };
+            kill_gateway(gateway);
+            let text = std::fs::read_to_string(units.join(unit)).expect("unit file");
+            let mut env: Vec<(String, String)> = Vec::new();
+            let (mut user, mut cwd, mut pre, mut start) = (None, None, None, None);
+            for l in text.lines() {
+                let Some((key, value)) = l.split_once('=') else {
+                    continue;
+                };
+                match key {
+                    "User" => user = Some(value.to_owned()),
+                    "WorkingDirectory" => cwd = Some(value.to_owned()),
+                    "Environment" => {
+                        let (k, v) = value.split_once('=').expect("K=V");
+                        env.push((k.into(), v.into()));
+                    }
+                    "EnvironmentFile" => {
+                        for e in std::fs::read_to_string(value)
+                            .expect("EnvironmentFile")
+                            .lines()
+                        {
+                            let (k, v) = e.split_once('=').expect("K=V");
+                            env.push((k.into(), v.into()));
+                        }
+                    }
+                    "ExecStartPre" => pre = Some(value.to_owned()),
+                    "ExecStart" => start = Some(value.to_owned()),
+                    _ => {}
+                }
+            }
+            let user = user.expect("User=");
+            let (uid, gid) = (id_of("-u", &user), id_of("-g", &user));
+            let log = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(dir.join("service.log"))
+                .expect("log");
+            let command = |line: &str| {
+                let mut words = line.split_whitespace();
+                let mut cmd = Command::new(words.next().expect("program"));
+                cmd.args(words)
+                    .env_clear()
+                    .envs(env.iter().map(|(k, v)| (k, v)))
+                    .current_dir(cwd.as_deref().expect("WorkingDirectory="))
+                    .uid(uid)
+                    .gid(gid)
+                    .stdin(Stdio::null())
+                    .stdout(log.try_clone().expect("log"))
+                    .stderr(log.try_clone().expect("log"));
+                cmd
+            };
+            if let Some(pre) = &pre {
+                let status = command(pre).status().expect("ExecStartPre");
+                events
+                    .lock()
+                    .expect("events")
+                    .push(format!("ExecStartPre {status}"));
+                if !status.success() {
+                    std::fs::write(dir.join("state"), "failed\n").expect("state");
+                    continue;
+                }
+            }
+            let child = command(&start.expect("ExecStart="))
+                .process_group(0)
+                .spawn()
+                .expect("ExecStart");
+            events
+                .lock()
+                .expect("events")
+                .push(format!("started {unit} as {uid}"));
+            *gateway.lock().expect("gateway") = Some(child);
+            std::fs::write(dir.join("state"), "active\n").expect("state");
+        }
+        seen = lines.len();
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn uid_of_process(pid: u32) -> u32 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|u| u.parse().ok())
+        .expect("Uid")
+}
+
+#[test]
+fn a_gateway_runs_from_its_systemd_unit() {
+    use occ_core::resource::{WorkspaceFileName, WorkspaceSetup};
+    use occ_drivers::compute::account::account_name;
+    use occ_drivers::compute::host::WireSetup;
+    use occ_drivers::compute::systemd::unit_name;
+    use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+
+    occ_testkit::runtime::shared_runtime();
+    let runtime = occ_testkit::runtime::runtime_root();
+    let root = Root::outside_tmp();
+    let fake = FakeSystemd::start(root.path().join("fake"), root.path().join("units"));
+    let path = fake.path_env();
+    let mut settings = settings(&root.path().join("compute"), &runtime);
+    settings.supervisor = SupervisorChoice::Systemd;
+    settings.systemd_unit_dir = fake.units.clone();
+    settings.port_start = 29955;
+    settings.ready_timeout_ms = 180_000;
+    let run = |operation: HostOp| {
+        let (out, _) = HostProcess::start_with_path(
+            &bytes(&request(settings.clone(), operation)),
+            Some(&path),
+        )
+        .finish();
+        match reply_of(&out) {
+            HostReply::Ok { value } => value,
+            HostReply::Failed { error } => panic!(
+                "{error}\nevents: {:?}\nservice log: {}",
+                fake.events(),
+                std::fs::read_to_string(fake.dir.join("service.log")).unwrap_or_default()
+            ),
+        }
+    };
+    let (ns, agent) = targets();
+    let placeholder = SshCompute::new(SshSettings {
+        host: SshHost {
+            address: "127.0.0.1".into(),
+            port: 22,
+            user: "root".into(),
+            identity_file: "/nonexistent/id".into(),
+            known_hosts_file: "/nonexistent/known_hosts".into(),
+            remote_occ: OCC.into(),
+            gateway_address: None,
+            host: settings.clone(),
+        },
+        namespace_hosts: std::collections::BTreeMap::new(),
+        connect_timeout: Duration::from_secs(1),
+        operation_timeout: Duration::from_secs(60),
+        maintenance_interval: None,
+    })
+    .expect("selection");
+    let rev = Box::new(revision(&placeholder, &agent, 1, document("gpt-5")));
+    let setup = WireSetup::from(&WorkspaceSetup {
+        id: "wss_systemd".into(),
+        namespace_id: agent.namespace_id.clone(),
+        agent_id: agent.agent_id.clone(),
+        defaults_id: Some(occ_drivers::workspace_setup::STOCK_DEFAULTS_ID.into()),
+        files: Some(
+            [(
+                WorkspaceFileName::User,
+                "# USER.md\n\nFrom the unit test.\n".into(),
+            )]
+            .into(),
+        ),
+        completed: false,
+    });
+    run(HostOp::EnsureNamespace {
+        namespace: ns.clone(),
+    });
+    assert!(matches!(
+        run(HostOp::PrepareRevision {
+            revision: rev.clone(),
+            workspace_setup: Some(setup.clone()),
+        }),
+        HostValue::Readiness { ready: true, .. }
+    ));
+    let activate = HostOp::ActivateRevision {
+        revision: rev.clone(),
+        workspace_setup: Some(setup),
+    };
+    assert_eq!(run(activate.clone()), HostValue::Done);
+
+    let unit = unit_name(agent.agent_id.as_str());
+    let user = account_name(PREFIX, agent.namespace_id.as_str(), agent.agent_id.as_str());
+    let agent_dir = settings
+        .root
+        .join("namespaces")
+        .join(agent.namespace_id.as_str())
+        .join("agents")
+        .join(agent.agent_id.as_str());
+    // The unit ran the workspace check, then the gateway as the Agent's user.
+    let events = fake.events();
+    assert_eq!(events.len(), 2, "{events:?}");
+    assert!(
+        events[0].starts_with("ExecStartPre exit status: 0"),
+        "{events:?}"
+    );
+    let uid = id_of("-u", &user);
+    assert_eq!(uid_of_process(fake.gateway_pid().expect("gateway")), uid);
+    // The token is in the root-only environment file, never in the unit.
+    let token = std::fs::read_to_string(agent_dir.join("gateway-token")).expect("token");
+    let text = std::fs::read_to_string(fake.units.join(&unit)).expect("unit");
+    assert!(!text.contains(&token));
+    let meta = std::fs::metadata(fake.units.join(&unit)).expect("unit");
+    assert_eq!(meta.permissions().mode() & 0o777, 0o644);
+    let env_file = std::fs::metadata(agent_dir.join("gateway-token.env")).expect("env file");
+    assert_eq!(
+        (env_file.uid(), env_file.permissions().mode() & 0o777),
+        (0, 0o600)
+    );
+    let check = std::fs::metadata(agent_dir.join("workspace-setup.json")).expect("check input");
+    assert_eq!(
+        (check.uid(), check.gid(), check.permissions().mode() & 0o777),
+        (0, id_of("-g", &user), 0o640)
+    );
+    assert_eq!(
+        run(HostOp::Observe {
+            revision: rev.clone()
+        }),
+        HostValue::Runtime {
+            state: "serving".into()
+        }
+    );
+    // Activating the serving revision again changes nothing: no reload, no restart.
+    assert_eq!(run(activate), HostValue::Done);
+    assert_eq!(fake.events().len(), 2);
+    run(HostOp::StopRevision {
+        revision: rev.clone(),
+    });
+    assert!(fake.gateway_pid().is_none(), "stopped");
+    assert!(fake.units.join(&unit).exists(), "stop keeps the unit file");
+    run(HostOp::DeleteAgent {
+        agent: agent.clone(),
+    });
+    assert!(!fake.units.join(&unit).exists());
+    assert!(!agent_dir.exists());
+    assert!(
+        !Command::new("getent")
+            .args(["passwd", &user])
+            .output()
+            .expect("getent")
+            .status
+            .success(),
+        "the account is gone"
+    );
+    assert_eq!(
+        fake.calls(),
+        [
+            "daemon-reload".to_owned(),
+            format!("enable {unit}"),
+            format!("restart {unit}"),
+            format!("enable {unit}"),
+            format!("stop {unit}"),
+            format!("disable {unit}"),
+            format!("stop {unit}"),
+            format!("disable {unit}"),
+            "daemon-reload".into(),
+        ]
+    );
 }
