@@ -527,6 +527,8 @@ async fn deploy_files_redeploy_stop_resume_through_the_api() {
         ("OCC_SSH_REMOTE_RUNTIME", runtime.display().to_string()),
         ("OCC_SSH_PORT_RANGE", "29940-29949".to_owned()),
         ("OCC_SSH_ACCOUNT_PREFIX", PREFIX.to_owned()),
+        // Detached gateways, whatever the machine runs (auto would pick systemd where it runs).
+        ("OCC_SSH_SUPERVISOR", "detached".to_owned()),
         ("OCC_WORKER_MAX_ATTEMPTS", "10".to_owned()),
     ];
     let s = support::Stack::start_with(occ_store::Backend::Sqlite, "29940-29949", &extra).await;
