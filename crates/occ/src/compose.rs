@@ -243,6 +243,8 @@ fn ssh_host(ssh: &SshComputeSettings) -> SshHost {
             ready_timeout_ms: millis(GATEWAY_READY_TIMEOUT),
             stop_timeout_ms: millis(GATEWAY_STOP_TIMEOUT),
             lock_timeout_ms: millis(SSH_LOCK_TIMEOUT),
+            supervisor: ssh.supervisor,
+            systemd_unit_dir: ssh.systemd_unit_dir.clone(),
         },
     }
 }

@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, anyhow, bail};
 use occ_controller::worker::WorkerSettings;
+use occ_drivers::compute::host::SupervisorChoice;
 use occ_store::Backend;
 use serde::Deserialize;
 
@@ -52,6 +53,8 @@ pub struct FileSettings {
     ssh_gateway_bind: Option<String>,
     ssh_gateway_address: Option<String>,
     ssh_account_prefix: Option<String>,
+    ssh_supervisor: Option<String>,
+    ssh_systemd_unit_dir: Option<PathBuf>,
     ssh_namespace_hosts: Option<BTreeMap<String, NamespaceHostSetting>>,
     maintenance_interval_ms: Option<u64>,
     auth_base_url: Option<String>,
@@ -83,6 +86,8 @@ pub struct NamespaceHostSetting {
     remote_runtime: Option<PathBuf>,
     port_range: Option<String>,
     gateway_address: Option<String>,
+    supervisor: Option<String>,
+    systemd_unit_dir: Option<PathBuf>,
 }
 
 /// A configured Backend.
@@ -142,6 +147,12 @@ pub struct SshComputeSettings {
     pub gateway_address: Option<String>,
     /// `OCC_SSH_ACCOUNT_PREFIX` (`occ-agent`): prefix of the per-Agent Unix accounts.
     pub account_prefix: String,
+    /// `OCC_SSH_SUPERVISOR` (`auto`): how gateways are supervised on the host — `systemd` (one
+    /// unit per Agent), `detached` (a detached process group, restarted by the maintenance
+    /// pass) or `auto` (systemd where it runs).
+    pub supervisor: SupervisorChoice,
+    /// `OCC_SSH_SYSTEMD_UNIT_DIR` (`/etc/systemd/system`): where the units are written.
+    pub systemd_unit_dir: PathBuf,
     /// YAML `ssh_namespace_hosts`: other hosts for particular Namespaces (by Namespace id), each
     /// complete (unset fields taken from the default host above; never nested further).
     pub namespace_hosts: BTreeMap<String, SshComputeSettings>,
@@ -573,6 +584,17 @@ fn ssh_settings(env: Env<'_>, file: &mut FileSettings) -> anyhow::Result<SshComp
         gateway_address: pick("OCC_SSH_GATEWAY_ADDRESS", file.ssh_gateway_address.take()),
         account_prefix: pick("OCC_SSH_ACCOUNT_PREFIX", file.ssh_account_prefix.take())
             .unwrap_or_else(|| "occ-agent".into()),
+        supervisor: match pick("OCC_SSH_SUPERVISOR", file.ssh_supervisor.take()) {
+            Some(text) => text
+                .parse()
+                .map_err(|e| anyhow!("OCC_SSH_SUPERVISOR: {e}"))?,
+            None => SupervisorChoice::Auto,
+        },
+        systemd_unit_dir: path(
+            "OCC_SSH_SYSTEMD_UNIT_DIR",
+            file.ssh_systemd_unit_dir.take(),
+            Some("/etc/systemd/system"),
+        )?,
         namespace_hosts: BTreeMap::new(),
     };
     let mut hosts = BTreeMap::new();
@@ -619,6 +641,17 @@ fn ssh_settings(env: Env<'_>, file: &mut FileSettings) -> anyhow::Result<SshComp
             bind_lan: default.bind_lan,
             gateway_address: entry.gateway_address,
             account_prefix: default.account_prefix.clone(),
+            supervisor: match entry.supervisor {
+                Some(text) => text
+                    .parse()
+                    .map_err(|e| anyhow!("{name}.supervisor: {e}"))?,
+                None => default.supervisor,
+            },
+            systemd_unit_dir: absolute(
+                "systemd_unit_dir",
+                entry.systemd_unit_dir,
+                &default.systemd_unit_dir,
+            )?,
             namespace_hosts: BTreeMap::new(),
         };
         hosts.insert(ns, host);
@@ -910,6 +943,19 @@ mod tests {
         assert_eq!(ssh.port_range, 28000..=28999);
         assert_eq!(ssh.connect_timeout, Duration::from_secs(10));
         assert_eq!(ssh.account_prefix, "occ-agent");
+        assert_eq!(ssh.supervisor, SupervisorChoice::Auto);
+        assert_eq!(ssh.systemd_unit_dir, PathBuf::from("/etc/systemd/system"));
+        let mut env = base.to_vec();
+        env.push(("OCC_SSH_SUPERVISOR", "detached"));
+        env.push(("OCC_SSH_SYSTEMD_UNIT_DIR", "/run/systemd/system"));
+        let ssh = WorkerProcessSettings::load(&env_of(&env))
+            .unwrap()
+            .platform
+            .compute
+            .ssh
+            .expect("ssh settings");
+        assert_eq!(ssh.supervisor, SupervisorChoice::Detached);
+        assert_eq!(ssh.systemd_unit_dir, PathBuf::from("/run/systemd/system"));
         for missing in [
             "OCC_SSH_ADDRESS",
             "OCC_SSH_IDENTITY_FILE",
@@ -929,6 +975,8 @@ mod tests {
             ("OCC_SSH_PORT_RANGE", "80-90"),
             ("OCC_SSH_GATEWAY_BIND", "tailnet"),
             ("OCC_SSH_CONNECT_TIMEOUT_SECONDS", "0"),
+            ("OCC_SSH_SUPERVISOR", "runit"),
+            ("OCC_SSH_SYSTEMD_UNIT_DIR", "units"),
         ] {
             let mut env = base.to_vec();
             env.push((name, value));
@@ -1150,7 +1198,8 @@ mod tests {
                 "database_url: sqlite:///tmp/f.db\ndata_dir: /tmp/d\ncompute_driver: ssh\n\
                  ssh_address: a.example.com\nssh_identity_file: /etc/occ/id\n\
                  ssh_known_hosts_file: /etc/occ/known_hosts\nssh_namespace_hosts:\n  {ns}:\n    \
-                 address: b.example.com\n    port: 2222\n    port_range: 30000-30099\n"
+                 address: b.example.com\n    port: 2222\n    port_range: 30000-30099\n    \
+                 supervisor: systemd\n    systemd_unit_dir: /etc/systemd/occ\n"
             ),
         )
         .unwrap();
@@ -1163,12 +1212,19 @@ mod tests {
         assert_eq!(b.port_range, 30000..=30099);
         assert_eq!(b.identity_file, PathBuf::from("/etc/occ/id"), "inherited");
         assert!(b.namespace_hosts.is_empty());
+        assert_eq!(b.supervisor, SupervisorChoice::Systemd);
+        assert_eq!(b.systemd_unit_dir, PathBuf::from("/etc/systemd/occ"));
+        assert_eq!(ssh.supervisor, SupervisorChoice::Auto, "the default host's");
         for (bad, named) in [
             ("  not-an-id:\n    address: b\n", "not-an-id"),
             (&format!("  {ns}:\n    port: 22\n"), "address"),
             (
                 &format!("  {ns}:\n    address: b\n    remote_root: rel\n"),
                 "remote_root",
+            ),
+            (
+                &format!("  {ns}:\n    address: b\n    supervisor: upstart\n"),
+                "supervisor",
             ),
         ] {
             std::fs::write(

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use occ_core::resource::{WorkspaceFileName, WorkspaceSetup};
 use occ_drivers::compute::account::account_name;
-use occ_drivers::compute::host::HostSettings;
+use occ_drivers::compute::host::{HostSettings, SupervisorChoice, default_unit_dir};
 use occ_drivers::compute::process::{GatewayBind, recorded_gateways};
 use occ_drivers::compute::ssh::{SshCompute, SshHost, SshSettings};
 use occ_drivers::compute::{
@@ -128,6 +128,9 @@ fn driver(
                 ready_timeout_ms: 180_000,
                 stop_timeout_ms: 15_000,
                 lock_timeout_ms: 60_000,
+                // The sshd tests run the gateways detached, whatever the host runs.
+                supervisor: SupervisorChoice::Detached,
+                systemd_unit_dir: default_unit_dir(),
             },
         },
         namespace_hosts: std::collections::BTreeMap::new(),
@@ -524,6 +527,8 @@ async fn deploy_files_redeploy_stop_resume_through_the_api() {
         ("OCC_SSH_REMOTE_RUNTIME", runtime.display().to_string()),
         ("OCC_SSH_PORT_RANGE", "29940-29949".to_owned()),
         ("OCC_SSH_ACCOUNT_PREFIX", PREFIX.to_owned()),
+        // Detached gateways, whatever the machine runs (auto would pick systemd where it runs).
+        ("OCC_SSH_SUPERVISOR", "detached".to_owned()),
         ("OCC_WORKER_MAX_ATTEMPTS", "10".to_owned()),
     ];
     let s = support::Stack::start_with(occ_store::Backend::Sqlite, "29940-29949", &extra).await;
@@ -733,4 +738,48 @@ async fn namespaces_go_to_their_hosts() {
         compute.delete_namespace(ns).await.expect("delete");
     }
     assert!(!on(&host_a, &ns_default) && !on(&host_b, &ns_mapped));
+}
+
+/// occ's `ssh` client killed mid-operation (the Driver gave up, or occ died): sshd does not
+/// signal the remote `occ compute-host`, but its next heartbeat write fails, so it abandons the
+/// operation instead of running it later, holding the host lock, for nobody. The operation is
+/// kept waiting by the host lock, which the test holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_ssh_client_abandons_the_operation_on_the_host() {
+    let sshd = Sshd::start().await;
+    let host = Host::new();
+    let compute = std::sync::Arc::new(driver(
+        &sshd,
+        &host,
+        Path::new("/opt/occ-test-no-runtime"),
+        (29920, 29929),
+        sshd.known_hosts(),
+    ));
+    let (ns, _) = targets();
+    let lock = std::fs::File::create(host.path().join(".compute-lock")).expect("lock file");
+    lock.lock().expect("lock");
+    let task = tokio::spawn({
+        let compute = std::sync::Arc::clone(&compute);
+        let ns = ns.clone();
+        async move { compute.ensure_namespace(&ns).await }
+    });
+    // The session is up and the host waits for the lock.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(!task.is_finished());
+    // Dropping the call kills the ssh client (by its PID: kill_on_drop).
+    task.abort();
+    let _ = task.await;
+    // Within a few seconds the host has given up: releasing the lock now runs nothing.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    drop(lock);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        !host.path().join("namespaces").join(ns.id.as_str()).exists(),
+        "the abandoned operation did not run"
+    );
+    // The next operation takes the lock at once.
+    let started = std::time::Instant::now();
+    compute.ensure_namespace(&ns).await.expect("ensure");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert!(host.path().join("namespaces").join(ns.id.as_str()).exists());
 }

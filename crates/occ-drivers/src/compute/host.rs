@@ -19,7 +19,10 @@ use occ_core::resource::{WorkspaceFileName, WorkspaceSetup};
 use occ_core::{AgentId, NamespaceId};
 use serde::{Deserialize, Serialize};
 
-use super::process::{AccountSettings, GatewayBind, HostOptions, ProcessCompute, ProcessSettings};
+use super::process::{
+    AccountSettings, GatewayBind, HostOptions, ProcessCompute, ProcessSettings, Supervision,
+};
+use super::systemd::{Systemctl, SystemdSupervision, hidden_by_hardening};
 use super::{
     AgentTarget, Compute, ComputeError, ComputeSelection, Convergence, NamespaceTarget, Readiness,
     RevisionContext, RevisionTarget, RuntimeState,
@@ -27,6 +30,74 @@ use super::{
 
 /// Largest request `occ compute-host` reads (the staged workspace files are the bulk).
 pub const REQUEST_MAX_BYTES: u64 = 1024 * 1024;
+
+/// The version of the request/reply format between the SSH Driver and `occ compute-host`. The
+/// format is internal: the host's `occ` must be the same build as the controller's, so both this
+/// number and the occ version ([`OCC_VERSION`]) must match ([`check_version`]).
+pub const WIRE_PROTOCOL: u32 = 1;
+
+/// This build's occ version.
+pub const OCC_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// How long `occ compute-host` lets an operation run when the request does not say.
+pub const DEFAULT_DEADLINE_MS: u64 = 170_000;
+
+/// The sender's build, carried by every request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WireVersion {
+    /// The occ version (`CARGO_PKG_VERSION`).
+    pub occ: String,
+    /// [`WIRE_PROTOCOL`].
+    pub protocol: u32,
+}
+
+impl WireVersion {
+    /// This build's version.
+    pub fn current() -> Self {
+        Self {
+            occ: OCC_VERSION.to_owned(),
+            protocol: WIRE_PROTOCOL,
+        }
+    }
+}
+
+impl std::fmt::Display for WireVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "occ {} (wire protocol {})", self.occ, self.protocol)
+    }
+}
+
+/// How gateways are supervised on a host.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SupervisorChoice {
+    /// systemd where it runs (`/run/systemd/system` exists and `systemctl --version` works),
+    /// the detached supervisor elsewhere.
+    #[default]
+    Auto,
+    /// One systemd unit per Agent (refused where `systemctl --version` fails).
+    Systemd,
+    /// A detached process group per gateway, restarted by the worker's maintenance pass.
+    Detached,
+}
+
+impl std::str::FromStr for SupervisorChoice {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "auto" => Ok(Self::Auto),
+            "systemd" => Ok(Self::Systemd),
+            "detached" => Ok(Self::Detached),
+            other => Err(format!("{other:?} is not auto, systemd or detached")),
+        }
+    }
+}
+
+/// The default directory of the per-Agent systemd units.
+pub fn default_unit_dir() -> PathBuf {
+    PathBuf::from("/etc/systemd/system")
+}
 
 /// The host settings, chosen by the operator for the host and sent with every operation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -50,6 +121,12 @@ pub struct HostSettings {
     pub stop_timeout_ms: u64,
     /// How long an operation waits for the host lock, in milliseconds.
     pub lock_timeout_ms: u64,
+    /// How gateways are supervised.
+    #[serde(default)]
+    pub supervisor: SupervisorChoice,
+    /// Where the per-Agent systemd units are written (systemd supervision).
+    #[serde(default = "default_unit_dir")]
+    pub systemd_unit_dir: PathBuf,
 }
 
 impl HostSettings {
@@ -60,7 +137,11 @@ impl HostSettings {
 
     /// Why these settings cannot be used, if they cannot.
     pub fn problem(&self) -> Option<String> {
-        for (name, path) in [("root", &self.root), ("runtime root", &self.runtime_root)] {
+        for (name, path) in [
+            ("root", &self.root),
+            ("runtime root", &self.runtime_root),
+            ("systemd unit directory", &self.systemd_unit_dir),
+        ] {
             if !safe_path(path) {
                 return Some(format!(
                     "the host {name} {} must be absolute, without whitespace, quotes or `..`",
@@ -244,12 +325,69 @@ impl HostOp {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HostRequest {
+    /// The sender's build: the host refuses any other ([`check_version`]).
+    pub version: WireVersion,
+    /// How long the host lets the operation run before it abandons it (below the Driver's own
+    /// bound, so the host gives up first and says so).
+    #[serde(default = "default_deadline_ms")]
+    pub deadline_ms: u64,
     /// The host settings.
     pub settings: HostSettings,
     /// The Driver's identity, recorded in (and checked against) the host's markers.
     pub driver_id: String,
     /// The operation.
     pub operation: HostOp,
+}
+
+fn default_deadline_ms() -> u64 {
+    DEFAULT_DEADLINE_MS
+}
+
+/// Refuses a request from another build (permanent `HOST_VERSION_MISMATCH`, naming both
+/// versions). `request` is the request as parsed JSON, before its fields are read, so a
+/// request of any other format is refused by version first.
+pub fn check_version(request: &serde_json::Value) -> Result<(), ComputeError> {
+    let ours = WireVersion::current();
+    let theirs = request
+        .get("version")
+        .cloned()
+        .and_then(|v| serde_json::from_value::<WireVersion>(v).ok());
+    match theirs {
+        Some(theirs) if theirs == ours => Ok(()),
+        Some(theirs) => Err(ComputeError::permanent(
+            "HOST_VERSION_MISMATCH",
+            format!(
+                "the controller runs {theirs} and this host runs {ours}: install the controller's \
+                 occ build on the host"
+            ),
+        )),
+        None => Err(ComputeError::permanent(
+            "HOST_VERSION_MISMATCH",
+            format!(
+                "the controller's request carries no version (an occ older than this host's \
+                 {ours}): install the controller's occ build on the host"
+            ),
+        )),
+    }
+}
+
+/// Reads a request: not JSON is `HOST_REQUEST_INVALID`; another build's request is
+/// `HOST_VERSION_MISMATCH` ([`check_version`]), before anything else is read; a request of this
+/// build that does not parse is `HOST_REQUEST_INVALID`. All permanent.
+pub fn parse_request(bytes: &[u8]) -> Result<HostRequest, ComputeError> {
+    let value: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| {
+        ComputeError::permanent(
+            "HOST_REQUEST_INVALID",
+            format!("the request is not JSON: {e}"),
+        )
+    })?;
+    check_version(&value)?;
+    serde_json::from_value(value).map_err(|e| {
+        ComputeError::permanent(
+            "HOST_REQUEST_INVALID",
+            format!("the host's occ cannot read the request: {e}"),
+        )
+    })
 }
 
 /// The outcome of a successful operation (`Debug` never prints the token).
@@ -342,6 +480,8 @@ pub async fn execute(request: HostRequest, setup_program: PathBuf) -> HostReply 
 
 async fn run(request: HostRequest, setup_program: PathBuf) -> Result<HostValue, ComputeError> {
     let HostRequest {
+        version: _,
+        deadline_ms: _,
         settings,
         driver_id,
         operation,
@@ -355,6 +495,15 @@ async fn run(request: HostRequest, setup_program: PathBuf) -> Result<HostValue, 
             "occ compute-host runs as root (it creates one Unix user per Agent)",
         ));
     }
+    // Reading the gateway's port and token does not involve the supervisor.
+    let supervision = match operation {
+        HostOp::GatewayAccess { .. } => Supervision::Detached,
+        _ => supervision(&settings, &Systemctl::default()).await?,
+    };
+    tracing::debug!(
+        systemd = matches!(supervision, Supervision::Systemd(_)),
+        "supervisor"
+    );
     let compute = ProcessCompute::for_host(
         ProcessSettings {
             root: settings.root.clone(),
@@ -371,6 +520,7 @@ async fn run(request: HostRequest, setup_program: PathBuf) -> Result<HostValue, 
                 prefix: settings.account_prefix.clone(),
                 setup_program,
             }),
+            supervision,
         },
     )?;
     // Reads do not wait behind a long activation (the process Driver's reads are safe beside
@@ -455,6 +605,51 @@ async fn run(request: HostRequest, setup_program: PathBuf) -> Result<HostValue, 
     })
 }
 
+/// The supervisor `settings` choose on this host: `auto` is systemd where it runs
+/// (`/run/systemd/system` exists and `systemctl --version` works), detached elsewhere; `systemd`
+/// needs a working `systemctl`. Under systemd the root and the runtime must not be where the
+/// units' hardening hides them.
+pub async fn supervision(
+    settings: &HostSettings,
+    systemctl: &Systemctl,
+) -> Result<Supervision, ComputeError> {
+    let systemd = match settings.supervisor {
+        SupervisorChoice::Detached => false,
+        SupervisorChoice::Auto => systemctl.systemd_runs().await,
+        SupervisorChoice::Systemd => {
+            if !systemctl.works().await {
+                return Err(ComputeError::permanent(
+                    "INVALID_HOST_SETTINGS",
+                    "systemd supervision is set but `systemctl --version` fails on the host",
+                ));
+            }
+            true
+        }
+    };
+    if !systemd {
+        return Ok(Supervision::Detached);
+    }
+    for (name, path) in [
+        ("root", &settings.root),
+        ("runtime root", &settings.runtime_root),
+    ] {
+        if hidden_by_hardening(path) {
+            return Err(ComputeError::permanent(
+                "INVALID_HOST_SETTINGS",
+                format!(
+                    "the host {name} {} is under /tmp, /var/tmp, /home, /root or /run/user, which \
+                     the gateway units hide (PrivateTmp, ProtectHome)",
+                    path.display()
+                ),
+            ));
+        }
+    }
+    Ok(Supervision::Systemd(SystemdSupervision {
+        unit_dir: settings.systemd_unit_dir.clone(),
+        systemctl: systemctl.clone(),
+    }))
+}
+
 /// The host-wide lock: an exclusive `flock` on `<root>/.compute-lock`, waited for up to
 /// `timeout` (then a transient `HOST_BUSY`).
 async fn host_lock(root: &Path, timeout: Duration) -> Result<std::fs::File, ComputeError> {
@@ -525,6 +720,49 @@ mod tests {
         host_lock(dir.path(), Duration::from_millis(300))
             .await
             .expect("free again");
+    }
+
+    #[test]
+    fn requests_of_another_build_are_refused_first() {
+        let err = parse_request(b"not json").expect_err("not json");
+        assert_eq!(
+            (err.class, err.code.as_str()),
+            (
+                super::super::FailureClass::Permanent,
+                "HOST_REQUEST_INVALID"
+            )
+        );
+        // Another build: refused by version whatever else the request holds.
+        let other = serde_json::json!({
+            "version": {"occ": "0.0.1", "protocol": WIRE_PROTOCOL},
+            "anything": "else"
+        });
+        let err = parse_request(other.to_string().as_bytes()).expect_err("other");
+        assert_eq!(err.code, "HOST_VERSION_MISMATCH");
+        assert!(err.message.contains("0.0.1") && err.message.contains(OCC_VERSION));
+        let newer =
+            serde_json::json!({"version": {"occ": OCC_VERSION, "protocol": WIRE_PROTOCOL + 1}});
+        assert_eq!(
+            parse_request(newer.to_string().as_bytes())
+                .expect_err("newer")
+                .code,
+            "HOST_VERSION_MISMATCH"
+        );
+        let none = serde_json::json!({"settings": {}});
+        assert_eq!(
+            parse_request(none.to_string().as_bytes())
+                .expect_err("none")
+                .code,
+            "HOST_VERSION_MISMATCH"
+        );
+        // This build, but not a request.
+        let same = serde_json::json!({"version": WireVersion::current(), "operation": 1});
+        assert_eq!(
+            parse_request(same.to_string().as_bytes())
+                .expect_err("bad")
+                .code,
+            "HOST_REQUEST_INVALID"
+        );
     }
 
     #[test]

@@ -26,6 +26,7 @@ pub mod account;
 pub mod host;
 pub mod process;
 pub mod ssh;
+pub mod systemd;
 
 pub use selection::ComputeSelection;
 

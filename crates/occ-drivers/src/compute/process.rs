@@ -49,6 +49,7 @@ use sha2::Digest as _;
 use tokio::sync::Mutex;
 
 use super::account::{self, Account};
+use super::systemd::{self, SetupCheck, SystemdSupervision, UnitSpec};
 use super::{
     AgentTarget, Compute, ComputeError, ComputeSelection, Convergence, GatewayAccess,
     NamespaceTarget, Readiness, RevisionContext, RevisionTarget, RuntimeState, SecretText,
@@ -105,6 +106,29 @@ pub struct AccountSettings {
     pub setup_program: PathBuf,
 }
 
+/// How gateways are supervised.
+#[derive(Debug, Clone)]
+pub enum Supervision {
+    /// Detached in their own process group, recorded in `gateway.json`; the worker's
+    /// maintenance pass restarts a crashed one.
+    Detached,
+    /// One systemd unit per Agent (needs per-Agent accounts and root).
+    Systemd(SystemdSupervision),
+}
+
+/// The variables every gateway gets besides its paths and token, under either supervisor.
+pub(crate) const GATEWAY_FIXED_ENV: [(&str, &str); 7] = [
+    ("OPENCLAW_DISABLE_BONJOUR", "1"),
+    ("OPENCLAW_EXEC_SHELL_SNAPSHOT", "0"),
+    ("OPENCLAW_NO_RESPAWN", "1"),
+    ("OPENCLAW_SKIP_CHANNELS", "1"),
+    ("OPENCLAW_NO_AUTO_UPDATE", "1"),
+    ("DO_NOT_TRACK", "1"),
+    // Gateways never install packages at run time: a plugin the configuration implies but
+    // the pinned runtime lacks fails fast instead of stalling startup on npm.
+    ("npm_config_offline", "true"),
+];
+
 /// How the layout is run beyond [`ProcessSettings`]: the identity recorded in markers, where
 /// gateways listen and whether Agents get their own accounts. The process Driver uses
 /// [`HostOptions::process`]; `occ compute-host` (the SSH Driver's host side) runs the same code
@@ -117,6 +141,8 @@ pub struct HostOptions {
     pub bind: GatewayBind,
     /// Per-Agent accounts (needs root), or none: every gateway runs as occ's own user.
     pub accounts: Option<AccountSettings>,
+    /// How gateways are supervised.
+    pub supervision: Supervision,
 }
 
 impl HostOptions {
@@ -126,6 +152,7 @@ impl HostOptions {
             selection: ComputeSelection::process(),
             bind: GatewayBind::Loopback,
             accounts: None,
+            supervision: Supervision::Detached,
         }
     }
 }
@@ -219,6 +246,12 @@ impl ProcessCompute {
     /// user reaches its own 0700 directory, and nothing else.
     pub fn for_host(settings: ProcessSettings, options: HostOptions) -> Result<Self, ComputeError> {
         create_dir(&settings.root)?;
+        if matches!(options.supervision, Supervision::Systemd(_)) && options.accounts.is_none() {
+            return Err(ComputeError::permanent(
+                "INVALID_HOST_SETTINGS",
+                "systemd supervision needs per-Agent accounts",
+            ));
+        }
         if let Some(accounts) = &options.accounts
             && !account::valid_prefix(&accounts.prefix)
         {
@@ -540,15 +573,7 @@ impl ProcessCompute {
             .env("OPENCLAW_STATE_DIR", agent_dir.join("state"))
             .env("OPENCLAW_CONFIG_PATH", &snapshot)
             .env("OPENCLAW_GATEWAY_TOKEN", token.expose())
-            .env("OPENCLAW_DISABLE_BONJOUR", "1")
-            .env("OPENCLAW_EXEC_SHELL_SNAPSHOT", "0")
-            .env("OPENCLAW_NO_RESPAWN", "1")
-            .env("OPENCLAW_SKIP_CHANNELS", "1")
-            .env("OPENCLAW_NO_AUTO_UPDATE", "1")
-            .env("DO_NOT_TRACK", "1")
-            // Gateways never install packages at run time: a plugin the configuration implies
-            // but the pinned runtime lacks fails fast instead of stalling startup on npm.
-            .env("npm_config_offline", "true")
+            .envs(GATEWAY_FIXED_ENV)
             .stdin(Stdio::null())
             .stdout(Stdio::from(log))
             .stderr(Stdio::from(log_err))
@@ -668,7 +693,15 @@ impl ProcessCompute {
     }
 
     /// Whether `rev`'s gateway runs and answers the handshake right now.
-    async fn serving(&self, agent_dir: &Path, rev: &RevisionId) -> Result<bool, ComputeError> {
+    async fn serving(
+        &self,
+        agent: &AgentTarget,
+        agent_dir: &Path,
+        rev: &RevisionId,
+    ) -> Result<bool, ComputeError> {
+        if let Some(sd) = self.systemd() {
+            return self.unit_serving(sd, agent, agent_dir, rev).await;
+        }
         let Some(record) = self.live_gateway(agent_dir)? else {
             return Ok(false);
         };
@@ -873,6 +906,9 @@ impl ProcessCompute {
     /// Stops and removes everything of one Agent directory (and its account).
     async fn remove_agent_dir(&self, dir: &Path) -> Result<(), ComputeError> {
         let marker = read_json::<AgentMarker>(&dir.join("agent.json"))?;
+        if let (Some(sd), Some(marker)) = (self.systemd(), &marker) {
+            sd.remove(&marker.namespace_id, &marker.agent_id).await?;
+        }
         self.stop_gateway(dir).await?;
         match std::fs::remove_dir_all(dir) {
             Ok(()) => {}
@@ -891,6 +927,194 @@ impl ProcessCompute {
         }
         Ok(())
     }
+}
+
+/// systemd supervision ([`Supervision::Systemd`]).
+impl ProcessCompute {
+    fn systemd(&self) -> Option<&SystemdSupervision> {
+        match &self.options.supervision {
+            Supervision::Systemd(sd) => Some(sd),
+            Supervision::Detached => None,
+        }
+    }
+
+    /// Whether `rev` is installed, was served, its unit is `active` and its gateway answers the
+    /// handshake right now.
+    async fn unit_serving(
+        &self,
+        sd: &SystemdSupervision,
+        agent: &AgentTarget,
+        agent_dir: &Path,
+        rev: &RevisionId,
+    ) -> Result<bool, ComputeError> {
+        if self.current(agent_dir)?.as_deref() != Some(rev.as_str())
+            || self.served(agent_dir)?.as_deref() != Some(rev.as_str())
+        {
+            return Ok(false);
+        }
+        let unit = sd.unit_path(agent.agent_id.as_str());
+        let header = systemd::header(agent.namespace_id.as_str(), agent.agent_id.as_str());
+        if systemd::read_unit(&unit, &header)? == systemd::UnitFile::Absent
+            || !sd.active(agent.agent_id.as_str()).await?
+        {
+            return Ok(false);
+        }
+        let Some(marker) = read_json::<AgentMarker>(&agent_dir.join("agent.json"))? else {
+            return Ok(false);
+        };
+        let token = self.token(agent_dir)?;
+        let endpoint = Endpoint::loopback(marker.port, token.expose());
+        Ok(occ_gateway::wait_ready(&endpoint, Duration::from_secs(5))
+            .await
+            .is_ok())
+    }
+
+    /// Activation under systemd: the token file systemd reads, the workspace check input, the
+    /// unit (written and `daemon-reload`ed only if its text changed, enabled every time); a
+    /// serving revision with an unchanged unit is left alone; otherwise `current` is switched,
+    /// the unit restarted and the handshake awaited while the unit stays running.
+    async fn activate_unit(
+        &self,
+        sd: &SystemdSupervision,
+        rev: &RevisionTarget,
+        ctx: &RevisionContext,
+        agent_dir: &Path,
+        port: u16,
+    ) -> Result<(), ComputeError> {
+        if !ctx.environment.is_empty() || ctx.harness_credential.is_some() {
+            return Err(ComputeError::permanent(
+                "SECRET_DELIVERY_UNSUPPORTED",
+                "systemd supervision delivers no Secrets to gateways",
+            ));
+        }
+        let accounts = self.options.accounts.as_ref().ok_or_else(|| {
+            ComputeError::permanent(
+                "INVALID_HOST_SETTINGS",
+                "systemd supervision needs per-Agent accounts",
+            )
+        })?;
+        let account = self.account(&rev.agent).await?.ok_or_else(|| {
+            ComputeError::permanent("INVALID_HOST_SETTINGS", "no per-Agent account")
+        })?;
+        let runtime = self.runtime()?;
+        let ns = rev.agent.namespace_id.as_str();
+        let agent_id = rev.agent.agent_id.as_str();
+        let token = self.token(agent_dir)?;
+        // systemd reads it as root; the unit text never holds it.
+        write_if_changed(
+            &systemd::token_env_path(agent_dir),
+            format!("OPENCLAW_GATEWAY_TOKEN={}\n", token.expose()).as_bytes(),
+            None,
+        )?;
+        let setup_check = match &ctx.workspace_setup {
+            Some(setup) => {
+                // Identity only: the check verifies the marker and never applies files.
+                let mut identity = SetupInput::from(setup);
+                identity.files = None;
+                identity.completed = true;
+                let input = systemd::setup_check_path(agent_dir);
+                write_if_changed(&input, &identity.to_json(), Some(account.gid))?;
+                Some(SetupCheck {
+                    occ: accounts.setup_program.clone(),
+                    input,
+                    runtime_root: runtime.root.clone(),
+                })
+            }
+            None => None,
+        };
+        let spec = UnitSpec {
+            namespace_id: ns.to_owned(),
+            agent_id: agent_id.to_owned(),
+            account: account::account_name(&accounts.prefix, ns, agent_id),
+            agent_dir: agent_dir.to_path_buf(),
+            port,
+            bind: self.options.bind.as_str().to_owned(),
+            node: runtime.node.clone(),
+            entry: runtime.entry.clone(),
+            stop_timeout: self.settings.stop_timeout,
+            setup_check,
+        };
+        let changed = sd.install(&spec).await?;
+        if !changed
+            && self
+                .unit_serving(sd, &rev.agent, agent_dir, &rev.revision_id)
+                .await?
+        {
+            return Ok(());
+        }
+        // A gateway the detached supervisor started (before this host ran systemd) makes way.
+        self.stop_gateway(agent_dir).await?;
+        self.switch_current(agent_dir, &rev.revision_id)?;
+        sd.restart(agent_id).await?;
+        let unit = systemd::unit_name(agent_id);
+        let endpoint = Endpoint::loopback(port, token.expose());
+        let deadline = tokio::time::Instant::now() + self.settings.ready_timeout;
+        let failed = |code: &str, message: String| {
+            let tail = log_tail(&agent_dir.join("logs/gateway.log"));
+            ComputeError::transient(
+                code,
+                format!(
+                    "{message} (journalctl -u {unit}){}",
+                    if tail.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; log tail:\n{tail}")
+                    }
+                ),
+            )
+        };
+        loop {
+            if !sd.running(agent_id).await? {
+                let _ = sd.systemctl.run(&["stop", &unit]).await;
+                return Err(failed(
+                    "RUNTIME_STARTUP_FAILED",
+                    format!("the unit {unit} stopped during startup"),
+                ));
+            }
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if left.is_zero() {
+                // Do not leave a gateway that never became ready: the next pass starts over.
+                let _ = sd.systemctl.run(&["stop", &unit]).await;
+                return Err(failed(
+                    "AGENT_GATEWAY_UNAVAILABLE",
+                    format!(
+                        "the gateway of {unit} did not become ready in {:?}",
+                        self.settings.ready_timeout
+                    ),
+                ));
+            }
+            match occ_gateway::wait_ready(&endpoint, left.min(Duration::from_secs(2))).await {
+                Ok(hello) => {
+                    tracing::info!(unit, server = %hello.server_version, "gateway ready");
+                    return write_json(
+                        &agent_dir.join("served.json"),
+                        &ServedMarker {
+                            revision_id: rev.revision_id.to_string(),
+                        },
+                    );
+                }
+                Err(GatewayError::Unauthorized(m) | GatewayError::MissingScope(m)) => {
+                    let _ = sd.systemctl.run(&["stop", &unit]).await;
+                    return Err(ComputeError::permanent("AGENT_GATEWAY_UNAUTHORIZED", m));
+                }
+                Err(_) => {}
+            }
+        }
+    }
+}
+
+/// Writes `bytes` to `path` (0600, atomically) unless it holds exactly them; with `group`, the
+/// file is then root's with mode 0640 for that group.
+fn write_if_changed(path: &Path, bytes: &[u8], group: Option<u32>) -> Result<(), ComputeError> {
+    let current =
+        fsutil::read_bounded(path, MARKER_LIMIT).map_err(|e| io_error("read", path, e))?;
+    if current.as_deref() != Some(bytes) {
+        fsutil::write_atomic(path, bytes, false).map_err(|e| io_error("write", path, e))?;
+    }
+    if let Some(gid) = group {
+        share_with_group(path, gid, 0o640)?;
+    }
+    Ok(())
 }
 
 impl ProcessCompute {
@@ -1105,7 +1329,15 @@ impl Compute for ProcessCompute {
             .agent_marker(&rev.agent)?
             .ok_or_else(|| unavailable("the Agent directory vanished"))?;
         let agent_dir = self.agent_dir(&rev.agent.namespace_id, &rev.agent.agent_id);
-        if self.serving(&agent_dir, &rev.revision_id).await? {
+        if let Some(sd) = self.systemd() {
+            return self
+                .activate_unit(sd, rev, ctx, &agent_dir, marker.port)
+                .await;
+        }
+        if self
+            .serving(&rev.agent, &agent_dir, &rev.revision_id)
+            .await?
+        {
             return Ok(());
         }
         // A gateway of this revision started by an earlier pass (whose worker died while it was
@@ -1152,6 +1384,10 @@ impl Compute for ProcessCompute {
             }
             return Ok(());
         }
+        if let Some(sd) = self.systemd() {
+            sd.stop(rev.agent.namespace_id.as_str(), rev.agent.agent_id.as_str())
+                .await?;
+        }
         self.stop_gateway(&agent_dir).await?;
         remove_file(&agent_dir.join("current"))
     }
@@ -1189,11 +1425,16 @@ impl Compute for ProcessCompute {
         if self.current(&agent_dir)?.as_deref() != Some(rev.revision_id.as_str()) {
             return Ok(RuntimeState::NotCurrent);
         }
-        Ok(if self.serving(&agent_dir, &rev.revision_id).await? {
-            RuntimeState::Serving
-        } else {
-            RuntimeState::NotRunning
-        })
+        Ok(
+            if self
+                .serving(&rev.agent, &agent_dir, &rev.revision_id)
+                .await?
+            {
+                RuntimeState::Serving
+            } else {
+                RuntimeState::NotRunning
+            },
+        )
     }
 
     async fn gateway_access(

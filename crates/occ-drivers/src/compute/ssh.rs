@@ -27,7 +27,9 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
-use super::host::{HostOp, HostReply, HostRequest, HostSettings, HostValue, WireSetup, safe_path};
+use super::host::{
+    HostOp, HostReply, HostRequest, HostSettings, HostValue, WireSetup, WireVersion, safe_path,
+};
 use super::{
     AgentTarget, Compute, ComputeError, ComputeSelection, Convergence, GatewayAccess,
     NamespaceTarget, Readiness, RevisionContext, RevisionTarget, RuntimeState, SecretText,
@@ -214,6 +216,8 @@ impl SshCompute {
         let name = operation.name();
         let host = self.host_of(operation.namespace_id());
         let request = HostRequest {
+            version: WireVersion::current(),
+            deadline_ms: host_deadline_ms(self.settings.operation_timeout),
             settings: host.host.clone(),
             driver_id: self.selection.identity.id.clone(),
             operation,
@@ -234,19 +238,7 @@ impl SshCompute {
                     )
                 })?;
         let (status, stdout, stderr) = outcome?;
-        let reply = String::from_utf8_lossy(&stdout)
-            .lines()
-            .rev()
-            .find(|l| !l.trim().is_empty())
-            .and_then(|l| serde_json::from_str::<HostReply>(l).ok());
-        match (reply, status.code()) {
-            (Some(HostReply::Ok { value }), _) => Ok(value),
-            (Some(HostReply::Failed { error }), _) => {
-                tracing::debug!(op = name, error = %error, "host operation failed");
-                Err(error)
-            }
-            (None, code) => Err(transport_failure(host, name, code, &stderr)),
-        }
+        interpret(host, name, status.code(), &stdout, &stderr)
     }
 
     /// Writes the request, reads bounded stdout and stderr, waits for `ssh`.
@@ -330,6 +322,66 @@ impl SshCompute {
             address.to_owned()
         }
     }
+}
+
+/// The deadline `occ compute-host` gets: below the Driver's own bound, so the host abandons the
+/// operation (and says so) before the client gives up on it.
+fn host_deadline_ms(operation_timeout: Duration) -> u64 {
+    let margin = (operation_timeout / 10).min(Duration::from_secs(10));
+    u64::try_from(operation_timeout.saturating_sub(margin).as_millis())
+        .unwrap_or(u64::MAX)
+        .max(1_000)
+}
+
+/// What one `ssh` run answered: the last non-empty stdout line is the reply (the empty lines
+/// before it are the host's heartbeats).
+fn interpret(
+    host: &SshHost,
+    op: &str,
+    code: Option<i32>,
+    stdout: &[u8],
+    stderr: &str,
+) -> Result<HostValue, ComputeError> {
+    let text = String::from_utf8_lossy(stdout);
+    let last = text.lines().rev().find(|l| !l.trim().is_empty());
+    match last.map(serde_json::from_str::<HostReply>) {
+        Some(Ok(HostReply::Ok { value })) => Ok(value),
+        Some(Ok(HostReply::Failed { mut error })) => {
+            if error.code == "HOST_REQUEST_INVALID" {
+                // An older occ on the host rejects fields it does not know.
+                error.message = format!(
+                    "{} (is the host's occ the same build as this {}?)",
+                    error.message,
+                    WireVersion::current()
+                );
+            }
+            tracing::debug!(op, error = %error, "host operation failed");
+            Err(error)
+        }
+        // A complete line the host's occ printed that this build cannot read (ssh itself ends
+        // with 255 when the session is lost, possibly mid-line).
+        Some(Err(_)) if code != Some(255) => {
+            Err(version_mismatch(host, "its reply cannot be read"))
+        }
+        // An occ without `compute-host` (clap's usage error).
+        _ if stderr.contains("unrecognized subcommand") && stderr.contains("compute-host") => Err(
+            version_mismatch(host, "it does not know the compute-host command"),
+        ),
+        _ => Err(transport_failure(host, op, code, stderr)),
+    }
+}
+
+/// The host's occ is another build (its reply is not shown: it may hold a token).
+fn version_mismatch(host: &SshHost, why: &str) -> ComputeError {
+    ComputeError::permanent(
+        "HOST_VERSION_MISMATCH",
+        format!(
+            "{} on {} is not the same build as this {}: {why}; install this occ build on the host",
+            host.remote_occ.display(),
+            target(host),
+            WireVersion::current()
+        ),
+    )
 }
 
 fn target(host: &SshHost) -> String {
@@ -559,6 +611,96 @@ impl Compute for SshCompute {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::compute::FailureClass;
+    use crate::compute::host::OCC_VERSION;
+    use crate::compute::process::GatewayBind;
+
+    fn host() -> SshHost {
+        SshHost {
+            address: "h.example.com".into(),
+            port: 22,
+            user: "root".into(),
+            identity_file: "/id".into(),
+            known_hosts_file: "/kh".into(),
+            remote_occ: "/usr/local/bin/occ".into(),
+            gateway_address: None,
+            host: HostSettings {
+                root: "/var/lib/occ/compute".into(),
+                runtime_root: "/var/lib/occ/runtime".into(),
+                port_start: 28000,
+                port_end: 28999,
+                bind: GatewayBind::Lan,
+                account_prefix: "occ-agent".into(),
+                ready_timeout_ms: 1,
+                stop_timeout_ms: 1,
+                lock_timeout_ms: 1,
+                supervisor: super::super::host::SupervisorChoice::Auto,
+                systemd_unit_dir: super::super::host::default_unit_dir(),
+            },
+        }
+    }
+
+    #[test]
+    fn the_reply_is_the_last_line_after_the_heartbeats() {
+        let reply = serde_json::to_string(&HostReply::Ok {
+            value: HostValue::Done,
+        })
+        .expect("json");
+        let out = format!("\n\n\n{reply}\n");
+        assert_eq!(
+            interpret(&host(), "op", Some(0), out.as_bytes(), "").expect("ok"),
+            HostValue::Done
+        );
+        // Heartbeats, then the session was lost: transient.
+        let err =
+            interpret(&host(), "op", Some(255), b"\n\n", "Connection closed").expect_err("lost");
+        assert_eq!(
+            (err.class, err.code.as_str()),
+            (FailureClass::Transient, "HOST_UNAVAILABLE")
+        );
+    }
+
+    #[test]
+    fn a_reply_of_another_build_is_a_version_mismatch() {
+        // A complete line this build cannot read (e.g. an older occ's reply, which may hold a
+        // token): permanent, and the line is not repeated.
+        let older = br#"{"result":"ok","token":"0123456789abcdef"}"#;
+        let err = interpret(&host(), "op", Some(0), older, "").expect_err("older");
+        assert_eq!(
+            (err.class, err.code.as_str()),
+            (FailureClass::Permanent, "HOST_VERSION_MISMATCH")
+        );
+        assert!(err.message.contains(OCC_VERSION), "{}", err.message);
+        assert!(!err.message.contains("0123456789abcdef"));
+        // An occ that has no compute-host command.
+        let err = interpret(
+            &host(),
+            "op",
+            Some(2),
+            b"",
+            "error: unrecognized subcommand 'compute-host'\n\nUsage: occ <COMMAND>",
+        )
+        .expect_err("no subcommand");
+        assert_eq!(err.code, "HOST_VERSION_MISMATCH");
+        // A line cut by a lost session is not a version problem.
+        let err = interpret(&host(), "op", Some(255), br#"{"status":"o"#, "").expect_err("cut");
+        assert_eq!(err.code, "HOST_UNAVAILABLE");
+        // An older host refusing the request's new fields points at the build too.
+        let refused = serde_json::to_string(&HostReply::Failed {
+            error: ComputeError::permanent("HOST_REQUEST_INVALID", "unknown field `version`"),
+        })
+        .expect("json");
+        let err = interpret(&host(), "op", Some(0), refused.as_bytes(), "").expect_err("refused");
+        assert_eq!(err.code, "HOST_REQUEST_INVALID");
+        assert!(err.message.contains("same build"), "{}", err.message);
+    }
+
+    #[test]
+    fn the_host_deadline_is_below_the_client_bound() {
+        assert_eq!(host_deadline_ms(Duration::from_secs(600)), 590_000);
+        assert_eq!(host_deadline_ms(Duration::from_secs(60)), 54_000);
+        assert_eq!(host_deadline_ms(Duration::from_millis(10)), 1_000);
+    }
 
     #[test]
     fn addresses_cannot_be_options() {
