@@ -228,7 +228,6 @@ fn ssh_host(ssh: &SshComputeSettings) -> SshHost {
         identity_file: ssh.identity_file.clone(),
         known_hosts_file: ssh.known_hosts_file.clone(),
         remote_occ: ssh.remote_occ.clone(),
-        gateway_address: ssh.gateway_address.clone(),
         host: HostSettings {
             root: ssh.remote_root.clone(),
             runtime_root: ssh.remote_runtime.clone(),

@@ -51,7 +51,6 @@ pub struct FileSettings {
     ssh_remote_runtime: Option<PathBuf>,
     ssh_port_range: Option<String>,
     ssh_gateway_bind: Option<String>,
-    ssh_gateway_address: Option<String>,
     ssh_account_prefix: Option<String>,
     ssh_supervisor: Option<String>,
     ssh_systemd_unit_dir: Option<PathBuf>,
@@ -85,7 +84,6 @@ pub struct NamespaceHostSetting {
     remote_root: Option<PathBuf>,
     remote_runtime: Option<PathBuf>,
     port_range: Option<String>,
-    gateway_address: Option<String>,
     supervisor: Option<String>,
     systemd_unit_dir: Option<PathBuf>,
 }
@@ -141,10 +139,9 @@ pub struct SshComputeSettings {
     pub remote_runtime: PathBuf,
     /// `OCC_SSH_PORT_RANGE` (`28000-28999`): gateway ports on the host.
     pub port_range: RangeInclusive<u16>,
-    /// `OCC_SSH_GATEWAY_BIND` (`lan`): where gateways listen on the host (`lan` or `loopback`).
+    /// `OCC_SSH_GATEWAY_BIND` (`loopback`): where gateways listen on the host (`loopback` or
+    /// `lan`). occ reaches them through an SSH forward to the host's loopback either way.
     pub bind_lan: bool,
-    /// `OCC_SSH_GATEWAY_ADDRESS` (the SSH address): where occ reaches the host's gateways.
-    pub gateway_address: Option<String>,
     /// `OCC_SSH_ACCOUNT_PREFIX` (`occ-agent`): prefix of the per-Agent Unix accounts.
     pub account_prefix: String,
     /// `OCC_SSH_SUPERVISOR` (`auto`): how gateways are supervised on the host — `systemd` (one
@@ -540,8 +537,8 @@ fn ssh_settings(env: Env<'_>, file: &mut FileSettings) -> anyhow::Result<SshComp
     };
     let range_text = pick("OCC_SSH_PORT_RANGE", file.ssh_port_range.take())
         .unwrap_or_else(|| "28000-28999".into());
-    let bind =
-        pick("OCC_SSH_GATEWAY_BIND", file.ssh_gateway_bind.take()).unwrap_or_else(|| "lan".into());
+    let bind = pick("OCC_SSH_GATEWAY_BIND", file.ssh_gateway_bind.take())
+        .unwrap_or_else(|| "loopback".into());
     let bind_lan = match bind.as_str() {
         "lan" => true,
         "loopback" => false,
@@ -581,7 +578,6 @@ fn ssh_settings(env: Env<'_>, file: &mut FileSettings) -> anyhow::Result<SshComp
         )?,
         port_range: port_range(&range_text).map_err(|e| anyhow!("OCC_SSH_PORT_RANGE: {e}"))?,
         bind_lan,
-        gateway_address: pick("OCC_SSH_GATEWAY_ADDRESS", file.ssh_gateway_address.take()),
         account_prefix: pick("OCC_SSH_ACCOUNT_PREFIX", file.ssh_account_prefix.take())
             .unwrap_or_else(|| "occ-agent".into()),
         supervisor: match pick("OCC_SSH_SUPERVISOR", file.ssh_supervisor.take()) {
@@ -639,7 +635,6 @@ fn ssh_settings(env: Env<'_>, file: &mut FileSettings) -> anyhow::Result<SshComp
                 None => default.port_range.clone(),
             },
             bind_lan: default.bind_lan,
-            gateway_address: entry.gateway_address,
             account_prefix: default.account_prefix.clone(),
             supervisor: match entry.supervisor {
                 Some(text) => text
@@ -936,7 +931,7 @@ mod tests {
         let ssh = w.platform.compute.ssh.expect("ssh settings");
         assert_eq!(
             (ssh.port, ssh.user.as_str(), ssh.bind_lan),
-            (22, "root", true)
+            (22, "root", false)
         );
         assert_eq!(ssh.remote_occ, PathBuf::from("/usr/local/bin/occ"));
         assert_eq!(ssh.remote_root, PathBuf::from("/var/lib/occ/compute"));

@@ -117,13 +117,12 @@ fn driver(
             identity_file: sshd.identity(),
             known_hosts_file: known,
             remote_occ: PathBuf::from(OCC),
-            gateway_address: None,
             host: HostSettings {
                 root: host.path().to_path_buf(),
                 runtime_root: runtime.to_path_buf(),
                 port_start: ports.0,
                 port_end: ports.1,
-                bind: GatewayBind::Lan,
+                bind: GatewayBind::Loopback,
                 account_prefix: PREFIX.into(),
                 ready_timeout_ms: 180_000,
                 stop_timeout_ms: 15_000,
@@ -312,12 +311,19 @@ async fn agents_on_one_host_are_separate_users() {
         cat_as(&user_b, &dir_a.join("gateway-token")).expect_err("B cannot read A's token");
     assert!(denied.contains("Permission denied"), "{denied}");
 
-    // Workspace files through the endpoint the Driver hands out (the host's port, A's token).
+    // Workspace files through the endpoint the Driver hands out: an SSH forward to the
+    // gateway on the host's loopback (a local port outside the host's gateway range), reused.
     let access = compute.gateway_access(&a).await.unwrap().expect("access");
-    assert!(
-        access.url.starts_with("ws://127.0.0.1:2991"),
-        "{}",
-        access.url
+    let local: u16 = access
+        .url
+        .strip_prefix("ws://127.0.0.1:")
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("a loopback forward: {}", access.url));
+    assert!(!(29900..=29949).contains(&local), "{}", access.url);
+    assert_eq!(
+        compute.gateway_access(&a).await.unwrap().expect("again").url,
+        access.url,
+        "the forward is reused"
     );
     let mut session = conformance::connect(&compute, &a)
         .await

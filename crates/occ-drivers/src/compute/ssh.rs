@@ -50,8 +50,6 @@ pub struct SshHost {
     pub known_hosts_file: PathBuf,
     /// The `occ` binary on the host.
     pub remote_occ: PathBuf,
-    /// Where occ reaches the host's gateways (default: `address`).
-    pub gateway_address: Option<String>,
     /// The layout, runtime, ports and accounts on the host.
     pub host: HostSettings,
 }
@@ -75,6 +73,20 @@ pub struct SshSettings {
 pub struct SshCompute {
     selection: ComputeSelection,
     settings: SshSettings,
+    /// Local forwards to hosts' gateway ports, for the native protocol (workspace files).
+    tunnels: tokio::sync::Mutex<BTreeMap<TunnelKey, Tunnel>>,
+}
+
+/// One host's gateway port: `(user, address, ssh port, gateway port)`.
+type TunnelKey = (String, String, u16, u16);
+
+/// `ssh -L 127.0.0.1:<local>:127.0.0.1:<gateway port>` kept open to one host. Its remote
+/// command reads stdin, so the tunnel ends when this process ends (the pipe closes), even
+/// when it is killed.
+struct Tunnel {
+    local_port: u16,
+    child: tokio::process::Child,
+    _stdin: tokio::process::ChildStdin,
 }
 
 /// Largest reply read from the host.
@@ -105,6 +117,7 @@ impl SshCompute {
         Ok(Self {
             selection: ComputeSelection::ssh(),
             settings,
+            tunnels: tokio::sync::Mutex::new(BTreeMap::new()),
         })
     }
 
@@ -113,13 +126,6 @@ impl SshCompute {
             return Err(invalid(format!(
                 "host address {:?} is not a host name or address",
                 host.address
-            )));
-        }
-        if let Some(gateway) = &host.gateway_address
-            && !valid_address(gateway)
-        {
-            return Err(invalid(format!(
-                "gateway address {gateway:?} is not a host name or address"
             )));
         }
         if host.user.is_empty()
@@ -171,6 +177,20 @@ impl SshCompute {
     }
 
     fn command(&self, host: &SshHost) -> tokio::process::Command {
+        let mut cmd = self.ssh(host);
+        cmd.arg("--")
+            .arg(&host.address)
+            .arg(&host.remote_occ)
+            .arg("compute-host")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        cmd
+    }
+
+    /// `ssh` with occ's fixed options for `host`, up to the destination.
+    fn ssh(&self, host: &SshHost) -> tokio::process::Command {
         let mut cmd = tokio::process::Command::new("ssh");
         cmd.arg("-F").arg("/dev/null");
         for option in [
@@ -199,16 +219,104 @@ impl SshCompute {
             .arg(host.port.to_string())
             .arg("-l")
             .arg(&host.user)
+            .env_remove("SSH_AUTH_SOCK");
+        cmd
+    }
+
+    /// A local address forwarded to `gateway_port` on the host's loopback, through an `ssh`
+    /// session with the same host-key and key checks as every operation: the gateway's token
+    /// never crosses the network in clear and the gateway need not listen beyond loopback.
+    /// One forward per host and port, reused while its `ssh` runs.
+    async fn tunnel(&self, host: &SshHost, gateway_port: u16) -> Result<u16, ComputeError> {
+        let key = (
+            host.user.clone(),
+            host.address.clone(),
+            host.port,
+            gateway_port,
+        );
+        let mut tunnels = self.tunnels.lock().await;
+        if let Some(tunnel) = tunnels.get_mut(&key) {
+            if matches!(tunnel.child.try_wait(), Ok(None)) {
+                return Ok(tunnel.local_port);
+            }
+            tunnels.remove(&key);
+        }
+        let local_port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .map_err(|e| {
+                ComputeError::transient("DEPENDENCY_UNAVAILABLE", format!("no local port: {e}"))
+            })?;
+        let mut cmd = self.ssh(host);
+        cmd.arg("-o")
+            .arg("ExitOnForwardFailure=yes")
+            .arg("-T")
+            .arg("-L")
+            .arg(format!("127.0.0.1:{local_port}:127.0.0.1:{gateway_port}"))
             .arg("--")
             .arg(&host.address)
-            .arg(&host.remote_occ)
-            .arg("compute-host")
-            .env_remove("SSH_AUTH_SOCK")
+            .arg("cat")
             .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
+            .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
-        cmd
+        let mut child = cmd.spawn().map_err(|e| {
+            ComputeError::transient(
+                "DEPENDENCY_UNAVAILABLE",
+                format!("cannot run the ssh client: {e}"),
+            )
+        })?;
+        let stdin = child.stdin.take().expect("piped stdin");
+        let deadline =
+            tokio::time::Instant::now() + self.settings.connect_timeout + Duration::from_secs(5);
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                let mut stderr = String::new();
+                if let Some(mut err) = child.stderr.take() {
+                    let _ = (&mut err)
+                        .take(STDERR_LIMIT as u64)
+                        .read_to_string(&mut stderr)
+                        .await;
+                }
+                return Err(transport_failure(
+                    host,
+                    "gateway-tunnel",
+                    status.code(),
+                    &stderr,
+                ));
+            }
+            if tokio::net::TcpStream::connect(("127.0.0.1", local_port))
+                .await
+                .is_ok()
+            {
+                break;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(ComputeError::transient(
+                    "HOST_UNAVAILABLE",
+                    format!(
+                        "the forward to the gateway on {} did not open in time",
+                        target(host)
+                    ),
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        // Keep ssh's stderr drained so it never blocks.
+        if let Some(mut err) = child.stderr.take() {
+            tokio::spawn(async move {
+                let _ = tokio::io::copy(&mut err, &mut tokio::io::sink()).await;
+            });
+        }
+        tunnels.insert(
+            key,
+            Tunnel {
+                local_port,
+                child,
+                _stdin: stdin,
+            },
+        );
+        Ok(local_port)
     }
 
     /// Runs one operation on the host.
@@ -312,15 +420,6 @@ impl SshCompute {
             ));
         }
         Ok(())
-    }
-
-    fn gateway_host(host: &SshHost) -> String {
-        let address = host.gateway_address.as_deref().unwrap_or(&host.address);
-        if address.contains(':') {
-            format!("[{address}]")
-        } else {
-            address.to_owned()
-        }
     }
 }
 
@@ -595,13 +694,13 @@ impl Compute for SshCompute {
             })
             .await?
         {
-            HostValue::Gateway { port, token } => Ok(Some(GatewayAccess {
-                url: format!(
-                    "ws://{}:{port}",
-                    Self::gateway_host(self.host_of(&agent.namespace_id))
-                ),
-                token: SecretText::new(token),
-            })),
+            HostValue::Gateway { port, token } => {
+                let local = self.tunnel(self.host_of(&agent.namespace_id), port).await?;
+                Ok(Some(GatewayAccess {
+                    url: format!("ws://127.0.0.1:{local}"),
+                    token: SecretText::new(token),
+                }))
+            }
             HostValue::NoGateway => Ok(None),
             other => Err(unexpected("gateway-access", &other)),
         }
@@ -623,7 +722,6 @@ mod tests {
             identity_file: "/id".into(),
             known_hosts_file: "/kh".into(),
             remote_occ: "/usr/local/bin/occ".into(),
-            gateway_address: None,
             host: HostSettings {
                 root: "/var/lib/occ/compute".into(),
                 runtime_root: "/var/lib/occ/runtime".into(),
