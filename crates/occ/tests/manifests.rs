@@ -1,13 +1,13 @@
 //! The Kubernetes manifests in `deploy/kubernetes` (no cluster needed): every YAML document is
 //! read as the k8s-openapi type of its `kind` and written back, and must come back identical
 //! (k8s-openapi ignores unknown fields when reading, so a misspelled or misplaced field would
-//! vanish and fail here); the tenant template is rendered by its own script; then the security
-//! properties the manifests promise are checked on the typed objects, and every `OCC_*` name
-//! they mention must be a setting occ reads.
+//! vanish and fail here); then the security properties the manifests promise are checked on the
+//! typed objects (including that the worker may escalate and bind exactly the tenant Roles it
+//! provisions, as recorded in the Kubernetes Drivers' golden file), and every `OCC_*` name they
+//! mention must be a setting occ reads.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::Job;
@@ -17,11 +17,6 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use occ_core::NamespaceId;
-use occ_drivers::kubernetes::{
-    ANNOTATION_NAMESPACE_ID, ANNOTATION_NAMESPACE_LIFECYCLE, LABEL_MANAGED_BY, LABEL_NAMESPACE,
-    MANAGED_BY, TENANT_LIFECYCLE_EXTERNAL, tenant_namespace_name,
-};
 use serde::Serialize;
 use serde::de::{Deserialize as _, DeserializeOwned};
 use serde_json::Value;
@@ -30,21 +25,12 @@ use serde_json::Value;
 const SETTINGS_SOURCE: &str = include_str!("../src/settings.rs");
 /// Where the readiness probe's route is declared.
 const AUTH_ROUTES_SOURCE: &str = include_str!("../../occ-api/src/handlers/auth.rs");
-/// Settings of the Kubernetes Drivers being wired into settings.rs at the time these manifests
-/// were written (`OCC_KUBERNETES_AUTH=in-cluster|kubeconfig`, `OCC_KUBECONFIG`,
-/// `OCC_KUBERNETES_CONTEXT`). Accepted before settings.rs reads them; drop this list once it does.
-const PENDING_SETTINGS: &[&str] = &[
-    "OCC_KUBERNETES_AUTH",
-    "OCC_KUBECONFIG",
-    "OCC_KUBERNETES_CONTEXT",
-];
-/// Not applied by `kubectl apply -k` on purpose (placeholders; one per occ Namespace).
-const NOT_IN_KUSTOMIZATION: &[&str] = &["secrets.template.yaml", "tenant"];
-/// A fixed occ Namespace id to render the tenant template with (the Kubernetes Drivers' golden
-/// objects use the same one: `occ-b8b5a4204da537a`).
-const NAMESPACE_ID: &str = "ns_5f0c6a9e-1b2d-4c3e-8f4a-0b1c2d3e4f50";
+/// Not applied by `kubectl apply -k` on purpose (placeholders).
+const NOT_IN_KUSTOMIZATION: &[&str] = &["secrets.template.yaml"];
 /// occ's own namespace, where its ServiceAccounts live.
 const OCC_NAMESPACE: &str = "occ-system";
+/// The API group of Roles and RoleBindings.
+const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 
 fn deploy_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/kubernetes")
@@ -99,21 +85,6 @@ fn documents(origin: &str, text: &str) -> Vec<Doc> {
         });
     }
     docs
-}
-
-fn render_tenant(args: &[&str]) -> String {
-    let script = deploy_dir().join("tenant/render.sh");
-    let out = Command::new("sh")
-        .arg(&script)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("{}: {e}", script.display()));
-    assert!(
-        out.status.success(),
-        "render.sh {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("UTF-8")
 }
 
 /// The first path where two JSON values differ.
@@ -171,17 +142,12 @@ fn check_round_trip(doc: &Doc) {
     }
 }
 
-/// Every manifest: the files as they are (templates included), and the tenant template rendered
-/// both ways.
+/// Every manifest, as it is (the secret template included).
 struct Manifests {
     /// File name (relative to deploy/kubernetes) → text.
     files: BTreeMap<String, String>,
     /// Documents of the files applied by the kustomization, and of the secret template.
     base: Vec<Doc>,
-    /// The tenant template rendered for [`NAMESPACE_ID`] (an occ-managed namespace).
-    tenant: Vec<Doc>,
-    /// The same, adopting an existing namespace.
-    adopted: Vec<Doc>,
 }
 
 fn manifests() -> Manifests {
@@ -203,27 +169,11 @@ fn manifests() -> Manifests {
             for doc in &docs {
                 check_round_trip(doc);
             }
-            if !name.starts_with("tenant/") {
-                base.extend(docs);
-            }
+            base.extend(docs);
         }
         files.insert(name, text);
     }
-    let tenant_text = render_tenant(&[NAMESPACE_ID]);
-    let adopted_text = render_tenant(&[NAMESPACE_ID, "team-a"]);
-    files.insert("tenant (rendered)".into(), tenant_text.clone());
-    files.insert("tenant (rendered, adopted)".into(), adopted_text.clone());
-    let tenant = documents("tenant (rendered)", &tenant_text);
-    let adopted = documents("tenant (rendered, adopted)", &adopted_text);
-    for doc in tenant.iter().chain(&adopted) {
-        check_round_trip(doc);
-    }
-    Manifests {
-        files,
-        base,
-        tenant,
-        adopted,
-    }
+    Manifests { files, base }
 }
 
 fn of_kind<T: DeserializeOwned>(docs: &[Doc], kind: &str) -> Vec<T> {
@@ -395,15 +345,9 @@ fn only_pods_that_call_the_kubernetes_api_get_a_token() {
         );
     }
     let mut bound: BTreeSet<String> = BTreeSet::new();
-    let rbac = m.base.iter().chain(&m.tenant).cloned().collect::<Vec<_>>();
-    let subjects = of_kind::<ClusterRoleBinding>(&rbac, "ClusterRoleBinding")
+    let subjects = of_kind::<ClusterRoleBinding>(&m.base, "ClusterRoleBinding")
         .into_iter()
-        .flat_map(|b| b.subjects.unwrap_or_default())
-        .chain(
-            of_kind::<RoleBinding>(&rbac, "RoleBinding")
-                .into_iter()
-                .flat_map(|b| b.subjects.unwrap_or_default()),
-        );
+        .flat_map(|b| b.subjects.unwrap_or_default());
     for s in subjects {
         assert_eq!(s.kind, "ServiceAccount");
         assert_eq!(s.namespace.as_deref(), Some(OCC_NAMESPACE));
@@ -438,192 +382,212 @@ fn only_pods_that_call_the_kubernetes_api_get_a_token() {
     assert_eq!(used.len(), pods.len());
 }
 
+/// The Role names the worker keeps in every tenant namespace, as the Kubernetes Drivers' golden
+/// file records the objects it creates.
+fn tenant_role_names() -> BTreeSet<String> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../occ-drivers/tests/golden/tenant-namespace.json");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let objects: Vec<Value> =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let names: BTreeSet<String> = objects
+        .iter()
+        .map(|o| &o["body"])
+        .filter(|b| b["kind"] == "Role")
+        .map(|b| {
+            let role: Role = serde_json::from_value(b.clone()).expect("a Role");
+            name_of(&role.metadata).to_owned()
+        })
+        .collect();
+    assert!(!names.is_empty(), "{}: no Role", path.display());
+    names
+}
+
+fn rule(group: &str, resource: &str, verbs: &[&str], names: Option<&[&str]>) -> PolicyRule {
+    PolicyRule {
+        api_groups: Some(strings(&[group])),
+        resources: Some(strings(&[resource])),
+        verbs: strings(verbs),
+        resource_names: names.map(strings),
+        ..PolicyRule::default()
+    }
+}
+
+fn cluster_roles(m: &Manifests) -> BTreeMap<String, Vec<PolicyRule>> {
+    of_kind::<ClusterRole>(&m.base, "ClusterRole")
+        .into_iter()
+        .map(|r| {
+            assert!(r.aggregation_rule.is_none(), "{}", name_of(&r.metadata));
+            (name_of(&r.metadata).to_owned(), r.rules.unwrap_or_default())
+        })
+        .collect()
+}
+
 #[test]
-fn cluster_wide_occ_only_reads_namespaces() {
+fn cluster_wide_occ_has_exactly_what_the_api_and_the_worker_need() {
     let m = manifests();
-    let roles = of_kind::<ClusterRole>(&m.base, "ClusterRole");
-    let [role] = roles.as_slice() else {
-        panic!("exactly one ClusterRole");
-    };
-    assert!(role.aggregation_rule.is_none());
-    let rules = role.rules.clone().unwrap_or_default();
-    let [rule] = rules.as_slice() else {
-        panic!("exactly one rule");
-    };
+    let roles = cluster_roles(&m);
     assert_eq!(
-        rule,
-        &PolicyRule {
-            api_groups: Some(strings(&[""])),
-            resources: Some(strings(&["namespaces"])),
-            verbs: strings(&["get", "list"]),
-            ..PolicyRule::default()
-        }
+        roles.keys().map(String::as_str).collect::<Vec<_>>(),
+        ["occ-api", "occ-worker"],
+        "exactly two ClusterRoles"
     );
-    for b in of_kind::<ClusterRoleBinding>(&m.base, "ClusterRoleBinding") {
+    // The API finds tenant namespaces (a label-selected list) and reads them; nothing else.
+    assert_eq!(
+        roles["occ-api"],
+        [rule("", "namespaces", &["get", "list"], None)]
+    );
+    // The worker provisions and deletes tenant namespaces, with the Roles and RoleBindings in
+    // them; it may escalate and bind only the Roles it keeps there.
+    let tenant_roles = ["occ-configurations", "occ-secrets", "occ-secret-reader"];
+    assert_eq!(
+        roles["occ-worker"],
+        [
+            rule("", "namespaces", &["get", "list", "create", "delete"], None),
+            rule(RBAC_GROUP, "roles", &["create"], None),
+            rule(RBAC_GROUP, "roles", &["get", "update"], None),
+            rule(
+                RBAC_GROUP,
+                "roles",
+                &["escalate", "bind"],
+                Some(&tenant_roles)
+            ),
+            rule(RBAC_GROUP, "rolebindings", &["create"], None),
+            rule(RBAC_GROUP, "rolebindings", &["get", "update"], None),
+        ]
+    );
+
+    // The same properties, stated independently of the exact lists above.
+    let tenant_roles: BTreeSet<String> = strings(&tenant_roles).into_iter().collect();
+    for (name, rules) in &roles {
+        for r in rules {
+            let what = format!("{name}: {r:?}");
+            assert!(r.non_resource_urls.is_none(), "{what}");
+            let fields = r
+                .api_groups
+                .iter()
+                .chain(&r.resources)
+                .chain(&r.resource_names)
+                .flatten()
+                .chain(&r.verbs);
+            for f in fields {
+                assert!(!f.contains('*'), "{what}: no wildcard");
+            }
+            let has = |v: &str| r.verbs.iter().any(|x| x == v);
+            let resources = r.resources.clone().unwrap_or_default();
+            if has("create") {
+                assert!(
+                    r.resource_names.is_none(),
+                    "{what}: create cannot be restricted by resourceNames"
+                );
+            }
+            if has("list") || has("watch") {
+                assert_eq!(resources, strings(&["namespaces"]), "{what}");
+                assert!(!has("watch"), "{what}: no watch");
+            }
+            if has("escalate") || has("bind") {
+                assert_eq!(resources, strings(&["roles"]), "{what}");
+                let names: BTreeSet<String> = r
+                    .resource_names
+                    .clone()
+                    .unwrap_or_default()
+                    .into_iter()
+                    .collect();
+                assert_eq!(names, tenant_roles, "{what}: only the tenant Roles");
+            }
+            for resource in &resources {
+                assert!(
+                    ["namespaces", "roles", "rolebindings"].contains(&resource.as_str()),
+                    "{what}: no {resource} cluster-wide (ConfigMaps, Secrets, Pods are granted \
+                     per tenant namespace)"
+                );
+            }
+            for v in &r.verbs {
+                assert!(
+                    !["patch", "deletecollection", "impersonate"].contains(&v.as_str()),
+                    "{what}: {v}"
+                );
+            }
+        }
+    }
+
+    // One ClusterRoleBinding each, to the ServiceAccount of the same name in occ-system.
+    let bindings = of_kind::<ClusterRoleBinding>(&m.base, "ClusterRoleBinding");
+    assert_eq!(bindings.len(), 2);
+    for b in bindings {
+        let name = name_of(&b.metadata).to_owned();
+        assert_eq!(b.role_ref.api_group, RBAC_GROUP);
         assert_eq!(b.role_ref.kind, "ClusterRole");
-        assert_eq!(b.role_ref.name, name_of(&role.metadata));
+        assert_eq!(b.role_ref.name, name);
+        let subjects = b.subjects.unwrap_or_default();
+        let [s] = subjects.as_slice() else {
+            panic!("{name}: one subject");
+        };
+        assert_eq!(
+            (s.kind.as_str(), s.name.as_str(), s.namespace.as_deref()),
+            ("ServiceAccount", name.as_str(), Some(OCC_NAMESPACE))
+        );
     }
     assert!(
-        of_kind::<Role>(&m.base, "Role").is_empty(),
-        "no Role in occ's own namespace"
+        of_kind::<Role>(&m.base, "Role").is_empty()
+            && of_kind::<RoleBinding>(&m.base, "RoleBinding").is_empty(),
+        "no Role or RoleBinding in the manifests: tenant access is the worker's to create"
     );
 }
 
-/// The verbs of a Role per resource, checking each rule on the way.
-fn verbs_by_resource(role: &Role) -> BTreeMap<String, BTreeSet<String>> {
-    let name = name_of(&role.metadata);
-    let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for rule in role.rules.iter().flatten() {
-        assert_eq!(
-            rule.api_groups,
-            Some(strings(&[""])),
-            "{name}: core group only"
-        );
-        assert!(rule.non_resource_urls.is_none(), "{name}");
-        for v in &rule.verbs {
-            assert!(
-                ["get", "create", "update", "delete"].contains(&v.as_str()),
-                "{name}: verb {v} (no list, watch, patch, deletecollection or *)"
-            );
-        }
-        if rule.verbs.iter().any(|v| v == "create") {
-            assert_eq!(
-                rule.verbs,
-                strings(&["create"]),
-                "{name}: create in its own rule"
-            )
-        }
-        if rule.verbs.iter().any(|v| v == "create") && rule.resource_names.is_some() {
-            panic!("{name}: create cannot be restricted by resourceNames");
-        }
-        for r in rule.resources.iter().flatten() {
-            assert!(
-                r == "configmaps" || r == "secrets",
-                "{name}: resource {r} (no pods, nothing else)"
-            );
-            out.entry(r.clone())
-                .or_default()
-                .extend(rule.verbs.iter().cloned());
-        }
-    }
-    out
+#[test]
+fn the_worker_may_escalate_and_bind_exactly_the_roles_it_provisions() {
+    let m = manifests();
+    let roles = cluster_roles(&m);
+    let granted = |verb: &str| -> BTreeSet<String> {
+        roles["occ-worker"]
+            .iter()
+            .filter(|r| r.verbs.iter().any(|v| v == verb))
+            .flat_map(|r| r.resource_names.clone().unwrap_or_default())
+            .collect()
+    };
+    let provisioned = tenant_role_names();
+    assert_eq!(granted("escalate"), provisioned);
+    assert_eq!(granted("bind"), provisioned);
 }
 
 #[test]
-fn the_tenant_roles_are_least_privilege() {
+fn the_tenant_access_settings_name_the_bound_service_accounts() {
     let m = manifests();
-    for docs in [&m.tenant, &m.adopted] {
-        let roles = of_kind::<Role>(docs, "Role");
-        let role = |n: &str| {
-            roles
-                .iter()
-                .find(|r| name_of(&r.metadata) == n)
-                .unwrap_or_else(|| panic!("no Role {n}"))
-        };
-        let set = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<BTreeSet<_>>();
-        let api = verbs_by_resource(role("occ-api"));
-        assert_eq!(
-            api["configmaps"],
-            set(&["create", "get", "update", "delete"])
-        );
-        assert_eq!(api["secrets"], set(&["create", "get", "update", "delete"]));
-        let worker = verbs_by_resource(role("occ-worker"));
-        assert_eq!(
-            worker,
-            BTreeMap::from([("secrets".to_owned(), set(&["get"]))])
-        );
-        assert_eq!(roles.len(), 2);
-        // The configmaps create rule stands alone, without resourceNames.
-        assert!(role("occ-api").rules.iter().flatten().any(|r| {
-            r.verbs == strings(&["create"])
-                && r.resources == Some(strings(&["configmaps"]))
-                && r.resource_names.is_none()
-        }));
-        for b in of_kind::<RoleBinding>(docs, "RoleBinding") {
-            assert_eq!(b.role_ref.kind, "Role");
-            let subjects = b.subjects.unwrap_or_default();
-            assert_eq!(subjects.len(), 1);
-            assert_eq!(
-                subjects[0].name, b.role_ref.name,
-                "each Role to its own account"
-            );
-        }
-        assert!(of_kind::<ClusterRole>(docs, "ClusterRole").is_empty());
-        assert!(of_kind::<ClusterRoleBinding>(docs, "ClusterRoleBinding").is_empty());
-    }
-}
-
-#[test]
-fn the_tenant_namespace_is_the_one_the_drivers_look_for() {
-    let m = manifests();
-    let id: NamespaceId = NAMESPACE_ID.parse().expect("namespace id");
-    let expected = tenant_namespace_name(&id);
-    assert_eq!(expected, "occ-b8b5a4204da537a");
-    for (docs, name, adopted) in [
-        (&m.tenant, expected.as_str(), false),
-        (&m.adopted, "team-a", true),
+    let pods = pods(&m.base);
+    let configs = of_kind::<ConfigMap>(&m.base, "ConfigMap");
+    let [settings] = configs.as_slice() else {
+        panic!("one ConfigMap");
+    };
+    let data = settings.data.clone().unwrap_or_default();
+    for (var, workload) in [
+        ("OCC_KUBERNETES_API_SERVICE_ACCOUNT", "occ-api"),
+        ("OCC_KUBERNETES_WORKER_SERVICE_ACCOUNT", "occ-worker"),
     ] {
-        let namespaces = of_kind::<Namespace>(docs, "Namespace");
-        let [ns] = namespaces.as_slice() else {
-            panic!("one Namespace");
-        };
-        assert_eq!(name_of(&ns.metadata), name);
-        let labels = ns.metadata.labels.clone().unwrap_or_default();
-        let annotations = ns.metadata.annotations.clone().unwrap_or_default();
+        let sa = pod(&pods, workload)
+            .service_account_name
+            .clone()
+            .expect("serviceAccountName");
         assert_eq!(
-            labels.get(LABEL_NAMESPACE).map(String::as_str),
-            Some(NAMESPACE_ID)
+            data.get(var).map(String::as_str),
+            Some(format!("{OCC_NAMESPACE}/{sa}").as_str()),
+            "{var}: the ServiceAccount of {workload}"
         );
         assert_eq!(
-            annotations.get(ANNOTATION_NAMESPACE_ID).map(String::as_str),
-            Some(NAMESPACE_ID)
+            pod(&pods, workload).automount_service_account_token,
+            Some(true),
+            "{workload} calls the Kubernetes API"
         );
-        if adopted {
-            assert!(!labels.contains_key(LABEL_MANAGED_BY));
-            assert_eq!(
-                annotations
-                    .get(ANNOTATION_NAMESPACE_LIFECYCLE)
-                    .map(String::as_str),
-                Some(TENANT_LIFECYCLE_EXTERNAL)
-            );
-        } else {
-            assert_eq!(
-                labels.get(LABEL_MANAGED_BY).map(String::as_str),
-                Some(MANAGED_BY)
-            );
-            assert!(!annotations.contains_key(ANNOTATION_NAMESPACE_LIFECYCLE));
-        }
-        for doc in docs.iter().filter(|d| d.kind() != "Namespace") {
-            assert_eq!(
-                doc.value["metadata"]["namespace"].as_str(),
-                Some(name),
-                "{}",
-                doc.origin
-            );
-        }
-        for doc in docs {
-            assert!(
-                !doc.value.to_string().contains("__"),
-                "{}: placeholder left",
-                doc.origin
-            );
-        }
     }
-    // Not an occ Namespace id: refused.
-    let script = deploy_dir().join("tenant/render.sh");
-    for bad in [
-        &["default"][..],
-        &["ns_x;rm"],
-        &[],
-        &[NAMESPACE_ID, "Bad_Name"],
-    ] {
-        let out = Command::new("sh")
-            .arg(&script)
-            .args(bad)
-            .output()
-            .expect("sh");
-        assert!(!out.status.success(), "{bad:?} accepted");
-        assert!(out.stdout.is_empty(), "{bad:?}");
+    // Both Pods read the ConfigMap (both parse the Kubernetes settings at start).
+    for workload in ["occ-api", "occ-worker"] {
+        let reads = containers(pod(&pods, workload)).any(|c| {
+            c.env_from.iter().flatten().any(|e| {
+                e.config_map_ref.as_ref().map(|r| r.name.as_str())
+                    == settings.metadata.name.as_deref()
+            })
+        });
+        assert!(reads, "{workload} reads {:?}", settings.metadata.name);
     }
 }
 
@@ -774,7 +738,6 @@ fn secrets_come_from_secrets_and_settings_are_real() {
     let unknown: Vec<_> = names
         .iter()
         .filter(|n| !SETTINGS_SOURCE.contains(&format!("\"{n}\"")))
-        .filter(|n| !PENDING_SETTINGS.contains(&n.as_str()))
         .collect();
     assert!(unknown.is_empty(), "not read by settings.rs: {unknown:?}");
 }
