@@ -696,9 +696,9 @@ async fn tenant_namespaces_are_provisioned_exactly_and_idempotently() {
         "{:?}",
         fake.requests()
     );
-    // Drift in a Role of ours is repaired under its resourceVersion.
-    fake.mutate("roles", &tenant, "occ-configurations", |o| {
-        o["rules"] = json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["*"]}]);
+    // Drift in a RoleBinding of ours (another subject) is repaired under its resourceVersion.
+    fake.mutate("rolebindings", &tenant, "occ-configurations", |o| {
+        o["subjects"] = json!([{"kind": "ServiceAccount", "name": "intruder", "namespace": "x"}]);
     });
     fake.clear_requests();
     tenants.after_namespace_prepared(&ns).await.expect("repair");
@@ -708,11 +708,13 @@ async fn tenant_namespaces_are_provisioned_exactly_and_idempotently() {
         .find(|r| r.verb == "update")
         .expect("repaired");
     assert!(update.body.expect("body")["metadata"]["resourceVersion"].is_string());
-    assert_ne!(
-        fake.object("roles", &tenant, "occ-configurations")
-            .expect("role")["rules"][0]["verbs"],
-        json!(["*"])
+    assert_eq!(
+        fake.object("rolebindings", &tenant, "occ-configurations")
+            .expect("binding")["subjects"][0]["name"],
+        json!("occ-api")
     );
+    // Only namespaces and RoleBindings are ever written: the rules are installed ClusterRoles.
+    assert!(fake.names("roles", &tenant).is_empty());
     // Removal deletes the namespace (uid precondition) and is done once it is gone.
     fake.hold_namespace_deletion(true);
     assert_eq!(
@@ -791,7 +793,7 @@ async fn tenant_provisioning_refuses_foreign_objects_and_names_missing_permissio
         .expect_err("claimed");
     assert_eq!(err.code, "TENANT_OBJECT_FOREIGN");
 
-    // A foreign Role at our name inside our namespace: refused, not overwritten.
+    // A foreign RoleBinding at our name inside our namespace: refused, not overwritten.
     let c = NamespaceId::generate();
     let tenant = tenant_namespace_name(&c);
     fake.seed(
@@ -800,9 +802,10 @@ async fn tenant_provisioning_refuses_foreign_objects_and_names_missing_permissio
         serde_json::to_value(TenantNamespaces::namespace_manifest(&target(&c))).expect("json"),
     );
     let foreign_role = fake.seed(
-        "roles",
+        "rolebindings",
         &tenant,
-        json!({"metadata": {"name": "occ-secrets"}, "rules": []}),
+        json!({"metadata": {"name": "occ-secrets"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "admin"}}),
     );
     let err = tenants
         .after_namespace_prepared(&target(&c))
@@ -810,7 +813,7 @@ async fn tenant_provisioning_refuses_foreign_objects_and_names_missing_permissio
         .expect_err("foreign role");
     assert_eq!(err.code, "TENANT_OBJECT_FOREIGN");
     assert_eq!(
-        fake.object("roles", &tenant, "occ-secrets"),
+        fake.object("rolebindings", &tenant, "occ-secrets"),
         Some(foreign_role)
     );
 

@@ -2,9 +2,9 @@
 //! read as the k8s-openapi type of its `kind` and written back, and must come back identical
 //! (k8s-openapi ignores unknown fields when reading, so a misspelled or misplaced field would
 //! vanish and fail here); then the security properties the manifests promise are checked on the
-//! typed objects (including that the worker may escalate and bind exactly the tenant Roles it
-//! provisions, as recorded in the Kubernetes Drivers' golden file), and every `OCC_*` name they
-//! mention must be a setting occ reads.
+//! typed objects (including that the worker may bind exactly the tenant ClusterRoles its
+//! RoleBindings grant, as recorded in the Kubernetes Drivers' golden file), and every `OCC_*`
+//! name they mention must be a setting occ reads.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -382,9 +382,9 @@ fn only_pods_that_call_the_kubernetes_api_get_a_token() {
     assert_eq!(used.len(), pods.len());
 }
 
-/// The Role names the worker keeps in every tenant namespace, as the Kubernetes Drivers' golden
-/// file records the objects it creates.
-fn tenant_role_names() -> BTreeSet<String> {
+/// The ClusterRoles the worker binds in every tenant namespace, as the Kubernetes Drivers'
+/// golden file records the RoleBindings it creates.
+fn tenant_cluster_roles() -> BTreeSet<String> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../occ-drivers/tests/golden/tenant-namespace.json");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
@@ -393,13 +393,14 @@ fn tenant_role_names() -> BTreeSet<String> {
     let names: BTreeSet<String> = objects
         .iter()
         .map(|o| &o["body"])
-        .filter(|b| b["kind"] == "Role")
+        .filter(|b| b["kind"] == "RoleBinding")
         .map(|b| {
-            let role: Role = serde_json::from_value(b.clone()).expect("a Role");
-            name_of(&role.metadata).to_owned()
+            let binding: RoleBinding = serde_json::from_value(b.clone()).expect("a RoleBinding");
+            assert_eq!(binding.role_ref.kind, "ClusterRole");
+            binding.role_ref.name
         })
         .collect();
-    assert!(!names.is_empty(), "{}: no Role", path.display());
+    assert!(!names.is_empty(), "{}: no RoleBinding", path.display());
     names
 }
 
@@ -429,32 +430,54 @@ fn cluster_wide_occ_has_exactly_what_the_api_and_the_worker_need() {
     let roles = cluster_roles(&m);
     assert_eq!(
         roles.keys().map(String::as_str).collect::<Vec<_>>(),
-        ["occ-api", "occ-worker"],
-        "exactly two ClusterRoles"
+        [
+            "occ-api",
+            "occ-tenant-configurations",
+            "occ-tenant-secret-reader",
+            "occ-tenant-secrets",
+            "occ-worker"
+        ],
+        "the API's, the worker's and the three granted in tenant namespaces"
     );
     // The API finds tenant namespaces (a label-selected list) and reads them; nothing else.
     assert_eq!(
         roles["occ-api"],
         [rule("", "namespaces", &["get", "list"], None)]
     );
-    // The worker provisions and deletes tenant namespaces, with the Roles and RoleBindings in
-    // them; it may escalate and bind only the Roles it keeps there.
-    let tenant_roles = ["occ-configurations", "occ-secrets", "occ-secret-reader"];
+    // The worker provisions and deletes tenant namespaces and the RoleBindings in them; it
+    // may bind only the three tenant ClusterRoles, and escalate nothing.
+    let tenant_roles = [
+        "occ-tenant-configurations",
+        "occ-tenant-secrets",
+        "occ-tenant-secret-reader",
+    ];
     assert_eq!(
         roles["occ-worker"],
         [
             rule("", "namespaces", &["get", "list", "create", "delete"], None),
-            rule(RBAC_GROUP, "roles", &["create"], None),
-            rule(RBAC_GROUP, "roles", &["get", "update"], None),
-            rule(
-                RBAC_GROUP,
-                "roles",
-                &["escalate", "bind"],
-                Some(&tenant_roles)
-            ),
             rule(RBAC_GROUP, "rolebindings", &["create"], None),
             rule(RBAC_GROUP, "rolebindings", &["get", "update"], None),
+            rule(RBAC_GROUP, "clusterroles", &["bind"], Some(&tenant_roles)),
         ]
+    );
+    // What tenant namespaces get: ConfigMaps and Secrets, create in its own rule, no list.
+    assert_eq!(
+        roles["occ-tenant-configurations"],
+        [
+            rule("", "configmaps", &["create"], None),
+            rule("", "configmaps", &["get", "update", "delete"], None),
+        ]
+    );
+    assert_eq!(
+        roles["occ-tenant-secrets"],
+        [
+            rule("", "secrets", &["create"], None),
+            rule("", "secrets", &["get", "update", "delete"], None),
+        ]
+    );
+    assert_eq!(
+        roles["occ-tenant-secret-reader"],
+        [rule("", "secrets", &["get"], None)]
     );
 
     // The same properties, stated independently of the exact lists above.
@@ -485,21 +508,28 @@ fn cluster_wide_occ_has_exactly_what_the_api_and_the_worker_need() {
                 assert_eq!(resources, strings(&["namespaces"]), "{what}");
                 assert!(!has("watch"), "{what}: no watch");
             }
-            if has("escalate") || has("bind") {
-                assert_eq!(resources, strings(&["roles"]), "{what}");
+            assert!(!has("escalate"), "{what}: never escalate");
+            if has("bind") {
+                assert_eq!(resources, strings(&["clusterroles"]), "{what}");
                 let names: BTreeSet<String> = r
                     .resource_names
                     .clone()
                     .unwrap_or_default()
                     .into_iter()
                     .collect();
-                assert_eq!(names, tenant_roles, "{what}: only the tenant Roles");
+                assert_eq!(names, tenant_roles, "{what}: only the tenant ClusterRoles");
             }
+            // ConfigMaps and Secrets only in the tenant ClusterRoles, which are never bound
+            // cluster-wide (checked below).
+            let allowed: &[&str] = if name.starts_with("occ-tenant-") {
+                &["configmaps", "secrets"]
+            } else {
+                &["namespaces", "rolebindings", "clusterroles"]
+            };
             for resource in &resources {
                 assert!(
-                    ["namespaces", "roles", "rolebindings"].contains(&resource.as_str()),
-                    "{what}: no {resource} cluster-wide (ConfigMaps, Secrets, Pods are granted \
-                     per tenant namespace)"
+                    allowed.contains(&resource.as_str()),
+                    "{what}: no {resource}"
                 );
             }
             for v in &r.verbs {
@@ -536,19 +566,19 @@ fn cluster_wide_occ_has_exactly_what_the_api_and_the_worker_need() {
 }
 
 #[test]
-fn the_worker_may_escalate_and_bind_exactly_the_roles_it_provisions() {
+fn the_worker_may_bind_exactly_the_cluster_roles_it_grants_in_tenant_namespaces() {
     let m = manifests();
     let roles = cluster_roles(&m);
-    let granted = |verb: &str| -> BTreeSet<String> {
-        roles["occ-worker"]
-            .iter()
-            .filter(|r| r.verbs.iter().any(|v| v == verb))
-            .flat_map(|r| r.resource_names.clone().unwrap_or_default())
-            .collect()
-    };
-    let provisioned = tenant_role_names();
-    assert_eq!(granted("escalate"), provisioned);
-    assert_eq!(granted("bind"), provisioned);
+    let bindable: BTreeSet<String> = roles["occ-worker"]
+        .iter()
+        .filter(|r| r.verbs.iter().any(|v| v == "bind"))
+        .flat_map(|r| r.resource_names.clone().unwrap_or_default())
+        .collect();
+    let granted = tenant_cluster_roles();
+    assert_eq!(bindable, granted);
+    for name in &granted {
+        assert!(roles.contains_key(name), "{name} is installed");
+    }
 }
 
 #[test]

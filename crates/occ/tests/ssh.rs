@@ -321,7 +321,12 @@ async fn agents_on_one_host_are_separate_users() {
         .unwrap_or_else(|| panic!("a loopback forward: {}", access.url));
     assert!(!(29900..=29949).contains(&local), "{}", access.url);
     assert_eq!(
-        compute.gateway_access(&a).await.unwrap().expect("again").url,
+        compute
+            .gateway_access(&a)
+            .await
+            .unwrap()
+            .expect("again")
+            .url,
         access.url,
         "the forward is reused"
     );

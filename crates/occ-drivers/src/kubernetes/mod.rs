@@ -11,7 +11,10 @@ mod tenant;
 
 pub use client::{KubeClient, KubeFailure, KubernetesAuth};
 pub use placement::{TENANT_LIFECYCLE_EXTERNAL, tenant_namespace_name};
-pub use tenant::{ServiceAccountRef, TenantAccess, TenantNamespaces};
+pub use tenant::{
+    ServiceAccountRef, TENANT_CONFIGURATIONS, TENANT_SECRET_READER, TENANT_SECRETS, TenantAccess,
+    TenantNamespaces,
+};
 
 pub(crate) use placement::resolve_tenant_namespace;
 

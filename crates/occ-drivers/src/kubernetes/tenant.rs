@@ -9,11 +9,15 @@
 //! - a namespace `occ-<sha256(id)[0:15]>` labelled `app.kubernetes.io/managed-by=occ` and
 //!   `openclaw.dev/namespace=<id>`, annotated `openclaw.dev/namespace-id=<id>`, with the
 //!   restricted Pod Security Standard enforced;
-//! - per Kubernetes Driver a Role and a RoleBinding to the API's ServiceAccount: ConfigMaps
-//!   (`create` in its own rule, since Kubernetes cannot restrict create by name; `get`,
-//!   `update`, `delete`), Secrets (the same), and `get` on Secrets for the worker's
-//!   ServiceAccount, which delivers Secret values to workloads. Nothing else: no list or
-//!   watch, no Pods, nothing cluster-wide.
+//! - per Kubernetes Driver a RoleBinding that grants, in this namespace only, one of the
+//!   ClusterRoles the installation ships (`deploy/kubernetes/rbac.yaml`) to the API's
+//!   ServiceAccount: `occ-tenant-configurations` (ConfigMaps: `create` in its own rule, since
+//!   Kubernetes cannot restrict create by name; `get`, `update`, `delete`) and
+//!   `occ-tenant-secrets` (Secrets, the same), and `occ-tenant-secret-reader` (Secrets `get`)
+//!   to the worker's, which delivers Secret values to workloads. Nothing else: no list or
+//!   watch, no Pods. The rules live in ClusterRoles rather than per-namespace Roles so that the
+//!   worker needs only `bind` on exactly those three names — never `escalate`, which would let
+//!   it write any rules.
 //!
 //! An object at one of these names that is not marked as occ's is refused (permanent), never
 //! adopted or overwritten. A namespace is deleted with its uid as a precondition and the
@@ -22,7 +26,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
+use k8s_openapi::api::rbac::v1::{RoleBinding, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use kube::api::{Api, DeleteParams, ListParams, PostParams, Preconditions};
@@ -84,9 +88,13 @@ pub struct TenantNamespaces {
     access: TenantAccess,
 }
 
-const ROLE_CONFIGURATIONS: &str = "occ-configurations";
-const ROLE_SECRETS: &str = "occ-secrets";
-const ROLE_SECRET_READER: &str = "occ-secret-reader";
+/// The ClusterRoles tenant RoleBindings grant (installed with occ, `deploy/kubernetes/rbac.yaml`)
+/// and the RoleBindings' names: `(binding, cluster role)`.
+pub const TENANT_CONFIGURATIONS: (&str, &str) = ("occ-configurations", "occ-tenant-configurations");
+/// See [`TENANT_CONFIGURATIONS`].
+pub const TENANT_SECRETS: (&str, &str) = ("occ-secrets", "occ-tenant-secrets");
+/// See [`TENANT_CONFIGURATIONS`].
+pub const TENANT_SECRET_READER: (&str, &str) = ("occ-secret-reader", "occ-tenant-secret-reader");
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 
 fn failure(f: KubeFailure) -> ComputeError {
@@ -106,15 +114,6 @@ fn failure(f: KubeFailure) -> ComputeError {
 
 fn foreign(what: String) -> ComputeError {
     ComputeError::permanent("TENANT_OBJECT_FOREIGN", what)
-}
-
-fn rule(resource: &str, verbs: &[&str]) -> PolicyRule {
-    PolicyRule {
-        api_groups: Some(vec![String::new()]),
-        resources: Some(vec![resource.to_owned()]),
-        verbs: verbs.iter().map(|v| (*v).to_owned()).collect(),
-        ..PolicyRule::default()
-    }
 }
 
 fn managed_meta(name: &str, namespace: Option<&str>, ns: &NamespaceTarget) -> ObjectMeta {
@@ -173,58 +172,31 @@ impl TenantNamespaces {
         }
     }
 
-    /// The Roles and RoleBindings occ keeps in a tenant namespace (also used by golden tests).
-    pub fn access_manifests(&self, ns: &NamespaceTarget) -> Vec<(Role, RoleBinding)> {
+    /// The RoleBindings occ keeps in a tenant namespace (also used by golden tests).
+    pub fn access_manifests(&self, ns: &NamespaceTarget) -> Vec<RoleBinding> {
         let tenant = tenant_namespace_name(&ns.id);
-        let subject = |sa: &ServiceAccountRef| Subject {
-            kind: "ServiceAccount".into(),
-            name: sa.name.clone(),
-            namespace: Some(sa.namespace.clone()),
-            ..Subject::default()
-        };
-        let pair = |name: &str, rules: Vec<PolicyRule>, who: &ServiceAccountRef| {
-            (
-                Role {
-                    metadata: managed_meta(name, Some(&tenant), ns),
-                    rules: Some(rules),
-                },
-                RoleBinding {
-                    metadata: managed_meta(name, Some(&tenant), ns),
-                    role_ref: RoleRef {
-                        api_group: RBAC_GROUP.into(),
-                        kind: "Role".into(),
-                        name: name.into(),
-                    },
-                    subjects: Some(vec![subject(who)]),
-                },
-            )
+        let binding = |(name, cluster_role): (&str, &str), who: &ServiceAccountRef| RoleBinding {
+            metadata: managed_meta(name, Some(&tenant), ns),
+            role_ref: RoleRef {
+                api_group: RBAC_GROUP.into(),
+                kind: "ClusterRole".into(),
+                name: cluster_role.into(),
+            },
+            subjects: Some(vec![Subject {
+                kind: "ServiceAccount".into(),
+                name: who.name.clone(),
+                namespace: Some(who.namespace.clone()),
+                ..Subject::default()
+            }]),
         };
         let mut out = Vec::new();
         if self.access.configurations {
-            out.push(pair(
-                ROLE_CONFIGURATIONS,
-                vec![
-                    rule("configmaps", &["create"]),
-                    rule("configmaps", &["get", "update", "delete"]),
-                ],
-                &self.access.api,
-            ));
+            out.push(binding(TENANT_CONFIGURATIONS, &self.access.api));
         }
         if self.access.secrets {
-            out.push(pair(
-                ROLE_SECRETS,
-                vec![
-                    rule("secrets", &["create"]),
-                    rule("secrets", &["get", "update", "delete"]),
-                ],
-                &self.access.api,
-            ));
+            out.push(binding(TENANT_SECRETS, &self.access.api));
             if let Some(worker) = &self.access.worker {
-                out.push(pair(
-                    ROLE_SECRET_READER,
-                    vec![rule("secrets", &["get"])],
-                    worker,
-                ));
+                out.push(binding(TENANT_SECRET_READER, worker));
             }
         }
         out
@@ -324,17 +296,8 @@ impl TenantNamespaces {
         if current.status.as_ref().and_then(|s| s.phase.as_deref()) != Some("Active") {
             return Ok(Convergence::Pending);
         }
-        let roles: Api<Role> = Api::namespaced(self.kube.client(), &name);
         let bindings: Api<RoleBinding> = Api::namespaced(self.kube.client(), &name);
-        for (role, binding) in self.access_manifests(ns) {
-            self.converge(
-                &roles,
-                ns,
-                role,
-                |a, b| a.rules == b.rules,
-                &format!("roles in namespace {name}"),
-            )
-            .await?;
+        for binding in self.access_manifests(ns) {
             self.converge(
                 &bindings,
                 ns,
