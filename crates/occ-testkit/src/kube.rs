@@ -95,6 +95,7 @@ pub struct FakeKube {
     url: String,
     state: Arc<Mutex<FakeState>>,
     server: tokio::task::JoinHandle<()>,
+    ca_pem: Option<String>,
 }
 
 impl Drop for FakeKube {
@@ -117,7 +118,90 @@ impl FakeKube {
         let server = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
-        FakeKube { url, state, server }
+        FakeKube {
+            url,
+            state,
+            server,
+            ca_pem: None,
+        }
+    }
+
+    /// Starts a fake that speaks HTTPS with a fresh self-signed certificate for `127.0.0.1`
+    /// (its PEM is [`FakeKube::ca_pem`]), for clients configured like real ones (a kubeconfig
+    /// with `certificate-authority-data`).
+    pub async fn start_tls() -> FakeKube {
+        use hyper_util::rt::{TokioExecutor, TokioIo};
+        use hyper_util::service::TowerToHyperService;
+
+        let state = Arc::new(Mutex::new(FakeState::default()));
+        let app = axum::Router::new()
+            .fallback(handle)
+            .with_state(state.clone());
+        let key = rcgen::KeyPair::generate().expect("key pair");
+        let params = rcgen::CertificateParams::new(vec!["127.0.0.1".into(), "localhost".into()])
+            .expect("certificate parameters");
+        let cert = params.self_signed(&key).expect("self-signed certificate");
+        let ca_pem = cert.pem();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("protocol versions")
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![cert.der().clone()],
+                rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+            )
+            .expect("server certificate");
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind the fake Kubernetes API server");
+        let url = format!("https://{}", listener.local_addr().expect("local address"));
+        let server = tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                let acceptor = acceptor.clone();
+                let service = TowerToHyperService::new(app.clone());
+                tokio::spawn(async move {
+                    let Ok(tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                        .serve_connection_with_upgrades(TokioIo::new(tls), service)
+                        .await;
+                });
+            }
+        });
+        FakeKube {
+            url,
+            state,
+            server,
+            ca_pem: Some(ca_pem),
+        }
+    }
+
+    /// The certificate of a TLS fake (PEM).
+    pub fn ca_pem(&self) -> Option<&str> {
+        self.ca_pem.as_deref()
+    }
+
+    /// A kubeconfig naming this fake as cluster `fake`, context `fake`, with a bearer token
+    /// (the fake does not check it) and, for a TLS fake, its certificate as the authority.
+    pub fn kubeconfig(&self) -> String {
+        use base64::Engine as _;
+        let ca = self
+            .ca_pem
+            .as_deref()
+            .map(|pem| {
+                format!(
+                    "    certificate-authority-data: {}\n",
+                    base64::engine::general_purpose::STANDARD.encode(pem)
+                )
+            })
+            .unwrap_or_default();
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: {url}\n{ca}contexts:\n- name: fake\n  context:\n    cluster: fake\n    user: occ\nusers:\n- name: occ\n  user:\n    token: fake-token\n",
+            url = self.url
+        )
     }
 
     /// The server's base URL (`http://127.0.0.1:port`).
