@@ -149,27 +149,7 @@ async fn startup_refuses_a_weakened_or_wrong_kubeconfig() {
     )
     .expect("kubeconfig");
     let db = occ_testkit::TestDb::new(Backend::Sqlite).await;
-    let password = dir.path().join("password");
-    std::fs::write(&password, "correct horse battery staple").expect("password");
-    let boot = std::process::Command::new(env!("CARGO_BIN_EXE_occ"))
-        .args([
-            "bootstrap",
-            "--database-url",
-            &db.url,
-            "--admin-password-file",
-        ])
-        .arg(&password)
-        .arg("--service-key-file")
-        .arg(dir.path().join("key.json"))
-        .env_clear()
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("bootstrap");
-    assert!(
-        boot.status.success(),
-        "{}",
-        String::from_utf8_lossy(&boot.stderr)
-    );
+    support::bootstrap(&db.url, dir.path());
     for (file, expected) in [(&http, "https"), (&wrong_context, "exactly once")] {
         let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_occ"));
         cmd.arg("worker")

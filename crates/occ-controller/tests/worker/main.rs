@@ -1130,20 +1130,26 @@ async fn tenant_namespaces_follow_the_namespace_lifecycle() {
         Some(&PassOutcome::Retry),
         "{passes:?}"
     );
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        drain().await;
+    let namespace = async || {
         let mut tx = app.store.begin_read().await.unwrap();
-        if tx.namespace_get(&ns).await.unwrap().unwrap().status == NamespaceStatus::Ready {
-            break;
+        tx.namespace_get(&ns).await.unwrap().unwrap()
+    };
+    // Runs the worker (retries come due after their backoff) until `done`.
+    let until = async |what: &str, done: &dyn Fn(&occ_core::resource::Namespace) -> bool| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            drain().await;
+            if done(&namespace().await) {
+                return;
+            }
+            assert!(std::time::Instant::now() < deadline, "{what}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        drop(tx);
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the Namespace never became ready"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    };
+    until("the Namespace never became ready", &|n| {
+        n.status == NamespaceStatus::Ready
+    })
+    .await;
     assert!(fake.object("namespaces", "", &tenant).is_some());
     assert!(
         fake.object("rolebindings", &tenant, "occ-configurations")
@@ -1172,17 +1178,7 @@ async fn tenant_namespaces_follow_the_namespace_lifecycle() {
         .await;
     assert_eq!(r.status, StatusCode::ACCEPTED);
     drain().await;
-    let mut tx = app.store.begin_read().await.unwrap();
-    assert!(
-        tx.namespace_get(&ns)
-            .await
-            .unwrap()
-            .unwrap()
-            .deleted_at
-            .is_none(),
-        "still deleting"
-    );
-    drop(tx);
+    assert!(namespace().await.deleted_at.is_none(), "still deleting");
     assert!(
         !compute
             .calls()
@@ -1191,27 +1187,10 @@ async fn tenant_namespaces_follow_the_namespace_lifecycle() {
     );
     fake.finish_namespace_deletion(&tenant);
     // The pending pass is retried after its backoff.
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        drain().await;
-        let mut tx = app.store.begin_read().await.unwrap();
-        if tx
-            .namespace_get(&ns)
-            .await
-            .unwrap()
-            .unwrap()
-            .deleted_at
-            .is_some()
-        {
-            break;
-        }
-        drop(tx);
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the Namespace was never tombstoned"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    until("the Namespace was never tombstoned", &|n| {
+        n.deleted_at.is_some()
+    })
+    .await;
     assert!(
         compute
             .calls()

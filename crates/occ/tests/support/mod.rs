@@ -72,30 +72,7 @@ impl Stack {
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
         .chain(extra.iter().map(|(k, v)| ((*k).to_owned(), v.clone())))
         .collect();
-        let password = dir.path().join("password");
-        std::fs::write(&password, ADMIN_PASSWORD).expect("password");
-        let key_file = dir.path().join("key.json");
-        let boot = std::process::Command::new(OCC)
-            .args([
-                "bootstrap",
-                "--database-url",
-                &db.url,
-                "--admin-password-file",
-            ])
-            .arg(&password)
-            .arg("--service-key-file")
-            .arg(&key_file)
-            .env_clear()
-            .env("NO_COLOR", "1")
-            .output()
-            .expect("bootstrap");
-        assert!(
-            boot.status.success(),
-            "{}",
-            String::from_utf8_lossy(&boot.stderr)
-        );
-        let key_doc: Value = serde_json::from_slice(&std::fs::read(&key_file).unwrap()).unwrap();
-        let key = key_doc["data"]["key"].as_str().unwrap().to_owned();
+        let key = bootstrap(&db.url, dir.path());
         let api = OccProcess::spawn(
             OCC,
             &["serve"],
@@ -310,6 +287,29 @@ impl Drop for Stack {
         // names its compute root), by PID.
         kill_processes_with_env(&format!("{}/", self.compute_root().display()));
     }
+}
+
+/// `occ bootstrap` of the database at `url` (files in `dir`); returns the service key.
+pub fn bootstrap(url: &str, dir: &Path) -> String {
+    let password = dir.join("password");
+    std::fs::write(&password, ADMIN_PASSWORD).expect("password");
+    let key_file = dir.join("key.json");
+    let boot = std::process::Command::new(OCC)
+        .args(["bootstrap", "--database-url", url, "--admin-password-file"])
+        .arg(&password)
+        .arg("--service-key-file")
+        .arg(&key_file)
+        .env_clear()
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("bootstrap");
+    assert!(
+        boot.status.success(),
+        "{}",
+        String::from_utf8_lossy(&boot.stderr)
+    );
+    let key_doc: Value = serde_json::from_slice(&std::fs::read(&key_file).unwrap()).unwrap();
+    key_doc["data"]["key"].as_str().unwrap().to_owned()
 }
 
 pub fn free_port() -> u16 {
