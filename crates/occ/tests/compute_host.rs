@@ -49,7 +49,12 @@ impl HostProcess {
 
     /// With `path` as its `PATH` (where it finds `systemctl`).
     fn start_with_path(request: &[u8], path: Option<&std::ffi::OsStr>) -> Self {
-        let mut cmd = Command::new(OCC);
+        Self::start_program(Path::new(OCC), request, path)
+    }
+
+    /// `program compute-host` (an `occ` at another path).
+    fn start_program(program: &Path, request: &[u8], path: Option<&std::ffi::OsStr>) -> Self {
+        let mut cmd = Command::new(program);
         if let Some(path) = path {
             cmd.env("PATH", path);
         }
@@ -121,10 +126,14 @@ impl Root {
             dir: tempfile::tempdir().expect("root"),
         }
     }
-    /// Outside /tmp (systemd units refuse roots their hardening would hide).
+    /// Outside /tmp, /home and /root (systemd units refuse roots their hardening would hide),
+    /// wherever the checkout is: under /var/lib.
     fn outside_tmp() -> Self {
         Self {
-            dir: tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("root"),
+            dir: tempfile::Builder::new()
+                .prefix("occ-test-compute-host-")
+                .tempdir_in("/var/lib")
+                .expect("root"),
         }
     }
     fn path(&self) -> &Path {
@@ -613,8 +622,15 @@ fn a_gateway_runs_from_its_systemd_unit() {
     use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 
     occ_testkit::runtime::shared_runtime();
-    let runtime = occ_testkit::runtime::runtime_root();
     let root = Root::outside_tmp();
+    // The runtime through a link in the root, and occ itself from the root (its unit runs
+    // `occ workspace-setup` from where `occ compute-host` ran): the checkout may be under /tmp.
+    let runtime = root.path().join("runtime");
+    std::os::unix::fs::symlink(occ_testkit::runtime::runtime_root(), &runtime).expect("link");
+    let occ = root.path().join("occ");
+    if std::fs::hard_link(OCC, &occ).is_err() {
+        std::fs::copy(OCC, &occ).expect("copy occ");
+    }
     let fake = FakeSystemd::start(root.path().join("fake"), root.path().join("units"));
     let path = fake.path_env();
     let mut settings = settings(&root.path().join("compute"), &runtime);
@@ -623,7 +639,8 @@ fn a_gateway_runs_from_its_systemd_unit() {
     settings.port_start = 29955;
     settings.ready_timeout_ms = 180_000;
     let run = |operation: HostOp| {
-        let (out, _) = HostProcess::start_with_path(
+        let (out, _) = HostProcess::start_program(
+            &occ,
             &bytes(&request(settings.clone(), operation)),
             Some(&path),
         )
