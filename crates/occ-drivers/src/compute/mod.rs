@@ -24,6 +24,7 @@ mod selection;
 
 pub mod account;
 pub mod host;
+pub mod kubernetes;
 pub mod process;
 pub mod ssh;
 pub mod systemd;

@@ -1463,7 +1463,7 @@ fn setup_failure(e: SetupError) -> ComputeError {
 
 /// The variable an `api_key` harness credential is delivered in, by the provider of the
 /// Agent's primary model (`agents.defaults.model.primary = "<provider>/<model>"`).
-fn harness_key_variable(rev: &RevisionTarget) -> Result<&'static str, ComputeError> {
+pub(crate) fn harness_key_variable(rev: &RevisionTarget) -> Result<&'static str, ComputeError> {
     if !matches!(rev.spec.harness_auth, Some(HarnessAuth::ApiKey { .. })) {
         return Err(ComputeError::permanent(
             "INVALID_HARNESS_AUTH",

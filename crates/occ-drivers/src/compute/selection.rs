@@ -46,6 +46,20 @@ impl ComputeSelection {
         }
     }
 
+    /// OpenClaw gateways as Deployments in each Namespace's tenant namespace: embedded
+    /// execution; Secret bindings and an `api_key` credential delivered as environment.
+    pub fn kubernetes() -> Self {
+        Self {
+            identity: ComputeIdentity {
+                id: "compute-kubernetes".into(),
+                implementation: "kubernetes".into(),
+            },
+            execution_modes: vec![ExecutionMode::Embedded],
+            harness_auth_methods: vec!["runtime", "api_key"],
+            delivers_secrets: true,
+        }
+    }
+
     /// Why this Compute Driver cannot run a Configuration with Secret bindings, if it cannot.
     pub fn secret_refusal(&self, has_bindings: bool) -> Option<String> {
         (has_bindings && !self.delivers_secrets).then(|| {

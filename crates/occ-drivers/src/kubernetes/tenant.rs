@@ -85,7 +85,7 @@ pub struct TenantAccess {
 #[derive(Debug, Clone)]
 pub struct TenantNamespaces {
     kube: KubeClient,
-    access: TenantAccess,
+    access: Option<TenantAccess>,
 }
 
 /// The ClusterRoles tenant RoleBindings grant (installed with occ, `deploy/kubernetes/rbac.yaml`)
@@ -153,7 +153,16 @@ fn is_ours(meta: &ObjectMeta, ns: &NamespaceTarget) -> bool {
 impl TenantNamespaces {
     /// Provisioning with `access`.
     pub fn new(kube: KubeClient, access: TenantAccess) -> Self {
-        Self { kube, access }
+        Self {
+            kube,
+            access: Some(access),
+        }
+    }
+
+    /// The namespaces alone (the Kubernetes Compute Driver's part, when no Kubernetes
+    /// Configuration or Secret Driver grants access in them).
+    pub fn namespaces_only(kube: KubeClient) -> Self {
+        Self { kube, access: None }
     }
 
     /// The tenant namespace object occ creates (also used by the golden tests).
@@ -190,12 +199,15 @@ impl TenantNamespaces {
             }]),
         };
         let mut out = Vec::new();
-        if self.access.configurations {
-            out.push(binding(TENANT_CONFIGURATIONS, &self.access.api));
+        let Some(access) = &self.access else {
+            return out;
+        };
+        if access.configurations {
+            out.push(binding(TENANT_CONFIGURATIONS, &access.api));
         }
-        if self.access.secrets {
-            out.push(binding(TENANT_SECRETS, &self.access.api));
-            if let Some(worker) = &self.access.worker {
+        if access.secrets {
+            out.push(binding(TENANT_SECRETS, &access.api));
+            if let Some(worker) = &access.worker {
                 out.push(binding(TENANT_SECRET_READER, worker));
             }
         }
