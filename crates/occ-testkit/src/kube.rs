@@ -1277,3 +1277,252 @@ mod tests {
         assert_eq!(query_param("x=1", "labelSelector"), None);
     }
 }
+
+#[cfg(test)]
+mod client_tests {
+    use super::*;
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::api::{Api, Patch, PatchParams, PostParams};
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    fn client(fake: &FakeKube) -> kube::Client {
+        kube::Client::try_from(kube::Config::new(fake.url().parse().expect("url"))).expect("client")
+    }
+
+    fn seed_namespace(fake: &FakeKube, ns: &str) {
+        fake.seed("namespaces", "", json!({"metadata": {"name": ns}}));
+    }
+
+    fn deployment(name: &str, image: &str) -> Deployment {
+        serde_json::from_value(json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": {"app": name}},
+                "template": {
+                    "metadata": {"labels": {"app": name}},
+                    "spec": {"containers": [{"name": "gateway", "image": image}]},
+                },
+            },
+        }))
+        .expect("deployment")
+    }
+
+    #[tokio::test]
+    async fn deployment_generation_follows_spec_changes_only() {
+        let fake = FakeKube::start().await;
+        seed_namespace(&fake, "ns");
+        let api: Api<Deployment> = Api::namespaced(client(&fake), "ns");
+        let created = api
+            .create(&PostParams::default(), &deployment("d", "a"))
+            .await
+            .expect("create");
+        assert_eq!(created.metadata.generation, Some(1));
+
+        // A metadata-only patch keeps it.
+        let patched = api
+            .patch(
+                "d",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"labels": {"x": "y"}}})),
+            )
+            .await
+            .expect("label patch");
+        assert_eq!(patched.metadata.generation, Some(1));
+
+        // A spec patch bumps it.
+        let patched = api
+            .patch(
+                "d",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"replicas": 0}})),
+            )
+            .await
+            .expect("spec patch");
+        assert_eq!(patched.metadata.generation, Some(2));
+
+        // A replace with a new template bumps it; the status written by someone else survives.
+        fake.mutate("deployments", "ns", "d", |o| {
+            o["status"] = json!({"observedGeneration": 2, "replicas": 0});
+        });
+        let current = api.get("d").await.expect("get");
+        assert_eq!(current.metadata.generation, Some(2), "status is not spec");
+        let mut next = deployment("d", "b");
+        next.metadata.resource_version = current.metadata.resource_version.clone();
+        let replaced = api
+            .replace("d", &PostParams::default(), &next)
+            .await
+            .expect("replace");
+        assert_eq!(replaced.metadata.generation, Some(3));
+        assert_eq!(
+            replaced.status.and_then(|s| s.observed_generation),
+            Some(2),
+            "the main resource does not write status"
+        );
+
+        // An identical replace keeps it; an apply patch changing spec bumps it.
+        let same = api
+            .replace("d", &PostParams::default(), &deployment("d", "b"))
+            .await
+            .expect("same replace");
+        assert_eq!(same.metadata.generation, Some(3));
+        let applied = api
+            .patch(
+                "d",
+                &PatchParams::apply("test").force(),
+                &Patch::Apply(json!({
+                    "apiVersion": "apps/v1", "kind": "Deployment",
+                    "metadata": {"name": "d"}, "spec": {"replicas": 2},
+                })),
+            )
+            .await
+            .expect("apply");
+        assert_eq!(applied.metadata.generation, Some(4));
+
+        // mutate: a spec change bumps, seeding starts at 1.
+        fake.mutate("deployments", "ns", "d", |o| {
+            o["spec"]["replicas"] = json!(0)
+        });
+        assert_eq!(
+            fake.object("deployments", "ns", "d").unwrap()["metadata"]["generation"],
+            json!(5)
+        );
+        fake.seed(
+            "deployments",
+            "ns",
+            json!({"metadata": {"name": "seeded"}, "spec": {"replicas": 1}}),
+        );
+        assert_eq!(
+            fake.object("deployments", "ns", "seeded").unwrap()["metadata"]["generation"],
+            json!(1)
+        );
+        // Other kinds carry no generation.
+        fake.seed(
+            "configmaps",
+            "ns",
+            json!({"metadata": {"name": "c"}, "data": {"a": "b"}}),
+        );
+        assert!(
+            fake.object("configmaps", "ns", "c").unwrap()["metadata"]
+                .get("generation")
+                .is_none()
+        );
+    }
+
+    /// A TCP echo server; returns its port.
+    async fn echo_server() -> (u16, tokio::task::JoinHandle<()>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let task = tokio::spawn(async move {
+            while let Ok((mut tcp, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let (mut r, mut w) = tcp.split();
+                    let _ = tokio::io::copy(&mut r, &mut w).await;
+                });
+            }
+        });
+        (port, task)
+    }
+
+    fn seed_pod(fake: &FakeKube, ns: &str, name: &str, phase: &str) {
+        fake.seed(
+            "pods",
+            ns,
+            json!({
+                "metadata": {"name": name},
+                "spec": {"containers": [{"name": "c", "image": "i"}]},
+                "status": {"phase": phase},
+            }),
+        );
+    }
+
+    async fn round_trip(api: &Api<Pod>, pod: &str, port: u16, payload: &[u8]) -> Vec<u8> {
+        let mut forwarder = api.portforward(pod, &[port]).await.expect("portforward");
+        let mut stream = forwarder.take_stream(port).expect("stream");
+        stream.write_all(payload).await.unwrap();
+        let mut got = vec![0u8; payload.len()];
+        tokio::time::timeout(Duration::from_secs(10), stream.read_exact(&mut got))
+            .await
+            .expect("echo in time")
+            .expect("echo");
+        drop(stream);
+        forwarder.abort();
+        got
+    }
+
+    #[tokio::test]
+    async fn portforward_reaches_the_registered_port() {
+        let fake = FakeKube::start().await;
+        seed_namespace(&fake, "ns");
+        let (echo, _server) = echo_server().await;
+        seed_pod(&fake, "ns", "p", "Running");
+        fake.register_pod_port("ns", "p", 8080, echo);
+        let api: Api<Pod> = Api::namespaced(client(&fake), "ns");
+
+        assert_eq!(
+            round_trip(&api, "p", 8080, b"hello pod").await,
+            b"hello pod"
+        );
+
+        // Two forwards at once, each with a larger payload.
+        let a: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        let b: Vec<u8> = (0..150_000u32).map(|i| (i % 13) as u8).collect();
+        let (ga, gb) = tokio::join!(
+            round_trip(&api, "p", 8080, &a),
+            round_trip(&api, "p", 8080, &b)
+        );
+        assert_eq!(ga, a);
+        assert_eq!(gb, b);
+
+        let logged: Vec<LoggedRequest> = fake
+            .requests()
+            .into_iter()
+            .filter(|r| r.resource == "pods/portforward")
+            .collect();
+        assert_eq!(logged.len(), 3);
+        assert!(logged.iter().all(|r| r.verb == "create"
+            && r.namespace == "ns"
+            && r.name == "p"
+            && r.status == 101
+            && r.query.contains("ports=8080")));
+    }
+
+    #[tokio::test]
+    async fn portforward_refusals_look_like_the_real_server() {
+        let fake = FakeKube::start().await;
+        seed_namespace(&fake, "ns");
+        let api: Api<Pod> = Api::namespaced(client(&fake), "ns");
+        let code = |r: Result<kube::api::Portforwarder, kube::Error>| match r {
+            Err(kube::Error::Api(status)) => status.code,
+            Err(other) => panic!("expected an API error, got {other}"),
+            Ok(_) => panic!("expected an API error"),
+        };
+        assert_eq!(code(api.portforward("missing", &[80]).await), 404);
+        seed_pod(&fake, "ns", "pending", "Pending");
+        assert_eq!(code(api.portforward("pending", &[80]).await), 400);
+
+        // Running but nothing listens on the port: the error channel says so.
+        seed_pod(&fake, "ns", "p", "Running");
+        let mut forwarder = api.portforward("p", &[80]).await.expect("upgrade");
+        let error = forwarder.take_error(80).expect("error future");
+        let message = tokio::time::timeout(Duration::from_secs(10), error)
+            .await
+            .expect("error in time");
+        assert!(
+            message
+                .as_deref()
+                .is_some_and(|m| m.contains("error forwarding port 80")),
+            "{message:?}"
+        );
+
+        fake.deny("create", "pods/portforward");
+        assert_eq!(code(api.portforward("p", &[80]).await), 403);
+        let last = fake.requests().pop().expect("logged");
+        assert_eq!(
+            (last.verb.as_str(), last.resource.as_str(), last.status),
+            ("create", "pods/portforward", 403)
+        );
+    }
+}
