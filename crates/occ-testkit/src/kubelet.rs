@@ -1131,3 +1131,305 @@ fn spawn_detached(script: &str) {
         .process_group(0)
         .status();
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::api::{Api, Patch, PatchParams};
+
+    const NS: &str = "agents";
+
+    #[test]
+    fn recognizes_the_setup_init_container() {
+        assert!(is_workspace_setup(
+            &json!({"command": ["/usr/local/bin/occ"], "args": ["workspace-setup"]})
+        ));
+        assert!(is_workspace_setup(
+            &json!({"command": ["occ", "workspace-setup"]})
+        ));
+        assert!(is_workspace_setup(
+            &json!({"command": ["sh", "-c", "exec occ workspace-setup"]})
+        ));
+        assert!(!is_workspace_setup(
+            &json!({"command": ["busybox", "true"]})
+        ));
+    }
+
+    #[test]
+    fn maps_container_paths_by_the_longest_mount() {
+        let mounts = vec![
+            ("/data/state".to_owned(), PathBuf::from("/h/state")),
+            ("/data".to_owned(), PathBuf::from("/h/pvc")),
+        ];
+        assert_eq!(
+            map_mounted(&mounts, "/data/state/x").as_deref(),
+            Some("/h/state/x")
+        );
+        assert_eq!(map_mounted(&mounts, "/data").as_deref(), Some("/h/pvc"));
+        assert_eq!(
+            map_mounted(&mounts, "/data/logs").as_deref(),
+            Some("/h/pvc/logs")
+        );
+        assert_eq!(map_mounted(&mounts, "/database"), None);
+    }
+
+    fn b64(s: &str) -> String {
+        base64::engine::general_purpose::STANDARD.encode(s)
+    }
+
+    /// What a Kubernetes Compute Driver could create for one Agent.
+    fn seed_agent(fake: &FakeKube, token: &str) {
+        fake.seed("namespaces", "", json!({"metadata": {"name": NS}}));
+        let config = json!({
+            "gateway": {
+                "mode": "local", "port": 18789, "bind": "loopback",
+                "auth": {"mode": "token", "token": "${OPENCLAW_GATEWAY_TOKEN}"},
+            },
+            "agents": {"defaults": {"workspace": "/data/state/workspace", "heartbeat": {"every": "0m"}}},
+            "logging": {"file": "/data/logs/gateway.log"},
+            "update": {"checkOnStart": false},
+            "models": {"catalogRefresh": {"enabled": false}},
+            "cron": {"enabled": false},
+        });
+        fake.seed(
+            "configmaps",
+            NS,
+            json!({"metadata": {"name": "agent-config"}, "data": {"openclaw.json": config.to_string()}}),
+        );
+        fake.seed(
+            "secrets",
+            NS,
+            json!({"metadata": {"name": "agent-token"}, "data": {"token": b64(token)}}),
+        );
+        let input = occ_drivers::workspace_setup::SetupInput {
+            id: "setup-1".into(),
+            namespace_id: format!("ns_{}", uuid::Uuid::new_v4()),
+            agent_id: format!("agt_{}", uuid::Uuid::new_v4()),
+            defaults_id: None,
+            files: Some(BTreeMap::from([(
+                "AGENTS.md".to_owned(),
+                "# Agents\n\nFrom the kubelet test.\n".to_owned(),
+            )])),
+            completed: false,
+        };
+        fake.seed(
+            "secrets",
+            NS,
+            json!({"metadata": {"name": "agent-setup"},
+                   "data": {"input.json": base64::engine::general_purpose::STANDARD.encode(input.to_json())}}),
+        );
+        fake.seed(
+            "persistentvolumeclaims",
+            NS,
+            json!({"metadata": {"name": "agent-data"}, "spec": {"accessModes": ["ReadWriteOnce"]}}),
+        );
+        fake.seed(
+            "deployments",
+            NS,
+            json!({
+                "apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": "agent"},
+                "spec": {
+                    "replicas": 1,
+                    "strategy": {"type": "Recreate"},
+                    "selector": {"matchLabels": {"app": "agent"}},
+                    "template": {
+                        "metadata": {"labels": {"app": "agent"}, "annotations": {"occ/revision": "r1"}},
+                        "spec": {
+                            "volumes": [
+                                {"name": "config", "configMap": {"name": "agent-config",
+                                    "items": [{"key": "openclaw.json", "path": "openclaw.json"}]}},
+                                {"name": "setup", "secret": {"secretName": "agent-setup"}},
+                                {"name": "data", "persistentVolumeClaim": {"claimName": "agent-data"}},
+                            ],
+                            "initContainers": [{
+                                "name": "workspace-setup",
+                                "image": "occ",
+                                "command": ["/usr/local/bin/occ", "workspace-setup"],
+                                "env": [
+                                    {"name": "OCC_WORKSPACE_SETUP_PATH", "value": "/setup/input.json"},
+                                    {"name": "OCC_WORKSPACE_DIR", "value": "/data/state/workspace"},
+                                ],
+                                "volumeMounts": [
+                                    {"name": "setup", "mountPath": "/setup", "readOnly": true},
+                                    {"name": "data", "mountPath": "/data"},
+                                ],
+                            }],
+                            "containers": [{
+                                "name": "gateway",
+                                "image": "openclaw",
+                                "command": ["node", "/app/openclaw.mjs"],
+                                "args": ["gateway", "run", "--port", "18789", "--bind", "loopback"],
+                                "env": [
+                                    {"name": "HOME", "value": "/data/home"},
+                                    {"name": "TMPDIR", "value": "/tmp"},
+                                    {"name": "OPENCLAW_STATE_DIR", "value": "/data/state"},
+                                    {"name": "OPENCLAW_CONFIG_PATH", "value": "/etc/openclaw/openclaw.json"},
+                                    {"name": "OPENCLAW_GATEWAY_TOKEN", "valueFrom":
+                                        {"secretKeyRef": {"name": "agent-token", "key": "token"}}},
+                                ],
+                                "volumeMounts": [
+                                    {"name": "config", "mountPath": "/etc/openclaw", "readOnly": true},
+                                    {"name": "data", "mountPath": "/data"},
+                                ],
+                            }],
+                        },
+                    },
+                },
+            }),
+        );
+    }
+
+    async fn eventually<T>(
+        what: &str,
+        limit: Duration,
+        mut probe: impl AsyncFnMut() -> Option<T>,
+    ) -> T {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            if let Some(value) = probe().await {
+                return value;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "timed out waiting for {what}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// A local listener whose every connection is bridged to the Pod's port through a kube
+    /// portforward; returns its port.
+    fn bridge_listener(
+        api: Api<Pod>,
+        pod: String,
+        port: u16,
+    ) -> (u16, tokio::task::JoinHandle<()>) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let local = listener.local_addr().unwrap().port();
+        let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+        let task = tokio::spawn(async move {
+            while let Ok((mut tcp, _)) = listener.accept().await {
+                let (api, pod) = (api.clone(), pod.clone());
+                tokio::spawn(async move {
+                    let Ok(mut forwarder) = api.portforward(&pod, &[port]).await else {
+                        return;
+                    };
+                    let Some(mut stream) = forwarder.take_stream(port) else {
+                        return;
+                    };
+                    let _ = tokio::io::copy_bidirectional(&mut tcp, &mut stream).await;
+                    forwarder.abort();
+                });
+            }
+        });
+        (local, task)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn runs_a_deployment_as_a_real_gateway_reachable_through_portforward() {
+        let fake = FakeKube::start().await;
+        let token = format!("{}", uuid::Uuid::new_v4().simple());
+        seed_agent(&fake, &token);
+        let kubelet = FakeKubelet::start(&fake);
+        let client =
+            kube::Client::try_from(kube::Config::new(fake.url().parse().unwrap())).unwrap();
+        let deployments: Api<Deployment> = Api::namespaced(client.clone(), NS);
+        let pods: Api<Pod> = Api::namespaced(client, NS);
+
+        let ready = eventually(
+            "the Deployment to be ready",
+            Duration::from_secs(240),
+            async || {
+                let d = deployments.get("agent").await.ok()?;
+                let status = d.status?;
+                (status.ready_replicas == Some(1)
+                    && status.observed_generation == d.metadata.generation)
+                    .then_some(())
+            },
+        )
+        .await;
+        let _ = ready;
+        let listed = pods.list(&Default::default()).await.unwrap();
+        assert_eq!(listed.items.len(), 1);
+        let pod = listed.items[0].clone();
+        let pod_name = pod.metadata.name.clone().unwrap();
+        assert!(pod_name.starts_with("agent-"), "{pod_name}");
+        assert_eq!(pod.metadata.labels.as_ref().unwrap()["app"], "agent");
+        assert_eq!(
+            pod.status.as_ref().unwrap().phase.as_deref(),
+            Some("Running")
+        );
+        let gateways = kubelet.gateways();
+        assert_eq!(gateways.len(), 1);
+        assert!(gateways[0].ready);
+        let pid = gateways[0].pid;
+        assert!(alive(pid));
+
+        // The init container seeded the workspace on the claim's directory.
+        let pvc = kubelet.inner.root.join("pvc").join(NS).join("agent-data");
+        let agents = std::fs::read_to_string(pvc.join("state/workspace/AGENTS.md")).unwrap();
+        assert!(agents.contains("From the kubelet test."), "{agents}");
+        // The config it runs with points at host paths and its local port.
+        let dir = kubelet.pod_dir(NS, "agent").unwrap();
+        let config: Value =
+            serde_json::from_slice(&std::fs::read(dir.join("openclaw.json")).unwrap()).unwrap();
+        assert_eq!(config["gateway"]["port"], json!(gateways[0].port));
+        assert_eq!(
+            config["agents"]["defaults"]["workspace"],
+            json!(pvc.join("state/workspace").display().to_string())
+        );
+
+        // A native handshake through a kube portforward to the container port.
+        let (local, bridge) = bridge_listener(pods.clone(), pod_name.clone(), 18789);
+        let hello = occ_gateway::wait_ready(
+            &occ_gateway::Endpoint::loopback(local, token.clone()),
+            Duration::from_secs(30),
+        )
+        .await
+        .expect("handshake through portforward");
+        assert!(!hello.server_version.is_empty());
+        bridge.abort();
+
+        // Scaled to zero: the gateway is killed and the Pod deleted.
+        deployments
+            .patch(
+                "agent",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"replicas": 0}})),
+            )
+            .await
+            .unwrap();
+        eventually(
+            "the Deployment to be scaled down",
+            Duration::from_secs(30),
+            async || {
+                let d = deployments.get("agent").await.ok()?;
+                let status = d.status?;
+                (status.replicas == Some(0)
+                    && status.ready_replicas == Some(0)
+                    && status.observed_generation == d.metadata.generation)
+                    .then_some(())
+            },
+        )
+        .await;
+        assert!(
+            pods.list(&Default::default())
+                .await
+                .unwrap()
+                .items
+                .is_empty()
+        );
+        assert!(kubelet.gateways().is_empty());
+        eventually("the gateway to exit", Duration::from_secs(15), async || {
+            (!alive(pid)).then_some(())
+        })
+        .await;
+        let root = kubelet.inner.root.clone();
+        drop(kubelet);
+        assert!(!root.exists(), "the kubelet removes its directories");
+    }
+}
