@@ -1394,6 +1394,46 @@ mod tests {
         assert!(!hello.server_version.is_empty());
         bridge.abort();
 
+        // A crash: the Deployment is not ready, then the kubelet restarts the gateway.
+        let killed = kubelet
+            .kill_gateway(NS, "agent")
+            .expect("a gateway to kill");
+        assert_eq!(killed, pid);
+        eventually(
+            "the Deployment to notice the crash",
+            Duration::from_secs(20),
+            async || {
+                let status = deployments.get("agent").await.ok()?.status?;
+                (status.ready_replicas == Some(0)).then_some(())
+            },
+        )
+        .await;
+        eventually(
+            "the gateway to be restarted",
+            Duration::from_secs(240),
+            async || {
+                let status = pods.get(&pod_name).await.ok()?.status?;
+                let container = status.container_statuses?.into_iter().next()?;
+                (container.restart_count == 1
+                    && container.ready
+                    && status.phase.as_deref() == Some("Running"))
+                .then_some(())
+            },
+        )
+        .await;
+        eventually(
+            "the Deployment to be ready again",
+            Duration::from_secs(10),
+            async || {
+                let status = deployments.get("agent").await.ok()?.status?;
+                (status.ready_replicas == Some(1)).then_some(())
+            },
+        )
+        .await;
+        assert!(!alive(killed));
+        let pid = kubelet.gateways()[0].pid;
+        assert_ne!(pid, killed);
+
         // Scaled to zero: the gateway is killed and the Pod deleted.
         deployments
             .patch(
