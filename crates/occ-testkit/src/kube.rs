@@ -950,6 +950,9 @@ fn portforward_route(path: &str) -> Option<(String, String)> {
     }
 }
 
+/// Requested ports and the local ports registered for them.
+type Targets = Vec<(u16, Option<u16>)>;
+
 /// The WebSocket subprotocol the real kubelet's port forwarding speaks (it offers no v5).
 const PORTFORWARD_PROTOCOL: &str = "v4.channel.k8s.io";
 
@@ -982,7 +985,7 @@ fn portforward(
         .map(|p| p.parse::<u16>().map_err(|_| p.to_owned()))
         .collect();
     let mut st = state.lock().unwrap_or_else(|e| e.into_inner());
-    let outcome: Result<(Vec<(u16, Option<u16>)>, String), (u16, Value)> = (|| {
+    let outcome: Result<(Targets, String), (u16, Value)> = (|| {
         if let Some(code) = st.take_fault(verb, resource) {
             let reason = if code == 429 {
                 "TooManyRequests"
@@ -1200,7 +1203,7 @@ async fn bridge(upgraded: hyper::upgrade::Upgraded, targets: Vec<(u16, Option<u1
                 incoming = stream.next() => match incoming {
                     Some(Ok(Message::Binary(bytes))) if !bytes.is_empty() => {
                         let channel = bytes[0] as usize;
-                        if channel % 2 == 0
+                        if channel.is_multiple_of(2)
                             && let Some(Some(writer)) = writers.get_mut(channel / 2)
                             && writer.write_all(&bytes[1..]).await.is_err()
                         {

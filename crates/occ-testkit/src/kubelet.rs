@@ -1340,7 +1340,7 @@ mod tests {
         let deployments: Api<Deployment> = Api::namespaced(client.clone(), NS);
         let pods: Api<Pod> = Api::namespaced(client, NS);
 
-        let ready = eventually(
+        eventually(
             "the Deployment to be ready",
             Duration::from_secs(240),
             async || {
@@ -1352,7 +1352,6 @@ mod tests {
             },
         )
         .await;
-        let _ = ready;
         let listed = pods.list(&Default::default()).await.unwrap();
         assert_eq!(listed.items.len(), 1);
         let pod = listed.items[0].clone();
