@@ -18,6 +18,21 @@
 //!   deletion in `Terminating`, seed or mutate stored objects behind the client's back, and read a
 //!   log of every request.
 //!
+//! Deployments (and the other workload kinds) get `metadata.generation`: 1 on create, bumped
+//! whenever `spec` changes, never for status-only changes; their `status` is the status
+//! subresource's, so writes to the main resource keep it (only [`FakeKube::mutate`] and the
+//! test kubelet change it).
+//!
+//! `GET /api/v1/namespaces/{ns}/pods/{name}/portforward?ports=P[,Q…]` upgrades to a WebSocket
+//! with subprotocol `v4.channel.k8s.io` (what the real kubelet's WebSocket port forwarding
+//! speaks, and what kube's `Api::<Pod>::portforward` accepts): per requested port `i`, data
+//! channel `2i` and error channel `2i+1`, each opened by a frame carrying the port (2 bytes
+//! little-endian). The data channel is bridged to `127.0.0.1:<local port>` registered for the
+//! Pod's container port ([`FakeKube::register_pod_port`], which [`crate::kubelet::FakeKubelet`]
+//! does for the gateways it runs); an unregistered or refused port gets an error-channel
+//! message, as from the real kubelet. It is logged as verb `create` on resource
+//! `pods/portforward` and obeys [`FakeKube::deny`] and [`FakeKube::fail_next`] for them.
+//!
 //! It does not implement watches, field managers, admission or garbage collection.
 
 use std::collections::{BTreeMap, HashSet};
@@ -25,9 +40,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use axum::Json;
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::extract::{Request, State};
+use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
@@ -61,11 +75,17 @@ struct Fault {
     resource: Option<String>,
 }
 
+/// Resources whose objects carry `metadata.generation` and a status subresource.
+const WORKLOADS: [&str; 4] = ["deployments", "statefulsets", "daemonsets", "replicasets"];
+
+/// The state behind a fake; the test kubelet works on it in process.
 #[derive(Default)]
-struct FakeState {
+pub(crate) struct FakeState {
     resource_version: u64,
     /// (resource, namespace, name) → object.
-    objects: BTreeMap<(String, String, String), Value>,
+    pub(crate) objects: BTreeMap<(String, String, String), Value>,
+    /// (namespace, pod) → container port → local loopback port, for portforward.
+    pub(crate) pod_ports: BTreeMap<(String, String), BTreeMap<u16, u16>>,
     denied: HashSet<(String, String)>,
     faults: Vec<Fault>,
     latency: Duration,
@@ -74,7 +94,7 @@ struct FakeState {
 }
 
 impl FakeState {
-    fn next_version(&mut self) -> String {
+    pub(crate) fn next_version(&mut self) -> String {
         self.resource_version += 1;
         self.resource_version.to_string()
     }
@@ -213,6 +233,34 @@ impl FakeKube {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The shared state, for in-process helpers such as the test kubelet.
+    pub(crate) fn shared(&self) -> Arc<Mutex<FakeState>> {
+        self.state.clone()
+    }
+
+    /// Makes portforward to `container_port` of Pod `namespace/pod` reach
+    /// `127.0.0.1:local_port`.
+    pub fn register_pod_port(
+        &self,
+        namespace: &str,
+        pod: &str,
+        container_port: u16,
+        local_port: u16,
+    ) {
+        self.state()
+            .pod_ports
+            .entry((namespace.into(), pod.into()))
+            .or_default()
+            .insert(container_port, local_port);
+    }
+
+    /// Forgets every port of Pod `namespace/pod`.
+    pub fn unregister_pod(&self, namespace: &str, pod: &str) {
+        self.state()
+            .pod_ports
+            .remove(&(namespace.to_owned(), pod.to_owned()));
+    }
+
     /// Answers `verb` on `resource` with 403 Forbidden from now on.
     pub fn deny(&self, verb: &str, resource: &str) {
         self.state().denied.insert((verb.into(), resource.into()));
@@ -287,12 +335,16 @@ impl FakeKube {
             .to_owned();
         let version = st.next_version();
         stamp_new(&mut object, resource, namespace, version);
+        if WORKLOADS.contains(&resource) && object["metadata"].get("generation").is_none() {
+            object["metadata"]["generation"] = json!(1);
+        }
         st.objects
             .insert((resource.into(), namespace.into(), name), object.clone());
         object
     }
 
-    /// Changes a stored object behind the client's back (its resourceVersion advances).
+    /// Changes a stored object behind the client's back (its resourceVersion advances; a
+    /// workload's generation advances when its `spec` changed, not for `status`).
     pub fn mutate(
         &self,
         resource: &str,
@@ -306,7 +358,9 @@ impl FakeKube {
             .objects
             .get_mut(&(resource.into(), namespace.into(), name.into()))
             .expect("mutate an existing object");
+        let before = object.clone();
         change(object);
+        track_generation(resource, Some(&before), object);
         object["metadata"]["resourceVersion"] = json!(version);
     }
 
@@ -315,6 +369,28 @@ impl FakeKube {
         self.state()
             .objects
             .remove(&(resource.into(), namespace.into(), name.into()))
+    }
+}
+
+/// Sets a workload's `metadata.generation` as the API server does: 1 when created, the current
+/// one plus 1 when `spec` changed, else unchanged.
+pub(crate) fn track_generation(resource: &str, current: Option<&Value>, next: &mut Value) {
+    if !WORKLOADS.contains(&resource) {
+        return;
+    }
+    let generation = match current {
+        None => 1,
+        Some(current) => {
+            let generation = current["metadata"]["generation"].as_i64().unwrap_or(1);
+            if current.get("spec") != next.get("spec") {
+                generation + 1
+            } else {
+                generation
+            }
+        }
+    };
+    if next["metadata"].is_object() {
+        next["metadata"]["generation"] = json!(generation);
     }
 }
 
@@ -344,7 +420,7 @@ fn stamp_new(object: &mut Value, resource: &str, namespace: &str, version: Strin
     }
 }
 
-fn now_rfc3339() -> String {
+pub(crate) fn now_rfc3339() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
@@ -486,17 +562,22 @@ fn verb_of(method: &Method, name: &str) -> &'static str {
     }
 }
 
-async fn handle(
-    State(state): State<Arc<Mutex<FakeState>>>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
+async fn handle(State(state): State<Arc<Mutex<FakeState>>>, request: Request) -> Response {
     let latency = state.lock().map(|s| s.latency).unwrap_or_default();
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
     }
+    if let Some((namespace, pod)) = portforward_route(request.uri().path()) {
+        return portforward(&state, namespace, pod, request);
+    }
+    let (parts, body) = request.into_parts();
+    let (method, uri, headers) = (parts.method, parts.uri, parts.headers);
+    let Ok(body) = axum::body::to_bytes(body, 64 << 20).await else {
+        return respond(
+            413,
+            status(413, "RequestEntityTooLarge", "the body is too large".into()),
+        );
+    };
     let query = uri.query().unwrap_or("").to_owned();
     let content_type = headers
         .get("content-type")
@@ -680,6 +761,10 @@ fn serve(
                 meta.remove("creationTimestamp");
             }
             fold_string_data(resource, &mut object);
+            if WORKLOADS.contains(&resource) {
+                object["status"] = json!({});
+            }
+            track_generation(resource, None, &mut object);
             let version = st.next_version();
             stamp_new(&mut object, resource, namespace, version);
             st.objects.insert(key(&object_name), object.clone());
@@ -739,6 +824,10 @@ fn serve(
             if resource == "namespaces" {
                 object["status"] = current["status"].clone();
             }
+            if WORKLOADS.contains(&resource) {
+                object["status"] = current.get("status").cloned().unwrap_or(json!({}));
+            }
+            track_generation(resource, Some(&current), &mut object);
             st.objects.insert(key(name), object.clone());
             (200, object)
         }
@@ -769,6 +858,13 @@ fn serve(
             };
             merge_patch(&mut object, &patch);
             fold_string_data(resource, &mut object);
+            if WORKLOADS.contains(&resource) {
+                object["status"] = current
+                    .as_ref()
+                    .and_then(|c| c.get("status").cloned())
+                    .unwrap_or(json!({}));
+            }
+            track_generation(resource, current.as_ref(), &mut object);
             if let Some(current) = &current
                 && immutable_change(resource, current, &object)
             {
@@ -839,6 +935,308 @@ fn serve(
     }
 }
 
+/// `(namespace, pod)` of a `/api/v1/namespaces/{ns}/pods/{name}/portforward` path.
+fn portforward_route(path: &str) -> Option<(String, String)> {
+    match path
+        .trim_matches('/')
+        .split('/')
+        .collect::<Vec<_>>()
+        .as_slice()
+    {
+        ["api", "v1", "namespaces", ns, "pods", name, "portforward"] => {
+            Some((ns.to_string(), name.to_string()))
+        }
+        _ => None,
+    }
+}
+
+/// Requested ports and the local ports registered for them.
+type Targets = Vec<(u16, Option<u16>)>;
+
+/// The WebSocket subprotocol the real kubelet's port forwarding speaks (it offers no v5).
+const PORTFORWARD_PROTOCOL: &str = "v4.channel.k8s.io";
+
+/// Checks a portforward request like the API server and kubelet do, logs it, and on success
+/// answers `101 Switching Protocols` and bridges the upgraded connection in the background.
+fn portforward(
+    state: &Arc<Mutex<FakeState>>,
+    namespace: String,
+    pod: String,
+    mut request: Request,
+) -> Response {
+    let (verb, resource) = ("create", "pods/portforward");
+    let query = request.uri().query().unwrap_or("").to_owned();
+    let headers = request.headers();
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned()
+    };
+    let key = header("sec-websocket-key");
+    let upgrade = header("upgrade");
+    let offered = header("sec-websocket-protocol");
+    let ports: Result<Vec<u16>, String> = query_param(&query, "ports")
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(|p| p.parse::<u16>().map_err(|_| p.to_owned()))
+        .collect();
+    let mut st = state.lock().unwrap_or_else(|e| e.into_inner());
+    let outcome: Result<(Targets, String), (u16, Value)> = (|| {
+        if let Some(code) = st.take_fault(verb, resource) {
+            let reason = if code == 429 {
+                "TooManyRequests"
+            } else {
+                "InternalError"
+            };
+            return Err((
+                code,
+                status(code, reason, format!("injected failure {code}")),
+            ));
+        }
+        if st.denied.contains(&(verb.to_owned(), resource.to_owned())) {
+            return Err((
+                403,
+                status(
+                    403,
+                    "Forbidden",
+                    format!(
+                        "pods \"{pod}\" is forbidden: User \"test\" cannot create resource \"pods/portforward\" in API group \"\" in the namespace \"{namespace}\""
+                    ),
+                ),
+            ));
+        }
+        let ports = match ports {
+            Ok(ports) if !ports.is_empty() && !ports.contains(&0) => ports,
+            Ok(_) => {
+                return Err((
+                    400,
+                    status(
+                        400,
+                        "BadRequest",
+                        "at least one port must be specified".into(),
+                    ),
+                ));
+            }
+            Err(bad) => {
+                return Err((
+                    400,
+                    status(400, "BadRequest", format!("invalid port \"{bad}\"")),
+                ));
+            }
+        };
+        let Some(object) = st
+            .objects
+            .get(&("pods".into(), namespace.clone(), pod.clone()))
+        else {
+            return Err((
+                404,
+                status(404, "NotFound", format!("pods \"{pod}\" not found")),
+            ));
+        };
+        let phase = object["status"]["phase"].as_str().unwrap_or("Pending");
+        if phase != "Running" {
+            return Err((
+                400,
+                status(
+                    400,
+                    "BadRequest",
+                    format!(
+                        "pod {pod} is not running (phase {phase}): unable to upgrade connection"
+                    ),
+                ),
+            ));
+        }
+        if !upgrade.eq_ignore_ascii_case("websocket") || key.is_empty() {
+            return Err((
+                400,
+                status(400, "BadRequest", "upgrade request required".into()),
+            ));
+        }
+        if !offered.split(',').any(|p| p.trim() == PORTFORWARD_PROTOCOL) {
+            return Err((
+                400,
+                status(
+                    400,
+                    "BadRequest",
+                    format!(
+                        "none of the offered subprotocols ({offered}) is supported; use {PORTFORWARD_PROTOCOL}"
+                    ),
+                ),
+            ));
+        }
+        let uid = object["metadata"]["uid"].as_str().unwrap_or("").to_owned();
+        let registered = st.pod_ports.get(&(namespace.clone(), pod.clone()));
+        Ok((
+            ports
+                .iter()
+                .map(|p| (*p, registered.and_then(|m| m.get(p).copied())))
+                .collect(),
+            uid,
+        ))
+    })();
+    let code = match &outcome {
+        Ok(_) => 101,
+        Err((code, _)) => *code,
+    };
+    st.log.push(LoggedRequest {
+        verb: verb.to_owned(),
+        resource: resource.to_owned(),
+        namespace,
+        name: pod,
+        query,
+        content_type: String::new(),
+        body: None,
+        status: code,
+    });
+    drop(st);
+    let (targets, uid) = match outcome {
+        Ok(ok) => ok,
+        Err((code, body)) => return respond(code, body),
+    };
+    let on_upgrade = hyper::upgrade::on(&mut request);
+    tokio::spawn(async move {
+        if let Ok(upgraded) = on_upgrade.await {
+            bridge(upgraded, targets, uid).await;
+        }
+    });
+    let accept = tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes());
+    Response::builder()
+        .status(StatusCode::SWITCHING_PROTOCOLS)
+        .header("upgrade", "websocket")
+        .header("connection", "Upgrade")
+        .header("sec-websocket-accept", accept)
+        .header("sec-websocket-protocol", PORTFORWARD_PROTOCOL)
+        .body(axum::body::Body::empty())
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+/// What the TCP side of a forwarded port sends to the WebSocket side.
+enum FromPod {
+    Frame(Vec<u8>),
+    Eof,
+}
+
+/// Runs one upgraded portforward connection: the opening frames, then bytes between the data
+/// channels and TCP connections to the registered local ports.
+async fn bridge(upgraded: hyper::upgrade::Upgraded, targets: Vec<(u16, Option<u16>)>, uid: String) {
+    use futures::{SinkExt as _, StreamExt as _};
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    use tokio_tungstenite::tungstenite::Message;
+    use tokio_tungstenite::tungstenite::protocol::Role;
+
+    let ws = tokio_tungstenite::WebSocketStream::from_raw_socket(
+        hyper_util::rt::TokioIo::new(upgraded),
+        Role::Server,
+        None,
+    )
+    .await;
+    let (mut sink, mut stream) = ws.split();
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<FromPod>(16);
+    let mut writers: Vec<Option<tokio::net::tcp::OwnedWriteHalf>> = Vec::new();
+    let mut readers = Vec::new();
+    let mut live = 0usize;
+    for (i, (port, local)) in targets.iter().enumerate() {
+        let data = 2 * i as u8;
+        let [lo, hi] = port.to_le_bytes();
+        for channel in [data, data + 1] {
+            if sink
+                .send(Message::binary(vec![channel, lo, hi]))
+                .await
+                .is_err()
+            {
+                return;
+            }
+        }
+        let connected = match local {
+            Some(local) => tokio::net::TcpStream::connect(("127.0.0.1", *local))
+                .await
+                .map_err(|e| e.to_string()),
+            None => Err("connect: connection refused".into()),
+        };
+        match connected {
+            Ok(tcp) => {
+                let (mut read, write) = tcp.into_split();
+                writers.push(Some(write));
+                live += 1;
+                let tx = tx.clone();
+                readers.push(tokio::spawn(async move {
+                    let mut buf = vec![0u8; 32 * 1024];
+                    loop {
+                        match read.read(&mut buf).await {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => {
+                                let mut frame = Vec::with_capacity(n + 1);
+                                frame.push(data);
+                                frame.extend_from_slice(&buf[..n]);
+                                if tx.send(FromPod::Frame(frame)).await.is_err() {
+                                    return;
+                                }
+                            }
+                        }
+                    }
+                    let _ = tx.send(FromPod::Eof).await;
+                }));
+            }
+            Err(reason) => {
+                writers.push(None);
+                let mut frame = vec![data + 1];
+                frame.extend_from_slice(
+                    format!(
+                        "error forwarding port {port} to pod {uid}, uid : failed to connect to localhost:{port} inside the pod: dial tcp4 127.0.0.1:{port}: {reason}"
+                    )
+                    .as_bytes(),
+                );
+                if sink.send(Message::binary(frame)).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+    drop(tx);
+    if live > 0 {
+        loop {
+            tokio::select! {
+                incoming = stream.next() => match incoming {
+                    Some(Ok(Message::Binary(bytes))) if !bytes.is_empty() => {
+                        let channel = bytes[0] as usize;
+                        if channel.is_multiple_of(2)
+                            && let Some(Some(writer)) = writers.get_mut(channel / 2)
+                            && writer.write_all(&bytes[1..]).await.is_err()
+                        {
+                            writers[channel / 2] = None;
+                        }
+                    }
+                    Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break,
+                    Some(Ok(_)) => {}
+                },
+                outgoing = rx.recv() => match outgoing {
+                    Some(FromPod::Frame(frame)) => {
+                        if sink.send(Message::binary(frame)).await.is_err() {
+                            break;
+                        }
+                    }
+                    Some(FromPod::Eof) => {
+                        live -= 1;
+                        if live == 0 {
+                            break;
+                        }
+                    }
+                    None => break,
+                },
+            }
+        }
+    }
+    for reader in readers {
+        reader.abort();
+    }
+    let _ = sink.send(Message::Close(None)).await;
+    let _ = sink.close().await;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -880,5 +1278,254 @@ mod tests {
             Some("a=b,c")
         );
         assert_eq!(query_param("x=1", "labelSelector"), None);
+    }
+}
+
+#[cfg(test)]
+mod client_tests {
+    use super::*;
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::api::{Api, Patch, PatchParams, PostParams};
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    fn client(fake: &FakeKube) -> kube::Client {
+        kube::Client::try_from(kube::Config::new(fake.url().parse().expect("url"))).expect("client")
+    }
+
+    fn seed_namespace(fake: &FakeKube, ns: &str) {
+        fake.seed("namespaces", "", json!({"metadata": {"name": ns}}));
+    }
+
+    fn deployment(name: &str, image: &str) -> Deployment {
+        serde_json::from_value(json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": {"app": name}},
+                "template": {
+                    "metadata": {"labels": {"app": name}},
+                    "spec": {"containers": [{"name": "gateway", "image": image}]},
+                },
+            },
+        }))
+        .expect("deployment")
+    }
+
+    #[tokio::test]
+    async fn deployment_generation_follows_spec_changes_only() {
+        let fake = FakeKube::start().await;
+        seed_namespace(&fake, "ns");
+        let api: Api<Deployment> = Api::namespaced(client(&fake), "ns");
+        let created = api
+            .create(&PostParams::default(), &deployment("d", "a"))
+            .await
+            .expect("create");
+        assert_eq!(created.metadata.generation, Some(1));
+
+        // A metadata-only patch keeps it.
+        let patched = api
+            .patch(
+                "d",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"labels": {"x": "y"}}})),
+            )
+            .await
+            .expect("label patch");
+        assert_eq!(patched.metadata.generation, Some(1));
+
+        // A spec patch bumps it.
+        let patched = api
+            .patch(
+                "d",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"replicas": 0}})),
+            )
+            .await
+            .expect("spec patch");
+        assert_eq!(patched.metadata.generation, Some(2));
+
+        // A replace with a new template bumps it; the status written by someone else survives.
+        fake.mutate("deployments", "ns", "d", |o| {
+            o["status"] = json!({"observedGeneration": 2, "replicas": 0});
+        });
+        let current = api.get("d").await.expect("get");
+        assert_eq!(current.metadata.generation, Some(2), "status is not spec");
+        let mut next = deployment("d", "b");
+        next.metadata.resource_version = current.metadata.resource_version.clone();
+        let replaced = api
+            .replace("d", &PostParams::default(), &next)
+            .await
+            .expect("replace");
+        assert_eq!(replaced.metadata.generation, Some(3));
+        assert_eq!(
+            replaced.status.and_then(|s| s.observed_generation),
+            Some(2),
+            "the main resource does not write status"
+        );
+
+        // An identical replace keeps it; an apply patch changing spec bumps it.
+        let same = api
+            .replace("d", &PostParams::default(), &deployment("d", "b"))
+            .await
+            .expect("same replace");
+        assert_eq!(same.metadata.generation, Some(3));
+        let applied = api
+            .patch(
+                "d",
+                &PatchParams::apply("test").force(),
+                &Patch::Apply(json!({
+                    "apiVersion": "apps/v1", "kind": "Deployment",
+                    "metadata": {"name": "d"}, "spec": {"replicas": 2},
+                })),
+            )
+            .await
+            .expect("apply");
+        assert_eq!(applied.metadata.generation, Some(4));
+
+        // mutate: a spec change bumps, seeding starts at 1.
+        fake.mutate("deployments", "ns", "d", |o| {
+            o["spec"]["replicas"] = json!(0)
+        });
+        assert_eq!(
+            fake.object("deployments", "ns", "d").unwrap()["metadata"]["generation"],
+            json!(5)
+        );
+        fake.seed(
+            "deployments",
+            "ns",
+            json!({"metadata": {"name": "seeded"}, "spec": {"replicas": 1}}),
+        );
+        assert_eq!(
+            fake.object("deployments", "ns", "seeded").unwrap()["metadata"]["generation"],
+            json!(1)
+        );
+        // Other kinds carry no generation.
+        fake.seed(
+            "configmaps",
+            "ns",
+            json!({"metadata": {"name": "c"}, "data": {"a": "b"}}),
+        );
+        assert!(
+            fake.object("configmaps", "ns", "c").unwrap()["metadata"]
+                .get("generation")
+                .is_none()
+        );
+    }
+
+    /// A TCP echo server; returns its port.
+    async fn echo_server() -> (u16, tokio::task::JoinHandle<()>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let task = tokio::spawn(async move {
+            while let Ok((mut tcp, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let (mut r, mut w) = tcp.split();
+                    let _ = tokio::io::copy(&mut r, &mut w).await;
+                });
+            }
+        });
+        (port, task)
+    }
+
+    fn seed_pod(fake: &FakeKube, ns: &str, name: &str, phase: &str) {
+        fake.seed(
+            "pods",
+            ns,
+            json!({
+                "metadata": {"name": name},
+                "spec": {"containers": [{"name": "c", "image": "i"}]},
+                "status": {"phase": phase},
+            }),
+        );
+    }
+
+    async fn round_trip(api: &Api<Pod>, pod: &str, port: u16, payload: &[u8]) -> Vec<u8> {
+        let mut forwarder = api.portforward(pod, &[port]).await.expect("portforward");
+        let mut stream = forwarder.take_stream(port).expect("stream");
+        stream.write_all(payload).await.unwrap();
+        let mut got = vec![0u8; payload.len()];
+        tokio::time::timeout(Duration::from_secs(10), stream.read_exact(&mut got))
+            .await
+            .expect("echo in time")
+            .expect("echo");
+        drop(stream);
+        forwarder.abort();
+        got
+    }
+
+    #[tokio::test]
+    async fn portforward_reaches_the_registered_port() {
+        let fake = FakeKube::start().await;
+        seed_namespace(&fake, "ns");
+        let (echo, _server) = echo_server().await;
+        seed_pod(&fake, "ns", "p", "Running");
+        fake.register_pod_port("ns", "p", 8080, echo);
+        let api: Api<Pod> = Api::namespaced(client(&fake), "ns");
+
+        assert_eq!(
+            round_trip(&api, "p", 8080, b"hello pod").await,
+            b"hello pod"
+        );
+
+        // Two forwards at once, each with a larger payload.
+        let a: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        let b: Vec<u8> = (0..150_000u32).map(|i| (i % 13) as u8).collect();
+        let (ga, gb) = tokio::join!(
+            round_trip(&api, "p", 8080, &a),
+            round_trip(&api, "p", 8080, &b)
+        );
+        assert_eq!(ga, a);
+        assert_eq!(gb, b);
+
+        let logged: Vec<LoggedRequest> = fake
+            .requests()
+            .into_iter()
+            .filter(|r| r.resource == "pods/portforward")
+            .collect();
+        assert_eq!(logged.len(), 3);
+        assert!(logged.iter().all(|r| r.verb == "create"
+            && r.namespace == "ns"
+            && r.name == "p"
+            && r.status == 101
+            && r.query.contains("ports=8080")));
+    }
+
+    #[tokio::test]
+    async fn portforward_refusals_look_like_the_real_server() {
+        let fake = FakeKube::start().await;
+        seed_namespace(&fake, "ns");
+        let api: Api<Pod> = Api::namespaced(client(&fake), "ns");
+        let code = |r: Result<kube::api::Portforwarder, kube::Error>| match r {
+            Err(kube::Error::Api(status)) => status.code,
+            Err(other) => panic!("expected an API error, got {other}"),
+            Ok(_) => panic!("expected an API error"),
+        };
+        assert_eq!(code(api.portforward("missing", &[80]).await), 404);
+        seed_pod(&fake, "ns", "pending", "Pending");
+        assert_eq!(code(api.portforward("pending", &[80]).await), 400);
+
+        // Running but nothing listens on the port: the error channel says so.
+        seed_pod(&fake, "ns", "p", "Running");
+        let mut forwarder = api.portforward("p", &[80]).await.expect("upgrade");
+        let error = forwarder.take_error(80).expect("error future");
+        let message = tokio::time::timeout(Duration::from_secs(10), error)
+            .await
+            .expect("error in time");
+        assert!(
+            message
+                .as_deref()
+                .is_some_and(|m| m.contains("error forwarding port 80")),
+            "{message:?}"
+        );
+
+        fake.deny("create", "pods/portforward");
+        assert_eq!(code(api.portforward("p", &[80]).await), 403);
+        let last = fake.requests().pop().expect("logged");
+        assert_eq!(
+            (last.verb.as_str(), last.resource.as_str(), last.status),
+            ("create", "pods/portforward", 403)
+        );
     }
 }

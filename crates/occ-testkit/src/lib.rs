@@ -15,6 +15,7 @@ pub mod compute_conformance;
 pub mod configuration_conformance;
 pub mod gateway;
 pub mod kube;
+pub mod kubelet;
 pub mod occ_process;
 mod pg;
 pub mod runtime;
