@@ -1,0 +1,281 @@
+//! The Kubernetes Compute Driver through the real `kube` client against occ-testkit's fake API
+//! server, with its test kubelet running a real OpenClaw gateway for each ready Deployment and
+//! the fake serving `pods/portforward`: the Compute conformance suite (unchanged), the exact
+//! objects the Driver sends (golden files under `tests/golden/`), workspace setup through the
+//! init container, refusal of foreign objects, and cleanup. The kubelet rewrites container paths
+//! and ports to the host (see `occ-testkit/src/kubelet.rs`); everything else is the Driver's own.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use occ_core::resource::{HarnessAuth, WorkspaceFileName, WorkspaceFiles, WorkspaceSetup};
+use occ_core::{AgentId, IamId, NamespaceId, RevisionId};
+use occ_drivers::compute::kubernetes::{KubernetesCompute, KubernetesComputeSettings};
+use occ_drivers::compute::{
+    AgentTarget, Compute, Convergence, FailureClass, NamespaceTarget, Readiness, RevisionContext,
+    SecretText,
+};
+use occ_drivers::kubernetes::{KubeClient, tenant_namespace_name};
+use occ_testkit::compute_conformance::{self as conformance, document, revision};
+use occ_testkit::kube::FakeKube;
+use occ_testkit::kubelet::FakeKubelet;
+use serde_json::{Value, json};
+
+fn client(fake: &FakeKube) -> KubeClient {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    KubeClient::from_config(kube::Config::new(fake.url().parse().expect("url"))).expect("client")
+}
+
+fn driver(fake: &FakeKube) -> KubernetesCompute {
+    KubernetesCompute::new(
+        client(fake),
+        KubernetesComputeSettings {
+            image: "registry.example/occ-gateway@sha256:0000000000000000000000000000000000000000000000000000000000000000".into(),
+            runtime_dir: "/opt/occ/runtime".into(),
+            occ_binary: "/usr/local/bin/occ".into(),
+            state_storage: "10Gi".into(),
+            storage_class: None,
+            activation_timeout: Duration::from_secs(240),
+            stop_timeout: Duration::from_secs(60),
+        },
+    )
+}
+
+fn golden(name: &str, actual: &Value) {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name);
+    let rendered = serde_json::to_string_pretty(actual).expect("json") + "\n";
+    if std::env::var_os("OCC_UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, &rendered).expect("write golden");
+    }
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|_| panic!("missing {}; run with OCC_UPDATE_GOLDEN=1", path.display()));
+    assert_eq!(
+        rendered, expected,
+        "{name} differs from the reviewed golden file"
+    );
+}
+
+fn fixed_targets() -> (NamespaceTarget, AgentTarget) {
+    let ns: NamespaceId = "ns_5f0c6a9e-1b2d-4c3e-8f4a-0b1c2d3e4f50"
+        .parse()
+        .expect("ns");
+    let agent_id: AgentId = "agt_3c9d2e1f-5a6b-4c7d-8e9f-0a1b2c3d4e5f"
+        .parse()
+        .expect("agent");
+    (
+        NamespaceTarget {
+            id: ns.clone(),
+            name: "team-a".into(),
+        },
+        AgentTarget {
+            namespace_id: ns,
+            service_principal_id: IamId::agent_service_principal(&agent_id),
+            agent_id,
+        },
+    )
+}
+
+fn setup(agent: &AgentTarget) -> WorkspaceSetup {
+    let mut files = WorkspaceFiles::new();
+    files.insert(
+        WorkspaceFileName::User,
+        "# USER.md\n\nStaged for Kubernetes.\n".into(),
+    );
+    WorkspaceSetup {
+        id: "wss_1".into(),
+        namespace_id: agent.namespace_id.clone(),
+        agent_id: agent.agent_id.clone(),
+        defaults_id: None,
+        files: Some(files),
+        completed: false,
+    }
+}
+
+/// The conformance suite, unchanged: ensure → prepare → activate → redeploy → retire → stop →
+/// resume → delete, with real gateways (one at a time: Recreate) reached through portforward.
+#[tokio::test]
+async fn conformance_suite_on_kubernetes() {
+    let fake = FakeKube::start().await;
+    let _kubelet = FakeKubelet::start(&fake);
+    let compute = driver(&fake);
+    conformance::lifecycle(&compute).await;
+    conformance::refusals(&compute).await;
+}
+
+#[tokio::test]
+async fn every_object_is_the_reviewed_one_and_foreign_objects_are_refused() {
+    let fake = FakeKube::start().await;
+    let compute = driver(&fake);
+    let (ns, agent) = fixed_targets();
+    assert_eq!(
+        compute.ensure_namespace(&ns).await.expect("ensure"),
+        Convergence::Done
+    );
+    let tenant = tenant_namespace_name(&ns.id);
+    let mut rev = revision(&compute, &agent, 1, document("gpt-5"));
+    rev.revision_id = "rev_7d1e2f3a-4b5c-4d6e-8f70-a1b2c3d4e5f6"
+        .parse::<RevisionId>()
+        .expect("rev");
+    rev.spec.harness_auth = Some(HarnessAuth::ApiKey {
+        source: serde_json::from_value(json!({"kind": "secret", "namespaceId": ns.id, "id": "sec_9b8a7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d"})).expect("ref"),
+    });
+    let ctx = RevisionContext {
+        environment: BTreeMap::from([(
+            "SLACK_TOKEN".to_owned(),
+            SecretText::new("xoxb-canary".into()),
+        )]),
+        harness_credential: Some(SecretText::new("sk-canary".into())),
+        workspace_setup: Some(setup(&agent)),
+    };
+    fake.clear_requests();
+    assert_eq!(
+        compute.prepare_revision(&rev, &ctx).await.expect("prepare"),
+        Readiness::Ready
+    );
+    let mut sent: Vec<Value> = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.verb == "create")
+        .map(|r| {
+            let mut body = r.body.expect("body");
+            // Random or secret parts are shown as placeholders.
+            if let Some(data) = body.get_mut("stringData").and_then(Value::as_object_mut) {
+                for v in data.values_mut() {
+                    *v = json!("<redacted>");
+                }
+            }
+            json!({"resource": r.resource, "namespace": r.namespace, "body": body})
+        })
+        .collect();
+    sent.sort_by_key(|v| v.to_string());
+    golden("compute-prepare.json", &Value::Array(sent));
+    let deployment = serde_json::to_value(compute.deployment(&rev, true, true)).expect("json");
+    golden("compute-deployment.json", &deployment);
+    for r in fake.requests() {
+        let text = format!("{:?}", r.body);
+        assert!(!r.query.contains("canary"), "{r:?}");
+        if r.resource != "secrets" {
+            assert!(!text.contains("canary"), "values only in Secrets: {r:?}");
+        }
+    }
+    // Idempotent: a second prepare creates and changes nothing.
+    fake.clear_requests();
+    compute
+        .prepare_revision(&rev, &ctx)
+        .await
+        .expect("prepare again");
+    assert!(
+        fake.requests()
+            .iter()
+            .all(|r| matches!(r.verb.as_str(), "get" | "list")),
+        "{:?}",
+        fake.requests()
+    );
+
+    // A foreign object at one of the Agent's names: refused, untouched.
+    let (_, other) = conformance::targets();
+    let other_agent = AgentTarget {
+        namespace_id: ns.id.clone(),
+        ..other
+    };
+    let rev_b = revision(&compute, &other_agent, 1, document("gpt-5"));
+    let claim = format!(
+        "gw-state-{}",
+        occ_drivers::kubernetes::short_hash(other_agent.agent_id.as_str(), 12)
+    );
+    let seeded = fake.seed(
+        "persistentvolumeclaims",
+        &tenant,
+        json!({"metadata": {"name": claim, "labels": {"app": "someone-else"}}}),
+    );
+    let err = compute
+        .prepare_revision(&rev_b, &RevisionContext::default())
+        .await
+        .expect_err("foreign claim");
+    assert_eq!(
+        (err.class, err.code.as_str()),
+        (FailureClass::Permanent, "OWNERSHIP_CONFLICT")
+    );
+    assert_eq!(
+        fake.object("persistentvolumeclaims", &tenant, &claim),
+        Some(seeded)
+    );
+    assert!(
+        compute.delete_agent(&other_agent).await.is_err(),
+        "never deleted"
+    );
+    assert!(
+        fake.object("persistentvolumeclaims", &tenant, &claim)
+            .is_some()
+    );
+
+    // Retire removes the revision's environment Secret; delete removes everything of the Agent.
+    compute.retire_revision(&rev).await.expect("retire");
+    assert!(
+        !fake
+            .names("secrets", &tenant)
+            .iter()
+            .any(|n| n.contains("-env-")),
+        "{:?}",
+        fake.names("secrets", &tenant)
+    );
+    compute.delete_agent(&agent).await.expect("delete");
+    compute.delete_agent(&agent).await.expect("delete again");
+    // Nothing of the deleted Agent remains (the other Agent's partial objects are its own).
+    let mine = occ_drivers::kubernetes::short_hash(agent.agent_id.as_str(), 12);
+    for resource in [
+        "deployments",
+        "configmaps",
+        "secrets",
+        "serviceaccounts",
+        "networkpolicies",
+        "persistentvolumeclaims",
+    ] {
+        let names = fake.names(resource, &tenant);
+        assert!(
+            !names.iter().any(|n| n.contains(&mine)),
+            "{resource}: {names:?}"
+        );
+    }
+    assert_eq!(fake.names("persistentvolumeclaims", &tenant), vec![claim]);
+}
+
+/// Initial workspace files reach the workspace through the init container before the gateway
+/// starts; a later revision's template carries no setup once it completed.
+#[tokio::test]
+async fn staged_workspace_files_are_applied_before_the_gateway_starts() {
+    let fake = FakeKube::start().await;
+    let _kubelet = FakeKubelet::start(&fake);
+    let compute = driver(&fake);
+    let (ns, agent) = conformance::targets();
+    compute.ensure_namespace(&ns).await.expect("ensure");
+    let staged = setup(&agent);
+    let ctx = RevisionContext {
+        workspace_setup: Some(staged.clone()),
+        ..RevisionContext::default()
+    };
+    let rev = revision(&compute, &agent, 1, document("gpt-5"));
+    compute
+        .activate_revision(&rev, &ctx)
+        .await
+        .expect("activate with setup");
+    let mut session = conformance::connect(&compute, &agent)
+        .await
+        .expect("hello-ok");
+    let file = session
+        .file_get("main", "USER.md", Duration::from_secs(10))
+        .await
+        .expect("read USER.md")
+        .expect("exists");
+    assert_eq!(file.content, "# USER.md\n\nStaged for Kubernetes.\n");
+    session.close().await;
+    compute.stop_revision(&rev).await.expect("stop");
+    compute.delete_agent(&agent).await.expect("delete");
+    compute
+        .delete_namespace(&ns)
+        .await
+        .expect("delete namespace");
+}
