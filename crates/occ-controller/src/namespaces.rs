@@ -63,10 +63,11 @@ impl Controller {
                 )
                 .await?;
             tx = t;
-            if self.compute.identity.implementation != "kubernetes" {
-                return Err(Error::conflict(
-                    "existingNamespace needs the Kubernetes Compute Driver",
-                ));
+            if !self.compute.adopts_existing_namespaces {
+                return Err(Error::conflict(format!(
+                    "existingNamespace (adopting an existing Kubernetes namespace) is not supported by the {} Compute Driver",
+                    self.compute.identity.implementation
+                )));
             }
         }
         if let Some(taken) = tx.namespace_get_by_name(name.as_str()).await.map_err(db)? {

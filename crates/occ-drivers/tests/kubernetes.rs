@@ -649,6 +649,7 @@ fn tenant_access() -> TenantAccess {
         worker: Some("occ-system/occ-worker".parse().expect("sa")),
         configurations: true,
         secrets: true,
+        compute: false,
     }
 }
 

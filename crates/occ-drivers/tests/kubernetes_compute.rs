@@ -16,7 +16,7 @@ use occ_drivers::compute::{
     AgentTarget, Compute, Convergence, FailureClass, NamespaceTarget, Readiness, RevisionContext,
     SecretText,
 };
-use occ_drivers::kubernetes::{KubeClient, tenant_namespace_name};
+use occ_drivers::kubernetes::{KubeClient, TenantNamespaces, tenant_namespace_name};
 use occ_testkit::compute_conformance::{self as conformance, document, revision};
 use occ_testkit::kube::FakeKube;
 use occ_testkit::kubelet::FakeKubelet;
@@ -39,6 +39,7 @@ fn driver(fake: &FakeKube) -> KubernetesCompute {
             activation_timeout: Duration::from_secs(240),
             stop_timeout: Duration::from_secs(60),
         },
+        TenantNamespaces::namespaces_only(client(fake)),
     )
 }
 

@@ -11,6 +11,7 @@ use occ_controller::workspace_files::GatewayWorkspace;
 use occ_controller::{BackendConfig, Controller, ControllerSettings, WorkspaceDefaults};
 use occ_core::NamespaceId;
 use occ_drivers::compute::host::HostSettings;
+use occ_drivers::compute::kubernetes::{KubernetesCompute, KubernetesComputeSettings};
 use occ_drivers::compute::process::{GatewayBind, ProcessCompute, ProcessSettings};
 use occ_drivers::compute::ssh::{SshCompute, SshHost, SshSettings};
 use occ_drivers::compute::{Compute, ComputeSelection, NamespaceHook};
@@ -72,13 +73,12 @@ impl SessionSettings {
     }
 }
 
-/// The work other Drivers do around a Namespace's lifecycle (run by the worker): with a
-/// Kubernetes Configuration or Secret Driver, the tenant namespace and its access.
-pub async fn namespace_hooks(
+/// The tenant namespaces of the Kubernetes Drivers with the access the selected ones need.
+async fn tenant_namespaces(
     settings: &PlatformSettings,
-) -> anyhow::Result<Vec<Arc<dyn NamespaceHook>>> {
+) -> anyhow::Result<Option<TenantNamespaces>> {
     let Some(k) = &settings.kubernetes else {
-        return Ok(Vec::new());
+        return Ok(None);
     };
     let kube = KubeClient::connect(&k.auth)
         .await
@@ -94,8 +94,25 @@ pub async fn namespace_hooks(
         worker: k.worker_service_account.clone(),
         configurations: settings.configurations == ConfigurationStore::Kubernetes,
         secrets,
+        compute: settings.compute.kubernetes.is_some(),
     };
-    Ok(vec![Arc::new(TenantNamespaces::new(kube, access))])
+    Ok(Some(TenantNamespaces::new(kube, access)))
+}
+
+/// The work other Drivers do around a Namespace's lifecycle (run by the worker): with a
+/// Kubernetes Configuration or Secret Driver, the tenant namespace and its access — unless the
+/// Kubernetes Compute Driver is selected, which provisions them as part of its own Namespace
+/// verbs.
+pub async fn namespace_hooks(
+    settings: &PlatformSettings,
+) -> anyhow::Result<Vec<Arc<dyn NamespaceHook>>> {
+    if settings.compute.kubernetes.is_some() {
+        return Ok(Vec::new());
+    }
+    Ok(match tenant_namespaces(settings).await? {
+        Some(tenants) => vec![Arc::new(tenants)],
+        None => Vec::new(),
+    })
 }
 
 /// Builds the application from validated settings. With `files_through`, the controller serves
@@ -206,9 +223,12 @@ const GATEWAY_STOP_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// What admission needs to know about the Compute Driver the settings select.
 fn selection(settings: &PlatformSettings) -> ComputeSelection {
-    match settings.compute.ssh {
-        Some(_) => ComputeSelection::ssh(),
-        None => ComputeSelection::process(),
+    if settings.compute.kubernetes.is_some() {
+        ComputeSelection::kubernetes()
+    } else if settings.compute.ssh.is_some() {
+        ComputeSelection::ssh()
+    } else {
+        ComputeSelection::process()
     }
 }
 
@@ -249,7 +269,34 @@ fn ssh_host(ssh: &SshComputeSettings) -> SshHost {
 }
 
 /// The Compute Driver the settings select.
-pub fn compute(settings: &PlatformSettings) -> anyhow::Result<Arc<dyn Compute>> {
+pub async fn compute(settings: &PlatformSettings) -> anyhow::Result<Arc<dyn Compute>> {
+    if let Some(k) = &settings.compute.kubernetes {
+        let auth = &settings
+            .kubernetes
+            .as_ref()
+            .ok_or_else(|| anyhow::anyhow!("OCC_KUBERNETES_AUTH is required"))?
+            .auth;
+        let kube = KubeClient::connect(auth)
+            .await
+            .context("OCC_KUBERNETES_AUTH")?;
+        let tenants = tenant_namespaces(settings)
+            .await?
+            .ok_or_else(|| anyhow::anyhow!("OCC_KUBERNETES_AUTH is required"))?;
+        return Ok(Arc::new(KubernetesCompute::new(
+            kube,
+            KubernetesComputeSettings {
+                image: k.image.clone(),
+                runtime_dir: k.runtime_dir.clone(),
+                occ_binary: k.occ_binary.clone(),
+                state_storage: k.state_storage.clone(),
+                storage_class: k.storage_class.clone(),
+                activation_timeout: k.activation_timeout,
+                // Includes the Pod's termination grace period.
+                stop_timeout: GATEWAY_STOP_TIMEOUT * 4,
+            },
+            tenants,
+        )));
+    }
     if let Some(ssh) = &settings.compute.ssh {
         let mut namespace_hosts = BTreeMap::new();
         for (ns, host) in &ssh.namespace_hosts {

@@ -191,6 +191,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
             port_range,
             maintenance_interval: Duration::from_secs(15),
             ssh: None,
+            kubernetes: None,
         },
         metrics: None,
     };
@@ -202,7 +203,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         auth_secret,
         session_ttl_seconds: 12 * 3600,
     };
-    let compute = compose::compute(&platform)?;
+    let compute = compose::compute(&platform).await?;
     let controller = Arc::new(
         compose::controller(
             &platform,

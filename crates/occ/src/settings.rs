@@ -36,6 +36,12 @@ pub struct FileSettings {
     kubernetes_context: Option<String>,
     kubernetes_api_service_account: Option<String>,
     kubernetes_worker_service_account: Option<String>,
+    kubernetes_gateway_image: Option<String>,
+    kubernetes_gateway_runtime_dir: Option<String>,
+    kubernetes_gateway_occ: Option<String>,
+    kubernetes_state_storage: Option<String>,
+    kubernetes_storage_class: Option<String>,
+    kubernetes_activation_timeout_seconds: Option<u64>,
     compute_driver: Option<String>,
     process_root: Option<PathBuf>,
     openclaw_runtime: Option<PathBuf>,
@@ -113,6 +119,26 @@ pub struct ComputeSettings {
     /// The SSH Compute Driver's host, when `OCC_COMPUTE_DRIVER=ssh` (then `root` and
     /// `port_range` are unused: the host's own are below).
     pub ssh: Option<SshComputeSettings>,
+    /// The Kubernetes Compute Driver's workloads, when `OCC_COMPUTE_DRIVER=kubernetes`.
+    pub kubernetes: Option<KubernetesComputeSettings>,
+}
+
+/// Settings of the Kubernetes Compute Driver (`OCC_KUBERNETES_*`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KubernetesComputeSettings {
+    /// `OCC_KUBERNETES_GATEWAY_IMAGE` (required): the image with occ and the OpenClaw runtime
+    /// (pin it by digest).
+    pub image: String,
+    /// `OCC_KUBERNETES_GATEWAY_RUNTIME_DIR` (`/opt/occ/runtime`): the runtime in that image.
+    pub runtime_dir: String,
+    /// `OCC_KUBERNETES_GATEWAY_OCC` (`/usr/local/bin/occ`): occ in that image.
+    pub occ_binary: String,
+    /// `OCC_KUBERNETES_STATE_STORAGE` (`10Gi`): each Agent's state volume.
+    pub state_storage: String,
+    /// `OCC_KUBERNETES_STORAGE_CLASS`: the volumes' storage class (the cluster default).
+    pub storage_class: Option<String>,
+    /// `OCC_KUBERNETES_ACTIVATION_TIMEOUT_SECONDS` (300): rollout and handshake wait.
+    pub activation_timeout: Duration,
 }
 
 /// Settings of the SSH Compute Driver (`OCC_SSH_*`): the one operator-provisioned host Agents
@@ -381,17 +407,30 @@ impl PlatformSettings {
             },
             _ => bail!("OCC_SECRET_DRIVER: {secret_driver:?} is not available (local, kubernetes)"),
         };
-        let kubernetes = (configurations == ConfigurationStore::Kubernetes
-            || secrets == SecretStore::Kubernetes)
-            .then(|| kubernetes_settings(env, file))
-            .transpose()?;
         let compute = pick("OCC_COMPUTE_DRIVER", file.compute_driver.take())
             .unwrap_or_else(|| "process".into());
-        let ssh = match compute.as_str() {
-            "process" => None,
-            "ssh" => Some(ssh_settings(env, file)?),
-            _ => bail!("OCC_COMPUTE_DRIVER: {compute:?} is not available (process, ssh)"),
+        let (ssh, kubernetes_compute) = match compute.as_str() {
+            "process" => (None, None),
+            "ssh" => (Some(ssh_settings(env, file)?), None),
+            "kubernetes" => (None, Some(kubernetes_compute_settings(env, file)?)),
+            _ => {
+                bail!("OCC_COMPUTE_DRIVER: {compute:?} is not available (process, ssh, kubernetes)")
+            }
         };
+        let kubernetes = (configurations == ConfigurationStore::Kubernetes
+            || secrets == SecretStore::Kubernetes
+            || kubernetes_compute.is_some())
+        .then(|| kubernetes_settings(env, file))
+        .transpose()?;
+        if kubernetes_compute.is_some()
+            && kubernetes
+                .as_ref()
+                .is_some_and(|k| k.worker_service_account.is_none())
+        {
+            bail!(
+                "OCC_KUBERNETES_WORKER_SERVICE_ACCOUNT is required with OCC_COMPUTE_DRIVER=kubernetes: the worker is granted its rights over gateways per tenant namespace"
+            );
+        }
         let root = path_setting(
             "OCC_PROCESS_ROOT",
             file.process_root.take(),
@@ -434,10 +473,81 @@ impl PlatformSettings {
                 port_range,
                 maintenance_interval: Duration::from_millis(maintenance_ms),
                 ssh,
+                kubernetes: kubernetes_compute,
             },
             metrics,
         })
     }
+}
+
+/// The Kubernetes Compute Driver's workload settings.
+fn kubernetes_compute_settings(
+    env: Env<'_>,
+    file: &mut FileSettings,
+) -> anyhow::Result<KubernetesComputeSettings> {
+    let pick = |var: &str, from_file: Option<String>| env(var).or(from_file);
+    let image = pick(
+        "OCC_KUBERNETES_GATEWAY_IMAGE",
+        file.kubernetes_gateway_image.take(),
+    )
+    .ok_or_else(|| {
+        anyhow!("OCC_KUBERNETES_GATEWAY_IMAGE is required with OCC_COMPUTE_DRIVER=kubernetes")
+    })?;
+    if image.trim().is_empty() || image.contains(char::is_whitespace) {
+        bail!("OCC_KUBERNETES_GATEWAY_IMAGE: {image:?} is not an image reference");
+    }
+    let absolute_path = |var: &str, value: String| -> anyhow::Result<String> {
+        if !value.starts_with('/') || value.contains(char::is_whitespace) {
+            bail!("{var}: {value:?} must be an absolute path in the image");
+        }
+        Ok(value)
+    };
+    let runtime_dir = absolute_path(
+        "OCC_KUBERNETES_GATEWAY_RUNTIME_DIR",
+        pick(
+            "OCC_KUBERNETES_GATEWAY_RUNTIME_DIR",
+            file.kubernetes_gateway_runtime_dir.take(),
+        )
+        .unwrap_or_else(|| "/opt/occ/runtime".into()),
+    )?;
+    let occ_binary = absolute_path(
+        "OCC_KUBERNETES_GATEWAY_OCC",
+        pick(
+            "OCC_KUBERNETES_GATEWAY_OCC",
+            file.kubernetes_gateway_occ.take(),
+        )
+        .unwrap_or_else(|| "/usr/local/bin/occ".into()),
+    )?;
+    let state_storage = pick(
+        "OCC_KUBERNETES_STATE_STORAGE",
+        file.kubernetes_state_storage.take(),
+    )
+    .unwrap_or_else(|| "10Gi".into());
+    let quantity = state_storage
+        .strip_suffix("Gi")
+        .or_else(|| state_storage.strip_suffix("Mi"))
+        .or_else(|| state_storage.strip_suffix("Ti"));
+    if !quantity.is_some_and(|q| !q.is_empty() && q.bytes().all(|b| b.is_ascii_digit())) {
+        bail!("OCC_KUBERNETES_STATE_STORAGE: {state_storage:?} is not a quantity like 10Gi");
+    }
+    let storage_class = pick(
+        "OCC_KUBERNETES_STORAGE_CLASS",
+        file.kubernetes_storage_class.take(),
+    );
+    let timeout = positive(
+        env,
+        "OCC_KUBERNETES_ACTIVATION_TIMEOUT_SECONDS",
+        file.kubernetes_activation_timeout_seconds,
+        300,
+    )?;
+    Ok(KubernetesComputeSettings {
+        image,
+        runtime_dir,
+        occ_binary,
+        state_storage,
+        storage_class,
+        activation_timeout: Duration::from_secs(timeout),
+    })
 }
 
 /// The Kubernetes Drivers' settings: authentication and the ServiceAccounts granted access in
@@ -915,6 +1025,61 @@ mod tests {
         let k = w.platform.kubernetes.expect("kubernetes settings");
         assert_eq!(k.auth, occ_drivers::kubernetes::KubernetesAuth::InCluster);
         assert_eq!(k.worker_service_account, None);
+    }
+
+    #[test]
+    fn the_kubernetes_compute_driver_settings() {
+        let base = [
+            ("OCC_DATABASE_URL", "sqlite:///tmp/x.db"),
+            ("OCC_DATA_DIR", "/tmp/d"),
+            ("OCC_COMPUTE_DRIVER", "kubernetes"),
+            ("OCC_KUBERNETES_AUTH", "in-cluster"),
+            ("OCC_KUBERNETES_API_SERVICE_ACCOUNT", "occ-system/occ-api"),
+            (
+                "OCC_KUBERNETES_WORKER_SERVICE_ACCOUNT",
+                "occ-system/occ-worker",
+            ),
+            (
+                "OCC_KUBERNETES_GATEWAY_IMAGE",
+                "registry.example/occ@sha256:abc",
+            ),
+        ];
+        let w = WorkerProcessSettings::load(&env_of(&base)).unwrap();
+        let k = w.platform.compute.kubernetes.expect("kubernetes compute");
+        assert_eq!(k.image, "registry.example/occ@sha256:abc");
+        assert_eq!(
+            (
+                k.runtime_dir.as_str(),
+                k.occ_binary.as_str(),
+                k.state_storage.as_str()
+            ),
+            ("/opt/occ/runtime", "/usr/local/bin/occ", "10Gi")
+        );
+        assert_eq!(k.activation_timeout, Duration::from_secs(300));
+        assert!(w.platform.kubernetes.is_some());
+        for (drop, name) in [
+            (
+                "OCC_KUBERNETES_GATEWAY_IMAGE",
+                "OCC_KUBERNETES_GATEWAY_IMAGE",
+            ),
+            (
+                "OCC_KUBERNETES_WORKER_SERVICE_ACCOUNT",
+                "OCC_KUBERNETES_WORKER_SERVICE_ACCOUNT",
+            ),
+            ("OCC_KUBERNETES_AUTH", "OCC_KUBERNETES_AUTH"),
+        ] {
+            let pairs: Vec<_> = base.iter().copied().filter(|(k, _)| *k != drop).collect();
+            let err = WorkerProcessSettings::load(&env_of(&pairs))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(name), "{err}");
+        }
+        let mut bad = base.to_vec();
+        bad.push(("OCC_KUBERNETES_STATE_STORAGE", "lots"));
+        let err = WorkerProcessSettings::load(&env_of(&bad))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("OCC_KUBERNETES_STATE_STORAGE"), "{err}");
     }
 
     #[test]

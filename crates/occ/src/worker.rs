@@ -30,7 +30,7 @@ pub async fn run() -> anyhow::Result<()> {
         )
         .await?,
     );
-    let compute = compose::compute(&settings.platform)?;
+    let compute = compose::compute(&settings.platform).await?;
     let metrics = Arc::new(Metrics::new(Service::Worker));
     let hooks = compose::namespace_hooks(&settings.platform).await?;
     let worker = Arc::new(

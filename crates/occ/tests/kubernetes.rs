@@ -174,3 +174,103 @@ async fn startup_refuses_a_weakened_or_wrong_kubeconfig() {
         assert!(stderr.contains(expected), "{stderr}");
     }
 }
+
+/// `OCC_COMPUTE_DRIVER=kubernetes` in the real binaries: the worker provisions the tenant
+/// namespace with the worker's and the API's access, deploys an Agent as a Deployment (run by
+/// the test kubelet as a real gateway), the API reads and writes its workspace files through
+/// `pods/portforward`, and stop and delete remove the workload.
+#[tokio::test]
+async fn agents_run_as_deployments() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let fake = FakeKube::start_tls().await;
+    let _kubelet = occ_testkit::kubelet::FakeKubelet::start(&fake);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, fake.kubeconfig()).expect("kubeconfig");
+    let mut env = kubernetes_env(&kubeconfig);
+    env.push(("OCC_COMPUTE_DRIVER", "kubernetes".into()));
+    env.push((
+        "OCC_KUBERNETES_GATEWAY_IMAGE",
+        "registry.example/occ@sha256:0000000000000000000000000000000000000000000000000000000000000000".into(),
+    ));
+    let s = Stack::start_with(Backend::Sqlite, "29970-29979", &env).await;
+    let default: NamespaceId = s.ns.parse().expect("namespace id");
+    let tenant = tenant_namespace_name(&default);
+    for binding in [
+        "occ-compute",
+        "occ-gateway-access",
+        "occ-configurations",
+        "occ-secrets",
+    ] {
+        assert!(
+            fake.object("rolebindings", &tenant, binding).is_some(),
+            "{binding}: {:?}",
+            fake.names("rolebindings", &tenant)
+        );
+    }
+
+    let cfg = s
+        .configuration(
+            json!({"agents": {"defaults": {"model": {"primary": "openai/gpt-5"}}},
+                              "plugins": {"enabled": false}, "cron": {"enabled": false}}),
+        )
+        .await;
+    let agent = s.agent("k8s-agent", &cfg).await;
+    let rev = s.deploy(&agent).await;
+    let settled = s.settled(&agent, &rev).await;
+    assert_eq!(settled["status"], "succeeded", "{settled}");
+    let deployments = fake.names("deployments", &tenant);
+    assert_eq!(deployments.len(), 1, "{deployments:?}");
+
+    // Workspace files through the API: portforward to the gateway Pod.
+    let path = format!(
+        "/namespaces/{}/agents/{agent}/workspace/files/USER.md",
+        s.ns
+    );
+    let edited = "# USER.md\n\nWritten through a port-forward.\n";
+    let (status, r) = s
+        .call(
+            reqwest::Method::PUT,
+            &path,
+            Some(body(json!({"content": edited}))),
+        )
+        .await;
+    assert_eq!(status.as_u16(), 200, "{r}");
+    let (status, r) = s.call(reqwest::Method::GET, &path, None).await;
+    assert_eq!(status.as_u16(), 200, "{r}");
+    assert_eq!(r["data"]["content"], edited);
+    assert!(
+        fake.requests()
+            .iter()
+            .any(|r| r.resource == "pods/portforward" && r.status == 101),
+        "the API reached the gateway through pods/portforward"
+    );
+
+    // Stop: the Deployment scales to 0 and the files answer 503.
+    s.stop(&agent).await;
+    s.wait_for("the stop", async || {
+        s.agent_state(&agent).await["activeRevisionId"].is_null()
+    })
+    .await;
+    let d = fake
+        .object("deployments", &tenant, &deployments[0])
+        .expect("deployment");
+    assert_eq!(d["spec"]["replicas"], 0);
+    let (status, _) = s.call(reqwest::Method::GET, &path, None).await;
+    assert_eq!(status.as_u16(), 503);
+
+    // Delete: the Agent's objects go; the tenant namespace stays with the Namespace.
+    let (status, r) = s
+        .call(
+            reqwest::Method::DELETE,
+            &format!("/namespaces/{}/agents/{agent}", s.ns),
+            None,
+        )
+        .await;
+    assert_eq!(status.as_u16(), 202, "{r}");
+    s.wait_for("agent objects removed", async || {
+        fake.names("deployments", &tenant).is_empty()
+            && fake.names("persistentvolumeclaims", &tenant).is_empty()
+    })
+    .await;
+}

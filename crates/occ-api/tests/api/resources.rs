@@ -73,7 +73,7 @@ async fn namespace_lifecycle() {
     assert_eq!(
         r.status,
         StatusCode::CONFLICT,
-        "existingNamespace needs Kubernetes Compute"
+        "no Compute Driver adopts an existing namespace yet"
     );
     let list = expect(
         app.call(Method::GET, "/namespaces", &admin, None).await,

@@ -1081,6 +1081,7 @@ async fn tenant_namespaces_follow_the_namespace_lifecycle() {
             worker: None,
             configurations: true,
             secrets: false,
+            compute: false,
         },
     ));
     let worker = Worker::new(app.controller.clone(), compute.clone(), settings())

@@ -202,11 +202,16 @@ fn typed<K: DeserializeOwned>(value: Value) -> K {
 }
 
 impl KubernetesCompute {
-    /// The Driver, using `kube` (nothing is contacted yet).
-    pub fn new(kube: KubeClient, settings: KubernetesComputeSettings) -> Self {
+    /// The Driver, using `kube` (nothing is contacted yet); `tenants` provisions each
+    /// Namespace's tenant namespace and the access granted in it.
+    pub fn new(
+        kube: KubeClient,
+        settings: KubernetesComputeSettings,
+        tenants: TenantNamespaces,
+    ) -> Self {
         Self {
             selection: ComputeSelection::kubernetes(),
-            tenants: TenantNamespaces::namespaces_only(kube.clone()),
+            tenants,
             kube,
             settings,
             forwards: tokio::sync::Mutex::new(BTreeMap::new()),

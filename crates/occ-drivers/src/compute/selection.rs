@@ -15,6 +15,9 @@ pub struct ComputeSelection {
     pub harness_auth_methods: Vec<&'static str>,
     /// Whether it delivers a Configuration's Secret bindings to the workload.
     pub delivers_secrets: bool,
+    /// Whether a Namespace may adopt an existing Kubernetes namespace (`existingNamespace`).
+    /// No Driver does yet: the Kubernetes Driver provisions its own tenant namespaces.
+    pub adopts_existing_namespaces: bool,
 }
 
 impl ComputeSelection {
@@ -29,6 +32,7 @@ impl ComputeSelection {
             execution_modes: vec![ExecutionMode::Embedded],
             harness_auth_methods: vec!["runtime", "api_key"],
             delivers_secrets: true,
+            adopts_existing_namespaces: false,
         }
     }
 
@@ -43,6 +47,7 @@ impl ComputeSelection {
             execution_modes: vec![ExecutionMode::Embedded],
             harness_auth_methods: vec!["runtime"],
             delivers_secrets: false,
+            adopts_existing_namespaces: false,
         }
     }
 
@@ -57,6 +62,7 @@ impl ComputeSelection {
             execution_modes: vec![ExecutionMode::Embedded],
             harness_auth_methods: vec!["runtime", "api_key"],
             delivers_secrets: true,
+            adopts_existing_namespaces: false,
         }
     }
 

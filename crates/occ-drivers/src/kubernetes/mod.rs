@@ -12,8 +12,8 @@ mod tenant;
 pub use client::{KubeClient, KubeFailure, KubernetesAuth};
 pub use placement::{TENANT_LIFECYCLE_EXTERNAL, tenant_namespace_name};
 pub use tenant::{
-    ServiceAccountRef, TENANT_CONFIGURATIONS, TENANT_SECRET_READER, TENANT_SECRETS, TenantAccess,
-    TenantNamespaces,
+    ServiceAccountRef, TENANT_COMPUTE, TENANT_CONFIGURATIONS, TENANT_GATEWAY_ACCESS,
+    TENANT_SECRET_READER, TENANT_SECRETS, TenantAccess, TenantNamespaces,
 };
 
 pub(crate) use placement::resolve_tenant_namespace;

@@ -14,8 +14,9 @@
 //!   ServiceAccount: `occ-tenant-configurations` (ConfigMaps: `create` in its own rule, since
 //!   Kubernetes cannot restrict create by name; `get`, `update`, `delete`) and
 //!   `occ-tenant-secrets` (Secrets, the same), and `occ-tenant-secret-reader` (Secrets `get`)
-//!   to the worker's, which delivers Secret values to workloads. Nothing else: no list or
-//!   watch, no Pods. The rules live in ClusterRoles rather than per-namespace Roles so that the
+//!   to the worker's, which delivers Secret values to workloads; with the Kubernetes Compute
+//!   Driver also `occ-tenant-compute` (gateway workloads) to the worker's and
+//!   `occ-tenant-gateway-access` (Pods `get`/`list`, `pods/portforward`) to the API's. The rules live in ClusterRoles rather than per-namespace Roles so that the
 //!   worker needs only `bind` on exactly those three names — never `escalate`, which would let
 //!   it write any rules.
 //!
@@ -79,6 +80,9 @@ pub struct TenantAccess {
     pub configurations: bool,
     /// Whether Secret values are stored as Secrets here.
     pub secrets: bool,
+    /// Whether Agents' gateways run here (the Kubernetes Compute Driver): the worker manages
+    /// them and the API reaches them through `pods/portforward`.
+    pub compute: bool,
 }
 
 /// Provisions and removes tenant namespaces.
@@ -95,6 +99,10 @@ pub const TENANT_CONFIGURATIONS: (&str, &str) = ("occ-configurations", "occ-tena
 pub const TENANT_SECRETS: (&str, &str) = ("occ-secrets", "occ-tenant-secrets");
 /// See [`TENANT_CONFIGURATIONS`].
 pub const TENANT_SECRET_READER: (&str, &str) = ("occ-secret-reader", "occ-tenant-secret-reader");
+/// See [`TENANT_CONFIGURATIONS`]: the worker's rights over gateway workloads.
+pub const TENANT_COMPUTE: (&str, &str) = ("occ-compute", "occ-tenant-compute");
+/// See [`TENANT_CONFIGURATIONS`]: the API's way to a gateway (`pods/portforward`).
+pub const TENANT_GATEWAY_ACCESS: (&str, &str) = ("occ-gateway-access", "occ-tenant-gateway-access");
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 
 fn failure(f: KubeFailure) -> ComputeError {
@@ -210,6 +218,12 @@ impl TenantNamespaces {
             if let Some(worker) = &access.worker {
                 out.push(binding(TENANT_SECRET_READER, worker));
             }
+        }
+        if access.compute {
+            if let Some(worker) = &access.worker {
+                out.push(binding(TENANT_COMPUTE, worker));
+            }
+            out.push(binding(TENANT_GATEWAY_ACCESS, &access.api));
         }
         out
     }
