@@ -273,10 +273,63 @@ async fn staged_workspace_files_are_applied_before_the_gateway_starts() {
         .expect("exists");
     assert_eq!(file.content, "# USER.md\n\nStaged for Kubernetes.\n");
     session.close().await;
+    // Served: the setup Secret keeps only the identity, no file text.
+    let tenant = tenant_namespace_name(&ns.id);
+    let setup_name = format!(
+        "gw-setup-{}",
+        occ_drivers::kubernetes::short_hash(agent.agent_id.as_str(), 12)
+    );
+    let stored = fake
+        .object("secrets", &tenant, &setup_name)
+        .expect("setup secret");
+    let encoded = stored["data"]["setup.json"].as_str().expect("data");
+    let decoded = String::from_utf8(
+        base64::Engine::decode(&base64::engine::general_purpose::STANDARD, encoded)
+            .expect("base64"),
+    )
+    .expect("utf-8");
+    assert!(decoded.contains("\"completed\":true"), "{decoded}");
+    assert!(!decoded.contains("Staged for Kubernetes"), "{decoded}");
     compute.stop_revision(&rev).await.expect("stop");
     compute.delete_agent(&agent).await.expect("delete");
     compute
         .delete_namespace(&ns)
         .await
         .expect("delete namespace");
+}
+
+/// Opt-in: the conformance suite against a real cluster and a real gateway image. Run with
+/// `OCC_TEST_KUBECONFIG=/abs/kubeconfig OCC_TEST_KUBE_CONTEXT=ctx OCC_TEST_GATEWAY_IMAGE=image
+/// cargo test -p occ-drivers --test kubernetes_compute -- --ignored` (the image must hold occ and
+/// the runtime as `deploy/Dockerfile` builds it; the cluster needs a default storage class).
+#[tokio::test]
+#[ignore = "needs a real cluster (OCC_TEST_KUBECONFIG, OCC_TEST_KUBE_CONTEXT, OCC_TEST_GATEWAY_IMAGE)"]
+async fn conformance_suite_on_a_real_cluster() {
+    let path = std::env::var_os("OCC_TEST_KUBECONFIG").expect("OCC_TEST_KUBECONFIG is required");
+    let context =
+        std::env::var("OCC_TEST_KUBE_CONTEXT").expect("OCC_TEST_KUBE_CONTEXT is required");
+    let image =
+        std::env::var("OCC_TEST_GATEWAY_IMAGE").expect("OCC_TEST_GATEWAY_IMAGE is required");
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let kube = KubeClient::connect(&occ_drivers::kubernetes::KubernetesAuth::Kubeconfig {
+        path: path.into(),
+        context,
+    })
+    .await
+    .expect("kubeconfig");
+    let compute = KubernetesCompute::new(
+        kube.clone(),
+        KubernetesComputeSettings {
+            image,
+            runtime_dir: "/opt/occ/runtime".into(),
+            occ_binary: "/usr/local/bin/occ".into(),
+            state_storage: "1Gi".into(),
+            storage_class: None,
+            activation_timeout: Duration::from_secs(600),
+            stop_timeout: Duration::from_secs(120),
+        },
+        TenantNamespaces::namespaces_only(kube),
+    );
+    conformance::lifecycle(&compute).await;
+    conformance::refusals(&compute).await;
 }

@@ -701,6 +701,36 @@ impl KubernetesCompute {
         }
     }
 
+    /// Once the gateway serves, the staged files have been applied: the setup Secret keeps
+    /// only the identity (a restarted Pod's init container then verifies the marker), so the
+    /// file text does not linger in the cluster.
+    async fn seal_setup(
+        &self,
+        rev: &RevisionTarget,
+        ctx: &RevisionContext,
+    ) -> Result<(), ComputeError> {
+        let Some(setup) = ctx.workspace_setup.as_ref().filter(|s| !s.completed) else {
+            return Ok(());
+        };
+        let names = Names::of(&rev.agent);
+        let sealed = WorkspaceSetup {
+            files: None,
+            completed: true,
+            ..setup.clone()
+        };
+        let secrets: Api<Secret> = self.api(&names.tenant);
+        self.ensure_secret(
+            &secrets,
+            &rev.agent,
+            typed(
+                json!({"metadata": meta(&names.setup, &names.tenant, &rev.agent, None),
+                         "type": "Opaque",
+                         "stringData": {"setup.json": setup_secret_data(&sealed)}}),
+            ),
+        )
+        .await
+    }
+
     async fn set_replicas(
         &self,
         agent: &AgentTarget,
@@ -938,7 +968,7 @@ impl Compute for KubernetesCompute {
         let deadline = tokio::time::Instant::now() + self.settings.activation_timeout;
         loop {
             if self.serving(rev, Duration::from_secs(10)).await? {
-                return Ok(());
+                return self.seal_setup(rev, ctx).await;
             }
             if tokio::time::Instant::now() >= deadline {
                 return Err(ComputeError::transient(
