@@ -1144,9 +1144,9 @@ mod tests {
             assert!(err.to_string().contains(name), "{name}: {err}");
         }
         let mut env = base.to_vec();
-        env[2] = ("OCC_COMPUTE_DRIVER", "kubernetes");
+        env[2] = ("OCC_COMPUTE_DRIVER", "nomad");
         let err = WorkerProcessSettings::load(&env_of(&env)).unwrap_err();
-        assert!(err.to_string().contains("process, ssh"), "{err}");
+        assert!(err.to_string().contains("process, ssh, kubernetes"), "{err}");
     }
 
     #[test]
