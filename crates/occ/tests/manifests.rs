@@ -3,8 +3,8 @@
 //! (k8s-openapi ignores unknown fields when reading, so a misspelled or misplaced field would
 //! vanish and fail here); then the security properties the manifests promise are checked on the
 //! typed objects (including that the worker may bind exactly the tenant ClusterRoles its
-//! RoleBindings grant, as recorded in the Kubernetes Drivers' golden file), and every `OCC_*`
-//! name they mention must be a setting occ reads.
+//! RoleBindings grant, as the worker's own code builds them and as the Kubernetes Drivers'
+//! golden file records them), and every `OCC_*` name they mention must be a setting occ reads.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -17,6 +17,13 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use occ_core::NamespaceId;
+use occ_drivers::compute::NamespaceTarget;
+use occ_drivers::kubernetes::{
+    KubeClient, KubernetesAuth, ServiceAccountRef, TENANT_COMPUTE, TENANT_CONFIGURATIONS,
+    TENANT_GATEWAY_ACCESS, TENANT_SECRET_READER, TENANT_SECRETS, TenantAccess, TenantNamespaces,
+};
+use occ_testkit::kube::FakeKube;
 use serde::Serialize;
 use serde::de::{Deserialize as _, DeserializeOwned};
 use serde_json::Value;
@@ -233,10 +240,15 @@ fn every_document_is_a_valid_kubernetes_object() {
         "Deployment",
         "Service",
         "Job",
-        "PersistentVolumeClaim",
     ] {
         assert!(kinds.contains(kind), "no {kind} in deploy/kubernetes");
     }
+    // Agents' state volumes are the Kubernetes Compute Driver's, in tenant namespaces; occ
+    // itself keeps nothing on a volume.
+    assert!(
+        !kinds.contains("PersistentVolumeClaim"),
+        "no PersistentVolumeClaim in deploy/kubernetes"
+    );
     // Namespaced objects name their namespace; base objects live in occ's.
     for doc in &m.base {
         let cluster_scoped =
@@ -278,6 +290,39 @@ fn the_kustomization_lists_every_manifest_but_the_templates() {
         !listed.iter().any(|f| f.contains("template")),
         "templates must never be applied as they are"
     );
+    // The gateway image follows the occ image when `images:` pins it.
+    let replacements = k["replacements"].as_sequence().expect("replacements");
+    let [r] = replacements.as_slice() else {
+        panic!("one replacement");
+    };
+    let source = &r["source"];
+    assert_eq!(
+        (
+            source["kind"].as_str(),
+            source["name"].as_str(),
+            source["fieldPath"].as_str()
+        ),
+        (
+            Some("Deployment"),
+            Some("occ-api"),
+            Some("spec.template.spec.containers.[name=api].image")
+        )
+    );
+    let targets = r["targets"].as_sequence().expect("targets");
+    let [t] = targets.as_slice() else {
+        panic!("one target");
+    };
+    assert_eq!(
+        (t["select"]["kind"].as_str(), t["select"]["name"].as_str()),
+        (Some("ConfigMap"), Some("occ-settings"))
+    );
+    let paths: Vec<_> = t["fieldPaths"]
+        .as_sequence()
+        .expect("fieldPaths")
+        .iter()
+        .filter_map(|p| p.as_str())
+        .collect();
+    assert_eq!(paths, ["data.OCC_KUBERNETES_GATEWAY_IMAGE"]);
 }
 
 #[test]
@@ -382,9 +427,9 @@ fn only_pods_that_call_the_kubernetes_api_get_a_token() {
     assert_eq!(used.len(), pods.len());
 }
 
-/// The ClusterRoles the worker binds in every tenant namespace, as the Kubernetes Drivers'
-/// golden file records the RoleBindings it creates.
-fn tenant_cluster_roles() -> BTreeSet<String> {
+/// The ClusterRoles the Kubernetes Drivers' golden file records RoleBindings to (the tenant
+/// namespace of a Configuration and Secret Driver installation, without Kubernetes Compute).
+fn golden_tenant_cluster_roles() -> BTreeSet<String> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../occ-drivers/tests/golden/tenant-namespace.json");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
@@ -402,6 +447,75 @@ fn tenant_cluster_roles() -> BTreeSet<String> {
         .collect();
     assert!(!names.is_empty(), "{}: no RoleBinding", path.display());
     names
+}
+
+/// The `OCC_*` settings of the shipped ConfigMap.
+fn settings_data(m: &Manifests) -> BTreeMap<String, String> {
+    let configs = of_kind::<ConfigMap>(&m.base, "ConfigMap");
+    let [settings] = configs.as_slice() else {
+        panic!("one ConfigMap");
+    };
+    settings.data.clone().unwrap_or_default()
+}
+
+/// The RoleBindings the worker keeps in a tenant namespace with the shipped settings (every
+/// Kubernetes Driver selected), built by the worker's own code
+/// ([`TenantNamespaces::access_manifests`]): (binding, ClusterRole, ServiceAccount).
+async fn tenant_bindings(m: &Manifests) -> Vec<(String, String, String)> {
+    let data = settings_data(m);
+    let account = |var: &str| -> ServiceAccountRef {
+        data.get(var)
+            .unwrap_or_else(|| panic!("{var} is set"))
+            .parse()
+            .unwrap_or_else(|e| panic!("{var}: {e}"))
+    };
+    let selected = |var: &str| data.get(var).map(String::as_str) == Some("kubernetes");
+    let access = TenantAccess {
+        api: account("OCC_KUBERNETES_API_SERVICE_ACCOUNT"),
+        worker: Some(account("OCC_KUBERNETES_WORKER_SERVICE_ACCOUNT")),
+        configurations: selected("OCC_CONFIGURATION_DRIVER"),
+        secrets: selected("OCC_SECRET_DRIVER"),
+        compute: selected("OCC_COMPUTE_DRIVER"),
+    };
+    // A client is needed to build the provisioner; nothing is sent.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let fake = FakeKube::start_tls().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, fake.kubeconfig()).expect("kubeconfig");
+    let kube = KubeClient::connect(&KubernetesAuth::Kubeconfig {
+        path: kubeconfig,
+        context: "fake".into(),
+    })
+    .await
+    .expect("client");
+    let ns = NamespaceTarget {
+        id: "ns_5f0c6a9e-1b2d-4c3e-8f4a-0b1c2d3e4f50"
+            .parse::<NamespaceId>()
+            .expect("namespace id"),
+        name: "team-a".into(),
+    };
+    let bindings = TenantNamespaces::new(kube, access)
+        .access_manifests(&ns)
+        .into_iter()
+        .map(|b| {
+            assert_eq!(b.role_ref.kind, "ClusterRole");
+            assert_eq!(b.role_ref.api_group, RBAC_GROUP);
+            let subjects = b.subjects.unwrap_or_default();
+            let [s] = subjects.as_slice() else {
+                panic!("{:?}: one subject", b.metadata.name);
+            };
+            assert_eq!(s.kind, "ServiceAccount");
+            assert_eq!(s.namespace.as_deref(), Some(OCC_NAMESPACE));
+            (
+                name_of(&b.metadata).to_owned(),
+                b.role_ref.name,
+                s.name.clone(),
+            )
+        })
+        .collect();
+    assert!(fake.requests().is_empty(), "nothing is sent");
+    bindings
 }
 
 fn rule(group: &str, resource: &str, verbs: &[&str], names: Option<&[&str]>) -> PolicyRule {
@@ -424,6 +538,15 @@ fn cluster_roles(m: &Manifests) -> BTreeMap<String, Vec<PolicyRule>> {
         .collect()
 }
 
+/// The ClusterRoles granted in tenant namespaces, as the Drivers name them.
+const TENANT_ROLES: [(&str, &str); 5] = [
+    TENANT_CONFIGURATIONS,
+    TENANT_SECRETS,
+    TENANT_SECRET_READER,
+    TENANT_COMPUTE,
+    TENANT_GATEWAY_ACCESS,
+];
+
 #[test]
 fn cluster_wide_occ_has_exactly_what_the_api_and_the_worker_need() {
     let m = manifests();
@@ -432,12 +555,14 @@ fn cluster_wide_occ_has_exactly_what_the_api_and_the_worker_need() {
         roles.keys().map(String::as_str).collect::<Vec<_>>(),
         [
             "occ-api",
+            "occ-tenant-compute",
             "occ-tenant-configurations",
+            "occ-tenant-gateway-access",
             "occ-tenant-secret-reader",
             "occ-tenant-secrets",
             "occ-worker"
         ],
-        "the API's, the worker's and the three granted in tenant namespaces"
+        "the API's, the worker's and the five granted in tenant namespaces"
     );
     // The API finds tenant namespaces (a label-selected list) and reads them; nothing else.
     assert_eq!(
@@ -445,12 +570,8 @@ fn cluster_wide_occ_has_exactly_what_the_api_and_the_worker_need() {
         [rule("", "namespaces", &["get", "list"], None)]
     );
     // The worker provisions and deletes tenant namespaces and the RoleBindings in them; it
-    // may bind only the three tenant ClusterRoles, and escalate nothing.
-    let tenant_roles = [
-        "occ-tenant-configurations",
-        "occ-tenant-secrets",
-        "occ-tenant-secret-reader",
-    ];
+    // may bind only the five tenant ClusterRoles, and escalate nothing.
+    let tenant_roles = TENANT_ROLES.map(|(_, role)| role);
     assert_eq!(
         roles["occ-worker"],
         [
@@ -460,7 +581,8 @@ fn cluster_wide_occ_has_exactly_what_the_api_and_the_worker_need() {
             rule(RBAC_GROUP, "clusterroles", &["bind"], Some(&tenant_roles)),
         ]
     );
-    // What tenant namespaces get: ConfigMaps and Secrets, create in its own rule, no list.
+    // What tenant namespaces get for Configurations and Secrets: create in its own rule, no
+    // list.
     assert_eq!(
         roles["occ-tenant-configurations"],
         [
@@ -478,6 +600,54 @@ fn cluster_wide_occ_has_exactly_what_the_api_and_the_worker_need() {
     assert_eq!(
         roles["occ-tenant-secret-reader"],
         [rule("", "secrets", &["get"], None)]
+    );
+    // The worker's calls in crates/occ-drivers/src/compute/kubernetes.rs: get/create/delete of
+    // each per-Agent object, replace (update) of the Deployment and of Secrets, label-selected
+    // lists of revision ConfigMaps and Secrets (deletion) and of Pods, port-forwards (a
+    // WebSocket GET: `get`, plus `create` since Kubernetes 1.35).
+    assert_eq!(
+        roles["occ-tenant-compute"],
+        [
+            rule(
+                "apps",
+                "deployments",
+                &["get", "create", "update", "delete"],
+                None
+            ),
+            rule("", "configmaps", &["get", "create", "list", "delete"], None),
+            rule(
+                "",
+                "secrets",
+                &["get", "create", "update", "list", "delete"],
+                None
+            ),
+            rule(
+                "",
+                "persistentvolumeclaims",
+                &["get", "create", "delete"],
+                None
+            ),
+            rule("", "serviceaccounts", &["get", "create", "delete"], None),
+            rule(
+                "networking.k8s.io",
+                "networkpolicies",
+                &["get", "create", "delete"],
+                None
+            ),
+            rule("", "pods", &["list"], None),
+            rule("", "pods/portforward", &["get", "create"], None),
+        ]
+    );
+    // The API's `gateway_access`: the Deployment (deployment_of), the Pods (serving_pod), the
+    // token Secret (token) and the port-forward (forward).
+    assert_eq!(
+        roles["occ-tenant-gateway-access"],
+        [
+            rule("apps", "deployments", &["get"], None),
+            rule("", "secrets", &["get"], None),
+            rule("", "pods", &["list"], None),
+            rule("", "pods/portforward", &["get", "create"], None),
+        ]
     );
 
     // The same properties, stated independently of the exact lists above.
@@ -504,9 +674,19 @@ fn cluster_wide_occ_has_exactly_what_the_api_and_the_worker_need() {
                     "{what}: create cannot be restricted by resourceNames"
                 );
             }
-            if has("list") || has("watch") {
-                assert_eq!(resources, strings(&["namespaces"]), "{what}");
-                assert!(!has("watch"), "{what}: no watch");
+            assert!(!has("watch"), "{what}: no watch");
+            if has("list") {
+                // Cluster-wide only namespaces; in tenant namespaces what the Kubernetes
+                // Compute Driver finds by an Agent's label.
+                let listable: &[&str] = match name.as_str() {
+                    "occ-api" | "occ-worker" => &["namespaces"],
+                    "occ-tenant-compute" => &["configmaps", "secrets", "pods"],
+                    "occ-tenant-gateway-access" => &["pods"],
+                    _ => &[],
+                };
+                for resource in &resources {
+                    assert!(listable.contains(&resource.as_str()), "{what}: no list");
+                }
             }
             assert!(!has("escalate"), "{what}: never escalate");
             if has("bind") {
@@ -519,18 +699,35 @@ fn cluster_wide_occ_has_exactly_what_the_api_and_the_worker_need() {
                     .collect();
                 assert_eq!(names, tenant_roles, "{what}: only the tenant ClusterRoles");
             }
-            // ConfigMaps and Secrets only in the tenant ClusterRoles, which are never bound
-            // cluster-wide (checked below).
-            let allowed: &[&str] = if name.starts_with("occ-tenant-") {
-                &["configmaps", "secrets"]
-            } else {
-                &["namespaces", "rolebindings", "clusterroles"]
+            // Objects of tenants only in the tenant ClusterRoles, which are never bound
+            // cluster-wide (checked below); gateway workloads only in the Compute ones.
+            let allowed: &[&str] = match name.as_str() {
+                "occ-tenant-compute" => &[
+                    "deployments",
+                    "configmaps",
+                    "secrets",
+                    "persistentvolumeclaims",
+                    "serviceaccounts",
+                    "networkpolicies",
+                    "pods",
+                    "pods/portforward",
+                ],
+                "occ-tenant-gateway-access" => {
+                    &["deployments", "secrets", "pods", "pods/portforward"]
+                }
+                n if n.starts_with("occ-tenant-") => &["configmaps", "secrets"],
+                _ => &["namespaces", "rolebindings", "clusterroles"],
             };
             for resource in &resources {
                 assert!(
                     allowed.contains(&resource.as_str()),
                     "{what}: no {resource}"
                 );
+            }
+            // Pods are made by the Deployment controller, never by occ, and occ never runs
+            // anything in them.
+            if resources.iter().any(|r| r == "pods") {
+                assert_eq!(r.verbs, strings(&["list"]), "{what}: Pods are only listed");
             }
             for v in &r.verbs {
                 assert!(
@@ -565,8 +762,8 @@ fn cluster_wide_occ_has_exactly_what_the_api_and_the_worker_need() {
     );
 }
 
-#[test]
-fn the_worker_may_bind_exactly_the_cluster_roles_it_grants_in_tenant_namespaces() {
+#[tokio::test]
+async fn the_worker_may_bind_exactly_the_cluster_roles_it_grants_in_tenant_namespaces() {
     let m = manifests();
     let roles = cluster_roles(&m);
     let bindable: BTreeSet<String> = roles["occ-worker"]
@@ -574,10 +771,43 @@ fn the_worker_may_bind_exactly_the_cluster_roles_it_grants_in_tenant_namespaces(
         .filter(|r| r.verbs.iter().any(|v| v == "bind"))
         .flat_map(|r| r.resource_names.clone().unwrap_or_default())
         .collect();
-    let granted = tenant_cluster_roles();
-    assert_eq!(bindable, granted);
-    for name in &granted {
-        assert!(roles.contains_key(name), "{name} is installed");
+    let installed: BTreeSet<String> = roles
+        .keys()
+        .filter(|n| n.starts_with("occ-tenant-"))
+        .cloned()
+        .collect();
+    assert_eq!(bindable, installed, "bind: every installed tenant role");
+    let named: BTreeSet<String> = TENANT_ROLES.iter().map(|(_, r)| (*r).to_owned()).collect();
+    assert_eq!(bindable, named, "the tenant roles the Drivers name");
+    // What the Drivers' golden file records (Configurations and Secrets) is among them.
+    let golden = golden_tenant_cluster_roles();
+    assert!(golden.is_subset(&bindable), "{golden:?} ⊄ {bindable:?}");
+
+    // With the shipped settings the worker creates exactly one RoleBinding per tenant role,
+    // for the account that uses it.
+    let bindings = tenant_bindings(&m).await;
+    let granted: BTreeSet<String> = bindings.iter().map(|(_, role, _)| role.clone()).collect();
+    assert_eq!(granted, bindable, "{bindings:?}");
+    assert_eq!(bindings.len(), granted.len(), "{bindings:?}");
+    let pods = pods(&m.base);
+    let account = |workload: &str| {
+        pod(&pods, workload)
+            .service_account_name
+            .clone()
+            .expect("serviceAccountName")
+    };
+    for (binding, role, subject) in &bindings {
+        let expected = match (binding.as_str(), role.as_str()) {
+            b if b == TENANT_CONFIGURATIONS
+                || b == TENANT_SECRETS
+                || b == TENANT_GATEWAY_ACCESS =>
+            {
+                account("occ-api")
+            }
+            b if b == TENANT_SECRET_READER || b == TENANT_COMPUTE => account("occ-worker"),
+            other => panic!("unexpected tenant RoleBinding {other:?}"),
+        };
+        assert_eq!(subject, &expected, "{binding} → {role}");
     }
 }
 
@@ -675,14 +905,12 @@ fn only_the_api_has_a_service_and_its_probes_hit_real_routes() {
         worker.containers[0].ports.is_none(),
         "the worker listens on nothing"
     );
-    assert!(
-        worker
-            .volumes
-            .iter()
-            .flatten()
-            .any(|v| v.persistent_volume_claim.is_some()),
-        "the process Compute Driver's data on a PersistentVolumeClaim"
-    );
+    // Gateways run in their own Pods (the Kubernetes Compute Driver): no occ Pod keeps state.
+    for (name, spec) in &pods {
+        for v in spec.volumes.iter().flatten() {
+            assert!(v.empty_dir.is_some(), "{name}: {} is scratch only", v.name);
+        }
+    }
 }
 
 #[test]
@@ -733,7 +961,29 @@ fn secrets_come_from_secrets_and_settings_are_real() {
         );
         assert_eq!(
             data.get("OCC_COMPUTE_DRIVER").map(String::as_str),
-            Some("process")
+            Some("kubernetes")
+        );
+        // Gateways run the image occ runs, with the runtime where the API finds it.
+        let images: BTreeSet<String> = pods
+            .iter()
+            .flat_map(|(_, spec)| containers(spec).filter_map(|c| c.image.clone()))
+            .collect();
+        let images: Vec<String> = images.into_iter().collect();
+        let [image] = images.as_slice() else {
+            panic!("one image for every occ container: {images:?}");
+        };
+        assert_eq!(
+            data.get("OCC_KUBERNETES_GATEWAY_IMAGE"),
+            Some(image),
+            "the gateway image is occ's"
+        );
+        assert_eq!(
+            data.get("OCC_KUBERNETES_GATEWAY_RUNTIME_DIR"),
+            data.get("OCC_OPENCLAW_RUNTIME")
+        );
+        assert!(
+            !data.keys().any(|k| k.starts_with("OCC_PROCESS_")),
+            "no process Compute settings"
         );
     }
     // The shipped Secrets are placeholders only.
