@@ -1146,7 +1146,10 @@ mod tests {
         let mut env = base.to_vec();
         env[2] = ("OCC_COMPUTE_DRIVER", "nomad");
         let err = WorkerProcessSettings::load(&env_of(&env)).unwrap_err();
-        assert!(err.to_string().contains("process, ssh, kubernetes"), "{err}");
+        assert!(
+            err.to_string().contains("process, ssh, kubernetes"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -11,11 +11,11 @@
 //! - NetworkPolicy `gw-<h12>` denying all ingress to the gateway Pod: occ reaches the gateway
 //!   through the API server's `pods/portforward`, so the token never crosses the Pod network
 //!   and nothing else can connect;
-//! - per admitted revision an immutable ConfigMap `gw-cfg-<h12>-<h12(rev)>` with the rendered
+//! - per admitted revision an immutable ConfigMap `gw-<h12>-cfg-<h12(rev)>` with the rendered
 //!   `openclaw.json` (mounted read-only at `/etc/openclaw`, `OPENCLAW_CONFIG_PATH`), never the
 //!   mutable Configuration ConfigMap; snapshots stay until the Agent is deleted;
 //! - per revision with Secret bindings or an `api_key` credential, a Secret
-//!   `gw-env-<h12>-<h12(rev)>` projected as environment (removed when the revision retires);
+//!   `gw-<h12>-env-<h12(rev)>` projected as environment (removed when the revision retires);
 //! - with staged workspace setup, a Secret `gw-setup-<h12>` and an init container running
 //!   `occ workspace-setup` before the gateway starts;
 //! - Deployment `gw-<h12>` (1 replica, `Recreate`, restricted Pod security) whose Pod template

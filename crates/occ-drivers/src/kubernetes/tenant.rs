@@ -16,9 +16,10 @@
 //!   `occ-tenant-secrets` (Secrets, the same), and `occ-tenant-secret-reader` (Secrets `get`)
 //!   to the worker's, which delivers Secret values to workloads; with the Kubernetes Compute
 //!   Driver also `occ-tenant-compute` (gateway workloads) to the worker's and
-//!   `occ-tenant-gateway-access` (Pods `get`/`list`, `pods/portforward`) to the API's. The rules live in ClusterRoles rather than per-namespace Roles so that the
-//!   worker needs only `bind` on exactly those three names — never `escalate`, which would let
-//!   it write any rules.
+//!   `occ-tenant-gateway-access` (the Agent's Deployment and token Secret `get`, Pods `list`,
+//!   `pods/portforward`) to the API's. The rules live in ClusterRoles rather than per-namespace Roles so that the
+//!   worker needs only `bind` on exactly these `occ-tenant-*` names — never `escalate`, which
+//!   would let it write any rules.
 //!
 //! An object at one of these names that is not marked as occ's is refused (permanent), never
 //! adopted or overwritten. A namespace is deleted with its uid as a precondition and the
