@@ -83,18 +83,6 @@ const TICK: Duration = Duration::from_millis(100);
 const INIT_RETRY: Duration = Duration::from_secs(5);
 const MARKER_ENV: &str = "OCC_FAKE_KUBELET_POD";
 
-/// The process Driver's fixed gateway environment (`GATEWAY_FIXED_ENV` of
-/// `occ_drivers::compute::process`, which is crate-private there).
-const GATEWAY_FIXED_ENV: [(&str, &str); 7] = [
-    ("OPENCLAW_DISABLE_BONJOUR", "1"),
-    ("OPENCLAW_EXEC_SHELL_SNAPSHOT", "0"),
-    ("OPENCLAW_NO_RESPAWN", "1"),
-    ("OPENCLAW_SKIP_CHANNELS", "1"),
-    ("OPENCLAW_NO_AUTO_UPDATE", "1"),
-    ("DO_NOT_TRACK", "1"),
-    ("npm_config_offline", "true"),
-];
-
 static GATEWAY_SLOTS: Semaphore = Semaphore::const_new(MAX_GATEWAYS);
 
 /// A gateway the kubelet runs.
@@ -1074,7 +1062,7 @@ fn start_gateway(
         .open(ctx.dir.join("gateway.log"))
         .map_err(|e| e.to_string())?;
     let log_err = log.try_clone().map_err(|e| e.to_string())?;
-    cmd.envs(GATEWAY_FIXED_ENV)
+    cmd.envs(occ_drivers::compute::process::GATEWAY_FIXED_ENV)
         .env(MARKER_ENV, &ctx.uid)
         .current_dir(&prepared.workdir)
         .stdin(Stdio::null())

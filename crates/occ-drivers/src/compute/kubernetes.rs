@@ -39,7 +39,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 use sha2::Digest as _;
 
-use super::process::{GATEWAY_FIXED_ENV, harness_key_variable};
+use super::process::{GATEWAY_FIXED_ENV, harness_key_variable, render_snapshot};
 use super::{
     AgentTarget, Compute, ComputeError, ComputeSelection, Convergence, GatewayAccess,
     NamespaceHook as _, NamespaceTarget, Readiness, RevisionContext, RevisionTarget, RuntimeState,
@@ -345,26 +345,15 @@ impl KubernetesCompute {
         }
     }
 
-    /// The snapshot the revision runs with: the admitted document plus what this Driver owns
-    /// (listener, token authentication, workspace, no update checks).
+    /// The snapshot the revision runs with, with the Pod's paths (also used by golden tests).
     pub fn render(rev: &RevisionTarget) -> Map<String, Value> {
-        let mut doc = rev.spec.configuration.clone();
-        let gateway = object_at(&mut doc, "gateway");
-        gateway.insert("mode".into(), json!("local"));
-        gateway.insert("port".into(), json!(GATEWAY_PORT));
-        gateway.insert("bind".into(), json!("lan"));
-        gateway.insert(
-            "auth".into(),
-            json!({"mode": "token", "token": "${OPENCLAW_GATEWAY_TOKEN}"}),
-        );
-        object_at(&mut doc, "update").insert("checkOnStart".into(), json!(false));
-        object_at(object_at(&mut doc, "models"), "catalogRefresh")
-            .insert("enabled".into(), json!(false));
-        object_at(object_at(&mut doc, "agents"), "defaults").insert(
-            "workspace".into(),
-            json!(format!("{STATE_MOUNT}/state/workspace")),
-        );
-        doc
+        render_snapshot(
+            rev,
+            GATEWAY_PORT,
+            "lan",
+            &format!("{STATE_MOUNT}/state/workspace"),
+            None,
+        )
     }
 
     /// The Agent's Deployment serving `rev` (also used by the golden tests).
@@ -752,14 +741,6 @@ impl KubernetesCompute {
             .map(|_| ())
             .map_err(|e| failure("update deployments", e))
     }
-}
-
-fn object_at<'a>(doc: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<String, Value> {
-    let entry = doc.entry(key.to_owned()).or_insert_with(|| json!({}));
-    if !entry.is_object() {
-        *entry = json!({});
-    }
-    entry.as_object_mut().expect("an object")
 }
 
 fn setup_secret_data(setup: &WorkspaceSetup) -> String {

@@ -117,7 +117,7 @@ pub enum Supervision {
 }
 
 /// The variables every gateway gets besides its paths and token, under either supervisor.
-pub(crate) const GATEWAY_FIXED_ENV: [(&str, &str); 7] = [
+pub const GATEWAY_FIXED_ENV: [(&str, &str); 7] = [
     ("OPENCLAW_DISABLE_BONJOUR", "1"),
     ("OPENCLAW_EXEC_SHELL_SNAPSHOT", "0"),
     ("OPENCLAW_NO_RESPAWN", "1"),
@@ -465,30 +465,17 @@ impl ProcessCompute {
         Ok(SecretText::new(token))
     }
 
-    /// The snapshot the revision runs with: the admitted document plus the settings this
-    /// Driver owns (listener, authentication, log file, workspace, no update checks).
+    /// The snapshot the revision runs with (see [`render_snapshot`]).
     fn render(&self, rev: &RevisionTarget, agent_dir: &Path, port: u16) -> Map<String, Value> {
-        let mut doc = rev.spec.configuration.clone();
-        let gateway = object_at(&mut doc, "gateway");
-        gateway.insert("mode".into(), json!("local"));
-        gateway.insert("port".into(), json!(port));
-        gateway.insert("bind".into(), json!(self.options.bind.as_str()));
-        gateway.insert(
-            "auth".into(),
-            json!({"mode": "token", "token": "${OPENCLAW_GATEWAY_TOKEN}"}),
-        );
-        object_at(&mut doc, "logging").insert(
-            "file".into(),
-            json!(agent_dir.join("logs/gateway.log").display().to_string()),
-        );
-        object_at(&mut doc, "update").insert("checkOnStart".into(), json!(false));
-        object_at(object_at(&mut doc, "models"), "catalogRefresh")
-            .insert("enabled".into(), json!(false));
-        object_at(object_at(&mut doc, "agents"), "defaults").insert(
-            "workspace".into(),
-            json!(agent_dir.join("state/workspace").display().to_string()),
-        );
-        doc
+        let log = agent_dir.join("logs/gateway.log").display().to_string();
+        let workspace = agent_dir.join("state/workspace").display().to_string();
+        render_snapshot(
+            rev,
+            port,
+            self.options.bind.as_str(),
+            &workspace,
+            Some(&log),
+        )
     }
 
     /// The gateway process recorded for the Agent, if it is still that exact process.
@@ -1487,6 +1474,36 @@ pub(crate) fn harness_key_variable(rev: &RevisionTarget) -> Result<&'static str,
             "an api_key harnessAuth needs agents.defaults.model.primary with provider openai or anthropic",
         )),
     }
+}
+
+/// The snapshot a revision runs with: the admitted document plus the settings a Driver owns
+/// (listener, token authentication from `OPENCLAW_GATEWAY_TOKEN`, workspace, log file, no
+/// update checks or catalog refreshes).
+pub(crate) fn render_snapshot(
+    rev: &RevisionTarget,
+    port: u16,
+    bind: &str,
+    workspace: &str,
+    log_file: Option<&str>,
+) -> Map<String, Value> {
+    let mut doc = rev.spec.configuration.clone();
+    let gateway = object_at(&mut doc, "gateway");
+    gateway.insert("mode".into(), json!("local"));
+    gateway.insert("port".into(), json!(port));
+    gateway.insert("bind".into(), json!(bind));
+    gateway.insert(
+        "auth".into(),
+        json!({"mode": "token", "token": "${OPENCLAW_GATEWAY_TOKEN}"}),
+    );
+    if let Some(file) = log_file {
+        object_at(&mut doc, "logging").insert("file".into(), json!(file));
+    }
+    object_at(&mut doc, "update").insert("checkOnStart".into(), json!(false));
+    object_at(object_at(&mut doc, "models"), "catalogRefresh")
+        .insert("enabled".into(), json!(false));
+    object_at(object_at(&mut doc, "agents"), "defaults")
+        .insert("workspace".into(), json!(workspace));
+    doc
 }
 
 /// `doc[key]` as an object, replacing anything that is not one.
