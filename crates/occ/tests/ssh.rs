@@ -705,9 +705,13 @@ async fn deploy_files_redeploy_stop_resume_through_the_api() {
         )
         .await;
     assert!(status.is_success(), "{r}");
-    s.wait_for("the deletion", async || !dir.exists()).await;
+    // The directory goes first, then the account: wait for both.
+    let account = account_name(PREFIX, &s.ns, &agent);
+    s.wait_for("the deletion", async || {
+        !dir.exists() && !user_exists(&account)
+    })
+    .await;
     assert!(recorded_gateways(host.path()).is_empty());
-    assert!(!user_exists(&account_name(PREFIX, &s.ns, &agent)));
 }
 
 /// Namespaces mapped to their own host go there; the others to the default host.
