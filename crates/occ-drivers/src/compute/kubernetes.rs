@@ -105,21 +105,6 @@ impl Drop for Forward {
     }
 }
 
-fn failure(what: &str, f: KubeFailure) -> ComputeError {
-    match f {
-        KubeFailure::Forbidden(m) => ComputeError::transient("KUBERNETES_FORBIDDEN", m),
-        KubeFailure::Invalid(m) => ComputeError::permanent("KUBERNETES_INVALID", m),
-        KubeFailure::NotFound => {
-            ComputeError::transient("KUBERNETES_UNAVAILABLE", format!("{what}: not found"))
-        }
-        KubeFailure::AlreadyExists | KubeFailure::Conflict(_) => ComputeError::transient(
-            "KUBERNETES_CONFLICT",
-            format!("{what}: changed concurrently; read again on the next pass"),
-        ),
-        KubeFailure::Unavailable(m) => ComputeError::transient("KUBERNETES_UNAVAILABLE", m),
-    }
-}
-
 fn foreign(what: String) -> ComputeError {
     ComputeError::permanent("OWNERSHIP_CONFLICT", what)
 }
@@ -230,11 +215,10 @@ impl KubernetesCompute {
     where
         K: Clone + DeserializeOwned + std::fmt::Debug,
     {
-        match self.kube.call(what, || api.get(name)).await {
-            Ok(o) => Ok(Some(o)),
-            Err(KubeFailure::NotFound) => Ok(None),
-            Err(other) => Err(failure(what, other)),
-        }
+        self.kube
+            .get_opt(api, name, what)
+            .await
+            .map_err(|e| e.into_compute(what))
     }
 
     /// Creates `desired` unless an object of this Agent exists at its name; refuses one that
@@ -270,7 +254,7 @@ impl KubernetesCompute {
                 "KUBERNETES_CONFLICT",
                 format!("{what} {name} appeared concurrently"),
             )),
-            Err(other) => Err(failure(what, other)),
+            Err(other) => Err(other.into_compute(what)),
         }
     }
 
@@ -306,7 +290,7 @@ impl KubernetesCompute {
             .call("update secrets", || api.replace(&name, &post, &desired))
             .await
             .map(|_| ())
-            .map_err(|e| failure("update secrets", e))
+            .map_err(|e| e.into_compute("update secrets"))
     }
 
     /// Deletes an object of this Agent with its uid as a precondition; absent is fine.
@@ -341,7 +325,7 @@ impl KubernetesCompute {
             .await
         {
             Ok(_) | Err(KubeFailure::NotFound) => Ok(()),
-            Err(other) => Err(failure(what, other)),
+            Err(other) => Err(other.into_compute(what)),
         }
     }
 
@@ -526,7 +510,7 @@ impl KubernetesCompute {
             .kube
             .call("list pods", || pods.list(&params))
             .await
-            .map_err(|e| failure("list pods", e))?;
+            .map_err(|e| e.into_compute("list pods"))?;
         Ok(list.items.into_iter().find_map(|p| {
             let status = p.status.as_ref()?;
             let ready = status
@@ -673,7 +657,7 @@ impl KubernetesCompute {
                 .kube
                 .call("list pods", || pods.list(&params))
                 .await
-                .map_err(|e| failure("list pods", e))?;
+                .map_err(|e| e.into_compute("list pods"))?;
             if list.items.is_empty() {
                 return Ok(());
             }
@@ -739,7 +723,7 @@ impl KubernetesCompute {
             })
             .await
             .map(|_| ())
-            .map_err(|e| failure("update deployments", e))
+            .map_err(|e| e.into_compute("update deployments"))
     }
 }
 
@@ -924,7 +908,7 @@ impl Compute for KubernetesCompute {
                 self.kube
                     .call("create deployments", || api.create(&post, &desired))
                     .await
-                    .map_err(|e| failure("create deployments", e))?;
+                    .map_err(|e| e.into_compute("create deployments"))?;
             }
             Some(current) => {
                 let hash = |d: &Deployment| {
@@ -942,7 +926,7 @@ impl Compute for KubernetesCompute {
                             api.replace(&names.gateway, &post, &desired)
                         })
                         .await
-                        .map_err(|e| failure("update deployments", e))?;
+                        .map_err(|e| e.into_compute("update deployments"))?;
                 }
             }
         }
@@ -1002,7 +986,7 @@ impl Compute for KubernetesCompute {
             .kube
             .call("list configmaps", || configmaps.list(&params))
             .await
-            .map_err(|e| failure("list configmaps", e))?;
+            .map_err(|e| e.into_compute("list configmaps"))?;
         for cm in listed.items {
             let name = cm.metadata.name.clone().unwrap_or_default();
             self.delete_owned(&configmaps, agent, &name, "configmaps")
@@ -1013,7 +997,7 @@ impl Compute for KubernetesCompute {
             .kube
             .call("list secrets", || secrets.list(&params))
             .await
-            .map_err(|e| failure("list secrets", e))?;
+            .map_err(|e| e.into_compute("list secrets"))?;
         for s in listed.items {
             let name = s.metadata.name.clone().unwrap_or_default();
             self.delete_owned(&secrets, agent, &name, "secrets").await?;

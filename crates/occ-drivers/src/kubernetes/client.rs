@@ -53,6 +53,27 @@ pub enum KubeFailure {
     Unavailable(String),
 }
 
+impl KubeFailure {
+    /// As a Compute failure: a missing permission or an unavailable or racing API server is
+    /// transient (retried with backoff); an object the API server refuses is permanent. `what`
+    /// names the call.
+    pub fn into_compute(self, what: &str) -> crate::compute::ComputeError {
+        use crate::compute::ComputeError;
+        match self {
+            KubeFailure::Forbidden(m) => ComputeError::transient("KUBERNETES_FORBIDDEN", m),
+            KubeFailure::Invalid(m) => ComputeError::permanent("KUBERNETES_INVALID", m),
+            KubeFailure::NotFound => {
+                ComputeError::transient("KUBERNETES_UNAVAILABLE", format!("{what}: not found"))
+            }
+            KubeFailure::AlreadyExists | KubeFailure::Conflict(_) => ComputeError::transient(
+                "KUBERNETES_CONFLICT",
+                format!("{what}: changed concurrently; read again on the next pass"),
+            ),
+            KubeFailure::Unavailable(m) => ComputeError::transient("KUBERNETES_UNAVAILABLE", m),
+        }
+    }
+}
+
 impl From<KubeFailure> for DriverError {
     fn from(f: KubeFailure) -> Self {
         match f {
@@ -118,6 +139,23 @@ impl KubeClient {
         let client = kube::Client::try_from(config)
             .map_err(|e| DriverError::Configuration(format!("Kubernetes client: {e}")))?;
         Ok(Self { client })
+    }
+
+    /// `GET` of one object under the request policy; absent is `None`.
+    pub async fn get_opt<K>(
+        &self,
+        api: &kube::Api<K>,
+        name: &str,
+        what: &str,
+    ) -> Result<Option<K>, KubeFailure>
+    where
+        K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    {
+        match self.call(what, || api.get(name)).await {
+            Ok(o) => Ok(Some(o)),
+            Err(KubeFailure::NotFound) => Ok(None),
+            Err(other) => Err(other),
+        }
     }
 
     /// The underlying client, for typed `Api`s.

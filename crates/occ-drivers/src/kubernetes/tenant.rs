@@ -106,21 +106,6 @@ pub const TENANT_COMPUTE: (&str, &str) = ("occ-compute", "occ-tenant-compute");
 pub const TENANT_GATEWAY_ACCESS: (&str, &str) = ("occ-gateway-access", "occ-tenant-gateway-access");
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 
-fn failure(f: KubeFailure) -> ComputeError {
-    match f {
-        KubeFailure::Forbidden(m) => ComputeError::transient("KUBERNETES_FORBIDDEN", m),
-        KubeFailure::Invalid(m) => ComputeError::permanent("KUBERNETES_INVALID", m),
-        KubeFailure::NotFound => {
-            ComputeError::transient("KUBERNETES_UNAVAILABLE", "an object vanished concurrently")
-        }
-        KubeFailure::AlreadyExists | KubeFailure::Conflict(_) => ComputeError::transient(
-            "KUBERNETES_CONFLICT",
-            "an object changed concurrently; it is read again on the next pass",
-        ),
-        KubeFailure::Unavailable(m) => ComputeError::transient("KUBERNETES_UNAVAILABLE", m),
-    }
-}
-
 fn foreign(what: String) -> ComputeError {
     ComputeError::permanent("TENANT_OBJECT_FOREIGN", what)
 }
@@ -233,11 +218,10 @@ impl TenantNamespaces {
     where
         K: Clone + DeserializeOwned + std::fmt::Debug,
     {
-        match self.kube.call(what, || api.get(name)).await {
-            Ok(o) => Ok(Some(o)),
-            Err(KubeFailure::NotFound) => Ok(None),
-            Err(other) => Err(failure(other)),
-        }
+        self.kube
+            .get_opt(api, name, what)
+            .await
+            .map_err(|e| e.into_compute(what))
     }
 
     /// Creates `desired`, or brings an existing object of ours to it (replace under its
@@ -262,7 +246,7 @@ impl TenantNamespaces {
                 .await
             {
                 Ok(_) => Ok(()),
-                Err(other) => Err(failure(other)),
+                Err(other) => Err(other.into_compute("the tenant namespace")),
             },
             Some(current) if !is_ours(current.meta(), ns) => {
                 Err(foreign(format!("{what} {name} exists and is not occ's")))
@@ -276,7 +260,7 @@ impl TenantNamespaces {
                     })
                     .await
                     .map(|_| ())
-                    .map_err(failure)
+                    .map_err(|e| e.into_compute("the tenant namespace"))
             }
         }
     }
@@ -290,7 +274,7 @@ impl TenantNamespaces {
             .kube
             .call("list namespaces", || namespaces.list(&params))
             .await
-            .map_err(failure)?;
+            .map_err(|e| e.into_compute("the tenant namespace"))?;
         if let Some(other) = claimants
             .items
             .iter()
@@ -310,7 +294,7 @@ impl TenantNamespaces {
                 self.kube
                     .call("create namespaces", || namespaces.create(&post, &manifest))
                     .await
-                    .map_err(failure)?
+                    .map_err(|e| e.into_compute("the tenant namespace"))?
             }
         };
         if !is_ours(&current.metadata, ns) {
@@ -362,7 +346,7 @@ impl TenantNamespaces {
                 .await
             {
                 Ok(_) | Err(KubeFailure::NotFound) => {}
-                Err(other) => return Err(failure(other)),
+                Err(other) => return Err(other.into_compute("the tenant namespace")),
             }
         }
         // Done only once the namespace is observed gone.
