@@ -260,10 +260,9 @@ impl KubernetesConfigurationDriver {
     ) -> Result<Option<Stored>, DriverError> {
         let name = configmap_name(key.configuration_id);
         let what = format!("get configmaps in namespace {tenant}");
-        match self.kube.call(&what, || api.get(&name)).await {
-            Ok(cm) => Self::checked(key, tenant, &cm).map(Some),
-            Err(KubeFailure::NotFound) => Ok(None),
-            Err(other) => Err(other.into()),
+        match self.kube.get_opt(api, &name, &what).await? {
+            Some(cm) => Self::checked(key, tenant, &cm).map(Some),
+            None => Ok(None),
         }
     }
 
