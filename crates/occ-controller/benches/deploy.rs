@@ -113,6 +113,7 @@ fn main() {
             .ensure_namespace(&occ_drivers::compute::NamespaceTarget {
                 id: app.default_ns.clone(),
                 name: "default".into(),
+                existing_namespace: None,
             })
             .await
             .unwrap();

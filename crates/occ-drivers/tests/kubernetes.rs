@@ -661,6 +661,7 @@ async fn tenant_namespaces_are_provisioned_exactly_and_idempotently() {
     let ns = NamespaceTarget {
         id: ns_id.clone(),
         name: "team-a".into(),
+        existing_namespace: None,
     };
     assert_eq!(
         tenants.after_namespace_prepared(&ns).await.expect("ensure"),
@@ -750,6 +751,7 @@ async fn tenant_provisioning_refuses_foreign_objects_and_names_missing_permissio
     let target = |id: &NamespaceId| NamespaceTarget {
         id: id.clone(),
         name: "t".into(),
+        existing_namespace: None,
     };
 
     // Someone else's namespace at the derived name: refused, untouched.
@@ -847,5 +849,226 @@ async fn tenant_provisioning_refuses_foreign_objects_and_names_missing_permissio
     assert_eq!(
         (err.class, err.code.as_str()),
         (FailureClass::Transient, "KUBERNETES_UNAVAILABLE")
+    );
+}
+
+/// An operator's namespace named by `existingNamespace` is adopted only once the operator has
+/// prepared it (exists, marked for adoption, restricted Pod Security, no NetworkPolicy occ does
+/// not own): each missing step is a transient failure naming it. Adoption adds only occ's
+/// label and annotation (under the namespace's resourceVersion) and the RoleBindings; the
+/// Configuration Driver then stores there. A namespace of another occ Namespace, or one occ
+/// provisioned, is refused for good. Release removes occ's RoleBindings and claim and leaves
+/// the namespace and the operator's objects.
+#[tokio::test]
+async fn existing_namespaces_are_adopted_when_prepared_and_released_untouched() {
+    let fake = FakeKube::start().await;
+    let tenants = TenantNamespaces::new(
+        client(&fake),
+        TenantAccess {
+            compute: true,
+            ..tenant_access()
+        },
+    );
+    let existing = "team-a-prod";
+    let ns_id = NamespaceId::generate();
+    let ns = NamespaceTarget {
+        id: ns_id.clone(),
+        name: "team-a".into(),
+        existing_namespace: Some(existing.into()),
+    };
+    let not_ready = |needle: &str, err: occ_drivers::compute::ComputeError| {
+        assert_eq!(
+            (err.class, err.code.as_str()),
+            (FailureClass::Transient, "EXISTING_NAMESPACE_NOT_READY"),
+            "{err:?}"
+        );
+        assert!(
+            err.message.contains(existing) && err.message.contains(needle),
+            "{needle}: {err:?}"
+        );
+    };
+    let ensure = || tenants.after_namespace_prepared(&ns);
+    not_ready("does not exist", ensure().await.expect_err("missing"));
+    fake.seed(
+        "namespaces",
+        "",
+        json!({"metadata": {"name": existing, "labels": {"team": "a"}}}),
+    );
+    not_ready(
+        "openclaw.dev/namespace-lifecycle=external",
+        ensure().await.expect_err("no consent"),
+    );
+    fake.mutate("namespaces", "", existing, |o| {
+        o["metadata"]["annotations"] = json!({"openclaw.dev/namespace-lifecycle": "external"});
+    });
+    not_ready(
+        "pod-security.kubernetes.io/enforce=restricted",
+        ensure().await.expect_err("no restricted PSS"),
+    );
+    fake.mutate("namespaces", "", existing, |o| {
+        o["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] = json!("restricted");
+    });
+    fake.seed(
+        "networkpolicies",
+        existing,
+        json!({"metadata": {"name": "allow-all"}, "spec": {"podSelector": {}, "ingress": [{}]}}),
+    );
+    not_ready("allow-all", ensure().await.expect_err("foreign policy"));
+    fake.remove("networkpolicies", existing, "allow-all");
+    fake.seed(
+        "rolebindings",
+        existing,
+        json!({"metadata": {"name": "operator-view"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"}}),
+    );
+    assert_eq!(ensure().await.expect("adopted"), Convergence::Done);
+
+    let adopted = fake.object("namespaces", "", existing).expect("namespace");
+    assert_eq!(
+        adopted["metadata"]["labels"],
+        json!({"team": "a", "pod-security.kubernetes.io/enforce": "restricted",
+               "openclaw.dev/namespace": ns_id.as_str()}),
+        "only the claim label is added; the namespace is not marked occ-managed"
+    );
+    assert_eq!(
+        adopted["metadata"]["annotations"],
+        json!({"openclaw.dev/namespace-lifecycle": "external",
+               "openclaw.dev/namespace-id": ns_id.as_str()})
+    );
+    let claim = fake
+        .requests()
+        .into_iter()
+        .find(|r| r.verb == "update" && r.resource == "namespaces")
+        .expect("claimed by an update");
+    assert!(claim.body.expect("body")["metadata"]["resourceVersion"].is_string());
+    assert!(
+        !fake
+            .requests()
+            .iter()
+            .any(|r| r.resource == "namespaces" && r.verb == "create"),
+        "no namespace is created"
+    );
+    assert_eq!(
+        fake.names("rolebindings", existing),
+        [
+            "occ-compute",
+            "occ-configurations",
+            "occ-gateway-access",
+            "occ-secret-reader",
+            "occ-secrets",
+            "operator-view"
+        ]
+    );
+    assert_eq!(
+        fake.names("namespaces", ""),
+        [existing],
+        "nothing provisioned"
+    );
+    // Idempotent.
+    fake.clear_requests();
+    assert_eq!(ensure().await.expect("again"), Convergence::Done);
+    assert!(
+        fake.requests()
+            .iter()
+            .all(|r| matches!(r.verb.as_str(), "get" | "list")),
+        "{:?}",
+        fake.requests()
+    );
+    // The Configuration Driver finds it through the claim.
+    let driver = ConfigurationDriver::Kubernetes(KubernetesConfigurationDriver::new(client(&fake)));
+    let cfg = ConfigurationId::generate();
+    let key = fixed_key(&ns_id, &cfg, 1);
+    driver
+        .write(key, &doc(json!({"a": 1})), false)
+        .await
+        .expect("stored in the adopted namespace");
+    assert!(
+        fake.object("configmaps", existing, &configmap_name(&cfg))
+            .is_some()
+    );
+
+    // Another occ Namespace cannot adopt it, nor can anyone adopt a namespace occ provisioned.
+    let other = NamespaceTarget {
+        id: NamespaceId::generate(),
+        name: "team-b".into(),
+        existing_namespace: Some(existing.into()),
+    };
+    let err = tenants
+        .after_namespace_prepared(&other)
+        .await
+        .expect_err("claimed");
+    assert_eq!(
+        (err.class, err.code.as_str()),
+        (FailureClass::Permanent, "TENANT_OBJECT_FOREIGN")
+    );
+    let managed_id = NamespaceId::generate();
+    let managed = provision(&fake, &managed_id);
+    let err = tenants
+        .after_namespace_prepared(&NamespaceTarget {
+            id: NamespaceId::generate(),
+            name: "team-c".into(),
+            existing_namespace: Some(managed.clone()),
+        })
+        .await
+        .expect_err("occ's own");
+    assert_eq!(
+        (err.class, err.code.as_str()),
+        (FailureClass::Permanent, "TENANT_OBJECT_FOREIGN")
+    );
+
+    // Release (the occ Namespace is empty by then): occ's RoleBindings and claim go, the
+    // namespace and the operator's objects stay.
+    driver
+        .prune(
+            &ns_id,
+            &cfg,
+            Timestamp::parse_canonical("2026-11-29T12:00:00.000Z").expect("time"),
+            None,
+        )
+        .await
+        .expect("delete");
+    assert!(fake.names("configmaps", existing).is_empty());
+    fake.clear_requests();
+    for _ in 0..2 {
+        assert_eq!(
+            tenants
+                .before_namespace_delete(&ns)
+                .await
+                .expect("released"),
+            Convergence::Done
+        );
+    }
+    let released = fake.object("namespaces", "", existing).expect("kept");
+    assert_eq!(
+        released["metadata"]["labels"],
+        json!({"team": "a", "pod-security.kubernetes.io/enforce": "restricted"})
+    );
+    assert_eq!(
+        released["metadata"]["annotations"],
+        json!({"openclaw.dev/namespace-lifecycle": "external"})
+    );
+    assert_eq!(fake.names("rolebindings", existing), ["operator-view"]);
+    for r in fake.requests() {
+        assert!(
+            !(r.resource == "namespaces" && r.verb == "delete"),
+            "an adopted namespace is never deleted"
+        );
+        if r.verb == "delete" {
+            let body = r.body.expect("options");
+            assert!(body["preconditions"]["uid"].is_string(), "{body}");
+        }
+    }
+    // It can be adopted again afterwards (by a new occ Namespace).
+    let again = NamespaceTarget {
+        id: NamespaceId::generate(),
+        name: "team-a2".into(),
+        existing_namespace: Some(existing.into()),
+    };
+    assert_eq!(
+        tenants
+            .after_namespace_prepared(&again)
+            .await
+            .expect("adopted again"),
+        Convergence::Done
     );
 }

@@ -70,6 +70,7 @@ fn fixed_targets() -> (NamespaceTarget, AgentTarget) {
         NamespaceTarget {
             id: ns.clone(),
             name: "team-a".into(),
+            existing_namespace: None,
         },
         AgentTarget {
             namespace_id: ns,
@@ -104,6 +105,70 @@ async fn conformance_suite_on_kubernetes() {
     let compute = driver(&fake);
     conformance::lifecycle(&compute).await;
     conformance::refusals(&compute).await;
+}
+
+/// The same lifecycle in an operator's namespace adopted through `existingNamespace`: every
+/// object of the Agent lands there, and deleting the occ Namespace gives the namespace back
+/// with the operator's own objects and without anything of occ's.
+#[tokio::test]
+async fn conformance_lifecycle_in_an_adopted_namespace() {
+    let fake = FakeKube::start().await;
+    let _kubelet = FakeKubelet::start(&fake);
+    let compute = driver(&fake);
+    let existing = "platform-agents";
+    fake.seed(
+        "namespaces",
+        "",
+        json!({"metadata": {"name": existing,
+            "labels": {"pod-security.kubernetes.io/enforce": "restricted"},
+            "annotations": {"openclaw.dev/namespace-lifecycle": "external"}}}),
+    );
+    let operator_config = fake.seed(
+        "configmaps",
+        existing,
+        json!({"metadata": {"name": "operator-settings"}, "data": {"k": "v"}}),
+    );
+    let (mut ns, agent) = conformance::targets();
+    ns.existing_namespace = Some(existing.into());
+    conformance::lifecycle_in(&compute, (ns.clone(), agent)).await;
+    assert!(
+        fake.requests()
+            .iter()
+            .filter(|r| r.verb == "create" && r.resource != "namespaces")
+            .all(|r| r.namespace == existing),
+        "every object in the adopted namespace"
+    );
+    assert!(
+        fake.names("deployments", &tenant_namespace_name(&ns.id))
+            .is_empty()
+    );
+    let namespace = fake.object("namespaces", "", existing).expect("kept");
+    assert_eq!(
+        namespace["metadata"]["labels"],
+        json!({"pod-security.kubernetes.io/enforce": "restricted"})
+    );
+    assert_eq!(
+        fake.object("configmaps", existing, "operator-settings"),
+        Some(operator_config)
+    );
+    for resource in [
+        "configmaps",
+        "secrets",
+        "deployments",
+        "persistentvolumeclaims",
+        "serviceaccounts",
+        "networkpolicies",
+        "rolebindings",
+    ] {
+        for name in fake.names(resource, existing) {
+            let object = fake.object(resource, existing, &name).expect("object");
+            assert_ne!(
+                object["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+                json!("occ"),
+                "{resource}/{name} left behind"
+            );
+        }
+    }
 }
 
 #[tokio::test]
@@ -153,7 +218,8 @@ async fn every_object_is_the_reviewed_one_and_foreign_objects_are_refused() {
         .collect();
     sent.sort_by_key(|v| v.to_string());
     golden("compute-prepare.json", &Value::Array(sent));
-    let deployment = serde_json::to_value(compute.deployment(&rev, true, true)).expect("json");
+    let deployment =
+        serde_json::to_value(compute.deployment(&tenant, &rev, true, true)).expect("json");
     golden("compute-deployment.json", &deployment);
     for r in fake.requests() {
         let text = format!("{:?}", r.body);

@@ -114,6 +114,8 @@ pub struct TestAppOptions {
     pub secrets: Option<SecretDriver>,
     /// How the controller reaches live workspaces (none: the file routes answer 503).
     pub workspace: Option<Arc<dyn occ_controller::workspace_files::WorkspaceAccess>>,
+    /// What the selected Compute Driver supports (default: the process Driver's).
+    pub compute: Option<ComputeSelection>,
 }
 
 impl TestApp {
@@ -174,7 +176,10 @@ impl TestApp {
                 store.clone(),
                 configurations,
                 secrets,
-                ComputeSelection::process(),
+                options
+                    .compute
+                    .clone()
+                    .unwrap_or_else(ComputeSelection::process),
                 settings,
             )
             .with_hooks(options.hooks),
@@ -353,6 +358,21 @@ impl TestApp {
         ns: &NamespaceId,
         resource: Option<(ResourceKind, String)>,
     ) {
+        self.bind(principal, permissions, Some(ns), resource).await;
+    }
+
+    /// Grants an existing principal `permissions` Installation-wide; returns the binding's id.
+    pub async fn grant_installation(&self, principal: &IamId, permissions: &[Permission]) -> IamId {
+        self.bind(principal, permissions, None, None).await
+    }
+
+    async fn bind(
+        &self,
+        principal: &IamId,
+        permissions: &[Permission],
+        ns: Option<&NamespaceId>,
+        resource: Option<(ResourceKind, String)>,
+    ) -> IamId {
         let now = Timestamp::now();
         let role = Role {
             id: IamId::generate_role(false),
@@ -361,11 +381,12 @@ impl TestApp {
             permissions: permissions.to_vec(),
             created_at: now,
         };
+        let binding = IamId::generate_binding("");
         let mut tx = self.store.begin().await.expect("tx");
         tx.role_insert(&role).await.expect("role");
         tx.binding_insert(&AccessBinding {
-            id: IamId::generate_binding(""),
-            namespace_id: Some(ns.clone()),
+            id: binding.clone(),
+            namespace_id: ns.cloned(),
             subject_id: principal.clone(),
             role_id: role.id,
             resource: resource.map(|(kind, id)| BoundResource { kind, id }),
@@ -374,6 +395,7 @@ impl TestApp {
         .await
         .expect("binding");
         tx.commit().await.expect("commit");
+        binding
     }
 
     /// Sends a request.

@@ -28,6 +28,7 @@ pub fn targets() -> (NamespaceTarget, AgentTarget) {
     let ns = NamespaceTarget {
         id: NamespaceId::generate(),
         name: "conformance".into(),
+        existing_namespace: None,
     };
     let agent_id = AgentId::generate();
     let agent = AgentTarget {
@@ -108,8 +109,12 @@ pub async fn connect(compute: &dyn Compute, agent: &AgentTarget) -> Result<Sessi
 
 /// The whole lifecycle of one Agent (see the module docs).
 pub async fn lifecycle(compute: &dyn Compute) {
+    lifecycle_in(compute, targets()).await;
+}
+
+/// [`lifecycle`] in the given Namespace (e.g. one adopting an existing namespace).
+pub async fn lifecycle_in(compute: &dyn Compute, (ns, agent): (NamespaceTarget, AgentTarget)) {
     let ctx = RevisionContext::default();
-    let (ns, agent) = targets();
 
     // Namespaces: idempotent.
     for _ in 0..2 {

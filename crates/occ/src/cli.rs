@@ -70,7 +70,7 @@ pub enum NamespaceCmd {
     /// Create a Namespace.
     Create {
         name: String,
-        /// Bind an existing Kubernetes namespace.
+        /// Adopt an existing Kubernetes namespace the operator prepared (Kubernetes Compute).
         #[arg(long)]
         existing_namespace: Option<String>,
     },

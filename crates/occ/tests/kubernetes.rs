@@ -193,7 +193,7 @@ async fn agents_run_as_deployments() {
         "OCC_KUBERNETES_GATEWAY_IMAGE",
         "registry.example/occ@sha256:0000000000000000000000000000000000000000000000000000000000000000".into(),
     ));
-    let s = Stack::start_with(Backend::Sqlite, "29970-29979", &env).await;
+    let mut s = Stack::start_with(Backend::Sqlite, "29970-29979", &env).await;
     let default: NamespaceId = s.ns.parse().expect("namespace id");
     let tenant = tenant_namespace_name(&default);
     for binding in [
@@ -273,4 +273,95 @@ async fn agents_run_as_deployments() {
             && fake.names("persistentvolumeclaims", &tenant).is_empty()
     })
     .await;
+
+    // An operator's namespace adopted through existingNamespace: the worker claims it, the
+    // Agent runs there, the API finds it there (through the claim), and deleting the occ
+    // Namespace gives the namespace back.
+    let adopted = "ops-agents";
+    fake.seed(
+        "namespaces",
+        "",
+        json!({"metadata": {"name": adopted,
+            "labels": {"pod-security.kubernetes.io/enforce": "restricted"},
+            "annotations": {"openclaw.dev/namespace-lifecycle": "external"}}}),
+    );
+    let (status, r) = s
+        .call(
+            reqwest::Method::POST,
+            "/namespaces",
+            Some(body(json!({"name": "ops", "existingNamespace": adopted}))),
+        )
+        .await;
+    assert_eq!(status.as_u16(), 201, "{r}");
+    let ops = r["data"]["id"].as_str().expect("id").to_owned();
+    s.wait_for("ops ready", async || {
+        s.get(&format!("/namespaces/{ops}")).await["data"]["status"] == "ready"
+    })
+    .await;
+    s.ns = ops.clone();
+    let cfg = s
+        .configuration(
+            json!({"agents": {"defaults": {"model": {"primary": "openai/gpt-5"}}},
+                              "plugins": {"enabled": false}, "cron": {"enabled": false}}),
+        )
+        .await;
+    let agent = s.agent("ops-agent", &cfg).await;
+    let rev = s.deploy(&agent).await;
+    let settled = s.settled(&agent, &rev).await;
+    assert_eq!(settled["status"], "succeeded", "{settled}");
+    assert_eq!(fake.names("deployments", adopted).len(), 1);
+    let path = format!("/namespaces/{ops}/agents/{agent}/workspace/files/USER.md");
+    let (status, r) = s
+        .call(
+            reqwest::Method::PUT,
+            &path,
+            Some(body(json!({"content": "# USER.md\n\nAdopted.\n"}))),
+        )
+        .await;
+    assert_eq!(status.as_u16(), 200, "{r}");
+    let (status, r) = s.call(reqwest::Method::GET, &path, None).await;
+    assert_eq!(status.as_u16(), 200, "{r}");
+    assert_eq!(r["data"]["content"], "# USER.md\n\nAdopted.\n");
+    for (method, path) in [
+        (
+            reqwest::Method::DELETE,
+            format!("/namespaces/{ops}/agents/{agent}"),
+        ),
+        (
+            reqwest::Method::DELETE,
+            format!("/namespaces/{ops}/configurations/{cfg}"),
+        ),
+    ] {
+        let (status, r) = s.call(method, &path, None).await;
+        assert!(status.is_success(), "{path}: {r}");
+        if path.contains("/agents/") {
+            s.wait_for("the adopted Agent removed", async || {
+                let path = format!("/namespaces/{ops}/agents/{agent}");
+                s.call(reqwest::Method::GET, &path, None).await.0.as_u16() == 404
+            })
+            .await;
+        }
+    }
+    let (status, r) = s
+        .call(reqwest::Method::DELETE, &format!("/namespaces/{ops}"), None)
+        .await;
+    assert_eq!(status.as_u16(), 202, "{r}");
+    s.wait_for("the adopted namespace released", async || {
+        fake.object("namespaces", "", adopted).expect("kept")["metadata"]["labels"]
+            == json!({"pod-security.kubernetes.io/enforce": "restricted"})
+    })
+    .await;
+    for resource in [
+        "deployments",
+        "persistentvolumeclaims",
+        "configmaps",
+        "secrets",
+        "rolebindings",
+    ] {
+        assert!(
+            fake.names(resource, adopted).is_empty(),
+            "{resource}: {:?}",
+            fake.names(resource, adopted)
+        );
+    }
 }

@@ -494,6 +494,7 @@ async fn tenant_bindings(m: &Manifests) -> Vec<(String, String, String)> {
             .parse::<NamespaceId>()
             .expect("namespace id"),
         name: "team-a".into(),
+        existing_namespace: None,
     };
     let bindings = TenantNamespaces::new(kube, access)
         .access_manifests(&ns)
@@ -569,15 +570,27 @@ fn cluster_wide_occ_has_exactly_what_the_api_and_the_worker_need() {
         roles["occ-api"],
         [rule("", "namespaces", &["get", "list"], None)]
     );
-    // The worker provisions and deletes tenant namespaces and the RoleBindings in them; it
-    // may bind only the five tenant ClusterRoles, and escalate nothing.
+    // The worker provisions and deletes tenant namespaces and the RoleBindings in them, claims
+    // and releases adopted ones (update; RoleBindings deleted only at occ's names); it may
+    // bind only the five tenant ClusterRoles, and escalate nothing.
     let tenant_roles = TENANT_ROLES.map(|(_, role)| role);
     assert_eq!(
         roles["occ-worker"],
         [
-            rule("", "namespaces", &["get", "list", "create", "delete"], None),
+            rule(
+                "",
+                "namespaces",
+                &["get", "list", "create", "update", "delete"],
+                None
+            ),
             rule(RBAC_GROUP, "rolebindings", &["create"], None),
             rule(RBAC_GROUP, "rolebindings", &["get", "update"], None),
+            rule(
+                RBAC_GROUP,
+                "rolebindings",
+                &["delete"],
+                Some(&TENANT_ROLES.map(|(binding, _)| binding))
+            ),
             rule(RBAC_GROUP, "clusterroles", &["bind"], Some(&tenant_roles)),
         ]
     );
@@ -631,7 +644,7 @@ fn cluster_wide_occ_has_exactly_what_the_api_and_the_worker_need() {
             rule(
                 "networking.k8s.io",
                 "networkpolicies",
-                &["get", "create", "delete"],
+                &["get", "create", "list", "delete"],
                 None
             ),
             rule("", "pods", &["list"], None),
@@ -680,7 +693,7 @@ fn cluster_wide_occ_has_exactly_what_the_api_and_the_worker_need() {
                 // Compute Driver finds by an Agent's label.
                 let listable: &[&str] = match name.as_str() {
                     "occ-api" | "occ-worker" => &["namespaces"],
-                    "occ-tenant-compute" => &["configmaps", "secrets", "pods"],
+                    "occ-tenant-compute" => &["configmaps", "secrets", "pods", "networkpolicies"],
                     "occ-tenant-gateway-access" => &["pods"],
                     _ => &[],
                 };

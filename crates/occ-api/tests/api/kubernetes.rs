@@ -9,14 +9,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use http::{Method, StatusCode};
 use occ_controller::FaultHooks;
 use occ_core::NamespaceId;
+use occ_core::authz::{Action, Permission, ResourceKind};
 use occ_core::resource::NamespaceStatus;
+use occ_drivers::compute::ComputeSelection;
 use occ_drivers::configuration::{
     ConfigurationDriver, KubernetesConfigurationDriver, configmap_name,
 };
 use occ_drivers::kubernetes::{KubeClient, tenant_namespace_name};
 use occ_drivers::secret::{KubernetesSecretDriver, SecretDriver};
 use occ_store::Backend;
-use occ_testkit::app::{TestApp, TestAppOptions};
+use occ_testkit::app::{Credential, TestApp, TestAppOptions};
 use occ_testkit::kube::FakeKube;
 use serde_json::json;
 
@@ -280,4 +282,114 @@ async fn secrets_live_in_kubernetes_secrets() {
         StatusCode::NO_CONTENT,
     );
     assert!(fake.names("secrets", &tenant).is_empty());
+}
+
+/// `existingNamespace` with the Kubernetes Compute Driver: accepted from an Installation
+/// administrator only (403 for a principal that may just create Namespaces), and a
+/// Configuration there waits for the adoption (409 `NAMESPACE_NOT_READY`, nothing stored);
+/// once the worker has claimed it, Configurations are ConfigMaps in the operator's namespace.
+#[tokio::test]
+async fn existing_namespaces_are_adopted_for_administrators_and_used_once_ready() {
+    let fake = FakeKube::start().await;
+    let kube = KubeClient::from_config(kube::Config::new(fake.url().parse().expect("url")))
+        .expect("client");
+    let app = TestApp::with(
+        Backend::Sqlite,
+        TestAppOptions {
+            configurations: Some(ConfigurationDriver::Kubernetes(
+                KubernetesConfigurationDriver::new(kube.clone()),
+            )),
+            secrets: Some(SecretDriver::Kubernetes(KubernetesSecretDriver::new(kube))),
+            compute: Some(ComputeSelection::kubernetes()),
+            ..Default::default()
+        },
+    )
+    .await;
+    let admin = app.admin();
+    let (_, creator) = app
+        .principal_with(
+            &[
+                Permission::new(Action::Create, ResourceKind::Namespace),
+                Permission::new(Action::Read, ResourceKind::Namespace),
+            ],
+            None,
+            None,
+            None,
+        )
+        .await;
+    let creator = Credential::Key(creator);
+    let r = app
+        .call(
+            Method::POST,
+            "/namespaces",
+            &creator,
+            Some(json!({"name": "adopted", "existingNamespace": "team-a-prod"})),
+        )
+        .await;
+    assert_eq!((r.status, r.code()), (StatusCode::FORBIDDEN, "FORBIDDEN"));
+    expect(
+        app.call(
+            Method::POST,
+            "/namespaces",
+            &creator,
+            Some(json!({"name": "plain"})),
+        )
+        .await,
+        StatusCode::CREATED,
+    );
+    let created = expect(
+        app.call(
+            Method::POST,
+            "/namespaces",
+            &admin,
+            Some(json!({"name": "adopted", "existingNamespace": "team-a-prod"})),
+        )
+        .await,
+        StatusCode::CREATED,
+    );
+    assert_eq!(created.data()["existingNamespace"], "team-a-prod");
+    assert_eq!(created.data()["status"], "provisioning");
+    let ns = created.data()["id"].as_str().expect("id").to_owned();
+    let ns_id: NamespaceId = ns.parse().expect("id");
+
+    let configurations = format!("/namespaces/{ns}/configurations");
+    let create_configuration = || {
+        app.call(
+            Method::POST,
+            &configurations,
+            &admin,
+            Some(json!({"kind": "agent", "values": document()})),
+        )
+    };
+    let r = create_configuration().await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::CONFLICT, "NAMESPACE_NOT_READY")
+    );
+    assert!(
+        fake.requests().iter().all(|r| r.resource != "configmaps"),
+        "nothing stored"
+    );
+    // What the worker's adoption leaves: the operator's namespace claimed for this Namespace.
+    fake.seed(
+        "namespaces",
+        "",
+        json!({"metadata": {"name": "team-a-prod",
+            "labels": {"openclaw.dev/namespace": ns,
+                       "pod-security.kubernetes.io/enforce": "restricted"},
+            "annotations": {"openclaw.dev/namespace-id": ns,
+                            "openclaw.dev/namespace-lifecycle": "external"}}}),
+    );
+    app.set_namespace_status(&ns_id, NamespaceStatus::Ready)
+        .await;
+    let cfg = expect(create_configuration().await, StatusCode::CREATED);
+    let cfg = cfg.data()["id"]
+        .as_str()
+        .expect("id")
+        .parse()
+        .expect("cfg id");
+    assert!(
+        fake.object("configmaps", "team-a-prod", &configmap_name(&cfg))
+            .is_some()
+    );
 }

@@ -73,7 +73,7 @@ async fn namespace_lifecycle() {
     assert_eq!(
         r.status,
         StatusCode::CONFLICT,
-        "no Compute Driver adopts an existing namespace yet"
+        "only the Kubernetes Compute Driver adopts an existing namespace"
     );
     let list = expect(
         app.call(Method::GET, "/namespaces", &admin, None).await,

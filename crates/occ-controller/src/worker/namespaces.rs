@@ -63,21 +63,32 @@ impl Worker {
         } else {
             (Action::Delete, "openclaw.namespaces.delete")
         };
-        let tx = self.store().begin_read().await?;
-        if let Err(e) = self
-            .controller
-            .authorize(tx, &req, action, &target, audit)
-            .await
-        {
-            let outcome = self.authorization_outcome(item, &e).await?;
-            return self
-                .finish_namespace(claim, &ns, outcome, action_name, None)
-                .await;
+        let mut decisions = vec![(action, target)];
+        if ensure && ns.existing_namespace.is_some() {
+            // Adopting an operator's namespace is an Installation administrator's decision.
+            decisions.push((
+                Action::Administer,
+                ResourceRef::installation(&installation.id),
+            ));
+        }
+        for (action, target) in decisions {
+            let tx = self.store().begin_read().await?;
+            if let Err(e) = self
+                .controller
+                .authorize(tx, &req, action, &target, audit)
+                .await
+            {
+                let outcome = self.authorization_outcome(item, &e).await?;
+                return self
+                    .finish_namespace(claim, &ns, outcome, action_name, None)
+                    .await;
+            }
         }
 
         let compute_target = NamespaceTarget {
             id: ns.id.clone(),
             name: ns.name.to_string(),
+            existing_namespace: ns.existing_namespace.clone(),
         };
         let observed = self
             .effect(claim, async {

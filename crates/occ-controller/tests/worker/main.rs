@@ -1198,3 +1198,104 @@ async fn tenant_namespaces_follow_the_namespace_lifecycle() {
             .contains(&Call::Namespace(Verb::DeleteNamespace, ns.clone()))
     );
 }
+
+/// Adopting an existing namespace is an Installation administrator's decision, and the worker
+/// checks it again before any effect: a requester that lost `installation:administer` after
+/// the API accepted the Namespace gets it failed with `AUTHORIZATION_DENIED` and Compute is
+/// never asked; one that still has it gets it prepared.
+#[tokio::test]
+async fn adopting_an_existing_namespace_is_reauthorized_as_administration() {
+    use occ_drivers::compute::ComputeSelection;
+    use occ_testkit::app::TestAppOptions;
+
+    let app = TestApp::with(
+        Backend::Sqlite,
+        TestAppOptions {
+            compute: Some(ComputeSelection::kubernetes()),
+            ..Default::default()
+        },
+    )
+    .await;
+    let compute = Arc::new(FakeCompute::new());
+    let worker = Worker::new(app.controller.clone(), compute.clone(), settings());
+    let drain = async || {
+        let mut passes = Vec::new();
+        while let Some((item, outcome)) = worker.run_once().await.expect("worker") {
+            passes.push((item.key, outcome));
+        }
+        passes
+    };
+    drain().await;
+    let (requester, key) = app
+        .principal_with(
+            &[Permission::new(Action::Create, ResourceKind::Namespace)],
+            None,
+            None,
+            None,
+        )
+        .await;
+    let administer = app
+        .grant_installation(
+            &requester,
+            &[Permission::new(
+                Action::Administer,
+                ResourceKind::Installation,
+            )],
+        )
+        .await;
+    let create = async |name: &str| {
+        let r = app
+            .call(
+                Method::POST,
+                "/namespaces",
+                &Credential::Key(key.clone()),
+                Some(json!({"name": name, "existingNamespace": format!("{name}-k8s")})),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+        r.data()["id"]
+            .as_str()
+            .unwrap()
+            .parse::<NamespaceId>()
+            .unwrap()
+    };
+    let kept = create("kept").await;
+    assert_eq!(
+        drain().await,
+        [(WorkKey::namespace_ready(&kept), PassOutcome::Success)]
+    );
+    let revoked = create("revoked").await;
+    let mut raw = app.db.raw().await;
+    raw.execute(&format!(
+        "DELETE FROM iam_access_bindings WHERE id = '{administer}'"
+    ))
+    .await
+    .unwrap();
+    assert_eq!(
+        drain().await,
+        [(WorkKey::namespace_ready(&revoked), PassOutcome::Permanent)]
+    );
+    let mut tx = app.store.begin_read().await.unwrap();
+    assert_eq!(
+        tx.namespace_get(&revoked).await.unwrap().unwrap().status,
+        NamespaceStatus::Failed
+    );
+    assert_eq!(
+        tx.namespace_get(&kept).await.unwrap().unwrap().status,
+        NamespaceStatus::Ready
+    );
+    drop(tx);
+    assert_eq!(
+        compute.calls(),
+        [Call::Namespace(Verb::EnsureNamespace, kept)],
+        "Compute never saw the refused adoption"
+    );
+    let item = {
+        let mut tx = app.store.begin_read().await.unwrap();
+        tx.work_get(&WorkKey::namespace_ready(&revoked))
+            .await
+            .unwrap()
+            .expect("work")
+    };
+    assert_eq!(item.state, WorkState::FailedPermanent);
+}

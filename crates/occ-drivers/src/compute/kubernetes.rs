@@ -33,6 +33,7 @@ use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use kube::api::{Api, DeleteParams, ListParams, PostParams, Preconditions};
+use occ_core::NamespaceId;
 use occ_core::resource::{ExecutionMode, WorkspaceSetup};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -45,9 +46,11 @@ use super::{
     NamespaceHook as _, NamespaceTarget, Readiness, RevisionContext, RevisionTarget, RuntimeState,
     SecretText,
 };
+use crate::DriverError;
 use crate::kubernetes::{
     ANNOTATION_NAMESPACE_ID, KubeClient, KubeFailure, LABEL_MANAGED_BY, LABEL_NAMESPACE,
-    MANAGED_BY, TenantNamespaces, short_hash, tenant_namespace_name,
+    MANAGED_BY, TenantNamespaces, find_tenant_namespace, short_hash, tenant_namespace_name,
+    tenant_namespace_of,
 };
 use crate::runtime::{ENTRY_REL, NODE_REL};
 use crate::workspace_setup::SetupInput;
@@ -90,6 +93,8 @@ pub struct KubernetesCompute {
     tenants: TenantNamespaces,
     settings: KubernetesComputeSettings,
     forwards: tokio::sync::Mutex<BTreeMap<(String, String), Forward>>,
+    /// The tenant namespace of each occ Namespace seen (fixed for a Namespace's life).
+    tenants_by_namespace: std::sync::Mutex<BTreeMap<NamespaceId, String>>,
 }
 
 /// A local listener bridged to one Pod's gateway port through `pods/portforward`.
@@ -119,10 +124,10 @@ struct Names {
 }
 
 impl Names {
-    fn of(agent: &AgentTarget) -> Self {
+    fn of(agent: &AgentTarget, tenant: String) -> Self {
         let h = short_hash(agent.agent_id.as_str(), 12);
         Self {
-            tenant: tenant_namespace_name(&agent.namespace_id),
+            tenant,
             gateway: format!("gw-{h}"),
             token: format!("gw-token-{h}"),
             state: format!("gw-state-{h}"),
@@ -200,6 +205,7 @@ impl KubernetesCompute {
             kube,
             settings,
             forwards: tokio::sync::Mutex::new(BTreeMap::new()),
+            tenants_by_namespace: std::sync::Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -219,6 +225,41 @@ impl KubernetesCompute {
             .get_opt(api, name, what)
             .await
             .map_err(|e| e.into_compute(what))
+    }
+
+    /// The names of the Agent's objects, in its Namespace's tenant namespace: the one that
+    /// claims the occ Namespace (provisioned or adopted; remembered), or, while none does,
+    /// the derived name (where nothing of the Agent can exist yet).
+    async fn names(&self, agent: &AgentTarget) -> Result<Names, ComputeError> {
+        let ns = &agent.namespace_id;
+        let known = self.tenants().get(ns).cloned();
+        let tenant = match known {
+            Some(tenant) => tenant,
+            None => match find_tenant_namespace(&self.kube, ns).await {
+                Ok(Some(found)) => {
+                    let tenant = found.metadata.name.unwrap_or_default();
+                    self.tenants().insert(ns.clone(), tenant.clone());
+                    tenant
+                }
+                Ok(None) => tenant_namespace_name(ns),
+                Err(DriverError::Corrupt(m)) => {
+                    return Err(ComputeError::permanent("TENANT_OBJECT_FOREIGN", m));
+                }
+                Err(other) => {
+                    return Err(ComputeError::transient(
+                        "KUBERNETES_UNAVAILABLE",
+                        other.to_string(),
+                    ));
+                }
+            },
+        };
+        Ok(Names::of(agent, tenant))
+    }
+
+    fn tenants(&self) -> std::sync::MutexGuard<'_, BTreeMap<NamespaceId, String>> {
+        self.tenants_by_namespace
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Creates `desired` unless an object of this Agent exists at its name; refuses one that
@@ -343,11 +384,12 @@ impl KubernetesCompute {
     /// The Agent's Deployment serving `rev` (also used by the golden tests).
     pub fn deployment(
         &self,
+        tenant: &str,
         rev: &RevisionTarget,
         with_setup: bool,
         with_environment: bool,
     ) -> Deployment {
-        let names = Names::of(&rev.agent);
+        let names = Names::of(&rev.agent, tenant.to_owned());
         let runtime = self.settings.runtime_dir.trim_end_matches('/');
         let node = format!("{runtime}/{NODE_REL}");
         let node_bin = node
@@ -477,7 +519,7 @@ impl KubernetesCompute {
     }
 
     async fn deployment_of(&self, agent: &AgentTarget) -> Result<Option<Deployment>, ComputeError> {
-        let names = Names::of(agent);
+        let names = self.names(agent).await?;
         let api: Api<Deployment> = self.api(&names.tenant);
         match self.get(&api, &names.gateway, "get deployments").await? {
             Some(d) if !owned(&d.metadata, agent) => Err(foreign(format!(
@@ -503,7 +545,7 @@ impl KubernetesCompute {
         agent: &AgentTarget,
         revision_id: &str,
     ) -> Result<Option<String>, ComputeError> {
-        let names = Names::of(agent);
+        let names = self.names(agent).await?;
         let pods: Api<Pod> = self.api(&names.tenant);
         let params = ListParams::default().labels(&format!("{LABEL_AGENT}={}", agent.agent_id));
         let list = self
@@ -533,7 +575,7 @@ impl KubernetesCompute {
     }
 
     async fn token(&self, agent: &AgentTarget) -> Result<SecretText, ComputeError> {
-        let names = Names::of(agent);
+        let names = self.names(agent).await?;
         let api: Api<Secret> = self.api(&names.tenant);
         let secret = self
             .get(&api, &names.token, "get secrets")
@@ -564,7 +606,7 @@ impl KubernetesCompute {
     /// listener per Agent, reused while the Pod is the same; each accepted connection opens its
     /// own port-forward stream).
     async fn forward(&self, agent: &AgentTarget, pod: &str) -> Result<u16, ComputeError> {
-        let names = Names::of(agent);
+        let names = self.names(agent).await?;
         let tenant = names.tenant.as_str();
         let key = (names.tenant.clone(), names.gateway.clone());
         let mut forwards = self.forwards.lock().await;
@@ -616,12 +658,11 @@ impl KubernetesCompute {
     }
 
     /// Closes the forward of `agent`, or of every Agent of a tenant namespace (`None`).
-    async fn drop_forwards(&self, tenant: &str, agent: Option<&AgentTarget>) {
-        let gateway = agent.map(|a| Names::of(a).gateway);
+    async fn drop_forwards(&self, tenant: &str, gateway: Option<&str>) {
         self.forwards
             .lock()
             .await
-            .retain(|(t, g), _| !(t == tenant && gateway.as_ref().is_none_or(|name| name == g)));
+            .retain(|(t, g), _| !(t == tenant && gateway.is_none_or(|name| name == g)));
     }
 
     /// Whether `rev` serves: its template rolled out and its Pod answers `hello-ok`.
@@ -648,7 +689,7 @@ impl KubernetesCompute {
 
     /// Waits until no Pod of the Agent remains.
     async fn wait_no_pods(&self, agent: &AgentTarget) -> Result<(), ComputeError> {
-        let names = Names::of(agent);
+        let names = self.names(agent).await?;
         let pods: Api<Pod> = self.api(&names.tenant);
         let params = ListParams::default().labels(&format!("{LABEL_AGENT}={}", agent.agent_id));
         let deadline = tokio::time::Instant::now() + self.settings.stop_timeout;
@@ -685,7 +726,7 @@ impl KubernetesCompute {
         let Some(setup) = ctx.workspace_setup.as_ref().filter(|s| !s.completed) else {
             return Ok(());
         };
-        let names = Names::of(&rev.agent);
+        let names = self.names(&rev.agent).await?;
         let sealed = WorkspaceSetup {
             files: None,
             completed: true,
@@ -710,7 +751,7 @@ impl KubernetesCompute {
         mut d: Deployment,
         replicas: i32,
     ) -> Result<(), ComputeError> {
-        let names = Names::of(agent);
+        let names = self.names(agent).await?;
         let api: Api<Deployment> = self.api(&names.tenant);
         if let Some(spec) = d.spec.as_mut() {
             spec.replicas = Some(replicas);
@@ -747,13 +788,21 @@ impl Compute for KubernetesCompute {
     }
 
     async fn ensure_namespace(&self, ns: &NamespaceTarget) -> Result<Convergence, ComputeError> {
-        self.tenants.after_namespace_prepared(ns).await
+        let outcome = self.tenants.after_namespace_prepared(ns).await?;
+        if outcome == Convergence::Done {
+            self.tenants()
+                .insert(ns.id.clone(), tenant_namespace_of(ns));
+        }
+        Ok(outcome)
     }
 
     async fn delete_namespace(&self, ns: &NamespaceTarget) -> Result<Convergence, ComputeError> {
-        self.drop_forwards(&tenant_namespace_name(&ns.id), None)
-            .await;
-        self.tenants.before_namespace_delete(ns).await
+        self.drop_forwards(&tenant_namespace_of(ns), None).await;
+        let outcome = self.tenants.before_namespace_delete(ns).await?;
+        if outcome == Convergence::Done {
+            self.tenants().remove(&ns.id);
+        }
+        Ok(outcome)
     }
 
     async fn prepare_revision(
@@ -768,7 +817,7 @@ impl Compute for KubernetesCompute {
             ));
         }
         let agent = &rev.agent;
-        let names = Names::of(agent);
+        let names = self.names(agent).await?;
         if let Some(d) = self.deployment_of(agent).await?
             && let Some((id, number)) = Self::installed(&d)
             && id != rev.revision_id.as_str()
@@ -898,9 +947,14 @@ impl Compute for KubernetesCompute {
                 "a newer revision is installed for this Agent",
             ));
         }
-        let names = Names::of(&rev.agent);
+        let names = self.names(&rev.agent).await?;
         let with_environment = !ctx.environment.is_empty() || ctx.harness_credential.is_some();
-        let mut desired = self.deployment(rev, ctx.workspace_setup.is_some(), with_environment);
+        let mut desired = self.deployment(
+            &names.tenant,
+            rev,
+            ctx.workspace_setup.is_some(),
+            with_environment,
+        );
         let api: Api<Deployment> = self.api(&names.tenant);
         let post = PostParams::default();
         match self.deployment_of(&rev.agent).await? {
@@ -958,25 +1012,27 @@ impl Compute for KubernetesCompute {
         if d.spec.as_ref().and_then(|s| s.replicas) != Some(0) {
             self.set_replicas(&rev.agent, d, 0).await?;
         }
-        self.drop_forwards(&Names::of(&rev.agent).tenant, Some(&rev.agent))
+        let names = self.names(&rev.agent).await?;
+        self.drop_forwards(&names.tenant, Some(&names.gateway))
             .await;
         self.wait_no_pods(&rev.agent).await
     }
 
     async fn retire_revision(&self, rev: &RevisionTarget) -> Result<(), ComputeError> {
         self.stop_revision(rev).await?;
-        let names = Names::of(&rev.agent);
+        let names = self.names(&rev.agent).await?;
         let secrets: Api<Secret> = self.api(&names.tenant);
         self.delete_owned(&secrets, &rev.agent, &names.environment(rev), "secrets")
             .await
     }
 
     async fn delete_agent(&self, agent: &AgentTarget) -> Result<(), ComputeError> {
-        let names = Names::of(agent);
+        let names = self.names(agent).await?;
         let deployments: Api<Deployment> = self.api(&names.tenant);
         self.delete_owned(&deployments, agent, &names.gateway, "deployments")
             .await?;
-        self.drop_forwards(&names.tenant, Some(agent)).await;
+        self.drop_forwards(&names.tenant, Some(&names.gateway))
+            .await;
         self.wait_no_pods(agent).await?;
         // Revision objects (snapshots, environment) by label, then the Agent's own.
         let selector = format!("{LABEL_AGENT}={}", agent.agent_id);

@@ -39,6 +39,10 @@ pub struct NamespaceTarget {
     pub id: NamespaceId,
     /// Its display name.
     pub name: String,
+    /// The operator's Kubernetes namespace it adopts (`existingNamespace`), if any: only a
+    /// Driver whose selection adopts existing namespaces is ever given one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub existing_namespace: Option<String>,
 }
 
 /// The Agent a Compute verb acts on.

@@ -62,7 +62,7 @@ impl ComputeSelection {
             execution_modes: vec![ExecutionMode::Embedded],
             harness_auth_methods: vec!["runtime", "api_key"],
             delivers_secrets: true,
-            adopts_existing_namespaces: false,
+            adopts_existing_namespaces: true,
         }
     }
 

@@ -10,13 +10,13 @@ mod placement;
 mod tenant;
 
 pub use client::{KubeClient, KubeFailure, KubernetesAuth};
-pub use placement::{TENANT_LIFECYCLE_EXTERNAL, tenant_namespace_name};
+pub use placement::{TENANT_LIFECYCLE_EXTERNAL, tenant_namespace_name, tenant_namespace_of};
 pub use tenant::{
     ServiceAccountRef, TENANT_COMPUTE, TENANT_CONFIGURATIONS, TENANT_GATEWAY_ACCESS,
     TENANT_SECRET_READER, TENANT_SECRETS, TenantAccess, TenantNamespaces,
 };
 
-pub(crate) use placement::resolve_tenant_namespace;
+pub(crate) use placement::{find_tenant_namespace, resolve_tenant_namespace};
 
 use sha2::{Digest as _, Sha256};
 

@@ -13,6 +13,7 @@ use super::{
     LABEL_NAMESPACE, MANAGED_BY, short_hash,
 };
 use crate::DriverError;
+use crate::compute::NamespaceTarget;
 
 /// `ANNOTATION_NAMESPACE_LIFECYCLE` value of an adopted (operator-owned) namespace.
 pub const TENANT_LIFECYCLE_EXTERNAL: &str = "external";
@@ -23,28 +24,33 @@ pub fn tenant_namespace_name(ns: &NamespaceId) -> String {
     format!("occ-{}", short_hash(ns.as_str(), 15))
 }
 
-/// The tenant namespace of `ns`, verified: exactly one namespace carries its label, its
-/// annotation agrees, it is occ's own (managed, at the derived name) or explicitly adopted, and it
-/// is `Active`. Not provisioned yet or terminating → unavailable (try again later); several
-/// claimants or a disagreeing object → refused as not ours.
-pub(crate) async fn resolve_tenant_namespace(
+/// The tenant namespace an occ Namespace uses: the operator's adopted `existingNamespace`, or
+/// the one occ provisions at [`tenant_namespace_name`].
+pub fn tenant_namespace_of(ns: &NamespaceTarget) -> String {
+    ns.existing_namespace
+        .clone()
+        .unwrap_or_else(|| tenant_namespace_name(&ns.id))
+}
+
+/// The namespace that claims `ns` (its label), verified: exactly one namespace carries the
+/// label, its annotation agrees, and it is occ's own (managed, at the derived name) or
+/// explicitly adopted. None when no namespace claims it (not provisioned, or already gone);
+/// several claimants or a disagreeing object → refused as not ours.
+pub(crate) async fn find_tenant_namespace(
     kube: &KubeClient,
     ns: &NamespaceId,
-) -> Result<String, DriverError> {
+) -> Result<Option<Namespace>, DriverError> {
     let api: Api<Namespace> = Api::all(kube.client());
     let params = ListParams::default().labels(&format!("{LABEL_NAMESPACE}={ns}"));
-    let list = kube.call("list namespaces", || api.list(&params)).await?;
-    let [found] = list.items.as_slice() else {
-        return Err(if list.items.is_empty() {
-            DriverError::Unavailable(format!(
-                "the tenant namespace of {ns} is not provisioned yet"
-            ))
-        } else {
-            DriverError::Corrupt(format!(
-                "{} namespaces claim occ Namespace {ns}",
-                list.items.len()
-            ))
-        });
+    let mut list = kube.call("list namespaces", || api.list(&params)).await?;
+    if list.items.len() > 1 {
+        return Err(DriverError::Corrupt(format!(
+            "{} namespaces claim occ Namespace {ns}",
+            list.items.len()
+        )));
+    }
+    let Some(found) = list.items.pop() else {
+        return Ok(None);
     };
     let meta = &found.metadata;
     let name = meta.name.clone().unwrap_or_default();
@@ -65,8 +71,23 @@ pub(crate) async fn resolve_tenant_namespace(
             "namespace {name} claims {ns} but is neither occ-managed at its derived name nor adopted"
         )));
     }
+    Ok(Some(found))
+}
+
+/// The tenant namespace of `ns` ([`find_tenant_namespace`]), which must be `Active`: not
+/// provisioned yet or terminating → unavailable (try again later).
+pub(crate) async fn resolve_tenant_namespace(
+    kube: &KubeClient,
+    ns: &NamespaceId,
+) -> Result<String, DriverError> {
+    let Some(found) = find_tenant_namespace(kube, ns).await? else {
+        return Err(DriverError::Unavailable(format!(
+            "the tenant namespace of {ns} is not provisioned yet"
+        )));
+    };
+    let name = found.metadata.name.clone().unwrap_or_default();
     let phase = found.status.as_ref().and_then(|s| s.phase.as_deref());
-    if meta.deletion_timestamp.is_some() || phase != Some("Active") {
+    if found.metadata.deletion_timestamp.is_some() || phase != Some("Active") {
         return Err(DriverError::Unavailable(format!(
             "the tenant namespace {name} is not active"
         )));

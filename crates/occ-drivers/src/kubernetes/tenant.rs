@@ -28,6 +28,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::rbac::v1::{RoleBinding, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
@@ -35,8 +36,9 @@ use kube::api::{Api, DeleteParams, ListParams, PostParams, Preconditions};
 use serde::de::DeserializeOwned;
 
 use super::{
-    ANNOTATION_NAMESPACE_ID, KubeClient, KubeFailure, LABEL_MANAGED_BY, LABEL_NAMESPACE,
-    MANAGED_BY, tenant_namespace_name,
+    ANNOTATION_NAMESPACE_ID, ANNOTATION_NAMESPACE_LIFECYCLE, KubeClient, KubeFailure,
+    LABEL_MANAGED_BY, LABEL_NAMESPACE, MANAGED_BY, TENANT_LIFECYCLE_EXTERNAL,
+    tenant_namespace_name, tenant_namespace_of,
 };
 use crate::compute::{ComputeError, Convergence, NamespaceHook, NamespaceTarget};
 
@@ -105,6 +107,7 @@ pub const TENANT_COMPUTE: (&str, &str) = ("occ-compute", "occ-tenant-compute");
 /// See [`TENANT_CONFIGURATIONS`]: the API's way to a gateway (`pods/portforward`).
 pub const TENANT_GATEWAY_ACCESS: (&str, &str) = ("occ-gateway-access", "occ-tenant-gateway-access");
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
+const PSS_ENFORCE: &str = "pod-security.kubernetes.io/enforce";
 
 fn foreign(what: String) -> ComputeError {
     ComputeError::permanent("TENANT_OBJECT_FOREIGN", what)
@@ -177,7 +180,7 @@ impl TenantNamespaces {
 
     /// The RoleBindings occ keeps in a tenant namespace (also used by golden tests).
     pub fn access_manifests(&self, ns: &NamespaceTarget) -> Vec<RoleBinding> {
-        let tenant = tenant_namespace_name(&ns.id);
+        let tenant = tenant_namespace_of(ns);
         let binding = |(name, cluster_role): (&str, &str), who: &ServiceAccountRef| RoleBinding {
             metadata: managed_meta(name, Some(&tenant), ns),
             role_ref: RoleRef {
@@ -266,26 +269,42 @@ impl TenantNamespaces {
     }
 
     async fn ensure(&self, ns: &NamespaceTarget) -> Result<Convergence, ComputeError> {
+        let tenant = match &ns.existing_namespace {
+            None => {
+                if self.ensure_managed(ns).await? == Convergence::Pending {
+                    return Ok(Convergence::Pending);
+                }
+                tenant_namespace_name(&ns.id)
+            }
+            Some(existing) => {
+                if self.claim(ns, existing).await? == Convergence::Pending {
+                    return Ok(Convergence::Pending);
+                }
+                existing.clone()
+            }
+        };
+        let bindings: Api<RoleBinding> = Api::namespaced(self.kube.client(), &tenant);
+        for binding in self.access_manifests(ns) {
+            self.converge(
+                &bindings,
+                ns,
+                binding,
+                |a, b| a.role_ref == b.role_ref && a.subjects == b.subjects,
+                &format!("rolebindings in namespace {tenant}"),
+            )
+            .await?;
+        }
+        if ns.existing_namespace.is_some() {
+            self.refuse_foreign_policies(&tenant).await?;
+        }
+        Ok(Convergence::Done)
+    }
+
+    /// The namespace occ provisions and owns: created at its derived name, exactly one claimant.
+    async fn ensure_managed(&self, ns: &NamespaceTarget) -> Result<Convergence, ComputeError> {
         let namespaces: Api<Namespace> = Api::all(self.kube.client());
         let name = tenant_namespace_name(&ns.id);
-        // Exactly one namespace may claim this occ Namespace: ours, at its derived name.
-        let params = ListParams::default().labels(&format!("{LABEL_NAMESPACE}={}", ns.id));
-        let claimants = self
-            .kube
-            .call("list namespaces", || namespaces.list(&params))
-            .await
-            .map_err(|e| e.into_compute("the tenant namespace"))?;
-        if let Some(other) = claimants
-            .items
-            .iter()
-            .find(|n| n.metadata.name.as_deref() != Some(name.as_str()))
-        {
-            return Err(foreign(format!(
-                "namespace {} already claims occ Namespace {}",
-                other.metadata.name.as_deref().unwrap_or("?"),
-                ns.id
-            )));
-        }
+        self.refuse_other_claimants(ns, &name).await?;
         let current = match self.get(&namespaces, &name, "get namespaces").await? {
             Some(current) => current,
             None => {
@@ -304,24 +323,245 @@ impl TenantNamespaces {
             // An earlier deletion is still running; create again once it is gone.
             return Ok(Convergence::Pending);
         }
+        Ok(
+            if current.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Active") {
+                Convergence::Done
+            } else {
+                Convergence::Pending
+            },
+        )
+    }
+
+    /// Exactly one namespace may claim an occ Namespace: `expected`.
+    async fn refuse_other_claimants(
+        &self,
+        ns: &NamespaceTarget,
+        expected: &str,
+    ) -> Result<(), ComputeError> {
+        let namespaces: Api<Namespace> = Api::all(self.kube.client());
+        let params = ListParams::default().labels(&format!("{LABEL_NAMESPACE}={}", ns.id));
+        let claimants = self
+            .kube
+            .call("list namespaces", || namespaces.list(&params))
+            .await
+            .map_err(|e| e.into_compute("the tenant namespace"))?;
+        match claimants
+            .items
+            .iter()
+            .find(|n| n.metadata.name.as_deref() != Some(expected))
+        {
+            Some(other) => Err(foreign(format!(
+                "namespace {} already claims occ Namespace {}",
+                other.metadata.name.as_deref().unwrap_or("?"),
+                ns.id
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// Adopts the operator's namespace `existing`: it must exist, be marked for adoption
+    /// (`openclaw.dev/namespace-lifecycle=external`, the operator's consent), enforce the
+    /// restricted Pod Security Standard and belong to no other occ Namespace or to occ itself;
+    /// then it is labelled and annotated with the occ Namespace id (under its resourceVersion),
+    /// which is how the other Drivers find it. What the operator has not prepared yet is a
+    /// transient failure naming what is missing (retried until the attempts run out); a
+    /// namespace that belongs to someone else is refused for good.
+    async fn claim(
+        &self,
+        ns: &NamespaceTarget,
+        existing: &str,
+    ) -> Result<Convergence, ComputeError> {
+        let not_ready = |what: String| {
+            ComputeError::transient(
+                "EXISTING_NAMESPACE_NOT_READY",
+                format!("existingNamespace {existing}: {what}"),
+            )
+        };
+        self.refuse_other_claimants(ns, existing).await?;
+        let namespaces: Api<Namespace> = Api::all(self.kube.client());
+        let Some(mut current) = self.get(&namespaces, existing, "get namespaces").await? else {
+            return Err(not_ready("the namespace does not exist".into()));
+        };
+        let meta = &current.metadata;
+        let label = |k: &str| meta.labels.as_ref().and_then(|l| l.get(k)).cloned();
+        let annotation = |k: &str| meta.annotations.as_ref().and_then(|a| a.get(k)).cloned();
+        if label(LABEL_MANAGED_BY).as_deref() == Some(MANAGED_BY) {
+            return Err(foreign(format!(
+                "namespace {existing} is provisioned by occ and cannot be adopted"
+            )));
+        }
+        for claimed in [label(LABEL_NAMESPACE), annotation(ANNOTATION_NAMESPACE_ID)]
+            .into_iter()
+            .flatten()
+        {
+            if claimed != ns.id.as_str() {
+                return Err(foreign(format!(
+                    "namespace {existing} belongs to occ Namespace {claimed}"
+                )));
+            }
+        }
+        if meta.deletion_timestamp.is_some() {
+            return Err(not_ready("the namespace is being deleted".into()));
+        }
+        if annotation(ANNOTATION_NAMESPACE_LIFECYCLE).as_deref() != Some(TENANT_LIFECYCLE_EXTERNAL)
+        {
+            return Err(not_ready(format!(
+                "not marked for adoption; annotate it {ANNOTATION_NAMESPACE_LIFECYCLE}={TENANT_LIFECYCLE_EXTERNAL}"
+            )));
+        }
+        if label(PSS_ENFORCE).as_deref() != Some("restricted") {
+            return Err(not_ready(format!(
+                "gateways run only where the restricted Pod Security Standard is enforced; label it {PSS_ENFORCE}=restricted"
+            )));
+        }
         if current.status.as_ref().and_then(|s| s.phase.as_deref()) != Some("Active") {
             return Ok(Convergence::Pending);
         }
-        let bindings: Api<RoleBinding> = Api::namespaced(self.kube.client(), &name);
-        for binding in self.access_manifests(ns) {
-            self.converge(
-                &bindings,
-                ns,
-                binding,
-                |a, b| a.role_ref == b.role_ref && a.subjects == b.subjects,
-                &format!("rolebindings in namespace {name}"),
-            )
-            .await?;
+        if label(LABEL_NAMESPACE).is_some() && annotation(ANNOTATION_NAMESPACE_ID).is_some() {
+            return Ok(Convergence::Done);
         }
+        let meta = &mut current.metadata;
+        meta.labels
+            .get_or_insert_default()
+            .insert(LABEL_NAMESPACE.into(), ns.id.to_string());
+        meta.annotations
+            .get_or_insert_default()
+            .insert(ANNOTATION_NAMESPACE_ID.into(), ns.id.to_string());
+        self.replace_namespace(&namespaces, existing, &current, "claim")
+            .await?;
         Ok(Convergence::Done)
     }
 
+    /// Replaces a namespace under the resourceVersion it was read with (a concurrent change is
+    /// a conflict, read again on the next pass).
+    async fn replace_namespace(
+        &self,
+        namespaces: &Api<Namespace>,
+        name: &str,
+        desired: &Namespace,
+        why: &str,
+    ) -> Result<(), ComputeError> {
+        let post = PostParams::default();
+        self.kube
+            .call("update namespaces", || {
+                namespaces.replace(name, &post, desired)
+            })
+            .await
+            .map(|_| ())
+            .map_err(|e| e.into_compute(&format!("{why} namespace {name}")))
+    }
+
+    /// In an adopted namespace, a NetworkPolicy occ does not own could admit traffic to the
+    /// gateways (policies only add allowed traffic), so adoption waits until there is none.
+    async fn refuse_foreign_policies(&self, tenant: &str) -> Result<(), ComputeError> {
+        let policies: Api<NetworkPolicy> = Api::namespaced(self.kube.client(), tenant);
+        let everything = ListParams::default();
+        let listed = self
+            .kube
+            .call("list networkpolicies", || policies.list(&everything))
+            .await
+            .map_err(|e| e.into_compute("list networkpolicies"))?;
+        let foreign: Vec<String> = listed
+            .items
+            .iter()
+            .filter(|p| {
+                p.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(LABEL_MANAGED_BY))
+                    .map(String::as_str)
+                    != Some(MANAGED_BY)
+            })
+            .map(|p| p.metadata.name.clone().unwrap_or_default())
+            .collect();
+        if foreign.is_empty() {
+            return Ok(());
+        }
+        Err(ComputeError::transient(
+            "EXISTING_NAMESPACE_NOT_READY",
+            format!(
+                "existingNamespace {tenant}: NetworkPolicies occ does not own could admit traffic to gateways; remove them: {}",
+                foreign.join(", ")
+            ),
+        ))
+    }
+
     async fn remove(&self, ns: &NamespaceTarget) -> Result<Convergence, ComputeError> {
+        match &ns.existing_namespace {
+            None => self.remove_managed(ns).await,
+            Some(existing) => self.release(ns, existing).await,
+        }
+    }
+
+    /// Gives an adopted namespace back: occ's RoleBindings go (by their fixed names, each only
+    /// if it is occ's, with its uid as a precondition), then the claim (label and annotation);
+    /// the namespace and everything else in it stay. (The occ Namespace is empty by now, so
+    /// the Drivers have already removed their other objects.)
+    async fn release(
+        &self,
+        ns: &NamespaceTarget,
+        existing: &str,
+    ) -> Result<Convergence, ComputeError> {
+        let namespaces: Api<Namespace> = Api::all(self.kube.client());
+        let Some(mut current) = self.get(&namespaces, existing, "get namespaces").await? else {
+            return Ok(Convergence::Done);
+        };
+        let claimed = |n: &Namespace| {
+            n.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(LABEL_NAMESPACE))
+                .map(String::as_str)
+                == Some(ns.id.as_str())
+        };
+        if !claimed(&current) {
+            // Released already (or never claimed): nothing of ours is bound there.
+            return Ok(Convergence::Done);
+        }
+        let bindings: Api<RoleBinding> = Api::namespaced(self.kube.client(), existing);
+        for (name, _) in [
+            TENANT_CONFIGURATIONS,
+            TENANT_SECRETS,
+            TENANT_SECRET_READER,
+            TENANT_COMPUTE,
+            TENANT_GATEWAY_ACCESS,
+        ] {
+            let what = format!("rolebindings in namespace {existing}");
+            let Some(binding) = self.get(&bindings, name, &format!("get {what}")).await? else {
+                continue;
+            };
+            if !is_ours(&binding.metadata, ns) {
+                continue;
+            }
+            let params = DeleteParams {
+                preconditions: Some(Preconditions {
+                    uid: binding.metadata.uid.clone(),
+                    resource_version: None,
+                }),
+                ..DeleteParams::default()
+            };
+            match self
+                .kube
+                .call("delete rolebindings", || bindings.delete(name, &params))
+                .await
+            {
+                Ok(_) | Err(KubeFailure::NotFound) => {}
+                Err(other) => return Err(other.into_compute(&format!("delete {what}"))),
+            }
+        }
+        let meta = &mut current.metadata;
+        if let Some(labels) = meta.labels.as_mut() {
+            labels.remove(LABEL_NAMESPACE);
+        }
+        if let Some(annotations) = meta.annotations.as_mut() {
+            annotations.remove(ANNOTATION_NAMESPACE_ID);
+        }
+        self.replace_namespace(&namespaces, existing, &current, "release")
+            .await?;
+        Ok(Convergence::Done)
+    }
+
+    async fn remove_managed(&self, ns: &NamespaceTarget) -> Result<Convergence, ComputeError> {
         let namespaces: Api<Namespace> = Api::all(self.kube.client());
         let name = tenant_namespace_name(&ns.id);
         let Some(current) = self.get(&namespaces, &name, "get namespaces").await? else {
