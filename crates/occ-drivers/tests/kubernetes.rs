@@ -715,6 +715,41 @@ async fn tenant_namespaces_are_provisioned_exactly_and_idempotently() {
             .expect("binding")["subjects"][0]["name"],
         json!("occ-api")
     );
+    // A RoleBinding of ours pointing at another role (roleRef is immutable in Kubernetes) is
+    // deleted under its uid and resourceVersion and created again.
+    let before = fake
+        .object("rolebindings", &tenant, "occ-secrets")
+        .expect("binding");
+    fake.mutate("rolebindings", &tenant, "occ-secrets", |o| {
+        o["roleRef"]["name"] = json!("admin");
+    });
+    fake.clear_requests();
+    tenants
+        .after_namespace_prepared(&ns)
+        .await
+        .expect("recreate");
+    let verbs: Vec<String> = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.resource == "rolebindings" && !matches!(r.verb.as_str(), "get" | "list"))
+        .map(|r| {
+            if r.verb == "delete" {
+                let options = r.body.expect("options");
+                assert!(options["preconditions"]["uid"].is_string(), "{options}");
+                assert!(
+                    options["preconditions"]["resourceVersion"].is_string(),
+                    "{options}"
+                );
+            }
+            r.verb
+        })
+        .collect();
+    assert_eq!(verbs, ["delete", "create"]);
+    let after = fake
+        .object("rolebindings", &tenant, "occ-secrets")
+        .expect("binding");
+    assert_eq!(after["roleRef"]["name"], json!("occ-tenant-secrets"));
+    assert_ne!(after["metadata"]["uid"], before["metadata"]["uid"]);
     // Only namespaces and RoleBindings are ever written: the rules are installed ClusterRoles.
     assert!(fake.names("roles", &tenant).is_empty());
     // Removal deletes the namespace (uid precondition) and is done once it is gone.

@@ -10,7 +10,7 @@
 //! - one global, monotonically increasing `resourceVersion`; a stale replace and a create of an
 //!   existing name are `409` (reasons `Conflict` and `AlreadyExists`), a missing object `404`,
 //!   creating in a missing Namespace `404`, in a terminating one `403`, changing an immutable
-//!   ConfigMap or Secret `422`; every error is a `metav1.Status` body, so the client sees
+//!   ConfigMap or Secret or a RoleBinding's roleRef `422`; every error is a `metav1.Status` body, so the client sees
 //!   `kube::Error::Api` exactly as it would from a real API server;
 //! - Secrets' `stringData` folded into base64 `data`, Namespaces born `Active`;
 //! - test controls: deny a verb on a resource (`403`, to simulate missing RBAC), inject N
@@ -543,11 +543,15 @@ fn fold_string_data(resource: &str, object: &mut Value) {
 }
 
 fn immutable_change(resource: &str, current: &Value, next: &Value) -> bool {
-    (resource == "configmaps" || resource == "secrets")
+    let sealed_data = (resource == "configmaps" || resource == "secrets")
         && current["immutable"] == json!(true)
         && (current["data"] != next["data"]
             || current["binaryData"] != next["binaryData"]
-            || next["immutable"] != json!(true))
+            || next["immutable"] != json!(true));
+    // A RoleBinding's roleRef cannot change (the binding must be deleted and recreated).
+    let role_ref = matches!(resource, "rolebindings" | "clusterrolebindings")
+        && current["roleRef"] != next["roleRef"];
+    sealed_data || role_ref
 }
 
 fn verb_of(method: &Method, name: &str) -> &'static str {

@@ -31,7 +31,6 @@ use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::rbac::v1::{RoleBinding, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::Resource;
 use kube::api::{Api, DeleteParams, ListParams, PostParams, Preconditions};
 use serde::de::DeserializeOwned;
 
@@ -227,36 +226,51 @@ impl TenantNamespaces {
             .map_err(|e| e.into_compute(what))
     }
 
-    /// Creates `desired`, or brings an existing object of ours to it (replace under its
-    /// resourceVersion); refuses an object that is not ours.
-    async fn converge<K>(
+    /// Creates `desired`, or brings an existing RoleBinding of ours to it: other subjects are
+    /// replaced under its resourceVersion; another roleRef (immutable in Kubernetes) means
+    /// delete (uid precondition) and create. A RoleBinding that is not ours is refused.
+    async fn converge_binding(
         &self,
-        api: &Api<K>,
+        api: &Api<RoleBinding>,
         ns: &NamespaceTarget,
-        mut desired: K,
-        same: impl Fn(&K, &K) -> bool,
+        mut desired: RoleBinding,
         what: &str,
-    ) -> Result<(), ComputeError>
-    where
-        K: Resource + Clone + DeserializeOwned + serde::Serialize + std::fmt::Debug,
-    {
-        let name = desired.meta().name.clone().unwrap_or_default();
+    ) -> Result<(), ComputeError> {
+        let name = desired.metadata.name.clone().unwrap_or_default();
         let post = PostParams::default();
-        match self.get(api, &name, &format!("get {what}")).await? {
-            None => match self
-                .kube
-                .call(&format!("create {what}"), || api.create(&post, &desired))
+        let create = async |desired: &RoleBinding| {
+            self.kube
+                .call(&format!("create {what}"), || api.create(&post, desired))
                 .await
-            {
-                Ok(_) => Ok(()),
-                Err(other) => Err(other.into_compute("the tenant namespace")),
-            },
-            Some(current) if !is_ours(current.meta(), ns) => {
+                .map(|_| ())
+                .map_err(|e| e.into_compute("the tenant namespace"))
+        };
+        match self.get(api, &name, &format!("get {what}")).await? {
+            None => create(&desired).await,
+            Some(current) if !is_ours(&current.metadata, ns) => {
                 Err(foreign(format!("{what} {name} exists and is not occ's")))
             }
-            Some(current) if same(&current, &desired) => Ok(()),
+            Some(current) if current.role_ref != desired.role_ref => {
+                let params = DeleteParams {
+                    preconditions: Some(Preconditions {
+                        uid: current.metadata.uid.clone(),
+                        resource_version: current.metadata.resource_version.clone(),
+                    }),
+                    ..DeleteParams::default()
+                };
+                match self
+                    .kube
+                    .call(&format!("delete {what}"), || api.delete(&name, &params))
+                    .await
+                {
+                    Ok(_) | Err(KubeFailure::NotFound) => {}
+                    Err(other) => return Err(other.into_compute("the tenant namespace")),
+                }
+                create(&desired).await
+            }
+            Some(current) if current.subjects == desired.subjects => Ok(()),
             Some(current) => {
-                desired.meta_mut().resource_version = current.meta().resource_version.clone();
+                desired.metadata.resource_version = current.metadata.resource_version.clone();
                 self.kube
                     .call(&format!("update {what}"), || {
                         api.replace(&name, &post, &desired)
@@ -285,11 +299,10 @@ impl TenantNamespaces {
         };
         let bindings: Api<RoleBinding> = Api::namespaced(self.kube.client(), &tenant);
         for binding in self.access_manifests(ns) {
-            self.converge(
+            self.converge_binding(
                 &bindings,
                 ns,
                 binding,
-                |a, b| a.role_ref == b.role_ref && a.subjects == b.subjects,
                 &format!("rolebindings in namespace {tenant}"),
             )
             .await?;
