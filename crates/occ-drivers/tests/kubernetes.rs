@@ -442,6 +442,15 @@ async fn tenant_namespace_discovery_is_exact() {
         fake.object("configmaps", "team-a", &configmap_name(&id))
             .is_some()
     );
+    // Once found, the placement is remembered: later operations do not list namespaces again
+    // (the ConfigMap's own marks are still checked on every read).
+    fake.clear_requests();
+    driver.read(fixed_key(&ns3, &id, 1)).await.expect("read");
+    assert!(
+        fake.requests().iter().all(|r| r.resource != "namespaces"),
+        "{:?}",
+        fake.requests()
+    );
 }
 
 #[tokio::test]

@@ -33,7 +33,6 @@ use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use kube::api::{Api, DeleteParams, ListParams, PostParams, Preconditions};
-use occ_core::NamespaceId;
 use occ_core::resource::{ExecutionMode, WorkspaceSetup};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -93,8 +92,6 @@ pub struct KubernetesCompute {
     tenants: TenantNamespaces,
     settings: KubernetesComputeSettings,
     forwards: tokio::sync::Mutex<BTreeMap<(String, String), Forward>>,
-    /// The tenant namespace of each occ Namespace seen (fixed for a Namespace's life).
-    tenants_by_namespace: std::sync::Mutex<BTreeMap<NamespaceId, String>>,
 }
 
 /// A local listener bridged to one Pod's gateway port through `pods/portforward`.
@@ -205,7 +202,6 @@ impl KubernetesCompute {
             kube,
             settings,
             forwards: tokio::sync::Mutex::new(BTreeMap::new()),
-            tenants_by_namespace: std::sync::Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -232,13 +228,12 @@ impl KubernetesCompute {
     /// the derived name (where nothing of the Agent can exist yet).
     async fn names(&self, agent: &AgentTarget) -> Result<Names, ComputeError> {
         let ns = &agent.namespace_id;
-        let known = self.tenants().get(ns).cloned();
-        let tenant = match known {
+        let tenant = match self.kube.known_tenant(ns) {
             Some(tenant) => tenant,
             None => match find_tenant_namespace(&self.kube, ns).await {
                 Ok(Some(found)) => {
                     let tenant = found.metadata.name.unwrap_or_default();
-                    self.tenants().insert(ns.clone(), tenant.clone());
+                    self.kube.remember_tenant(ns, Some(tenant.clone()));
                     tenant
                 }
                 Ok(None) => tenant_namespace_name(ns),
@@ -254,12 +249,6 @@ impl KubernetesCompute {
             },
         };
         Ok(Names::of(agent, tenant))
-    }
-
-    fn tenants(&self) -> std::sync::MutexGuard<'_, BTreeMap<NamespaceId, String>> {
-        self.tenants_by_namespace
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Creates `desired` unless an object of this Agent exists at its name; refuses one that
@@ -790,8 +779,8 @@ impl Compute for KubernetesCompute {
     async fn ensure_namespace(&self, ns: &NamespaceTarget) -> Result<Convergence, ComputeError> {
         let outcome = self.tenants.after_namespace_prepared(ns).await?;
         if outcome == Convergence::Done {
-            self.tenants()
-                .insert(ns.id.clone(), tenant_namespace_of(ns));
+            self.kube
+                .remember_tenant(&ns.id, Some(tenant_namespace_of(ns)));
         }
         Ok(outcome)
     }
@@ -800,7 +789,7 @@ impl Compute for KubernetesCompute {
         self.drop_forwards(&tenant_namespace_of(ns), None).await;
         let outcome = self.tenants.before_namespace_delete(ns).await?;
         if outcome == Convergence::Done {
-            self.tenants().remove(&ns.id);
+            self.kube.remember_tenant(&ns.id, None);
         }
         Ok(outcome)
     }

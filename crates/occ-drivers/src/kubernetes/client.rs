@@ -90,6 +90,11 @@ impl From<KubeFailure> for DriverError {
 #[derive(Clone)]
 pub struct KubeClient {
     client: kube::Client,
+    /// The tenant namespace of each occ Namespace found so far, shared by the clones (the
+    /// Drivers of one process): a Namespace's placement never changes while it exists, so
+    /// only the first use pays the label-selected list.
+    tenants:
+        std::sync::Arc<std::sync::Mutex<std::collections::BTreeMap<occ_core::NamespaceId, String>>>,
 }
 
 impl std::fmt::Debug for KubeClient {
@@ -138,7 +143,32 @@ impl KubeClient {
         config.default_retry = false;
         let client = kube::Client::try_from(config)
             .map_err(|e| DriverError::Configuration(format!("Kubernetes client: {e}")))?;
-        Ok(Self { client })
+        Ok(Self {
+            client,
+            tenants: Default::default(),
+        })
+    }
+
+    /// The remembered tenant namespace of `ns`, if any.
+    pub(crate) fn known_tenant(&self, ns: &occ_core::NamespaceId) -> Option<String> {
+        self.tenant_map().get(ns).cloned()
+    }
+
+    /// Remembers (`Some`) or forgets (`None`) the tenant namespace of `ns`.
+    pub(crate) fn remember_tenant(&self, ns: &occ_core::NamespaceId, tenant: Option<String>) {
+        let mut map = self.tenant_map();
+        match tenant {
+            Some(name) => map.insert(ns.clone(), name),
+            None => map.remove(ns),
+        };
+    }
+
+    fn tenant_map(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::BTreeMap<occ_core::NamespaceId, String>> {
+        self.tenants
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// `GET` of one object under the request policy; absent is `None`.

@@ -75,11 +75,16 @@ pub(crate) async fn find_tenant_namespace(
 }
 
 /// The tenant namespace of `ns` ([`find_tenant_namespace`]), which must be `Active`: not
-/// provisioned yet or terminating → unavailable (try again later).
+/// provisioned yet or terminating → unavailable (try again later). Once found it is
+/// remembered by the client (a Namespace's placement never changes; the objects in it are
+/// still checked on every use, and a namespace that went away answers 404 → unavailable).
 pub(crate) async fn resolve_tenant_namespace(
     kube: &KubeClient,
     ns: &NamespaceId,
 ) -> Result<String, DriverError> {
+    if let Some(known) = kube.known_tenant(ns) {
+        return Ok(known);
+    }
     let Some(found) = find_tenant_namespace(kube, ns).await? else {
         return Err(DriverError::Unavailable(format!(
             "the tenant namespace of {ns} is not provisioned yet"
@@ -92,5 +97,6 @@ pub(crate) async fn resolve_tenant_namespace(
             "the tenant namespace {name} is not active"
         )));
     }
+    kube.remember_tenant(ns, Some(name.clone()));
     Ok(name)
 }
