@@ -912,7 +912,8 @@ async fn existing_namespaces_are_adopted_when_prepared_and_released_untouched() 
             compute: true,
             ..tenant_access()
         },
-    );
+    )
+    .with_quota(Some("pods=4,requests.memory=8Gi".parse().expect("quota")));
     let existing = "team-a-prod";
     let ns_id = NamespaceId::generate();
     let ns = NamespaceTarget {
@@ -1008,6 +1009,11 @@ async fn existing_namespaces_are_adopted_when_prepared_and_released_untouched() 
         [existing],
         "nothing provisioned"
     );
+    assert_eq!(
+        fake.object("resourcequotas", existing, "occ-quota")
+            .expect("quota")["spec"],
+        json!({"hard": {"pods": "4", "requests.memory": "8Gi"}})
+    );
     // Idempotent.
     fake.clear_requests();
     assert_eq!(ensure().await.expect("again"), Convergence::Done);
@@ -1092,6 +1098,7 @@ async fn existing_namespaces_are_adopted_when_prepared_and_released_untouched() 
         json!({"openclaw.dev/namespace-lifecycle": "external"})
     );
     assert_eq!(fake.names("rolebindings", existing), ["operator-view"]);
+    assert!(fake.names("resourcequotas", existing).is_empty());
     for r in fake.requests() {
         assert!(
             !(r.resource == "namespaces" && r.verb == "delete"),
@@ -1114,5 +1121,103 @@ async fn existing_namespaces_are_adopted_when_prepared_and_released_untouched() 
             .await
             .expect("adopted again"),
         Convergence::Done
+    );
+}
+
+/// `OCC_KUBERNETES_TENANT_QUOTA` becomes the ResourceQuota `occ-quota` of every tenant
+/// namespace: created with exactly the configured limits, brought back to them (under its
+/// resourceVersion) when changed, and a quota at that name that is not occ's is refused and left
+/// alone. Without the setting no quota is written.
+#[tokio::test]
+async fn tenant_namespaces_carry_the_configured_quota() {
+    let fake = FakeKube::start().await;
+    let access = TenantAccess {
+        compute: true,
+        ..tenant_access()
+    };
+    let quota = "pods=20,requests.cpu=10,requests.memory=40Gi,limits.memory=80Gi,persistentvolumeclaims=20,requests.storage=400Gi";
+    let tenants = TenantNamespaces::new(client(&fake), access.clone())
+        .with_quota(Some(quota.parse().expect("quota")));
+    let ns = NamespaceTarget {
+        id: NamespaceId::generate(),
+        name: "team-q".into(),
+        existing_namespace: None,
+    };
+    let tenant = tenant_namespace_name(&ns.id);
+    assert_eq!(
+        tenants.after_namespace_prepared(&ns).await.expect("ensure"),
+        Convergence::Done
+    );
+    let stored = fake
+        .object("resourcequotas", &tenant, "occ-quota")
+        .expect("quota");
+    assert_eq!(
+        stored["spec"],
+        json!({"hard": {"pods": "20", "requests.cpu": "10", "requests.memory": "40Gi",
+            "limits.memory": "80Gi", "persistentvolumeclaims": "20", "requests.storage": "400Gi"}})
+    );
+    assert_eq!(
+        stored["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+        json!("occ")
+    );
+    // Changed behind occ's back: restored under the observed resourceVersion.
+    fake.mutate("resourcequotas", &tenant, "occ-quota", |o| {
+        o["spec"]["hard"]["pods"] = json!("1000");
+    });
+    fake.clear_requests();
+    tenants.after_namespace_prepared(&ns).await.expect("repair");
+    let update = fake
+        .requests()
+        .into_iter()
+        .find(|r| r.verb == "update" && r.resource == "resourcequotas")
+        .expect("restored");
+    assert!(update.body.expect("body")["metadata"]["resourceVersion"].is_string());
+    assert_eq!(
+        fake.object("resourcequotas", &tenant, "occ-quota")
+            .expect("quota")["spec"]["hard"]["pods"],
+        json!("20")
+    );
+    // Someone else's quota at occ's name: refused, untouched.
+    let other = NamespaceTarget {
+        id: NamespaceId::generate(),
+        name: "team-r".into(),
+        existing_namespace: None,
+    };
+    let other_tenant = tenant_namespace_name(&other.id);
+    fake.seed(
+        "namespaces",
+        "",
+        serde_json::to_value(TenantNamespaces::namespace_manifest(&other)).expect("json"),
+    );
+    let foreign = fake.seed(
+        "resourcequotas",
+        &other_tenant,
+        json!({"metadata": {"name": "occ-quota"}, "spec": {"hard": {"pods": "1"}}}),
+    );
+    let err = tenants
+        .after_namespace_prepared(&other)
+        .await
+        .expect_err("foreign quota");
+    assert_eq!(
+        (err.class, err.code.as_str()),
+        (FailureClass::Permanent, "TENANT_OBJECT_FOREIGN")
+    );
+    assert_eq!(
+        fake.object("resourcequotas", &other_tenant, "occ-quota"),
+        Some(foreign)
+    );
+    // No setting, no quota.
+    let plain = NamespaceTarget {
+        id: NamespaceId::generate(),
+        name: "team-s".into(),
+        existing_namespace: None,
+    };
+    TenantNamespaces::new(client(&fake), access)
+        .after_namespace_prepared(&plain)
+        .await
+        .expect("ensure");
+    assert!(
+        fake.names("resourcequotas", &tenant_namespace_name(&plain.id))
+            .is_empty()
     );
 }

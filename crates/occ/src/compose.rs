@@ -96,7 +96,12 @@ async fn tenant_namespaces(
         secrets,
         compute: settings.compute.kubernetes.is_some(),
     };
-    Ok(Some(TenantNamespaces::new(kube, access)))
+    let quota = settings
+        .compute
+        .kubernetes
+        .as_ref()
+        .and_then(|k| k.tenant_quota.clone());
+    Ok(Some(TenantNamespaces::new(kube, access).with_quota(quota)))
 }
 
 /// The work other Drivers do around a Namespace's lifecycle (run by the worker): with a

@@ -41,6 +41,7 @@ pub struct FileSettings {
     kubernetes_gateway_occ: Option<String>,
     kubernetes_state_storage: Option<String>,
     kubernetes_storage_class: Option<String>,
+    kubernetes_tenant_quota: Option<String>,
     kubernetes_activation_timeout_seconds: Option<u64>,
     compute_driver: Option<String>,
     process_root: Option<PathBuf>,
@@ -139,6 +140,9 @@ pub struct KubernetesComputeSettings {
     pub storage_class: Option<String>,
     /// `OCC_KUBERNETES_ACTIVATION_TIMEOUT_SECONDS` (300): rollout and handshake wait.
     pub activation_timeout: Duration,
+    /// `OCC_KUBERNETES_TENANT_QUOTA` (`resource=quantity,…`; unset: none): the ResourceQuota
+    /// `occ-quota` of every tenant namespace.
+    pub tenant_quota: Option<occ_drivers::kubernetes::TenantQuota>,
 }
 
 /// Settings of the SSH Compute Driver (`OCC_SSH_*`): the one operator-provisioned host Agents
@@ -540,6 +544,15 @@ fn kubernetes_compute_settings(
         file.kubernetes_activation_timeout_seconds,
         300,
     )?;
+    let tenant_quota = pick(
+        "OCC_KUBERNETES_TENANT_QUOTA",
+        file.kubernetes_tenant_quota.take(),
+    )
+    .map(|text| {
+        text.parse()
+            .map_err(|e| anyhow!("OCC_KUBERNETES_TENANT_QUOTA: {e}"))
+    })
+    .transpose()?;
     Ok(KubernetesComputeSettings {
         image,
         runtime_dir,
@@ -547,6 +560,7 @@ fn kubernetes_compute_settings(
         state_storage,
         storage_class,
         activation_timeout: Duration::from_secs(timeout),
+        tenant_quota,
     })
 }
 
@@ -1080,6 +1094,45 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("OCC_KUBERNETES_STATE_STORAGE"), "{err}");
+        assert_eq!(k.tenant_quota, None);
+        let mut quota = base.to_vec();
+        quota.push((
+            "OCC_KUBERNETES_TENANT_QUOTA",
+            "pods=20, requests.cpu=8,requests.memory=32Gi,requests.storage=0.5Ti",
+        ));
+        let w = WorkerProcessSettings::load(&env_of(&quota)).unwrap();
+        let hard = w.platform.compute.kubernetes.unwrap().tenant_quota.unwrap();
+        assert_eq!(
+            hard.hard()
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>(),
+            [
+                "pods=20",
+                "requests.cpu=8",
+                "requests.memory=32Gi",
+                "requests.storage=0.5Ti"
+            ]
+        );
+        for (bad, why) in [
+            ("limits.cpu=4", "no CPU limit"),
+            ("pods=20,pods=30", "twice"),
+            ("nodes=3", "is not one of"),
+            ("pods", "resource=quantity"),
+            ("requests.memory=32GB", "quantity"),
+            ("requests.cpu=.5", "quantity"),
+            ("requests.cpu=", "quantity"),
+        ] {
+            let mut pairs = base.to_vec();
+            pairs.push(("OCC_KUBERNETES_TENANT_QUOTA", bad));
+            let err = WorkerProcessSettings::load(&env_of(&pairs))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("OCC_KUBERNETES_TENANT_QUOTA") && err.contains(why),
+                "{bad}: {err}"
+            );
+        }
     }
 
     #[test]

@@ -193,9 +193,18 @@ async fn agents_run_as_deployments() {
         "OCC_KUBERNETES_GATEWAY_IMAGE",
         "registry.example/occ@sha256:0000000000000000000000000000000000000000000000000000000000000000".into(),
     ));
+    env.push((
+        "OCC_KUBERNETES_TENANT_QUOTA",
+        "pods=4,requests.memory=16Gi".into(),
+    ));
     let mut s = Stack::start_with(Backend::Sqlite, "29970-29979", &env).await;
     let default: NamespaceId = s.ns.parse().expect("namespace id");
     let tenant = tenant_namespace_name(&default);
+    assert_eq!(
+        fake.object("resourcequotas", &tenant, "occ-quota")
+            .expect("the tenant quota")["spec"]["hard"],
+        json!({"pods": "4", "requests.memory": "16Gi"})
+    );
     for binding in [
         "occ-compute",
         "occ-gateway-access",
@@ -298,6 +307,10 @@ async fn agents_run_as_deployments() {
         s.get(&format!("/namespaces/{ops}")).await["data"]["status"] == "ready"
     })
     .await;
+    assert!(
+        fake.object("resourcequotas", adopted, "occ-quota")
+            .is_some()
+    );
     s.ns = ops.clone();
     let cfg = s
         .configuration(
@@ -357,6 +370,7 @@ async fn agents_run_as_deployments() {
         "configmaps",
         "secrets",
         "rolebindings",
+        "resourcequotas",
     ] {
         assert!(
             fake.names(resource, adopted).is_empty(),

@@ -642,6 +642,12 @@ fn cluster_wide_occ_has_exactly_what_the_api_and_the_worker_need() {
             ),
             rule("", "serviceaccounts", &["get", "create", "delete"], None),
             rule(
+                "",
+                "resourcequotas",
+                &["get", "create", "update", "delete"],
+                None
+            ),
+            rule(
                 "networking.k8s.io",
                 "networkpolicies",
                 &["get", "create", "list", "delete"],
@@ -721,6 +727,7 @@ fn cluster_wide_occ_has_exactly_what_the_api_and_the_worker_need() {
                     "secrets",
                     "persistentvolumeclaims",
                     "serviceaccounts",
+                    "resourcequotas",
                     "networkpolicies",
                     "pods",
                     "pods/portforward",
@@ -998,6 +1005,13 @@ fn secrets_come_from_secrets_and_settings_are_real() {
             !data.keys().any(|k| k.starts_with("OCC_PROCESS_")),
             "no process Compute settings"
         );
+        // The shipped tenant quota is one occ accepts.
+        let quota = data
+            .get("OCC_KUBERNETES_TENANT_QUOTA")
+            .expect("a tenant quota is shipped");
+        if let Err(e) = quota.parse::<occ_drivers::kubernetes::TenantQuota>() {
+            panic!("OCC_KUBERNETES_TENANT_QUOTA: {e}");
+        }
     }
     // The shipped Secrets are placeholders only.
     for s in of_kind::<Secret>(&m.base, "Secret") {

@@ -12,8 +12,9 @@ mod tenant;
 pub use client::{KubeClient, KubeFailure, KubernetesAuth};
 pub use placement::{TENANT_LIFECYCLE_EXTERNAL, tenant_namespace_name, tenant_namespace_of};
 pub use tenant::{
-    ServiceAccountRef, TENANT_COMPUTE, TENANT_CONFIGURATIONS, TENANT_GATEWAY_ACCESS,
-    TENANT_SECRET_READER, TENANT_SECRETS, TenantAccess, TenantNamespaces,
+    QUOTA_RESOURCES, ServiceAccountRef, TENANT_COMPUTE, TENANT_CONFIGURATIONS,
+    TENANT_GATEWAY_ACCESS, TENANT_QUOTA_NAME, TENANT_SECRET_READER, TENANT_SECRETS, TenantAccess,
+    TenantNamespaces, TenantQuota,
 };
 
 pub(crate) use placement::{find_tenant_namespace, resolve_tenant_namespace};

@@ -27,9 +27,10 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{Namespace, ResourceQuota, ResourceQuotaSpec};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::rbac::v1::{RoleBinding, RoleRef, Subject};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, ListParams, PostParams, Preconditions};
 use serde::de::DeserializeOwned;
@@ -92,6 +93,97 @@ pub struct TenantAccess {
 pub struct TenantNamespaces {
     kube: KubeClient,
     access: Option<TenantAccess>,
+    quota: Option<TenantQuota>,
+}
+
+/// The ResourceQuota occ keeps in every tenant namespace (`occ-quota`), as `resource=quantity`
+/// pairs: what all of a Namespace's gateways together may request. Only resources every gateway
+/// Pod declares can be limited (a quota on a resource a Pod does not declare makes Kubernetes
+/// refuse the Pod): `limits.cpu` is not among them, gateways have no CPU limit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TenantQuota(BTreeMap<String, String>);
+
+/// The resources [`TenantQuota`] accepts.
+pub const QUOTA_RESOURCES: [&str; 9] = [
+    "pods",
+    "requests.cpu",
+    "requests.memory",
+    "limits.memory",
+    "requests.storage",
+    "persistentvolumeclaims",
+    "configmaps",
+    "secrets",
+    "services",
+];
+
+/// The name of occ's ResourceQuota in a tenant namespace.
+pub const TENANT_QUOTA_NAME: &str = "occ-quota";
+
+impl TenantQuota {
+    /// The hard limits.
+    pub fn hard(&self) -> &BTreeMap<String, String> {
+        &self.0
+    }
+}
+
+impl std::str::FromStr for TenantQuota {
+    type Err = String;
+    /// `pods=20,requests.cpu=8,requests.memory=32Gi`: each resource once, each a Kubernetes
+    /// quantity (digits, an optional fraction, an optional suffix m, k, M, G, T, P, E or Ki … Ei).
+    fn from_str(text: &str) -> Result<Self, String> {
+        let mut hard = BTreeMap::new();
+        for pair in text.split(',').map(str::trim) {
+            let Some((resource, quantity)) = pair.split_once('=') else {
+                return Err(format!("{pair:?} is not resource=quantity"));
+            };
+            let (resource, quantity) = (resource.trim(), quantity.trim());
+            if resource == "limits.cpu" {
+                return Err(
+                    "limits.cpu cannot be limited: gateway Pods declare no CPU limit, so Kubernetes would refuse them"
+                        .into(),
+                );
+            }
+            if !QUOTA_RESOURCES.contains(&resource) {
+                return Err(format!(
+                    "{resource:?} is not one of {}",
+                    QUOTA_RESOURCES.join(", ")
+                ));
+            }
+            if !is_quantity(quantity) {
+                return Err(format!(
+                    "{resource}: {quantity:?} is not a quantity like 8, 500m or 32Gi"
+                ));
+            }
+            if hard
+                .insert(resource.to_owned(), quantity.to_owned())
+                .is_some()
+            {
+                return Err(format!("{resource} is given twice"));
+            }
+        }
+        Ok(Self(hard))
+    }
+}
+
+fn is_quantity(text: &str) -> bool {
+    let number_end = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, suffix) = text.split_at(number_end);
+    let number_ok = match number.split_once('.') {
+        Some((whole, fraction)) => {
+            !whole.is_empty()
+                && !fraction.is_empty()
+                && whole.bytes().all(|b| b.is_ascii_digit())
+                && fraction.bytes().all(|b| b.is_ascii_digit())
+        }
+        None => !number.is_empty(),
+    };
+    number_ok
+        && [
+            "", "m", "k", "M", "G", "T", "P", "E", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei",
+        ]
+        .contains(&suffix)
 }
 
 /// The ClusterRoles tenant RoleBindings grant (installed with occ, `deploy/kubernetes/rbac.yaml`)
@@ -152,13 +244,44 @@ impl TenantNamespaces {
         Self {
             kube,
             access: Some(access),
+            quota: None,
         }
+    }
+
+    /// Keeps `quota` as the ResourceQuota `occ-quota` of every tenant namespace (the worker's
+    /// rights for it come with the Kubernetes Compute Driver's RoleBinding).
+    pub fn with_quota(mut self, quota: Option<TenantQuota>) -> Self {
+        self.quota = quota;
+        self
+    }
+
+    /// The ResourceQuota occ keeps in the tenant namespace of `ns` (also used by tests).
+    pub fn quota_manifest(&self, ns: &NamespaceTarget) -> Option<ResourceQuota> {
+        let quota = self.quota.as_ref()?;
+        Some(ResourceQuota {
+            metadata: managed_meta(TENANT_QUOTA_NAME, Some(&tenant_namespace_of(ns)), ns),
+            spec: Some(ResourceQuotaSpec {
+                hard: Some(
+                    quota
+                        .hard()
+                        .iter()
+                        .map(|(k, v)| (k.clone(), Quantity(v.clone())))
+                        .collect(),
+                ),
+                ..ResourceQuotaSpec::default()
+            }),
+            ..ResourceQuota::default()
+        })
     }
 
     /// The namespaces alone (the Kubernetes Compute Driver's part, when no Kubernetes
     /// Configuration or Secret Driver grants access in them).
     pub fn namespaces_only(kube: KubeClient) -> Self {
-        Self { kube, access: None }
+        Self {
+            kube,
+            access: None,
+            quota: None,
+        }
     }
 
     /// The tenant namespace object occ creates (also used by the golden tests).
@@ -310,7 +433,49 @@ impl TenantNamespaces {
         if ns.existing_namespace.is_some() {
             self.refuse_foreign_policies(&tenant).await?;
         }
+        if let Some(desired) = self.quota_manifest(ns) {
+            self.converge_quota(ns, &tenant, desired).await?;
+        }
         Ok(Convergence::Done)
+    }
+
+    /// Creates occ's ResourceQuota, or brings ours to the configured limits (replace under its
+    /// resourceVersion); refuses one at that name that is not occ's.
+    async fn converge_quota(
+        &self,
+        ns: &NamespaceTarget,
+        tenant: &str,
+        mut desired: ResourceQuota,
+    ) -> Result<(), ComputeError> {
+        let quotas: Api<ResourceQuota> = Api::namespaced(self.kube.client(), tenant);
+        let what = format!("resourcequotas in namespace {tenant}");
+        let post = PostParams::default();
+        let hard = |q: &ResourceQuota| q.spec.as_ref().and_then(|s| s.hard.clone());
+        match self
+            .get(&quotas, TENANT_QUOTA_NAME, &format!("get {what}"))
+            .await?
+        {
+            None => self
+                .kube
+                .call(&format!("create {what}"), || quotas.create(&post, &desired))
+                .await
+                .map(|_| ())
+                .map_err(|e| e.into_compute(&format!("create {what}"))),
+            Some(current) if !is_ours(&current.metadata, ns) => Err(foreign(format!(
+                "{what} {TENANT_QUOTA_NAME} exists and is not occ's"
+            ))),
+            Some(current) if hard(&current) == hard(&desired) => Ok(()),
+            Some(current) => {
+                desired.metadata.resource_version = current.metadata.resource_version.clone();
+                self.kube
+                    .call(&format!("update {what}"), || {
+                        quotas.replace(TENANT_QUOTA_NAME, &post, &desired)
+                    })
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| e.into_compute(&format!("update {what}")))
+            }
+        }
     }
 
     /// The namespace occ provisions and owns: created at its derived name, exactly one claimant.
@@ -531,6 +696,12 @@ impl TenantNamespaces {
             // Released already (or never claimed): nothing of ours is bound there.
             return Ok(Convergence::Done);
         }
+        // The quota first: the worker's right to it comes with a RoleBinding removed below.
+        if self.quota.is_some() || self.access.as_ref().is_some_and(|a| a.compute) {
+            let quotas: Api<ResourceQuota> = Api::namespaced(self.kube.client(), existing);
+            self.delete_ours(&quotas, ns, TENANT_QUOTA_NAME, existing, "resourcequotas")
+                .await?;
+        }
         let bindings: Api<RoleBinding> = Api::namespaced(self.kube.client(), existing);
         for (name, _) in [
             TENANT_CONFIGURATIONS,
@@ -539,28 +710,8 @@ impl TenantNamespaces {
             TENANT_COMPUTE,
             TENANT_GATEWAY_ACCESS,
         ] {
-            let what = format!("rolebindings in namespace {existing}");
-            let Some(binding) = self.get(&bindings, name, &format!("get {what}")).await? else {
-                continue;
-            };
-            if !is_ours(&binding.metadata, ns) {
-                continue;
-            }
-            let params = DeleteParams {
-                preconditions: Some(Preconditions {
-                    uid: binding.metadata.uid.clone(),
-                    resource_version: None,
-                }),
-                ..DeleteParams::default()
-            };
-            match self
-                .kube
-                .call("delete rolebindings", || bindings.delete(name, &params))
-                .await
-            {
-                Ok(_) | Err(KubeFailure::NotFound) => {}
-                Err(other) => return Err(other.into_compute(&format!("delete {what}"))),
-            }
+            self.delete_ours(&bindings, ns, name, existing, "rolebindings")
+                .await?;
         }
         let meta = &mut current.metadata;
         if let Some(labels) = meta.labels.as_mut() {
@@ -572,6 +723,43 @@ impl TenantNamespaces {
         self.replace_namespace(&namespaces, existing, &current, "release")
             .await?;
         Ok(Convergence::Done)
+    }
+
+    /// Deletes occ's object `name` in `tenant` with its uid as a precondition; absent, or not
+    /// occ's (left alone), is done.
+    async fn delete_ours<K>(
+        &self,
+        api: &Api<K>,
+        ns: &NamespaceTarget,
+        name: &str,
+        tenant: &str,
+        resource: &str,
+    ) -> Result<(), ComputeError>
+    where
+        K: kube::Resource + Clone + DeserializeOwned + std::fmt::Debug,
+    {
+        let what = format!("{resource} in namespace {tenant}");
+        let Some(current) = self.get(api, name, &format!("get {what}")).await? else {
+            return Ok(());
+        };
+        if !is_ours(current.meta(), ns) {
+            return Ok(());
+        }
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: current.meta().uid.clone(),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        match self
+            .kube
+            .call(&format!("delete {resource}"), || api.delete(name, &params))
+            .await
+        {
+            Ok(_) | Err(KubeFailure::NotFound) => Ok(()),
+            Err(other) => Err(other.into_compute(&format!("delete {what}"))),
+        }
     }
 
     async fn remove_managed(&self, ns: &NamespaceTarget) -> Result<Convergence, ComputeError> {
