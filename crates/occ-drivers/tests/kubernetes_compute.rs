@@ -399,3 +399,48 @@ async fn conformance_suite_on_a_real_cluster() {
     conformance::lifecycle(&compute).await;
     conformance::refusals(&compute).await;
 }
+
+/// A gateway Pod the cluster refuses to create (here an exceeded quota, as the Deployment
+/// controller reports it in the `ReplicaFailure` condition) fails the activation at once with
+/// `GATEWAY_POD_REFUSED` and the cluster's reason, instead of waiting out the activation timeout.
+#[tokio::test]
+async fn a_refused_gateway_pod_fails_the_activation_with_the_reason() {
+    let fake = std::sync::Arc::new(FakeKube::start().await);
+    let compute = driver(&fake);
+    let (ns, agent) = conformance::targets();
+    assert_eq!(
+        compute.ensure_namespace(&ns).await.expect("ensure"),
+        Convergence::Done
+    );
+    let tenant = tenant_namespace_name(&ns.id);
+    let rev = revision(&compute, &agent, 1, document("gpt-5"));
+    let ctx = RevisionContext::default();
+    compute.prepare_revision(&rev, &ctx).await.expect("prepare");
+    let refuse = {
+        let fake = fake.clone();
+        let tenant = tenant.clone();
+        tokio::spawn(async move {
+            loop {
+                if let Some(name) = fake.names("deployments", &tenant).first() {
+                    fake.mutate("deployments", &tenant, name, |d| {
+                        d["status"] = json!({"conditions": [{
+                            "type": "ReplicaFailure", "status": "True", "reason": "FailedCreate",
+                            "message": "pods \"gw-1\" is forbidden: exceeded quota: occ-quota, requested: pods=1, used: pods=4, limited: pods=4"}]});
+                    });
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+    };
+    let err = compute
+        .activate_revision(&rev, &ctx)
+        .await
+        .expect_err("refused");
+    refuse.await.expect("refuse task");
+    assert_eq!(
+        (err.class, err.code.as_str()),
+        (FailureClass::Transient, "GATEWAY_POD_REFUSED")
+    );
+    assert!(err.message.contains("exceeded quota: occ-quota"), "{err:?}");
+}

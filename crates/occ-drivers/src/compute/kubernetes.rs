@@ -519,6 +519,21 @@ impl KubernetesCompute {
         }
     }
 
+    /// Why the Deployment controller cannot create the gateway's Pod (its `ReplicaFailure`
+    /// condition: an exceeded quota, a Pod Security or other admission refusal), if it cannot.
+    fn pod_refusal(d: &Deployment) -> Option<String> {
+        let conditions = d.status.as_ref()?.conditions.as_ref()?;
+        conditions
+            .iter()
+            .find(|c| c.type_ == "ReplicaFailure" && c.status == "True")
+            .map(|c| {
+                c.message
+                    .clone()
+                    .or_else(|| c.reason.clone())
+                    .unwrap_or_else(|| "ReplicaFailure".into())
+            })
+    }
+
     fn rolled_out(d: &Deployment) -> bool {
         let generation = d.metadata.generation.unwrap_or(0);
         let status = d.status.clone().unwrap_or_default();
@@ -656,11 +671,21 @@ impl KubernetesCompute {
 
     /// Whether `rev` serves: its template rolled out and its Pod answers `hello-ok`.
     async fn serving(&self, rev: &RevisionTarget, wait: Duration) -> Result<bool, ComputeError> {
-        let Some(d) = self.deployment_of(&rev.agent).await? else {
-            return Ok(false);
-        };
-        if Self::installed(&d).map(|(id, _)| id) != Some(rev.revision_id.to_string())
-            || !Self::rolled_out(&d)
+        match self.deployment_of(&rev.agent).await? {
+            Some(d) => self.serving_from(rev, &d, wait).await,
+            None => Ok(false),
+        }
+    }
+
+    /// [`Self::serving`] with the Agent's Deployment as just read.
+    async fn serving_from(
+        &self,
+        rev: &RevisionTarget,
+        d: &Deployment,
+        wait: Duration,
+    ) -> Result<bool, ComputeError> {
+        if Self::installed(d).map(|(id, _)| id) != Some(rev.revision_id.to_string())
+            || !Self::rolled_out(d)
         {
             return Ok(false);
         }
@@ -975,7 +1000,20 @@ impl Compute for KubernetesCompute {
         }
         let deadline = tokio::time::Instant::now() + self.settings.activation_timeout;
         loop {
-            if self.serving(rev, Duration::from_secs(10)).await? {
+            let current = self.deployment_of(&rev.agent).await?;
+            if let Some(why) = current.as_ref().and_then(Self::pod_refusal) {
+                // No Pod can be made (quota, admission): say why instead of waiting it out.
+                return Err(ComputeError::transient(
+                    "GATEWAY_POD_REFUSED",
+                    format!(
+                        "the gateway Pod of {} cannot be created: {why}",
+                        rev.revision_id
+                    ),
+                ));
+            }
+            if let Some(d) = &current
+                && self.serving_from(rev, d, Duration::from_secs(10)).await?
+            {
                 return self.seal_setup(rev, ctx).await;
             }
             if tokio::time::Instant::now() >= deadline {
