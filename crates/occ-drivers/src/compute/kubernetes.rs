@@ -32,7 +32,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Secret, 
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
-use kube::api::{Api, DeleteParams, ListParams, PostParams, Preconditions};
+use kube::api::{Api, ListParams, PostParams};
 use occ_core::resource::{ExecutionMode, WorkspaceSetup};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -342,21 +342,16 @@ impl KubernetesCompute {
                 "{what} {name} is not this Agent's; left alone"
             )));
         }
-        let params = DeleteParams {
-            preconditions: Some(Preconditions {
-                uid: current.meta().uid.clone(),
-                resource_version: None,
-            }),
-            ..DeleteParams::default()
-        };
-        match self
-            .kube
-            .call(&format!("delete {what}"), || api.delete(name, &params))
+        self.kube
+            .delete_exact(
+                api,
+                name,
+                current.meta().uid.clone(),
+                None,
+                &format!("delete {what}"),
+            )
             .await
-        {
-            Ok(_) | Err(KubeFailure::NotFound) => Ok(()),
-            Err(other) => Err(other.into_compute(what)),
-        }
+            .map_err(|e| e.into_compute(what))
     }
 
     /// The snapshot the revision runs with, with the Pod's paths (also used by golden tests).

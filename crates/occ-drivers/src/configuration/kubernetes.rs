@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, DeleteParams, PostParams, Preconditions};
+use kube::api::{Api, PostParams};
 use occ_core::resource::Generation;
 use occ_core::{ConfigurationId, NamespaceId, Timestamp};
 use serde_json::{Map, Value};
@@ -424,18 +424,17 @@ impl KubernetesConfigurationDriver {
         name: &str,
         stored: &Stored,
     ) -> Result<(), DriverError> {
-        let params = DeleteParams {
-            preconditions: Some(Preconditions {
-                uid: Some(stored.uid.clone()),
-                resource_version: Some(stored.resource_version.clone()),
-            }),
-            ..DeleteParams::default()
-        };
         let what = format!("delete configmaps in namespace {tenant}");
-        match self.kube.call(&what, || api.delete(name, &params)).await {
-            Ok(_) | Err(KubeFailure::NotFound) => Ok(()),
-            Err(other) => Err(other.into()),
-        }
+        self.kube
+            .delete_exact(
+                api,
+                name,
+                Some(stored.uid.clone()),
+                Some(stored.resource_version.clone()),
+                &what,
+            )
+            .await
+            .map_err(Into::into)
     }
 
     /// Deletes the ConfigMap when `keep` is `None` (the Configuration is deleted); one object

@@ -188,6 +188,33 @@ impl KubeClient {
         }
     }
 
+    /// `DELETE` of exactly the object that was read: its uid (and, when given, its
+    /// resourceVersion) as preconditions, so an object recreated or changed since is never
+    /// deleted; absent is done.
+    pub async fn delete_exact<K>(
+        &self,
+        api: &kube::Api<K>,
+        name: &str,
+        uid: Option<String>,
+        resource_version: Option<String>,
+        what: &str,
+    ) -> Result<(), KubeFailure>
+    where
+        K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    {
+        let params = kube::api::DeleteParams {
+            preconditions: Some(kube::api::Preconditions {
+                uid,
+                resource_version,
+            }),
+            ..kube::api::DeleteParams::default()
+        };
+        match self.call(what, || api.delete(name, &params)).await {
+            Ok(_) | Err(KubeFailure::NotFound) => Ok(()),
+            Err(other) => Err(other),
+        }
+    }
+
     /// The underlying client, for typed `Api`s.
     pub fn client(&self) -> kube::Client {
         self.client.clone()

@@ -32,13 +32,13 @@ use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::rbac::v1::{RoleBinding, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, DeleteParams, ListParams, PostParams, Preconditions};
+use kube::api::{Api, ListParams, PostParams};
 use serde::de::DeserializeOwned;
 
 use super::{
-    ANNOTATION_NAMESPACE_ID, ANNOTATION_NAMESPACE_LIFECYCLE, KubeClient, KubeFailure,
-    LABEL_MANAGED_BY, LABEL_NAMESPACE, MANAGED_BY, TENANT_LIFECYCLE_EXTERNAL,
-    tenant_namespace_name, tenant_namespace_of,
+    ANNOTATION_NAMESPACE_ID, ANNOTATION_NAMESPACE_LIFECYCLE, KubeClient, LABEL_MANAGED_BY,
+    LABEL_NAMESPACE, MANAGED_BY, TENANT_LIFECYCLE_EXTERNAL, tenant_namespace_name,
+    tenant_namespace_of,
 };
 use crate::compute::{ComputeError, Convergence, NamespaceHook, NamespaceTarget};
 
@@ -374,21 +374,16 @@ impl TenantNamespaces {
                 Err(foreign(format!("{what} {name} exists and is not occ's")))
             }
             Some(current) if current.role_ref != desired.role_ref => {
-                let params = DeleteParams {
-                    preconditions: Some(Preconditions {
-                        uid: current.metadata.uid.clone(),
-                        resource_version: current.metadata.resource_version.clone(),
-                    }),
-                    ..DeleteParams::default()
-                };
-                match self
-                    .kube
-                    .call(&format!("delete {what}"), || api.delete(&name, &params))
+                self.kube
+                    .delete_exact(
+                        api,
+                        &name,
+                        current.metadata.uid.clone(),
+                        current.metadata.resource_version.clone(),
+                        &format!("delete {what}"),
+                    )
                     .await
-                {
-                    Ok(_) | Err(KubeFailure::NotFound) => {}
-                    Err(other) => return Err(other.into_compute("the tenant namespace")),
-                }
+                    .map_err(|e| e.into_compute("the tenant namespace"))?;
                 create(&desired).await
             }
             Some(current) if current.subjects == desired.subjects => Ok(()),
@@ -745,21 +740,16 @@ impl TenantNamespaces {
         if !is_ours(current.meta(), ns) {
             return Ok(());
         }
-        let params = DeleteParams {
-            preconditions: Some(Preconditions {
-                uid: current.meta().uid.clone(),
-                resource_version: None,
-            }),
-            ..DeleteParams::default()
-        };
-        match self
-            .kube
-            .call(&format!("delete {resource}"), || api.delete(name, &params))
+        self.kube
+            .delete_exact(
+                api,
+                name,
+                current.meta().uid.clone(),
+                None,
+                &format!("delete {resource}"),
+            )
             .await
-        {
-            Ok(_) | Err(KubeFailure::NotFound) => Ok(()),
-            Err(other) => Err(other.into_compute(&format!("delete {what}"))),
-        }
+            .map_err(|e| e.into_compute(&format!("delete {what}")))
     }
 
     async fn remove_managed(&self, ns: &NamespaceTarget) -> Result<Convergence, ComputeError> {
@@ -774,21 +764,16 @@ impl TenantNamespaces {
             )));
         }
         if current.metadata.deletion_timestamp.is_none() {
-            let params = DeleteParams {
-                preconditions: Some(Preconditions {
-                    uid: current.metadata.uid.clone(),
-                    resource_version: None,
-                }),
-                ..DeleteParams::default()
-            };
-            match self
-                .kube
-                .call("delete namespaces", || namespaces.delete(&name, &params))
+            self.kube
+                .delete_exact(
+                    &namespaces,
+                    &name,
+                    current.metadata.uid.clone(),
+                    None,
+                    "delete namespaces",
+                )
                 .await
-            {
-                Ok(_) | Err(KubeFailure::NotFound) => {}
-                Err(other) => return Err(other.into_compute("the tenant namespace")),
-            }
+                .map_err(|e| e.into_compute("the tenant namespace"))?;
         }
         // Done only once the namespace is observed gone.
         Ok(

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, DeleteParams, PostParams, Preconditions};
+use kube::api::{Api, PostParams};
 use occ_core::{NamespaceId, SecretId};
 
 use crate::kubernetes::{
@@ -270,22 +270,17 @@ impl KubernetesSecretDriver {
             Err(DriverError::NotFound) => return Ok(()),
             Err(other) => return Err(other),
         };
-        let params = DeleteParams {
-            preconditions: Some(Preconditions {
-                uid: Some(at.uid.clone()),
-                resource_version: secret.metadata.resource_version.clone(),
-            }),
-            ..DeleteParams::default()
-        };
         let what = format!("delete secrets in namespace {}", at.namespace);
-        match self
-            .kube
-            .call(&what, || api.delete(&at.name, &params))
+        self.kube
+            .delete_exact(
+                &api,
+                &at.name,
+                Some(at.uid.clone()),
+                secret.metadata.resource_version.clone(),
+                &what,
+            )
             .await
-        {
-            Ok(_) | Err(KubeFailure::NotFound) => Ok(()),
-            Err(other) => Err(other.into()),
-        }
+            .map_err(Into::into)
     }
 
     pub(super) async fn verify(
