@@ -26,11 +26,6 @@ fn doc(v: Value) -> Map<String, Value> {
     v.as_object().expect("object").clone()
 }
 
-fn client(fake: &FakeKube) -> KubeClient {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    KubeClient::from_config(kube::Config::new(fake.url().parse().expect("url"))).expect("client")
-}
-
 /// Seeds the tenant namespace the Kubernetes Compute Driver would have provisioned.
 fn provision(fake: &FakeKube, ns: &NamespaceId) -> String {
     let name = tenant_namespace_name(ns);
@@ -47,19 +42,10 @@ fn provision(fake: &FakeKube, ns: &NamespaceId) -> String {
 }
 
 fn golden(name: &str, actual: &Value) {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/golden")
-        .join(name);
-    let rendered = serde_json::to_string_pretty(actual).expect("json") + "\n";
-    if std::env::var_os("OCC_UPDATE_GOLDEN").is_some() {
-        std::fs::create_dir_all(path.parent().expect("dir")).expect("mkdir");
-        std::fs::write(&path, &rendered).expect("write golden");
-    }
-    let expected = std::fs::read_to_string(&path)
-        .unwrap_or_else(|_| panic!("missing {}; run with OCC_UPDATE_GOLDEN=1", path.display()));
-    assert_eq!(
-        rendered, expected,
-        "{name} differs from the reviewed golden file"
+    occ_testkit::golden::assert_golden(
+        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden"),
+        name,
+        actual,
     );
 }
 
@@ -88,7 +74,8 @@ async fn configuration_conformance_against_the_fake_api_server() {
     let fake = FakeKube::start().await;
     let ns = NamespaceId::generate();
     provision(&fake, &ns);
-    let driver = ConfigurationDriver::Kubernetes(KubernetesConfigurationDriver::new(client(&fake)));
+    let driver =
+        ConfigurationDriver::Kubernetes(KubernetesConfigurationDriver::new(fake.occ_client()));
     occ_testkit::configuration_conformance::run(&driver, &ns).await;
 }
 
@@ -144,18 +131,15 @@ async fn the_configmap_is_exactly_the_reviewed_object_and_updates_carry_the_obse
     let fake = FakeKube::start().await;
     let (ns, id) = ids();
     let tenant = provision(&fake, &ns);
-    let driver = ConfigurationDriver::Kubernetes(KubernetesConfigurationDriver::new(client(&fake)));
+    let driver =
+        ConfigurationDriver::Kubernetes(KubernetesConfigurationDriver::new(fake.occ_client()));
     let v1 = doc(json!({"gateway": {"mode": "local"},
         "models": {"providers": {"openai": {"apiKey": {"source": "env", "provider": "default", "id": "OPENAI_API_KEY"}}}}}));
     driver
         .write(fixed_key(&ns, &id, 1), &v1, false)
         .await
         .expect("create");
-    let create = fake
-        .requests()
-        .into_iter()
-        .find(|r| r.verb == "create" && r.resource == "configmaps")
-        .expect("a create was sent");
+    let create = fake.sent("create", Some("configmaps"));
     assert_eq!(create.namespace, tenant);
     golden(
         "configuration-configmap.json",
@@ -172,11 +156,7 @@ async fn the_configmap_is_exactly_the_reviewed_object_and_updates_carry_the_obse
         .write(fixed_key(&ns, &id, 2), &v2, true)
         .await
         .expect("update");
-    let update = fake
-        .requests()
-        .into_iter()
-        .find(|r| r.verb == "update")
-        .expect("a replace was sent");
+    let update = fake.sent("update", None);
     let body = update.body.expect("body");
     assert_eq!(
         body["metadata"]["resourceVersion"], observed,
@@ -210,7 +190,8 @@ async fn concurrent_updates_conflict_instead_of_overwriting() {
     let fake = FakeKube::start().await;
     let ns = NamespaceId::generate();
     provision(&fake, &ns);
-    let driver = ConfigurationDriver::Kubernetes(KubernetesConfigurationDriver::new(client(&fake)));
+    let driver =
+        ConfigurationDriver::Kubernetes(KubernetesConfigurationDriver::new(fake.occ_client()));
     let id = ConfigurationId::generate();
     let key = |g| fixed_key(&ns, &id, g);
     driver
@@ -247,7 +228,8 @@ async fn undo_never_clobbers_a_later_change() {
     let fake = FakeKube::start().await;
     let ns = NamespaceId::generate();
     let tenant = provision(&fake, &ns);
-    let driver = ConfigurationDriver::Kubernetes(KubernetesConfigurationDriver::new(client(&fake)));
+    let driver =
+        ConfigurationDriver::Kubernetes(KubernetesConfigurationDriver::new(fake.occ_client()));
     let id = ConfigurationId::generate();
     let key = |g| fixed_key(&ns, &id, g);
     driver
@@ -318,7 +300,8 @@ async fn foreign_and_malformed_configmaps_are_refused_and_never_overwritten() {
     let fake = FakeKube::start().await;
     let ns = NamespaceId::generate();
     let tenant = provision(&fake, &ns);
-    let driver = ConfigurationDriver::Kubernetes(KubernetesConfigurationDriver::new(client(&fake)));
+    let driver =
+        ConfigurationDriver::Kubernetes(KubernetesConfigurationDriver::new(fake.occ_client()));
     for (what, mutation) in cases {
         let id = ConfigurationId::generate();
         let key = |g| fixed_key(&ns, &id, g);
@@ -359,7 +342,8 @@ async fn foreign_and_malformed_configmaps_are_refused_and_never_overwritten() {
 #[tokio::test]
 async fn tenant_namespace_discovery_is_exact() {
     let fake = FakeKube::start().await;
-    let driver = ConfigurationDriver::Kubernetes(KubernetesConfigurationDriver::new(client(&fake)));
+    let driver =
+        ConfigurationDriver::Kubernetes(KubernetesConfigurationDriver::new(fake.occ_client()));
     let id = ConfigurationId::generate();
 
     // Not provisioned yet: unavailable (503), nothing written.
@@ -458,7 +442,8 @@ async fn transient_failures_are_retried_and_permissions_are_named() {
     let fake = FakeKube::start().await;
     let ns = NamespaceId::generate();
     let tenant = provision(&fake, &ns);
-    let driver = ConfigurationDriver::Kubernetes(KubernetesConfigurationDriver::new(client(&fake)));
+    let driver =
+        ConfigurationDriver::Kubernetes(KubernetesConfigurationDriver::new(fake.occ_client()));
     let id = ConfigurationId::generate();
     let key = |g| fixed_key(&ns, &id, g);
 
@@ -527,11 +512,7 @@ async fn transient_failures_are_retried_and_permissions_are_named() {
         .prune(&ns, &id, key(1).created_at, None)
         .await
         .expect("delete");
-    let delete = fake
-        .requests()
-        .into_iter()
-        .find(|r| r.verb == "delete")
-        .expect("a delete was sent");
+    let delete = fake.sent("delete", None);
     let preconditions = &delete.body.expect("delete options")["preconditions"];
     assert!(
         preconditions["uid"].is_string() && preconditions["resourceVersion"].is_string(),
@@ -546,16 +527,12 @@ async fn secrets_round_trip_with_ownership_checks() {
         .parse()
         .expect("ns");
     let tenant = provision(&fake, &ns);
-    let driver = SecretDriver::Kubernetes(KubernetesSecretDriver::new(client(&fake)));
+    let driver = SecretDriver::Kubernetes(KubernetesSecretDriver::new(fake.occ_client()));
     let id: SecretId = "sec_7a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
         .parse()
         .expect("sec");
     let locator = driver.put(&ns, &id, "s3cr3t-v1").await.expect("put");
-    let create = fake
-        .requests()
-        .into_iter()
-        .find(|r| r.verb == "create" && r.resource == "secrets")
-        .expect("create sent");
+    let create = fake.sent("create", Some("secrets"));
     let mut body = create.body.expect("body");
     // The name's last part is random; everything else is reviewed.
     let name = body["metadata"]["name"].as_str().expect("name").to_owned();
@@ -630,11 +607,7 @@ async fn secrets_round_trip_with_ownership_checks() {
     // Delete with uid + resourceVersion preconditions; absent afterwards is fine.
     fake.clear_requests();
     driver.delete(&ns, &id, &locator).await.expect("delete");
-    let delete = fake
-        .requests()
-        .into_iter()
-        .find(|r| r.verb == "delete")
-        .expect("delete sent");
+    let delete = fake.sent("delete", None);
     let preconditions = &delete.body.expect("options")["preconditions"];
     assert_eq!(
         preconditions["uid"],
@@ -665,7 +638,7 @@ fn tenant_access() -> TenantAccess {
 #[tokio::test]
 async fn tenant_namespaces_are_provisioned_exactly_and_idempotently() {
     let fake = FakeKube::start().await;
-    let tenants = TenantNamespaces::new(client(&fake), tenant_access());
+    let tenants = TenantNamespaces::new(fake.occ_client(), tenant_access());
     let (ns_id, _) = ids();
     let ns = NamespaceTarget {
         id: ns_id.clone(),
@@ -686,7 +659,8 @@ async fn tenant_namespaces_are_provisioned_exactly_and_idempotently() {
     sent.sort_by_key(|v| v.to_string());
     golden("tenant-namespace.json", &Value::Array(sent));
     // The Configuration and Secret Drivers find and use what was provisioned.
-    let driver = ConfigurationDriver::Kubernetes(KubernetesConfigurationDriver::new(client(&fake)));
+    let driver =
+        ConfigurationDriver::Kubernetes(KubernetesConfigurationDriver::new(fake.occ_client()));
     let id = ConfigurationId::generate();
     driver
         .write(fixed_key(&ns_id, &id, 1), &doc(json!({"a": 1})), false)
@@ -713,11 +687,7 @@ async fn tenant_namespaces_are_provisioned_exactly_and_idempotently() {
     });
     fake.clear_requests();
     tenants.after_namespace_prepared(&ns).await.expect("repair");
-    let update = fake
-        .requests()
-        .into_iter()
-        .find(|r| r.verb == "update")
-        .expect("repaired");
+    let update = fake.sent("update", None);
     assert!(update.body.expect("body")["metadata"]["resourceVersion"].is_string());
     assert_eq!(
         fake.object("rolebindings", &tenant, "occ-configurations")
@@ -767,11 +737,7 @@ async fn tenant_namespaces_are_provisioned_exactly_and_idempotently() {
         tenants.before_namespace_delete(&ns).await.expect("delete"),
         Convergence::Pending
     );
-    let delete = fake
-        .requests()
-        .into_iter()
-        .find(|r| r.verb == "delete")
-        .expect("delete sent");
+    let delete = fake.sent("delete", None);
     assert!(delete.body.expect("options")["preconditions"]["uid"].is_string());
     assert_eq!(
         tenants
@@ -791,7 +757,7 @@ async fn tenant_namespaces_are_provisioned_exactly_and_idempotently() {
 #[tokio::test]
 async fn tenant_provisioning_refuses_foreign_objects_and_names_missing_permissions() {
     let fake = FakeKube::start().await;
-    let tenants = TenantNamespaces::new(client(&fake), tenant_access());
+    let tenants = TenantNamespaces::new(fake.occ_client(), tenant_access());
     let target = |id: &NamespaceId| NamespaceTarget {
         id: id.clone(),
         name: "t".into(),
@@ -907,7 +873,7 @@ async fn tenant_provisioning_refuses_foreign_objects_and_names_missing_permissio
 async fn existing_namespaces_are_adopted_when_prepared_and_released_untouched() {
     let fake = FakeKube::start().await;
     let tenants = TenantNamespaces::new(
-        client(&fake),
+        fake.occ_client(),
         TenantAccess {
             compute: true,
             ..tenant_access()
@@ -980,11 +946,7 @@ async fn existing_namespaces_are_adopted_when_prepared_and_released_untouched() 
         json!({"openclaw.dev/namespace-lifecycle": "external",
                "openclaw.dev/namespace-id": ns_id.as_str()})
     );
-    let claim = fake
-        .requests()
-        .into_iter()
-        .find(|r| r.verb == "update" && r.resource == "namespaces")
-        .expect("claimed by an update");
+    let claim = fake.sent("update", Some("namespaces"));
     assert!(claim.body.expect("body")["metadata"]["resourceVersion"].is_string());
     assert!(
         !fake
@@ -1025,7 +987,8 @@ async fn existing_namespaces_are_adopted_when_prepared_and_released_untouched() 
         fake.requests()
     );
     // The Configuration Driver finds it through the claim.
-    let driver = ConfigurationDriver::Kubernetes(KubernetesConfigurationDriver::new(client(&fake)));
+    let driver =
+        ConfigurationDriver::Kubernetes(KubernetesConfigurationDriver::new(fake.occ_client()));
     let cfg = ConfigurationId::generate();
     let key = fixed_key(&ns_id, &cfg, 1);
     driver
@@ -1136,7 +1099,7 @@ async fn tenant_namespaces_carry_the_configured_quota() {
         ..tenant_access()
     };
     let quota = "pods=20,requests.cpu=10,requests.memory=40Gi,limits.memory=80Gi,persistentvolumeclaims=20,requests.storage=400Gi";
-    let tenants = TenantNamespaces::new(client(&fake), access.clone())
+    let tenants = TenantNamespaces::new(fake.occ_client(), access.clone())
         .with_quota(Some(quota.parse().expect("quota")));
     let ns = NamespaceTarget {
         id: NamespaceId::generate(),
@@ -1166,11 +1129,7 @@ async fn tenant_namespaces_carry_the_configured_quota() {
     });
     fake.clear_requests();
     tenants.after_namespace_prepared(&ns).await.expect("repair");
-    let update = fake
-        .requests()
-        .into_iter()
-        .find(|r| r.verb == "update" && r.resource == "resourcequotas")
-        .expect("restored");
+    let update = fake.sent("update", Some("resourcequotas"));
     assert!(update.body.expect("body")["metadata"]["resourceVersion"].is_string());
     assert_eq!(
         fake.object("resourcequotas", &tenant, "occ-quota")
@@ -1212,7 +1171,7 @@ async fn tenant_namespaces_carry_the_configured_quota() {
         name: "team-s".into(),
         existing_namespace: None,
     };
-    TenantNamespaces::new(client(&fake), access)
+    TenantNamespaces::new(fake.occ_client(), access)
         .after_namespace_prepared(&plain)
         .await
         .expect("ensure");

@@ -22,14 +22,9 @@ use occ_testkit::kube::FakeKube;
 use occ_testkit::kubelet::FakeKubelet;
 use serde_json::{Value, json};
 
-fn client(fake: &FakeKube) -> KubeClient {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    KubeClient::from_config(kube::Config::new(fake.url().parse().expect("url"))).expect("client")
-}
-
 fn driver(fake: &FakeKube) -> KubernetesCompute {
     KubernetesCompute::new(
-        client(fake),
+        fake.occ_client(),
         KubernetesComputeSettings {
             image: "registry.example/occ-gateway@sha256:0000000000000000000000000000000000000000000000000000000000000000".into(),
             runtime_dir: "/opt/occ/runtime".into(),
@@ -39,23 +34,15 @@ fn driver(fake: &FakeKube) -> KubernetesCompute {
             activation_timeout: Duration::from_secs(240),
             stop_timeout: Duration::from_secs(60),
         },
-        TenantNamespaces::namespaces_only(client(fake)),
+        TenantNamespaces::namespaces_only(fake.occ_client()),
     )
 }
 
 fn golden(name: &str, actual: &Value) {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/golden")
-        .join(name);
-    let rendered = serde_json::to_string_pretty(actual).expect("json") + "\n";
-    if std::env::var_os("OCC_UPDATE_GOLDEN").is_some() {
-        std::fs::write(&path, &rendered).expect("write golden");
-    }
-    let expected = std::fs::read_to_string(&path)
-        .unwrap_or_else(|_| panic!("missing {}; run with OCC_UPDATE_GOLDEN=1", path.display()));
-    assert_eq!(
-        rendered, expected,
-        "{name} differs from the reviewed golden file"
+    occ_testkit::golden::assert_golden(
+        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden"),
+        name,
+        actual,
     );
 }
 

@@ -302,6 +302,25 @@ impl FakeKube {
         self.state().log.clone()
     }
 
+    /// occ's Kubernetes client for this server (plain HTTP: the `start` flavour).
+    pub fn occ_client(&self) -> occ_drivers::kubernetes::KubeClient {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        occ_drivers::kubernetes::KubeClient::from_config(kube::Config::new(
+            self.url().parse().expect("url"),
+        ))
+        .expect("client")
+    }
+
+    /// The first logged request with `verb` (on `resource`, when given); panics naming what
+    /// was expected when there is none.
+    pub fn sent(&self, verb: &str, resource: Option<&str>) -> LoggedRequest {
+        let log = self.requests();
+        log.iter()
+            .find(|r| r.verb == verb && resource.is_none_or(|res| r.resource == res))
+            .cloned()
+            .unwrap_or_else(|| panic!("no {verb} of {resource:?} was sent: {log:?}"))
+    }
+
     /// Forgets the request log.
     pub fn clear_requests(&self) {
         self.state().log.clear();

@@ -14,6 +14,7 @@ pub mod compute;
 pub mod compute_conformance;
 pub mod configuration_conformance;
 pub mod gateway;
+pub mod golden;
 pub mod kube;
 pub mod kubelet;
 pub mod occ_process;
