@@ -57,7 +57,8 @@ pub struct ErrorBody {
 pub struct NamespaceCreateBody {
     /// 1..200 characters, no outer whitespace or control characters.
     pub name: String,
-    /// A Kubernetes namespace name (Kubernetes Compute only).
+    /// An operator-prepared Kubernetes namespace to adopt instead of provisioning one
+    /// (Kubernetes Compute only, else 409; needs `installation:administer`, else 403).
     pub existing_namespace: Option<String>,
 }
 
