@@ -48,8 +48,8 @@ use super::{
 use crate::DriverError;
 use crate::kubernetes::{
     ANNOTATION_NAMESPACE_ID, KubeClient, KubeFailure, LABEL_MANAGED_BY, LABEL_NAMESPACE,
-    MANAGED_BY, TenantNamespaces, find_tenant_namespace, short_hash, tenant_namespace_name,
-    tenant_namespace_of,
+    MANAGED_BY, TenantNamespaces, annotation, find_tenant_namespace, label, short_hash,
+    tenant_namespace_name, tenant_namespace_of,
 };
 use crate::runtime::{ENTRY_REL, NODE_REL};
 use crate::workspace_setup::SetupInput;
@@ -173,15 +173,9 @@ fn meta(name: &str, tenant: &str, agent: &AgentTarget, rev: Option<&RevisionTarg
 }
 
 fn owned(meta: &ObjectMeta, agent: &AgentTarget) -> bool {
-    let label = |k: &str| {
-        meta.labels
-            .as_ref()
-            .and_then(|l| l.get(k))
-            .map(String::as_str)
-    };
-    label(LABEL_MANAGED_BY) == Some(MANAGED_BY)
-        && label(LABEL_NAMESPACE) == Some(agent.namespace_id.as_str())
-        && label(LABEL_AGENT) == Some(agent.agent_id.as_str())
+    label(meta, LABEL_MANAGED_BY) == Some(MANAGED_BY)
+        && label(meta, LABEL_NAMESPACE) == Some(agent.namespace_id.as_str())
+        && label(meta, LABEL_AGENT) == Some(agent.agent_id.as_str())
 }
 
 fn typed<K: DeserializeOwned>(value: Value) -> K {
@@ -495,10 +489,9 @@ impl KubernetesCompute {
 
     /// The revision the Agent's Deployment is set to serve, with its number.
     fn installed(d: &Deployment) -> Option<(String, u64)> {
-        let a = d.metadata.annotations.as_ref()?;
         Some((
-            a.get(ANNOTATION_REVISION_ID)?.clone(),
-            a.get(ANNOTATION_REVISION)?.parse().ok()?,
+            annotation(&d.metadata, ANNOTATION_REVISION_ID)?.to_owned(),
+            annotation(&d.metadata, ANNOTATION_REVISION)?.parse().ok()?,
         ))
     }
 
@@ -559,11 +552,7 @@ impl KubernetesCompute {
                 .as_ref()?
                 .iter()
                 .any(|c| c.type_ == "Ready" && c.status == "True");
-            let revision = p
-                .metadata
-                .annotations
-                .as_ref()?
-                .get(ANNOTATION_REVISION_ID)?;
+            let revision = annotation(&p.metadata, ANNOTATION_REVISION_ID)?;
             (p.metadata.deletion_timestamp.is_none()
                 && status.phase.as_deref() == Some("Running")
                 && ready
@@ -974,15 +963,11 @@ impl Compute for KubernetesCompute {
                     .map_err(|e| e.into_compute("create deployments"))?;
             }
             Some(current) => {
-                let hash = |d: &Deployment| {
-                    d.metadata
-                        .annotations
-                        .as_ref()
-                        .and_then(|a| a.get(ANNOTATION_TEMPLATE))
-                        .cloned()
-                };
                 let running = current.spec.as_ref().and_then(|s| s.replicas) == Some(1);
-                if !(running && hash(&current) == hash(&desired)) {
+                if !(running
+                    && annotation(&current.metadata, ANNOTATION_TEMPLATE)
+                        == annotation(&desired.metadata, ANNOTATION_TEMPLATE))
+                {
                     desired.metadata.resource_version = current.metadata.resource_version.clone();
                     self.kube
                         .call("update deployments", || {

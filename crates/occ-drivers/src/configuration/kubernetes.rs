@@ -28,7 +28,7 @@ use serde_json::{Map, Value};
 use super::{DOCUMENT_MAX_BYTES, DocumentKey, WriteReceipt};
 use crate::kubernetes::{
     ANNOTATION_NAMESPACE_ID, KubeClient, KubeFailure, LABEL_MANAGED_BY, LABEL_NAMESPACE,
-    MANAGED_BY, resolve_tenant_namespace, short_hash,
+    MANAGED_BY, annotation, label, resolve_tenant_namespace, short_hash,
 };
 use crate::{DriverError, DriverIdentity};
 
@@ -182,33 +182,21 @@ impl KubernetesConfigurationDriver {
         {
             return Err(refuse("name or namespace differs"));
         }
-        let label = |k: &str| {
-            meta.labels
-                .as_ref()
-                .and_then(|l| l.get(k))
-                .map(String::as_str)
-        };
-        if label(LABEL_MANAGED_BY) != Some(MANAGED_BY)
-            || label(LABEL_NAMESPACE) != Some(key.namespace_id.as_str())
-            || label(LABEL_CONFIGURATION) != Some(key.configuration_id.as_str())
+        if label(meta, LABEL_MANAGED_BY) != Some(MANAGED_BY)
+            || label(meta, LABEL_NAMESPACE) != Some(key.namespace_id.as_str())
+            || label(meta, LABEL_CONFIGURATION) != Some(key.configuration_id.as_str())
         {
             return Err(refuse("ownership labels differ"));
         }
-        let annotation = |k: &str| {
-            meta.annotations
-                .as_ref()
-                .and_then(|a| a.get(k))
-                .map(String::as_str)
-        };
-        if annotation(ANNOTATION_NAMESPACE_ID) != Some(key.namespace_id.as_str())
-            || annotation(ANNOTATION_CONFIGURATION_ID) != Some(key.configuration_id.as_str())
+        if annotation(meta, ANNOTATION_NAMESPACE_ID) != Some(key.namespace_id.as_str())
+            || annotation(meta, ANNOTATION_CONFIGURATION_ID) != Some(key.configuration_id.as_str())
         {
             return Err(refuse("ownership annotations differ"));
         }
-        if annotation(ANNOTATION_KIND) != Some(KIND_AGENT) {
+        if annotation(meta, ANNOTATION_KIND) != Some(KIND_AGENT) {
             return Err(refuse("kind annotation is not agent"));
         }
-        let generation = annotation(ANNOTATION_GENERATION)
+        let generation = annotation(meta, ANNOTATION_GENERATION)
             .filter(|g| {
                 !g.is_empty()
                     && g.len() <= 19
@@ -218,7 +206,7 @@ impl KubernetesConfigurationDriver {
             .and_then(|g| g.parse::<u64>().ok())
             .and_then(Generation::new)
             .ok_or_else(|| refuse("generation annotation is malformed"))?;
-        let created_at = annotation(ANNOTATION_CREATED_AT)
+        let created_at = annotation(meta, ANNOTATION_CREATED_AT)
             .and_then(|t| Timestamp::parse_canonical(t).ok())
             .ok_or_else(|| refuse("creation time annotation is malformed"))?;
         if created_at != key.created_at {

@@ -19,6 +19,7 @@ pub use tenant::{
 
 pub(crate) use placement::{find_tenant_namespace, resolve_tenant_namespace};
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use sha2::{Digest as _, Sha256};
 
 /// `app.kubernetes.io/managed-by` value on every object occ creates.
@@ -31,6 +32,16 @@ pub const LABEL_NAMESPACE: &str = "openclaw.dev/namespace";
 pub const ANNOTATION_NAMESPACE_ID: &str = "openclaw.dev/namespace-id";
 /// How a tenant namespace is owned: `external` when adopted from `existingNamespace`.
 pub const ANNOTATION_NAMESPACE_LIFECYCLE: &str = "openclaw.dev/namespace-lifecycle";
+
+/// The value of label `key` on an object, if set.
+pub(crate) fn label<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
+    meta.labels.as_ref()?.get(key).map(String::as_str)
+}
+
+/// The value of annotation `key` on an object, if set.
+pub(crate) fn annotation<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
+    meta.annotations.as_ref()?.get(key).map(String::as_str)
+}
 
 /// Lowercase hex SHA-256 of `text`, cut to `len` characters.
 pub fn short_hash(text: &str, len: usize) -> String {

@@ -10,7 +10,7 @@ use occ_core::NamespaceId;
 
 use super::{
     ANNOTATION_NAMESPACE_ID, ANNOTATION_NAMESPACE_LIFECYCLE, KubeClient, LABEL_MANAGED_BY,
-    LABEL_NAMESPACE, MANAGED_BY, short_hash,
+    LABEL_NAMESPACE, MANAGED_BY, annotation, label, short_hash,
 };
 use crate::DriverError;
 use crate::compute::NamespaceTarget;
@@ -54,18 +54,15 @@ pub(crate) async fn find_tenant_namespace(
     };
     let meta = &found.metadata;
     let name = meta.name.clone().unwrap_or_default();
-    let annotation = |key: &str| meta.annotations.as_ref().and_then(|a| a.get(key));
-    let label = |key: &str| meta.labels.as_ref().and_then(|l| l.get(key));
-    if annotation(ANNOTATION_NAMESPACE_ID).map(String::as_str) != Some(ns.as_str()) {
+    if annotation(meta, ANNOTATION_NAMESPACE_ID) != Some(ns.as_str()) {
         return Err(DriverError::Corrupt(format!(
             "namespace {name} is labelled for {ns} but its {ANNOTATION_NAMESPACE_ID} annotation disagrees"
         )));
     }
-    let adopted = annotation(ANNOTATION_NAMESPACE_LIFECYCLE).map(String::as_str)
-        == Some(TENANT_LIFECYCLE_EXTERNAL);
+    let adopted =
+        annotation(meta, ANNOTATION_NAMESPACE_LIFECYCLE) == Some(TENANT_LIFECYCLE_EXTERNAL);
     if !adopted
-        && (label(LABEL_MANAGED_BY).map(String::as_str) != Some(MANAGED_BY)
-            || name != tenant_namespace_name(ns))
+        && (label(meta, LABEL_MANAGED_BY) != Some(MANAGED_BY) || name != tenant_namespace_name(ns))
     {
         return Err(DriverError::Corrupt(format!(
             "namespace {name} claims {ns} but is neither occ-managed at its derived name nor adopted"

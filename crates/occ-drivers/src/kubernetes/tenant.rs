@@ -37,8 +37,8 @@ use serde::de::DeserializeOwned;
 
 use super::{
     ANNOTATION_NAMESPACE_ID, ANNOTATION_NAMESPACE_LIFECYCLE, KubeClient, LABEL_MANAGED_BY,
-    LABEL_NAMESPACE, MANAGED_BY, TENANT_LIFECYCLE_EXTERNAL, tenant_namespace_name,
-    tenant_namespace_of,
+    LABEL_NAMESPACE, MANAGED_BY, TENANT_LIFECYCLE_EXTERNAL, annotation, label,
+    tenant_namespace_name, tenant_namespace_of,
 };
 use crate::compute::{ComputeError, Convergence, NamespaceHook, NamespaceTarget};
 
@@ -221,21 +221,9 @@ fn managed_meta(name: &str, namespace: Option<&str>, ns: &NamespaceTarget) -> Ob
 }
 
 fn is_ours(meta: &ObjectMeta, ns: &NamespaceTarget) -> bool {
-    let label = |k: &str| {
-        meta.labels
-            .as_ref()
-            .and_then(|l| l.get(k))
-            .map(String::as_str)
-    };
-    let annotation = |k: &str| {
-        meta.annotations
-            .as_ref()
-            .and_then(|a| a.get(k))
-            .map(String::as_str)
-    };
-    label(LABEL_MANAGED_BY) == Some(MANAGED_BY)
-        && label(LABEL_NAMESPACE) == Some(ns.id.as_str())
-        && annotation(ANNOTATION_NAMESPACE_ID) == Some(ns.id.as_str())
+    label(meta, LABEL_MANAGED_BY) == Some(MANAGED_BY)
+        && label(meta, LABEL_NAMESPACE) == Some(ns.id.as_str())
+        && annotation(meta, ANNOTATION_NAMESPACE_ID) == Some(ns.id.as_str())
 }
 
 impl TenantNamespaces {
@@ -556,16 +544,17 @@ impl TenantNamespaces {
             return Err(not_ready("the namespace does not exist".into()));
         };
         let meta = &current.metadata;
-        let label = |k: &str| meta.labels.as_ref().and_then(|l| l.get(k)).cloned();
-        let annotation = |k: &str| meta.annotations.as_ref().and_then(|a| a.get(k)).cloned();
-        if label(LABEL_MANAGED_BY).as_deref() == Some(MANAGED_BY) {
+        if label(meta, LABEL_MANAGED_BY) == Some(MANAGED_BY) {
             return Err(foreign(format!(
                 "namespace {existing} is provisioned by occ and cannot be adopted"
             )));
         }
-        for claimed in [label(LABEL_NAMESPACE), annotation(ANNOTATION_NAMESPACE_ID)]
-            .into_iter()
-            .flatten()
+        for claimed in [
+            label(meta, LABEL_NAMESPACE),
+            annotation(meta, ANNOTATION_NAMESPACE_ID),
+        ]
+        .into_iter()
+        .flatten()
         {
             if claimed != ns.id.as_str() {
                 return Err(foreign(format!(
@@ -576,13 +565,12 @@ impl TenantNamespaces {
         if meta.deletion_timestamp.is_some() {
             return Err(not_ready("the namespace is being deleted".into()));
         }
-        if annotation(ANNOTATION_NAMESPACE_LIFECYCLE).as_deref() != Some(TENANT_LIFECYCLE_EXTERNAL)
-        {
+        if annotation(meta, ANNOTATION_NAMESPACE_LIFECYCLE) != Some(TENANT_LIFECYCLE_EXTERNAL) {
             return Err(not_ready(format!(
                 "not marked for adoption; annotate it {ANNOTATION_NAMESPACE_LIFECYCLE}={TENANT_LIFECYCLE_EXTERNAL}"
             )));
         }
-        if label(PSS_ENFORCE).as_deref() != Some("restricted") {
+        if label(meta, PSS_ENFORCE) != Some("restricted") {
             return Err(not_ready(format!(
                 "gateways run only where the restricted Pod Security Standard is enforced; label it {PSS_ENFORCE}=restricted"
             )));
@@ -590,7 +578,9 @@ impl TenantNamespaces {
         if current.status.as_ref().and_then(|s| s.phase.as_deref()) != Some("Active") {
             return Ok(Convergence::Pending);
         }
-        if label(LABEL_NAMESPACE).is_some() && annotation(ANNOTATION_NAMESPACE_ID).is_some() {
+        if label(meta, LABEL_NAMESPACE).is_some()
+            && annotation(meta, ANNOTATION_NAMESPACE_ID).is_some()
+        {
             return Ok(Convergence::Done);
         }
         let meta = &mut current.metadata;
@@ -637,14 +627,7 @@ impl TenantNamespaces {
         let foreign: Vec<String> = listed
             .items
             .iter()
-            .filter(|p| {
-                p.metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get(LABEL_MANAGED_BY))
-                    .map(String::as_str)
-                    != Some(MANAGED_BY)
-            })
+            .filter(|p| label(&p.metadata, LABEL_MANAGED_BY) != Some(MANAGED_BY))
             .map(|p| p.metadata.name.clone().unwrap_or_default())
             .collect();
         if foreign.is_empty() {
@@ -679,15 +662,7 @@ impl TenantNamespaces {
         let Some(mut current) = self.get(&namespaces, existing, "get namespaces").await? else {
             return Ok(Convergence::Done);
         };
-        let claimed = |n: &Namespace| {
-            n.metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(LABEL_NAMESPACE))
-                .map(String::as_str)
-                == Some(ns.id.as_str())
-        };
-        if !claimed(&current) {
+        if label(&current.metadata, LABEL_NAMESPACE) != Some(ns.id.as_str()) {
             // Released already (or never claimed): nothing of ours is bound there.
             return Ok(Convergence::Done);
         }
