@@ -306,22 +306,7 @@ fn a_lost_session_releases_the_lock_the_operation_holds() {
     // prepare-revision takes the host lock, then waits for the port allocation lock, which the
     // test holds: the operation holds the host lock for as long as the test wants.
     let allocation = root.hold(".allocation.lock");
-    let placeholder = SshCompute::new(SshSettings {
-        host: SshHost {
-            address: "127.0.0.1".into(),
-            port: 22,
-            user: "root".into(),
-            identity_file: "/nonexistent/id".into(),
-            known_hosts_file: "/nonexistent/known_hosts".into(),
-            remote_occ: OCC.into(),
-            host: settings.clone(),
-        },
-        namespace_hosts: std::collections::BTreeMap::new(),
-        connect_timeout: Duration::from_secs(1),
-        operation_timeout: Duration::from_secs(60),
-        maintenance_interval: None,
-    })
-    .expect("selection");
+    let placeholder = placeholder_compute(&settings);
     let rev = revision(&placeholder, &agent, 1, document("gpt-5"));
     let prepare = request(
         settings.clone(),
@@ -655,22 +640,7 @@ fn a_gateway_runs_from_its_systemd_unit() {
         }
     };
     let (ns, agent) = targets();
-    let placeholder = SshCompute::new(SshSettings {
-        host: SshHost {
-            address: "127.0.0.1".into(),
-            port: 22,
-            user: "root".into(),
-            identity_file: "/nonexistent/id".into(),
-            known_hosts_file: "/nonexistent/known_hosts".into(),
-            remote_occ: OCC.into(),
-            host: settings.clone(),
-        },
-        namespace_hosts: std::collections::BTreeMap::new(),
-        connect_timeout: Duration::from_secs(1),
-        operation_timeout: Duration::from_secs(60),
-        maintenance_interval: None,
-    })
-    .expect("selection");
+    let placeholder = placeholder_compute(&settings);
     let rev = Box::new(revision(&placeholder, &agent, 1, document("gpt-5")));
     let setup = WireSetup::from(&WorkspaceSetup {
         id: "wss_systemd".into(),
@@ -779,4 +749,25 @@ fn a_gateway_runs_from_its_systemd_unit() {
             "daemon-reload".into(),
         ]
     );
+}
+
+/// An SSH Compute Driver that is never connected: only its selection is used, to admit the
+/// revisions these tests hand to the host directly.
+fn placeholder_compute(settings: &HostSettings) -> SshCompute {
+    SshCompute::new(SshSettings {
+        host: SshHost {
+            address: "127.0.0.1".into(),
+            port: 22,
+            user: "root".into(),
+            identity_file: "/nonexistent/id".into(),
+            known_hosts_file: "/nonexistent/known_hosts".into(),
+            remote_occ: OCC.into(),
+            host: settings.clone(),
+        },
+        namespace_hosts: std::collections::BTreeMap::new(),
+        connect_timeout: Duration::from_secs(1),
+        operation_timeout: Duration::from_secs(60),
+        maintenance_interval: None,
+    })
+    .expect("selection")
 }
