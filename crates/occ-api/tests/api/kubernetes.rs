@@ -15,7 +15,7 @@ use occ_drivers::compute::ComputeSelection;
 use occ_drivers::configuration::{
     ConfigurationDriver, KubernetesConfigurationDriver, configmap_name,
 };
-use occ_drivers::kubernetes::{KubeClient, tenant_namespace_name};
+use occ_drivers::kubernetes::tenant_namespace_name;
 use occ_drivers::secret::{KubernetesSecretDriver, SecretDriver};
 use occ_store::Backend;
 use occ_testkit::app::{Credential, TestApp, TestAppOptions};
@@ -37,8 +37,17 @@ fn provision(fake: &FakeKube, ns: &NamespaceId) -> String {
 }
 
 async fn app_on(fake: &FakeKube, hooks: FaultHooks) -> TestApp {
-    let kube = KubeClient::from_config(kube::Config::new(fake.url().parse().expect("url")))
-        .expect("client");
+    app_with(fake, hooks, None).await
+}
+
+/// The app over the Kubernetes Configuration and Secret Drivers, admitting for `compute`
+/// (default: the process Driver's selection).
+async fn app_with(
+    fake: &FakeKube,
+    hooks: FaultHooks,
+    compute: Option<ComputeSelection>,
+) -> TestApp {
+    let kube = fake.occ_client();
     TestApp::with(
         Backend::Sqlite,
         TestAppOptions {
@@ -47,6 +56,7 @@ async fn app_on(fake: &FakeKube, hooks: FaultHooks) -> TestApp {
                 KubernetesConfigurationDriver::new(kube.clone()),
             )),
             secrets: Some(SecretDriver::Kubernetes(KubernetesSecretDriver::new(kube))),
+            compute,
             ..Default::default()
         },
     )
@@ -291,18 +301,10 @@ async fn secrets_live_in_kubernetes_secrets() {
 #[tokio::test]
 async fn existing_namespaces_are_adopted_for_administrators_and_used_once_ready() {
     let fake = FakeKube::start().await;
-    let kube = KubeClient::from_config(kube::Config::new(fake.url().parse().expect("url")))
-        .expect("client");
-    let app = TestApp::with(
-        Backend::Sqlite,
-        TestAppOptions {
-            configurations: Some(ConfigurationDriver::Kubernetes(
-                KubernetesConfigurationDriver::new(kube.clone()),
-            )),
-            secrets: Some(SecretDriver::Kubernetes(KubernetesSecretDriver::new(kube))),
-            compute: Some(ComputeSelection::kubernetes()),
-            ..Default::default()
-        },
+    let app = app_with(
+        &fake,
+        FaultHooks::default(),
+        Some(ComputeSelection::kubernetes()),
     )
     .await;
     let admin = app.admin();

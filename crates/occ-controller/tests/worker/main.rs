@@ -1055,14 +1055,12 @@ async fn worker_metrics_count_passes_and_read_gauges_from_the_database() {
 #[tokio::test]
 async fn tenant_namespaces_follow_the_namespace_lifecycle() {
     use occ_drivers::configuration::{ConfigurationDriver, KubernetesConfigurationDriver};
-    use occ_drivers::kubernetes::{
-        KubeClient, TenantAccess, TenantNamespaces, tenant_namespace_name,
-    };
+    use occ_drivers::kubernetes::{TenantAccess, TenantNamespaces, tenant_namespace_name};
     use occ_testkit::app::TestAppOptions;
     use occ_testkit::kube::FakeKube;
 
     let fake = FakeKube::start().await;
-    let kube = KubeClient::from_config(kube::Config::new(fake.url().parse().unwrap())).unwrap();
+    let kube = fake.occ_client();
     let app = TestApp::with(
         Backend::Sqlite,
         TestAppOptions {
