@@ -1,10 +1,11 @@
 // The web console end to end, in headless Chromium against `occ dev` with real OpenClaw
 // gateways (started by scripts/console-e2e.sh, which sets OCC_URL and OCC_DATA_DIR):
-// sign in → create an Agent with an edited USER.md → deploy → see it running → edit AGENTS.md and
-// save → reload and see it → stop → see it stopped → deploy a new version → delete; a stale
-// defaults identity shows the reload message; an unknown write outcome disables Save until the
-// file is reloaded; a read-only user sees no enabled mutating control and gets the API's 403
-// explained when it forces one. Screenshots of each main page go to docs/console/.
+// sign in → create an Agent with an edited USER.md → deploy → see it running → its four files
+// right away (within 10 s) → edit AGENTS.md and save → reload and see it → stop → see it
+// stopped → deploy a new version → delete; a stale defaults identity shows the reload message;
+// an unknown write outcome disables Save until the file is reloaded; a read-only user sees no
+// enabled mutating control and gets the API's 403 explained when it forces one. Screenshots of
+// each main page go to docs/console/.
 
 import test from 'node:test';
 import assert from 'node:assert/strict';
@@ -22,6 +23,10 @@ const SHOTS = process.env.OCC_CONSOLE_SCREENSHOTS || path.join(root, 'docs/conso
 const FAILURES = path.join(root, 'target/console-e2e');
 /** A gateway cold start on a loaded 2-core machine. */
 const DEPLOY_TIMEOUT = 240_000;
+/** The four workspace files of a running Agent load well within this (a stall lasted 30 s+). */
+const FILES_PROMPTLY = 10_000;
+/** The four workspace files and the key of their fields (`#file-<key>`, `#ws-<key>`). */
+const WORKSPACE_FILES = [['AGENTS.md', 'agents-md'], ['SOUL.md', 'soul-md'], ['IDENTITY.md', 'identity-md'], ['USER.md', 'user-md']];
 
 if (!URL_BASE || !DATA) {
   throw new Error('OCC_URL and OCC_DATA_DIR are not set: run ./scripts/console-e2e.sh');
@@ -169,7 +174,7 @@ test('the web console, end to end', { timeout: 15 * 60_000 }, async (t) => {
     assert.equal(await page.isChecked('#configuration-new'), true);
     // the four textareas hold the stock files, with the defaults identity
     const defaults = (await pageApi(page, 'GET', `/namespaces/${ns}/workspace-defaults`)).body.data;
-    for (const [name, key] of [['AGENTS.md', 'agents-md'], ['SOUL.md', 'soul-md'], ['IDENTITY.md', 'identity-md'], ['USER.md', 'user-md']]) {
+    for (const [name, key] of WORKSPACE_FILES) {
       assert.equal(await page.inputValue(`#file-${key}`), defaults.files[name], name);
     }
     assert.equal(await page.inputValue('#workspace-defaults-id'), defaults.id);
@@ -248,10 +253,43 @@ test('the web console, end to end', { timeout: 15 * 60_000 }, async (t) => {
     await shot(page, 'agent-configuration', { fullPage: true });
   });
 
-  await step('workspace files: USER.md as created; AGENTS.md edited, saved and reloaded', async () => {
-    await page.click('#tab-files');
+  await step('the Workspace files tab right after the deploy shows the four files at once', async () => {
+    // Issue 14: opened right after "Succeeded", the tab showed "Loading…" for 30 s and more.
+    // Every file GET the page sends is followed until it finishes, so a stall names the
+    // requests still pending.
+    const sent = new Map();
+    const track = (r) => r.url().includes('/workspace/files/') && sent.set(r, { at: Date.now(), done: null });
+    const finish = (outcome) => (r) => {
+      const entry = sent.get(r);
+      if (entry) entry.done = `${outcome} after ${Date.now() - entry.at} ms`;
+    };
+    const finished = finish('finished');
+    const failed = finish('failed');
+    page.on('request', track);
+    page.on('requestfinished', finished);
+    page.on('requestfailed', failed);
+    const clicked = Date.now();
+    try {
+      await page.click('#tab-files');
+      for (const [, key] of WORKSPACE_FILES) {
+        const left = Math.max(1, FILES_PROMPTLY - (Date.now() - clicked));
+        await page.locator(`#ws-${key}-status`, { hasText: 'Loaded' }).waitFor({ timeout: left });
+      }
+    } catch (e) {
+      const requests = [...sent].map(([r, { at, done }]) => `${r.url().split('/').pop()}: ${done || `pending for ${Date.now() - at} ms`}`);
+      e.message += `\n  file requests: ${requests.join('; ') || 'none sent'}`;
+      throw e;
+    } finally {
+      page.off('request', track);
+      page.off('requestfinished', finished);
+      page.off('requestfailed', failed);
+    }
+    assert.equal(sent.size, WORKSPACE_FILES.length, 'one GET per file');
+    assert.equal(await page.inputValue('#ws-user-md'), USER_MD, 'USER.md as created in the form');
+  });
+
+  await step('workspace files: AGENTS.md edited, saved and reloaded', async () => {
     await page.locator('#save-agents-md:not([disabled])').waitFor({ timeout: 60_000 });
-    assert.equal(await page.inputValue('#ws-user-md'), USER_MD);
     const before = await page.inputValue('#ws-agents-md');
     await page.fill('#ws-agents-md', `${before}\n${AGENTS_MARK}\n`);
     await page.click('#save-agents-md');
