@@ -252,7 +252,7 @@ impl TestApp {
 
     /// Publishes `rev` as the Agent's active revision, as the worker would after activating it.
     pub async fn activate(&self, agent: &occ_core::AgentId, rev: &occ_core::RevisionId) {
-        let mut tx = self.store.begin().await.expect("tx");
+        let mut tx = crate::begin_setup(&self.store).await;
         let current = tx
             .agent_get(&self.default_ns, agent)
             .await
@@ -269,7 +269,7 @@ impl TestApp {
 
     /// Moves a Namespace's status as the worker would.
     pub async fn set_namespace_status(&self, ns: &NamespaceId, status: NamespaceStatus) {
-        let mut tx = self.store.begin().await.expect("tx");
+        let mut tx = crate::begin_setup(&self.store).await;
         let current = tx
             .namespace_get(ns)
             .await
@@ -296,7 +296,7 @@ impl TestApp {
             expires_at: now.plus(Duration::from_secs(3600)),
             created_at: now,
         };
-        let mut tx = self.store.begin().await.expect("tx");
+        let mut tx = crate::begin_setup(&self.store).await;
         tx.service_key_insert(&key, &credential_hash(&plaintext))
             .await
             .expect("key");
@@ -323,7 +323,7 @@ impl TestApp {
             subject: None,
             created_at: now,
         };
-        let mut tx = self.store.begin().await.expect("tx");
+        let mut tx = crate::begin_setup(&self.store).await;
         tx.identity_insert(&identity).await.expect("identity");
         if !permissions.is_empty() {
             let role = Role {
@@ -382,7 +382,7 @@ impl TestApp {
             created_at: now,
         };
         let binding = IamId::generate_binding("");
-        let mut tx = self.store.begin().await.expect("tx");
+        let mut tx = crate::begin_setup(&self.store).await;
         tx.role_insert(&role).await.expect("role");
         tx.binding_insert(&AccessBinding {
             id: binding.clone(),

@@ -29,16 +29,9 @@ impl Worker {
         // Decide on IAM first, so that a concurrent deploy admitted meanwhile is seen below.
         let req = self.request_for(item);
         let agent_ref = ResourceRef::exact(ResourceKind::Agent, ns, agent_id);
-        let tx = self.store().begin_read().await?;
         if let Err(e) = self
             .controller
-            .authorize(
-                tx,
-                &req,
-                Action::Operate,
-                &agent_ref,
-                "openclaw.agents.stop",
-            )
+            .read_authorized(&req, Action::Operate, &agent_ref, "openclaw.agents.stop")
             .await
         {
             let outcome = self.authorization_outcome(item, &e).await?;
@@ -235,16 +228,9 @@ impl Worker {
         }
         let req = self.request_for(item);
         let agent_ref = ResourceRef::exact(ResourceKind::Agent, ns, agent_id);
-        let tx = self.store().begin_read().await?;
         if let Err(e) = self
             .controller
-            .authorize(
-                tx,
-                &req,
-                Action::Delete,
-                &agent_ref,
-                "openclaw.agents.delete",
-            )
+            .read_authorized(&req, Action::Delete, &agent_ref, "openclaw.agents.delete")
             .await
         {
             let outcome = self.authorization_outcome(item, &e).await?;
