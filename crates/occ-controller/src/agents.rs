@@ -96,7 +96,7 @@ impl Controller {
         } = draft;
         let cfg_ref = ResourceRef::exact(ResourceKind::Configuration, ns, configuration_id);
         let mut tx = self
-            .authorize_also(tx, req, Action::Read, &cfg_ref, audit_action)
+            .authorize_in(tx, req, Action::Read, &cfg_ref, audit_action)
             .await?;
         let cfg = found(tx.configuration_get(ns, configuration_id).await?)?;
         tx = self
@@ -106,7 +106,7 @@ impl Controller {
             Some(HarnessAuth::ApiKey { source }) => {
                 let target = ResourceRef::exact(ResourceKind::Secret, ns, &source.id);
                 tx = self
-                    .authorize_also(tx, req, Action::Operate, &target, audit_action)
+                    .authorize_in(tx, req, Action::Operate, &target, audit_action)
                     .await?;
                 found(tx.secret_get(ns, &source.id).await?)?;
             }
@@ -114,7 +114,7 @@ impl Controller {
                 let target =
                     ResourceRef::exact(ResourceKind::ServiceAccount, ns, service_account_id);
                 tx = self
-                    .authorize_also(tx, req, Action::Read, &target, audit_action)
+                    .authorize_in(tx, req, Action::Read, &target, audit_action)
                     .await?;
                 found(tx.service_account_get(ns, service_account_id).await?)?;
             }

@@ -8,7 +8,7 @@
 //! [`Authorized`] transaction — the store's admission mutators exist only on that type, and it is
 //! made only from the [`Evidence`] of an allowing decision — so a mutation without a decision does
 //! not compile. Further decisions the same operation needs (referenced Configurations, Secrets)
-//! go through [`Controller::authorize_also`] on the same transaction.
+//! go through [`Controller::authorize_in`] on the same transaction.
 //!
 //! On denial the transaction is rolled back, an `authorization_denial` audit event is appended in
 //! its own transaction (503 if that fails: fail closed) and the caller gets 403.
@@ -96,10 +96,12 @@ impl Controller {
         Ok((Authorized::new(tx, evidence), installation))
     }
 
-    /// Another decision the operation needs on its transaction (a referenced Configuration, a
-    /// consumed Secret, the Namespace of an IAM route). The operation's own evidence stays the
-    /// first decision's.
-    pub(crate) async fn authorize_also<T: BorrowMut<Tx>>(
+    /// A decision on a transaction the caller already holds: the further decisions of an
+    /// operation (a referenced Configuration, a consumed Secret, the Namespace of an IAM route) —
+    /// its evidence stays the first decision's — and the worker's re-authorization on its own
+    /// read sessions. It hands back what it was given, so it never makes a transaction
+    /// [`Authorized`].
+    pub(crate) async fn authorize_in<T: BorrowMut<Tx>>(
         &self,
         tx: T,
         req: &Request,
@@ -122,13 +124,13 @@ impl Controller {
         Ok(tx)
     }
 
-    /// [`Controller::authorize_also`] for another principal (an Agent's service principal at
+    /// [`Controller::authorize_in`] for another principal (an Agent's service principal at
     /// deploy); `denied_message`, if any, replaces the generic 403 message.
     #[expect(
         clippy::too_many_arguments,
         reason = "the choke point's inputs, explicit"
     )]
-    pub(crate) async fn authorize_also_as<T: BorrowMut<Tx>>(
+    pub(crate) async fn authorize_in_as<T: BorrowMut<Tx>>(
         &self,
         tx: T,
         req: &Request,

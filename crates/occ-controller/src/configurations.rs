@@ -51,7 +51,7 @@ impl Controller {
         for binding in bindings.values() {
             let target = ResourceRef::exact(ResourceKind::Secret, ns, &binding.source.id);
             tx = self
-                .authorize_also(tx, req, Action::Operate, &target, audit_action)
+                .authorize_in(tx, req, Action::Operate, &target, audit_action)
                 .await?;
             found(tx.secret_get(ns, &binding.source.id).await?)?;
         }

@@ -177,14 +177,14 @@ impl Controller {
         let ns = &agent.namespace_id;
         let target = ResourceRef::exact(ResourceKind::Secret, ns, secret);
         let tx = self
-            .authorize_also(tx, req, Action::Operate, &target, "openclaw.agents.deploy")
+            .authorize_in(tx, req, Action::Operate, &target, "openclaw.agents.deploy")
             .await?;
         let message = format!(
             "The Agent service principal {} is not allowed to operate secret {}",
             agent.service_principal_id, secret
         );
         let mut tx = self
-            .authorize_also_as(
+            .authorize_in_as(
                 tx,
                 req,
                 &agent.service_principal_id,
@@ -252,7 +252,7 @@ impl Controller {
         }
         let cfg_ref = ResourceRef::exact(ResourceKind::Configuration, ns, &agent.configuration_id);
         let mut tx = self
-            .authorize_also(tx, req, Action::Read, &cfg_ref, "openclaw.agents.deploy")
+            .authorize_in(tx, req, Action::Read, &cfg_ref, "openclaw.agents.deploy")
             .await?;
         let cfg = found(tx.configuration_lock(ns, &agent.configuration_id).await?)?;
         if let Some(refusal) = self.compute.secret_refusal(!cfg.secret_bindings.is_empty()) {
@@ -273,7 +273,7 @@ impl Controller {
                 let target =
                     ResourceRef::exact(ResourceKind::ServiceAccount, ns, service_account_id);
                 tx = self
-                    .authorize_also(tx, req, Action::Read, &target, "openclaw.agents.deploy")
+                    .authorize_in(tx, req, Action::Read, &target, "openclaw.agents.deploy")
                     .await?;
                 found(tx.service_account_get(ns, service_account_id).await?)?;
             }

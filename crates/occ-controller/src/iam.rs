@@ -2,12 +2,12 @@
 //! `installation:administer` and exact `namespace:read`. Roles and bindings are immutable; they
 //! are replaced by creating new ones and deleting old ones.
 
+use std::borrow::BorrowMut;
+
 use occ_core::authz::{Action, Permission, ResourceKind, ResourceRef};
 use occ_core::iam::{AccessBinding, BoundResource, IdentityKind, Role};
 use occ_core::validate::Problems;
 use occ_core::{AgentId, ConfigurationId, DetailCode, Error, IamId, NamespaceId, Timestamp};
-use std::borrow::BorrowMut;
-
 use occ_store::{Authorized, StoreError, Tx};
 
 use crate::authorization::{found, installation_required};
@@ -95,7 +95,7 @@ impl Controller {
     ) -> Result<T, Error> {
         let namespace = ResourceRef::namespace(ns);
         let mut tx = self
-            .authorize_also(tx, req, Action::Read, &namespace, audit_action)
+            .authorize_in(tx, req, Action::Read, &namespace, audit_action)
             .await?;
         live_namespace(tx.borrow_mut(), ns).await?;
         Ok(tx)
@@ -247,7 +247,7 @@ impl Controller {
             .await?;
         let target = ResourceRef::exact(input.resource_kind, ns, &input.resource_id);
         let mut tx = self
-            .authorize_also(
+            .authorize_in(
                 tx,
                 req,
                 Action::Read,

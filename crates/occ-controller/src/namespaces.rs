@@ -48,7 +48,7 @@ impl Controller {
             .await?;
         if existing.is_some() {
             tx = self
-                .authorize_also(
+                .authorize_in(
                     tx,
                     req,
                     Action::Administer,

@@ -29,9 +29,16 @@ impl Worker {
         // Decide on IAM first, so that a concurrent deploy admitted meanwhile is seen below.
         let req = self.request_for(item);
         let agent_ref = ResourceRef::exact(ResourceKind::Agent, ns, agent_id);
+        let tx = self.store().begin_read().await?;
         if let Err(e) = self
             .controller
-            .read_authorized(&req, Action::Operate, &agent_ref, "openclaw.agents.stop")
+            .authorize_in(
+                tx,
+                &req,
+                Action::Operate,
+                &agent_ref,
+                "openclaw.agents.stop",
+            )
             .await
         {
             let outcome = self.authorization_outcome(item, &e).await?;
@@ -228,9 +235,16 @@ impl Worker {
         }
         let req = self.request_for(item);
         let agent_ref = ResourceRef::exact(ResourceKind::Agent, ns, agent_id);
+        let tx = self.store().begin_read().await?;
         if let Err(e) = self
             .controller
-            .read_authorized(&req, Action::Delete, &agent_ref, "openclaw.agents.delete")
+            .authorize_in(
+                tx,
+                &req,
+                Action::Delete,
+                &agent_ref,
+                "openclaw.agents.delete",
+            )
             .await
         {
             let outcome = self.authorization_outcome(item, &e).await?;

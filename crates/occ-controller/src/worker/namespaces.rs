@@ -72,9 +72,10 @@ impl Worker {
             ));
         }
         for (action, target) in decisions {
+            let tx = self.store().begin_read().await?;
             if let Err(e) = self
                 .controller
-                .read_authorized(&req, action, &target, audit)
+                .authorize_in(tx, &req, action, &target, audit)
                 .await
             {
                 let outcome = self.authorization_outcome(item, &e).await?;

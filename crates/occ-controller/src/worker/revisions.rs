@@ -355,7 +355,7 @@ impl Worker {
         let cfg_ref =
             ResourceRef::exact(ResourceKind::Configuration, ns, &rev.spec.configuration_id);
         let mut tx = c
-            .authorize_also(tx, req, Action::Read, &cfg_ref, audit)
+            .authorize_in(tx, req, Action::Read, &cfg_ref, audit)
             .await?;
         let mut secrets: Vec<&SecretId> = rev
             .spec
@@ -370,7 +370,7 @@ impl Worker {
                 let target =
                     ResourceRef::exact(ResourceKind::ServiceAccount, ns, service_account_id);
                 tx = c
-                    .authorize_also(tx, req, Action::Read, &target, audit)
+                    .authorize_in(tx, req, Action::Read, &target, audit)
                     .await?;
             }
             Some(HarnessAuth::Runtime {}) | None => {}
@@ -378,10 +378,10 @@ impl Worker {
         for secret in secrets {
             let target = ResourceRef::exact(ResourceKind::Secret, ns, secret);
             tx = c
-                .authorize_also(tx, req, Action::Operate, &target, audit)
+                .authorize_in(tx, req, Action::Operate, &target, audit)
                 .await?;
             tx = c
-                .authorize_also_as(
+                .authorize_in_as(
                     tx,
                     req,
                     &agent.service_principal_id,
