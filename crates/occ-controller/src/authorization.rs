@@ -109,17 +109,8 @@ impl Controller {
         resource: &ResourceRef,
         audit_action: &str,
     ) -> Result<T, Error> {
-        let caller = &req.caller;
         let (tx, _) = self
-            .decide_or_refuse(
-                tx,
-                req,
-                (&caller.principal_id, caller.key_namespace.as_ref()),
-                action,
-                resource,
-                audit_action,
-                None,
-            )
+            .authorize_caller(tx, req, action, resource, audit_action)
             .await?;
         Ok(tx)
     }
@@ -144,7 +135,8 @@ impl Controller {
             .decide_or_refuse(
                 tx,
                 req,
-                (principal, None),
+                principal,
+                None,
                 action,
                 resource,
                 audit_action,
@@ -163,19 +155,21 @@ impl Controller {
         Ok(self.store.begin().await?)
     }
 
-    async fn authorize_caller(
+    /// Decides for the request's caller (with its key's Namespace scope).
+    async fn authorize_caller<T: BorrowMut<Tx>>(
         &self,
-        tx: Tx,
+        tx: T,
         req: &Request,
         action: Action,
         resource: &ResourceRef,
         audit_action: &str,
-    ) -> Result<(Tx, Evidence), Error> {
+    ) -> Result<(T, Evidence), Error> {
         let caller = &req.caller;
         self.decide_or_refuse(
             tx,
             req,
-            (&caller.principal_id, caller.key_namespace.as_ref()),
+            &caller.principal_id,
+            caller.key_namespace.as_ref(),
             action,
             resource,
             audit_action,
@@ -192,15 +186,12 @@ impl Controller {
         clippy::too_many_arguments,
         reason = "one choke point with every input explicit"
     )]
-    #[expect(
-        clippy::disallowed_methods,
-        reason = "the choke point is where decisions are made"
-    )]
     async fn decide_or_refuse<T: BorrowMut<Tx>>(
         &self,
         mut tx: T,
         req: &Request,
-        (principal, key_namespace): (&IamId, Option<&NamespaceId>),
+        principal: &IamId,
+        key_namespace: Option<&NamespaceId>,
         action: Action,
         resource: &ResourceRef,
         audit_action: &str,
@@ -216,14 +207,7 @@ impl Controller {
             }
             _ => Arc::new(session.policy_snapshot(principal).await?),
         };
-        let (reason, records) = match decide(
-            snapshot.identity.as_ref(),
-            key_namespace,
-            snapshot.grants.iter().map(|g| (&g.binding, &g.role)),
-            &snapshot.restrictions,
-            action,
-            resource,
-        ) {
+        let (reason, records) = match decide_on(&snapshot, key_namespace, action, resource) {
             Decision::Allowed(evidence) => return Ok((tx, evidence)),
             Decision::Denied { reason, records } => (reason, records),
         };
@@ -246,26 +230,15 @@ impl Controller {
         })
     }
 
-    /// Whether the caller may do `action` on `resource`, silently (list filtering).
-    #[expect(
-        clippy::disallowed_methods,
-        reason = "the same decision as the choke point, asked silently; it yields no evidence"
-    )]
+    /// Whether the caller may do `action` on `resource`, silently (list filtering): the same
+    /// decision, whose evidence is dropped.
     pub(crate) fn allowed(
         snapshot: &PolicySnapshot,
         caller: &Caller,
         action: Action,
         resource: &ResourceRef,
     ) -> bool {
-        decide(
-            snapshot.identity.as_ref(),
-            caller.key_namespace.as_ref(),
-            snapshot.grants.iter().map(|g| (&g.binding, &g.role)),
-            &snapshot.restrictions,
-            action,
-            resource,
-        )
-        .is_allowed()
+        decide_on(snapshot, caller.key_namespace.as_ref(), action, resource).is_allowed()
     }
 
     /// The actions, of those `resource`'s kind supports, that the caller may do on it — the same
@@ -287,6 +260,27 @@ impl Controller {
             .filter(|a| Self::allowed(snapshot, caller, *a, resource))
             .collect()
     }
+}
+
+/// The decision on a policy snapshot: the only call of `decide`.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the choke point is where decisions are made"
+)]
+fn decide_on(
+    snapshot: &PolicySnapshot,
+    key_namespace: Option<&NamespaceId>,
+    action: Action,
+    resource: &ResourceRef,
+) -> Decision {
+    decide(
+        snapshot.identity.as_ref(),
+        key_namespace,
+        snapshot.grants.iter().map(|g| (&g.binding, &g.role)),
+        &snapshot.restrictions,
+        action,
+        resource,
+    )
 }
 
 /// Appends an audit record in its own transaction, for records that must survive the
