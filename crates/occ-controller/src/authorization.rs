@@ -71,10 +71,9 @@ impl Controller {
         target: fn(&InstallationId) -> ResourceRef,
         audit_action: &str,
     ) -> Result<(Tx, Installation), Error> {
-        let mut tx = self.store.begin_read().await?;
-        let installation = installation_required(&mut tx).await?;
-        let (tx, _) = self
-            .authorize_caller(tx, req, action, &target(&installation.id), audit_action)
+        let tx = self.store.begin_read().await?;
+        let (tx, _, installation) = self
+            .authorize_on_installation(tx, req, action, target, audit_action)
             .await?;
         Ok((tx, installation))
     }
@@ -88,10 +87,9 @@ impl Controller {
         target: fn(&InstallationId) -> ResourceRef,
         audit_action: &str,
     ) -> Result<(Authorized, Installation), Error> {
-        let mut tx = self.begin_write().await?;
-        let installation = installation_required(&mut tx).await?;
-        let (tx, evidence) = self
-            .authorize_caller(tx, req, action, &target(&installation.id), audit_action)
+        let tx = self.begin_write().await?;
+        let (tx, evidence, installation) = self
+            .authorize_on_installation(tx, req, action, target, audit_action)
             .await?;
         Ok((Authorized::new(tx, evidence), installation))
     }
@@ -153,6 +151,21 @@ impl Controller {
     )]
     async fn begin_write(&self) -> Result<Tx, Error> {
         Ok(self.store.begin().await?)
+    }
+
+    async fn authorize_on_installation(
+        &self,
+        mut tx: Tx,
+        req: &Request,
+        action: Action,
+        target: fn(&InstallationId) -> ResourceRef,
+        audit_action: &str,
+    ) -> Result<(Tx, Evidence, Installation), Error> {
+        let installation = installation_required(&mut tx).await?;
+        let (tx, evidence) = self
+            .authorize_caller(tx, req, action, &target(&installation.id), audit_action)
+            .await?;
+        Ok((tx, evidence, installation))
     }
 
     /// Decides for the request's caller (with its key's Namespace scope).

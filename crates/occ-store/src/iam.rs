@@ -391,7 +391,7 @@ impl Tx {
 /// decision that allowed the operation (see [`Authorized`]).
 impl Authorized {
     /// Inserts an identity (humans and non-Agent service principals; Agent principals are created
-    /// by [`Tx::agent_insert`]).
+    /// by [`Authorized::agent_insert`]).
     pub async fn identity_insert(&mut self, identity: &Identity) -> Result<(), StoreError> {
         self.q(sql!(
             "INSERT INTO iam_identities (id, kind, namespace_id, agent_id, issuer, subject, created_at) \

@@ -1,6 +1,6 @@
 //! The durable work queue (`controller_work`).
 //!
-//! Admission enqueues inside its own transaction ([`Tx::work_enqueue`]); re-enqueueing the same
+//! Admission enqueues inside its own transaction ([`Authorized::work_enqueue`](crate::Authorized::work_enqueue)); re-enqueueing the same
 //! idempotency key returns the existing row, and the same key with a different owner or target
 //! is a conflict. Workers claim with a lease ([`Store::work_claim`]): PostgreSQL picks with
 //! `FOR UPDATE SKIP LOCKED`, SQLite under its single write lock, and the partial unique index

@@ -10,7 +10,7 @@ use serde_json::Value;
 use crate::db::{Backend, Row, sql};
 use crate::{Authorized, StoreError, Tx};
 
-/// A revision to admit; its number is assigned by [`Tx::revision_admit`].
+/// A revision to admit; its number is assigned by [`Authorized::revision_admit`](crate::Authorized::revision_admit).
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewRevision {
     /// `rev_…`

@@ -14,7 +14,7 @@ use occ_controller::auth::{credential_hash, new_service_key};
 use occ_controller::bootstrap::{BootstrapInput, BootstrapOutcome, KeySink};
 use occ_controller::{Controller, ControllerSettings, FaultHooks};
 use occ_core::authz::{Permission, ResourceKind};
-use occ_core::iam::{AccessBinding, BoundResource, Identity, IdentityKind, Role, ServiceKey};
+use occ_core::iam::{AccessBinding, BoundResource, Role, ServiceKey};
 use occ_core::resource::{Installation, NamespaceStatus};
 use occ_core::{IamId, Name, NamespaceId, Timestamp};
 use occ_drivers::compute::ComputeSelection;
@@ -314,15 +314,7 @@ impl TestApp {
         key_namespace: Option<&NamespaceId>,
     ) -> (IamId, String) {
         let now = Timestamp::now();
-        let identity = Identity {
-            id: IamId::generate_service_principal(),
-            kind: IdentityKind::ServicePrincipal,
-            namespace_id: None,
-            agent_id: None,
-            issuer: None,
-            subject: None,
-            created_at: now,
-        };
+        let identity = crate::setup::service_principal(now);
         let mut tx = crate::begin_setup(&self.store).await;
         tx.identity_insert(&identity).await.expect("identity");
         if !permissions.is_empty() {

@@ -17,15 +17,7 @@ use occ_store::{Authorized, Store};
 )]
 pub fn setup_evidence() -> Evidence {
     let now = Timestamp::now();
-    let administrator = Identity {
-        id: IamId::generate_service_principal(),
-        kind: IdentityKind::ServicePrincipal,
-        namespace_id: None,
-        agent_id: None,
-        issuer: None,
-        subject: None,
-        created_at: now,
-    };
+    let administrator = service_principal(now);
     let role = Role {
         id: IamId::generate_role(true),
         namespace_id: None,
@@ -51,6 +43,19 @@ pub fn setup_evidence() -> Evidence {
     ) {
         Decision::Allowed(evidence) => evidence,
         Decision::Denied { reason, .. } => panic!("the set-up administrator was refused: {reason}"),
+    }
+}
+
+/// A fresh Installation-wide (non-Agent) service principal.
+pub(crate) fn service_principal(created_at: Timestamp) -> Identity {
+    Identity {
+        id: IamId::generate_service_principal(),
+        kind: IdentityKind::ServicePrincipal,
+        namespace_id: None,
+        agent_id: None,
+        issuer: None,
+        subject: None,
+        created_at,
     }
 }
 
