@@ -92,7 +92,7 @@ async fn baseline(app: &TestApp, concurrency: usize) -> Duration {
         loops.push(tokio::spawn(async move {
             let options = QueueOptions::default();
             while let Some(claim) = store.work_claim(&options).await.unwrap() {
-                let mut tx = store.begin().await.unwrap();
+                let mut tx = occ_testkit::begin_setup(&store).await;
                 tx.work_fence(&claim, options.lease).await.unwrap();
                 tx.work_complete(&claim, "RECONCILE_SUCCEEDED", None)
                     .await

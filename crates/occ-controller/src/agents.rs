@@ -10,10 +10,11 @@ use occ_core::resource::{
 use occ_core::work::NewWork;
 use occ_core::{AgentId, ConfigurationId, Error, ErrorCode, IamId, Name, NamespaceId, Timestamp};
 use occ_store::agents::AgentDraft;
-use occ_store::{StoreError, Tx};
+use occ_store::{Authorized, StoreError};
 
+use crate::authorization::found;
 use crate::namespaces::{live_namespace, require_accepting};
-use crate::{Controller, Request, db};
+use crate::{Controller, Request};
 
 /// A field of a partial update.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -82,53 +83,40 @@ impl Controller {
     /// read the ServiceAccount) and the Backend (configured).
     async fn authorize_draft_references(
         &self,
-        mut tx: Tx,
+        tx: Authorized,
         req: &Request,
         ns: &NamespaceId,
         draft: DraftReferences<'_>,
         audit_action: &str,
-    ) -> Result<Tx, Error> {
+    ) -> Result<Authorized, Error> {
         let DraftReferences {
             configuration_id,
             harness_auth,
             backend_id,
         } = draft;
         let cfg_ref = ResourceRef::exact(ResourceKind::Configuration, ns, configuration_id);
-        let (t, _) = self
-            .authorize(tx, req, Action::Read, &cfg_ref, audit_action)
+        let mut tx = self
+            .authorize_in(tx, req, Action::Read, &cfg_ref, audit_action)
             .await?;
-        tx = t;
-        let cfg = tx
-            .configuration_get(ns, configuration_id)
-            .await
-            .map_err(db)?
-            .ok_or_else(Error::not_found)?;
+        let cfg = found(tx.configuration_get(ns, configuration_id).await?)?;
         tx = self
             .authorize_bindings(tx, req, ns, &cfg.secret_bindings, audit_action)
             .await?;
         match harness_auth {
             Some(HarnessAuth::ApiKey { source }) => {
                 let target = ResourceRef::exact(ResourceKind::Secret, ns, &source.id);
-                let (t, _) = self
-                    .authorize(tx, req, Action::Operate, &target, audit_action)
+                tx = self
+                    .authorize_in(tx, req, Action::Operate, &target, audit_action)
                     .await?;
-                tx = t;
-                tx.secret_get(ns, &source.id)
-                    .await
-                    .map_err(db)?
-                    .ok_or_else(Error::not_found)?;
+                found(tx.secret_get(ns, &source.id).await?)?;
             }
             Some(HarnessAuth::ChatgptServiceAccount { service_account_id }) => {
                 let target =
                     ResourceRef::exact(ResourceKind::ServiceAccount, ns, service_account_id);
-                let (t, _) = self
-                    .authorize(tx, req, Action::Read, &target, audit_action)
+                tx = self
+                    .authorize_in(tx, req, Action::Read, &target, audit_action)
                     .await?;
-                tx = t;
-                tx.service_account_get(ns, service_account_id)
-                    .await
-                    .map_err(db)?
-                    .ok_or_else(Error::not_found)?;
+                found(tx.service_account_get(ns, service_account_id).await?)?;
             }
             Some(HarnessAuth::Runtime {}) | None => {}
         }
@@ -142,10 +130,8 @@ impl Controller {
 
     /// Agents of a Namespace the caller may read.
     pub async fn agent_list(&self, req: &Request, ns: &NamespaceId) -> Result<Vec<Agent>, Error> {
-        let tx = self.store.begin_read().await.map_err(db)?;
         let (mut tx, _) = self
-            .authorize(
-                tx,
+            .read_authorized(
                 req,
                 Action::Read,
                 &ResourceRef::namespace(ns),
@@ -153,11 +139,8 @@ impl Controller {
             )
             .await?;
         live_namespace(&mut tx, ns).await?;
-        let snapshot = tx
-            .policy_snapshot(&req.caller.principal_id)
-            .await
-            .map_err(db)?;
-        let all = tx.agent_list(ns).await.map_err(db)?;
+        let snapshot = tx.policy_snapshot(&req.caller.principal_id).await?;
+        let all = tx.agent_list(ns).await?;
         Ok(all
             .into_iter()
             .filter(|a| {
@@ -179,20 +162,13 @@ impl Controller {
         ns: &NamespaceId,
         input: AgentInput,
     ) -> Result<Agent, Error> {
-        let tx = self.store.begin().await.map_err(db)?;
         let collection = ResourceRef::collection(ResourceKind::Agent, ns);
-        let (mut tx, evidence) = self
-            .authorize(
-                tx,
-                req,
-                Action::Create,
-                &collection,
-                "openclaw.agents.create",
-            )
+        let mut tx = self
+            .write_authorized(req, Action::Create, &collection, "openclaw.agents.create")
             .await?;
         let namespace = live_namespace(&mut tx, ns).await?;
         require_accepting(&namespace)?;
-        let tx = self
+        let mut tx = self
             .authorize_draft_references(
                 tx,
                 req,
@@ -205,7 +181,6 @@ impl Controller {
                 "openclaw.agents.create",
             )
             .await?;
-        let mut tx = tx;
         if let (Some(given), Some(current)) = (
             &input.workspace_defaults_id,
             self.settings.workspace_defaults.as_ref().map(|d| &d.id),
@@ -217,8 +192,7 @@ impl Controller {
         }
         if tx
             .agent_list(ns)
-            .await
-            .map_err(db)?
+            .await?
             .iter()
             .any(|a| a.name == input.name)
         {
@@ -244,7 +218,7 @@ impl Controller {
                 Error::conflict("An Agent with this name already exists")
             }
             StoreError::Reference { .. } => Error::not_found(),
-            other => db(other),
+            other => other.into(),
         })?;
         if let Some(files) = input.initial_workspace_files {
             let setup = WorkspaceSetup {
@@ -255,15 +229,15 @@ impl Controller {
                 files: Some(files),
                 completed: false,
             };
-            tx.workspace_setup_insert(&setup).await.map_err(db)?;
+            tx.workspace_setup_insert(&setup).await?;
         }
         let target = ResourceRef::exact(ResourceKind::Agent, ns, &agent.id);
         let event = self
-            .mutation(req, "openclaw.agents.create", &target, &evidence)
+            .mutation(req, "openclaw.agents.create", &target, tx.evidence())
             .detail("configurationId", agent.configuration_id.as_str())
             .detail("servicePrincipalId", agent.service_principal_id.as_str());
-        tx.audit_append(&event).await.map_err(db)?;
-        Self::commit(tx).await?;
+        tx.audit_append(&event).await?;
+        tx.commit().await?;
         Ok(agent)
     }
 
@@ -275,14 +249,10 @@ impl Controller {
         id: &AgentId,
     ) -> Result<Agent, Error> {
         let target = ResourceRef::exact(ResourceKind::Agent, ns, id);
-        let tx = self.store.begin_read().await.map_err(db)?;
         let (mut tx, _) = self
-            .authorize(tx, req, Action::Read, &target, "openclaw.agents.read")
+            .read_authorized(req, Action::Read, &target, "openclaw.agents.read")
             .await?;
-        tx.agent_get(ns, id)
-            .await
-            .map_err(db)?
-            .ok_or_else(Error::not_found)
+        found(tx.agent_get(ns, id).await?)
     }
 
     /// Updates the draft. Never creates a revision or queues work.
@@ -294,15 +264,10 @@ impl Controller {
         update: AgentUpdate,
     ) -> Result<Agent, Error> {
         let target = ResourceRef::exact(ResourceKind::Agent, ns, id);
-        let tx = self.store.begin().await.map_err(db)?;
-        let (mut tx, evidence) = self
-            .authorize(tx, req, Action::Update, &target, "openclaw.agents.update")
+        let mut tx = self
+            .write_authorized(req, Action::Update, &target, "openclaw.agents.update")
             .await?;
-        let agent = tx
-            .agent_lock(ns, id)
-            .await
-            .map_err(db)?
-            .ok_or_else(Error::not_found)?;
+        let agent = found(tx.agent_lock(ns, id).await?)?;
         if agent.status == AgentStatus::Deleting {
             return Err(agent_deleting());
         }
@@ -330,16 +295,16 @@ impl Controller {
             .await
             .map_err(|e| match e {
                 StoreError::Reference { .. } => Error::not_found(),
-                other => db(other),
+                other => other.into(),
             })?
         {
             return Err(Error::conflict("The Agent changed concurrently; retry"));
         }
         let event = self
-            .mutation(req, "openclaw.agents.update", &target, &evidence)
+            .mutation(req, "openclaw.agents.update", &target, tx.evidence())
             .detail("configurationId", draft.configuration_id.as_str());
-        tx.audit_append(&event).await.map_err(db)?;
-        Self::commit(tx).await?;
+        tx.audit_append(&event).await?;
+        tx.commit().await?;
         Ok(Agent {
             configuration_id: draft.configuration_id,
             backend_id: draft.backend_id,
@@ -358,27 +323,20 @@ impl Controller {
         id: &AgentId,
     ) -> Result<Agent, Error> {
         let target = ResourceRef::exact(ResourceKind::Agent, ns, id);
-        let tx = self.store.begin().await.map_err(db)?;
-        let (mut tx, evidence) = self
-            .authorize(tx, req, Action::Delete, &target, "openclaw.agents.delete")
+        let mut tx = self
+            .write_authorized(req, Action::Delete, &target, "openclaw.agents.delete")
             .await?;
-        let agent = tx
-            .agent_lock(ns, id)
-            .await
-            .map_err(db)?
-            .ok_or_else(Error::not_found)?;
+        let agent = found(tx.agent_lock(ns, id).await?)?;
         if agent.status == AgentStatus::Deleting {
             return Ok(agent);
         }
-        tx.agent_mark_deleting(ns, id).await.map_err(db)?;
-        tx.workspace_setup_delete(ns, id).await.map_err(db)?;
+        tx.agent_mark_deleting(ns, id).await?;
+        tx.workspace_setup_delete(ns, id).await?;
         tx.work_enqueue(&NewWork::agent_deleted(ns, id, &req.caller.principal_id))
-            .await
-            .map_err(db)?;
-        tx.audit_append(&self.mutation(req, "openclaw.agents.delete", &target, &evidence))
-            .await
-            .map_err(db)?;
-        Self::commit(tx).await?;
+            .await?;
+        let event = self.mutation(req, "openclaw.agents.delete", &target, tx.evidence());
+        tx.audit_append(&event).await?;
+        tx.commit().await?;
         Ok(Agent {
             status: AgentStatus::Deleting,
             desired_runtime_state: DesiredRuntimeState::Stopped,

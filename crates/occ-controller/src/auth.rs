@@ -18,10 +18,12 @@ use occ_core::authz::{Action, AuthMethod, Caller, Permission, ResourceKind, Reso
 use occ_core::iam::{AccessBinding, Identity, IdentityKind, ServiceKey, Session, UserAccount};
 use occ_core::{AdmissionDecisionId, Error, ErrorCode, IamId, NamespaceId, RequestId, Timestamp};
 use occ_store::iam::PolicySnapshot;
+use occ_store::{Authorized, Tx};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use crate::{Controller, Request, db};
+use crate::authorization::{audit_in_own_transaction, found};
+use crate::{Controller, Request};
 
 /// Prefix of every service key.
 pub const SERVICE_KEY_PREFIX: &str = "occ_";
@@ -210,9 +212,8 @@ impl Controller {
             return Err(unauthenticated());
         }
         let hash = credential_hash(presented);
-        let mut tx = self.store.begin_read().await.map_err(db)?;
-        let Some((key, stored, policy)) = tx.service_key_with_policy(&hash).await.map_err(db)?
-        else {
+        let mut tx = self.store.begin_read().await?;
+        let Some((key, stored, policy)) = tx.service_key_with_policy(&hash).await? else {
             return Err(unauthenticated());
         };
         drop(tx);
@@ -249,12 +250,11 @@ impl Controller {
         if token.is_empty() || token.len() > 200 {
             return Ok(None);
         }
-        let mut tx = self.store.begin_read().await.map_err(db)?;
-        let found = tx
+        let mut tx = self.store.begin_read().await?;
+        let session = tx
             .session_by_token_hash(&credential_hash(token), Timestamp::now())
-            .await
-            .map_err(db)?;
-        Ok(found.map(|(session, user)| Authenticated {
+            .await?;
+        Ok(session.map(|(session, user)| Authenticated {
             caller: Caller {
                 principal_id: user.principal_id.clone(),
                 method: AuthMethod::Session,
@@ -288,10 +288,10 @@ impl Controller {
             )
             .with_retry_after(wait));
         }
-        let mut tx = self.store.begin_read().await.map_err(db)?;
-        let found = tx.user_by_email(&email).await.map_err(db)?;
+        let mut tx = self.store.begin_read().await?;
+        let account = tx.user_by_email(&email).await?;
         drop(tx);
-        let (phc, user) = match &found {
+        let (phc, user) = match &account {
             Some((user, phc)) => (phc.clone(), Some(user.clone())),
             None => (decoy_hash().to_owned(), None),
         };
@@ -315,12 +315,11 @@ impl Controller {
             created_at: now,
         };
         let token = random_token();
-        let mut tx = self.store.begin().await.map_err(db)?;
+        let mut tx = self.begin_session_change().await?;
         tx.session_insert(&session, &credential_hash(&token))
-            .await
-            .map_err(db)?;
+            .await?;
         let _ = tx.session_delete_expired(now).await;
-        tx.commit().await.map_err(db)?;
+        tx.commit().await?;
         Ok(SignedIn {
             token,
             session,
@@ -330,9 +329,20 @@ impl Controller {
 
     /// Ends a session.
     pub async fn sign_out(&self, session_id: &str) -> Result<(), Error> {
-        let mut tx = self.store.begin().await.map_err(db)?;
-        tx.session_delete(session_id).await.map_err(db)?;
-        tx.commit().await.map_err(db)
+        let mut tx = self.begin_session_change().await?;
+        tx.session_delete(session_id).await?;
+        Ok(tx.commit().await?)
+    }
+
+    /// A transaction for sign-in sessions: the credential itself (a verified password, the
+    /// session being ended) is the authority, there is no caller to authorize, and sessions are
+    /// not resources (the bare [`Tx`] has no admission mutators).
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "sign-in and sign-out write sessions, which a credential authorizes, not a decision"
+    )]
+    async fn begin_session_change(&self) -> Result<Tx, Error> {
+        Ok(self.store.begin().await?)
     }
 
     /// Creates a human account (session callers holding `installation:administer` only).
@@ -344,22 +354,19 @@ impl Controller {
         if req.caller.method != AuthMethod::Session {
             return Err(unauthenticated());
         }
-        let mut tx = self.store.begin().await.map_err(db)?;
-        let installation = self.installation_required(&mut tx).await?;
-        let target = ResourceRef::installation(&installation.id);
-        let (mut tx, evidence) = self
-            .authorize(
-                tx,
+        let (mut tx, installation) = self
+            .write_authorized_on_installation(
                 req,
                 Action::Administer,
-                &target,
+                ResourceRef::installation,
                 "openclaw.auth.accounts.create",
             )
             .await?;
+        let target = ResourceRef::installation(&installation.id);
         let email = input.email.trim().to_lowercase();
         let role = match &input.role_id {
             None => None,
-            Some(id) => match tx.role_get(id).await.map_err(db)? {
+            Some(id) => match tx.role_get(id).await? {
                 Some(r) if r.namespace_id.is_none() => Some(r),
                 _ => {
                     return Err(Error::invalid_field(
@@ -370,7 +377,7 @@ impl Controller {
                 }
             },
         };
-        if tx.user_by_email(&email).await.map_err(db)?.is_some() {
+        if tx.user_by_email(&email).await?.is_some() {
             return Err(Error::conflict("An account with this email already exists"));
         }
         let now = Timestamp::now();
@@ -395,12 +402,12 @@ impl Controller {
         let phc = tokio::task::spawn_blocking(move || hash_password(&password))
             .await
             .map_err(|e| Error::internal(format!("password hashing: {e}")))??;
-        tx.identity_insert(&principal).await.map_err(db)?;
+        tx.identity_insert(&principal).await?;
         tx.user_insert(&user, &phc).await.map_err(|e| match e {
             occ_store::StoreError::Conflict { .. } => {
                 Error::conflict("An account with this email already exists")
             }
-            other => db(other),
+            other => other.into(),
         })?;
         if let Some(role) = &role {
             tx.binding_insert(&AccessBinding {
@@ -411,16 +418,15 @@ impl Controller {
                 resource: None,
                 created_at: now,
             })
-            .await
-            .map_err(db)?;
+            .await?;
         }
         let event = self
-            .mutation(req, "openclaw.auth.accounts.create", &target, &evidence)
+            .mutation(req, "openclaw.auth.accounts.create", &target, tx.evidence())
             .detail("accountId", user.id.as_str())
             .detail("principalId", principal.id.as_str())
             .detail("roleId", role.as_ref().map(|r| r.id.to_string()));
-        tx.audit_append(&event).await.map_err(db)?;
-        Self::commit(tx).await?;
+        tx.audit_append(&event).await?;
+        tx.commit().await?;
         Ok(user)
     }
 
@@ -431,24 +437,16 @@ impl Controller {
         req: &Request,
         input: ServiceKeyInput,
     ) -> Result<IssuedKey, Error> {
-        let mut tx = self.store.begin().await.map_err(db)?;
-        let Some(installation) = tx.installation_get().await.map_err(db)? else {
-            return Err(Error::conflict("The Installation is not bootstrapped"));
-        };
-        let target = ResourceRef::installation(&installation.id);
-        let (mut tx, evidence) = self
-            .authorize(
-                tx,
+        let (mut tx, installation) = self
+            .write_authorized_on_installation(
                 req,
                 Action::Administer,
-                &target,
+                ResourceRef::installation,
                 "openclaw.auth.service-keys.create",
             )
             .await?;
-        let sp = tx
-            .identity_get(&input.service_principal_id)
-            .await
-            .map_err(db)?;
+        let target = ResourceRef::installation(&installation.id);
+        let sp = tx.identity_get(&input.service_principal_id).await?;
         let bad_sp = |why: &str| {
             Error::invalid_field(
                 "/servicePrincipalId",
@@ -476,7 +474,7 @@ impl Controller {
             ));
         }
         if let Some(ns) = &input.namespace_id {
-            match tx.namespace_get(ns).await.map_err(db)? {
+            match tx.namespace_get(ns).await? {
                 Some(n) if n.deleted_at.is_none() => {}
                 _ => return Err(Error::not_found()),
             }
@@ -507,38 +505,33 @@ impl Controller {
             plaintext: new_service_key(),
         };
         tx.service_key_insert(&issued.key, &credential_hash(&issued.plaintext))
-            .await
-            .map_err(db)?;
+            .await?;
         let event = self
-            .mutation(req, "openclaw.auth.service-keys.create", &target, &evidence)
+            .mutation(
+                req,
+                "openclaw.auth.service-keys.create",
+                &target,
+                tx.evidence(),
+            )
             .detail("serviceKeyId", issued.key.id.as_str())
             .detail("servicePrincipalId", sp.id.as_str());
-        tx.audit_append(&event).await.map_err(db)?;
-        Self::commit(tx).await?;
+        tx.audit_append(&event).await?;
+        tx.commit().await?;
         Ok(issued)
     }
 
     /// Revokes a service key (same authority as issuing one).
     pub async fn service_key_revoke(&self, req: &Request, key_id: &IamId) -> Result<(), Error> {
-        let mut tx = self.store.begin().await.map_err(db)?;
-        let Some(installation) = tx.installation_get().await.map_err(db)? else {
-            return Err(Error::conflict("The Installation is not bootstrapped"));
-        };
-        let target = ResourceRef::installation(&installation.id);
-        let (mut tx, evidence) = self
-            .authorize(
-                tx,
+        let (mut tx, installation) = self
+            .write_authorized_on_installation(
                 req,
                 Action::Administer,
-                &target,
+                ResourceRef::installation,
                 "openclaw.auth.service-keys.revoke",
             )
             .await?;
-        let key = tx
-            .service_key_get(key_id)
-            .await
-            .map_err(db)?
-            .ok_or_else(Error::not_found)?;
+        let target = ResourceRef::installation(&installation.id);
+        let key = found(tx.service_key_get(key_id).await?)?;
         let mut tx = self
             .require_coverage(
                 tx,
@@ -548,29 +541,31 @@ impl Controller {
                 "openclaw.auth.service-keys.revoke",
             )
             .await?;
-        tx.service_key_delete(key_id).await.map_err(db)?;
+        tx.service_key_delete(key_id).await?;
         let event = self
-            .mutation(req, "openclaw.auth.service-keys.revoke", &target, &evidence)
+            .mutation(
+                req,
+                "openclaw.auth.service-keys.revoke",
+                &target,
+                tx.evidence(),
+            )
             .detail("serviceKeyId", key_id.as_str());
-        tx.audit_append(&event).await.map_err(db)?;
-        Self::commit(tx).await
+        tx.audit_append(&event).await?;
+        Ok(tx.commit().await?)
     }
 
     /// Every grant of `target` must be matched by a grant the caller holds at the same or a
     /// broader scope (`agent:administer` stands in for `agent:read_logs`).
     async fn require_coverage(
         &self,
-        mut tx: occ_store::Tx,
+        mut tx: Authorized,
         req: &Request,
         target: &IamId,
         installation: &ResourceRef,
         operation: &str,
-    ) -> Result<occ_store::Tx, Error> {
-        let theirs = tx.policy_snapshot(target).await.map_err(db)?;
-        let mine = tx
-            .policy_snapshot(&req.caller.principal_id)
-            .await
-            .map_err(db)?;
+    ) -> Result<Authorized, Error> {
+        let theirs = tx.policy_snapshot(target).await?;
+        let mine = tx.policy_snapshot(&req.caller.principal_id).await?;
         let covered = theirs.grants.iter().all(|grant| {
             grant.role.permissions.iter().all(|p| {
                 mine.grants.iter().any(|g| {
@@ -609,17 +604,7 @@ impl Controller {
             .reason_code("AUTHORIZATION_DENIED")
             .metadata("decisionReason", "coverage")
             .detail("servicePrincipalId", target.as_str());
-        let mut audit = self
-            .store
-            .begin()
-            .await
-            .map_err(|e| Error::unavailable(e.to_string()))?;
-        audit
-            .audit_append(&event)
-            .await
-            .map_err(|e| Error::unavailable(e.to_string()))?;
-        audit
-            .commit()
+        audit_in_own_transaction(&self.store, &event)
             .await
             .map_err(|e| Error::unavailable(e.to_string()))?;
         Err(Error::new(

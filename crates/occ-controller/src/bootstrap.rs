@@ -5,7 +5,7 @@
 //! commit fails. Re-running on a bootstrapped database verifies and never reissues a key.
 
 use occ_core::audit::{AuditEvent, AuditKind, AuditOutcome};
-use occ_core::authz::{ResourceRef, administrator_permissions};
+use occ_core::authz::{Evidence, ResourceRef, administrator_permissions};
 use occ_core::iam::{AccessBinding, Identity, IdentityKind, Role, ServiceKey, UserAccount};
 use occ_core::resource::{Installation, Namespace, NamespaceStatus};
 use occ_core::work::NewWork;
@@ -14,7 +14,9 @@ use occ_core::{Error, IamId, InstallationId, Name, NamespaceId, Timestamp};
 use crate::auth::{
     DEFAULT_KEY_TTL, IssuedKey, PASSWORD_CHARS, credential_hash, hash_password, new_service_key,
 };
-use crate::{Controller, db};
+use occ_store::Authorized;
+
+use crate::Controller;
 
 /// What bootstrap creates.
 #[derive(Debug, Clone)]
@@ -72,6 +74,13 @@ impl Controller {
 
 /// Bootstraps the Installation on `store` (idempotent: an existing Installation is verified and
 /// nothing is created or reissued).
+///
+/// No identity exists yet, so nothing can be decided: the operator running it is the authority,
+/// and its writes carry [`Evidence::bootstrap`].
+#[expect(
+    clippy::disallowed_methods,
+    reason = "bootstrap creates the first identities and policy; there is no caller to authorize"
+)]
 pub async fn bootstrap(
     store: &occ_store::Store,
     input: &BootstrapInput,
@@ -95,10 +104,10 @@ pub async fn bootstrap(
             .await
             .map_err(|e| Error::internal(format!("password hashing: {e}")))??;
 
-        let mut tx = store.begin().await.map_err(db)?;
-        if let Some(installation) = tx.installation_get().await.map_err(db)? {
+        let mut tx = Authorized::new(store.begin().await?, Evidence::bootstrap());
+        if let Some(installation) = tx.installation_get().await? {
             // verify what a previous bootstrap left
-            if tx.user_by_email(&email).await.map_err(db)?.is_none() {
+            if tx.user_by_email(&email).await?.is_none() {
                 tracing::warn!(
                     "the Installation exists but the configured administrator email has no account"
                 );
@@ -171,24 +180,19 @@ pub async fn bootstrap(
             created_at: now,
             deleted_at: None,
         };
-        tx.installation_insert(&installation).await.map_err(db)?;
-        tx.identity_insert(&human).await.map_err(db)?;
-        tx.user_insert(&admin, &phc).await.map_err(db)?;
-        tx.identity_insert(&service).await.map_err(db)?;
-        tx.role_insert(&role).await.map_err(db)?;
-        tx.binding_insert(&bind(&human.id, "admin_"))
-            .await
-            .map_err(db)?;
+        tx.installation_insert(&installation).await?;
+        tx.identity_insert(&human).await?;
+        tx.user_insert(&admin, &phc).await?;
+        tx.identity_insert(&service).await?;
+        tx.role_insert(&role).await?;
+        tx.binding_insert(&bind(&human.id, "admin_")).await?;
         tx.binding_insert(&bind(&service.id, "bootstrap_service_admin_"))
-            .await
-            .map_err(db)?;
+            .await?;
         tx.service_key_insert(&key.key, &credential_hash(&key.plaintext))
-            .await
-            .map_err(db)?;
-        tx.namespace_insert(&namespace).await.map_err(db)?;
+            .await?;
+        tx.namespace_insert(&namespace).await?;
         tx.work_enqueue(&NewWork::namespace_ready(&namespace.id, &service.id))
-            .await
-            .map_err(db)?;
+            .await?;
         let event = |action: &str, resource: &ResourceRef| {
             AuditEvent::new(
                 AuditKind::Bootstrap,
@@ -210,20 +214,18 @@ pub async fn bootstrap(
             .detail("roleId", role.id.as_str())
             .detail("serviceKeyId", key.key.id.as_str()),
         )
-        .await
-        .map_err(db)?;
+        .await?;
         tx.audit_append(&event(
             "openclaw.namespaces.create",
             &ResourceRef::namespace(&namespace.id),
         ))
-        .await
-        .map_err(db)?;
+        .await?;
         sink.persist(&key, &installation)?;
         if let Err(e) = tx.commit().await {
             if !matches!(e, occ_store::StoreError::CommitOutcomeUnknown(_)) {
                 sink.discard();
             }
-            return Err(db(e));
+            return Err(e.into());
         }
         Ok(BootstrapOutcome::Created {
             installation,

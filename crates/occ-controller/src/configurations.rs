@@ -12,11 +12,12 @@ use occ_core::authz::{Action, ResourceKind, ResourceRef};
 use occ_core::resource::{ConfigurationMeta, Generation, SecretBindings};
 use occ_core::{ConfigurationId, Error, NamespaceId, Timestamp};
 use occ_drivers::configuration::{DocumentKey, WriteReceipt};
-use occ_store::{StoreError, Tx};
+use occ_store::{Authorized, StoreError};
 use serde_json::{Map, Value};
 
+use crate::authorization::found;
 use crate::namespaces::{live_namespace, require_accepting, require_ready};
-use crate::{Controller, Request, db};
+use crate::{Controller, Request};
 
 /// A Configuration with its document.
 #[derive(Debug, Clone, PartialEq)]
@@ -41,26 +42,18 @@ impl Controller {
     /// `secret:operate` on it (403, audited).
     pub(crate) async fn authorize_bindings(
         &self,
-        mut tx: Tx,
+        mut tx: Authorized,
         req: &Request,
         ns: &NamespaceId,
         bindings: &SecretBindings,
         audit_action: &str,
-    ) -> Result<Tx, Error> {
+    ) -> Result<Authorized, Error> {
         for binding in bindings.values() {
             let target = ResourceRef::exact(ResourceKind::Secret, ns, &binding.source.id);
-            let (t, _) = self
-                .authorize(tx, req, Action::Operate, &target, audit_action)
+            tx = self
+                .authorize_in(tx, req, Action::Operate, &target, audit_action)
                 .await?;
-            tx = t;
-            if tx
-                .secret_get(ns, &binding.source.id)
-                .await
-                .map_err(db)?
-                .is_none()
-            {
-                return Err(Error::not_found());
-            }
+            found(tx.secret_get(ns, &binding.source.id).await?)?;
         }
         Ok(tx)
     }
@@ -79,11 +72,9 @@ impl Controller {
         ns: &NamespaceId,
         input: ConfigurationInput,
     ) -> Result<Configuration, Error> {
-        let tx = self.store.begin().await.map_err(db)?;
         let collection = ResourceRef::collection(ResourceKind::Configuration, ns);
-        let (mut tx, evidence) = self
-            .authorize(
-                tx,
+        let mut tx = self
+            .write_authorized(
                 req,
                 Action::Create,
                 &collection,
@@ -109,12 +100,17 @@ impl Controller {
             secret_bindings: bindings,
             created_at: Timestamp::now(),
         };
-        tx.configuration_insert(&meta).await.map_err(db)?;
+        tx.configuration_insert(&meta).await?;
         let target = ResourceRef::exact(ResourceKind::Configuration, ns, &meta.id);
         let event = self
-            .mutation(req, "openclaw.configurations.create", &target, &evidence)
+            .mutation(
+                req,
+                "openclaw.configurations.create",
+                &target,
+                tx.evidence(),
+            )
             .detail("generation", meta.generation.get());
-        tx.audit_append(&event).await.map_err(db)?;
+        tx.audit_append(&event).await?;
         let key = DocumentKey {
             namespace_id: ns,
             configuration_id: &meta.id,
@@ -138,7 +134,7 @@ impl Controller {
             if !matches!(e, StoreError::CommitOutcomeUnknown(_)) {
                 self.undo_document(key, &receipt).await;
             }
-            return Err(db(e));
+            return Err(e.into());
         }
         Ok(Configuration {
             meta,
@@ -161,21 +157,10 @@ impl Controller {
         id: &ConfigurationId,
     ) -> Result<Configuration, Error> {
         let target = ResourceRef::exact(ResourceKind::Configuration, ns, id);
-        let tx = self.store.begin_read().await.map_err(db)?;
         let (mut tx, _) = self
-            .authorize(
-                tx,
-                req,
-                Action::Read,
-                &target,
-                "openclaw.configurations.read",
-            )
+            .read_authorized(req, Action::Read, &target, "openclaw.configurations.read")
             .await?;
-        let meta = tx
-            .configuration_get(ns, id)
-            .await
-            .map_err(db)?
-            .ok_or_else(Error::not_found)?;
+        let meta = found(tx.configuration_get(ns, id).await?)?;
         drop(tx);
         let values = self
             .configurations
@@ -204,21 +189,15 @@ impl Controller {
         input: ConfigurationInput,
     ) -> Result<Configuration, Error> {
         let target = ResourceRef::exact(ResourceKind::Configuration, ns, id);
-        let tx = self.store.begin().await.map_err(db)?;
-        let (mut tx, evidence) = self
-            .authorize(
-                tx,
+        let mut tx = self
+            .write_authorized(
                 req,
                 Action::Update,
                 &target,
                 "openclaw.configurations.update",
             )
             .await?;
-        let current = tx
-            .configuration_lock(ns, id)
-            .await
-            .map_err(db)?
-            .ok_or_else(Error::not_found)?;
+        let current = found(tx.configuration_lock(ns, id).await?)?;
         self.configurations
             .validate(&input.values)
             .map_err(Error::from)?;
@@ -256,15 +235,20 @@ impl Controller {
                     StoreError::Stale => Error::conflict(
                         "The Configuration generation changed concurrently; read it again and retry",
                     ),
-                    other => db(other),
+                    other => other.into(),
                 });
             }
         };
         let event = self
-            .mutation(req, "openclaw.configurations.update", &target, &evidence)
+            .mutation(
+                req,
+                "openclaw.configurations.update",
+                &target,
+                tx.evidence(),
+            )
             .detail("generation", advanced.get())
             .detail("previousGeneration", current.generation.get());
-        tx.audit_append(&event).await.map_err(db)?;
+        tx.audit_append(&event).await?;
         let committed = match self.run_configuration_hook().await {
             Ok(()) => tx.commit().await,
             Err(injected) => {
@@ -277,7 +261,7 @@ impl Controller {
             if !matches!(e, StoreError::CommitOutcomeUnknown(_)) {
                 self.undo_document(key, &receipt).await;
             }
-            return Err(db(e));
+            return Err(e.into());
         }
         if let Err(e) = self
             .configurations
@@ -306,25 +290,16 @@ impl Controller {
         id: &ConfigurationId,
     ) -> Result<(), Error> {
         let target = ResourceRef::exact(ResourceKind::Configuration, ns, id);
-        let tx = self.store.begin().await.map_err(db)?;
-        let (mut tx, evidence) = self
-            .authorize(
-                tx,
+        let mut tx = self
+            .write_authorized(
                 req,
                 Action::Delete,
                 &target,
                 "openclaw.configurations.delete",
             )
             .await?;
-        let current = tx
-            .configuration_lock(ns, id)
-            .await
-            .map_err(db)?
-            .ok_or_else(Error::not_found)?;
-        let referencing = tx
-            .configuration_referencing_agents(ns, id)
-            .await
-            .map_err(db)?;
+        let current = found(tx.configuration_lock(ns, id).await?)?;
+        let referencing = tx.configuration_referencing_agents(ns, id).await?;
         if !referencing.is_empty() {
             return Err(Error::conflict(format!(
                 "The Configuration is referenced by Agent(s) {}",
@@ -333,19 +308,23 @@ impl Controller {
         }
         let removed = tx
             .binding_delete_targeting(ResourceKind::Configuration, id.as_str())
-            .await
-            .map_err(db)?;
+            .await?;
         tx.configuration_delete(ns, id).await.map_err(|e| match e {
             StoreError::Reference { .. } => {
                 Error::conflict("The Configuration is referenced by an Agent")
             }
-            other => db(other),
+            other => other.into(),
         })?;
         let event = self
-            .mutation(req, "openclaw.configurations.delete", &target, &evidence)
+            .mutation(
+                req,
+                "openclaw.configurations.delete",
+                &target,
+                tx.evidence(),
+            )
             .detail("removedAccessBindings", removed);
-        tx.audit_append(&event).await.map_err(db)?;
-        Self::commit(tx).await?;
+        tx.audit_append(&event).await?;
+        tx.commit().await?;
         if let Err(e) = self
             .configurations
             .prune(ns, id, current.created_at, None)

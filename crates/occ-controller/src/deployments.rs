@@ -14,13 +14,14 @@ use occ_core::resource::{
 use occ_core::work::{NewWork, WorkKey, WorkState};
 use occ_core::{AgentId, Error, NamespaceId, RevisionId, SecretId, Timestamp};
 use occ_drivers::configuration::DocumentKey;
-use occ_store::Tx;
+use occ_store::Authorized;
 use occ_store::revisions::NewRevision;
 use serde_json::Value;
 
 use crate::agents::agent_deleting;
+use crate::authorization::found;
 use crate::namespaces::{live_namespace, require_ready};
-use crate::{Controller, Request, db};
+use crate::{Controller, Request};
 
 /// Where a deployment stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -168,37 +169,32 @@ impl Controller {
     /// the Secret Driver verify the reference.
     async fn authorize_consumed_secret(
         &self,
-        tx: Tx,
+        tx: Authorized,
         req: &Request,
         agent: &Agent,
         secret: &SecretId,
-    ) -> Result<Tx, Error> {
+    ) -> Result<Authorized, Error> {
         let ns = &agent.namespace_id;
         let target = ResourceRef::exact(ResourceKind::Secret, ns, secret);
-        let (tx, _) = self
-            .authorize(tx, req, Action::Operate, &target, "openclaw.agents.deploy")
+        let tx = self
+            .authorize_in(tx, req, Action::Operate, &target, "openclaw.agents.deploy")
             .await?;
         let message = format!(
             "The Agent service principal {} is not allowed to operate secret {}",
             agent.service_principal_id, secret
         );
-        let (mut tx, _) = self
-            .authorize_as(
+        let mut tx = self
+            .authorize_in_as(
                 tx,
                 req,
                 &agent.service_principal_id,
-                None,
                 Action::Operate,
                 &target,
                 "openclaw.agents.deploy",
                 Some(message),
             )
             .await?;
-        let meta = tx
-            .secret_get(ns, secret)
-            .await
-            .map_err(db)?
-            .ok_or_else(Error::not_found)?;
+        let meta = found(tx.secret_get(ns, secret).await?)?;
         if meta.driver_id != self.secrets.identity().id {
             return Err(Error::conflict(
                 "A bound Secret is held by a Secret Driver this installation does not use",
@@ -224,21 +220,10 @@ impl Controller {
         id: &AgentId,
     ) -> Result<AgentRevision, Error> {
         let agent_ref = ResourceRef::exact(ResourceKind::Agent, ns, id);
-        let tx = self.store.begin().await.map_err(db)?;
-        let (mut tx, evidence) = self
-            .authorize(
-                tx,
-                req,
-                Action::Deploy,
-                &agent_ref,
-                "openclaw.agents.deploy",
-            )
+        let mut tx = self
+            .write_authorized(req, Action::Deploy, &agent_ref, "openclaw.agents.deploy")
             .await?;
-        let agent = tx
-            .agent_lock(ns, id)
-            .await
-            .map_err(db)?
-            .ok_or_else(Error::not_found)?;
+        let agent = found(tx.agent_lock(ns, id).await?)?;
         if agent.status == AgentStatus::Deleting {
             return Err(agent_deleting());
         }
@@ -266,14 +251,10 @@ impl Controller {
             return Err(Error::conflict(refusal));
         }
         let cfg_ref = ResourceRef::exact(ResourceKind::Configuration, ns, &agent.configuration_id);
-        let (mut tx, _) = self
-            .authorize(tx, req, Action::Read, &cfg_ref, "openclaw.agents.deploy")
+        let mut tx = self
+            .authorize_in(tx, req, Action::Read, &cfg_ref, "openclaw.agents.deploy")
             .await?;
-        let cfg = tx
-            .configuration_lock(ns, &agent.configuration_id)
-            .await
-            .map_err(db)?
-            .ok_or_else(Error::not_found)?;
+        let cfg = found(tx.configuration_lock(ns, &agent.configuration_id).await?)?;
         if let Some(refusal) = self.compute.secret_refusal(!cfg.secret_bindings.is_empty()) {
             return Err(Error::conflict(refusal));
         }
@@ -291,14 +272,10 @@ impl Controller {
             HarnessAuth::ChatgptServiceAccount { service_account_id } => {
                 let target =
                     ResourceRef::exact(ResourceKind::ServiceAccount, ns, service_account_id);
-                let (t, _) = self
-                    .authorize(tx, req, Action::Read, &target, "openclaw.agents.deploy")
+                tx = self
+                    .authorize_in(tx, req, Action::Read, &target, "openclaw.agents.deploy")
                     .await?;
-                tx = t;
-                tx.service_account_get(ns, service_account_id)
-                    .await
-                    .map_err(db)?
-                    .ok_or_else(Error::not_found)?;
+                found(tx.service_account_get(ns, service_account_id).await?)?;
             }
             HarnessAuth::Runtime {} => {}
         }
@@ -340,7 +317,7 @@ impl Controller {
         };
         let rev_ref = ResourceRef::exact(ResourceKind::AgentRevision, ns, &new.id);
         let event = self
-            .mutation(req, "openclaw.agents.deploy", &rev_ref, &evidence)
+            .mutation(req, "openclaw.agents.deploy", &rev_ref, tx.evidence())
             .detail("agentId", id.as_str())
             .detail("configurationId", cfg.id.as_str())
             .detail("configurationGeneration", cfg.generation.get());
@@ -351,9 +328,9 @@ impl Controller {
                 occ_store::StoreError::Stale => {
                     Error::conflict("The Agent changed concurrently; retry")
                 }
-                other => db(other),
+                other => other.into(),
             })?;
-        Self::commit(tx).await?;
+        tx.commit().await?;
         Ok(revision)
     }
 
@@ -366,31 +343,24 @@ impl Controller {
         id: &AgentId,
     ) -> Result<Agent, Error> {
         let target = ResourceRef::exact(ResourceKind::Agent, ns, id);
-        let tx = self.store.begin().await.map_err(db)?;
-        let (mut tx, evidence) = self
-            .authorize(tx, req, Action::Operate, &target, "openclaw.agents.stop")
+        let mut tx = self
+            .write_authorized(req, Action::Operate, &target, "openclaw.agents.stop")
             .await?;
-        let agent = tx
-            .agent_lock(ns, id)
-            .await
-            .map_err(db)?
-            .ok_or_else(Error::not_found)?;
+        let agent = found(tx.agent_lock(ns, id).await?)?;
         if agent.status == AgentStatus::Deleting {
             return Ok(agent);
         }
         tx.agent_set_desired_state(ns, id, DesiredRuntimeState::Stopped)
-            .await
-            .map_err(db)?;
+            .await?;
         let work = tx
             .work_enqueue(&NewWork::agent_stop(ns, id, &req.caller.principal_id))
-            .await
-            .map_err(db)?;
+            .await?;
         // `workId` is reserved for queue evidence; the stop request's work is `stopWorkId`
         let event = self
-            .mutation(req, "openclaw.agents.stop", &target, &evidence)
+            .mutation(req, "openclaw.agents.stop", &target, tx.evidence())
             .detail("stopWorkId", work.key.as_str());
-        tx.audit_append(&event).await.map_err(db)?;
-        Self::commit(tx).await?;
+        tx.audit_append(&event).await?;
+        tx.commit().await?;
         Ok(Agent {
             desired_runtime_state: DesiredRuntimeState::Stopped,
             ..agent
@@ -405,25 +375,12 @@ impl Controller {
         agent: &AgentId,
     ) -> Result<Vec<AgentRevision>, Error> {
         let target = ResourceRef::exact(ResourceKind::Agent, ns, agent);
-        let tx = self.store.begin_read().await.map_err(db)?;
         let (mut tx, _) = self
-            .authorize(
-                tx,
-                req,
-                Action::Read,
-                &target,
-                "openclaw.agent_revisions.list",
-            )
+            .read_authorized(req, Action::Read, &target, "openclaw.agent_revisions.list")
             .await?;
-        tx.agent_get(ns, agent)
-            .await
-            .map_err(db)?
-            .ok_or_else(Error::not_found)?;
-        let snapshot = tx
-            .policy_snapshot(&req.caller.principal_id)
-            .await
-            .map_err(db)?;
-        let all = tx.revision_list(ns, agent).await.map_err(db)?;
+        found(tx.agent_get(ns, agent).await?)?;
+        let snapshot = tx.policy_snapshot(&req.caller.principal_id).await?;
+        let all = tx.revision_list(ns, agent).await?;
         Ok(all
             .into_iter()
             .filter(|r| {
@@ -446,20 +403,10 @@ impl Controller {
         id: &RevisionId,
     ) -> Result<AgentRevision, Error> {
         let target = ResourceRef::exact(ResourceKind::AgentRevision, ns, id);
-        let tx = self.store.begin_read().await.map_err(db)?;
         let (mut tx, _) = self
-            .authorize(
-                tx,
-                req,
-                Action::Read,
-                &target,
-                "openclaw.agent_revisions.read",
-            )
+            .read_authorized(req, Action::Read, &target, "openclaw.agent_revisions.read")
             .await?;
-        tx.revision_get(ns, agent, id)
-            .await
-            .map_err(db)?
-            .ok_or_else(Error::not_found)
+        found(tx.revision_get(ns, agent, id).await?)
     }
 
     /// The deployment status of a revision, derived from its reconcile work item.
@@ -471,25 +418,19 @@ impl Controller {
         id: &RevisionId,
     ) -> Result<DeploymentStatus, Error> {
         let target = ResourceRef::exact(ResourceKind::AgentRevision, ns, id);
-        let tx = self.store.begin_read().await.map_err(db)?;
         let (mut tx, _) = self
-            .authorize(
-                tx,
+            .read_authorized(
                 req,
                 Action::Read,
                 &target,
                 "openclaw.agent_deployments.read",
             )
             .await?;
-        tx.revision_get(ns, agent, id)
-            .await
-            .map_err(db)?
-            .ok_or_else(Error::not_found)?;
+        found(tx.revision_get(ns, agent, id).await?)?;
         let key = WorkKey::revision_reconcile(id);
         let work = tx
             .work_get(&key)
-            .await
-            .map_err(db)?
+            .await?
             .ok_or_else(|| Error::unavailable("the deployment's work item is missing"))?;
         let now = Timestamp::now();
         let live = work.lease_expires_at.is_some_and(|l| l > now);
@@ -521,22 +462,18 @@ impl Controller {
         });
         let progress = match state {
             DeploymentState::Queued | DeploymentState::Running => {
-                let last = tx
-                    .work_latest_attempt(&key)
-                    .await
-                    .map_err(db)?
-                    .map(|(_, code, at)| {
-                        let code = if PROGRESS_CODES.contains(&code.as_str()) {
-                            code
-                        } else {
-                            "RECONCILIATION_PENDING".into()
-                        };
-                        Attempt {
-                            at,
-                            message: code_message(&code).into(),
-                            code,
-                        }
-                    });
+                let last = tx.work_latest_attempt(&key).await?.map(|(_, code, at)| {
+                    let code = if PROGRESS_CODES.contains(&code.as_str()) {
+                        code
+                    } else {
+                        "RECONCILIATION_PENDING".into()
+                    };
+                    Attempt {
+                        at,
+                        message: code_message(&code).into(),
+                        code,
+                    }
+                });
                 Some(Progress {
                     last_attempt: last,
                     next_attempt_at: (state == DeploymentState::Queued)

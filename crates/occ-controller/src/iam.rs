@@ -2,14 +2,17 @@
 //! `installation:administer` and exact `namespace:read`. Roles and bindings are immutable; they
 //! are replaced by creating new ones and deleting old ones.
 
-use occ_core::authz::{Action, Evidence, Permission, ResourceKind, ResourceRef};
+use std::borrow::BorrowMut;
+
+use occ_core::authz::{Action, Permission, ResourceKind, ResourceRef};
 use occ_core::iam::{AccessBinding, BoundResource, IdentityKind, Role};
 use occ_core::validate::Problems;
 use occ_core::{AgentId, ConfigurationId, DetailCode, Error, IamId, NamespaceId, Timestamp};
-use occ_store::{StoreError, Tx};
+use occ_store::{Authorized, StoreError, Tx};
 
+use crate::authorization::{found, installation_required};
 use crate::namespaces::live_namespace;
-use crate::{Controller, Request, db};
+use crate::{Controller, Request};
 
 /// The validated body of Role creation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,45 +48,63 @@ const NAMESPACE_KINDS: [ResourceKind; 8] = [
 ];
 
 impl Controller {
-    /// `installation:administer` and exact `namespace:read`, then the live Namespace.
-    async fn authorize_iam(
+    /// A read of the Namespace's IAM: see [`Controller::iam_namespace`].
+    async fn iam_read(
         &self,
-        tx: Tx,
         req: &Request,
         ns: &NamespaceId,
         audit_action: &str,
-    ) -> Result<(Tx, Evidence), Error> {
-        let mut tx = tx;
-        let installation = self.installation_required(&mut tx).await?;
-        let (tx, evidence) = self
-            .authorize(
-                tx,
+    ) -> Result<Tx, Error> {
+        let (tx, _) = self
+            .read_authorized_on_installation(
                 req,
                 Action::Administer,
-                &ResourceRef::installation(&installation.id),
+                ResourceRef::installation,
                 audit_action,
             )
             .await?;
-        let (mut tx, _) = self
-            .authorize(
-                tx,
+        self.iam_namespace(tx, req, ns, audit_action).await
+    }
+
+    /// A change of the Namespace's IAM, with the evidence of `installation:administer`: see
+    /// [`Controller::iam_namespace`].
+    async fn iam_write(
+        &self,
+        req: &Request,
+        ns: &NamespaceId,
+        audit_action: &str,
+    ) -> Result<Authorized, Error> {
+        let (tx, _) = self
+            .write_authorized_on_installation(
                 req,
-                Action::Read,
-                &ResourceRef::namespace(ns),
+                Action::Administer,
+                ResourceRef::installation,
                 audit_action,
             )
             .await?;
-        live_namespace(&mut tx, ns).await?;
-        Ok((tx, evidence))
+        self.iam_namespace(tx, req, ns, audit_action).await
+    }
+
+    /// After `installation:administer`: exact `namespace:read`, then the live Namespace.
+    async fn iam_namespace<T: BorrowMut<Tx>>(
+        &self,
+        tx: T,
+        req: &Request,
+        ns: &NamespaceId,
+        audit_action: &str,
+    ) -> Result<T, Error> {
+        let namespace = ResourceRef::namespace(ns);
+        let mut tx = self
+            .authorize_in(tx, req, Action::Read, &namespace, audit_action)
+            .await?;
+        live_namespace(tx.borrow_mut(), ns).await?;
+        Ok(tx)
     }
 
     /// Roles of a Namespace.
     pub async fn role_list(&self, req: &Request, ns: &NamespaceId) -> Result<Vec<Role>, Error> {
-        let tx = self.store.begin_read().await.map_err(db)?;
-        let (mut tx, _) = self
-            .authorize_iam(tx, req, ns, "openclaw.iam.roles.list")
-            .await?;
-        tx.role_list(ns).await.map_err(db)
+        let mut tx = self.iam_read(req, ns, "openclaw.iam.roles.list").await?;
+        Ok(tx.role_list(ns).await?)
     }
 
     /// Creates a Namespace Role.
@@ -125,10 +146,7 @@ impl Controller {
             }
         }
         problems.finish(())?;
-        let tx = self.store.begin().await.map_err(db)?;
-        let (mut tx, evidence) = self
-            .authorize_iam(tx, req, ns, "openclaw.iam.roles.create")
-            .await?;
+        let mut tx = self.iam_write(req, ns, "openclaw.iam.roles.create").await?;
         let role = Role {
             id: IamId::generate_role(false),
             namespace_id: Some(ns.clone()),
@@ -136,17 +154,17 @@ impl Controller {
             permissions: input.permissions,
             created_at: Timestamp::now(),
         };
-        tx.role_insert(&role).await.map_err(db)?;
+        tx.role_insert(&role).await?;
         let event = self
             .mutation(
                 req,
                 "openclaw.iam.roles.create",
                 &ResourceRef::namespace(ns),
-                &evidence,
+                tx.evidence(),
             )
             .detail("roleId", role.id.as_str());
-        tx.audit_append(&event).await.map_err(db)?;
-        Self::commit(tx).await?;
+        tx.audit_append(&event).await?;
+        tx.commit().await?;
         Ok(role)
     }
 
@@ -157,15 +175,12 @@ impl Controller {
         ns: &NamespaceId,
         id: &IamId,
     ) -> Result<Role, Error> {
-        let tx = self.store.begin_read().await.map_err(db)?;
-        let (mut tx, _) = self
-            .authorize_iam(tx, req, ns, "openclaw.iam.roles.read")
-            .await?;
-        tx.role_get(id)
-            .await
-            .map_err(db)?
-            .filter(|r| r.namespace_id.as_ref() == Some(ns))
-            .ok_or_else(Error::not_found)
+        let mut tx = self.iam_read(req, ns, "openclaw.iam.roles.read").await?;
+        found(
+            tx.role_get(id)
+                .await?
+                .filter(|r| r.namespace_id.as_ref() == Some(ns)),
+        )
     }
 
     /// Deletes a Namespace Role no binding uses.
@@ -175,29 +190,26 @@ impl Controller {
         ns: &NamespaceId,
         id: &IamId,
     ) -> Result<(), Error> {
-        let tx = self.store.begin().await.map_err(db)?;
-        let (mut tx, evidence) = self
-            .authorize_iam(tx, req, ns, "openclaw.iam.roles.delete")
-            .await?;
-        tx.role_get(id)
-            .await
-            .map_err(db)?
-            .filter(|r| r.namespace_id.as_ref() == Some(ns))
-            .ok_or_else(Error::not_found)?;
+        let mut tx = self.iam_write(req, ns, "openclaw.iam.roles.delete").await?;
+        found(
+            tx.role_get(id)
+                .await?
+                .filter(|r| r.namespace_id.as_ref() == Some(ns)),
+        )?;
         tx.role_delete(id).await.map_err(|e| match e {
             StoreError::Reference { .. } => Error::conflict("AccessBindings still grant this Role"),
-            other => db(other),
+            other => other.into(),
         })?;
         let event = self
             .mutation(
                 req,
                 "openclaw.iam.roles.delete",
                 &ResourceRef::namespace(ns),
-                &evidence,
+                tx.evidence(),
             )
             .detail("roleId", id.as_str());
-        tx.audit_append(&event).await.map_err(db)?;
-        Self::commit(tx).await
+        tx.audit_append(&event).await?;
+        Ok(tx.commit().await?)
     }
 
     /// AccessBindings scoped to a Namespace.
@@ -206,11 +218,10 @@ impl Controller {
         req: &Request,
         ns: &NamespaceId,
     ) -> Result<Vec<AccessBinding>, Error> {
-        let tx = self.store.begin_read().await.map_err(db)?;
-        let (mut tx, _) = self
-            .authorize_iam(tx, req, ns, "openclaw.iam.access_bindings.list")
+        let mut tx = self
+            .iam_read(req, ns, "openclaw.iam.access_bindings.list")
             .await?;
-        let all = tx.binding_list(ns).await.map_err(db)?;
+        let all = tx.binding_list(ns).await?;
         Ok(all
             .into_iter()
             .filter(|b| b.namespace_id.as_ref() == Some(ns))
@@ -231,13 +242,12 @@ impl Controller {
                 "The request is invalid: /resourceKind must be a Namespace resource kind",
             ));
         }
-        let tx = self.store.begin().await.map_err(db)?;
-        let (tx, evidence) = self
-            .authorize_iam(tx, req, ns, "openclaw.iam.access_bindings.create")
+        let tx = self
+            .iam_write(req, ns, "openclaw.iam.access_bindings.create")
             .await?;
         let target = ResourceRef::exact(input.resource_kind, ns, &input.resource_id);
-        let (mut tx, _) = self
-            .authorize(
+        let mut tx = self
+            .authorize_in(
                 tx,
                 req,
                 Action::Read,
@@ -252,7 +262,7 @@ impl Controller {
                 format!("The request is invalid: {path} {why}"),
             )
         };
-        let role = tx.role_get(&input.role_id).await.map_err(db)?;
+        let role = tx.role_get(&input.role_id).await?;
         let role = match role {
             Some(r) if r.namespace_id.is_none() || r.namespace_id.as_ref() == Some(ns) => r,
             _ => return Err(invalid("/roleId", "does not name a Role of this Namespace")),
@@ -275,8 +285,7 @@ impl Controller {
         }
         let subject_ok = tx
             .identity_get(&input.subject_id)
-            .await
-            .map_err(db)?
+            .await?
             .is_some_and(|i| match i.kind {
                 IdentityKind::Principal => true,
                 IdentityKind::ServicePrincipal => {
@@ -291,8 +300,7 @@ impl Controller {
         }
         if !tx
             .resource_exists(input.resource_kind, ns, &input.resource_id)
-            .await
-            .map_err(db)?
+            .await?
         {
             return Err(invalid(
                 "/resourceId",
@@ -310,18 +318,18 @@ impl Controller {
             }),
             created_at: Timestamp::now(),
         };
-        tx.binding_insert(&binding).await.map_err(db)?;
+        tx.binding_insert(&binding).await?;
         let event = self
             .mutation(
                 req,
                 "openclaw.iam.access_bindings.create",
                 &ResourceRef::namespace(ns),
-                &evidence,
+                tx.evidence(),
             )
             .detail("bindingId", binding.id.as_str())
             .detail("subjectId", binding.subject_id.as_str());
-        tx.audit_append(&event).await.map_err(db)?;
-        Self::commit(tx).await?;
+        tx.audit_append(&event).await?;
+        tx.commit().await?;
         Ok(binding)
     }
 
@@ -332,15 +340,14 @@ impl Controller {
         ns: &NamespaceId,
         id: &IamId,
     ) -> Result<AccessBinding, Error> {
-        let tx = self.store.begin_read().await.map_err(db)?;
-        let (mut tx, _) = self
-            .authorize_iam(tx, req, ns, "openclaw.iam.access_bindings.read")
+        let mut tx = self
+            .iam_read(req, ns, "openclaw.iam.access_bindings.read")
             .await?;
-        tx.binding_get(id)
-            .await
-            .map_err(db)?
-            .filter(|b| b.namespace_id.as_ref() == Some(ns))
-            .ok_or_else(Error::not_found)
+        found(
+            tx.binding_get(id)
+                .await?
+                .filter(|b| b.namespace_id.as_ref() == Some(ns)),
+        )
     }
 
     /// Deletes an AccessBinding of the Namespace.
@@ -350,26 +357,25 @@ impl Controller {
         ns: &NamespaceId,
         id: &IamId,
     ) -> Result<(), Error> {
-        let tx = self.store.begin().await.map_err(db)?;
-        let (mut tx, evidence) = self
-            .authorize_iam(tx, req, ns, "openclaw.iam.access_bindings.delete")
+        let mut tx = self
+            .iam_write(req, ns, "openclaw.iam.access_bindings.delete")
             .await?;
-        tx.binding_get(id)
-            .await
-            .map_err(db)?
-            .filter(|b| b.namespace_id.as_ref() == Some(ns))
-            .ok_or_else(Error::not_found)?;
-        tx.binding_delete(id).await.map_err(db)?;
+        found(
+            tx.binding_get(id)
+                .await?
+                .filter(|b| b.namespace_id.as_ref() == Some(ns)),
+        )?;
+        tx.binding_delete(id).await?;
         let event = self
             .mutation(
                 req,
                 "openclaw.iam.access_bindings.delete",
                 &ResourceRef::namespace(ns),
-                &evidence,
+                tx.evidence(),
             )
             .detail("bindingId", id.as_str());
-        tx.audit_append(&event).await.map_err(db)?;
-        Self::commit(tx).await
+        tx.audit_append(&event).await?;
+        Ok(tx.commit().await?)
     }
 
     /// The Installation (needs `installation:read`).
@@ -377,14 +383,11 @@ impl Controller {
         &self,
         req: &Request,
     ) -> Result<occ_core::resource::Installation, Error> {
-        let mut tx = self.store.begin_read().await.map_err(db)?;
-        let installation = self.installation_required(&mut tx).await?;
-        let (_tx, _) = self
-            .authorize(
-                tx,
+        let (_, installation) = self
+            .read_authorized_on_installation(
                 req,
                 Action::Read,
-                &ResourceRef::installation(&installation.id),
+                ResourceRef::installation,
                 "openclaw.installation.read",
             )
             .await?;
@@ -431,11 +434,8 @@ impl Controller {
         req: &Request,
         ns: &NamespaceId,
     ) -> Result<NamespacePermissions, Error> {
-        let mut tx = self.store.begin_read().await.map_err(db)?;
-        let installation = self.installation_required(&mut tx).await?;
         let (mut tx, _) = self
-            .authorize(
-                tx,
+            .read_authorized(
                 req,
                 Action::Read,
                 &ResourceRef::namespace(ns),
@@ -443,18 +443,16 @@ impl Controller {
             )
             .await?;
         live_namespace(&mut tx, ns).await?;
-        let snapshot = tx
-            .policy_snapshot(&req.caller.principal_id)
-            .await
-            .map_err(db)?;
+        // Read after the decision: an authenticated caller implies a bootstrapped Installation.
+        let installation = installation_required(&mut tx).await?;
+        let snapshot = tx.policy_snapshot(&req.caller.principal_id).await?;
         let caller = &req.caller;
         let actions = |resource: &ResourceRef, exact: bool| {
             Self::allowed_actions(&snapshot, caller, resource, exact)
         };
         let agents: Vec<_> = tx
             .agent_list(ns)
-            .await
-            .map_err(db)?
+            .await?
             .into_iter()
             .filter_map(|a| {
                 let allowed = actions(&ResourceRef::exact(ResourceKind::Agent, ns, &a.id), true);

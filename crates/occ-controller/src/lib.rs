@@ -1,11 +1,13 @@
 //! The occ application layer. Every operation a client can perform is a method of
 //! [`Controller`] that takes the authenticated [`Request`]; the HTTP layer only translates.
 //!
-//! **Authorization choke point.** Operations authorize through [`Controller::authorize`], which
-//! evaluates a fresh policy snapshot *before* any existence lookup (a caller without the grant
-//! gets 403 even for a missing resource), and on denial rolls the transaction back, appends an
-//! `authorization_denial` audit event in its own transaction (503 if that fails: fail closed) and
-//! returns 403. The HTTP layer has no store handle, so it cannot reach state without passing here.
+//! **Authorization choke point.** Operations get their transaction from the helpers in
+//! [`authorization`], which evaluate a fresh policy snapshot *before* any existence lookup (a
+//! caller without the grant gets 403 even for a missing resource), and on denial roll the
+//! transaction back, append an `authorization_denial` audit event in its own transaction (503 if
+//! that fails: fail closed) and return 403. A write operation receives an
+//! [`occ_store::Authorized`] transaction, the only receiver of the store's admission mutators. The
+//! HTTP layer has no store handle, so it cannot reach state without passing here.
 //!
 //! **Audit.** Every mutation appends its audit event in the same transaction as the change
 //! ([`Controller::event`] builds it with the request's metadata).
@@ -17,17 +19,18 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use occ_core::audit::{AuditEvent, AuditKind, AuditOutcome};
-use occ_core::authz::{Action, Caller, Evidence, ResourceRef, decide};
+use occ_core::authz::{Caller, Evidence, ResourceRef};
 use occ_core::resource::{HarnessDescriptor, Installation};
 use occ_core::{Error, RequestId};
 use occ_drivers::compute::ComputeSelection;
 use occ_drivers::configuration::ConfigurationDriver;
 use occ_drivers::secret::SecretDriver;
-use occ_store::{Store, StoreError, Tx};
+use occ_store::Store;
 use serde_json::json;
 
 pub mod agents;
 pub mod auth;
+mod authorization;
 pub mod bootstrap;
 pub mod configurations;
 pub mod deployments;
@@ -148,11 +151,6 @@ impl std::fmt::Debug for Controller {
     }
 }
 
-/// Maps a store error into the public error.
-pub(crate) fn db(err: StoreError) -> Error {
-    err.into()
-}
-
 impl Controller {
     /// Builds the application from its parts.
     pub fn new(
@@ -190,11 +188,6 @@ impl Controller {
         self
     }
 
-    /// The store (for composition: the worker, health checks).
-    pub fn store(&self) -> &Store {
-        &self.store
-    }
-
     /// Execution modes the installation's Compute Driver runs.
     pub fn execution_modes(&self) -> Vec<&'static str> {
         self.compute
@@ -211,8 +204,8 @@ impl Controller {
 
     /// The Installation, if bootstrapped. Once seen it is cached (it is never removed).
     pub async fn installation(&self) -> Result<Option<Installation>, Error> {
-        let mut tx = self.store.begin_read().await.map_err(db)?;
-        let installation = tx.installation_get().await.map_err(db)?;
+        let mut tx = self.store.begin_read().await?;
+        let installation = tx.installation_get().await?;
         if installation.is_some() {
             self.bootstrapped.store(true, Ordering::Relaxed);
         }
@@ -225,13 +218,6 @@ impl Controller {
             return Ok(true);
         }
         Ok(self.installation().await?.is_some())
-    }
-
-    pub(crate) async fn installation_required(&self, tx: &mut Tx) -> Result<Installation, Error> {
-        tx.installation_get()
-            .await
-            .map_err(db)?
-            .ok_or_else(Error::not_found)
     }
 
     /// An audit event about `resource`, attributed to the caller, with the request metadata.
@@ -280,138 +266,5 @@ impl Controller {
             "iamEvidence",
             serde_json::to_value(evidence).unwrap_or_default(),
         )
-    }
-
-    /// Evaluates whether the caller may perform `action` on `resource`, on fresh policy, and
-    /// either hands the transaction back with the evidence or — on denial — rolls it back, audits
-    /// the denial (`audit_action`) in its own transaction and returns 403.
-    pub(crate) async fn authorize(
-        &self,
-        tx: Tx,
-        req: &Request,
-        action: Action,
-        resource: &ResourceRef,
-        audit_action: &str,
-    ) -> Result<(Tx, Evidence), Error> {
-        self.authorize_as(
-            tx,
-            req,
-            &req.caller.principal_id,
-            req.caller.key_namespace.as_ref(),
-            action,
-            resource,
-            audit_action,
-            None,
-        )
-        .await
-    }
-
-    /// Like [`Controller::authorize`] for an arbitrary principal (an Agent's service principal at
-    /// deploy); `denied_message` replaces the generic 403 message.
-    #[expect(
-        clippy::too_many_arguments,
-        reason = "one choke point with every input explicit"
-    )]
-    pub(crate) async fn authorize_as(
-        &self,
-        mut tx: Tx,
-        req: &Request,
-        principal: &occ_core::IamId,
-        key_namespace: Option<&occ_core::NamespaceId>,
-        action: Action,
-        resource: &ResourceRef,
-        audit_action: &str,
-        denied_message: Option<String>,
-    ) -> Result<(Tx, Evidence), Error> {
-        // A read-only operation decides on the policy read while authenticating this same
-        // request (a separate statement either way under READ COMMITTED); anything that writes
-        // reads the policy inside its own transaction.
-        let snapshot = match &req.policy {
-            Some(policy) if tx.is_read_only() && *principal == req.caller.principal_id => {
-                policy.clone()
-            }
-            _ => Arc::new(tx.policy_snapshot(principal).await.map_err(db)?),
-        };
-        let decision = decide(
-            snapshot.identity.as_ref(),
-            key_namespace,
-            snapshot.grants.iter().map(|g| (&g.binding, &g.role)),
-            &snapshot.restrictions,
-            action,
-            resource,
-        );
-        if decision.allowed {
-            return Ok((tx, decision.evidence));
-        }
-        drop(tx);
-        let event = self
-            .event(req, AuditKind::AuthorizationDenial, audit_action, resource, AuditOutcome::Denied)
-            .reason_code("AUTHORIZATION_DENIED")
-            .metadata("decisionReason", decision.reason)
-            .metadata(
-                "authorization",
-                json!({"principalId": principal.as_str(), "action": action.as_str(), "resource": resource}),
-            )
-            .detail("iamEvidence", serde_json::to_value(&decision.evidence).unwrap_or_default());
-        let mut audit = self
-            .store
-            .begin()
-            .await
-            .map_err(|e| Error::unavailable(format!("denial audit: {e}")))?;
-        audit
-            .audit_append(&event)
-            .await
-            .map_err(|e| Error::unavailable(format!("denial audit: {e}")))?;
-        audit
-            .commit()
-            .await
-            .map_err(|e| Error::unavailable(format!("denial audit: {e}")))?;
-        Err(match denied_message {
-            Some(m) => Error::new(occ_core::ErrorCode::Forbidden, m),
-            None => Error::forbidden(),
-        })
-    }
-
-    /// Whether the caller may do `action` on `resource`, silently (list filtering).
-    pub(crate) fn allowed(
-        snapshot: &occ_store::iam::PolicySnapshot,
-        caller: &Caller,
-        action: Action,
-        resource: &ResourceRef,
-    ) -> bool {
-        decide(
-            snapshot.identity.as_ref(),
-            caller.key_namespace.as_ref(),
-            snapshot.grants.iter().map(|g| (&g.binding, &g.role)),
-            &snapshot.restrictions,
-            action,
-            resource,
-        )
-        .allowed
-    }
-
-    /// The actions, of those `resource`'s kind supports, that the caller may do on it — the same
-    /// decision as [`Controller::authorize`], asked silently (no audit record): a question about
-    /// what the caller could do, not an attempt. Exact resources are never asked about `create`
-    /// (creation is decided on the parent collection).
-    pub(crate) fn allowed_actions(
-        snapshot: &occ_store::iam::PolicySnapshot,
-        caller: &Caller,
-        resource: &ResourceRef,
-        exact: bool,
-    ) -> Vec<Action> {
-        resource
-            .kind
-            .supported_actions()
-            .iter()
-            .copied()
-            .filter(|a| !(exact && *a == Action::Create))
-            .filter(|a| Self::allowed(snapshot, caller, *a, resource))
-            .collect()
-    }
-
-    /// Commits, mapping an unknown outcome to the "inspect before retrying" error.
-    pub(crate) async fn commit(tx: Tx) -> Result<(), Error> {
-        tx.commit().await.map_err(db)
     }
 }

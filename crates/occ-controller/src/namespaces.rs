@@ -8,18 +8,16 @@ use occ_core::work::NewWork;
 use occ_core::{Error, ErrorCode, Name, NamespaceId, Timestamp};
 use occ_store::StoreError;
 
-use crate::{Controller, Request, db};
+use crate::authorization::{audit_in_own_transaction, found, installation_required};
+use crate::{Controller, Request};
 
 impl Controller {
     /// Namespaces the caller may read.
     pub async fn namespace_list(&self, req: &Request) -> Result<Vec<Namespace>, Error> {
-        let mut tx = self.store.begin_read().await.map_err(db)?;
-        self.installation_required(&mut tx).await?;
-        let snapshot = tx
-            .policy_snapshot(&req.caller.principal_id)
-            .await
-            .map_err(db)?;
-        let all = tx.namespace_list().await.map_err(db)?;
+        let mut tx = self.store.begin_read().await?;
+        installation_required(&mut tx).await?;
+        let snapshot = tx.policy_snapshot(&req.caller.principal_id).await?;
+        let all = tx.namespace_list().await?;
         Ok(all
             .into_iter()
             .filter(|ns| {
@@ -40,21 +38,17 @@ impl Controller {
         name: Name,
         existing: Option<String>,
     ) -> Result<Namespace, Error> {
-        let mut tx = self.store.begin().await.map_err(db)?;
-        let installation = self.installation_required(&mut tx).await?;
-        let collection = ResourceRef::namespace_collection(&installation.id);
-        let (mut tx, evidence) = self
-            .authorize(
-                tx,
+        let (mut tx, installation) = self
+            .write_authorized_on_installation(
                 req,
                 Action::Create,
-                &collection,
+                ResourceRef::namespace_collection,
                 "openclaw.namespaces.create",
             )
             .await?;
         if existing.is_some() {
-            let (t, _) = self
-                .authorize(
+            tx = self
+                .authorize_in(
                     tx,
                     req,
                     Action::Administer,
@@ -62,7 +56,6 @@ impl Controller {
                     "openclaw.namespaces.create",
                 )
                 .await?;
-            tx = t;
             if !self.compute.adopts_existing_namespaces {
                 return Err(Error::conflict(format!(
                     "existingNamespace (adopting an existing Kubernetes namespace) is not supported by the {} Compute Driver",
@@ -70,7 +63,7 @@ impl Controller {
                 )));
             }
         }
-        if let Some(taken) = tx.namespace_get_by_name(name.as_str()).await.map_err(db)? {
+        if let Some(taken) = tx.namespace_get_by_name(name.as_str()).await? {
             return Err(Error::conflict(if taken.deleted_at.is_some() {
                 "The name belongs to a deleted Namespace and stays reserved"
             } else {
@@ -89,25 +82,21 @@ impl Controller {
             StoreError::Conflict { .. } => {
                 Error::conflict("A Namespace with this name already exists")
             }
-            other => db(other),
+            other => other.into(),
         })?;
         tx.work_enqueue(&NewWork::namespace_ready(&ns.id, &req.caller.principal_id))
-            .await
-            .map_err(db)?;
+            .await?;
         let target = ResourceRef::namespace(&ns.id);
-        tx.audit_append(&self.mutation(req, "openclaw.namespaces.create", &target, &evidence))
-            .await
-            .map_err(db)?;
-        Self::commit(tx).await?;
+        let event = self.mutation(req, "openclaw.namespaces.create", &target, tx.evidence());
+        tx.audit_append(&event).await?;
+        tx.commit().await?;
         Ok(ns)
     }
 
     /// One Namespace.
     pub async fn namespace_get(&self, req: &Request, id: &NamespaceId) -> Result<Namespace, Error> {
-        let tx = self.store.begin_read().await.map_err(db)?;
         let (mut tx, _) = self
-            .authorize(
-                tx,
+            .read_authorized(
                 req,
                 Action::Read,
                 &ResourceRef::namespace(id),
@@ -124,24 +113,16 @@ impl Controller {
         req: &Request,
         id: &NamespaceId,
     ) -> Result<Namespace, Error> {
-        let tx = self.store.begin().await.map_err(db)?;
         let target = ResourceRef::namespace(id);
-        let (mut tx, evidence) = self
-            .authorize(
-                tx,
-                req,
-                Action::Delete,
-                &target,
-                "openclaw.namespaces.delete",
-            )
+        let mut tx = self
+            .write_authorized(req, Action::Delete, &target, "openclaw.namespaces.delete")
             .await?;
-        let ns = tx
-            .namespace_lock(id)
-            .await
-            .map_err(db)?
-            .filter(|n| n.deleted_at.is_none())
-            .ok_or_else(Error::not_found)?;
-        let contents = tx.namespace_contents(id).await.map_err(db)?;
+        let ns = found(
+            tx.namespace_lock(id)
+                .await?
+                .filter(|n| n.deleted_at.is_none()),
+        )?;
+        let contents = tx.namespace_contents(id).await?;
         if !contents.is_empty() {
             let mut parts = Vec::new();
             for (kind, ids) in [
@@ -165,17 +146,15 @@ impl Controller {
         }
         if !tx
             .namespace_set_status(id, ns.status, NamespaceStatus::Deleting)
-            .await
-            .map_err(db)?
+            .await?
         {
             return Err(Error::conflict("The Namespace changed concurrently; retry"));
         }
         tx.work_enqueue(&NewWork::namespace_deleted(id, &req.caller.principal_id))
-            .await
-            .map_err(db)?;
-        let event = self.mutation(req, "openclaw.namespaces.delete", &target, &evidence);
-        tx.audit_append(&event).await.map_err(db)?;
-        Self::commit(tx).await?;
+            .await?;
+        let event = self.mutation(req, "openclaw.namespaces.delete", &target, tx.evidence());
+        tx.audit_append(&event).await?;
+        tx.commit().await?;
         Ok(Namespace {
             status: NamespaceStatus::Deleting,
             ..ns
@@ -199,9 +178,7 @@ impl Controller {
                 AuditOutcome::Failure,
             )
             .reason_code(reason);
-        let mut tx = self.store.begin().await.map_err(db)?;
-        tx.audit_append(&event).await.map_err(db)?;
-        Self::commit(tx).await
+        Ok(audit_in_own_transaction(&self.store, &event).await?)
     }
 }
 
@@ -210,11 +187,11 @@ pub(crate) async fn live_namespace(
     tx: &mut occ_store::Tx,
     id: &NamespaceId,
 ) -> Result<Namespace, Error> {
-    tx.namespace_get(id)
-        .await
-        .map_err(db)?
-        .filter(|n| n.deleted_at.is_none())
-        .ok_or_else(Error::not_found)
+    found(
+        tx.namespace_get(id)
+            .await?
+            .filter(|n| n.deleted_at.is_none()),
+    )
 }
 
 /// 409 unless the Namespace accepts new resources (`provisioning` or `ready`).

@@ -6,8 +6,9 @@ use occ_core::resource::SecretMeta;
 use occ_core::{Error, Name, NamespaceId, SecretId, Timestamp};
 use occ_store::StoreError;
 
+use crate::authorization::found;
 use crate::namespaces::{live_namespace, require_ready};
-use crate::{Controller, Request, db};
+use crate::{Controller, Request};
 
 impl Controller {
     /// Secrets of a Namespace the caller may read.
@@ -16,10 +17,8 @@ impl Controller {
         req: &Request,
         ns: &NamespaceId,
     ) -> Result<Vec<SecretMeta>, Error> {
-        let tx = self.store.begin_read().await.map_err(db)?;
         let (mut tx, _) = self
-            .authorize(
-                tx,
+            .read_authorized(
                 req,
                 Action::Read,
                 &ResourceRef::namespace(ns),
@@ -27,11 +26,8 @@ impl Controller {
             )
             .await?;
         live_namespace(&mut tx, ns).await?;
-        let snapshot = tx
-            .policy_snapshot(&req.caller.principal_id)
-            .await
-            .map_err(db)?;
-        let all = tx.secret_list(ns).await.map_err(db)?;
+        let snapshot = tx.policy_snapshot(&req.caller.principal_id).await?;
+        let all = tx.secret_list(ns).await?;
         Ok(all
             .into_iter()
             .filter(|s| {
@@ -53,26 +49,13 @@ impl Controller {
         name: Name,
         value: String,
     ) -> Result<SecretMeta, Error> {
-        let tx = self.store.begin().await.map_err(db)?;
         let collection = ResourceRef::collection(ResourceKind::Secret, ns);
-        let (mut tx, evidence) = self
-            .authorize(
-                tx,
-                req,
-                Action::Create,
-                &collection,
-                "openclaw.secrets.create",
-            )
+        let mut tx = self
+            .write_authorized(req, Action::Create, &collection, "openclaw.secrets.create")
             .await?;
         let namespace = live_namespace(&mut tx, ns).await?;
         require_ready(&namespace)?;
-        if tx
-            .secret_list(ns)
-            .await
-            .map_err(db)?
-            .iter()
-            .any(|s| s.name == name)
-        {
+        if tx.secret_list(ns).await?.iter().any(|s| s.name == name) {
             return Err(Error::conflict("A Secret with this name already exists"));
         }
         let id = SecretId::generate();
@@ -92,8 +75,8 @@ impl Controller {
         let target = ResourceRef::exact(ResourceKind::Secret, ns, &secret.id);
         let written = async {
             tx.secret_insert(&secret).await?;
-            tx.audit_append(&self.mutation(req, "openclaw.secrets.create", &target, &evidence))
-                .await?;
+            let event = self.mutation(req, "openclaw.secrets.create", &target, tx.evidence());
+            tx.audit_append(&event).await?;
             tx.commit().await
         }
         .await;
@@ -105,7 +88,7 @@ impl Controller {
                 StoreError::Conflict { .. } => {
                     Error::conflict("A Secret with this name already exists")
                 }
-                other => db(other),
+                other => other.into(),
             });
         }
         Ok(secret)
@@ -119,14 +102,10 @@ impl Controller {
         id: &SecretId,
     ) -> Result<SecretMeta, Error> {
         let target = ResourceRef::exact(ResourceKind::Secret, ns, id);
-        let tx = self.store.begin_read().await.map_err(db)?;
         let (mut tx, _) = self
-            .authorize(tx, req, Action::Read, &target, "openclaw.secrets.read")
+            .read_authorized(req, Action::Read, &target, "openclaw.secrets.read")
             .await?;
-        tx.secret_get(ns, id)
-            .await
-            .map_err(db)?
-            .ok_or_else(Error::not_found)
+        found(tx.secret_get(ns, id).await?)
     }
 
     /// Replaces a Secret's value (the Namespace must be ready).
@@ -138,29 +117,23 @@ impl Controller {
         value: String,
     ) -> Result<SecretMeta, Error> {
         let target = ResourceRef::exact(ResourceKind::Secret, ns, id);
-        let tx = self.store.begin().await.map_err(db)?;
-        let (mut tx, evidence) = self
-            .authorize(tx, req, Action::Update, &target, "openclaw.secrets.update")
+        let mut tx = self
+            .write_authorized(req, Action::Update, &target, "openclaw.secrets.update")
             .await?;
         let namespace = live_namespace(&mut tx, ns).await?;
-        let secret = tx
-            .secret_get(ns, id)
-            .await
-            .map_err(db)?
-            .ok_or_else(Error::not_found)?;
+        let secret = found(tx.secret_get(ns, id).await?)?;
         require_ready(&namespace)?;
-        tx.audit_append(&self.mutation(req, "openclaw.secrets.update", &target, &evidence))
-            .await
-            .map_err(db)?;
+        let event = self.mutation(req, "openclaw.secrets.update", &target, tx.evidence());
+        tx.audit_append(&event).await?;
         let locator = self
             .secrets
             .replace(ns, id, &secret.locator, &value)
             .await
             .map_err(Error::from)?;
         if locator != secret.locator {
-            tx.secret_set_locator(ns, id, &locator).await.map_err(db)?;
+            tx.secret_set_locator(ns, id, &locator).await?;
         }
-        Self::commit(tx).await?;
+        tx.commit().await?;
         Ok(SecretMeta { locator, ..secret })
     }
 
@@ -172,19 +145,11 @@ impl Controller {
         id: &SecretId,
     ) -> Result<(), Error> {
         let target = ResourceRef::exact(ResourceKind::Secret, ns, id);
-        let tx = self.store.begin().await.map_err(db)?;
-        let (mut tx, evidence) = self
-            .authorize(tx, req, Action::Delete, &target, "openclaw.secrets.delete")
+        let mut tx = self
+            .write_authorized(req, Action::Delete, &target, "openclaw.secrets.delete")
             .await?;
-        let secret = tx
-            .secret_get(ns, id)
-            .await
-            .map_err(db)?
-            .ok_or_else(Error::not_found)?;
-        let configs = tx
-            .secret_referencing_configurations(ns, id)
-            .await
-            .map_err(db)?;
+        let secret = found(tx.secret_get(ns, id).await?)?;
+        let configs = tx.secret_referencing_configurations(ns, id).await?;
         if !configs.is_empty() {
             return Err(Error::conflict(format!(
                 "The Secret is bound by Configuration(s) {}",
@@ -193,19 +158,18 @@ impl Controller {
         }
         let removed = tx
             .binding_delete_targeting(ResourceKind::Secret, id.as_str())
-            .await
-            .map_err(db)?;
+            .await?;
         tx.secret_delete(ns, id).await.map_err(|e| match e {
             StoreError::Reference { .. } => {
                 Error::conflict("The Secret is referenced by an Agent's harnessAuth")
             }
-            other => db(other),
+            other => other.into(),
         })?;
         let event = self
-            .mutation(req, "openclaw.secrets.delete", &target, &evidence)
+            .mutation(req, "openclaw.secrets.delete", &target, tx.evidence())
             .detail("removedAccessBindings", removed);
-        tx.audit_append(&event).await.map_err(db)?;
-        Self::commit(tx).await?;
+        tx.audit_append(&event).await?;
+        tx.commit().await?;
         if let Err(e) = self.secrets.delete(ns, id, &secret.locator).await {
             tracing::warn!(secret_id = %id, error = %e, "the value of a deleted Secret was not removed from its Driver");
         }

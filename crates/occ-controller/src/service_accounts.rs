@@ -6,8 +6,9 @@ use occ_core::resource::ServiceAccount;
 use occ_core::{Error, Name, NamespaceId, ServiceAccountId, Timestamp};
 use occ_store::StoreError;
 
+use crate::authorization::found;
 use crate::namespaces::{live_namespace, require_accepting};
-use crate::{Controller, Request, db};
+use crate::{Controller, Request};
 
 impl Controller {
     /// ServiceAccounts of a Namespace the caller may read.
@@ -16,10 +17,8 @@ impl Controller {
         req: &Request,
         ns: &NamespaceId,
     ) -> Result<Vec<ServiceAccount>, Error> {
-        let tx = self.store.begin_read().await.map_err(db)?;
         let (mut tx, _) = self
-            .authorize(
-                tx,
+            .read_authorized(
                 req,
                 Action::Read,
                 &ResourceRef::namespace(ns),
@@ -27,11 +26,8 @@ impl Controller {
             )
             .await?;
         live_namespace(&mut tx, ns).await?;
-        let snapshot = tx
-            .policy_snapshot(&req.caller.principal_id)
-            .await
-            .map_err(db)?;
-        let all = tx.service_account_list(ns).await.map_err(db)?;
+        let snapshot = tx.policy_snapshot(&req.caller.principal_id).await?;
+        let all = tx.service_account_list(ns).await?;
         Ok(all
             .into_iter()
             .filter(|s| {
@@ -52,11 +48,9 @@ impl Controller {
         ns: &NamespaceId,
         name: Name,
     ) -> Result<ServiceAccount, Error> {
-        let tx = self.store.begin().await.map_err(db)?;
         let collection = ResourceRef::collection(ResourceKind::ServiceAccount, ns);
-        let (mut tx, evidence) = self
-            .authorize(
-                tx,
+        let mut tx = self
+            .write_authorized(
                 req,
                 Action::Create,
                 &collection,
@@ -76,18 +70,17 @@ impl Controller {
             StoreError::Conflict { .. } => {
                 Error::conflict("A ServiceAccount with this name already exists")
             }
-            other => db(other),
+            other => other.into(),
         })?;
         let target = ResourceRef::exact(ResourceKind::ServiceAccount, ns, &sa.id);
-        tx.audit_append(&self.mutation(
+        let event = self.mutation(
             req,
             "openclaw.service_accounts.create",
             &target,
-            &evidence,
-        ))
-        .await
-        .map_err(db)?;
-        Self::commit(tx).await?;
+            tx.evidence(),
+        );
+        tx.audit_append(&event).await?;
+        tx.commit().await?;
         Ok(sa)
     }
 
@@ -99,20 +92,10 @@ impl Controller {
         id: &ServiceAccountId,
     ) -> Result<ServiceAccount, Error> {
         let target = ResourceRef::exact(ResourceKind::ServiceAccount, ns, id);
-        let tx = self.store.begin_read().await.map_err(db)?;
         let (mut tx, _) = self
-            .authorize(
-                tx,
-                req,
-                Action::Read,
-                &target,
-                "openclaw.service_accounts.read",
-            )
+            .read_authorized(req, Action::Read, &target, "openclaw.service_accounts.read")
             .await?;
-        tx.service_account_get(ns, id)
-            .await
-            .map_err(db)?
-            .ok_or_else(Error::not_found)
+        found(tx.service_account_get(ns, id).await?)
     }
 
     /// Deletes a ServiceAccount no Agent uses.
@@ -123,36 +106,35 @@ impl Controller {
         id: &ServiceAccountId,
     ) -> Result<(), Error> {
         let target = ResourceRef::exact(ResourceKind::ServiceAccount, ns, id);
-        let tx = self.store.begin().await.map_err(db)?;
-        let (mut tx, evidence) = self
-            .authorize(
-                tx,
+        let mut tx = self
+            .write_authorized(
                 req,
                 Action::Delete,
                 &target,
                 "openclaw.service_accounts.delete",
             )
             .await?;
-        tx.service_account_get(ns, id)
-            .await
-            .map_err(db)?
-            .ok_or_else(Error::not_found)?;
+        found(tx.service_account_get(ns, id).await?)?;
         let removed = tx
             .binding_delete_targeting(ResourceKind::ServiceAccount, id.as_str())
-            .await
-            .map_err(db)?;
+            .await?;
         tx.service_account_delete(ns, id)
             .await
             .map_err(|e| match e {
                 StoreError::Reference { .. } => {
                     Error::conflict("The ServiceAccount is used by an Agent's harnessAuth")
                 }
-                other => db(other),
+                other => other.into(),
             })?;
         let event = self
-            .mutation(req, "openclaw.service_accounts.delete", &target, &evidence)
+            .mutation(
+                req,
+                "openclaw.service_accounts.delete",
+                &target,
+                tx.evidence(),
+            )
             .detail("removedAccessBindings", removed);
-        tx.audit_append(&event).await.map_err(db)?;
-        Self::commit(tx).await
+        tx.audit_append(&event).await?;
+        Ok(tx.commit().await?)
     }
 }

@@ -26,7 +26,9 @@ use occ_gateway::{Endpoint, FileClient, ReadOutcome, WriteOutcome};
 use occ_store::Store;
 use tokio::time::Instant;
 
-use crate::{Controller, Request, db};
+use crate::authorization::{audit_in_own_transaction, found};
+use crate::namespaces::live_namespace;
+use crate::{Controller, Request};
 
 /// The outcome of a native read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,12 +105,7 @@ impl Drop for AbandonedWrite {
         };
         let store = self.store.clone();
         runtime.spawn(async move {
-            let recorded = async {
-                let mut tx = store.begin().await?;
-                tx.audit_append(&event).await?;
-                tx.commit().await
-            };
-            if let Err(e) = recorded.await {
+            if let Err(e) = audit_in_own_transaction(&store, &event).await {
                 tracing::warn!(error = %e, "abandoned workspace file write not audited");
             }
         });
@@ -187,15 +184,10 @@ impl Controller {
         audit_action: &str,
     ) -> Result<(Agent, Evidence), Error> {
         let target = ResourceRef::exact(ResourceKind::Agent, ns, id);
-        let tx = self.store.begin_read().await.map_err(db)?;
         let (mut tx, evidence) = self
-            .authorize(tx, req, action, &target, audit_action)
+            .read_authorized(req, action, &target, audit_action)
             .await?;
-        let agent = tx
-            .agent_get(ns, id)
-            .await
-            .map_err(db)?
-            .ok_or_else(Error::not_found)?;
+        let agent = found(tx.agent_get(ns, id).await?)?;
         drop(tx);
         // Reads need a readable active revision; writes an operable one (not being deleted,
         // not stopping).
@@ -311,9 +303,7 @@ impl Controller {
         code: Option<&str>,
     ) -> Result<(), Error> {
         let event = self.write_event(req, target, evidence, name, outcome, code);
-        let mut tx = self.store.begin().await.map_err(db)?;
-        tx.audit_append(&event).await.map_err(db)?;
-        Self::commit(tx).await
+        Ok(audit_in_own_transaction(&self.store, &event).await?)
     }
 
     /// The stock workspace files of the pinned OpenClaw and their digest, for forms that offer
@@ -325,21 +315,15 @@ impl Controller {
         ns: &NamespaceId,
     ) -> Result<crate::WorkspaceDefaults, Error> {
         let collection = ResourceRef::collection(ResourceKind::Agent, ns);
-        let tx = self.store.begin_read().await.map_err(db)?;
         let (mut tx, _) = self
-            .authorize(
-                tx,
+            .read_authorized(
                 req,
                 Action::Create,
                 &collection,
                 "openclaw.agents.workspace.defaults.read",
             )
             .await?;
-        tx.namespace_get(ns)
-            .await
-            .map_err(db)?
-            .filter(|n| n.deleted_at.is_none())
-            .ok_or_else(Error::not_found)?;
+        live_namespace(&mut tx, ns).await?;
         self.settings.workspace_defaults.clone().ok_or_else(|| {
             Error::unavailable("the OpenClaw runtime (and its templates) is not installed")
         })

@@ -2,7 +2,9 @@
 //! permissions and resource references (spec/api.md §1.11, §5.3).
 //!
 //! No action implies another: a Role that grants `agent:update` does not grant `agent:read`.
-//! The decision procedure itself lives in the controller; this module only names things.
+//! The decision itself is the pure [`decide`]; the controller applies it to a policy snapshot it
+//! reads inside each operation's transaction, and an allowing decision's [`Evidence`] is what the
+//! store's admission mutators require.
 
 use std::fmt;
 use std::str::FromStr;
@@ -331,7 +333,7 @@ mod tests {
     }
 }
 
-pub use decision::{AuthMethod, Caller, Decision, Evidence, decide};
+pub use decision::{AuthMethod, Caller, Decision, Evidence, PolicyRecords, decide};
 
 mod decision {
     //! The native IAM decision (spec/api.md §5.3), evaluated on a fresh policy snapshot.
@@ -371,39 +373,70 @@ mod decision {
         pub admission_id: AdmissionDecisionId,
     }
 
-    /// Which policy records produced a decision (sorted, unique).
-    #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+    /// The policy records a decision looked at (sorted, unique): the identity evaluated, the
+    /// bindings (and their Roles) that grant the action, and the Restrictions that deny it.
+    /// Audit records carry them as `iamEvidence`.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
     #[serde(rename_all = "camelCase")]
-    pub struct Evidence {
-        /// The identity evaluated.
+    pub struct PolicyRecords {
         #[serde(skip_serializing_if = "Option::is_none")]
-        pub identity_id: Option<String>,
-        /// Matching bindings.
-        pub binding_ids: Vec<String>,
-        /// Their Roles.
-        pub role_ids: Vec<String>,
-        /// Restrictions that denied.
-        pub restriction_ids: Vec<String>,
+        identity_id: Option<String>,
+        binding_ids: Vec<String>,
+        role_ids: Vec<String>,
+        restriction_ids: Vec<String>,
+    }
+
+    impl PolicyRecords {
+        fn of(identity_id: Option<String>) -> Self {
+            Self {
+                identity_id,
+                binding_ids: Vec::new(),
+                role_ids: Vec::new(),
+                restriction_ids: Vec::new(),
+            }
+        }
+    }
+
+    /// Proof that an action was allowed: only [`decide`] makes one (when it allows), apart from
+    /// [`Evidence::bootstrap`]. It has no public fields, no `Default` and no `Clone`, so holding
+    /// one means a decision allowed *this* operation; the store's admission mutators require it
+    /// (`occ_store::Authorized`). Serialized as the decision's [`PolicyRecords`].
+    #[derive(Debug, PartialEq, Eq, Serialize)]
+    #[serde(transparent)]
+    pub struct Evidence(PolicyRecords);
+
+    impl Evidence {
+        /// The authority of first-run bootstrap, which creates the Installation and its first
+        /// identities and policy: no identity exists yet to decide about, so the operator running
+        /// `occ bootstrap` is the authority. It names no policy records. Only bootstrap may use it
+        /// (`clippy.toml` disallows it elsewhere).
+        pub fn bootstrap() -> Self {
+            Evidence(PolicyRecords::of(None))
+        }
     }
 
     /// An authorization decision.
-    #[derive(Debug, Clone, PartialEq, Eq)]
-    pub struct Decision {
-        /// Whether the request is allowed.
-        pub allowed: bool,
-        /// Why, in fixed words (recorded in denial evidence).
-        pub reason: &'static str,
-        /// Evidence.
-        pub evidence: Evidence,
+    #[derive(Debug, PartialEq, Eq)]
+    pub enum Decision {
+        /// Allowed, with the proof.
+        Allowed(Evidence),
+        /// Refused.
+        Denied {
+            /// Why, in fixed words (recorded in denial evidence).
+            reason: &'static str,
+            /// What the decision looked at (recorded in denial evidence).
+            records: PolicyRecords,
+        },
     }
 
     impl Decision {
-        fn deny(reason: &'static str, evidence: Evidence) -> Self {
-            Self {
-                allowed: false,
-                reason,
-                evidence,
-            }
+        fn deny(reason: &'static str, records: PolicyRecords) -> Self {
+            Decision::Denied { reason, records }
+        }
+
+        /// Whether the action is allowed.
+        pub fn is_allowed(&self) -> bool {
+            matches!(self, Decision::Allowed(_))
         }
     }
 
@@ -418,20 +451,17 @@ mod decision {
         resource: &ResourceRef,
     ) -> Decision {
         let Some(identity) = identity else {
-            return Decision::deny("unknown identity", Evidence::default());
+            return Decision::deny("unknown identity", PolicyRecords::of(None));
         };
-        let mut evidence = Evidence {
-            identity_id: Some(identity.id.to_string()),
-            ..Evidence::default()
-        };
+        let mut records = PolicyRecords::of(Some(identity.id.to_string()));
         if resource.kind.is_namespaced() && resource.namespace_id.is_none() {
-            return Decision::deny("invalid resource reference", evidence);
+            return Decision::deny("invalid resource reference", records);
         }
         let scope = key_namespace.or(identity.namespace_id.as_ref());
         if let Some(scope) = scope
             && resource.namespace_id.as_ref() != Some(scope)
         {
-            return Decision::deny("outside the caller's Namespace scope", evidence);
+            return Decision::deny("outside the caller's Namespace scope", records);
         }
         let ns = resource.namespace_id.as_ref();
         for (binding, role) in grants {
@@ -449,36 +479,36 @@ mod decision {
                     .iter()
                     .any(|p| p.action == action && p.resource_kind == resource.kind);
             if subject && binding_scope && target && role_scope && grants_it {
-                evidence.binding_ids.push(binding.id.to_string());
-                evidence.role_ids.push(role.id.to_string());
+                records.binding_ids.push(binding.id.to_string());
+                records.role_ids.push(role.id.to_string());
             }
         }
-        evidence.binding_ids.sort();
-        evidence.binding_ids.dedup();
-        evidence.role_ids.sort();
-        evidence.role_ids.dedup();
-        if evidence.binding_ids.is_empty() {
-            return Decision::deny("no explicit scoped binding", evidence);
+        records.binding_ids.sort();
+        records.binding_ids.dedup();
+        records.role_ids.sort();
+        records.role_ids.dedup();
+        if records.binding_ids.is_empty() {
+            return Decision::deny("no explicit scoped binding", records);
         }
         for r in restrictions {
             let scope_ok = r.namespace_id.is_none() || r.namespace_id.as_ref() == ns;
             let target_ok = r.resource_id.as_deref().is_none_or(|id| id == resource.id);
             if scope_ok && target_ok && r.action == action && r.resource_kind == resource.kind {
-                evidence.restriction_ids.push(r.id.to_string());
+                records.restriction_ids.push(r.id.to_string());
             }
         }
-        evidence.restriction_ids.sort();
-        if !evidence.restriction_ids.is_empty() {
-            return Decision::deny("denied by a restriction", evidence);
+        records.restriction_ids.sort();
+        if !records.restriction_ids.is_empty() {
+            return Decision::deny("denied by a restriction", records);
         }
-        Decision {
-            allowed: true,
-            reason: "allowed",
-            evidence,
-        }
+        Decision::Allowed(Evidence(records))
     }
 
     #[cfg(test)]
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the decision function's own tests"
+    )]
     mod tests {
         use super::*;
         use crate::authz::{Permission, ResourceKind, administrator_permissions};
@@ -546,7 +576,7 @@ mod decision {
                     Action::Deploy,
                     &agent
                 )
-                .allowed
+                .is_allowed()
             );
             assert!(
                 !decide(
@@ -557,7 +587,7 @@ mod decision {
                     Action::ReadLogs,
                     &agent
                 )
-                .allowed,
+                .is_allowed(),
                 "admin lacks read_logs"
             );
             let inst = ResourceRef::installation(&InstallationId::generate());
@@ -570,7 +600,7 @@ mod decision {
                     Action::Administer,
                     &inst
                 )
-                .allowed
+                .is_allowed()
             );
             let deny = Restriction {
                 id: IamId::generate_restriction(),
@@ -588,8 +618,43 @@ mod decision {
                 Action::Deploy,
                 &agent,
             );
-            assert!(!d.allowed);
-            assert_eq!(d.evidence.restriction_ids.len(), 1);
+            let Decision::Denied { reason, records } = d else {
+                panic!("a restriction must deny");
+            };
+            assert_eq!(reason, "denied by a restriction");
+            assert_eq!(records.restriction_ids.len(), 1);
+        }
+
+        #[test]
+        fn evidence_serializes_as_the_records_it_names() {
+            let who = identity(None);
+            let admin = role(None, administrator_permissions());
+            let bound = binding(&who, &admin, None, None);
+            let grants = vec![(bound.clone(), admin.clone())];
+            let inst = ResourceRef::installation(&InstallationId::generate());
+            let Decision::Allowed(evidence) = decide(
+                Some(&who),
+                None,
+                pairs(&grants),
+                &[],
+                Action::Administer,
+                &inst,
+            ) else {
+                panic!("an administrator administers the Installation");
+            };
+            assert_eq!(
+                serde_json::to_value(&evidence).unwrap(),
+                serde_json::json!({
+                    "identityId": who.id.as_str(),
+                    "bindingIds": [bound.id.as_str()],
+                    "roleIds": [admin.id.as_str()],
+                    "restrictionIds": [],
+                })
+            );
+            assert_eq!(
+                serde_json::to_value(Evidence::bootstrap()).unwrap(),
+                serde_json::json!({"bindingIds": [], "roleIds": [], "restrictionIds": []})
+            );
         }
 
         #[test]
@@ -623,7 +688,7 @@ mod decision {
                     Action::Read,
                     &ResourceRef::exact(ResourceKind::Agent, &ns, &agent_id)
                 )
-                .allowed
+                .is_allowed()
             );
             assert!(
                 !decide(
@@ -634,7 +699,7 @@ mod decision {
                     Action::Update,
                     &ResourceRef::exact(ResourceKind::Agent, &ns, &agent_id)
                 )
-                .allowed
+                .is_allowed()
             );
             assert!(
                 !decide(
@@ -645,7 +710,7 @@ mod decision {
                     Action::Read,
                     &ResourceRef::exact(ResourceKind::Agent, &ns, AgentId::generate())
                 )
-                .allowed
+                .is_allowed()
             );
             // a binding on the Agent does not grant revision reads
             assert!(
@@ -657,7 +722,7 @@ mod decision {
                     Action::Read,
                     &ResourceRef::exact(ResourceKind::AgentRevision, &ns, "rev_x")
                 )
-                .allowed
+                .is_allowed()
             );
         }
 
@@ -678,7 +743,7 @@ mod decision {
                     Action::Read,
                     &there
                 )
-                .allowed
+                .is_allowed()
             );
             assert!(
                 !decide(
@@ -689,7 +754,7 @@ mod decision {
                     Action::Read,
                     &ResourceRef::installation(&InstallationId::generate())
                 )
-                .allowed
+                .is_allowed()
             );
             assert!(
                 decide(
@@ -700,15 +765,17 @@ mod decision {
                     Action::Read,
                     &there
                 )
-                .allowed
+                .is_allowed()
             );
-            assert!(!decide(None, None, pairs(&grants), &[], Action::Read, &there).allowed);
+            assert!(!decide(None, None, pairs(&grants), &[], Action::Read, &there).is_allowed());
             let bad = ResourceRef {
                 kind: ResourceKind::Agent,
                 id: "agt_x".into(),
                 namespace_id: None,
             };
-            assert!(!decide(Some(&who), None, pairs(&grants), &[], Action::Read, &bad).allowed);
+            assert!(
+                !decide(Some(&who), None, pairs(&grants), &[], Action::Read, &bad).is_allowed()
+            );
         }
     }
 }

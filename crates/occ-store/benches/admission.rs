@@ -54,7 +54,7 @@ async fn fixture(store: &Store) -> Fixture {
         secret_bindings: Default::default(),
         created_at: now,
     };
-    let mut tx = store.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(store).await;
     tx.namespace_insert(&ns).await.unwrap();
     tx.namespace_set_status(
         &ns.id,
@@ -111,7 +111,7 @@ async fn admit(
     agent: &Agent,
     doc: &serde_json::Map<String, serde_json::Value>,
 ) {
-    let mut tx = store.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(store).await;
     let locked = tx.agent_lock(&f.ns, &agent.id).await.unwrap().unwrap();
     let new = NewRevision {
         id: RevisionId::generate(),

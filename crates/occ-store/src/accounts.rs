@@ -6,7 +6,7 @@ use occ_core::iam::{ServiceKey, Session, UserAccount};
 use occ_core::{IamId, Timestamp};
 
 use crate::db::{Row, sql};
-use crate::{StoreError, Tx};
+use crate::{Authorized, StoreError, Tx};
 
 fn user_from_row(r: &Row) -> Result<UserAccount, StoreError> {
     Ok(UserAccount {
@@ -30,26 +30,6 @@ fn key_from_row(r: &Row) -> Result<ServiceKey, StoreError> {
 }
 
 impl Tx {
-    /// Inserts a human account with its password hash.
-    pub async fn user_insert(
-        &mut self,
-        user: &UserAccount,
-        password_hash: &str,
-    ) -> Result<(), StoreError> {
-        self.q(sql!(
-            "INSERT INTO users (id, email, name, password_hash, principal_id, created_at) VALUES ($1, $2, $3, $4, $5, $6)"
-        ))
-        .bind(user.id.as_str())
-        .bind(user.email.as_str())
-        .bind(user.name.as_str())
-        .bind(password_hash)
-        .bind(user.principal_id.as_str())
-        .bind(user.created_at)
-        .execute()
-        .await?;
-        Ok(())
-    }
-
     /// An account and its password hash, by (lowercased) email.
     pub async fn user_by_email(
         &mut self,
@@ -131,6 +111,42 @@ impl Tx {
             .await
     }
 
+    /// A service key by id.
+    pub async fn service_key_get(&mut self, id: &IamId) -> Result<Option<ServiceKey>, StoreError> {
+        let row = self
+            .q(sql!(
+                "SELECT id, service_principal_id, namespace_id, name, expires_at, created_at FROM service_keys WHERE id = $1"
+            ))
+            .bind(id.as_str())
+            .fetch_optional()
+            .await?;
+        row.as_ref().map(key_from_row).transpose()
+    }
+}
+
+/// Admission mutators: reached from client operations, so they need the evidence of the
+/// decision that allowed the operation (see [`Authorized`]).
+impl Authorized {
+    /// Inserts a human account with its password hash.
+    pub async fn user_insert(
+        &mut self,
+        user: &UserAccount,
+        password_hash: &str,
+    ) -> Result<(), StoreError> {
+        self.q(sql!(
+            "INSERT INTO users (id, email, name, password_hash, principal_id, created_at) VALUES ($1, $2, $3, $4, $5, $6)"
+        ))
+        .bind(user.id.as_str())
+        .bind(user.email.as_str())
+        .bind(user.name.as_str())
+        .bind(password_hash)
+        .bind(user.principal_id.as_str())
+        .bind(user.created_at)
+        .execute()
+        .await?;
+        Ok(())
+    }
+
     /// Inserts a service key with the SHA-256 hex of its plaintext.
     pub async fn service_key_insert(
         &mut self,
@@ -151,18 +167,6 @@ impl Tx {
         .execute()
         .await?;
         Ok(())
-    }
-
-    /// A service key by id.
-    pub async fn service_key_get(&mut self, id: &IamId) -> Result<Option<ServiceKey>, StoreError> {
-        let row = self
-            .q(sql!(
-                "SELECT id, service_principal_id, namespace_id, name, expires_at, created_at FROM service_keys WHERE id = $1"
-            ))
-            .bind(id.as_str())
-            .fetch_optional()
-            .await?;
-        row.as_ref().map(key_from_row).transpose()
     }
 
     /// Revokes (deletes) a service key. Returns whether it existed.

@@ -5,7 +5,7 @@ use occ_core::resource::{Agent, AgentStatus, DesiredRuntimeState, ExecutionMode,
 use occ_core::{AgentId, ConfigurationId, NamespaceId, RevisionId};
 
 use crate::db::{Row, sql};
-use crate::{StoreError, Tx};
+use crate::{Authorized, StoreError, Tx};
 
 macro_rules! agent_cols {
     () => {
@@ -51,54 +51,6 @@ pub struct AgentDraft {
 }
 
 impl Tx {
-    /// Inserts an Agent together with the service principal it owns (`service-agent-<id>`).
-    pub async fn agent_insert(&mut self, agent: &Agent) -> Result<(), StoreError> {
-        let auth = harness_auth_json(&agent.harness_auth)?;
-        let secret_id = agent
-            .harness_auth
-            .as_ref()
-            .and_then(HarnessAuth::secret_id)
-            .map(|s| s.to_string());
-        let sa_id = agent
-            .harness_auth
-            .as_ref()
-            .and_then(HarnessAuth::service_account_id)
-            .map(|s| s.to_string());
-        self.q(sql!(
-            "INSERT INTO agents (id, namespace_id, name, configuration_id, backend_id, execution_mode, \
-             service_principal_id, harness_auth, harness_auth_secret_id, harness_auth_service_account_id, \
-             active_revision_id, desired_runtime_state, status, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
-        ))
-        .bind(agent.id.as_str())
-        .bind(agent.namespace_id.as_str())
-        .bind(agent.name.as_str())
-        .bind(agent.configuration_id.as_str())
-        .bind(agent.backend_id.clone())
-        .bind(agent.execution_mode.as_str())
-        .bind(agent.service_principal_id.as_str())
-        .bind(auth)
-        .bind(secret_id)
-        .bind(sa_id)
-        .bind(agent.active_revision_id.as_ref().map(|r| r.to_string()))
-        .bind(agent.desired_runtime_state.as_str())
-        .bind(agent.status.as_str())
-        .bind(agent.created_at)
-        .execute()
-        .await?;
-        self.q(sql!(
-            "INSERT INTO iam_identities (id, kind, namespace_id, agent_id, created_at) \
-             VALUES ($1, 'service_principal', $2, $3, $4)"
-        ))
-        .bind(agent.service_principal_id.as_str())
-        .bind(agent.namespace_id.as_str())
-        .bind(agent.id.as_str())
-        .bind(agent.created_at)
-        .execute()
-        .await?;
-        Ok(())
-    }
-
     /// An Agent in exactly this Namespace.
     pub async fn agent_get(
         &mut self,
@@ -149,80 +101,6 @@ impl Tx {
             .fetch_all()
             .await?;
         rows.iter().map(from_row).collect()
-    }
-
-    /// Replaces the draft fields of an active Agent. Returns whether a row changed.
-    pub async fn agent_update_draft(
-        &mut self,
-        ns: &NamespaceId,
-        id: &AgentId,
-        draft: &AgentDraft,
-    ) -> Result<bool, StoreError> {
-        let auth = harness_auth_json(&draft.harness_auth)?;
-        let secret_id = draft
-            .harness_auth
-            .as_ref()
-            .and_then(HarnessAuth::secret_id)
-            .map(|s| s.to_string());
-        let sa_id = draft
-            .harness_auth
-            .as_ref()
-            .and_then(HarnessAuth::service_account_id)
-            .map(|s| s.to_string());
-        let n = self
-            .q(sql!(
-                "UPDATE agents SET configuration_id = $3, backend_id = $4, execution_mode = $5, harness_auth = $6, \
-                 harness_auth_secret_id = $7, harness_auth_service_account_id = $8 \
-                 WHERE namespace_id = $1 AND id = $2 AND status = 'active'"
-            ))
-            .bind(ns.as_str())
-            .bind(id.as_str())
-            .bind(draft.configuration_id.as_str())
-            .bind(draft.backend_id.clone())
-            .bind(draft.execution_mode.as_str())
-            .bind(auth)
-            .bind(secret_id)
-            .bind(sa_id)
-            .execute()
-            .await?;
-        Ok(n == 1)
-    }
-
-    /// Sets the desired runtime state of an active Agent. Returns whether a row changed.
-    pub async fn agent_set_desired_state(
-        &mut self,
-        ns: &NamespaceId,
-        id: &AgentId,
-        state: DesiredRuntimeState,
-    ) -> Result<bool, StoreError> {
-        let n = self
-            .q(sql!(
-                "UPDATE agents SET desired_runtime_state = $3 WHERE namespace_id = $1 AND id = $2 AND status = 'active'"
-            ))
-            .bind(ns.as_str())
-            .bind(id.as_str())
-            .bind(state.as_str())
-            .execute()
-            .await?;
-        Ok(n == 1)
-    }
-
-    /// Marks an Agent `deleting` (and `stopped`). Returns whether it was active before.
-    pub async fn agent_mark_deleting(
-        &mut self,
-        ns: &NamespaceId,
-        id: &AgentId,
-    ) -> Result<bool, StoreError> {
-        let n = self
-            .q(sql!(
-                "UPDATE agents SET status = 'deleting', desired_runtime_state = 'stopped' \
-                 WHERE namespace_id = $1 AND id = $2 AND status = 'active'"
-            ))
-            .bind(ns.as_str())
-            .bind(id.as_str())
-            .execute()
-            .await?;
-        Ok(n == 1)
     }
 
     /// Compare-and-swap of the active-revision pointer: `expected → new`. Returns whether it
@@ -342,5 +220,131 @@ impl Tx {
             .fetch_one()
             .await?
             .count("n")
+    }
+}
+
+/// Admission mutators: reached from client operations, so they need the evidence of the
+/// decision that allowed the operation (see [`Authorized`]).
+impl Authorized {
+    /// Inserts an Agent together with the service principal it owns (`service-agent-<id>`).
+    pub async fn agent_insert(&mut self, agent: &Agent) -> Result<(), StoreError> {
+        let auth = harness_auth_json(&agent.harness_auth)?;
+        let secret_id = agent
+            .harness_auth
+            .as_ref()
+            .and_then(HarnessAuth::secret_id)
+            .map(|s| s.to_string());
+        let sa_id = agent
+            .harness_auth
+            .as_ref()
+            .and_then(HarnessAuth::service_account_id)
+            .map(|s| s.to_string());
+        self.q(sql!(
+            "INSERT INTO agents (id, namespace_id, name, configuration_id, backend_id, execution_mode, \
+             service_principal_id, harness_auth, harness_auth_secret_id, harness_auth_service_account_id, \
+             active_revision_id, desired_runtime_state, status, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
+        ))
+        .bind(agent.id.as_str())
+        .bind(agent.namespace_id.as_str())
+        .bind(agent.name.as_str())
+        .bind(agent.configuration_id.as_str())
+        .bind(agent.backend_id.clone())
+        .bind(agent.execution_mode.as_str())
+        .bind(agent.service_principal_id.as_str())
+        .bind(auth)
+        .bind(secret_id)
+        .bind(sa_id)
+        .bind(agent.active_revision_id.as_ref().map(|r| r.to_string()))
+        .bind(agent.desired_runtime_state.as_str())
+        .bind(agent.status.as_str())
+        .bind(agent.created_at)
+        .execute()
+        .await?;
+        self.q(sql!(
+            "INSERT INTO iam_identities (id, kind, namespace_id, agent_id, created_at) \
+             VALUES ($1, 'service_principal', $2, $3, $4)"
+        ))
+        .bind(agent.service_principal_id.as_str())
+        .bind(agent.namespace_id.as_str())
+        .bind(agent.id.as_str())
+        .bind(agent.created_at)
+        .execute()
+        .await?;
+        Ok(())
+    }
+
+    /// Replaces the draft fields of an active Agent. Returns whether a row changed.
+    pub async fn agent_update_draft(
+        &mut self,
+        ns: &NamespaceId,
+        id: &AgentId,
+        draft: &AgentDraft,
+    ) -> Result<bool, StoreError> {
+        let auth = harness_auth_json(&draft.harness_auth)?;
+        let secret_id = draft
+            .harness_auth
+            .as_ref()
+            .and_then(HarnessAuth::secret_id)
+            .map(|s| s.to_string());
+        let sa_id = draft
+            .harness_auth
+            .as_ref()
+            .and_then(HarnessAuth::service_account_id)
+            .map(|s| s.to_string());
+        let n = self
+            .q(sql!(
+                "UPDATE agents SET configuration_id = $3, backend_id = $4, execution_mode = $5, harness_auth = $6, \
+                 harness_auth_secret_id = $7, harness_auth_service_account_id = $8 \
+                 WHERE namespace_id = $1 AND id = $2 AND status = 'active'"
+            ))
+            .bind(ns.as_str())
+            .bind(id.as_str())
+            .bind(draft.configuration_id.as_str())
+            .bind(draft.backend_id.clone())
+            .bind(draft.execution_mode.as_str())
+            .bind(auth)
+            .bind(secret_id)
+            .bind(sa_id)
+            .execute()
+            .await?;
+        Ok(n == 1)
+    }
+
+    /// Sets the desired runtime state of an active Agent. Returns whether a row changed.
+    pub async fn agent_set_desired_state(
+        &mut self,
+        ns: &NamespaceId,
+        id: &AgentId,
+        state: DesiredRuntimeState,
+    ) -> Result<bool, StoreError> {
+        let n = self
+            .q(sql!(
+                "UPDATE agents SET desired_runtime_state = $3 WHERE namespace_id = $1 AND id = $2 AND status = 'active'"
+            ))
+            .bind(ns.as_str())
+            .bind(id.as_str())
+            .bind(state.as_str())
+            .execute()
+            .await?;
+        Ok(n == 1)
+    }
+
+    /// Marks an Agent `deleting` (and `stopped`). Returns whether it was active before.
+    pub async fn agent_mark_deleting(
+        &mut self,
+        ns: &NamespaceId,
+        id: &AgentId,
+    ) -> Result<bool, StoreError> {
+        let n = self
+            .q(sql!(
+                "UPDATE agents SET status = 'deleting', desired_runtime_state = 'stopped' \
+                 WHERE namespace_id = $1 AND id = $2 AND status = 'active'"
+            ))
+            .bind(ns.as_str())
+            .bind(id.as_str())
+            .execute()
+            .await?;
+        Ok(n == 1)
     }
 }

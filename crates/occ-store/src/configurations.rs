@@ -6,7 +6,7 @@ use occ_core::resource::{ConfigurationMeta, Generation, SecretBindings};
 use occ_core::{ConfigurationId, NamespaceId};
 
 use crate::db::{Row, sql};
-use crate::{StoreError, Tx};
+use crate::{Authorized, StoreError, Tx};
 
 macro_rules! cfg_cols {
     () => {
@@ -38,25 +38,6 @@ fn generation_arg(g: Generation) -> i64 {
 }
 
 impl Tx {
-    /// Inserts Configuration metadata (kind `agent`).
-    pub async fn configuration_insert(
-        &mut self,
-        cfg: &ConfigurationMeta,
-    ) -> Result<(), StoreError> {
-        self.q(sql!(
-            "INSERT INTO configurations (id, namespace_id, kind, generation, secret_bindings, created_at) \
-             VALUES ($1, $2, 'agent', $3, $4, $5)"
-        ))
-        .bind(cfg.id.as_str())
-        .bind(cfg.namespace_id.as_str())
-        .bind(generation_arg(cfg.generation))
-        .bind(bindings_json(&cfg.secret_bindings)?)
-        .bind(cfg.created_at)
-        .execute()
-        .await?;
-        Ok(())
-    }
-
     /// The metadata of a Configuration in exactly this Namespace.
     pub async fn configuration_get(
         &mut self,
@@ -93,6 +74,44 @@ impl Tx {
             .fetch_optional()
             .await?;
         row.as_ref().map(from_row).transpose()
+    }
+
+    /// Ids of Agents whose draft references the Configuration.
+    pub async fn configuration_referencing_agents(
+        &mut self,
+        ns: &NamespaceId,
+        id: &ConfigurationId,
+    ) -> Result<Vec<String>, StoreError> {
+        let rows = self
+            .q(sql!("SELECT id FROM agents WHERE namespace_id = $1 AND configuration_id = $2 ORDER BY id"))
+            .bind(ns.as_str())
+            .bind(id.as_str())
+            .fetch_all()
+            .await?;
+        rows.iter().map(|r| r.text("id")).collect()
+    }
+}
+
+/// Admission mutators: reached from client operations, so they need the evidence of the
+/// decision that allowed the operation (see [`Authorized`]).
+impl Authorized {
+    /// Inserts Configuration metadata (kind `agent`).
+    pub async fn configuration_insert(
+        &mut self,
+        cfg: &ConfigurationMeta,
+    ) -> Result<(), StoreError> {
+        self.q(sql!(
+            "INSERT INTO configurations (id, namespace_id, kind, generation, secret_bindings, created_at) \
+             VALUES ($1, $2, 'agent', $3, $4, $5)"
+        ))
+        .bind(cfg.id.as_str())
+        .bind(cfg.namespace_id.as_str())
+        .bind(generation_arg(cfg.generation))
+        .bind(bindings_json(&cfg.secret_bindings)?)
+        .bind(cfg.created_at)
+        .execute()
+        .await?;
+        Ok(())
     }
 
     /// Advances the generation from `expected` to `expected + 1` and replaces the bindings.
@@ -149,20 +168,5 @@ impl Tx {
         } else {
             Err(StoreError::NotFound)
         }
-    }
-
-    /// Ids of Agents whose draft references the Configuration.
-    pub async fn configuration_referencing_agents(
-        &mut self,
-        ns: &NamespaceId,
-        id: &ConfigurationId,
-    ) -> Result<Vec<String>, StoreError> {
-        let rows = self
-            .q(sql!("SELECT id FROM agents WHERE namespace_id = $1 AND configuration_id = $2 ORDER BY id"))
-            .bind(ns.as_str())
-            .bind(id.as_str())
-            .fetch_all()
-            .await?;
-        rows.iter().map(|r| r.text("id")).collect()
     }
 }

@@ -8,7 +8,7 @@ use occ_core::iam::{
 use occ_core::{IamId, NamespaceId};
 
 use crate::db::{Row, sql};
-use crate::{StoreError, Tx};
+use crate::{Authorized, StoreError, Tx};
 
 fn identity_from_row(r: &Row) -> Result<Identity, StoreError> {
     Ok(Identity {
@@ -183,25 +183,6 @@ macro_rules! binding_cols {
 }
 
 impl Tx {
-    /// Inserts an identity (humans and non-Agent service principals; Agent principals are created
-    /// by [`Tx::agent_insert`]).
-    pub async fn identity_insert(&mut self, identity: &Identity) -> Result<(), StoreError> {
-        self.q(sql!(
-            "INSERT INTO iam_identities (id, kind, namespace_id, agent_id, issuer, subject, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7)"
-        ))
-        .bind(identity.id.as_str())
-        .bind(identity.kind.as_str())
-        .bind(identity.namespace_id.as_ref().map(|n| n.to_string()))
-        .bind(identity.agent_id.as_ref().map(|a| a.to_string()))
-        .bind(identity.issuer.clone())
-        .bind(identity.subject.clone())
-        .bind(identity.created_at)
-        .execute()
-        .await?;
-        Ok(())
-    }
-
     /// An identity by id.
     pub async fn identity_get(&mut self, id: &IamId) -> Result<Option<Identity>, StoreError> {
         let row = self
@@ -210,21 +191,6 @@ impl Tx {
             .fetch_optional()
             .await?;
         row.as_ref().map(identity_from_row).transpose()
-    }
-
-    /// Inserts a Role.
-    pub async fn role_insert(&mut self, role: &Role) -> Result<(), StoreError> {
-        let permissions = serde_json::to_value(&role.permissions)
-            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        self.q(sql!("INSERT INTO iam_roles (id, namespace_id, name, permissions, created_at) VALUES ($1, $2, $3, $4, $5)"))
-            .bind(role.id.as_str())
-            .bind(role.namespace_id.as_ref().map(|n| n.to_string()))
-            .bind(role.name.clone())
-            .bind(permissions)
-            .bind(role.created_at)
-            .execute()
-            .await?;
-        Ok(())
     }
 
     /// A Role by id.
@@ -247,38 +213,6 @@ impl Tx {
             .fetch_all()
             .await?;
         rows.iter().map(role_from_row).collect()
-    }
-
-    /// Deletes a Role; a binding that still grants it is a [`StoreError::Reference`].
-    pub async fn role_delete(&mut self, id: &IamId) -> Result<(), StoreError> {
-        let n = self
-            .q(sql!("DELETE FROM iam_roles WHERE id = $1"))
-            .bind(id.as_str())
-            .execute()
-            .await?;
-        if n == 1 {
-            Ok(())
-        } else {
-            Err(StoreError::NotFound)
-        }
-    }
-
-    /// Inserts an AccessBinding.
-    pub async fn binding_insert(&mut self, binding: &AccessBinding) -> Result<(), StoreError> {
-        self.q(sql!(
-            "INSERT INTO iam_access_bindings (id, namespace_id, subject_id, role_id, resource_kind, resource_id, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7)"
-        ))
-        .bind(binding.id.as_str())
-        .bind(binding.namespace_id.as_ref().map(|n| n.to_string()))
-        .bind(binding.subject_id.as_str())
-        .bind(binding.role_id.as_str())
-        .bind(binding.resource.as_ref().map(|r| r.kind.as_str()))
-        .bind(binding.resource.as_ref().map(|r| r.id.clone()))
-        .bind(binding.created_at)
-        .execute()
-        .await?;
-        Ok(())
     }
 
     /// An AccessBinding by id.
@@ -310,46 +244,6 @@ impl Tx {
             .fetch_all()
             .await?;
         rows.iter().map(binding_from_row).collect()
-    }
-
-    /// Deletes an AccessBinding.
-    pub async fn binding_delete(&mut self, id: &IamId) -> Result<(), StoreError> {
-        let n = self
-            .q(sql!("DELETE FROM iam_access_bindings WHERE id = $1"))
-            .bind(id.as_str())
-            .execute()
-            .await?;
-        if n == 1 {
-            Ok(())
-        } else {
-            Err(StoreError::NotFound)
-        }
-    }
-
-    /// Deletes every binding that targets an exact resource; returns their ids.
-    pub async fn binding_delete_targeting(
-        &mut self,
-        kind: ResourceKind,
-        id: &str,
-    ) -> Result<Vec<String>, StoreError> {
-        let rows = self
-            .q(sql!("SELECT id FROM iam_access_bindings WHERE resource_kind = $1 AND resource_id = $2 ORDER BY id"))
-            .bind(kind.as_str())
-            .bind(id)
-            .fetch_all()
-            .await?;
-        let ids = rows
-            .iter()
-            .map(|r| r.text("id"))
-            .collect::<Result<Vec<_>, _>>()?;
-        self.q(sql!(
-            "DELETE FROM iam_access_bindings WHERE resource_kind = $1 AND resource_id = $2"
-        ))
-        .bind(kind.as_str())
-        .bind(id)
-        .execute()
-        .await?;
-        Ok(ids)
     }
 
     /// Removes all IAM policy scoped to a Namespace (at its teardown); returns the removed
@@ -388,23 +282,6 @@ impl Tx {
             .execute()
             .await?;
         Ok(ids)
-    }
-
-    /// Inserts a Restriction.
-    pub async fn restriction_insert(&mut self, r: &Restriction) -> Result<(), StoreError> {
-        self.q(sql!(
-            "INSERT INTO iam_restrictions (id, namespace_id, action, resource_kind, resource_id, effect, created_at) \
-             VALUES ($1, $2, $3, $4, $5, 'deny', $6)"
-        ))
-        .bind(r.id.as_str())
-        .bind(r.namespace_id.as_ref().map(|n| n.to_string()))
-        .bind(r.action.as_str())
-        .bind(r.resource_kind.as_str())
-        .bind(r.resource_id.clone())
-        .bind(r.created_at)
-        .execute()
-        .await?;
-        Ok(())
     }
 
     /// Reads everything that decides `identity`'s access — the identity, its bindings with their
@@ -507,5 +384,132 @@ impl Tx {
             .await?
             .count("n")?
             > 0)
+    }
+}
+
+/// Admission mutators: reached from client operations, so they need the evidence of the
+/// decision that allowed the operation (see [`Authorized`]).
+impl Authorized {
+    /// Inserts an identity (humans and non-Agent service principals; Agent principals are created
+    /// by [`Authorized::agent_insert`]).
+    pub async fn identity_insert(&mut self, identity: &Identity) -> Result<(), StoreError> {
+        self.q(sql!(
+            "INSERT INTO iam_identities (id, kind, namespace_id, agent_id, issuer, subject, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7)"
+        ))
+        .bind(identity.id.as_str())
+        .bind(identity.kind.as_str())
+        .bind(identity.namespace_id.as_ref().map(|n| n.to_string()))
+        .bind(identity.agent_id.as_ref().map(|a| a.to_string()))
+        .bind(identity.issuer.clone())
+        .bind(identity.subject.clone())
+        .bind(identity.created_at)
+        .execute()
+        .await?;
+        Ok(())
+    }
+
+    /// Inserts a Role.
+    pub async fn role_insert(&mut self, role: &Role) -> Result<(), StoreError> {
+        let permissions = serde_json::to_value(&role.permissions)
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        self.q(sql!("INSERT INTO iam_roles (id, namespace_id, name, permissions, created_at) VALUES ($1, $2, $3, $4, $5)"))
+            .bind(role.id.as_str())
+            .bind(role.namespace_id.as_ref().map(|n| n.to_string()))
+            .bind(role.name.clone())
+            .bind(permissions)
+            .bind(role.created_at)
+            .execute()
+            .await?;
+        Ok(())
+    }
+
+    /// Deletes a Role; a binding that still grants it is a [`StoreError::Reference`].
+    pub async fn role_delete(&mut self, id: &IamId) -> Result<(), StoreError> {
+        let n = self
+            .q(sql!("DELETE FROM iam_roles WHERE id = $1"))
+            .bind(id.as_str())
+            .execute()
+            .await?;
+        if n == 1 {
+            Ok(())
+        } else {
+            Err(StoreError::NotFound)
+        }
+    }
+
+    /// Inserts an AccessBinding.
+    pub async fn binding_insert(&mut self, binding: &AccessBinding) -> Result<(), StoreError> {
+        self.q(sql!(
+            "INSERT INTO iam_access_bindings (id, namespace_id, subject_id, role_id, resource_kind, resource_id, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7)"
+        ))
+        .bind(binding.id.as_str())
+        .bind(binding.namespace_id.as_ref().map(|n| n.to_string()))
+        .bind(binding.subject_id.as_str())
+        .bind(binding.role_id.as_str())
+        .bind(binding.resource.as_ref().map(|r| r.kind.as_str()))
+        .bind(binding.resource.as_ref().map(|r| r.id.clone()))
+        .bind(binding.created_at)
+        .execute()
+        .await?;
+        Ok(())
+    }
+
+    /// Deletes an AccessBinding.
+    pub async fn binding_delete(&mut self, id: &IamId) -> Result<(), StoreError> {
+        let n = self
+            .q(sql!("DELETE FROM iam_access_bindings WHERE id = $1"))
+            .bind(id.as_str())
+            .execute()
+            .await?;
+        if n == 1 {
+            Ok(())
+        } else {
+            Err(StoreError::NotFound)
+        }
+    }
+
+    /// Deletes every binding that targets an exact resource; returns their ids.
+    pub async fn binding_delete_targeting(
+        &mut self,
+        kind: ResourceKind,
+        id: &str,
+    ) -> Result<Vec<String>, StoreError> {
+        let rows = self
+            .q(sql!("SELECT id FROM iam_access_bindings WHERE resource_kind = $1 AND resource_id = $2 ORDER BY id"))
+            .bind(kind.as_str())
+            .bind(id)
+            .fetch_all()
+            .await?;
+        let ids = rows
+            .iter()
+            .map(|r| r.text("id"))
+            .collect::<Result<Vec<_>, _>>()?;
+        self.q(sql!(
+            "DELETE FROM iam_access_bindings WHERE resource_kind = $1 AND resource_id = $2"
+        ))
+        .bind(kind.as_str())
+        .bind(id)
+        .execute()
+        .await?;
+        Ok(ids)
+    }
+
+    /// Inserts a Restriction.
+    pub async fn restriction_insert(&mut self, r: &Restriction) -> Result<(), StoreError> {
+        self.q(sql!(
+            "INSERT INTO iam_restrictions (id, namespace_id, action, resource_kind, resource_id, effect, created_at) \
+             VALUES ($1, $2, $3, $4, $5, 'deny', $6)"
+        ))
+        .bind(r.id.as_str())
+        .bind(r.namespace_id.as_ref().map(|n| n.to_string()))
+        .bind(r.action.as_str())
+        .bind(r.resource_kind.as_str())
+        .bind(r.resource_id.clone())
+        .bind(r.created_at)
+        .execute()
+        .await?;
+        Ok(())
     }
 }

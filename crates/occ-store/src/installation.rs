@@ -3,7 +3,7 @@
 use occ_core::resource::Installation;
 
 use crate::db::{Row, sql};
-use crate::{StoreError, Tx};
+use crate::{Authorized, StoreError, Tx};
 
 fn from_row(r: &Row) -> Result<Installation, StoreError> {
     Ok(Installation {
@@ -14,6 +14,19 @@ fn from_row(r: &Row) -> Result<Installation, StoreError> {
 }
 
 impl Tx {
+    /// The Installation, if bootstrapped.
+    pub async fn installation_get(&mut self) -> Result<Option<Installation>, StoreError> {
+        let row = self
+            .q(sql!("SELECT id, name, created_at FROM installation"))
+            .fetch_optional()
+            .await?;
+        row.as_ref().map(from_row).transpose()
+    }
+}
+
+/// Admission mutators: reached from client operations, so they need the evidence of the
+/// decision that allowed the operation (see [`Authorized`]).
+impl Authorized {
     /// Inserts the Installation; a second one is a [`StoreError::Conflict`].
     pub async fn installation_insert(
         &mut self,
@@ -28,14 +41,5 @@ impl Tx {
         .execute()
         .await?;
         Ok(())
-    }
-
-    /// The Installation, if bootstrapped.
-    pub async fn installation_get(&mut self) -> Result<Option<Installation>, StoreError> {
-        let row = self
-            .q(sql!("SELECT id, name, created_at FROM installation"))
-            .fetch_optional()
-            .await?;
-        row.as_ref().map(from_row).transpose()
     }
 }

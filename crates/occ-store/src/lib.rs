@@ -1,9 +1,16 @@
 //! occ platform state: one store API over PostgreSQL (production, schema `occ`) and SQLite (the
 //! embedded default, one file).
 //!
-//! SQL lives only in this crate. Mutations run in a [`Tx`] opened with [`Store::begin`]; the
+//! SQL lives only in this crate. Mutations run in a transaction opened with [`Store::begin`]; the
 //! caller appends its audit event and enqueues its work in the same transaction and commits once,
-//! so a change never exists without its evidence and its work. The database enforces the
+//! so a change never exists without its evidence and its work.
+//!
+//! **Admission needs proof.** The mutators a client operation reaches (creating, changing and
+//! deleting resources and IAM policy, admitting revisions, enqueuing work) are methods of
+//! [`Authorized`] — a transaction together with the [`Evidence`] of the authorization decision
+//! that allowed its operation — not of the bare [`Tx`], so code that has not been allowed cannot
+//! call them. The bare `Tx` reads, appends audit records, records sign-in sessions, runs the work
+//! queue and settles claimed work (transitions of state that was admitted with evidence). The database enforces the
 //! platform invariants itself (see the migrations); violations come back as typed
 //! [`StoreError`]s.
 //!
@@ -44,6 +51,7 @@ pub use error::StoreError;
 pub use migrate::MigrationReport;
 
 use db::{Conn, Query, Sql};
+use occ_core::authz::Evidence;
 
 /// Connection settings.
 #[derive(Debug, Clone)]
@@ -288,7 +296,16 @@ impl Store {
 
     /// Begins a read-write transaction. On SQLite it takes the write lock up front
     /// (`BEGIN IMMEDIATE`), so a transaction never fails half-way on lock upgrade.
+    ///
+    /// Outside this crate only the controller's authorization helper and a few named places
+    /// (denial audit, bootstrap, sign-in, the worker's settlement) call it: `clippy.toml`
+    /// disallows it elsewhere.
     pub async fn begin(&self) -> Result<Tx, StoreError> {
+        self.begin_write().await
+    }
+
+    /// [`Store::begin`], for the store's own transactions (work claims and recovery).
+    pub(crate) async fn begin_write(&self) -> Result<Tx, StoreError> {
         let (inner, writer) = match &self.pool {
             Pool::Pg(p, _) => (
                 TxInner::Pg(p.begin().await.map_err(StoreError::from_sqlx)?),
@@ -459,5 +476,74 @@ impl Tx {
             TxInner::Sqlite(t) => t.rollback().await,
         };
         result.map_err(StoreError::from_sqlx)
+    }
+}
+
+/// A write transaction with the [`Evidence`] of the decision that allowed its operation: the
+/// only receiver of the admission mutators. Everything a [`Tx`] does is available through it.
+///
+/// `Evidence` comes only from an allowing `occ_core::authz::decide` (or bootstrap's own
+/// constructor) and cannot be cloned, so one decision admits one transaction.
+///
+/// A bare transaction has no admission mutators:
+///
+/// ```compile_fail,E0599
+/// # async fn admit(store: &occ_store::Store, ns: &occ_core::resource::Namespace) {
+/// let mut tx = store.begin_read().await.unwrap();
+/// tx.namespace_insert(ns).await.unwrap();
+/// # }
+/// ```
+pub struct Authorized {
+    tx: Tx,
+    evidence: Evidence,
+}
+
+impl Authorized {
+    /// Joins a write transaction (from [`Store::begin`]) with the evidence that allowed its
+    /// operation.
+    pub fn new(tx: Tx, evidence: Evidence) -> Self {
+        Self { tx, evidence }
+    }
+
+    /// The evidence, for the operation's audit event.
+    pub fn evidence(&self) -> &Evidence {
+        &self.evidence
+    }
+
+    /// Commits; see [`Tx::commit`].
+    pub async fn commit(self) -> Result<(), StoreError> {
+        self.tx.commit().await
+    }
+
+    /// Rolls back explicitly; see [`Tx::rollback`].
+    pub async fn rollback(self) -> Result<(), StoreError> {
+        self.tx.rollback().await
+    }
+}
+
+impl std::ops::Deref for Authorized {
+    type Target = Tx;
+    fn deref(&self) -> &Tx {
+        &self.tx
+    }
+}
+
+impl std::ops::DerefMut for Authorized {
+    fn deref_mut(&mut self) -> &mut Tx {
+        &mut self.tx
+    }
+}
+
+// So that code working on "a transaction, authorized or not" (further decisions of the same
+// operation) can take either.
+impl std::borrow::Borrow<Tx> for Authorized {
+    fn borrow(&self) -> &Tx {
+        &self.tx
+    }
+}
+
+impl std::borrow::BorrowMut<Tx> for Authorized {
+    fn borrow_mut(&mut self) -> &mut Tx {
+        &mut self.tx
     }
 }

@@ -5,7 +5,7 @@ use occ_core::resource::{Namespace, NamespaceStatus};
 use occ_core::{NamespaceId, Timestamp};
 
 use crate::db::{Row, sql};
-use crate::{StoreError, Tx};
+use crate::{Authorized, StoreError, Tx};
 
 macro_rules! ns_cols {
     () => {
@@ -48,23 +48,6 @@ impl NamespaceContents {
 }
 
 impl Tx {
-    /// Inserts a Namespace. A taken name (tombstones included) is a [`StoreError::Conflict`].
-    pub async fn namespace_insert(&mut self, ns: &Namespace) -> Result<(), StoreError> {
-        self.q(sql!(
-            "INSERT INTO namespaces (id, name, existing_namespace, status, created_at, deleted_at) \
-             VALUES ($1, $2, $3, $4, $5, $6)"
-        ))
-        .bind(ns.id.as_str())
-        .bind(ns.name.as_str())
-        .bind(ns.existing_namespace.clone())
-        .bind(ns.status.as_str())
-        .bind(ns.created_at)
-        .bind(ns.deleted_at)
-        .execute()
-        .await?;
-        Ok(())
-    }
-
     /// A Namespace by id, tombstones included.
     pub async fn namespace_get(
         &mut self,
@@ -130,26 +113,6 @@ impl Tx {
         rows.iter().map(from_row).collect()
     }
 
-    /// Compare-and-set of the status: moves `from → to` only if the live Namespace is still in
-    /// `from`. Returns whether it moved.
-    pub async fn namespace_set_status(
-        &mut self,
-        id: &NamespaceId,
-        from: NamespaceStatus,
-        to: NamespaceStatus,
-    ) -> Result<bool, StoreError> {
-        let n = self
-            .q(sql!(
-                "UPDATE namespaces SET status = $3 WHERE id = $1 AND status = $2 AND deleted_at IS NULL"
-            ))
-            .bind(id.as_str())
-            .bind(from.as_str())
-            .bind(to.as_str())
-            .execute()
-            .await?;
-        Ok(n == 1)
-    }
-
     /// Writes the tombstone of a `deleting` Namespace. The database refuses it while the Namespace
     /// holds resources. Returns whether a live deleting Namespace was tombstoned.
     pub async fn namespace_tombstone(
@@ -195,5 +158,71 @@ impl Tx {
             }
         }
         Ok(contents)
+    }
+
+    /// Ends provisioning as settled Namespace work records it: `provisioning → ready` when it
+    /// succeeded, `→ failed` when it failed. Returns whether it moved.
+    pub async fn namespace_settle_provisioning(
+        &mut self,
+        id: &NamespaceId,
+        ready: bool,
+    ) -> Result<bool, StoreError> {
+        let to = if ready {
+            NamespaceStatus::Ready
+        } else {
+            NamespaceStatus::Failed
+        };
+        self.namespace_cas_status(id, NamespaceStatus::Provisioning, to)
+            .await
+    }
+
+    async fn namespace_cas_status(
+        &mut self,
+        id: &NamespaceId,
+        from: NamespaceStatus,
+        to: NamespaceStatus,
+    ) -> Result<bool, StoreError> {
+        let n = self
+            .q(sql!(
+                "UPDATE namespaces SET status = $3 WHERE id = $1 AND status = $2 AND deleted_at IS NULL"
+            ))
+            .bind(id.as_str())
+            .bind(from.as_str())
+            .bind(to.as_str())
+            .execute()
+            .await?;
+        Ok(n == 1)
+    }
+}
+
+/// Admission mutators: reached from client operations, so they need the evidence of the
+/// decision that allowed the operation (see [`Authorized`]).
+impl Authorized {
+    /// Inserts a Namespace. A taken name (tombstones included) is a [`StoreError::Conflict`].
+    pub async fn namespace_insert(&mut self, ns: &Namespace) -> Result<(), StoreError> {
+        self.q(sql!(
+            "INSERT INTO namespaces (id, name, existing_namespace, status, created_at, deleted_at) \
+             VALUES ($1, $2, $3, $4, $5, $6)"
+        ))
+        .bind(ns.id.as_str())
+        .bind(ns.name.as_str())
+        .bind(ns.existing_namespace.clone())
+        .bind(ns.status.as_str())
+        .bind(ns.created_at)
+        .bind(ns.deleted_at)
+        .execute()
+        .await?;
+        Ok(())
+    }
+
+    /// Compare-and-set of the status: moves `from → to` only if the live Namespace is still in
+    /// `from`. Returns whether it moved.
+    pub async fn namespace_set_status(
+        &mut self,
+        id: &NamespaceId,
+        from: NamespaceStatus,
+        to: NamespaceStatus,
+    ) -> Result<bool, StoreError> {
+        self.namespace_cas_status(id, from, to).await
     }
 }

@@ -1,6 +1,6 @@
 //! The durable work queue (`controller_work`).
 //!
-//! Admission enqueues inside its own transaction ([`Tx::work_enqueue`]); re-enqueueing the same
+//! Admission enqueues inside its own transaction ([`Authorized::work_enqueue`](crate::Authorized::work_enqueue)); re-enqueueing the same
 //! idempotency key returns the existing row, and the same key with a different owner or target
 //! is a conflict. Workers claim with a lease ([`Store::work_claim`]): PostgreSQL picks with
 //! `FOR UPDATE SKIP LOCKED`, SQLite under its single write lock, and the partial unique index
@@ -31,7 +31,7 @@ use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
 use crate::db::{Row, sql};
-use crate::{Store, StoreError, Tx};
+use crate::{Authorized, Store, StoreError, Tx};
 
 macro_rules! work_cols {
     () => {
@@ -153,14 +153,8 @@ fn evidence_resource(item: &WorkItem) -> ResourceRef {
 }
 
 impl Tx {
-    /// Enqueues work inside the caller's transaction. The same key with the same owner and target
-    /// returns the existing row unchanged (terminal or not); a different owner or target is a
-    /// [`StoreError::Conflict`].
-    pub async fn work_enqueue(&mut self, work: &NewWork) -> Result<WorkItem, StoreError> {
-        self.work_enqueue_after(work, Duration::ZERO).await
-    }
-
-    /// Like [`Tx::work_enqueue`], available only after `delay` (maintenance passes).
+    /// Like [`Authorized::work_enqueue`], available only after `delay`: the worker schedules the
+    /// next maintenance pass of an admitted revision when it settles the current one.
     pub async fn work_enqueue_after(
         &mut self,
         work: &NewWork,
@@ -463,6 +457,17 @@ impl Tx {
     }
 }
 
+/// Admission mutators: reached from client operations, so they need the evidence of the
+/// decision that allowed the operation (see [`Authorized`]).
+impl Authorized {
+    /// Enqueues work inside the caller's transaction. The same key with the same owner and target
+    /// returns the existing row unchanged (terminal or not); a different owner or target is a
+    /// [`StoreError::Conflict`].
+    pub async fn work_enqueue(&mut self, work: &NewWork) -> Result<WorkItem, StoreError> {
+        self.work_enqueue_after(work, Duration::ZERO).await
+    }
+}
+
 impl Store {
     /// Claims the next available item, if any: oldest `available_at` first, never an item whose
     /// Agent (or Namespace) lane already has a live claim, never one that used `max_attempts`.
@@ -482,7 +487,7 @@ impl Store {
     }
 
     async fn try_claim(&self, options: &QueueOptions) -> Result<Option<Claim>, StoreError> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.begin_write().await?;
         let candidate = tx
             .q(sql!(
                 "SELECT w.idempotency_key FROM controller_work w \
@@ -533,7 +538,7 @@ impl Store {
         claim: &Claim,
         lease: Duration,
     ) -> Result<Timestamp, StoreError> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.begin_write().await?;
         let expiry = tx.work_fence(claim, lease).await?;
         tx.commit().await?;
         Ok(expiry)
@@ -548,7 +553,7 @@ impl Store {
         options: &QueueOptions,
         limit: u32,
     ) -> Result<RecoveryReport, StoreError> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.begin_write().await?;
         let mut report = RecoveryReport::default();
         let expired = tx
             .q(sql!(concat!(

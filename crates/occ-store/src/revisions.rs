@@ -8,9 +8,9 @@ use occ_core::{AgentId, IamId, NamespaceId, RevisionId, Timestamp};
 use serde_json::Value;
 
 use crate::db::{Backend, Row, sql};
-use crate::{StoreError, Tx};
+use crate::{Authorized, StoreError, Tx};
 
-/// A revision to admit; its number is assigned by [`Tx::revision_admit`].
+/// A revision to admit; its number is assigned by [`Authorized::revision_admit`](crate::Authorized::revision_admit).
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewRevision {
     /// `rev_…`
@@ -63,6 +63,50 @@ impl Tx {
         .count("n")
     }
 
+    /// A revision of exactly this Agent in exactly this Namespace.
+    pub async fn revision_get(
+        &mut self,
+        ns: &NamespaceId,
+        agent: &AgentId,
+        id: &RevisionId,
+    ) -> Result<Option<AgentRevision>, StoreError> {
+        let row = self
+            .q(sql!(concat!(
+                "SELECT ",
+                rev_cols!(),
+                " FROM agent_revisions WHERE namespace_id = $1 AND agent_id = $2 AND id = $3"
+            )))
+            .bind(ns.as_str())
+            .bind(agent.as_str())
+            .bind(id.as_str())
+            .fetch_optional()
+            .await?;
+        row.as_ref().map(from_row).transpose()
+    }
+
+    /// The revisions of an Agent, oldest first.
+    pub async fn revision_list(
+        &mut self,
+        ns: &NamespaceId,
+        agent: &AgentId,
+    ) -> Result<Vec<AgentRevision>, StoreError> {
+        let rows = self
+            .q(sql!(concat!(
+                "SELECT ",
+                rev_cols!(),
+                " FROM agent_revisions WHERE namespace_id = $1 AND agent_id = $2 ORDER BY revision_number"
+            )))
+            .bind(ns.as_str())
+            .bind(agent.as_str())
+            .fetch_all()
+            .await?;
+        rows.iter().map(from_row).collect()
+    }
+}
+
+/// Admission mutators: reached from client operations, so they need the evidence of the
+/// decision that allowed the operation (see [`Authorized`]).
+impl Authorized {
     /// Inserts an admitted revision.
     pub async fn revision_insert(&mut self, rev: &AgentRevision) -> Result<(), StoreError> {
         let spec =
@@ -189,45 +233,5 @@ impl Tx {
             spec: new.spec.clone(),
             created_at: new.admitted_at,
         })
-    }
-
-    /// A revision of exactly this Agent in exactly this Namespace.
-    pub async fn revision_get(
-        &mut self,
-        ns: &NamespaceId,
-        agent: &AgentId,
-        id: &RevisionId,
-    ) -> Result<Option<AgentRevision>, StoreError> {
-        let row = self
-            .q(sql!(concat!(
-                "SELECT ",
-                rev_cols!(),
-                " FROM agent_revisions WHERE namespace_id = $1 AND agent_id = $2 AND id = $3"
-            )))
-            .bind(ns.as_str())
-            .bind(agent.as_str())
-            .bind(id.as_str())
-            .fetch_optional()
-            .await?;
-        row.as_ref().map(from_row).transpose()
-    }
-
-    /// The revisions of an Agent, oldest first.
-    pub async fn revision_list(
-        &mut self,
-        ns: &NamespaceId,
-        agent: &AgentId,
-    ) -> Result<Vec<AgentRevision>, StoreError> {
-        let rows = self
-            .q(sql!(concat!(
-                "SELECT ",
-                rev_cols!(),
-                " FROM agent_revisions WHERE namespace_id = $1 AND agent_id = $2 ORDER BY revision_number"
-            )))
-            .bind(ns.as_str())
-            .bind(agent.as_str())
-            .fetch_all()
-            .await?;
-        rows.iter().map(from_row).collect()
     }
 }

@@ -5,7 +5,7 @@ use occ_core::resource::SecretMeta;
 use occ_core::{NamespaceId, SecretId};
 
 use crate::db::{Row, sql};
-use crate::{StoreError, Tx};
+use crate::{Authorized, StoreError, Tx};
 
 macro_rules! secret_cols {
     () => {
@@ -25,22 +25,6 @@ fn from_row(r: &Row) -> Result<SecretMeta, StoreError> {
 }
 
 impl Tx {
-    /// Inserts Secret metadata; a taken name is a [`StoreError::Conflict`].
-    pub async fn secret_insert(&mut self, secret: &SecretMeta) -> Result<(), StoreError> {
-        self.q(sql!(
-            "INSERT INTO secrets (id, namespace_id, name, driver_id, locator, created_at) VALUES ($1, $2, $3, $4, $5, $6)"
-        ))
-        .bind(secret.id.as_str())
-        .bind(secret.namespace_id.as_str())
-        .bind(secret.name.as_str())
-        .bind(secret.driver_id.as_str())
-        .bind(secret.locator.as_str())
-        .bind(secret.created_at)
-        .execute()
-        .await?;
-        Ok(())
-    }
-
     /// A Secret in exactly this Namespace.
     pub async fn secret_get(
         &mut self,
@@ -72,6 +56,50 @@ impl Tx {
             .fetch_all()
             .await?;
         rows.iter().map(from_row).collect()
+    }
+
+    /// Ids of Configurations in the Namespace whose Secret bindings name this Secret.
+    pub async fn secret_referencing_configurations(
+        &mut self,
+        ns: &NamespaceId,
+        id: &SecretId,
+    ) -> Result<Vec<String>, StoreError> {
+        // Bindings are a small JSON map; filter in Rust to keep one statement for both dialects.
+        let rows = self
+            .q(sql!(
+                "SELECT id, secret_bindings FROM configurations WHERE namespace_id = $1 ORDER BY id"
+            ))
+            .bind(ns.as_str())
+            .fetch_all()
+            .await?;
+        let mut out = Vec::new();
+        for r in rows {
+            let bindings: occ_core::resource::SecretBindings = r.json_as("secret_bindings")?;
+            if bindings.values().any(|b| &b.source.id == id) {
+                out.push(r.text("id")?);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Admission mutators: reached from client operations, so they need the evidence of the
+/// decision that allowed the operation (see [`Authorized`]).
+impl Authorized {
+    /// Inserts Secret metadata; a taken name is a [`StoreError::Conflict`].
+    pub async fn secret_insert(&mut self, secret: &SecretMeta) -> Result<(), StoreError> {
+        self.q(sql!(
+            "INSERT INTO secrets (id, namespace_id, name, driver_id, locator, created_at) VALUES ($1, $2, $3, $4, $5, $6)"
+        ))
+        .bind(secret.id.as_str())
+        .bind(secret.namespace_id.as_str())
+        .bind(secret.name.as_str())
+        .bind(secret.driver_id.as_str())
+        .bind(secret.locator.as_str())
+        .bind(secret.created_at)
+        .execute()
+        .await?;
+        Ok(())
     }
 
     /// Replaces the locator after a value update (the Driver may move the value).
@@ -116,29 +144,5 @@ impl Tx {
         } else {
             Err(StoreError::NotFound)
         }
-    }
-
-    /// Ids of Configurations in the Namespace whose Secret bindings name this Secret.
-    pub async fn secret_referencing_configurations(
-        &mut self,
-        ns: &NamespaceId,
-        id: &SecretId,
-    ) -> Result<Vec<String>, StoreError> {
-        // Bindings are a small JSON map; filter in Rust to keep one statement for both dialects.
-        let rows = self
-            .q(sql!(
-                "SELECT id, secret_bindings FROM configurations WHERE namespace_id = $1 ORDER BY id"
-            ))
-            .bind(ns.as_str())
-            .fetch_all()
-            .await?;
-        let mut out = Vec::new();
-        for r in rows {
-            let bindings: occ_core::resource::SecretBindings = r.json_as("secret_bindings")?;
-            if bindings.values().any(|b| &b.source.id == id) {
-                out.push(r.text("id")?);
-            }
-        }
-        Ok(out)
     }
 }

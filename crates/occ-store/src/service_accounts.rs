@@ -4,7 +4,7 @@ use occ_core::resource::{ServiceAccount, ServiceAccountCredentialKind};
 use occ_core::{NamespaceId, ServiceAccountId};
 
 use crate::db::{Row, sql};
-use crate::{StoreError, Tx};
+use crate::{Authorized, StoreError, Tx};
 
 macro_rules! sa_cols {
     () => {
@@ -42,21 +42,6 @@ fn from_row(r: &Row) -> Result<ServiceAccount, StoreError> {
 }
 
 impl Tx {
-    /// Inserts a ServiceAccount; a taken name is a [`StoreError::Conflict`].
-    pub async fn service_account_insert(&mut self, sa: &ServiceAccount) -> Result<(), StoreError> {
-        self.q(sql!(
-            "INSERT INTO service_accounts (id, namespace_id, name, credential_kind, created_at) VALUES ($1, $2, $3, $4, $5)"
-        ))
-        .bind(sa.id.as_str())
-        .bind(sa.namespace_id.as_str())
-        .bind(sa.name.as_str())
-        .bind(sa.credential_kind.map(credential_kind_str))
-        .bind(sa.created_at)
-        .execute()
-        .await?;
-        Ok(())
-    }
-
     /// A ServiceAccount in exactly this Namespace.
     pub async fn service_account_get(
         &mut self,
@@ -91,6 +76,25 @@ impl Tx {
             .fetch_all()
             .await?;
         rows.iter().map(from_row).collect()
+    }
+}
+
+/// Admission mutators: reached from client operations, so they need the evidence of the
+/// decision that allowed the operation (see [`Authorized`]).
+impl Authorized {
+    /// Inserts a ServiceAccount; a taken name is a [`StoreError::Conflict`].
+    pub async fn service_account_insert(&mut self, sa: &ServiceAccount) -> Result<(), StoreError> {
+        self.q(sql!(
+            "INSERT INTO service_accounts (id, namespace_id, name, credential_kind, created_at) VALUES ($1, $2, $3, $4, $5)"
+        ))
+        .bind(sa.id.as_str())
+        .bind(sa.namespace_id.as_str())
+        .bind(sa.name.as_str())
+        .bind(sa.credential_kind.map(credential_kind_str))
+        .bind(sa.created_at)
+        .execute()
+        .await?;
+        Ok(())
     }
 
     /// Deletes a ServiceAccount; a reference from an Agent is a [`StoreError::Reference`].

@@ -5,7 +5,7 @@ use occ_core::resource::WorkspaceSetup;
 use occ_core::{AgentId, NamespaceId};
 
 use crate::db::{Row, sql};
-use crate::{StoreError, Tx};
+use crate::{Authorized, StoreError, Tx};
 
 fn from_row(r: &Row) -> Result<WorkspaceSetup, StoreError> {
     Ok(WorkspaceSetup {
@@ -19,31 +19,6 @@ fn from_row(r: &Row) -> Result<WorkspaceSetup, StoreError> {
 }
 
 impl Tx {
-    /// Stages the initial files of a new Agent.
-    pub async fn workspace_setup_insert(
-        &mut self,
-        setup: &WorkspaceSetup,
-    ) -> Result<(), StoreError> {
-        let files = setup
-            .files
-            .as_ref()
-            .map(|f| serde_json::to_value(f).map_err(|e| StoreError::Corrupt(e.to_string())))
-            .transpose()?;
-        self.q(sql!(
-            "INSERT INTO workspace_setups (id, namespace_id, agent_id, defaults_id, files, completed) \
-             VALUES ($1, $2, $3, $4, $5, $6)"
-        ))
-        .bind(setup.id.as_str())
-        .bind(setup.namespace_id.as_str())
-        .bind(setup.agent_id.as_str())
-        .bind(setup.defaults_id.clone())
-        .bind(files)
-        .bind(setup.completed)
-        .execute()
-        .await?;
-        Ok(())
-    }
-
     /// The setup record of an Agent, if it was created with initial files.
     pub async fn workspace_setup_get(
         &mut self,
@@ -78,6 +53,35 @@ impl Tx {
             .execute()
             .await?;
         Ok(n == 1)
+    }
+}
+
+/// Admission mutators: reached from client operations, so they need the evidence of the
+/// decision that allowed the operation (see [`Authorized`]).
+impl Authorized {
+    /// Stages the initial files of a new Agent.
+    pub async fn workspace_setup_insert(
+        &mut self,
+        setup: &WorkspaceSetup,
+    ) -> Result<(), StoreError> {
+        let files = setup
+            .files
+            .as_ref()
+            .map(|f| serde_json::to_value(f).map_err(|e| StoreError::Corrupt(e.to_string())))
+            .transpose()?;
+        self.q(sql!(
+            "INSERT INTO workspace_setups (id, namespace_id, agent_id, defaults_id, files, completed) \
+             VALUES ($1, $2, $3, $4, $5, $6)"
+        ))
+        .bind(setup.id.as_str())
+        .bind(setup.namespace_id.as_str())
+        .bind(setup.agent_id.as_str())
+        .bind(setup.defaults_id.clone())
+        .bind(files)
+        .bind(setup.completed)
+        .execute()
+        .await?;
+        Ok(())
     }
 
     /// Deletes the setup record of an Agent (at deletion request). Returns whether one existed.

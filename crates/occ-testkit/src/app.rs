@@ -14,7 +14,7 @@ use occ_controller::auth::{credential_hash, new_service_key};
 use occ_controller::bootstrap::{BootstrapInput, BootstrapOutcome, KeySink};
 use occ_controller::{Controller, ControllerSettings, FaultHooks};
 use occ_core::authz::{Permission, ResourceKind};
-use occ_core::iam::{AccessBinding, BoundResource, Identity, IdentityKind, Role, ServiceKey};
+use occ_core::iam::{AccessBinding, BoundResource, Role, ServiceKey};
 use occ_core::resource::{Installation, NamespaceStatus};
 use occ_core::{IamId, Name, NamespaceId, Timestamp};
 use occ_drivers::compute::ComputeSelection;
@@ -252,7 +252,7 @@ impl TestApp {
 
     /// Publishes `rev` as the Agent's active revision, as the worker would after activating it.
     pub async fn activate(&self, agent: &occ_core::AgentId, rev: &occ_core::RevisionId) {
-        let mut tx = self.store.begin().await.expect("tx");
+        let mut tx = crate::begin_setup(&self.store).await;
         let current = tx
             .agent_get(&self.default_ns, agent)
             .await
@@ -269,7 +269,7 @@ impl TestApp {
 
     /// Moves a Namespace's status as the worker would.
     pub async fn set_namespace_status(&self, ns: &NamespaceId, status: NamespaceStatus) {
-        let mut tx = self.store.begin().await.expect("tx");
+        let mut tx = crate::begin_setup(&self.store).await;
         let current = tx
             .namespace_get(ns)
             .await
@@ -296,7 +296,7 @@ impl TestApp {
             expires_at: now.plus(Duration::from_secs(3600)),
             created_at: now,
         };
-        let mut tx = self.store.begin().await.expect("tx");
+        let mut tx = crate::begin_setup(&self.store).await;
         tx.service_key_insert(&key, &credential_hash(&plaintext))
             .await
             .expect("key");
@@ -314,16 +314,8 @@ impl TestApp {
         key_namespace: Option<&NamespaceId>,
     ) -> (IamId, String) {
         let now = Timestamp::now();
-        let identity = Identity {
-            id: IamId::generate_service_principal(),
-            kind: IdentityKind::ServicePrincipal,
-            namespace_id: None,
-            agent_id: None,
-            issuer: None,
-            subject: None,
-            created_at: now,
-        };
-        let mut tx = self.store.begin().await.expect("tx");
+        let identity = crate::setup::service_principal(now);
+        let mut tx = crate::begin_setup(&self.store).await;
         tx.identity_insert(&identity).await.expect("identity");
         if !permissions.is_empty() {
             let role = Role {
@@ -382,7 +374,7 @@ impl TestApp {
             created_at: now,
         };
         let binding = IamId::generate_binding("");
-        let mut tx = self.store.begin().await.expect("tx");
+        let mut tx = crate::begin_setup(&self.store).await;
         tx.role_insert(&role).await.expect("role");
         tx.binding_insert(&AccessBinding {
             id: binding.clone(),

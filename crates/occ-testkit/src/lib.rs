@@ -8,6 +8,8 @@
 //!   [`TestDb::sqlite`] copies a migrated template file into a fresh temporary directory.
 //! - [`TestDb::raw`] opens a separate connection for direct SQL, to prove the database itself
 //!   refuses what the application would never send.
+//! - [`begin_setup`] opens a store transaction that may write test state directly (see
+//!   [`setup`]).
 
 pub mod app;
 pub mod compute;
@@ -20,6 +22,7 @@ pub mod kubelet;
 pub mod occ_process;
 mod pg;
 pub mod runtime;
+pub mod setup;
 pub mod workspace;
 
 use std::path::PathBuf;
@@ -33,6 +36,7 @@ use sqlx::{Connection as _, PgConnection, SqliteConnection};
 use tokio::sync::OnceCell;
 
 pub use pg::{PgCluster, pg_cluster};
+pub use setup::{begin_setup, setup_evidence};
 
 /// A fresh, migrated database for one test.
 pub struct TestDb {

@@ -76,7 +76,7 @@ async fn start(db: &TestDb) -> Server {
     let store = Store::connect(&db.url, &StoreOptions::default())
         .await
         .unwrap();
-    let mut tx = store.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&store).await;
     let ns = tx
         .namespace_list()
         .await

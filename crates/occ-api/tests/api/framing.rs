@@ -244,7 +244,7 @@ async fn credentials_are_strict() {
         .unwrap();
     assert_eq!(app.send(req).await.status, StatusCode::UNAUTHORIZED);
     // an expired key
-    let mut tx = app.store.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&app.store).await;
     let plaintext = occ_controller::auth::new_service_key();
     let now = occ_core::Timestamp::now();
     tx.service_key_insert(

@@ -132,7 +132,7 @@ async fn namespace_lifecycle() {
         (StatusCode::CONFLICT, "RESOURCE_CONFLICT")
     );
     // after the worker's tombstone: 404, and the name stays reserved
-    let mut tx = app.store.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&app.store).await;
     tx.namespace_tombstone(&nsid, occ_core::Timestamp::now())
         .await
         .unwrap();

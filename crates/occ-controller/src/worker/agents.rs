@@ -32,7 +32,7 @@ impl Worker {
         let tx = self.store().begin_read().await?;
         if let Err(e) = self
             .controller
-            .authorize(
+            .authorize_in(
                 tx,
                 &req,
                 Action::Operate,
@@ -238,7 +238,7 @@ impl Worker {
         let tx = self.store().begin_read().await?;
         if let Err(e) = self
             .controller
-            .authorize(
+            .authorize_in(
                 tx,
                 &req,
                 Action::Delete,

@@ -420,13 +420,7 @@ impl Worker {
         extra: impl AsyncFnOnce(&mut Tx, Settled, &Outcome) -> Result<(), StoreError>,
     ) -> Result<PassOutcome, PassError> {
         let outcome = self.apply_deadline(claim, outcome);
-        let mut tx = self.store().begin().await?;
-        tx.work_fence(claim, self.settings.lease)
-            .await
-            .map_err(|e| match e {
-                StoreError::ClaimLost => PassError::ClaimLost(ClaimLost),
-                other => PassError::Store(other),
-            })?;
+        let mut tx = self.fenced(claim).await?;
         let (settled, pass) = match &outcome {
             Outcome::Done(code, data) => {
                 tx.work_complete(claim, code, data.clone()).await?;
@@ -453,11 +447,26 @@ impl Worker {
             }
         };
         extra(&mut tx, settled, &outcome).await?;
-        tx.commit().await.map_err(|e| match e {
-            StoreError::ClaimLost => PassError::ClaimLost(ClaimLost),
-            other => PassError::Store(other),
-        })?;
+        tx.commit().await.map_err(fence_error)?;
         Ok(pass)
+    }
+
+    /// A write transaction fenced by `claim`: it commits only while the claim is live, so a
+    /// worker that lost its lease publishes nothing. Settling claimed work is not admission —
+    /// the work was admitted with evidence and the requester was re-authorized before the
+    /// effects — so this is a bare [`Tx`]: it runs the queue transitions and the settle-time
+    /// state changes (provisioning ended, tombstones, the active-revision pointer, deletion
+    /// finalizers), never an admission mutator.
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "settling claimed work: fenced by the claim, not by a new decision"
+    )]
+    pub(crate) async fn fenced(&self, claim: &Claim) -> Result<Tx, PassError> {
+        let mut tx = self.store().begin().await?;
+        tx.work_fence(claim, self.settings.lease)
+            .await
+            .map_err(fence_error)?;
+        Ok(tx)
     }
 
     /// A pending item past the convergence deadline fails instead.
@@ -473,6 +482,14 @@ impl Worker {
             }
             other => other,
         }
+    }
+}
+
+/// A failed fenced write: the claim is gone, or the database failed.
+pub(crate) fn fence_error(e: StoreError) -> PassError {
+    match e {
+        StoreError::ClaimLost => PassError::ClaimLost(ClaimLost),
+        other => PassError::Store(other),
     }
 }
 

@@ -75,7 +75,7 @@ impl Worker {
             let tx = self.store().begin_read().await?;
             if let Err(e) = self
                 .controller
-                .authorize(tx, &req, action, &target, audit)
+                .authorize_in(tx, &req, action, &target, audit)
                 .await
             {
                 let outcome = self.authorization_outcome(item, &e).await?;
@@ -161,20 +161,10 @@ impl Worker {
         self.settle(claim, outcome, async |tx, settled, outcome| {
             match (ensure, settled) {
                 (true, Settled::Succeeded) => {
-                    tx.namespace_set_status(
-                        &ns.id,
-                        NamespaceStatus::Provisioning,
-                        NamespaceStatus::Ready,
-                    )
-                    .await?;
+                    tx.namespace_settle_provisioning(&ns.id, true).await?;
                 }
                 (true, Settled::Failed) => {
-                    tx.namespace_set_status(
-                        &ns.id,
-                        NamespaceStatus::Provisioning,
-                        NamespaceStatus::Failed,
-                    )
-                    .await?;
+                    tx.namespace_settle_provisioning(&ns.id, false).await?;
                 }
                 (false, Settled::Succeeded) => {
                     let removed = tx.iam_remove_namespace_policy(&ns.id).await?;

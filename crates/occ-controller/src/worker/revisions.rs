@@ -27,7 +27,7 @@ use occ_drivers::compute::{
 use occ_store::queue::Claim;
 use occ_store::{StoreError, Tx};
 
-use super::{Outcome, PassError, PassOutcome, Settled, Worker, no_extra};
+use super::{Outcome, PassError, PassOutcome, Settled, Worker, fence_error, no_extra};
 use crate::Request;
 
 /// Everything a revision pass reads up front.
@@ -348,14 +348,15 @@ impl Worker {
         let ns = &agent.namespace_id;
         let audit = "openclaw.agents.deploy";
         let c = &self.controller;
-        let tx = self.store().begin_read().await.map_err(crate::db)?;
         let agent_ref = ResourceRef::exact(ResourceKind::Agent, ns, &agent.id);
         let (tx, _) = c
-            .authorize(tx, req, Action::Deploy, &agent_ref, audit)
+            .read_authorized(req, Action::Deploy, &agent_ref, audit)
             .await?;
         let cfg_ref =
             ResourceRef::exact(ResourceKind::Configuration, ns, &rev.spec.configuration_id);
-        let (mut tx, _) = c.authorize(tx, req, Action::Read, &cfg_ref, audit).await?;
+        let mut tx = c
+            .authorize_in(tx, req, Action::Read, &cfg_ref, audit)
+            .await?;
         let mut secrets: Vec<&SecretId> = rev
             .spec
             .secret_bindings
@@ -368,29 +369,28 @@ impl Worker {
             Some(HarnessAuth::ChatgptServiceAccount { service_account_id }) => {
                 let target =
                     ResourceRef::exact(ResourceKind::ServiceAccount, ns, service_account_id);
-                let (t, _) = c.authorize(tx, req, Action::Read, &target, audit).await?;
-                tx = t;
+                tx = c
+                    .authorize_in(tx, req, Action::Read, &target, audit)
+                    .await?;
             }
             Some(HarnessAuth::Runtime {}) | None => {}
         }
         for secret in secrets {
             let target = ResourceRef::exact(ResourceKind::Secret, ns, secret);
-            let (t, _) = c
-                .authorize(tx, req, Action::Operate, &target, audit)
+            tx = c
+                .authorize_in(tx, req, Action::Operate, &target, audit)
                 .await?;
-            let (t, _) = c
-                .authorize_as(
-                    t,
+            tx = c
+                .authorize_in_as(
+                    tx,
                     req,
                     &agent.service_principal_id,
-                    None,
                     Action::Operate,
                     &target,
                     audit,
                     None,
                 )
                 .await?;
-            tx = t;
         }
         drop(tx);
         Ok(())
@@ -477,10 +477,7 @@ impl Worker {
         state: &RevisionState,
     ) -> Result<Publish, PassError> {
         let agent = &state.agent;
-        let mut tx = self.store().begin().await?;
-        tx.work_fence(claim, self.settings.lease)
-            .await
-            .map_err(fence_error)?;
+        let mut tx = self.fenced(claim).await?;
         let Some(now) = tx.agent_lock(&agent.namespace_id, &agent.id).await? else {
             return Ok(Publish::Changed);
         };
@@ -670,11 +667,4 @@ fn maintenance_bucket(key: &str) -> Option<u64> {
 
 pub(crate) fn store_to_compute(e: StoreError) -> occ_drivers::compute::ComputeError {
     occ_drivers::compute::ComputeError::transient("DEPENDENCY_UNAVAILABLE", e.to_string())
-}
-
-pub(crate) fn fence_error(e: StoreError) -> PassError {
-    match e {
-        StoreError::ClaimLost => PassError::ClaimLost(super::lease::ClaimLost),
-        other => PassError::Store(other),
-    }
 }

@@ -93,7 +93,7 @@ pub async fn world(store: &Store) -> World {
     let ns = namespace(&format!("ns-{}", uuid::Uuid::new_v4()));
     let cfg = configuration(&ns.id);
     let agent = agent(&ns.id, &cfg.id, "agent-1");
-    let mut tx = store.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(store).await;
     tx.namespace_insert(&ns).await.unwrap();
     tx.configuration_insert(&cfg).await.unwrap();
     tx.agent_insert(&agent).await.unwrap();
@@ -104,7 +104,7 @@ pub async fn world(store: &Store) -> World {
 /// Inserts revision `number` of the world's Agent, committed.
 pub async fn add_revision(store: &Store, w: &World, number: u64) -> AgentRevision {
     let rev = revision(&w.agent, number);
-    let mut tx = store.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(store).await;
     tx.revision_insert(&rev).await.unwrap();
     tx.commit().await.unwrap();
     rev

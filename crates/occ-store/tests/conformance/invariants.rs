@@ -160,7 +160,7 @@ pub async fn configuration_kind_and_generation_are_bounded(db: TestDb) {
     )
     .await;
     let other = namespace("elsewhere");
-    let mut tx = store.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&store).await;
     tx.namespace_insert(&other).await.unwrap();
     tx.commit().await.unwrap();
     refused(
@@ -203,12 +203,12 @@ pub async fn revisions_are_immutable(db: TestDb) {
     }
     // revision numbers are positive and unique per Agent
     let mut dup = crate::fixtures::revision(&w.agent, 1);
-    let mut tx = store.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&store).await;
     let err = tx.revision_insert(&dup).await.unwrap_err();
     assert!(matches!(err, StoreError::Conflict { .. }), "{err:?}");
     drop(tx);
     dup.revision = 0;
-    let mut tx = store.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&store).await;
     let err = tx.revision_insert(&dup).await.unwrap_err();
     assert!(matches!(err, StoreError::Invariant { .. }), "{err:?}");
     drop(tx);
@@ -313,7 +313,7 @@ pub async fn revisions_are_deleted_only_with_their_agent(db: TestDb) {
         Some("agent_deletion_requires_deleting"),
     )
     .await;
-    let mut tx = store.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&store).await;
     assert!(tx.agent_mark_deleting(&w.ns.id, &w.agent.id).await.unwrap());
     tx.agent_finalize_deletion(&w.ns.id, &w.agent.id)
         .await
@@ -335,7 +335,7 @@ pub async fn references_never_cross_namespaces(db: TestDb) {
     let b = world(&store).await;
     // An Agent in B cannot use A's Configuration.
     let stray = agent(&b.ns.id, &a.cfg.id, "stray");
-    let mut tx = store.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&store).await;
     let err = tx.agent_insert(&stray).await.unwrap_err();
     assert!(matches!(err, StoreError::Reference { .. }), "{err:?}");
     drop(tx);
@@ -364,7 +364,7 @@ pub async fn references_never_cross_namespaces(db: TestDb) {
     )
     .await;
     let work = NewWork::agent_stop(&b.ns.id, &a.agent.id, &IamId::generate_principal());
-    let mut tx = store.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&store).await;
     let err = match tx.work_enqueue(&work).await {
         Err(e) => {
             drop(tx);
@@ -375,7 +375,7 @@ pub async fn references_never_cross_namespaces(db: TestDb) {
     assert!(matches!(err, StoreError::Reference { .. }), "{err:?}");
     // The active pointer cannot name another Agent's revision.
     let rev_a = add_revision(&store, &a, 1).await;
-    let mut tx = store.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&store).await;
     let err = match tx
         .agent_swap_active_revision(&b.ns.id, &b.agent.id, None, Some(&rev_a.id))
         .await
@@ -392,7 +392,7 @@ pub async fn references_never_cross_namespaces(db: TestDb) {
 pub async fn referenced_configuration_cannot_be_deleted(db: TestDb) {
     let store = db.store().await;
     let w = world(&store).await;
-    let mut tx = store.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&store).await;
     let err = tx
         .configuration_delete(&w.ns.id, &w.cfg.id)
         .await
@@ -408,10 +408,10 @@ pub async fn referenced_configuration_cannot_be_deleted(db: TestDb) {
     .await;
     // An unreferenced Configuration deletes; revisions do not hold a reference.
     let spare = configuration(&w.ns.id);
-    let mut tx = store.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&store).await;
     tx.configuration_insert(&spare).await.unwrap();
     tx.commit().await.unwrap();
-    let mut tx = store.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&store).await;
     tx.configuration_delete(&w.ns.id, &spare.id).await.unwrap();
     tx.commit().await.unwrap();
 }
@@ -420,7 +420,7 @@ pub async fn namespace_lifecycle_is_enforced(db: TestDb) {
     let store = db.store().await;
     let mut raw = db.raw().await;
     let ns = namespace("lifecycle");
-    let mut tx = store.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&store).await;
     tx.namespace_insert(&ns).await.unwrap();
     tx.commit().await.unwrap();
     let id = &ns.id;
@@ -444,7 +444,7 @@ pub async fn namespace_lifecycle_is_enforced(db: TestDb) {
     refused(&mut raw, &set("ready"), Some("namespace_lifecycle")).await;
     // a Namespace that still holds something cannot be tombstoned
     let cfg = configuration(id);
-    let mut tx = store.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&store).await;
     tx.configuration_insert(&cfg).await.unwrap();
     tx.commit().await.unwrap();
     let tombstone =
@@ -475,7 +475,7 @@ pub async fn namespace_lifecycle_is_enforced(db: TestDb) {
     .await;
     // the tombstone keeps the name reserved
     let again = namespace("lifecycle");
-    let mut tx = store.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&store).await;
     assert!(matches!(
         tx.namespace_insert(&again).await,
         Err(StoreError::Conflict { .. })
@@ -483,7 +483,7 @@ pub async fn namespace_lifecycle_is_enforced(db: TestDb) {
     drop(tx);
     // failed only from provisioning, and then only to deleting
     let f = namespace("failing");
-    let mut tx = store.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&store).await;
     tx.namespace_insert(&f).await.unwrap();
     tx.commit().await.unwrap();
     accepted(
@@ -548,10 +548,10 @@ pub async fn workspace_setup_completion_erases_files(db: TestDb) {
         files: Some(files),
         completed: false,
     };
-    let mut tx = store.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&store).await;
     tx.workspace_setup_insert(&setup).await.unwrap();
     tx.commit().await.unwrap();
-    let mut tx = store.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&store).await;
     assert_eq!(
         tx.workspace_setup_get(ns, agt).await.unwrap().unwrap(),
         setup
@@ -593,7 +593,7 @@ pub async fn audit_is_append_only(db: TestDb) {
         AuditOutcome::Success,
     )
     .detail("note", "first");
-    let mut tx = store.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&store).await;
     tx.audit_append(&event).await.unwrap();
     tx.commit().await.unwrap();
     let mut raw = db.raw().await;
@@ -644,7 +644,7 @@ pub async fn one_live_claim_per_lane(db: TestDb) {
     let r1 = add_revision(&store, &w, 1).await;
     let r2 = add_revision(&store, &w, 2).await;
     let actor = IamId::generate_principal();
-    let mut tx = store.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&store).await;
     tx.work_enqueue(&NewWork::revision_reconcile(
         &w.ns.id,
         &w.agent.id,

@@ -41,7 +41,7 @@ pub async fn enqueue_is_idempotent_per_key(db: TestDb) {
     let rev = add_revision(&store, &w, 1).await;
     let who = actor();
     let work = NewWork::revision_reconcile(&w.ns.id, &w.agent.id, &rev.id, &who);
-    let mut tx = store.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&store).await;
     let first = tx.work_enqueue(&work).await.unwrap();
     let again = tx.work_enqueue(&work).await.unwrap();
     assert_eq!(first, again, "re-enqueueing returns the existing row");
@@ -63,12 +63,12 @@ pub async fn enqueue_is_idempotent_per_key(db: TestDb) {
         .await
         .unwrap()
         .unwrap();
-    let mut tx = store.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&store).await;
     tx.work_complete(&claim, "REVISION_ACTIVATED", None)
         .await
         .unwrap();
     tx.commit().await.unwrap();
-    let mut tx = store.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&store).await;
     let after = tx.work_enqueue(&work).await.unwrap();
     assert_eq!(after.state, WorkState::Succeeded);
     assert_eq!(after.reason_code.as_deref(), Some("REVISION_ACTIVATED"));
@@ -89,7 +89,7 @@ pub async fn two_workers_claim_each_item_exactly_once(db: TestDb) {
     let setup = db.store().await;
     let who = actor();
     // 200 items in 200 lanes (one Namespace each).
-    let mut tx = setup.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&setup).await;
     for i in 0..200 {
         let ns = namespace(&format!("lane-{i}"));
         tx.namespace_insert(&ns).await.unwrap();
@@ -114,7 +114,7 @@ pub async fn two_workers_claim_each_item_exactly_once(db: TestDb) {
         workers.push(tokio::spawn(async move {
             let mut mine = Vec::new();
             while let Some(claim) = store.work_claim(&options).await.unwrap() {
-                let mut tx = store.begin().await.unwrap();
+                let mut tx = occ_testkit::begin_setup(&store).await;
                 tx.work_complete(&claim, "NAMESPACE_RECONCILED", None)
                     .await
                     .unwrap();
@@ -144,7 +144,7 @@ pub async fn expired_lease_is_reclaimed_and_late_completion_refused(db: TestDb) 
     let store_b = db.store().await;
     let w = world(&store_a).await;
     let rev = add_revision(&store_a, &w, 1).await;
-    let mut tx = store_a.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&store_a).await;
     tx.work_enqueue(&NewWork::revision_reconcile(
         &w.ns.id,
         &w.agent.id,
@@ -184,7 +184,7 @@ pub async fn expired_lease_is_reclaimed_and_late_completion_refused(db: TestDb) 
     assert_ne!(b.token, a.token);
     assert_eq!(b.item.attempt_count, 2);
     // A's late completion publishes nothing.
-    let mut tx = store_a.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&store_a).await;
     assert!(matches!(
         tx.work_complete(&a, "REVISION_ACTIVATED", None).await,
         Err(StoreError::ClaimLost)
@@ -194,7 +194,7 @@ pub async fn expired_lease_is_reclaimed_and_late_completion_refused(db: TestDb) 
         Err(StoreError::ClaimLost)
     ));
     drop(tx);
-    let mut tx = store_b.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&store_b).await;
     tx.work_fence(&b, Duration::from_secs(30)).await.unwrap();
     tx.work_complete(&b, "REVISION_ACTIVATED", None)
         .await
@@ -211,7 +211,7 @@ pub async fn defer_refunds_and_retry_exhausts(db: TestDb) {
     let store = db.store().await;
     let w = world(&store).await;
     let rev = add_revision(&store, &w, 1).await;
-    let mut tx = store.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&store).await;
     let key = tx
         .work_enqueue(&NewWork::revision_reconcile(
             &w.ns.id,
@@ -229,7 +229,7 @@ pub async fn defer_refunds_and_retry_exhausts(db: TestDb) {
     };
     // defer: back in the queue, attempt refunded, not claimable before the delay
     let c = store.work_claim(&opts).await.unwrap().unwrap();
-    let mut tx = store.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&store).await;
     tx.work_defer(&c, "REVISION_INCOMPLETE", Duration::from_millis(400), false)
         .await
         .unwrap();
@@ -245,7 +245,7 @@ pub async fn defer_refunds_and_retry_exhausts(db: TestDb) {
     // retry keeps the attempt; at max_attempts it fails permanently
     let c = wait_claim(&store, &opts, Duration::from_secs(3)).await;
     assert_eq!(c.item.attempt_count, 1);
-    let mut tx = store.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&store).await;
     assert_eq!(
         tx.work_retry(
             &c,
@@ -260,7 +260,7 @@ pub async fn defer_refunds_and_retry_exhausts(db: TestDb) {
     tx.commit().await.unwrap();
     let c = wait_claim(&store, &opts, Duration::from_secs(3)).await;
     assert_eq!(c.item.attempt_count, 2);
-    let mut tx = store.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&store).await;
     assert_eq!(
         tx.work_retry(
             &c,
@@ -281,7 +281,7 @@ pub async fn defer_refunds_and_retry_exhausts(db: TestDb) {
     // fail: permanent with data
     drop(tx);
     let rev2 = add_revision(&store, &w, 2).await;
-    let mut tx = store.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&store).await;
     tx.work_enqueue(&NewWork::revision_reconcile(
         &w.ns.id,
         &w.agent.id,
@@ -292,7 +292,7 @@ pub async fn defer_refunds_and_retry_exhausts(db: TestDb) {
     .unwrap();
     tx.commit().await.unwrap();
     let c = store.work_claim(&opts).await.unwrap().unwrap();
-    let mut tx = store.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&store).await;
     tx.work_fail(
         &c,
         "CONVERGENCE_DEADLINE_EXCEEDED",
@@ -317,7 +317,7 @@ pub async fn claims_respect_lanes_and_availability(db: TestDb) {
     let r2 = add_revision(&store, &w, 2).await;
     let other = world(&store).await;
     let who = actor();
-    let mut tx = store.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&store).await;
     tx.work_enqueue(&NewWork::revision_reconcile(
         &w.ns.id,
         &w.agent.id,
@@ -364,7 +364,7 @@ pub async fn claims_respect_lanes_and_availability(db: TestDb) {
         store.work_claim(&opts).await.unwrap().is_none(),
         "r2 waits for r1's lane"
     );
-    let mut tx = store.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&store).await;
     tx.work_complete(&first, "REVISION_ACTIVATED", None)
         .await
         .unwrap();
@@ -376,7 +376,7 @@ pub async fn claims_respect_lanes_and_availability(db: TestDb) {
 pub async fn recovery_fails_exhausted_namespace_work(db: TestDb) {
     let store = db.store().await;
     let ns = namespace("doomed");
-    let mut tx = store.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&store).await;
     tx.namespace_insert(&ns).await.unwrap();
     tx.work_enqueue(&NewWork::namespace_ready(&ns.id, &actor()))
         .await
@@ -405,7 +405,7 @@ pub async fn transitions_write_evidence(db: TestDb) {
     let w = world(&store).await;
     let rev = add_revision(&store, &w, 1).await;
     let who = actor();
-    let mut tx = store.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&store).await;
     let key = tx
         .work_enqueue(&NewWork::revision_reconcile(
             &w.ns.id,
@@ -423,14 +423,14 @@ pub async fn transitions_write_evidence(db: TestDb) {
     };
     for _ in 0..2 {
         let c = wait_claim(&store, &opts, Duration::from_secs(2)).await;
-        let mut tx = store.begin().await.unwrap();
+        let mut tx = occ_testkit::begin_setup(&store).await;
         tx.work_defer(&c, "REVISION_INCOMPLETE", Duration::ZERO, false)
             .await
             .unwrap();
         tx.commit().await.unwrap();
     }
     let c = wait_claim(&store, &opts, Duration::from_secs(2)).await;
-    let mut tx = store.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&store).await;
     tx.work_complete(&c, "REVISION_ACTIVATED", None)
         .await
         .unwrap();
@@ -479,14 +479,14 @@ pub async fn committed_work_wakes_listeners(db: TestDb) {
     // nothing committed: the wait times out
     assert!(!listener.wait(Duration::from_millis(100)).await);
     // an uncommitted enqueue wakes nobody
-    let mut tx = other_process.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&other_process).await;
     tx.work_enqueue(&NewWork::agent_stop(&w.ns.id, &w.agent.id, &actor()))
         .await
         .unwrap();
     tx.rollback().await.unwrap();
     assert!(!listener.wait(Duration::from_millis(100)).await);
     // a commit by this process wakes at once
-    let mut tx = store.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&store).await;
     tx.work_enqueue(&NewWork::agent_stop(&w.ns.id, &w.agent.id, &actor()))
         .await
         .unwrap();
@@ -496,7 +496,7 @@ pub async fn committed_work_wakes_listeners(db: TestDb) {
     assert!(started.elapsed() < Duration::from_secs(1));
     if db.backend == occ_store::Backend::Postgres {
         // another process's commit arrives through NOTIFY
-        let mut tx = other_process.begin().await.unwrap();
+        let mut tx = occ_testkit::begin_setup(&other_process).await;
         tx.work_enqueue(&NewWork::agent_stop(&w.ns.id, &w.agent.id, &actor()))
             .await
             .unwrap();

@@ -46,14 +46,14 @@ pub async fn resources_round_trip(db: TestDb) {
         credential_kind: Some(ServiceAccountCredentialKind::ApiKey),
         created_at: now,
     };
-    let mut tx = store.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&store).await;
     assert!(tx.installation_get().await.unwrap().is_none());
     tx.installation_insert(&installation).await.unwrap();
     tx.secret_insert(&secret).await.unwrap();
     tx.service_account_insert(&sa).await.unwrap();
     tx.commit().await.unwrap();
 
-    let mut tx = store.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&store).await;
     assert_eq!(tx.installation_get().await.unwrap().unwrap(), installation);
     assert_eq!(tx.namespace_get(&ns).await.unwrap().unwrap(), w.ns);
     assert_eq!(
@@ -148,7 +148,7 @@ pub async fn resources_round_trip(db: TestDb) {
     ));
     tx.rollback().await.unwrap();
 
-    let mut tx = store.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&store).await;
     let auth = HarnessAuth::ChatgptServiceAccount {
         service_account_id: sa.id.clone(),
     };
@@ -172,7 +172,7 @@ pub async fn resources_round_trip(db: TestDb) {
 
     // Revisions.
     let rev = add_revision(&store, &w, 1).await;
-    let mut tx = store.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&store).await;
     assert_eq!(tx.revision_next_number(&ns, &w.agent.id).await.unwrap(), 2);
     assert_eq!(
         tx.revision_get(&ns, &w.agent.id, &rev.id)
@@ -221,7 +221,7 @@ pub async fn resources_round_trip(db: TestDb) {
         files: Some(files),
         completed: false,
     };
-    let mut tx = store.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&store).await;
     tx.workspace_setup_insert(&setup).await.unwrap();
     assert_eq!(
         tx.workspace_setup_get(&ns, &w.agent.id)
@@ -288,7 +288,7 @@ pub async fn generation_compare_and_swap_has_one_winner_per_generation(db: TestD
                     .generation;
                 tx.rollback().await.unwrap();
                 tokio::task::yield_now().await;
-                let mut tx = store.begin().await.unwrap();
+                let mut tx = occ_testkit::begin_setup(&store).await;
                 match tx
                     .configuration_advance(&ns, &cfg, current, &Default::default())
                     .await
@@ -405,7 +405,7 @@ pub async fn agent_deletion_finalizer_removes_everything(db: TestDb) {
     };
     let mut files = occ_core::resource::WorkspaceFiles::new();
     files.insert(WorkspaceFileName::User, "u".into());
-    let mut tx = store.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&store).await;
     tx.identity_insert(&human).await.unwrap();
     tx.role_insert(&role).await.unwrap();
     for b in [&on_agent, &on_revision, &of_agent_sp, &unrelated] {
@@ -437,14 +437,14 @@ pub async fn agent_deletion_finalizer_removes_everything(db: TestDb) {
     tx.commit().await.unwrap();
 
     // Only a deleting Agent can be finalized.
-    let mut tx = store.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&store).await;
     assert!(matches!(
         tx.agent_finalize_deletion(&ns, &agt).await,
         Err(StoreError::Invariant { .. })
     ));
     drop(tx);
 
-    let mut tx = store.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&store).await;
     assert!(tx.agent_mark_deleting(&ns, &agt).await.unwrap());
     assert!(
         !tx.agent_mark_deleting(&ns, &agt).await.unwrap(),
@@ -534,7 +534,7 @@ pub async fn iam_policy_snapshot(db: TestDb) {
         resource_id: None,
         created_at: now,
     };
-    let mut tx = store.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&store).await;
     tx.namespace_insert(&ns).await.unwrap();
     tx.identity_insert(&spn).await.unwrap();
     tx.role_insert(&admin).await.unwrap();
@@ -542,7 +542,7 @@ pub async fn iam_policy_snapshot(db: TestDb) {
     tx.restriction_insert(&restriction).await.unwrap();
     tx.commit().await.unwrap();
 
-    let mut tx = store.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&store).await;
     let snap = tx.policy_snapshot(&spn.id).await.unwrap();
     assert_eq!(snap.identity.as_ref(), Some(&spn));
     assert_eq!(snap.grants.len(), 1);
@@ -574,7 +574,7 @@ pub async fn iam_policy_snapshot(db: TestDb) {
         Err(StoreError::Reference { .. })
     ));
     drop(tx);
-    let mut tx = store.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&store).await;
     tx.binding_delete(&binding.id).await.unwrap();
     tx.role_delete(&admin.id).await.unwrap();
     assert!(matches!(
@@ -582,7 +582,7 @@ pub async fn iam_policy_snapshot(db: TestDb) {
         Err(StoreError::NotFound)
     ));
     tx.commit().await.unwrap();
-    let mut tx = store.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&store).await;
     let unknown = tx
         .policy_snapshot(&IamId::generate_principal())
         .await
@@ -637,11 +637,11 @@ pub async fn accounts_sessions_and_keys(db: TestDb) {
         created_at: now,
     };
     let hash = "$argon2id$v=19$m=19456,t=2,p=1$c2FsdA$aGFzaA";
-    let mut tx = store.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&store).await;
     tx.identity_insert(&principal).await.unwrap();
     tx.user_insert(&user, hash).await.unwrap();
     tx.commit().await.unwrap();
-    let mut tx = store.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&store).await;
     assert_eq!(
         tx.user_by_email("admin@openclaw.local").await.unwrap(),
         Some((user.clone(), hash.to_owned()))
@@ -661,7 +661,7 @@ pub async fn accounts_sessions_and_keys(db: TestDb) {
         Err(StoreError::Conflict { .. })
     ));
     drop(tx);
-    let mut tx = store.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&store).await;
     let upper = UserAccount {
         id: IamId::generate_user(),
         email: "Admin@X.io".into(),
@@ -688,7 +688,7 @@ pub async fn accounts_sessions_and_keys(db: TestDb) {
         ..session.clone()
     };
     let (h1, h2) = ("1".repeat(64), "2".repeat(64));
-    let mut tx = store.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&store).await;
     tx.session_insert(&session, &h1).await.unwrap();
     tx.session_insert(&expired, &h2).await.unwrap();
     assert_eq!(
@@ -777,7 +777,7 @@ pub async fn admission_is_one_atomic_step(db: TestDb) {
             &ResourceRef::exact(ResourceKind::AgentRevision, &w.ns.id, &new.id),
             AuditOutcome::Success,
         );
-        let mut tx = store.begin().await.unwrap();
+        let mut tx = occ_testkit::begin_setup(&store).await;
         tx.agent_lock(&w.ns.id, &w.agent.id).await.unwrap().unwrap();
         let rev = tx.revision_admit(&new, &who, &event).await.unwrap();
         tx.commit().await.unwrap();
@@ -818,7 +818,7 @@ pub async fn admission_is_one_atomic_step(db: TestDb) {
     }
     drop(tx);
     // A failed admission (here: a deleting Agent) leaves nothing behind.
-    let mut tx = store.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&store).await;
     tx.agent_mark_deleting(&w.ns.id, &w.agent.id).await.unwrap();
     tx.commit().await.unwrap();
     let new = NewRevision {
@@ -836,7 +836,7 @@ pub async fn admission_is_one_atomic_step(db: TestDb) {
         &ResourceRef::exact(ResourceKind::AgentRevision, &w.ns.id, &new.id),
         AuditOutcome::Success,
     );
-    let mut tx = store.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&store).await;
     assert!(matches!(
         tx.revision_admit(&new, &who, &event).await,
         Err(StoreError::Stale)

@@ -50,13 +50,13 @@ pub async fn concurrent_migrations_are_safe(db: TestDb) {
 pub async fn failed_transaction_leaves_no_row(db: TestDb) {
     let store = db.store().await;
     let first = namespace("taken");
-    let mut tx = store.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&store).await;
     tx.namespace_insert(&first).await.unwrap();
     tx.commit().await.unwrap();
 
     let ns = namespace("half-written");
     let cfg = configuration(&ns.id);
-    let mut tx = store.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&store).await;
     tx.namespace_insert(&ns).await.unwrap();
     tx.configuration_insert(&cfg).await.unwrap();
     let dup = namespace("taken");
@@ -87,7 +87,7 @@ pub async fn dropped_transaction_commits_nothing(db: TestDb) {
     let store = db.store().await;
     let ns = namespace("dropped");
     {
-        let mut tx = store.begin().await.unwrap();
+        let mut tx = occ_testkit::begin_setup(&store).await;
         tx.namespace_insert(&ns).await.unwrap();
         // dropped without commit
     }
@@ -100,7 +100,7 @@ pub async fn dropped_transaction_commits_nothing(db: TestDb) {
 pub async fn read_sessions_are_read_only(db: TestDb) {
     let store = db.store().await;
     let ns = namespace("read-only");
-    let mut tx = store.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&store).await;
     tx.namespace_insert(&ns).await.unwrap();
     tx.commit().await.unwrap();
     let mut read = store.begin_read().await.unwrap();
@@ -110,6 +110,8 @@ pub async fn read_sessions_are_read_only(db: TestDb) {
     );
     if db.backend == Backend::Postgres {
         let other = namespace("written-in-a-read");
+        // even with evidence, the server refuses the write
+        let mut read = occ_store::Authorized::new(read, occ_testkit::setup_evidence());
         let err = read.namespace_insert(&other).await.unwrap_err();
         assert!(!matches!(err, StoreError::Conflict { .. }), "{err:?}");
         drop(read);
@@ -130,7 +132,7 @@ pub async fn lost_database_is_dependency_unavailable(db: TestDb) {
     let ns = namespace("lost");
     match db.backend {
         Backend::Postgres => {
-            let mut tx = store.begin().await.unwrap();
+            let mut tx = occ_testkit::begin_setup(&store).await;
             tx.namespace_insert(&ns).await.unwrap();
             // The database goes away under the open transaction.
             raw.execute(
@@ -153,7 +155,12 @@ pub async fn lost_database_is_dependency_unavailable(db: TestDb) {
         Backend::Sqlite => {
             // Another process holds the write lock longer than the busy timeout.
             raw.execute("BEGIN IMMEDIATE").await.unwrap();
-            let err = match store.begin().await {
+            #[expect(
+                clippy::disallowed_methods,
+                reason = "the store's own test of Store::begin under a held lock"
+            )]
+            let began = store.begin().await;
+            let err = match began {
                 Err(e) => e,
                 Ok(_) => panic!("a write transaction must not start while the lock is held"),
             };
@@ -172,7 +179,7 @@ pub async fn lost_database_is_dependency_unavailable(db: TestDb) {
         0
     );
     // The store recovers once the database is back.
-    let mut tx = store.begin().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&store).await;
     tx.namespace_insert(&ns).await.unwrap();
     tx.commit().await.unwrap();
 }

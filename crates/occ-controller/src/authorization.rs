@@ -1,0 +1,323 @@
+//! The authorization choke point, and the only way an operation gets a transaction.
+//!
+//! An operation opens its transaction through [`Controller::read_authorized`] or
+//! [`Controller::write_authorized`] (or their `_on_installation` forms, for targets named by the
+//! Installation's id): the helper begins the transaction, reads the caller's policy in it and
+//! applies `occ_core::authz::decide` *before* anything is looked up, so a caller without the grant
+//! is refused (403) whether or not the resource exists. A write operation receives an
+//! [`Authorized`] transaction — the store's admission mutators exist only on that type, and it is
+//! made only from the [`Evidence`] of an allowing decision — so a mutation without a decision does
+//! not compile. Further decisions the same operation needs (referenced Configurations, Secrets)
+//! go through [`Controller::authorize_in`] on the same transaction.
+//!
+//! On denial the transaction is rolled back, an `authorization_denial` audit event is appended in
+//! its own transaction (503 if that fails: fail closed) and the caller gets 403.
+//!
+//! `clippy.toml` keeps it the only way: `Store::begin` (a write transaction), `decide` and
+//! `Evidence::bootstrap` are disallowed outside this module and the few places that write without
+//! a caller to authorize (bootstrap, sign-in sessions, the worker's settlement, audit records that
+//! must outlive a rollback — [`audit_in_own_transaction`]).
+
+use std::borrow::BorrowMut;
+use std::sync::Arc;
+
+use occ_core::audit::{AuditEvent, AuditKind, AuditOutcome};
+use occ_core::authz::{Action, Caller, Decision, Evidence, ResourceRef, decide};
+use occ_core::resource::Installation;
+use occ_core::{Error, ErrorCode, IamId, InstallationId, NamespaceId};
+use occ_store::iam::PolicySnapshot;
+use occ_store::{Authorized, Store, StoreError, Tx};
+use serde_json::json;
+
+use crate::{Controller, Request};
+
+impl Controller {
+    /// Opens a read session on which the caller was allowed `action` on `resource`; the evidence
+    /// comes along for operations that audit what they do elsewhere (workspace file writes).
+    pub(crate) async fn read_authorized(
+        &self,
+        req: &Request,
+        action: Action,
+        resource: &ResourceRef,
+        audit_action: &str,
+    ) -> Result<(Tx, Evidence), Error> {
+        let tx = self.store.begin_read().await?;
+        self.authorize_caller(tx, req, action, resource, audit_action)
+            .await
+    }
+
+    /// Opens a write transaction on which the caller was allowed `action` on `resource`: the only
+    /// way an operation reaches the store's admission mutators.
+    pub(crate) async fn write_authorized(
+        &self,
+        req: &Request,
+        action: Action,
+        resource: &ResourceRef,
+        audit_action: &str,
+    ) -> Result<Authorized, Error> {
+        let tx = self.begin_write().await?;
+        let (tx, evidence) = self
+            .authorize_caller(tx, req, action, resource, audit_action)
+            .await?;
+        Ok(Authorized::new(tx, evidence))
+    }
+
+    /// [`Controller::read_authorized`] for a target named by the Installation's id (read first
+    /// in the same session; 404 before bootstrap).
+    pub(crate) async fn read_authorized_on_installation(
+        &self,
+        req: &Request,
+        action: Action,
+        target: fn(&InstallationId) -> ResourceRef,
+        audit_action: &str,
+    ) -> Result<(Tx, Installation), Error> {
+        let tx = self.store.begin_read().await?;
+        let (tx, _, installation) = self
+            .authorize_on_installation(tx, req, action, target, audit_action)
+            .await?;
+        Ok((tx, installation))
+    }
+
+    /// [`Controller::write_authorized`] for a target named by the Installation's id (read first
+    /// in the same transaction; 404 before bootstrap).
+    pub(crate) async fn write_authorized_on_installation(
+        &self,
+        req: &Request,
+        action: Action,
+        target: fn(&InstallationId) -> ResourceRef,
+        audit_action: &str,
+    ) -> Result<(Authorized, Installation), Error> {
+        let tx = self.begin_write().await?;
+        let (tx, evidence, installation) = self
+            .authorize_on_installation(tx, req, action, target, audit_action)
+            .await?;
+        Ok((Authorized::new(tx, evidence), installation))
+    }
+
+    /// A decision on a transaction the caller already holds: the further decisions of an
+    /// operation (a referenced Configuration, a consumed Secret, the Namespace of an IAM route) —
+    /// its evidence stays the first decision's — and the worker's re-authorization on its own
+    /// read sessions. It hands back what it was given, so it never makes a transaction
+    /// [`Authorized`].
+    pub(crate) async fn authorize_in<T: BorrowMut<Tx>>(
+        &self,
+        tx: T,
+        req: &Request,
+        action: Action,
+        resource: &ResourceRef,
+        audit_action: &str,
+    ) -> Result<T, Error> {
+        let (tx, _) = self
+            .authorize_caller(tx, req, action, resource, audit_action)
+            .await?;
+        Ok(tx)
+    }
+
+    /// [`Controller::authorize_in`] for another principal (an Agent's service principal at
+    /// deploy); `denied_message`, if any, replaces the generic 403 message.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the choke point's inputs, explicit"
+    )]
+    pub(crate) async fn authorize_in_as<T: BorrowMut<Tx>>(
+        &self,
+        tx: T,
+        req: &Request,
+        principal: &IamId,
+        action: Action,
+        resource: &ResourceRef,
+        audit_action: &str,
+        denied_message: Option<String>,
+    ) -> Result<T, Error> {
+        let (tx, _) = self
+            .decide_or_refuse(
+                tx,
+                req,
+                principal,
+                None,
+                action,
+                resource,
+                audit_action,
+                denied_message,
+            )
+            .await?;
+        Ok(tx)
+    }
+
+    /// The one place an operation's write transaction is opened.
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the authorization helper opens the write transactions it authorizes"
+    )]
+    async fn begin_write(&self) -> Result<Tx, Error> {
+        Ok(self.store.begin().await?)
+    }
+
+    async fn authorize_on_installation(
+        &self,
+        mut tx: Tx,
+        req: &Request,
+        action: Action,
+        target: fn(&InstallationId) -> ResourceRef,
+        audit_action: &str,
+    ) -> Result<(Tx, Evidence, Installation), Error> {
+        let installation = installation_required(&mut tx).await?;
+        let (tx, evidence) = self
+            .authorize_caller(tx, req, action, &target(&installation.id), audit_action)
+            .await?;
+        Ok((tx, evidence, installation))
+    }
+
+    /// Decides for the request's caller (with its key's Namespace scope).
+    async fn authorize_caller<T: BorrowMut<Tx>>(
+        &self,
+        tx: T,
+        req: &Request,
+        action: Action,
+        resource: &ResourceRef,
+        audit_action: &str,
+    ) -> Result<(T, Evidence), Error> {
+        let caller = &req.caller;
+        self.decide_or_refuse(
+            tx,
+            req,
+            &caller.principal_id,
+            caller.key_namespace.as_ref(),
+            action,
+            resource,
+            audit_action,
+            None,
+        )
+        .await
+    }
+
+    /// Decides whether `principal` (with its key's Namespace scope) may do `action` on
+    /// `resource`, on fresh policy, and either hands the transaction back with the evidence or —
+    /// on denial — rolls it back, audits the denial (`audit_action`) in its own transaction and
+    /// returns 403.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "one choke point with every input explicit"
+    )]
+    async fn decide_or_refuse<T: BorrowMut<Tx>>(
+        &self,
+        mut tx: T,
+        req: &Request,
+        principal: &IamId,
+        key_namespace: Option<&NamespaceId>,
+        action: Action,
+        resource: &ResourceRef,
+        audit_action: &str,
+        denied_message: Option<String>,
+    ) -> Result<(T, Evidence), Error> {
+        let session: &mut Tx = tx.borrow_mut();
+        // A read-only operation decides on the policy read while authenticating this same
+        // request (a separate statement either way under READ COMMITTED); anything that writes
+        // reads the policy inside its own transaction.
+        let snapshot = match &req.policy {
+            Some(policy) if session.is_read_only() && *principal == req.caller.principal_id => {
+                policy.clone()
+            }
+            _ => Arc::new(session.policy_snapshot(principal).await?),
+        };
+        let (reason, records) = match decide_on(&snapshot, key_namespace, action, resource) {
+            Decision::Allowed(evidence) => return Ok((tx, evidence)),
+            Decision::Denied { reason, records } => (reason, records),
+        };
+        drop(tx);
+        let event = self
+            .event(req, AuditKind::AuthorizationDenial, audit_action, resource, AuditOutcome::Denied)
+            .reason_code("AUTHORIZATION_DENIED")
+            .metadata("decisionReason", reason)
+            .metadata(
+                "authorization",
+                json!({"principalId": principal.as_str(), "action": action.as_str(), "resource": resource}),
+            )
+            .detail("iamEvidence", serde_json::to_value(&records).unwrap_or_default());
+        audit_in_own_transaction(&self.store, &event)
+            .await
+            .map_err(|e| Error::unavailable(format!("denial audit: {e}")))?;
+        Err(match denied_message {
+            Some(m) => Error::new(ErrorCode::Forbidden, m),
+            None => Error::forbidden(),
+        })
+    }
+
+    /// Whether the caller may do `action` on `resource`, silently (list filtering): the same
+    /// decision, whose evidence is dropped.
+    pub(crate) fn allowed(
+        snapshot: &PolicySnapshot,
+        caller: &Caller,
+        action: Action,
+        resource: &ResourceRef,
+    ) -> bool {
+        decide_on(snapshot, caller.key_namespace.as_ref(), action, resource).is_allowed()
+    }
+
+    /// The actions, of those `resource`'s kind supports, that the caller may do on it — the same
+    /// decision as the choke point, asked silently (no audit record): a question about what the
+    /// caller could do, not an attempt. Exact resources are never asked about `create` (creation
+    /// is decided on the parent collection).
+    pub(crate) fn allowed_actions(
+        snapshot: &PolicySnapshot,
+        caller: &Caller,
+        resource: &ResourceRef,
+        exact: bool,
+    ) -> Vec<Action> {
+        resource
+            .kind
+            .supported_actions()
+            .iter()
+            .copied()
+            .filter(|a| !(exact && *a == Action::Create))
+            .filter(|a| Self::allowed(snapshot, caller, *a, resource))
+            .collect()
+    }
+}
+
+/// The decision on a policy snapshot: the only call of `decide`.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the choke point is where decisions are made"
+)]
+fn decide_on(
+    snapshot: &PolicySnapshot,
+    key_namespace: Option<&NamespaceId>,
+    action: Action,
+    resource: &ResourceRef,
+) -> Decision {
+    decide(
+        snapshot.identity.as_ref(),
+        key_namespace,
+        snapshot.grants.iter().map(|g| (&g.binding, &g.role)),
+        &snapshot.restrictions,
+        action,
+        resource,
+    )
+}
+
+/// Appends an audit record in its own transaction, for records that must survive the
+/// operation's rollback or outlive it: denials, refused mutations, outcomes of workspace file
+/// writes. An audit record changes no platform state, so it needs no evidence.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "audit records that must outlive the operation's transaction change no platform state"
+)]
+pub(crate) async fn audit_in_own_transaction(
+    store: &Store,
+    event: &AuditEvent,
+) -> Result<(), StoreError> {
+    let mut tx = store.begin().await?;
+    tx.audit_append(event).await?;
+    tx.commit().await
+}
+
+/// The Installation, or 404 before bootstrap.
+pub(crate) async fn installation_required(tx: &mut Tx) -> Result<Installation, Error> {
+    found(tx.installation_get().await?)
+}
+
+/// What a lookup found, or 404.
+pub(crate) fn found<T>(value: Option<T>) -> Result<T, Error> {
+    value.ok_or_else(Error::not_found)
+}
