@@ -137,7 +137,7 @@ pub fn code_message(code: &str) -> &'static str {
             "The selected Compute Driver cannot initialize workspace files."
         }
         "RUNTIME_STARTUP_FAILED" => {
-            "The Agent's gateway exited while starting; the worker log has its output."
+            "The Agent's gateway did not start; error.data.output has its last output lines."
         }
         "RUNTIME_NOT_INSTALLED" => {
             "The OpenClaw runtime is not installed where the worker runs; run `occ runtime install`."
@@ -162,6 +162,29 @@ pub fn code_message(code: &str) -> &'static str {
         "MAX_ATTEMPTS_EXHAUSTED" => "The deployment failed after its maximum number of attempts.",
         _ => "The deployment ended without activating the revision.",
     }
+}
+
+/// The message of a terminal deployment error: the code's fixed message, and what became of
+/// the previous revision when the failure was rolled back.
+fn error_message(code: &str, data: Option<&Value>) -> String {
+    let mut message = code_message(code).to_owned();
+    let previous = data
+        .and_then(|d| d.get("previousRevision"))
+        .and_then(Value::as_u64);
+    match (
+        data.and_then(|d| d.get("rolledBack"))
+            .and_then(Value::as_bool),
+        previous,
+    ) {
+        (Some(true), Some(n)) => message.push_str(&format!(
+            " Revision {n}, which served before, was restored and keeps serving."
+        )),
+        (Some(false), Some(n)) => message.push_str(&format!(
+            " Restoring revision {n}, which served before, failed too; the Agent is not serving."
+        )),
+        _ => {}
+    }
+    message
 }
 
 impl Controller {
@@ -448,14 +471,14 @@ impl Controller {
                 .reason_code
                 .clone()
                 .unwrap_or_else(|| "LEGACY_OUTCOME_UNKNOWN".into());
-            let data = work.result_data.clone().filter(|_| {
+            let data = work.result_data.clone().filter(|data| {
                 matches!(
                     code.as_str(),
                     "CONVERGENCE_DEADLINE_EXCEEDED" | "RUNTIME_MODEL_PROBE_FAILED"
-                )
+                ) || data.get("rolledBack").is_some()
             });
             DeploymentError {
-                message: code_message(&code).into(),
+                message: error_message(&code, data.as_ref()),
                 code,
                 data,
             }

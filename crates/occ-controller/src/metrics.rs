@@ -106,6 +106,7 @@ pub struct Metrics {
     attempt_duration: Family<KindLabels, Histogram>,
     operation_duration: Family<OperationLabels, Histogram>,
     gateway_restarts: Counter,
+    rollbacks: Counter,
     work_pending: Gauge,
     oldest_pending: Gauge<f64, std::sync::atomic::AtomicU64>,
     agents: Family<StateLabels, Gauge>,
@@ -139,6 +140,7 @@ impl Metrics {
             ])
         });
         let gateway_restarts = Counter::default();
+        let rollbacks = Counter::default();
         let work_pending = Gauge::default();
         let oldest_pending = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
         let agents = Family::<StateLabels, Gauge>::default();
@@ -190,6 +192,11 @@ impl Metrics {
                     gateway_restarts.clone(),
                 );
                 registry.register(
+                    "revision_rollbacks",
+                    "Failed activations after which the previous revision was restored",
+                    rollbacks.clone(),
+                );
+                registry.register(
                     "work_pending",
                     "Queued and claimed work items, delayed ones included",
                     work_pending.clone(),
@@ -211,6 +218,7 @@ impl Metrics {
             attempt_duration,
             operation_duration,
             gateway_restarts,
+            rollbacks,
             work_pending,
             oldest_pending,
             agents,
@@ -269,6 +277,11 @@ impl Metrics {
                 operation: operation.into(),
             })
             .observe(since_admission.as_secs_f64());
+    }
+
+    /// Records a failed activation after which the previous revision was restored.
+    pub fn record_rollback(&self) {
+        self.rollbacks.inc();
     }
 
     /// Records a crashed gateway restarted by maintenance.

@@ -25,6 +25,8 @@ pub enum Verb {
     Prepare,
     /// `activate_revision`
     Activate,
+    /// `restore_revision`
+    Restore,
     /// `stop_revision`
     Stop,
     /// `retire_revision`
@@ -150,6 +152,30 @@ impl FakeCompute {
         }
     }
 
+    /// Records `rev` as serving its Agent with `ctx`'s environment.
+    fn serve(&self, rev: &RevisionTarget, ctx: &RevisionContext) {
+        let env: BTreeMap<String, String> = ctx
+            .environment
+            .iter()
+            .map(|(k, v)| (k.clone(), v.expose().to_owned()))
+            .chain(
+                ctx.harness_credential
+                    .iter()
+                    .map(|v| ("HARNESS_CREDENTIAL".to_owned(), v.expose().to_owned())),
+            )
+            .collect();
+        if self.record {
+            self.environment
+                .lock()
+                .expect("lock")
+                .insert(rev.revision_id.clone(), env);
+        }
+        self.serving
+            .lock()
+            .expect("lock")
+            .insert(rev.agent.agent_id.clone(), rev.revision_id.clone());
+    }
+
     /// Applies the script of `verb`: `Ok(true)` pending, `Ok(false)` proceed, `Err` fail.
     async fn scripted(&self, verb: Verb) -> Result<bool, ComputeError> {
         let next = self
@@ -237,27 +263,42 @@ impl Compute for FakeCompute {
             rev.agent.agent_id.clone(),
             rev.revision_id.clone(),
         ));
-        self.scripted(Verb::Activate).await?;
-        let env: BTreeMap<String, String> = ctx
-            .environment
-            .iter()
-            .map(|(k, v)| (k.clone(), v.expose().to_owned()))
-            .chain(
-                ctx.harness_credential
-                    .iter()
-                    .map(|v| ("HARNESS_CREDENTIAL".to_owned(), v.expose().to_owned())),
-            )
-            .collect();
-        if self.record {
-            self.environment
+        if let Err(e) = self.scripted(Verb::Activate).await {
+            // Like a real Driver that stopped what served to start the candidate, which then
+            // failed: nothing serves until the worker restores the predecessor.
+            self.serving
                 .lock()
                 .expect("lock")
-                .insert(rev.revision_id.clone(), env);
+                .remove(&rev.agent.agent_id);
+            return Err(e);
         }
-        self.serving
-            .lock()
-            .expect("lock")
-            .insert(rev.agent.agent_id.clone(), rev.revision_id.clone());
+        self.serve(rev, ctx);
+        Ok(())
+    }
+
+    async fn restore_revision(
+        &self,
+        previous: &RevisionTarget,
+        ctx: &RevisionContext,
+        failed: &RevisionTarget,
+    ) -> Result<(), ComputeError> {
+        self.record(Call::Revision(
+            Verb::Restore,
+            previous.agent.agent_id.clone(),
+            previous.revision_id.clone(),
+        ));
+        self.scripted(Verb::Restore).await?;
+        let installed = self.serving(&previous.agent.agent_id);
+        if installed
+            .as_ref()
+            .is_some_and(|r| r != &failed.revision_id && r != &previous.revision_id)
+        {
+            return Err(ComputeError::permanent(
+                "ACTIVE_REVISION_CHANGED",
+                "another revision is installed",
+            ));
+        }
+        self.serve(previous, ctx);
         Ok(())
     }
 

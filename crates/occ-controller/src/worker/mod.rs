@@ -366,10 +366,15 @@ impl Worker {
 
     /// The request under which the worker acts for the item's original requester.
     pub(crate) fn request_for(&self, item: &WorkItem) -> Request {
+        self.request_for_actor(&item.actor_id)
+    }
+
+    /// The request under which the worker acts for `actor` (the requester of some work).
+    pub(crate) fn request_for_actor(&self, actor: &occ_core::IamId) -> Request {
         Request {
             id: RequestId::generate(),
             caller: Caller {
-                principal_id: item.actor_id.clone(),
+                principal_id: actor.clone(),
                 method: AuthMethod::Work,
                 key_namespace: None,
                 session_id: None,

@@ -18,6 +18,8 @@ use occ_testkit::app::{Credential, Reply, TestApp};
 use occ_testkit::compute::{Call, FakeCompute, Scripted, Verb};
 use serde_json::{Value, json};
 
+mod rollback;
+
 fn settings() -> WorkerSettings {
     WorkerSettings {
         poll_interval: Duration::from_millis(20),
@@ -661,13 +663,13 @@ async fn a_worker_that_dies_mid_deploy_is_recovered_exactly_once() {
     f.compute
         .script(Verb::Activate, Scripted::Delay(Duration::from_secs(5)));
     let rev = f.deploy(&agent).await;
-    // the first worker dies during activation (after the pointer was published)
+    // the first worker dies during activation
     let dying = tokio::time::timeout(Duration::from_millis(700), f.worker.run_once()).await;
     assert!(dying.is_err(), "the pass was cut off");
     assert_eq!(
         f.agent_state(&agent).await["activeRevisionId"],
-        rev,
-        "pointer published before activation"
+        Value::Null,
+        "the pointer moves only once the revision serves"
     );
     // its lease runs out; a new worker recovers the item and finishes it
     tokio::time::sleep(Duration::from_millis(700)).await;
@@ -687,9 +689,10 @@ async fn a_worker_that_dies_mid_deploy_is_recovered_exactly_once() {
     assert_eq!(passes.len(), 1, "{passes:?}");
     assert_eq!(f.compute.serving(&agent_id(&agent)), Some(rev_id(&rev)));
     let key = WorkKey::revision_reconcile(&rev_id(&rev));
+    assert_eq!(f.agent_state(&agent).await["activeRevisionId"], rev);
     assert_eq!(
         f.work(&key).await.reason_code.as_deref(),
-        Some("REVISION_ALREADY_ACTIVE")
+        Some("REVISION_ACTIVATED")
     );
     let activations = f
         .audit_actions()

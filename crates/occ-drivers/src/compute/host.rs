@@ -262,6 +262,16 @@ pub enum HostOp {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         workspace_setup: Option<WireSetup>,
     },
+    /// [`Compute::restore_revision`]
+    RestoreRevision {
+        /// The revision to serve again.
+        previous: Box<RevisionTarget>,
+        /// The newer revision whose activation failed.
+        failed: Box<RevisionTarget>,
+        /// The Agent's staged workspace setup.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        workspace_setup: Option<WireSetup>,
+    },
     /// [`Compute::stop_revision`]
     StopRevision {
         /// The revision.
@@ -298,6 +308,9 @@ impl HostOp {
             }
             Self::PrepareRevision { revision, .. }
             | Self::ActivateRevision { revision, .. }
+            | Self::RestoreRevision {
+                previous: revision, ..
+            }
             | Self::StopRevision { revision }
             | Self::RetireRevision { revision }
             | Self::Observe { revision } => &revision.agent.namespace_id,
@@ -312,6 +325,7 @@ impl HostOp {
             Self::DeleteNamespace { .. } => "delete-namespace",
             Self::PrepareRevision { .. } => "prepare-revision",
             Self::ActivateRevision { .. } => "activate-revision",
+            Self::RestoreRevision { .. } => "restore-revision",
             Self::StopRevision { .. } => "stop-revision",
             Self::RetireRevision { .. } => "retire-revision",
             Self::DeleteAgent { .. } => "delete-agent",
@@ -572,6 +586,16 @@ async fn run(request: HostRequest, setup_program: PathBuf) -> Result<HostValue, 
         } => {
             compute
                 .activate_revision(&revision, &context(workspace_setup))
+                .await?;
+            HostValue::Done
+        }
+        HostOp::RestoreRevision {
+            previous,
+            failed,
+            workspace_setup,
+        } => {
+            compute
+                .restore_revision(&previous, &context(workspace_setup), &failed)
                 .await?;
             HostValue::Done
         }

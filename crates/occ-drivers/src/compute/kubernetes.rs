@@ -33,6 +33,7 @@ use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use kube::api::{Api, ListParams, PostParams};
+use occ_core::RevisionId;
 use occ_core::resource::{ExecutionMode, WorkspaceSetup};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -770,43 +771,15 @@ fn setup_secret_data(setup: &WorkspaceSetup) -> String {
     String::from_utf8(SetupInput::from(setup).to_json()).expect("setup input is JSON text")
 }
 
-#[async_trait::async_trait]
-impl Compute for KubernetesCompute {
-    fn selection(&self) -> &ComputeSelection {
-        &self.selection
-    }
-
-    fn supports_workspace_setup(&self) -> bool {
-        true
-    }
-
-    fn maintenance_interval(&self) -> Option<Duration> {
-        // The Deployment controller restarts a crashed gateway; nothing to re-run.
-        None
-    }
-
-    async fn ensure_namespace(&self, ns: &NamespaceTarget) -> Result<Convergence, ComputeError> {
-        let outcome = self.tenants.after_namespace_prepared(ns).await?;
-        if outcome == Convergence::Done {
-            self.kube
-                .remember_tenant(&ns.id, Some(tenant_namespace_of(ns)));
-        }
-        Ok(outcome)
-    }
-
-    async fn delete_namespace(&self, ns: &NamespaceTarget) -> Result<Convergence, ComputeError> {
-        self.drop_forwards(&tenant_namespace_of(ns), None).await;
-        let outcome = self.tenants.before_namespace_delete(ns).await?;
-        if outcome == Convergence::Done {
-            self.kube.remember_tenant(&ns.id, None);
-        }
-        Ok(outcome)
-    }
-
-    async fn prepare_revision(
+/// Preparation and activation, optionally over a newer failed candidate (a rollback).
+impl KubernetesCompute {
+    /// `prepare_revision`; `replacing` names a newer installed revision that may be replaced
+    /// anyway (the failed candidate of a rollback).
+    async fn prepare_over(
         &self,
         rev: &RevisionTarget,
         ctx: &RevisionContext,
+        replacing: Option<&RevisionId>,
     ) -> Result<Readiness, ComputeError> {
         if rev.spec.harness.mode != ExecutionMode::Embedded {
             return Err(ComputeError::permanent(
@@ -819,6 +792,7 @@ impl Compute for KubernetesCompute {
         if let Some(d) = self.deployment_of(agent).await?
             && let Some((id, number)) = Self::installed(&d)
             && id != rev.revision_id.as_str()
+            && replacing.is_none_or(|failed| id != failed.as_str())
             && number > rev.revision
         {
             return Ok(Readiness::Pending {
@@ -934,12 +908,14 @@ impl Compute for KubernetesCompute {
         Ok(Readiness::Ready)
     }
 
-    async fn activate_revision(
+    /// `activate_revision`, with `replacing` as in [`KubernetesCompute::prepare_over`].
+    async fn activate_over(
         &self,
         rev: &RevisionTarget,
         ctx: &RevisionContext,
+        replacing: Option<&RevisionId>,
     ) -> Result<(), ComputeError> {
-        if let Readiness::Pending { code } = self.prepare_revision(rev, ctx).await? {
+        if let Readiness::Pending { code } = self.prepare_over(rev, ctx, replacing).await? {
             return Err(ComputeError::permanent(
                 &code,
                 "a newer revision is installed for this Agent",
@@ -1007,6 +983,68 @@ impl Compute for KubernetesCompute {
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
+    }
+}
+
+#[async_trait::async_trait]
+impl Compute for KubernetesCompute {
+    fn selection(&self) -> &ComputeSelection {
+        &self.selection
+    }
+
+    fn supports_workspace_setup(&self) -> bool {
+        true
+    }
+
+    fn maintenance_interval(&self) -> Option<Duration> {
+        // The Deployment controller restarts a crashed gateway; nothing to re-run.
+        None
+    }
+
+    async fn ensure_namespace(&self, ns: &NamespaceTarget) -> Result<Convergence, ComputeError> {
+        let outcome = self.tenants.after_namespace_prepared(ns).await?;
+        if outcome == Convergence::Done {
+            self.kube
+                .remember_tenant(&ns.id, Some(tenant_namespace_of(ns)));
+        }
+        Ok(outcome)
+    }
+
+    async fn delete_namespace(&self, ns: &NamespaceTarget) -> Result<Convergence, ComputeError> {
+        self.drop_forwards(&tenant_namespace_of(ns), None).await;
+        let outcome = self.tenants.before_namespace_delete(ns).await?;
+        if outcome == Convergence::Done {
+            self.kube.remember_tenant(&ns.id, None);
+        }
+        Ok(outcome)
+    }
+
+    async fn prepare_revision(
+        &self,
+        rev: &RevisionTarget,
+        ctx: &RevisionContext,
+    ) -> Result<Readiness, ComputeError> {
+        self.prepare_over(rev, ctx, None).await
+    }
+
+    async fn activate_revision(
+        &self,
+        rev: &RevisionTarget,
+        ctx: &RevisionContext,
+    ) -> Result<(), ComputeError> {
+        self.activate_over(rev, ctx, None).await
+    }
+
+    async fn restore_revision(
+        &self,
+        previous: &RevisionTarget,
+        ctx: &RevisionContext,
+        failed: &RevisionTarget,
+    ) -> Result<(), ComputeError> {
+        // The failed candidate's template is replaced by the previous revision's (whose
+        // snapshot and environment Secret were never retired): the Deployment rolls back.
+        self.activate_over(previous, ctx, Some(&failed.revision_id))
+            .await
     }
 
     async fn stop_revision(&self, rev: &RevisionTarget) -> Result<(), ComputeError> {

@@ -186,7 +186,14 @@ pub struct ComputeError {
     pub code: String,
     /// Operator-facing detail.
     pub message: String,
+    /// The last lines the workload printed before it failed (startup failures), already
+    /// redacted of every secret value the Driver handed it; at most [`OUTPUT_LINES`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub output: Vec<String>,
 }
+
+/// How many output lines a [`ComputeError`] carries at most.
+pub const OUTPUT_LINES: usize = 20;
 
 impl ComputeError {
     /// Convergence pending.
@@ -206,7 +213,15 @@ impl ComputeError {
             class,
             code: code.to_owned(),
             message: message.into(),
+            output: Vec::new(),
         }
+    }
+
+    /// The same error with the workload's last output lines (redacted by the caller).
+    pub fn with_output(mut self, lines: Vec<String>) -> Self {
+        let skip = lines.len().saturating_sub(OUTPUT_LINES);
+        self.output = lines.into_iter().skip(skip).collect();
+        self
     }
 }
 
@@ -244,6 +259,20 @@ pub trait Compute: Send + Sync + 'static {
         &self,
         rev: &RevisionTarget,
         ctx: &RevisionContext,
+    ) -> Result<(), ComputeError>;
+
+    /// Puts `previous` back after `failed` — a newer revision of the same Agent — could not be
+    /// activated: makes `previous` the one that serves again and waits until its gateway
+    /// answers, exactly as [`Compute::activate_revision`] would, except that `failed` being
+    /// installed does not make `previous` "older than the installed one". Only ever replaces
+    /// `failed` (or nothing); any other installed revision is left alone and is an error.
+    /// `previous` was never retired (the worker retires predecessors only after a successful
+    /// activation). Idempotent.
+    async fn restore_revision(
+        &self,
+        previous: &RevisionTarget,
+        ctx: &RevisionContext,
+        failed: &RevisionTarget,
     ) -> Result<(), ComputeError>;
 
     /// Stops the revision's gateway if it is the installed one; keeps workspace, state and

@@ -1356,6 +1356,32 @@ impl Compute for ProcessCompute {
             .await
     }
 
+    async fn restore_revision(
+        &self,
+        previous: &RevisionTarget,
+        ctx: &RevisionContext,
+        failed: &RevisionTarget,
+    ) -> Result<(), ComputeError> {
+        let agent_dir = self.agent_dir(&previous.agent.namespace_id, &previous.agent.agent_id);
+        if let Some(current) = self.current(&agent_dir)?
+            && current != previous.revision_id.as_str()
+        {
+            if current != failed.revision_id.as_str() {
+                return Err(ComputeError::permanent(
+                    "ACTIVE_REVISION_CHANGED",
+                    format!(
+                        "revision {current} is installed: neither the failed {} nor {}",
+                        failed.revision_id, previous.revision_id
+                    ),
+                ));
+            }
+            // Step back: the failed candidate's gateway goes and nothing is installed, so the
+            // previous revision is no longer "older than the installed one".
+            self.stop_revision(failed).await?;
+        }
+        self.activate_revision(previous, ctx).await
+    }
+
     async fn stop_revision(&self, rev: &RevisionTarget) -> Result<(), ComputeError> {
         let Some(_) = self.agent_marker(&rev.agent)? else {
             return Ok(());

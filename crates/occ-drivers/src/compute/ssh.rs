@@ -634,6 +634,24 @@ impl Compute for SshCompute {
         )
     }
 
+    async fn restore_revision(
+        &self,
+        previous: &RevisionTarget,
+        ctx: &RevisionContext,
+        failed: &RevisionTarget,
+    ) -> Result<(), ComputeError> {
+        Self::refuse_secrets(previous, ctx)?;
+        done(
+            "restore-revision",
+            self.call(HostOp::RestoreRevision {
+                previous: Box::new(previous.clone()),
+                failed: Box::new(failed.clone()),
+                workspace_setup: ctx.workspace_setup.as_ref().map(WireSetup::from),
+            })
+            .await?,
+        )
+    }
+
     async fn stop_revision(&self, rev: &RevisionTarget) -> Result<(), ComputeError> {
         done(
             "stop-revision",

@@ -1,0 +1,243 @@
+//! A failed activation never leaves the Agent down: the worker restores the revision that
+//! served before and fails the new one with the reason. These tests prove what the worker
+//! decides and records with the Compute double (which, like a real Driver, stops what served
+//! when it starts a candidate); the Drivers' own suites prove the restore with real gateways.
+
+use super::*;
+
+fn refused() -> ComputeError {
+    ComputeError::permanent(
+        "RUNTIME_CONFIGURATION_INVALID",
+        "OpenClaw refused the configuration (exit status 78)",
+    )
+    .with_output(vec![
+        "Config invalid".to_owned(),
+        "  - <root>: Unrecognized key: \"bogusTopLevelKey\"".to_owned(),
+    ])
+}
+
+#[tokio::test]
+async fn a_failed_activation_restores_the_previous_revision_and_fails_the_new_one() {
+    let f = Fixture::new().await;
+    let (_, agent) = f.agent("a1").await;
+    let rev1 = f.deploy(&agent).await;
+    f.drain().await;
+    assert_eq!(f.compute.serving(&agent_id(&agent)), Some(rev_id(&rev1)));
+
+    f.compute.script(Verb::Activate, Scripted::Fail(refused()));
+    let rev2 = f.deploy(&agent).await;
+    let key = WorkKey::revision_reconcile(&rev_id(&rev2));
+    assert_eq!(f.drain().await, vec![(key.clone(), PassOutcome::Permanent)]);
+
+    // Revision 1 serves again and the pointer names it.
+    assert_eq!(f.compute.serving(&agent_id(&agent)), Some(rev_id(&rev1)));
+    assert_eq!(f.agent_state(&agent).await["activeRevisionId"], rev1);
+    let calls = f.compute.calls();
+    let restore = Call::Revision(Verb::Restore, agent_id(&agent), rev_id(&rev1));
+    assert!(calls.contains(&restore), "{calls:?}");
+    // The predecessor is never retired; the failed candidate's leftovers are.
+    assert!(!calls.contains(&Call::Revision(
+        Verb::Retire,
+        agent_id(&agent),
+        rev_id(&rev1)
+    )));
+    let restore_at = calls.iter().position(|c| *c == restore).expect("restore");
+    let retire2 = Call::Revision(Verb::Retire, agent_id(&agent), rev_id(&rev2));
+    assert!(
+        calls.iter().position(|c| *c == retire2).expect("retired") > restore_at,
+        "{calls:?}"
+    );
+
+    // The deployment says why, with the gateway's output, and what happened to revision 1.
+    let status = f.deployment(&agent, &rev2).await;
+    assert_eq!(status["status"], "failed", "{status}");
+    let error = &status["error"];
+    assert_eq!(error["code"], "RUNTIME_CONFIGURATION_INVALID");
+    assert_eq!(error["data"]["rolledBack"], true);
+    assert_eq!(error["data"]["previousRevisionId"], rev1);
+    assert_eq!(error["data"]["previousRevision"], 1);
+    assert_eq!(
+        error["data"]["output"][1],
+        "  - <root>: Unrecognized key: \"bogusTopLevelKey\""
+    );
+    let message = error["message"].as_str().unwrap();
+    assert!(
+        message.contains("Revision 1") && message.contains("keeps serving"),
+        "{message}"
+    );
+    // Revision 1's own deployment still reads as succeeded.
+    assert_eq!(f.deployment(&agent, &rev1).await["status"], "succeeded");
+
+    // The rollback is audited with the reason.
+    let audit = f.audit_actions().await;
+    assert!(
+        audit.contains(&(
+            "openclaw.agents.lifecycle.rollback".to_owned(),
+            "success".to_owned(),
+            Some("RUNTIME_CONFIGURATION_INVALID".to_owned())
+        )),
+        "{audit:?}"
+    );
+
+    // A fixed deploy afterwards goes ahead from revision 1.
+    let rev3 = f.deploy(&agent).await;
+    f.drain().await;
+    assert_eq!(f.agent_state(&agent).await["activeRevisionId"], rev3);
+    assert_eq!(f.compute.serving(&agent_id(&agent)), Some(rev_id(&rev3)));
+}
+
+#[tokio::test]
+async fn a_transient_startup_failure_is_rolled_back_at_once_instead_of_retried() {
+    let f = Fixture::new().await;
+    let (_, agent) = f.agent("a1").await;
+    let rev1 = f.deploy(&agent).await;
+    f.drain().await;
+    f.compute.script(
+        Verb::Activate,
+        Scripted::Fail(ComputeError::transient(
+            "RUNTIME_STARTUP_FAILED",
+            "the gateway exited with status 1",
+        )),
+    );
+    let rev2 = f.deploy(&agent).await;
+    let key = WorkKey::revision_reconcile(&rev_id(&rev2));
+    // One pass: retrying would take the restored revision down again at every attempt.
+    assert_eq!(f.drain().await, vec![(key.clone(), PassOutcome::Permanent)]);
+    assert_eq!(f.work(&key).await.attempt_count, 1);
+    assert_eq!(f.compute.serving(&agent_id(&agent)), Some(rev_id(&rev1)));
+    assert_eq!(f.agent_state(&agent).await["activeRevisionId"], rev1);
+    let status = f.deployment(&agent, &rev2).await;
+    assert_eq!(status["error"]["code"], "RUNTIME_STARTUP_FAILED");
+    assert_eq!(status["error"]["data"]["rolledBack"], true);
+}
+
+#[tokio::test]
+async fn a_failed_restore_is_reported_and_leaves_the_pointer_on_the_previous_revision() {
+    let f = Fixture::new().await;
+    let (_, agent) = f.agent("a1").await;
+    let rev1 = f.deploy(&agent).await;
+    f.drain().await;
+    f.compute.script(Verb::Activate, Scripted::Fail(refused()));
+    f.compute.script(
+        Verb::Restore,
+        Scripted::Fail(ComputeError::transient(
+            "RUNTIME_STARTUP_FAILED",
+            "the gateway exited with status 1",
+        )),
+    );
+    let rev2 = f.deploy(&agent).await;
+    f.drain().await;
+    assert_eq!(f.compute.serving(&agent_id(&agent)), None);
+    // The pointer never moved to the revision that did not start.
+    assert_eq!(f.agent_state(&agent).await["activeRevisionId"], rev1);
+    let status = f.deployment(&agent, &rev2).await;
+    assert_eq!(status["error"]["code"], "RUNTIME_CONFIGURATION_INVALID");
+    assert_eq!(status["error"]["data"]["rolledBack"], false);
+    assert_eq!(
+        status["error"]["data"]["rollbackCode"],
+        "RUNTIME_STARTUP_FAILED"
+    );
+    let message = status["error"]["message"].as_str().unwrap();
+    assert!(message.contains("failed too"), "{message}");
+    assert!(
+        !f.audit_actions()
+            .await
+            .iter()
+            .any(|(a, _, _)| a == "openclaw.agents.lifecycle.rollback"),
+        "no rollback is recorded when nothing was restored"
+    );
+}
+
+#[tokio::test]
+async fn a_first_deploy_that_fails_to_start_never_names_itself_active() {
+    let mut s = settings();
+    s.max_attempts = 2;
+    let f = Fixture::with(Backend::Sqlite, FakeCompute::new(), s).await;
+    let (_, agent) = f.agent("a1").await;
+    let failure = ComputeError::transient("RUNTIME_STARTUP_FAILED", "exit 1");
+    f.compute
+        .script(Verb::Activate, Scripted::Fail(failure.clone()));
+    f.compute.script(Verb::Activate, Scripted::Fail(failure));
+    let rev = f.deploy(&agent).await;
+    let key = WorkKey::revision_reconcile(&rev_id(&rev));
+    assert_eq!(f.drain().await, vec![(key.clone(), PassOutcome::Retry)]);
+    assert_eq!(f.agent_state(&agent).await["activeRevisionId"], Value::Null);
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert_eq!(f.drain().await, vec![(key.clone(), PassOutcome::Permanent)]);
+    assert_eq!(f.agent_state(&agent).await["activeRevisionId"], Value::Null);
+    assert!(
+        !f.compute
+            .calls()
+            .iter()
+            .any(|c| matches!(c, Call::Revision(Verb::Restore, ..))),
+        "nothing to restore"
+    );
+    let status = f.deployment(&agent, &rev).await;
+    assert_eq!(status["error"]["code"], "RUNTIME_STARTUP_FAILED");
+    assert_eq!(status["error"]["data"], Value::Null);
+}
+
+#[tokio::test]
+async fn a_restore_runs_under_the_previous_deployment_s_authority() {
+    let f = Fixture::new().await;
+    let (_, agent) = f.agent("a1").await;
+    let ns = f.app.default_ns.clone();
+    // Revision 1 is deployed by a principal of its own, as its maintenance passes would be
+    // re-authorized.
+    let (deployer, key) = f
+        .app
+        .principal_with(
+            &[
+                Permission::new(Action::Deploy, ResourceKind::Agent),
+                Permission::new(Action::Read, ResourceKind::Configuration),
+            ],
+            Some(&ns),
+            None,
+            None,
+        )
+        .await;
+    let r = f
+        .app
+        .call(
+            Method::POST,
+            &format!("/namespaces/{ns}/agents/{agent}/deploy"),
+            &Credential::Key(key),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
+    let rev1 = r.data()["id"].as_str().unwrap().to_owned();
+    f.drain().await;
+    assert_eq!(f.compute.serving(&agent_id(&agent)), Some(rev_id(&rev1)));
+    // That principal loses its grants; the admin deploys revision 2, which fails to start.
+    let mut raw = f.app.db.raw().await;
+    raw.execute(&format!(
+        "DELETE FROM iam_access_bindings WHERE subject_id = '{deployer}'"
+    ))
+    .await
+    .unwrap();
+    f.compute.script(Verb::Activate, Scripted::Fail(refused()));
+    let rev2 = f.deploy(&agent).await;
+    f.drain().await;
+    // The restore needs revision 1's requester: refused, so Compute is never asked to restore.
+    assert!(
+        !f.compute
+            .calls()
+            .iter()
+            .any(|c| matches!(c, Call::Revision(Verb::Restore, ..))),
+        "no restore without its authority"
+    );
+    let status = f.deployment(&agent, &rev2).await;
+    assert_eq!(status["error"]["data"]["rolledBack"], false);
+    assert_eq!(
+        status["error"]["data"]["rollbackCode"],
+        "AUTHORIZATION_DENIED"
+    );
+    assert!(
+        f.audit_actions()
+            .await
+            .iter()
+            .any(|(a, o, _)| a == "openclaw.agents.deploy" && o == "denied"),
+        "the refusal is audited"
+    );
+}
