@@ -12,6 +12,7 @@ pub mod id;
 pub mod inputs;
 pub mod name;
 pub mod native;
+pub mod redact;
 pub mod resource;
 pub mod time;
 pub mod validate;
