@@ -256,6 +256,21 @@ impl RawDb {
         result.map_err(StoreError::from_driver)
     }
 
+    /// Runs a query returning one text column; each row's value.
+    pub async fn strings(&mut self, sql: &str) -> Vec<String> {
+        let sql = sqlx::AssertSqlSafe(sql.to_owned());
+        match self {
+            RawDb::Pg(c) => sqlx::query_scalar::<_, String>(sql)
+                .fetch_all(&mut *c)
+                .await
+                .expect("text query"),
+            RawDb::Sqlite(c) => sqlx::query_scalar::<_, String>(sql)
+                .fetch_all(&mut *c)
+                .await
+                .expect("text query"),
+        }
+    }
+
     /// Runs a query returning one integer (e.g. `SELECT count(*) …`).
     pub async fn count(&mut self, sql: &str) -> i64 {
         let sql = sqlx::AssertSqlSafe(sql.to_owned());

@@ -5,7 +5,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 /// A running cluster.
 pub struct PgCluster {
@@ -15,9 +15,15 @@ pub struct PgCluster {
     pub port: u16,
     /// The PostgreSQL bin directory used.
     pub bin: PathBuf,
-    /// The server options it runs with.
-    options: String,
+    /// The server options it runs with (durability off unless [`PgCluster::make_durable`]).
+    options: Mutex<String>,
 }
+
+/// Durability off: what every test but the crash tests runs with (a test cluster holds nothing
+/// worth an fsync).
+const FAST_SETTINGS: &str = "-c fsync=off -c synchronous_commit=off -c full_page_writes=off";
+/// Durability on, as a production server runs.
+const DURABLE_SETTINGS: &str = "-c fsync=on -c synchronous_commit=on -c full_page_writes=on";
 
 impl PgCluster {
     /// URL of a database on this cluster, as the `postgres` superuser.
@@ -120,8 +126,7 @@ fn start_cluster() -> PgCluster {
     ]);
     run(initdb, "initdb");
     let options = format!(
-        "-p {port} -k {} -h 127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off \
-         -c max_connections=300 -c shared_buffers=64MB",
+        "-p {port} -k {} -h 127.0.0.1 {FAST_SETTINGS} -c max_connections=300 -c shared_buffers=64MB",
         dir.display()
     );
     let mut pg_ctl = server_command(&bin.join("pg_ctl"));
@@ -136,7 +141,7 @@ fn start_cluster() -> PgCluster {
         dir,
         port,
         bin,
-        options,
+        options: Mutex::new(options),
     }
 }
 
@@ -152,15 +157,80 @@ impl PgCluster {
             .args(["-m", "fast", "-w", "-t", "60", "stop"]);
         run(stop, "pg_ctl stop");
         std::thread::sleep(downtime);
+        self.start();
+    }
+
+    fn start(&self) {
+        let options = self.options.lock().expect("options").clone();
         let mut start = server_command(&self.bin.join("pg_ctl"));
         start
             .arg("-D")
-            .arg(&data)
+            .arg(self.dir.join("data"))
             .arg("-l")
             .arg(self.dir.join("server.log"))
-            .args(["-w", "-t", "60", "-o", &self.options, "start"]);
+            .args(["-w", "-t", "60", "-o", &options, "start"]);
         run(start, "pg_ctl start");
     }
+
+    /// Restarts the cluster with durability on (`fsync`, `synchronous_commit`,
+    /// `full_page_writes`), as a production server runs: for tests that crash it on purpose
+    /// (their own test binary, like [`PgCluster::restart`]).
+    pub fn make_durable(&self) {
+        {
+            let mut options = self.options.lock().expect("options");
+            *options = options.replace(FAST_SETTINGS, DURABLE_SETTINGS);
+        }
+        self.restart(std::time::Duration::ZERO);
+    }
+
+    /// Kills the server with SIGKILL — the postmaster and every process it started, so nothing
+    /// gets to flush or checkpoint — then starts it again on the same data: PostgreSQL recovers
+    /// by replaying its write-ahead log. (The kernel's page cache survives, as in any process
+    /// crash; a power loss is not simulated.)
+    pub fn crash_and_restart(&self) {
+        let postmaster = self.pid().expect("the cluster is running");
+        let mut victims = vec![postmaster];
+        victims.extend(children_of(postmaster));
+        for pid in &victims {
+            // Stopped by PID, never by name; a process already gone is fine.
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .stderr(Stdio::null())
+                .status();
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while victims
+            .iter()
+            .any(|pid| Path::new(&format!("/proc/{pid}")).exists())
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "PostgreSQL processes survived SIGKILL"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        self.start();
+    }
+}
+
+/// The processes whose parent is `parent` (from `/proc/<pid>/stat`).
+fn children_of(parent: u32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                // The command may contain spaces and parentheses: fields follow the last ')'.
+                .and_then(|stat| {
+                    let rest = &stat[stat.rfind(')')? + 2..];
+                    rest.split(' ').nth(1)?.parse::<u32>().ok()
+                })
+                == Some(parent)
+        })
+        .collect()
 }
 
 /// Spawns a detached watcher that waits for this process to exit, then (if `pg_ctl` is given)
