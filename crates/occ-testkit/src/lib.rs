@@ -15,6 +15,7 @@ pub mod app;
 pub mod compute;
 pub mod compute_conformance;
 pub mod configuration_conformance;
+pub mod fake_model;
 pub mod gateway;
 pub mod golden;
 pub mod kube;
