@@ -14,9 +14,15 @@ use std::time::Duration;
 
 use anyhow::{Context as _, anyhow, bail};
 use occ_controller::worker::WorkerSettings;
-use occ_drivers::compute::host::SupervisorChoice;
+use occ_host::wire::SupervisorChoice;
 use occ_store::Backend;
 use serde::Deserialize;
+
+/// The `PATH` the programs occ runs search (npm, the OpenClaw runtime and what it runs,
+/// `occ workspace-setup` as an Agent's user): occ's own, or a plain default when it has none.
+pub fn program_path() -> std::ffi::OsString {
+    std::env::var_os("PATH").unwrap_or_else(|| occ_host::runtime::DEFAULT_PATH.into())
+}
 
 /// Raw settings as written in the file (every field optional).
 #[derive(Debug, Default, Deserialize)]

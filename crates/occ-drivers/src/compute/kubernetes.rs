@@ -39,7 +39,6 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 use sha2::Digest as _;
 
-use super::process::{GATEWAY_FIXED_ENV, harness_key_variable, render_snapshot};
 use super::{
     AgentTarget, Compute, ComputeError, ComputeSelection, Convergence, GatewayAccess,
     NamespaceHook as _, NamespaceTarget, Readiness, RevisionContext, RevisionTarget, RuntimeState,
@@ -51,8 +50,9 @@ use crate::kubernetes::{
     MANAGED_BY, TenantNamespaces, annotation, find_tenant_namespace, label, short_hash,
     tenant_namespace_name, tenant_namespace_of,
 };
-use crate::runtime::{ENTRY_REL, NODE_REL};
-use crate::workspace_setup::SetupInput;
+use occ_host::runtime::{ENTRY_REL, NODE_REL};
+use occ_host::snapshot::{GATEWAY_FIXED_ENV, harness_key_variable, render_snapshot};
+use occ_host::workspace_setup::SetupInput;
 
 /// The gateway's port inside its Pod.
 pub const GATEWAY_PORT: u16 = 18789;

@@ -12,8 +12,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::{DOCUMENT_MAX_BYTES, DocumentKey};
-use crate::fsutil::{ensure_private_dir, read_bounded, remove_if_exists, write_atomic};
 use crate::{DriverError, DriverIdentity};
+use occ_host::fsutil::{ensure_private_dir, read_bounded, remove_if_exists, write_atomic};
 
 /// Stores documents under `root`.
 #[derive(Debug, Clone)]

@@ -9,10 +9,11 @@
 
 use std::path::{Path, PathBuf};
 
+use occ_core::compute::{AgentTarget, ComputeError};
 use serde::{Deserialize, Serialize};
 use sha2::Digest as _;
 
-use super::{AgentTarget, ComputeError};
+use crate::failure::{ownership, unavailable};
 use crate::fsutil;
 
 /// A per-Agent account as it exists on the host.
@@ -49,14 +50,6 @@ pub fn valid_prefix(prefix: &str) -> bool {
             .next()
             .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
         && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
-}
-
-fn ownership(message: impl Into<String>) -> ComputeError {
-    ComputeError::permanent("OWNERSHIP_CONFLICT", message)
-}
-
-fn unavailable(message: impl Into<String>) -> ComputeError {
-    ComputeError::transient("DEPENDENCY_UNAVAILABLE", message)
 }
 
 fn marker_path(root: &Path, name: &str) -> PathBuf {

@@ -1,81 +1,16 @@
-//! The SSH Compute Driver: each Agent's OpenClaw gateway runs on an operator-provisioned Linux
-//! host, laid out and operated by the process Driver's own code, which `occ compute-host` runs
-//! on the host (see [`super::host`]). Only the transport differs.
-//!
-//! Each verb is one `ssh` run of the system client with strict host-key checking against the
-//! operator's `known_hosts` file, key authentication only and no user configuration:
-//!
-//! ```text
-//! ssh -F /dev/null -o BatchMode=yes -o StrictHostKeyChecking=yes -o UserKnownHostsFile=<file>
-//!     -o GlobalKnownHostsFile=/dev/null -o IdentitiesOnly=yes -o IdentityAgent=none
-//!     -o PasswordAuthentication=no -o KbdInteractiveAuthentication=no -o ConnectTimeout=<n>
-//!     -o LogLevel=ERROR -i <key> -p <port> -l <user> -- <address> <remote occ> compute-host
-//! ```
-//!
-//! The request (settings, targets, staged workspace files) goes on stdin, never argv; the reply
-//! is the last stdout line. A host that cannot be reached, a lost session, an unparsable reply or
-//! a timeout is transient (the worker retries); an unknown or changed host key, refused
-//! authentication and the host's own permanent failures (ownership, configuration) are
-//! permanent. Secrets are never delivered to a host: a revision that needs one is refused.
+//! Running the system `ssh` client for the SSH Compute Driver: one `ssh` run per operation
+//! (request on stdin, bounded stdout and stderr), local forwards to a host's gateway ports, and
+//! what a run without a usable reply means (host key, authentication, remote command, session).
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-
-use occ_core::NamespaceId;
 use std::process::Stdio;
 use std::time::Duration;
 
+use occ_host::wire::{HostReply, HostValue, WireVersion};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
-use super::host::{
-    HostOp, HostReply, HostRequest, HostSettings, HostValue, WireSetup, WireVersion, safe_path,
-};
-use super::{
-    AgentTarget, Compute, ComputeError, ComputeSelection, Convergence, GatewayAccess,
-    NamespaceTarget, Readiness, RevisionContext, RevisionTarget, RuntimeState, SecretText,
-};
-
-/// One host, as the operator configured it (trusted settings).
-#[derive(Debug, Clone)]
-pub struct SshHost {
-    /// Host name or address (`[A-Za-z0-9:][A-Za-z0-9.:-]*`).
-    pub address: String,
-    /// SSH port.
-    pub port: u16,
-    /// The login user (root: the host side creates one Unix user per Agent).
-    pub user: String,
-    /// The private key (key authentication only).
-    pub identity_file: PathBuf,
-    /// The `known_hosts` file holding the host's key (strict checking).
-    pub known_hosts_file: PathBuf,
-    /// The `occ` binary on the host.
-    pub remote_occ: PathBuf,
-    /// The layout, runtime, ports and accounts on the host.
-    pub host: HostSettings,
-}
-
-/// Settings of the SSH Driver.
-#[derive(Debug, Clone)]
-pub struct SshSettings {
-    /// The host Agents run on unless their Namespace has its own.
-    pub host: SshHost,
-    /// Hosts of particular Namespaces, by Namespace id.
-    pub namespace_hosts: BTreeMap<NamespaceId, SshHost>,
-    /// `ConnectTimeout` of each `ssh` run.
-    pub connect_timeout: Duration,
-    /// Bound on one operation end to end (then the `ssh` client is killed: transient).
-    pub operation_timeout: Duration,
-    /// Maintenance passes (crash detection and restart by the worker), if any.
-    pub maintenance_interval: Option<Duration>,
-}
-
-/// The SSH Compute Driver.
-pub struct SshCompute {
-    selection: ComputeSelection,
-    settings: SshSettings,
-    /// Local forwards to hosts' gateway ports, for the native protocol (workspace files).
-    tunnels: tokio::sync::Mutex<BTreeMap<TunnelKey, Tunnel>>,
-}
+use super::settings::SshHost;
+use crate::compute::ComputeError;
 
 /// One host's gateway port: `(user, address, ssh port, gateway port)`.
 type TunnelKey = (String, String, u16, u16);
@@ -94,86 +29,21 @@ const STDOUT_LIMIT: usize = 64 * 1024;
 /// How much of ssh's stderr is kept for messages.
 const STDERR_LIMIT: usize = 4 * 1024;
 
-fn invalid(message: impl Into<String>) -> ComputeError {
-    ComputeError::permanent("INVALID_HOST_SETTINGS", message)
+/// The `ssh` client with occ's fixed options, and the forwards it keeps open.
+pub(super) struct Transport {
+    /// `ConnectTimeout` of each `ssh` run.
+    connect_timeout: Duration,
+    /// Local forwards to hosts' gateway ports, for the native protocol (workspace files).
+    tunnels: tokio::sync::Mutex<BTreeMap<TunnelKey, Tunnel>>,
 }
 
-/// Whether `address` is a plain host name or address (it cannot be read as an ssh option).
-pub fn valid_address(address: &str) -> bool {
-    let mut bytes = address.bytes();
-    bytes
-        .next()
-        .is_some_and(|b| b.is_ascii_alphanumeric() || b == b':')
-        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b':' || b == b'-')
-}
-
-impl SshCompute {
-    /// The Driver over `settings`, checked (nothing is contacted yet).
-    pub fn new(settings: SshSettings) -> Result<Self, ComputeError> {
-        Self::check(&settings.host)?;
-        for (ns, host) in &settings.namespace_hosts {
-            Self::check(host).map_err(|e| invalid(format!("the host of {ns}: {}", e.message)))?;
-        }
-        Ok(Self {
-            selection: ComputeSelection::ssh(),
-            settings,
+impl Transport {
+    /// A transport whose runs give up connecting after `connect_timeout`.
+    pub(super) fn new(connect_timeout: Duration) -> Self {
+        Self {
+            connect_timeout,
             tunnels: tokio::sync::Mutex::new(BTreeMap::new()),
-        })
-    }
-
-    fn check(host: &SshHost) -> Result<(), ComputeError> {
-        if !valid_address(&host.address) {
-            return Err(invalid(format!(
-                "host address {:?} is not a host name or address",
-                host.address
-            )));
         }
-        if host.user.is_empty()
-            || !host
-                .user
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
-            || host.user.starts_with('-')
-        {
-            return Err(invalid(format!(
-                "ssh user {:?} is not a user name",
-                host.user
-            )));
-        }
-        for (name, path) in [
-            ("identity file", &host.identity_file),
-            ("known_hosts file", &host.known_hosts_file),
-        ] {
-            if !path.is_absolute() {
-                return Err(invalid(format!(
-                    "the {name} {} must be absolute",
-                    path.display()
-                )));
-            }
-        }
-        if !safe_path(&host.remote_occ) {
-            return Err(invalid(format!(
-                "the remote occ path {} must be absolute, without whitespace, quotes or `..`",
-                host.remote_occ.display()
-            )));
-        }
-        if let Some(problem) = host.host.problem() {
-            return Err(invalid(problem));
-        }
-        Ok(())
-    }
-
-    /// The host of Namespace `ns`.
-    pub fn host_of(&self, ns: &NamespaceId) -> &SshHost {
-        self.settings
-            .namespace_hosts
-            .get(ns)
-            .unwrap_or(&self.settings.host)
-    }
-
-    /// The settings.
-    pub fn settings(&self) -> &SshSettings {
-        &self.settings
     }
 
     fn command(&self, host: &SshHost) -> tokio::process::Command {
@@ -203,10 +73,7 @@ impl SshCompute {
             "PasswordAuthentication=no".to_owned(),
             "KbdInteractiveAuthentication=no".to_owned(),
             "PubkeyAuthentication=yes".to_owned(),
-            format!(
-                "ConnectTimeout={}",
-                self.settings.connect_timeout.as_secs().max(1)
-            ),
+            format!("ConnectTimeout={}", self.connect_timeout.as_secs().max(1)),
             "ServerAliveInterval=15".to_owned(),
             "ServerAliveCountMax=4".to_owned(),
             "LogLevel=ERROR".to_owned(),
@@ -227,7 +94,11 @@ impl SshCompute {
     /// session with the same host-key and key checks as every operation: the gateway's token
     /// never crosses the network in clear and the gateway need not listen beyond loopback.
     /// One forward per host and port, reused while its `ssh` runs.
-    async fn tunnel(&self, host: &SshHost, gateway_port: u16) -> Result<u16, ComputeError> {
+    pub(super) async fn tunnel(
+        &self,
+        host: &SshHost,
+        gateway_port: u16,
+    ) -> Result<u16, ComputeError> {
         let key = (
             host.user.clone(),
             host.address.clone(),
@@ -267,8 +138,7 @@ impl SshCompute {
             )
         })?;
         let stdin = child.stdin.take().expect("piped stdin");
-        let deadline =
-            tokio::time::Instant::now() + self.settings.connect_timeout + Duration::from_secs(5);
+        let deadline = tokio::time::Instant::now() + self.connect_timeout + Duration::from_secs(5);
         loop {
             if let Ok(Some(status)) = child.try_wait() {
                 let mut stderr = String::new();
@@ -319,38 +189,8 @@ impl SshCompute {
         Ok(local_port)
     }
 
-    /// Runs one operation on the host.
-    async fn call(&self, operation: HostOp) -> Result<HostValue, ComputeError> {
-        let name = operation.name();
-        let host = self.host_of(operation.namespace_id());
-        let request = HostRequest {
-            version: WireVersion::current(),
-            deadline_ms: host_deadline_ms(self.settings.operation_timeout),
-            settings: host.host.clone(),
-            driver_id: self.selection.identity.id.clone(),
-            operation,
-        };
-        let body = serde_json::to_vec(&request)
-            .map_err(|e| ComputeError::permanent("INVALID_HOST_REQUEST", e.to_string()))?;
-        let outcome =
-            tokio::time::timeout(self.settings.operation_timeout, self.exchange(host, &body))
-                .await
-                .map_err(|_| {
-                    ComputeError::transient(
-                        "HOST_OPERATION_TIMEOUT",
-                        format!(
-                            "{name} on {} did not finish in {:?}",
-                            target(host),
-                            self.settings.operation_timeout
-                        ),
-                    )
-                })?;
-        let (status, stdout, stderr) = outcome?;
-        interpret(host, name, status.code(), &stdout, &stderr)
-    }
-
     /// Writes the request, reads bounded stdout and stderr, waits for `ssh`.
-    async fn exchange(
+    pub(super) async fn exchange(
         &self,
         host: &SshHost,
         body: &[u8],
@@ -405,36 +245,11 @@ impl SshCompute {
             .map_err(|e| ComputeError::transient("DEPENDENCY_UNAVAILABLE", format!("ssh: {e}")))?;
         Ok((status, out, err))
     }
-
-    /// A revision that needs something delivered to the host that this Driver never delivers.
-    fn refuse_secrets(rev: &RevisionTarget, ctx: &RevisionContext) -> Result<(), ComputeError> {
-        if !ctx.environment.is_empty()
-            || ctx.harness_credential.is_some()
-            || rev.spec.secret_bindings.is_some()
-        {
-            return Err(ComputeError::permanent(
-                "SECRET_DELIVERY_UNSUPPORTED",
-                "the SSH Compute Driver does not deliver Secrets to hosts: remove the \
-                 Configuration's Secret bindings and use harnessAuth runtime with credentials \
-                 provisioned on the host",
-            ));
-        }
-        Ok(())
-    }
-}
-
-/// The deadline `occ compute-host` gets: below the Driver's own bound, so the host abandons the
-/// operation (and says so) before the client gives up on it.
-fn host_deadline_ms(operation_timeout: Duration) -> u64 {
-    let margin = (operation_timeout / 10).min(Duration::from_secs(10));
-    u64::try_from(operation_timeout.saturating_sub(margin).as_millis())
-        .unwrap_or(u64::MAX)
-        .max(1_000)
 }
 
 /// What one `ssh` run answered: the last non-empty stdout line is the reply (the empty lines
 /// before it are the host's heartbeats).
-fn interpret(
+pub(super) fn interpret(
     host: &SshHost,
     op: &str,
     code: Option<i32>,
@@ -483,7 +298,7 @@ fn version_mismatch(host: &SshHost, why: &str) -> ComputeError {
     )
 }
 
-fn target(host: &SshHost) -> String {
+pub(super) fn target(host: &SshHost) -> String {
     format!("{}@{}:{}", host.user, host.address, host.port)
 }
 
@@ -543,176 +358,13 @@ fn transport_failure(host: &SshHost, op: &str, code: Option<i32>, stderr: &str) 
     )
 }
 
-fn unexpected(op: &str, value: &HostValue) -> ComputeError {
-    ComputeError::transient(
-        "HOST_REPLY_INVALID",
-        format!("{op}: unexpected reply {value:?}"),
-    )
-}
-
-fn convergence(value: HostValue) -> Result<Convergence, ComputeError> {
-    match value {
-        HostValue::Convergence { pending: false } => Ok(Convergence::Done),
-        HostValue::Convergence { pending: true } => Ok(Convergence::Pending),
-        other => Err(unexpected("namespace", &other)),
-    }
-}
-
-fn done(op: &str, value: HostValue) -> Result<(), ComputeError> {
-    match value {
-        HostValue::Done => Ok(()),
-        other => Err(unexpected(op, &other)),
-    }
-}
-
-#[async_trait::async_trait]
-impl Compute for SshCompute {
-    fn selection(&self) -> &ComputeSelection {
-        &self.selection
-    }
-
-    fn supports_workspace_setup(&self) -> bool {
-        true
-    }
-
-    fn maintenance_interval(&self) -> Option<Duration> {
-        self.settings.maintenance_interval
-    }
-
-    async fn ensure_namespace(&self, ns: &NamespaceTarget) -> Result<Convergence, ComputeError> {
-        convergence(
-            self.call(HostOp::EnsureNamespace {
-                namespace: ns.clone(),
-            })
-            .await?,
-        )
-    }
-
-    async fn delete_namespace(&self, ns: &NamespaceTarget) -> Result<Convergence, ComputeError> {
-        convergence(
-            self.call(HostOp::DeleteNamespace {
-                namespace: ns.clone(),
-            })
-            .await?,
-        )
-    }
-
-    async fn prepare_revision(
-        &self,
-        rev: &RevisionTarget,
-        ctx: &RevisionContext,
-    ) -> Result<Readiness, ComputeError> {
-        Self::refuse_secrets(rev, ctx)?;
-        match self
-            .call(HostOp::PrepareRevision {
-                revision: Box::new(rev.clone()),
-                workspace_setup: ctx.workspace_setup.as_ref().map(WireSetup::from),
-            })
-            .await?
-        {
-            HostValue::Readiness { ready: true, .. } => Ok(Readiness::Ready),
-            HostValue::Readiness { ready: false, code } => Ok(Readiness::Pending {
-                code: code.unwrap_or_else(|| "REVISION_INCOMPLETE".into()),
-            }),
-            other => Err(unexpected("prepare-revision", &other)),
-        }
-    }
-
-    async fn activate_revision(
-        &self,
-        rev: &RevisionTarget,
-        ctx: &RevisionContext,
-    ) -> Result<(), ComputeError> {
-        Self::refuse_secrets(rev, ctx)?;
-        done(
-            "activate-revision",
-            self.call(HostOp::ActivateRevision {
-                revision: Box::new(rev.clone()),
-                workspace_setup: ctx.workspace_setup.as_ref().map(WireSetup::from),
-            })
-            .await?,
-        )
-    }
-
-    async fn stop_revision(&self, rev: &RevisionTarget) -> Result<(), ComputeError> {
-        done(
-            "stop-revision",
-            self.call(HostOp::StopRevision {
-                revision: Box::new(rev.clone()),
-            })
-            .await?,
-        )
-    }
-
-    async fn retire_revision(&self, rev: &RevisionTarget) -> Result<(), ComputeError> {
-        done(
-            "retire-revision",
-            self.call(HostOp::RetireRevision {
-                revision: Box::new(rev.clone()),
-            })
-            .await?,
-        )
-    }
-
-    async fn delete_agent(&self, agent: &AgentTarget) -> Result<(), ComputeError> {
-        done(
-            "delete-agent",
-            self.call(HostOp::DeleteAgent {
-                agent: agent.clone(),
-            })
-            .await?,
-        )
-    }
-
-    async fn observe(&self, rev: &RevisionTarget) -> Result<RuntimeState, ComputeError> {
-        match self
-            .call(HostOp::Observe {
-                revision: Box::new(rev.clone()),
-            })
-            .await?
-        {
-            HostValue::Runtime { state } => match state.as_str() {
-                "serving" => Ok(RuntimeState::Serving),
-                "not-running" => Ok(RuntimeState::NotRunning),
-                "not-current" => Ok(RuntimeState::NotCurrent),
-                _ => Err(ComputeError::transient(
-                    "HOST_REPLY_INVALID",
-                    format!("observe: unknown state {state:?}"),
-                )),
-            },
-            other => Err(unexpected("observe", &other)),
-        }
-    }
-
-    async fn gateway_access(
-        &self,
-        agent: &AgentTarget,
-    ) -> Result<Option<GatewayAccess>, ComputeError> {
-        match self
-            .call(HostOp::GatewayAccess {
-                agent: agent.clone(),
-            })
-            .await?
-        {
-            HostValue::Gateway { port, token } => {
-                let local = self.tunnel(self.host_of(&agent.namespace_id), port).await?;
-                Ok(Some(GatewayAccess {
-                    url: format!("ws://127.0.0.1:{local}"),
-                    token: SecretText::new(token),
-                }))
-            }
-            HostValue::NoGateway => Ok(None),
-            other => Err(unexpected("gateway-access", &other)),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use occ_host::snapshot::GatewayBind;
+    use occ_host::wire::{HostSettings, OCC_VERSION, SupervisorChoice, default_unit_dir};
+
     use crate::compute::FailureClass;
-    use crate::compute::host::OCC_VERSION;
-    use crate::compute::process::GatewayBind;
 
     fn host() -> SshHost {
         SshHost {
@@ -732,8 +384,8 @@ mod tests {
                 ready_timeout_ms: 1,
                 stop_timeout_ms: 1,
                 lock_timeout_ms: 1,
-                supervisor: super::super::host::SupervisorChoice::Auto,
-                systemd_unit_dir: super::super::host::default_unit_dir(),
+                supervisor: SupervisorChoice::Auto,
+                systemd_unit_dir: default_unit_dir(),
             },
         }
     }
@@ -791,22 +443,5 @@ mod tests {
         let err = interpret(&host(), "op", Some(0), refused.as_bytes(), "").expect_err("refused");
         assert_eq!(err.code, "HOST_REQUEST_INVALID");
         assert!(err.message.contains("same build"), "{}", err.message);
-    }
-
-    #[test]
-    fn the_host_deadline_is_below_the_client_bound() {
-        assert_eq!(host_deadline_ms(Duration::from_secs(600)), 590_000);
-        assert_eq!(host_deadline_ms(Duration::from_secs(60)), 54_000);
-        assert_eq!(host_deadline_ms(Duration::from_millis(10)), 1_000);
-    }
-
-    #[test]
-    fn addresses_cannot_be_options() {
-        for good in ["127.0.0.1", "host-1.example.com", "::1", "fe80::1"] {
-            assert!(valid_address(good), "{good}");
-        }
-        for bad in ["", "-oProxyCommand=x", "a b", "a;b", "a/b", ".x"] {
-            assert!(!valid_address(bad), "{bad}");
-        }
     }
 }
