@@ -11,7 +11,7 @@ use occ_core::{ConfigurationId, NamespaceId};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::{DOCUMENT_MAX_BYTES, DocumentKey};
+use super::document::{DOCUMENT_MAX_BYTES, DocumentKey};
 use crate::{DriverError, DriverIdentity};
 use occ_host::fsutil::{ensure_private_dir, read_bounded, remove_if_exists, write_atomic};
 

@@ -35,11 +35,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, ListParams, PostParams};
 use serde::de::DeserializeOwned;
 
-use super::{
-    ANNOTATION_NAMESPACE_ID, ANNOTATION_NAMESPACE_LIFECYCLE, KubeClient, LABEL_MANAGED_BY,
-    LABEL_NAMESPACE, MANAGED_BY, TENANT_LIFECYCLE_EXTERNAL, annotation, label,
-    tenant_namespace_name, tenant_namespace_of,
+use super::client::KubeClient;
+use super::marks::{
+    ANNOTATION_NAMESPACE_ID, ANNOTATION_NAMESPACE_LIFECYCLE, LABEL_MANAGED_BY, LABEL_NAMESPACE,
+    MANAGED_BY, annotation, label,
 };
+use super::placement::{TENANT_LIFECYCLE_EXTERNAL, tenant_namespace_name, tenant_namespace_of};
 use crate::compute::{ComputeError, Convergence, NamespaceHook, NamespaceTarget};
 
 /// A ServiceAccount that is granted access in tenant namespaces (`namespace/name`).
