@@ -56,6 +56,18 @@ impl RevisionTarget {
     pub fn execution_mode(&self) -> ExecutionMode {
         self.spec.harness.mode
     }
+
+    /// Refuses a revision that is not embedded execution (permanent `COMPUTE_DRIVER_MISMATCH`)
+    /// for the `driver` Compute Driver, which runs only that.
+    pub fn require_embedded(&self, driver: &str) -> Result<(), ComputeError> {
+        if self.execution_mode() == ExecutionMode::Embedded {
+            return Ok(());
+        }
+        Err(ComputeError::permanent(
+            "COMPUTE_DRIVER_MISMATCH",
+            format!("the {driver} Compute Driver runs embedded execution only"),
+        ))
+    }
 }
 
 /// A secret value on its way to a workload. Never printed, never serialized.
@@ -112,6 +124,21 @@ pub enum Readiness {
         /// Reason code for evidence and deployment progress.
         code: String,
     },
+}
+
+impl Readiness {
+    /// What activation makes of a preparation it ran first: a revision that is not ready
+    /// (prepare refuses to go back behind a newer installed revision) is not activated
+    /// (permanent, with the pending code).
+    pub fn activatable(self) -> Result<(), ComputeError> {
+        match self {
+            Readiness::Ready => Ok(()),
+            Readiness::Pending { code } => Err(ComputeError::permanent(
+                &code,
+                "a newer revision is installed for this Agent",
+            )),
+        }
+    }
 }
 
 /// A revision's runtime as the Driver sees it now.

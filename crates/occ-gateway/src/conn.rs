@@ -34,7 +34,7 @@ use tokio_tungstenite::tungstenite::{self, Message};
 use crate::endpoint::Endpoint;
 use crate::error::{GatewayError, from_error_shape};
 use crate::frames::{
-    Decoded, MAX_MESSAGE_BYTES, Ws, abort, close_error, connect_ws, decode, map_ws_error,
+    Decoded, MAX_MESSAGE_BYTES, Ws, abort, close_error, connect_ws, decode, map_ws_error, received,
     upgrade_request,
 };
 use crate::handshake::{Hello, handshake};
@@ -507,16 +507,7 @@ impl Driver {
         &mut self,
         message: Option<Result<Message, tungstenite::Error>>,
     ) -> Result<bool, GatewayError> {
-        let message = match message {
-            None => {
-                return Err(GatewayError::Unreachable(
-                    "connection closed by the gateway".into(),
-                ));
-            }
-            Some(Err(e)) => return Err(map_ws_error(e)),
-            Some(Ok(m)) => m,
-        };
-        match decode(message)? {
+        match decode(received(message)?)? {
             Decoded::Res {
                 id,
                 ok,

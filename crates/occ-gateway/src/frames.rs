@@ -253,19 +253,24 @@ pub(crate) fn close_error(
     }
 }
 
+/// What a read from the socket gave: a message, or why there is none (the gateway closed the
+/// connection, or it failed).
+pub(crate) fn received(
+    message: Option<Result<Message, tungstenite::Error>>,
+) -> Result<Message, GatewayError> {
+    match message {
+        None => Err(GatewayError::Unreachable(
+            "connection closed by the gateway".into(),
+        )),
+        Some(Err(e)) => Err(map_ws_error(e)),
+        Some(Ok(m)) => Ok(m),
+    }
+}
+
 /// Reads until the next response or event, during the handshake.
 pub(crate) async fn next_incoming(ws: &mut Ws, secret: &str) -> Result<Decoded, GatewayError> {
     loop {
-        let message = match ws.next().await {
-            None => {
-                return Err(GatewayError::Unreachable(
-                    "connection closed by the gateway".into(),
-                ));
-            }
-            Some(Err(e)) => return Err(map_ws_error(e)),
-            Some(Ok(m)) => m,
-        };
-        match decode(message)? {
+        match decode(received(ws.next().await)?)? {
             Decoded::Skip => continue,
             Decoded::Close(frame) => return Err(close_error(frame, secret, None)),
             other => return Ok(other),

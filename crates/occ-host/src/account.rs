@@ -106,146 +106,157 @@ async fn run(program: &str, args: &[&str]) -> Result<(), ComputeError> {
     )))
 }
 
-/// Creates (or verifies) the Agent's account. `home` is recorded as the user's home directory.
-pub async fn ensure(
-    root: &Path,
-    driver_id: &str,
-    prefix: &str,
-    agent: &AgentTarget,
-    home: &Path,
-) -> Result<Account, ComputeError> {
-    let (ns, id) = (agent.namespace_id.as_str(), agent.agent_id.as_str());
-    let name = account_name(prefix, ns, id);
-    let path = marker_path(root, &name);
-    let want = expected(driver_id, ns, id, &name);
-    match read_marker(&path)? {
-        Some(marker) if marker == want => {}
-        Some(_) => {
-            return Err(ownership(format!(
-                "account {name} belongs to another Agent ({})",
-                path.display()
-            )));
+/// The per-Agent accounts of one host root and Driver, named with one prefix.
+#[derive(Debug, Clone)]
+pub struct Accounts {
+    root: PathBuf,
+    driver_id: String,
+    prefix: String,
+}
+
+impl Accounts {
+    /// The accounts recorded under `root` (in `accounts/`) for Driver `driver_id`, named
+    /// `<prefix>-…` (a prefix [`valid_prefix`] accepts).
+    pub fn new(root: PathBuf, driver_id: String, prefix: String) -> Self {
+        Self {
+            root,
+            driver_id,
+            prefix,
         }
-        None => {
-            if lookup_user(&name)?.is_some() || lookup_group(&name)?.is_some() {
+    }
+
+    /// The account name of an Agent ([`account_name`] with this prefix).
+    pub fn name(&self, namespace_id: &str, agent_id: &str) -> String {
+        account_name(&self.prefix, namespace_id, agent_id)
+    }
+
+    /// Creates (or verifies) the Agent's account. `home` is recorded as the user's home directory.
+    pub async fn ensure(&self, agent: &AgentTarget, home: &Path) -> Result<Account, ComputeError> {
+        let root = self.root.as_path();
+        let (ns, id) = (agent.namespace_id.as_str(), agent.agent_id.as_str());
+        let name = self.name(ns, id);
+        let path = marker_path(root, &name);
+        let want = expected(&self.driver_id, ns, id, &name);
+        match read_marker(&path)? {
+            Some(marker) if marker == want => {}
+            Some(_) => {
                 return Err(ownership(format!(
-                    "a user or group named {name} exists on the host and is not occ's"
+                    "account {name} belongs to another Agent ({})",
+                    path.display()
                 )));
             }
-            fsutil::ensure_private_dir(&root.join("accounts"))
-                .map_err(|e| unavailable(format!("create {}: {e}", root.display())))?;
-            let bytes = serde_json::to_vec_pretty(&want).map_err(|e| unavailable(e.to_string()))?;
-            fsutil::write_atomic(&path, &bytes, false)
-                .map_err(|e| unavailable(format!("write {}: {e}", path.display())))?;
+            None => {
+                if lookup_user(&name)?.is_some() || lookup_group(&name)?.is_some() {
+                    return Err(ownership(format!(
+                        "a user or group named {name} exists on the host and is not occ's"
+                    )));
+                }
+                fsutil::ensure_private_dir(&root.join("accounts"))
+                    .map_err(|e| unavailable(format!("create {}: {e}", root.display())))?;
+                let bytes =
+                    serde_json::to_vec_pretty(&want).map_err(|e| unavailable(e.to_string()))?;
+                fsutil::write_atomic(&path, &bytes, false)
+                    .map_err(|e| unavailable(format!("write {}: {e}", path.display())))?;
+            }
         }
-    }
-    if lookup_group(&name)?.is_none() {
-        run("groupadd", &["--system", &name]).await?;
-    }
-    if lookup_user(&name)?.is_none() {
-        let home = home.to_str().ok_or_else(|| {
-            ComputeError::permanent("INVALID_HOST_SETTINGS", "the root is not UTF-8")
-        })?;
-        run(
-            "useradd",
-            &[
-                "--system",
-                "--gid",
-                &name,
-                "--home-dir",
-                home,
-                "--shell",
-                "/usr/sbin/nologin",
-                "--no-create-home",
-                &name,
-            ],
-        )
-        .await?;
-    }
-    let user = lookup_user(&name)?.ok_or_else(|| unavailable(format!("user {name} vanished")))?;
-    let group =
-        lookup_group(&name)?.ok_or_else(|| unavailable(format!("group {name} vanished")))?;
-    if user.uid.is_root() || group.gid.as_raw() == 0 {
-        return Err(ownership(format!("account {name} has uid or gid 0")));
-    }
-    if user.gid != group.gid {
-        return Err(ownership(format!(
-            "user {name} does not have group {name} as its primary group"
-        )));
-    }
-    Ok(Account {
-        uid: user.uid.as_raw(),
-        gid: group.gid.as_raw(),
-    })
-}
-
-/// Removes the account of Agent `agent_id` of Namespace `namespace_id` if occ created it
-/// (absence is success).
-pub async fn remove(
-    root: &Path,
-    driver_id: &str,
-    prefix: &str,
-    namespace_id: &str,
-    agent_id: &str,
-) -> Result<(), ComputeError> {
-    let name = account_name(prefix, namespace_id, agent_id);
-    let path = marker_path(root, &name);
-    match read_marker(&path)? {
-        None => return Ok(()),
-        Some(marker) if marker == expected(driver_id, namespace_id, agent_id, &name) => {}
-        Some(_) => {
+        if lookup_group(&name)?.is_none() {
+            run("groupadd", &["--system", &name]).await?;
+        }
+        if lookup_user(&name)?.is_none() {
+            let home = home.to_str().ok_or_else(|| {
+                ComputeError::permanent("INVALID_HOST_SETTINGS", "the root is not UTF-8")
+            })?;
+            run(
+                "useradd",
+                &[
+                    "--system",
+                    "--gid",
+                    &name,
+                    "--home-dir",
+                    home,
+                    "--shell",
+                    "/usr/sbin/nologin",
+                    "--no-create-home",
+                    &name,
+                ],
+            )
+            .await?;
+        }
+        let user =
+            lookup_user(&name)?.ok_or_else(|| unavailable(format!("user {name} vanished")))?;
+        let group =
+            lookup_group(&name)?.ok_or_else(|| unavailable(format!("group {name} vanished")))?;
+        if user.uid.is_root() || group.gid.as_raw() == 0 {
+            return Err(ownership(format!("account {name} has uid or gid 0")));
+        }
+        if user.gid != group.gid {
             return Err(ownership(format!(
-                "account {name} belongs to another Agent ({})",
-                path.display()
+                "user {name} does not have group {name} as its primary group"
             )));
         }
+        Ok(Account {
+            uid: user.uid.as_raw(),
+            gid: group.gid.as_raw(),
+        })
     }
-    if let Some(user) = lookup_user(&name)? {
-        if user.uid.is_root() {
-            return Err(ownership(format!("user {name} has uid 0")));
-        }
-        run("userdel", &[&name]).await?;
-    }
-    if lookup_group(&name)?.is_some() {
-        run("groupdel", &[&name]).await?;
-    }
-    fsutil::remove_if_exists(&path)
-        .map_err(|e| unavailable(format!("remove {}: {e}", path.display())))
-}
 
-/// Removes every account occ created for Agents of Namespace `namespace_id` (the retry path of
-/// a Namespace deletion whose Agent directories are already gone).
-pub async fn remove_namespace(
-    root: &Path,
-    driver_id: &str,
-    prefix: &str,
-    namespace_id: &str,
-) -> Result<(), ComputeError> {
-    let dir = root.join("accounts");
-    let entries = match std::fs::read_dir(&dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(unavailable(format!("list {}: {e}", dir.display()))),
-    };
-    let mut agents = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(|e| unavailable(format!("list {}: {e}", dir.display())))?;
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        if name.starts_with('.') || !name.ends_with(".json") {
-            continue;
+    /// Removes the account of Agent `agent_id` of Namespace `namespace_id` if occ created it
+    /// (absence is success).
+    pub async fn remove(&self, namespace_id: &str, agent_id: &str) -> Result<(), ComputeError> {
+        let name = self.name(namespace_id, agent_id);
+        let path = marker_path(&self.root, &name);
+        match read_marker(&path)? {
+            None => return Ok(()),
+            Some(marker) if marker == expected(&self.driver_id, namespace_id, agent_id, &name) => {}
+            Some(_) => {
+                return Err(ownership(format!(
+                    "account {name} belongs to another Agent ({})",
+                    path.display()
+                )));
+            }
         }
-        if let Some(marker) = read_marker(&entry.path())?
-            && marker.driver_id == driver_id
-            && marker.namespace_id == namespace_id
-        {
-            agents.push(marker.agent_id);
+        if let Some(user) = lookup_user(&name)? {
+            if user.uid.is_root() {
+                return Err(ownership(format!("user {name} has uid 0")));
+            }
+            run("userdel", &[&name]).await?;
         }
+        if lookup_group(&name)?.is_some() {
+            run("groupdel", &[&name]).await?;
+        }
+        fsutil::remove_if_exists(&path)
+            .map_err(|e| unavailable(format!("remove {}: {e}", path.display())))
     }
-    for agent_id in agents {
-        remove(root, driver_id, prefix, namespace_id, &agent_id).await?;
+
+    /// Removes every account occ created for Agents of Namespace `namespace_id` (the retry path of
+    /// a Namespace deletion whose Agent directories are already gone).
+    pub async fn remove_namespace(&self, namespace_id: &str) -> Result<(), ComputeError> {
+        let dir = self.root.join("accounts");
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(unavailable(format!("list {}: {e}", dir.display()))),
+        };
+        let mut agents = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| unavailable(format!("list {}: {e}", dir.display())))?;
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with('.') || !name.ends_with(".json") {
+                continue;
+            }
+            if let Some(marker) = read_marker(&entry.path())?
+                && marker.driver_id == self.driver_id
+                && marker.namespace_id == namespace_id
+            {
+                agents.push(marker.agent_id);
+            }
+        }
+        for agent_id in agents {
+            self.remove(namespace_id, &agent_id).await?;
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 #[cfg(test)]

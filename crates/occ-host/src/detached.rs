@@ -16,9 +16,9 @@ use occ_gateway::{Endpoint, GatewayError};
 use serde::{Deserialize, Serialize};
 
 use crate::account::Account;
-use crate::failure::{io_error, unavailable};
+use crate::failure::unavailable;
 use crate::layout::{
-    self, installed_and_served, is_current, mark_served, open_log, read_dir, read_json,
+    self, answers, installed_and_served, is_current, mark_served, open_output, read_dir, read_json,
     remove_file, revision_dir, write_json,
 };
 use crate::process::{
@@ -50,24 +50,23 @@ pub(crate) fn live(agent_dir: &Path) -> Result<Option<GatewayRecord>, ComputeErr
     Ok(is_same_process(record.pid, record.start_time).then_some(record))
 }
 
+/// The live gateway recorded for `rev`, if there is one.
+fn live_of(agent_dir: &Path, rev: &RevisionId) -> Result<Option<GatewayRecord>, ComputeError> {
+    Ok(live(agent_dir)?.filter(|record| record.revision_id == rev.as_str()))
+}
+
 /// Whether a live gateway is recorded for `rev`.
 pub(crate) fn runs(agent_dir: &Path, rev: &RevisionId) -> Result<bool, ComputeError> {
-    Ok(live(agent_dir)?.is_some_and(|record| record.revision_id == rev.as_str()))
+    Ok(live_of(agent_dir, rev)?.is_some())
 }
 
 /// Whether `rev`'s gateway runs, is installed, was served and answers the handshake now.
 pub(crate) async fn serving(agent_dir: &Path, rev: &RevisionId) -> Result<bool, ComputeError> {
-    let Some(record) = live(agent_dir)? else {
+    let Some(record) = live_of(agent_dir, rev)? else {
         return Ok(false);
     };
-    if record.revision_id != rev.as_str() || !installed_and_served(agent_dir, rev)? {
-        return Ok(false);
-    }
-    let token = layout::token(agent_dir)?;
-    let endpoint = Endpoint::loopback(record.port, token.expose());
-    Ok(occ_gateway::wait_ready(&endpoint, Duration::from_secs(5))
-        .await
-        .is_ok())
+    Ok(installed_and_served(agent_dir, rev)?
+        && answers(agent_dir, record.port, Duration::from_secs(5)).await?)
 }
 
 /// Adopts a gateway of the installed `rev` that an earlier pass started (and whose worker died
@@ -78,18 +77,10 @@ pub(crate) async fn adopt(
     rev: &RevisionId,
     ready_timeout: Duration,
 ) -> Result<bool, ComputeError> {
-    let Some(record) = live(agent_dir)? else {
+    let Some(record) = live_of(agent_dir, rev)? else {
         return Ok(false);
     };
-    if record.revision_id != rev.as_str() || !is_current(agent_dir, rev)? {
-        return Ok(false);
-    }
-    let token = layout::token(agent_dir)?;
-    let endpoint = Endpoint::loopback(record.port, token.expose());
-    if occ_gateway::wait_ready(&endpoint, ready_timeout)
-        .await
-        .is_err()
-    {
+    if !is_current(agent_dir, rev)? || !answers(agent_dir, record.port, ready_timeout).await? {
         return Ok(false);
     }
     tracing::info!(pid = record.pid, "adopted a running gateway");
@@ -128,7 +119,8 @@ pub(crate) async fn stop(agent_dir: &Path, stop_timeout: Duration) -> Result<(),
     Ok(())
 }
 
-/// Everything a gateway start needs.
+/// What a gateway is started with, under either supervisor (who it runs as is the
+/// supervisor's to say).
 pub(crate) struct Launch<'a> {
     /// The pinned runtime.
     pub runtime: &'a OpenclawRuntime,
@@ -142,19 +134,21 @@ pub(crate) struct Launch<'a> {
     pub port: u16,
     /// Where the gateway listens.
     pub bind: GatewayBind,
-    /// The Agent's account, when it has one (the gateway runs as it).
-    pub account: Option<Account>,
     /// How long it may take to answer `hello-ok`.
     pub ready_timeout: Duration,
     /// How long it may take to stop when it never became ready.
     pub stop_timeout: Duration,
 }
 
-/// Starts the gateway for `launch.rev` in its own process group with a clean environment and
-/// waits for `hello-ok`. An early exit with OpenClaw's invalid-configuration status is a
-/// permanent `RUNTIME_CONFIGURATION_INVALID`, any other a transient `RUNTIME_STARTUP_FAILED`
-/// (both with the log's tail); a gateway that never becomes ready is stopped again.
-pub(crate) async fn start(launch: Launch<'_>) -> Result<(), ComputeError> {
+/// Starts the gateway for `launch.rev` in its own process group with a clean environment (as
+/// the Agent's `account`, when it has one) and waits for `hello-ok`. An early exit with
+/// OpenClaw's invalid-configuration status is a permanent `RUNTIME_CONFIGURATION_INVALID`, any
+/// other a transient `RUNTIME_STARTUP_FAILED` (both with the log's tail); a gateway that never
+/// becomes ready is stopped again.
+pub(crate) async fn start(
+    launch: Launch<'_>,
+    account: Option<Account>,
+) -> Result<(), ComputeError> {
     let Launch {
         runtime,
         rev,
@@ -162,7 +156,6 @@ pub(crate) async fn start(launch: Launch<'_>) -> Result<(), ComputeError> {
         agent_dir,
         port,
         bind,
-        account,
         ready_timeout,
         stop_timeout,
     } = launch;
@@ -180,10 +173,7 @@ pub(crate) async fn start(launch: Launch<'_>) -> Result<(), ComputeError> {
     let token = layout::token(agent_dir)?;
     let snapshot = revision_dir(agent_dir, &rev.revision_id).join("openclaw.json");
     let log_path = agent_dir.join("logs/gateway.log");
-    let log = open_log(&log_path, account)?;
-    let log_err = log
-        .try_clone()
-        .map_err(|e| io_error("open", &log_path, e))?;
+    let (log, log_err) = open_output(&log_path, account)?;
     let mut cmd = runtime.command();
     cmd.arg("gateway")
         .arg("run")
@@ -199,8 +189,8 @@ pub(crate) async fn start(launch: Launch<'_>) -> Result<(), ComputeError> {
         .env("OPENCLAW_GATEWAY_TOKEN", token.expose())
         .envs(GATEWAY_FIXED_ENV)
         .stdin(Stdio::null())
-        .stdout(Stdio::from(log))
-        .stderr(Stdio::from(log_err))
+        .stdout(log)
+        .stderr(log_err)
         .process_group(0)
         .kill_on_drop(false);
     if let Some(account) = account {

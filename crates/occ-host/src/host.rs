@@ -19,11 +19,10 @@ use occ_core::compute::{
     AgentTarget, ComputeError, Convergence, NamespaceTarget, Readiness, RevisionContext,
     RevisionTarget, RuntimeState, SecretText,
 };
-use occ_core::resource::ExecutionMode;
 use serde_json::Value;
 use sha2::Digest as _;
 
-use crate::account::{self, Account};
+use crate::account::{self, Account, Accounts};
 use crate::detached::{self, Launch};
 use crate::failure::{io_error, ownership, unavailable};
 use crate::fsutil;
@@ -35,7 +34,7 @@ use crate::layout::{
 use crate::runtime::{OpenclawRuntime, RuntimeError};
 use crate::seed::{self, AsAgent};
 use crate::snapshot::{GatewayBind, render_snapshot};
-use crate::systemd::{self, SystemdSupervision, UnitActivation};
+use crate::systemd::{self, SystemdSupervision, UnitAccount};
 
 /// How a host runs its gateways.
 #[derive(Debug, Clone)]
@@ -109,6 +108,8 @@ pub struct Host {
     settings: LocalSettings,
     options: HostOptions,
     layout: Layout,
+    /// The per-Agent accounts, when Agents get their own.
+    accounts: Option<Accounts>,
 }
 
 impl Host {
@@ -139,10 +140,18 @@ impl Host {
             settings.port_range.clone(),
             options.accounts.is_some(),
         )?;
+        let accounts = options.accounts.as_ref().map(|a| {
+            Accounts::new(
+                settings.root.clone(),
+                options.driver_id.clone(),
+                a.prefix.clone(),
+            )
+        });
         Ok(Self {
             settings,
             options,
             layout,
+            accounts,
         })
     }
 
@@ -153,52 +162,11 @@ impl Host {
 
     /// The Agent's account (created if absent), when Agents get their own.
     async fn account(&self, agent: &AgentTarget) -> Result<Option<Account>, ComputeError> {
-        let Some(accounts) = &self.options.accounts else {
+        let Some(accounts) = &self.accounts else {
             return Ok(None);
         };
         let home = self.agent_dir(agent).join("home");
-        account::ensure(
-            self.layout.root(),
-            self.layout.driver_id(),
-            &accounts.prefix,
-            agent,
-            &home,
-        )
-        .await
-        .map(Some)
-    }
-
-    /// Removes the account of an Agent of Namespace `namespace_id`, when Agents get their own.
-    async fn remove_account(&self, namespace_id: &str, agent_id: &str) -> Result<(), ComputeError> {
-        match &self.options.accounts {
-            Some(accounts) => {
-                account::remove(
-                    self.layout.root(),
-                    self.layout.driver_id(),
-                    &accounts.prefix,
-                    namespace_id,
-                    agent_id,
-                )
-                .await
-            }
-            None => Ok(()),
-        }
-    }
-
-    /// Removes every account of the Namespace's Agents, when Agents get their own.
-    async fn remove_namespace_accounts(&self, ns: &NamespaceTarget) -> Result<(), ComputeError> {
-        match &self.options.accounts {
-            Some(accounts) => {
-                account::remove_namespace(
-                    self.layout.root(),
-                    self.layout.driver_id(),
-                    &accounts.prefix,
-                    ns.id.as_str(),
-                )
-                .await
-            }
-            None => Ok(()),
-        }
+        accounts.ensure(agent, &home).await.map(Some)
     }
 
     fn agent_dir(&self, agent: &AgentTarget) -> PathBuf {
@@ -266,8 +234,9 @@ impl Host {
         }
         detached::stop(dir, self.settings.stop_timeout).await?;
         remove_dir(dir)?;
-        if let Some(marker) = marker {
-            self.remove_account(&marker.namespace_id, &marker.agent_id)
+        if let (Some(marker), Some(accounts)) = (marker, &self.accounts) {
+            accounts
+                .remove(&marker.namespace_id, &marker.agent_id)
                 .await?;
         }
         Ok(())
@@ -334,7 +303,9 @@ impl Host {
         match read_json::<NamespaceMarker>(&dir.join("namespace.json"))? {
             None if !dir.exists() => {
                 // A pass that removed the tree may have been lost before the accounts went.
-                self.remove_namespace_accounts(ns).await?;
+                if let Some(accounts) = &self.accounts {
+                    accounts.remove_namespace(ns.id.as_str()).await?;
+                }
                 return Ok(Convergence::Done);
             }
             Some(marker)
@@ -352,7 +323,9 @@ impl Host {
             self.remove_agent_dir(&agent).await?;
         }
         remove_dir(&dir)?;
-        self.remove_namespace_accounts(ns).await?;
+        if let Some(accounts) = &self.accounts {
+            accounts.remove_namespace(ns.id.as_str()).await?;
+        }
         Ok(Convergence::Done)
     }
 
@@ -364,12 +337,7 @@ impl Host {
         rev: &RevisionTarget,
         ctx: &RevisionContext,
     ) -> Result<Readiness, ComputeError> {
-        if rev.spec.harness.mode != ExecutionMode::Embedded {
-            return Err(ComputeError::permanent(
-                "COMPUTE_DRIVER_MISMATCH",
-                "the process Compute Driver runs embedded execution only",
-            ));
-        }
+        rev.require_embedded("process")?;
         let runtime = self.runtime()?;
         let account = self.account(&rev.agent).await?;
         let marker = self.layout.ensure_agent(&rev.agent, account).await?;
@@ -459,12 +427,7 @@ impl Host {
         rev: &RevisionTarget,
         ctx: &RevisionContext,
     ) -> Result<(), ComputeError> {
-        if let Readiness::Pending { code } = self.prepare_revision(rev, ctx).await? {
-            return Err(ComputeError::permanent(
-                &code,
-                "a newer revision is installed for this Agent",
-            ));
-        }
+        self.prepare_revision(rev, ctx).await?.activatable()?;
         let marker = self
             .layout
             .agent_marker(&rev.agent)?
@@ -486,18 +449,32 @@ impl Host {
         switch_current(&agent_dir, &rev.revision_id)?;
         let account = self.account(&rev.agent).await?;
         let runtime = self.runtime()?;
-        detached::start(Launch {
-            runtime: &runtime,
+        detached::start(
+            self.launch(&runtime, rev, ctx, &agent_dir, marker.port),
+            account,
+        )
+        .await
+    }
+
+    /// What the revision's gateway is started with.
+    fn launch<'a>(
+        &self,
+        runtime: &'a OpenclawRuntime,
+        rev: &'a RevisionTarget,
+        ctx: &'a RevisionContext,
+        agent_dir: &'a Path,
+        port: u16,
+    ) -> Launch<'a> {
+        Launch {
+            runtime,
             rev,
             ctx,
-            agent_dir: &agent_dir,
-            port: marker.port,
+            agent_dir,
+            port,
             bind: self.options.bind,
-            account,
             ready_timeout: self.settings.ready_timeout,
             stop_timeout: self.settings.stop_timeout,
-        })
-        .await
+        }
     }
 
     /// Activation under systemd ([`systemd::activate`]).
@@ -510,35 +487,23 @@ impl Host {
         port: u16,
     ) -> Result<(), ComputeError> {
         systemd::refuse_secrets(ctx)?;
-        let accounts = self.options.accounts.as_ref().ok_or_else(|| {
-            ComputeError::permanent(
+        let (Some(settings), Some(accounts)) = (&self.options.accounts, &self.accounts) else {
+            return Err(ComputeError::permanent(
                 "INVALID_HOST_SETTINGS",
                 "systemd supervision needs per-Agent accounts",
-            )
-        })?;
+            ));
+        };
         let account = self.account(&rev.agent).await?.ok_or_else(|| {
             ComputeError::permanent("INVALID_HOST_SETTINGS", "no per-Agent account")
         })?;
         let runtime = self.runtime()?;
-        systemd::activate(UnitActivation {
-            sd,
-            rev,
-            ctx,
-            agent_dir,
-            port,
+        let unit_account = UnitAccount {
             account,
-            account_name: account::account_name(
-                &accounts.prefix,
-                rev.agent.namespace_id.as_str(),
-                rev.agent.agent_id.as_str(),
-            ),
-            runtime: &runtime,
-            setup_program: &accounts.setup_program,
-            bind: self.options.bind,
-            ready_timeout: self.settings.ready_timeout,
-            stop_timeout: self.settings.stop_timeout,
-        })
-        .await
+            name: accounts.name(rev.agent.namespace_id.as_str(), rev.agent.agent_id.as_str()),
+            setup_program: &settings.setup_program,
+        };
+        let launch = self.launch(&runtime, rev, ctx, agent_dir, port);
+        systemd::activate(sd, launch, unit_account).await
     }
 
     /// Stops the revision's gateway if it is the installed one; keeps workspace, state and
@@ -577,8 +542,12 @@ impl Host {
             self.remove_agent_dir(&self.agent_dir(agent)).await?;
         }
         // The retry path of a deletion lost after the directory went.
-        self.remove_account(agent.namespace_id.as_str(), agent.agent_id.as_str())
-            .await
+        if let Some(accounts) = &self.accounts {
+            accounts
+                .remove(agent.namespace_id.as_str(), agent.agent_id.as_str())
+                .await?;
+        }
+        Ok(())
     }
 
     /// What runs for the revision right now.

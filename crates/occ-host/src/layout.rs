@@ -24,6 +24,8 @@
 use std::ops::RangeInclusive;
 use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
 
 use occ_core::compute::{AgentTarget, ComputeError, SecretText};
 use occ_core::{AgentId, NamespaceId, RevisionId};
@@ -104,11 +106,6 @@ impl Layout {
         };
         layout.traversable(&layout.root)?;
         Ok(layout)
-    }
-
-    /// The root.
-    pub fn root(&self) -> &Path {
-        &self.root
     }
 
     /// The identity recorded in (and checked against) every marker.
@@ -292,6 +289,18 @@ pub(crate) fn token(agent_dir: &Path) -> Result<SecretText, ComputeError> {
     Ok(SecretText::new(token))
 }
 
+/// Whether the Agent's gateway answers a native `hello-ok` on `port` with the Agent's token
+/// within `wait`.
+pub(crate) async fn answers(
+    agent_dir: &Path,
+    port: u16,
+    wait: Duration,
+) -> Result<bool, ComputeError> {
+    let token = token(agent_dir)?;
+    let endpoint = occ_gateway::Endpoint::loopback(port, token.expose());
+    Ok(occ_gateway::wait_ready(&endpoint, wait).await.is_ok())
+}
+
 /// Points `current` at `rev` (atomically).
 pub(crate) fn switch_current(agent_dir: &Path, rev: &RevisionId) -> Result<(), ComputeError> {
     let link = agent_dir.join("current");
@@ -468,13 +477,20 @@ pub(crate) fn share_with_group(path: &Path, gid: u32, mode: u32) -> Result<(), C
         .map_err(|e| io_error("chmod", path, e))
 }
 
+/// A log file (see [`open_log`]) as a child's stdout and stderr.
+pub(crate) fn open_output(
+    path: &Path,
+    account: Option<Account>,
+) -> Result<(Stdio, Stdio), ComputeError> {
+    let log = open_log(path, account)?;
+    let log_err = log.try_clone().map_err(|e| io_error("open", path, e))?;
+    Ok((Stdio::from(log), Stdio::from(log_err)))
+}
+
 /// Opens (creating) a log file for appending. With an account the log directory is the Agent's:
 /// a link or anything but a plain file with one name, owned by root (just created) or the Agent,
 /// is refused before the file is handed to the Agent.
-pub(crate) fn open_log(
-    path: &Path,
-    account: Option<Account>,
-) -> Result<std::fs::File, ComputeError> {
+fn open_log(path: &Path, account: Option<Account>) -> Result<std::fs::File, ComputeError> {
     use std::os::unix::fs::MetadataExt as _;
     let mut options = std::fs::OpenOptions::new();
     options.create(true).append(true).mode(0o600);

@@ -15,7 +15,7 @@ use occ_core::resource::WorkspaceSetup;
 
 use crate::account::Account;
 use crate::failure::{io_error, unavailable};
-use crate::layout::{create_dir, open_log, write_new};
+use crate::layout::{create_dir, open_output, write_new};
 use crate::process::log_tail;
 use crate::runtime::OpenclawRuntime;
 use crate::workspace_setup::{self, SetupEnv, SetupError, SetupInput};
@@ -54,10 +54,7 @@ pub(crate) async fn seed(
         }
     }
     let log_path = agent_dir.join("logs/setup.log");
-    let log = open_log(&log_path, account)?;
-    let log_err = log
-        .try_clone()
-        .map_err(|e| io_error("open", &log_path, e))?;
+    let (log, log_err) = open_output(&log_path, account)?;
     let mut cmd = runtime.command();
     cmd.args(["setup", "--baseline", "--workspace"])
         .arg(agent_dir.join("state/workspace"))
@@ -70,8 +67,8 @@ pub(crate) async fn seed(
         .env("OPENCLAW_NO_RESPAWN", "1")
         .env("DO_NOT_TRACK", "1")
         .stdin(Stdio::null())
-        .stdout(Stdio::from(log))
-        .stderr(Stdio::from(log_err))
+        .stdout(log)
+        .stderr(log_err)
         .kill_on_drop(true);
     if let Some(account) = account {
         cmd.uid(account.uid).gid(account.gid);
@@ -158,15 +155,11 @@ async fn setup_as_agent(
     as_agent: AsAgent<'_>,
 ) -> Result<(), ComputeError> {
     use tokio::io::AsyncWriteExt as _;
-    let AsAgent {
-        account,
-        program,
-        path,
-    } = as_agent;
+    let program = as_agent.program;
     let mut cmd = tokio::process::Command::new(program);
     cmd.arg("workspace-setup")
         .env_clear()
-        .env("PATH", path)
+        .env("PATH", as_agent.path)
         .env("HOME", agent_dir.join("home"))
         .env("TMPDIR", agent_dir.join("tmp"))
         .env("OCC_LOG", "warn")
@@ -174,8 +167,8 @@ async fn setup_as_agent(
         .env("OCC_WORKSPACE_DIR", agent_dir.join("state/workspace"))
         .env("OCC_OPENCLAW_RUNTIME", &runtime.root)
         .current_dir(agent_dir.join("home"))
-        .uid(account.uid)
-        .gid(account.gid)
+        .uid(as_agent.account.uid)
+        .gid(as_agent.account.gid)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

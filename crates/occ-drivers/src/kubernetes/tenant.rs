@@ -332,10 +332,7 @@ impl TenantNamespaces {
     where
         K: Clone + DeserializeOwned + std::fmt::Debug,
     {
-        self.kube
-            .get_opt(api, name, what)
-            .await
-            .map_err(|e| e.into_compute(what))
+        self.kube.find(api, name, what).await
     }
 
     /// Creates `desired`, or brings an existing RoleBinding of ours to it: other subjects are
@@ -717,13 +714,7 @@ impl TenantNamespaces {
             return Ok(());
         }
         self.kube
-            .delete_exact(
-                api,
-                name,
-                current.meta().uid.clone(),
-                None,
-                &format!("delete {resource}"),
-            )
+            .delete_read(api, name, current.meta(), &format!("delete {resource}"))
             .await
             .map_err(|e| e.into_compute(&format!("delete {what}")))
     }
@@ -741,13 +732,7 @@ impl TenantNamespaces {
         }
         if current.metadata.deletion_timestamp.is_none() {
             self.kube
-                .delete_exact(
-                    &namespaces,
-                    &name,
-                    current.metadata.uid.clone(),
-                    None,
-                    "delete namespaces",
-                )
+                .delete_read(&namespaces, &name, &current.metadata, "delete namespaces")
                 .await
                 .map_err(|e| e.into_compute("the tenant namespace"))?;
         }

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use occ_core::RevisionId;
-use occ_core::compute::{AgentTarget, ComputeError, RevisionContext, RevisionTarget};
+use occ_core::compute::{AgentTarget, ComputeError, RevisionContext};
 use occ_gateway::{Endpoint, GatewayError};
 
 use super::systemctl::SystemdSupervision;
@@ -16,14 +16,12 @@ use super::unit::{
     SetupCheck, UnitFile, UnitSpec, header, read_unit, setup_check_path, token_env_path, unit_name,
 };
 use crate::account::Account;
-use crate::detached;
+use crate::detached::{self, Launch};
 use crate::layout::{
-    self, AgentMarker, installed_and_served, mark_served, read_json, switch_current,
+    self, AgentMarker, answers, installed_and_served, mark_served, read_json, switch_current,
     write_if_changed,
 };
 use crate::process::with_log_tail;
-use crate::runtime::OpenclawRuntime;
-use crate::snapshot::GatewayBind;
 use crate::workspace_setup::SetupInput;
 
 /// Whether `rev` is installed, was served, its unit is `active` and its gateway answers the
@@ -46,11 +44,7 @@ pub(crate) async fn serving(
     let Some(marker) = read_json::<AgentMarker>(&agent_dir.join("agent.json"))? else {
         return Ok(false);
     };
-    let token = layout::token(agent_dir)?;
-    let endpoint = Endpoint::loopback(marker.port, token.expose());
-    Ok(occ_gateway::wait_ready(&endpoint, Duration::from_secs(5))
-        .await
-        .is_ok())
+    answers(agent_dir, marker.port, Duration::from_secs(5)).await
 }
 
 /// Refuses a revision that needs Secrets delivered: units deliver none.
@@ -64,50 +58,29 @@ pub(crate) fn refuse_secrets(ctx: &RevisionContext) -> Result<(), ComputeError> 
     Ok(())
 }
 
-/// Everything an activation under systemd needs.
-pub(crate) struct UnitActivation<'a> {
-    /// The unit directory and `systemctl`.
-    pub sd: &'a SystemdSupervision,
-    /// The revision.
-    pub rev: &'a RevisionTarget,
-    /// Its context (the staged workspace setup).
-    pub ctx: &'a RevisionContext,
-    /// The Agent's directory.
-    pub agent_dir: &'a Path,
-    /// The Agent's port.
-    pub port: u16,
-    /// The Agent's account and its name (`User=`, `Group=`).
+/// Who a unit's gateway runs as, and what checks its workspace before every start.
+pub(crate) struct UnitAccount<'a> {
+    /// The Agent's account.
     pub account: Account,
-    /// The account's name.
-    pub account_name: String,
-    /// The pinned runtime.
-    pub runtime: &'a OpenclawRuntime,
+    /// Its name (`User=`, `Group=`).
+    pub name: String,
     /// The `occ` binary whose `workspace-setup` checks the workspace before every start.
     pub setup_program: &'a Path,
-    /// Where the gateway listens.
-    pub bind: GatewayBind,
-    /// How long the gateway may take to answer `hello-ok`.
-    pub ready_timeout: Duration,
-    /// How long a stopping gateway may take before systemd (or the detached supervisor) kills it.
-    pub stop_timeout: Duration,
 }
 
-/// Activates the revision under the Agent's unit (see the module docs).
-pub(crate) async fn activate(a: UnitActivation<'_>) -> Result<(), ComputeError> {
-    let UnitActivation {
-        sd,
+/// Activates the revision under the Agent's unit in `sd`'s unit directory (see the module
+/// docs).
+pub(crate) async fn activate(
+    sd: &SystemdSupervision,
+    launch: Launch<'_>,
+    unit_account: UnitAccount<'_>,
+) -> Result<(), ComputeError> {
+    let Launch {
         rev,
         ctx,
         agent_dir,
-        port,
-        account,
-        account_name,
-        runtime,
-        setup_program,
-        bind,
-        ready_timeout,
-        stop_timeout,
-    } = a;
+        ..
+    } = launch;
     let ns = rev.agent.namespace_id.as_str();
     let agent_id = rev.agent.agent_id.as_str();
     let token = layout::token(agent_dir)?;
@@ -124,11 +97,11 @@ pub(crate) async fn activate(a: UnitActivation<'_>) -> Result<(), ComputeError> 
             identity.files = None;
             identity.completed = true;
             let input = setup_check_path(agent_dir);
-            write_if_changed(&input, &identity.to_json(), Some(account.gid))?;
+            write_if_changed(&input, &identity.to_json(), Some(unit_account.account.gid))?;
             Some(SetupCheck {
-                occ: setup_program.to_path_buf(),
+                occ: unit_account.setup_program.to_path_buf(),
                 input,
-                runtime_root: runtime.root.clone(),
+                runtime_root: launch.runtime.root.clone(),
             })
         }
         None => None,
@@ -136,13 +109,13 @@ pub(crate) async fn activate(a: UnitActivation<'_>) -> Result<(), ComputeError> 
     let spec = UnitSpec {
         namespace_id: ns.to_owned(),
         agent_id: agent_id.to_owned(),
-        account: account_name,
+        account: unit_account.name,
         agent_dir: agent_dir.to_path_buf(),
-        port,
-        bind: bind.as_str().to_owned(),
-        node: runtime.node.clone(),
-        entry: runtime.entry.clone(),
-        stop_timeout,
+        port: launch.port,
+        bind: launch.bind.as_str().to_owned(),
+        node: launch.runtime.node.clone(),
+        entry: launch.runtime.entry.clone(),
+        stop_timeout: launch.stop_timeout,
         setup_check,
     };
     let changed = sd.install(&spec).await?;
@@ -150,12 +123,12 @@ pub(crate) async fn activate(a: UnitActivation<'_>) -> Result<(), ComputeError> 
         return Ok(());
     }
     // A gateway the detached supervisor started (before this host ran systemd) makes way.
-    detached::stop(agent_dir, stop_timeout).await?;
+    detached::stop(agent_dir, launch.stop_timeout).await?;
     switch_current(agent_dir, &rev.revision_id)?;
     sd.restart(agent_id).await?;
     let unit = unit_name(agent_id);
-    let endpoint = Endpoint::loopback(port, token.expose());
-    let deadline = tokio::time::Instant::now() + ready_timeout;
+    let endpoint = Endpoint::loopback(launch.port, token.expose());
+    let deadline = tokio::time::Instant::now() + launch.ready_timeout;
     let failed = |code: &str, message: String| {
         ComputeError::transient(
             code,
@@ -179,7 +152,10 @@ pub(crate) async fn activate(a: UnitActivation<'_>) -> Result<(), ComputeError> 
             let _ = sd.systemctl.run(&["stop", &unit]).await;
             return Err(failed(
                 "AGENT_GATEWAY_UNAVAILABLE",
-                format!("the gateway of {unit} did not become ready in {ready_timeout:?}"),
+                format!(
+                    "the gateway of {unit} did not become ready in {:?}",
+                    launch.ready_timeout
+                ),
             ));
         }
         match occ_gateway::wait_ready(&endpoint, left.min(Duration::from_secs(2))).await {

@@ -21,7 +21,7 @@ mod gateway;
 mod systemctl;
 mod unit;
 
-pub(crate) use gateway::{UnitActivation, activate, refuse_secrets, serving};
+pub(crate) use gateway::{UnitAccount, activate, refuse_secrets, serving};
 pub use systemctl::{Systemctl, SystemdSupervision};
 pub use unit::{
     SetupCheck, UnitFile, UnitSpec, header, hidden_by_hardening, install_unit, read_unit,

@@ -23,6 +23,7 @@ pub enum SetupOutcome {
     /// completed record verified); nothing was touched.
     AlreadyApplied,
 }
+
 /// Runs the setup described by the private `input_file` against `workspace` (steps 1–7 of the
 /// module docs). On success of a setup that is not completed yet, the input file is deleted
 /// (a file that cannot be deleted because of permissions or a read-only mount is left).

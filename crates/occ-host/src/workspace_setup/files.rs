@@ -168,6 +168,7 @@ pub(super) fn read_guarded(path: &Path, max: u64) -> Result<Guarded, Unsafe> {
     }
     Ok(Guarded::Content(buf))
 }
+
 pub(super) fn remove_path(path: &Path) -> io::Result<()> {
     match fs::symlink_metadata(path) {
         Ok(meta) if meta.is_dir() => fs::remove_dir_all(path),

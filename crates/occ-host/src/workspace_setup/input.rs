@@ -192,6 +192,7 @@ impl SetupInput {
 fn is_sha256_hex(s: &str) -> bool {
     s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
+
 /// Parses and validates input bytes (≤ [`INPUT_MAX_BYTES`]). Error messages never quote the
 /// input.
 pub fn parse_input(bytes: &[u8]) -> Result<SetupInput, SetupError> {

@@ -40,6 +40,7 @@ impl SetupEnv {
         }
     }
 }
+
 /// The scratch directory is removed after each run, so it must be absolute and must neither
 /// contain nor lie inside the workspace.
 pub(super) fn check_scratch(workspace: &Path, env: &SetupEnv) -> Result<(), SetupError> {
@@ -83,6 +84,7 @@ pub async fn native_setup(workspace: &Path, env: &SetupEnv) -> Result<(), SetupE
     }
     result
 }
+
 fn reset_scratch(scratch: &Path) -> Result<(), SetupError> {
     remove_path(scratch).map_err(io_step(format!("remove {}", scratch.display())))?;
     for dir in [

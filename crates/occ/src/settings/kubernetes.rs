@@ -29,6 +29,7 @@ pub struct KubernetesComputeSettings {
     /// `occ-quota` of every tenant namespace.
     pub tenant_quota: Option<occ_drivers::kubernetes::TenantQuota>,
 }
+
 /// Settings shared by the Kubernetes Drivers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KubernetesSettings {
@@ -41,6 +42,7 @@ pub struct KubernetesSettings {
     /// tenant namespaces (it delivers Secret values to workloads).
     pub worker_service_account: Option<occ_drivers::kubernetes::ServiceAccountRef>,
 }
+
 /// The Kubernetes Compute Driver's workload settings.
 pub(super) fn kubernetes_compute_settings(
     env: Env<'_>,

@@ -14,7 +14,9 @@ use occ_store::Backend;
 use super::kubernetes::{
     KubernetesComputeSettings, KubernetesSettings, kubernetes_compute_settings, kubernetes_settings,
 };
-use super::source::{BackendSetting, Env, FileSettings, absolute, port_range, positive};
+use super::source::{
+    BackendSetting, Env, FileSettings, absolute, port_number, port_range, positive,
+};
 use super::ssh::{SshComputeSettings, ssh_settings};
 
 /// Settings of the process Compute Driver.
@@ -34,6 +36,7 @@ pub struct ComputeSettings {
     /// The Kubernetes Compute Driver's workloads, when `OCC_COMPUTE_DRIVER=kubernetes`.
     pub kubernetes: Option<KubernetesComputeSettings>,
 }
+
 /// What every occ process needs.
 #[derive(Debug, Clone)]
 pub struct PlatformSettings {
@@ -53,6 +56,7 @@ pub struct PlatformSettings {
     /// The private metrics listener, when enabled.
     pub metrics: Option<SocketAddr>,
 }
+
 /// The Configuration Driver (`OCC_CONFIGURATION_DRIVER`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ConfigurationStore {
@@ -78,6 +82,7 @@ pub enum SecretStore {
     /// `kubernetes`: one Secret per value in the tenant namespace.
     Kubernetes,
 }
+
 impl PlatformSettings {
     pub(super) fn load(env: Env<'_>, file: &mut FileSettings) -> anyhow::Result<Self> {
         let pick = |var: &str, from_file: Option<String>| env(var).or(from_file);
@@ -206,6 +211,7 @@ impl PlatformSettings {
         })
     }
 }
+
 /// `OCC_METRICS_ENABLED=true` needs `OCC_METRICS_HOST` and `OCC_METRICS_PORT`; either of those
 /// set while metrics are disabled is a contradiction.
 fn metrics_address(env: Env<'_>, file: &mut FileSettings) -> anyhow::Result<Option<SocketAddr>> {
@@ -218,9 +224,7 @@ fn metrics_address(env: Env<'_>, file: &mut FileSettings) -> anyhow::Result<Opti
     let host = env("OCC_METRICS_HOST").or(file.metrics_host.take());
     let port = match env("OCC_METRICS_PORT") {
         Some(p) => Some(
-            p.parse::<u16>()
-                .ok()
-                .filter(|p| *p > 0)
+            port_number(&p)
                 .ok_or_else(|| anyhow!("OCC_METRICS_PORT: {p:?} is not a port (1..65535)"))?,
         ),
         None => file.metrics_port,
@@ -240,6 +244,7 @@ fn metrics_address(env: Env<'_>, file: &mut FileSettings) -> anyhow::Result<Opti
         (true, _, None) => bail!("OCC_METRICS_PORT is required when OCC_METRICS_ENABLED=true"),
     }
 }
+
 /// Checks a database URL and, for SQLite, creates the file's parent directory (0700) so a
 /// first run on a fresh machine just works.
 pub fn prepare_database_url(url: &str) -> anyhow::Result<Backend> {

@@ -5,7 +5,7 @@ use std::net::IpAddr;
 use anyhow::{anyhow, bail};
 
 use super::platform::PlatformSettings;
-use super::source::{Env, load_file, origin_of};
+use super::source::{Env, load_file, origin_of, port_number};
 
 /// Validated settings of the API server.
 #[derive(Debug, Clone)]
@@ -23,6 +23,7 @@ pub struct ServerSettings {
     /// Session lifetime.
     pub session_ttl_seconds: u64,
 }
+
 impl ServerSettings {
     /// Loads and validates the server settings.
     pub fn load(env: Env<'_>) -> anyhow::Result<Self> {
@@ -34,10 +35,7 @@ impl ServerSettings {
             .parse()
             .map_err(|_| anyhow!("OCC_HOST: {host_text:?} is not an IP address"))?;
         let port = match env("OCC_PORT") {
-            Some(p) => p
-                .parse::<u16>()
-                .ok()
-                .filter(|p| *p > 0)
+            Some(p) => port_number(&p)
                 .ok_or_else(|| anyhow!("OCC_PORT: {p:?} is not a port (1..65535)"))?,
             None => file.port.unwrap_or(3000),
         };

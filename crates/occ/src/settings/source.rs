@@ -15,6 +15,7 @@ use serde::Deserialize;
 pub fn program_path() -> std::ffi::OsString {
     std::env::var_os("PATH").unwrap_or_else(|| occ_host::runtime::DEFAULT_PATH.into())
 }
+
 /// Raw settings as written in the file (every field optional).
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -102,6 +103,7 @@ pub struct BackendSetting {
     #[serde(rename = "type")]
     pub kind: String,
 }
+
 /// The environment, as a lookup function (tests pass their own).
 pub type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
 
@@ -177,6 +179,21 @@ pub(super) fn positive(
             None => Ok(default),
         },
     }
+}
+
+/// [`positive`] as a narrower integer; a value too large for it is an error naming the setting.
+pub(super) fn positive_as<T: TryFrom<u64>>(
+    env: Env<'_>,
+    name: &str,
+    file: Option<u64>,
+    default: u64,
+) -> anyhow::Result<T> {
+    T::try_from(positive(env, name, file, default)?).map_err(|_| anyhow!("{name} is too large"))
+}
+
+/// A port number (1..65535), if `text` is one.
+pub(super) fn port_number(text: &str) -> Option<u16> {
+    text.parse::<u16>().ok().filter(|p| *p > 0)
 }
 
 /// `START-END` with 1024 ≤ START ≤ END ≤ 65535.

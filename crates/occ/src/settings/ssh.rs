@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::{anyhow, bail};
 use occ_host::wire::SupervisorChoice;
 
-use super::source::{Env, FileSettings, port_range, positive};
+use super::source::{Env, FileSettings, port_number, port_range, positive};
 
 /// Settings of the SSH Compute Driver (`OCC_SSH_*`): the one operator-provisioned host Agents
 /// run on, how to reach it, and the layout on it.
@@ -49,6 +49,7 @@ pub struct SshComputeSettings {
     /// complete (unset fields taken from the default host above; never nested further).
     pub namespace_hosts: BTreeMap<String, SshComputeSettings>,
 }
+
 /// The `OCC_SSH_*` settings of the SSH Compute Driver.
 pub(super) fn ssh_settings(
     env: Env<'_>,
@@ -69,11 +70,9 @@ pub(super) fn ssh_settings(
     let address = pick("OCC_SSH_ADDRESS", file.ssh_address.take())
         .ok_or_else(|| anyhow!("OCC_SSH_ADDRESS is required by the SSH Compute Driver"))?;
     let port = match env("OCC_SSH_PORT") {
-        Some(text) => text
-            .parse::<u16>()
-            .ok()
-            .filter(|p| *p > 0)
-            .ok_or_else(|| anyhow!("OCC_SSH_PORT: {text:?} is not a port"))?,
+        Some(text) => {
+            port_number(&text).ok_or_else(|| anyhow!("OCC_SSH_PORT: {text:?} is not a port"))?
+        }
         None => file.ssh_port.take().unwrap_or(22),
     };
     let range_text = pick("OCC_SSH_PORT_RANGE", file.ssh_port_range.take())

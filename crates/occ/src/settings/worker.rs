@@ -2,11 +2,11 @@
 
 use std::time::Duration;
 
-use anyhow::{anyhow, bail};
+use anyhow::bail;
 use occ_controller::worker::WorkerSettings;
 
 use super::platform::PlatformSettings;
-use super::source::{Env, load_file, positive};
+use super::source::{Env, load_file, positive, positive_as};
 
 /// Validated settings of the worker.
 #[derive(Debug, Clone)]
@@ -16,6 +16,7 @@ pub struct WorkerProcessSettings {
     /// Worker tuning.
     pub worker: WorkerSettings,
 }
+
 impl WorkerProcessSettings {
     /// Loads and validates the worker settings.
     pub fn load(env: Env<'_>) -> anyhow::Result<Self> {
@@ -35,25 +36,13 @@ impl WorkerProcessSettings {
                 file.worker_lease_duration_ms,
                 5000,
             )?,
-            max_attempts: u32::try_from(positive(
-                env,
-                "OCC_WORKER_MAX_ATTEMPTS",
-                file.worker_max_attempts,
-                5,
-            )?)
-            .map_err(|_| anyhow!("OCC_WORKER_MAX_ATTEMPTS is too large"))?,
+            max_attempts: positive_as(env, "OCC_WORKER_MAX_ATTEMPTS", file.worker_max_attempts, 5)?,
             convergence_timeout: ms(
                 "OCC_WORKER_CONVERGENCE_TIMEOUT_MS",
                 file.worker_convergence_timeout_ms,
                 900_000,
             )?,
-            concurrency: usize::try_from(positive(
-                env,
-                "OCC_WORKER_CONCURRENCY",
-                file.worker_concurrency,
-                4,
-            )?)
-            .map_err(|_| anyhow!("OCC_WORKER_CONCURRENCY is too large"))?,
+            concurrency: positive_as(env, "OCC_WORKER_CONCURRENCY", file.worker_concurrency, 4)?,
             recover_batch: 100,
         };
         if worker.lease < Duration::from_millis(300) {

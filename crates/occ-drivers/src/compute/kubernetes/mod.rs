@@ -35,7 +35,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Secret, 
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::Resource;
 use kube::api::{Api, ListParams, PostParams};
-use occ_core::resource::{ExecutionMode, WorkspaceSetup};
+use occ_core::resource::WorkspaceSetup;
 use occ_host::snapshot::harness_key_variable;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -96,10 +96,7 @@ impl KubernetesCompute {
     where
         K: Clone + DeserializeOwned + std::fmt::Debug,
     {
-        self.kube
-            .get_opt(api, name, what)
-            .await
-            .map_err(|e| e.into_compute(what))
+        self.kube.find(api, name, what).await
     }
 
     /// The names of the Agent's objects, in its Namespace's tenant namespace: the one that
@@ -222,16 +219,11 @@ impl KubernetesCompute {
             )));
         }
         self.kube
-            .delete_exact(
-                api,
-                name,
-                current.meta().uid.clone(),
-                None,
-                &format!("delete {what}"),
-            )
+            .delete_read(api, name, current.meta(), &format!("delete {what}"))
             .await
             .map_err(|e| e.into_compute(what))
     }
+
     /// The snapshot the revision runs with, with the Pod's paths (also used by golden tests).
     pub fn render(rev: &RevisionTarget) -> serde_json::Map<String, Value> {
         objects::render(rev)
@@ -259,6 +251,7 @@ impl KubernetesCompute {
             other => Ok(other),
         }
     }
+
     /// The running, ready Pod of the Agent's current template, if any.
     async fn serving_pod(
         &self,
@@ -317,6 +310,7 @@ impl KubernetesCompute {
             .map(SecretText::new)
             .ok_or_else(|| foreign(format!("secret {} holds no valid token", names.token)))
     }
+
     /// A local port forwarded to the gateway of `agent`'s Pod `pod` ([`Forwards::open`]).
     async fn forward(&self, agent: &AgentTarget, pod: &str) -> Result<u16, ComputeError> {
         let names = self.names(agent).await?;
@@ -474,12 +468,7 @@ impl Compute for KubernetesCompute {
         rev: &RevisionTarget,
         ctx: &RevisionContext,
     ) -> Result<Readiness, ComputeError> {
-        if rev.spec.harness.mode != ExecutionMode::Embedded {
-            return Err(ComputeError::permanent(
-                "COMPUTE_DRIVER_MISMATCH",
-                "the Kubernetes Compute Driver runs embedded execution only",
-            ));
-        }
+        rev.require_embedded("Kubernetes")?;
         let agent = &rev.agent;
         let names = self.names(agent).await?;
         if let Some(d) = self.deployment_of(agent).await?
@@ -605,12 +594,7 @@ impl Compute for KubernetesCompute {
         rev: &RevisionTarget,
         ctx: &RevisionContext,
     ) -> Result<(), ComputeError> {
-        if let Readiness::Pending { code } = self.prepare_revision(rev, ctx).await? {
-            return Err(ComputeError::permanent(
-                &code,
-                "a newer revision is installed for this Agent",
-            ));
-        }
+        self.prepare_revision(rev, ctx).await?.activatable()?;
         let names = self.names(&rev.agent).await?;
         let with_environment = !ctx.environment.is_empty() || ctx.harness_credential.is_some();
         let mut desired = self.deployment(

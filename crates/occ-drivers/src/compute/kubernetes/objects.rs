@@ -52,6 +52,7 @@ pub struct KubernetesComputeSettings {
     /// How long stop and delete wait for the Pod to go.
     pub stop_timeout: Duration,
 }
+
 pub(super) fn foreign(what: String) -> ComputeError {
     ComputeError::permanent("OWNERSHIP_CONFLICT", what)
 }

@@ -102,6 +102,15 @@ impl SshCompute {
         interpret(host, name, status.code(), &stdout, &stderr)
     }
 
+    /// Runs an operation whose reply carries no value.
+    async fn call_done(&self, operation: HostOp) -> Result<(), ComputeError> {
+        let name = operation.name();
+        match self.call(operation).await? {
+            HostValue::Done => Ok(()),
+            other => Err(unexpected(name, &other)),
+        }
+    }
+
     /// A revision that needs something delivered to the host that this Driver never delivers.
     fn refuse_secrets(rev: &RevisionTarget, ctx: &RevisionContext) -> Result<(), ComputeError> {
         if !ctx.environment.is_empty()
@@ -140,13 +149,6 @@ fn convergence(value: HostValue) -> Result<Convergence, ComputeError> {
         HostValue::Convergence { pending: false } => Ok(Convergence::Done),
         HostValue::Convergence { pending: true } => Ok(Convergence::Pending),
         other => Err(unexpected("namespace", &other)),
-    }
-}
-
-fn done(op: &str, value: HostValue) -> Result<(), ComputeError> {
-    match value {
-        HostValue::Done => Ok(()),
-        other => Err(unexpected(op, &other)),
     }
 }
 
@@ -209,44 +211,26 @@ impl Compute for SshCompute {
         ctx: &RevisionContext,
     ) -> Result<(), ComputeError> {
         Self::refuse_secrets(rev, ctx)?;
-        done(
-            "activate-revision",
-            self.call(HostOp::ActivateRevision {
-                revision: Box::new(rev.clone()),
-                workspace_setup: ctx.workspace_setup.as_ref().map(WireSetup::from),
-            })
-            .await?,
-        )
+        self.call_done(HostOp::ActivateRevision {
+            revision: Box::new(rev.clone()),
+            workspace_setup: ctx.workspace_setup.as_ref().map(WireSetup::from),
+        })
+        .await
     }
 
     async fn stop_revision(&self, rev: &RevisionTarget) -> Result<(), ComputeError> {
-        done(
-            "stop-revision",
-            self.call(HostOp::StopRevision {
-                revision: Box::new(rev.clone()),
-            })
-            .await?,
-        )
+        let revision = Box::new(rev.clone());
+        self.call_done(HostOp::StopRevision { revision }).await
     }
 
     async fn retire_revision(&self, rev: &RevisionTarget) -> Result<(), ComputeError> {
-        done(
-            "retire-revision",
-            self.call(HostOp::RetireRevision {
-                revision: Box::new(rev.clone()),
-            })
-            .await?,
-        )
+        let revision = Box::new(rev.clone());
+        self.call_done(HostOp::RetireRevision { revision }).await
     }
 
     async fn delete_agent(&self, agent: &AgentTarget) -> Result<(), ComputeError> {
-        done(
-            "delete-agent",
-            self.call(HostOp::DeleteAgent {
-                agent: agent.clone(),
-            })
-            .await?,
-        )
+        let agent = agent.clone();
+        self.call_done(HostOp::DeleteAgent { agent }).await
     }
 
     async fn observe(&self, rev: &RevisionTarget) -> Result<RuntimeState, ComputeError> {

@@ -131,12 +131,7 @@ impl Transport {
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
-        let mut child = cmd.spawn().map_err(|e| {
-            ComputeError::transient(
-                "DEPENDENCY_UNAVAILABLE",
-                format!("cannot run the ssh client: {e}"),
-            )
-        })?;
+        let mut child = cmd.spawn().map_err(client_failed)?;
         let stdin = child.stdin.take().expect("piped stdin");
         let deadline = tokio::time::Instant::now() + self.connect_timeout + Duration::from_secs(5);
         loop {
@@ -195,12 +190,7 @@ impl Transport {
         host: &SshHost,
         body: &[u8],
     ) -> Result<(std::process::ExitStatus, Vec<u8>, String), ComputeError> {
-        let mut child = self.command(host).spawn().map_err(|e| {
-            ComputeError::transient(
-                "DEPENDENCY_UNAVAILABLE",
-                format!("cannot run the ssh client: {e}"),
-            )
-        })?;
+        let mut child = self.command(host).spawn().map_err(client_failed)?;
         let mut stdin = child.stdin.take().expect("piped stdin");
         let mut stdout = child.stdout.take().expect("piped stdout");
         let mut stderr = child.stderr.take().expect("piped stderr");
@@ -283,6 +273,14 @@ pub(super) fn interpret(
         ),
         _ => Err(transport_failure(host, op, code, stderr)),
     }
+}
+
+/// The `ssh` client could not be started here.
+fn client_failed(e: std::io::Error) -> ComputeError {
+    ComputeError::transient(
+        "DEPENDENCY_UNAVAILABLE",
+        format!("cannot run the ssh client: {e}"),
+    )
 }
 
 /// The host's occ is another build (its reply is not shown: it may hold a token).
