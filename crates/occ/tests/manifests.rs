@@ -622,7 +622,7 @@ fn cluster_wide_occ_has_exactly_what_the_api_and_the_worker_need() {
         roles["occ-tenant-secret-reader"],
         [rule("", "secrets", &["get"], None)]
     );
-    // The worker's calls in crates/occ-drivers/src/compute/kubernetes.rs: get/create/delete of
+    // The worker's calls in crates/occ-drivers/src/compute/kubernetes/: get/create/delete of
     // each per-Agent object, replace (update) of the Deployment and of Secrets, label-selected
     // lists of revision ConfigMaps and Secrets (deletion) and of Pods, port-forwards (a
     // WebSocket GET: `get`, plus `create` since Kubernetes 1.35).
