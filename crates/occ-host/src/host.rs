@@ -155,11 +155,6 @@ impl Host {
         })
     }
 
-    /// The settings.
-    pub fn settings(&self) -> &LocalSettings {
-        &self.settings
-    }
-
     /// The Agent's account (created if absent), when Agents get their own.
     async fn account(&self, agent: &AgentTarget) -> Result<Option<Account>, ComputeError> {
         let Some(accounts) = &self.accounts else {

@@ -219,12 +219,12 @@ pub enum HostOp {
         /// The Namespace.
         namespace: NamespaceTarget,
     },
-    /// [`Compute::delete_namespace`]
+    /// [`crate::Host::delete_namespace`]
     DeleteNamespace {
         /// The Namespace.
         namespace: NamespaceTarget,
     },
-    /// [`Compute::prepare_revision`] (workspace setup included)
+    /// [`crate::Host::prepare_revision`] (workspace setup included)
     PrepareRevision {
         /// The revision.
         revision: Box<RevisionTarget>,
@@ -232,7 +232,7 @@ pub enum HostOp {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         workspace_setup: Option<WireSetup>,
     },
-    /// [`Compute::activate_revision`]
+    /// [`crate::Host::activate_revision`]
     ActivateRevision {
         /// The revision.
         revision: Box<RevisionTarget>,
@@ -240,27 +240,27 @@ pub enum HostOp {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         workspace_setup: Option<WireSetup>,
     },
-    /// [`Compute::stop_revision`]
+    /// [`crate::Host::stop_revision`]
     StopRevision {
         /// The revision.
         revision: Box<RevisionTarget>,
     },
-    /// [`Compute::retire_revision`]
+    /// [`crate::Host::retire_revision`]
     RetireRevision {
         /// The revision.
         revision: Box<RevisionTarget>,
     },
-    /// [`Compute::delete_agent`]
+    /// [`crate::Host::delete_agent`]
     DeleteAgent {
         /// The Agent.
         agent: AgentTarget,
     },
-    /// [`Compute::observe`]
+    /// [`crate::Host::observe`]
     Observe {
         /// The revision.
         revision: Box<RevisionTarget>,
     },
-    /// The Agent's gateway port and credential ([`Compute::gateway_access`]).
+    /// The Agent's gateway port and credential ([`crate::Host::gateway_port`]).
     GatewayAccess {
         /// The Agent.
         agent: AgentTarget,
