@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
-use occ_drivers::runtime::{self, NODE_VERSION, OPENCLAW_VERSION};
+use occ_host::runtime::{self, NODE_VERSION, OPENCLAW_VERSION};
 
 /// `occ runtime …`.
 #[derive(Debug, Subcommand)]
@@ -51,7 +51,7 @@ async fn install(args: InstallArgs) -> anyhow::Result<()> {
     let progress = move |line: &str| {
         eprintln!("[{:>4}s] {line}", started.elapsed().as_secs());
     };
-    let rt = runtime::install(&target, &progress)
+    let rt = runtime::install(&target, &crate::settings::program_path(), &progress)
         .await
         .with_context(|| {
             format!(
