@@ -23,6 +23,7 @@ use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+pub mod body;
 pub mod console;
 pub mod envelope;
 pub mod error;
@@ -31,6 +32,7 @@ pub mod handlers;
 pub mod inputs;
 pub mod openapi;
 pub mod state;
+pub mod strict_json;
 pub mod views;
 
 pub use state::{ApiSettings, AppState};

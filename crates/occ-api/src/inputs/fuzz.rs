@@ -1,11 +1,11 @@
 //! Property tests: every body parser, fed arbitrary JSON built from the vocabulary of the API
 //! (so deep paths are reached, not just top-level type errors), returns either a value or a
-//! 400 whose details are bounded JSON pointers, and never echoes a secret or panics (the
-//! parsers `expect` fields they have checked, so a missed problem would panic here).
+//! 400 whose details are bounded JSON pointers, and never echoes a secret (a parser that
+//! produced no value without recording a problem would answer 500 and fail here).
 //! `PROPTEST_CASES=50000 cargo test -p occ-api fuzz` runs a longer campaign.
 
 use super::*;
-use occ_core::ErrorCode;
+use occ_core::{Error, ErrorCode, NamespaceId};
 use proptest::prelude::*;
 use serde_json::{Map, json};
 
@@ -171,30 +171,30 @@ proptest! {
 
     #[test]
     fn namespace_bodies(b in body(json!({"name": "n"}))) {
-        assert_well_formed(namespace_create(&b))?;
+        assert_well_formed(NamespaceCreateBody::parse(&b))?;
     }
 
     #[test]
     fn configuration_bodies(b in body(json!({"kind": "agent", "values": {}, "secretBindings": {}}))) {
-        assert_well_formed(configuration_create(&b, &ns()))?;
-        assert_well_formed(configuration_update(&b, &ns()))?;
+        assert_well_formed(ConfigurationCreateBody::parse(&b, &ns()))?;
+        assert_well_formed(ConfigurationUpdateBody::parse(&b, &ns()))?;
     }
 
     #[test]
     fn configuration_documents(values in json_value()) {
         let b = json!({"kind": "agent", "values": values});
-        assert_well_formed(configuration_create(&b, &ns()))?;
+        assert_well_formed(ConfigurationCreateBody::parse(&b, &ns()))?;
     }
 
     #[test]
     fn secret_bodies(b in body(json!({"name": "n", "value": CANARY}))) {
-        assert_well_formed(secret_create(&b))?;
-        assert_well_formed(secret_update(&b))?;
+        assert_well_formed(SecretCreateBody::parse(&b))?;
+        assert_well_formed(SecretUpdateBody::parse(&b))?;
     }
 
     #[test]
     fn service_account_bodies(b in body(json!({"name": "n"}))) {
-        assert_well_formed(service_account_create(&b))?;
+        assert_well_formed(ServiceAccountCreateBody::parse(&b))?;
     }
 
     #[test]
@@ -204,8 +204,8 @@ proptest! {
         "harnessAuth": {"method": "api_key", "source": {"kind": "secret", "namespaceId": "ns_00000000-0000-4000-8000-000000000000", "id": "sec_00000000-0000-4000-8000-000000000000"}},
         "initialWorkspaceFiles": {"USER.md": "hi"},
     }))) {
-        assert_well_formed(agent_create(&b, &ns()))?;
-        assert_well_formed(agent_update(&b, &ns()))?;
+        assert_well_formed(AgentCreateBody::parse(&b, &ns()))?;
+        assert_well_formed(AgentUpdateBody::parse(&b, &ns()))?;
     }
 
     #[test]
@@ -213,8 +213,8 @@ proptest! {
         "permissions": [{"action": "read", "resourceKind": "agent"}],
         "subjectId": "sp_x", "roleId": "role_x",
     }))) {
-        assert_well_formed(role_create(&b))?;
-        assert_well_formed(binding_create(&b))?;
+        assert_well_formed(RoleCreateBody::parse(&b))?;
+        assert_well_formed(BindingCreateBody::parse(&b))?;
     }
 
     #[test]
@@ -222,8 +222,8 @@ proptest! {
         "email": "a@b.test", "password": CANARY, "name": "k",
         "servicePrincipalId": "sp_x", "expiresIn": 3600,
     }))) {
-        assert_well_formed(sign_in(&b))?;
-        assert_well_formed(account_create(&b))?;
-        assert_well_formed(service_key_create(&b))?;
+        assert_well_formed(SignInBody::parse(&b))?;
+        assert_well_formed(AccountCreateBody::parse(&b))?;
+        assert_well_formed(ServiceKeyCreateBody::parse(&b))?;
     }
 }
