@@ -104,6 +104,7 @@ pub fn router_and_openapi(state: AppState) -> (axum::Router, utoipa::openapi::Op
         .routes(routes!(auth::revoke_service_key))
         .split_for_parts();
     api.info.version = env!("CARGO_PKG_VERSION").to_owned();
+    openapi::describe_responses(&mut api);
     let document = Arc::new(serde_json::to_value(&api).unwrap_or_default());
     let router = router
         .route(

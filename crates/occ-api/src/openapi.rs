@@ -3,6 +3,7 @@
 //! `utoipa_axum`, so the served document lists exactly the routes the router serves.
 
 use serde::Serialize;
+use utoipa::openapi::RefOr;
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, SecurityScheme};
 use utoipa::{Modify, OpenApi, ToSchema};
 
@@ -105,3 +106,55 @@ impl Modify for Security {
     security(("serviceApiKey" = []), ("sessionCookie" = []))
 )]
 pub struct ApiDoc;
+
+/// What a status means on this API, for responses that do not say more themselves.
+fn status_description(status: &str) -> &'static str {
+    match status {
+        "200" => "OK: `data` holds the result",
+        "201" => "Created: `data` holds the new resource",
+        "202" => "Accepted: the change is recorded and its work queued; `data` holds the resource",
+        "204" => "Done; no body",
+        "400" => {
+            "Invalid request: a malformed path parameter, header or body; `details` name each \
+             offending JSON pointer"
+        }
+        "401" => "No valid credential",
+        "403" => "The caller may not do this, or the browser origin is not trusted",
+        "404" => "Not found, or not visible to the caller",
+        "409" => "Conflicts with the current state of the resource",
+        "413" => "The request body is larger than this route accepts",
+        "415" => "The request body is not application/json (UTF-8)",
+        "429" => "Too many attempts; retry after `Retry-After` seconds",
+        "503" => {
+            "A dependency is unavailable, or the outcome is unknown (read the current state \
+             before retrying)"
+        }
+        _ => "Response",
+    }
+}
+
+/// Gives every response a description (OpenAPI 3.1 requires one; utoipa leaves it empty unless
+/// the operation wrote one, and those are kept).
+pub fn describe_responses(api: &mut utoipa::openapi::OpenApi) {
+    for item in api.paths.paths.values_mut() {
+        let operations = [
+            &mut item.get,
+            &mut item.put,
+            &mut item.post,
+            &mut item.delete,
+            &mut item.options,
+            &mut item.head,
+            &mut item.patch,
+            &mut item.trace,
+        ];
+        for operation in operations.into_iter().flatten() {
+            for (status, response) in &mut operation.responses.responses {
+                if let RefOr::T(response) = response
+                    && response.description.is_empty()
+                {
+                    response.description = status_description(status).to_owned();
+                }
+            }
+        }
+    }
+}

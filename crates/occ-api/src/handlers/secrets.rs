@@ -5,7 +5,7 @@ use axum::response::IntoResponse;
 
 use crate::envelope::{NoContent, created, ok};
 use crate::error::ApiError;
-use crate::extract::{Ctx, DEFAULT_LIMIT, JsonBody, NoBody, Params};
+use crate::extract::{Ctx, JsonBody, NoBody, Params, SECRET_WRITE_LIMIT};
 use crate::inputs::{SecretCreateBody, SecretUpdateBody};
 use crate::openapi::{Data, ErrorBody};
 use crate::state::AppState;
@@ -34,7 +34,7 @@ pub async fn create_secret(
     State(s): State<AppState>,
     p: Params,
     ctx: Ctx,
-    JsonBody(body): JsonBody<DEFAULT_LIMIT>,
+    JsonBody(body): JsonBody<SECRET_WRITE_LIMIT>,
 ) -> Result<impl IntoResponse, ApiError> {
     let body = SecretCreateBody::parse(&body)?;
     let secret = s
@@ -70,7 +70,7 @@ pub async fn update_secret(
     State(s): State<AppState>,
     p: Params,
     ctx: Ctx,
-    JsonBody(body): JsonBody<DEFAULT_LIMIT>,
+    JsonBody(body): JsonBody<SECRET_WRITE_LIMIT>,
 ) -> Result<impl IntoResponse, ApiError> {
     let body = SecretUpdateBody::parse(&body)?;
     let secret = s
