@@ -192,20 +192,24 @@ pub fn describe(mut schema: Schema, doc: &str) -> Schema {
     schema
 }
 
-/// `schema` or `null`.
+/// `schema` or `null` (an `anyOf` gains a `null` alternative rather than being nested).
 pub fn or_null(schema: Schema) -> Schema {
-    Schema::AnyOf(
-        AnyOfBuilder::new()
-            .item(schema)
-            .item(ObjectBuilder::new().schema_type(Type::Null))
-            .build(),
-    )
+    let null = ObjectBuilder::new().schema_type(Type::Null).build();
+    match schema {
+        Schema::AnyOf(mut any) => {
+            any.items.push(RefOr::T(Schema::Object(null)));
+            Schema::AnyOf(any)
+        }
+        other => Schema::AnyOf(AnyOfBuilder::new().item(other).item(null).build()),
+    }
 }
 
-/// The schema of a closed object with these properties (the body declarations' schema).
-pub fn object_schema(doc: &str, properties: Vec<Property>) -> Schema {
+/// The schema of a closed object with these properties (the body declarations' schema). The
+/// title names the object for client generators, which otherwise number nested shapes.
+pub fn object_schema(title: &str, doc: &str, properties: Vec<Property>) -> Schema {
     let mut object = ObjectBuilder::new()
         .schema_type(Type::Object)
+        .title((!title.is_empty()).then_some(title))
         .description(doc_text(doc))
         .additional_properties(Some(AdditionalProperties::<Schema>::FreeForm(false)));
     for p in properties {
@@ -340,6 +344,7 @@ macro_rules! request_body {
 
             fn schema() -> utoipa::openapi::schema::Schema {
                 $crate::body::object_schema(
+                    stringify!($name),
                     concat!($($doc, "\n"),*),
                     vec![$(
                         $crate::body::Property {

@@ -437,6 +437,7 @@ fn property(name: &'static str, presence: Presence, schema: Schema) -> Property 
 /// `{kind:"secret", namespaceId, id}`.
 fn secret_ref_schema() -> Schema {
     object_schema(
+        "SecretRef",
         "A Secret of this Namespace.",
         vec![
             property("kind", Presence::Required, enum_schema(["secret"])),
@@ -462,10 +463,12 @@ impl Field<NamespaceId> for SecretBindings {
     }
     fn schema() -> Schema {
         let delivery = object_schema(
+            "SecretDelivery",
             "",
             vec![property("type", Presence::Required, enum_schema(["env"]))],
         );
         let binding = object_schema(
+            "SecretBinding",
             "",
             vec![
                 property("source", Presence::Required, secret_ref_schema()),
@@ -503,8 +506,13 @@ impl Field<NamespaceId> for HarnessAuth {
         );
         Schema::AnyOf(
             utoipa::openapi::schema::AnyOfBuilder::new()
-                .item(object_schema("", vec![method("runtime")]))
                 .item(object_schema(
+                    "HarnessAuthRuntime",
+                    "",
+                    vec![method("runtime")],
+                ))
+                .item(object_schema(
+                    "HarnessAuthApiKey",
                     "",
                     vec![
                         method("api_key"),
@@ -512,6 +520,7 @@ impl Field<NamespaceId> for HarnessAuth {
                     ],
                 ))
                 .item(object_schema(
+                    "HarnessAuthChatgptServiceAccount",
                     "",
                     vec![
                         method("chatgpt_service_account"),
@@ -534,6 +543,7 @@ impl<Cx> Field<Cx> for WorkspaceFiles {
     }
     fn schema() -> Schema {
         object_schema(
+            "WorkspaceFiles",
             "",
             WorkspaceFileName::ALL
                 .into_iter()
