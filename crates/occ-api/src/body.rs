@@ -176,7 +176,7 @@ fn doc_text(doc: &str) -> Option<String> {
 }
 
 /// Sets a schema's description.
-pub fn describe(mut schema: Schema, doc: &str) -> Schema {
+fn describe(mut schema: Schema, doc: &str) -> Schema {
     let Some(text) = doc_text(doc) else {
         return schema;
     };
@@ -193,7 +193,7 @@ pub fn describe(mut schema: Schema, doc: &str) -> Schema {
 }
 
 /// `schema` or `null` (an `anyOf` gains a `null` alternative rather than being nested).
-pub fn or_null(schema: Schema) -> Schema {
+fn or_null(schema: Schema) -> Schema {
     let null = ObjectBuilder::new().schema_type(Type::Null).build();
     match schema {
         Schema::AnyOf(mut any) => {

@@ -7,8 +7,9 @@
 //! - Every response carries `cache-control: no-store`, `x-content-type-options: nosniff` and a
 //!   server-generated `x-request-id` that also appears in the body's `meta.requestId`.
 //! - Handlers are thin: [`extract`] validates path ids (before authentication), authenticates
-//!   the caller and reads strict bodies; [`inputs`] turns bodies into controller inputs; the
-//!   controller authorizes and acts; [`views`] renders. Errors become HTTP in [`error`] only.
+//!   the caller and reads strict bodies; [`inputs`] declares each body once ([`body`]: its typed
+//!   fields, parser and OpenAPI schema) and turns it into controller input; the controller
+//!   authorizes and acts; [`views`] renders. Errors become HTTP in [`error`] only.
 
 use std::sync::Arc;
 use std::time::Instant;
