@@ -56,11 +56,7 @@ cleanup() {
   local status=$?
   # the tests first (playwright closes its browser on SIGTERM), then occ dev and its gateways
   [ -n "$TEST_PID" ] && stop_pid "$TEST_PID"
-  occ_dev_stop "$DATA"
-  if [ "$status" -ne 0 ] && [ -f "$DIR/dev.log" ]; then
-    log "occ dev log (last 60 lines)"
-    tail -n 60 "$DIR/dev.log" >&2 || true
-  fi
+  occ_dev_finish "$status" "$DATA" "$DIR/dev.log"
   rm -rf "$DIR"
   exit "$status"
 }

@@ -23,33 +23,9 @@ RUNTIME=$ROOT/target/openclaw-runtime
 started=$SECONDS
 
 # --- tools -----------------------------------------------------------------------------------
-missing=()
-command -v python3 >/dev/null 2>&1 || missing+=(python3)
-# Debian's python3 ships `venv` without `ensurepip` unless python3-venv is installed.
-python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || missing+=(python3-venv)
-if ((${#missing[@]})); then
-  log "installing ${missing[*]}"
-  if [ "$(id -u)" -ne 0 ]; then
-    echo "missing system packages: ${missing[*]} (run as root or install them)" >&2
-    exit 1
-  fi
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
-fi
-
-installed() {
-  "$VENV/bin/python" - "$GENERATOR_VERSION" "$VALIDATOR_VERSION" 2>/dev/null <<'PY'
-import importlib.metadata as m, sys
-sys.exit(0 if [m.version("openapi-python-client"), m.version("openapi-spec-validator")] == sys.argv[1:] else 1)
-PY
-}
-if ! installed; then
-  log "installing openapi-python-client $GENERATOR_VERSION and openapi-spec-validator $VALIDATOR_VERSION into $VENV"
-  rm -rf "$VENV"
-  python3 -m venv "$VENV"
-  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
-    "openapi-python-client==$GENERATOR_VERSION" "openapi-spec-validator==$VALIDATOR_VERSION"
-fi
+# shellcheck source=lib/python-venv.sh
+. "$ROOT/scripts/lib/python-venv.sh"
+python_venv "$VENV" "openapi-python-client==$GENERATOR_VERSION" "openapi-spec-validator==$VALIDATOR_VERSION"
 
 log "cargo build -p occ"
 cargo build -p occ --locked
@@ -63,11 +39,7 @@ DATA=$DIR/data
 
 cleanup() {
   local status=$?
-  occ_dev_stop "$DATA"
-  if [ "$status" -ne 0 ] && [ -f "$DIR/dev.log" ]; then
-    log "occ dev log (last 60 lines)"
-    tail -n 60 "$DIR/dev.log" >&2 || true
-  fi
+  occ_dev_finish "$status" "$DATA" "$DIR/dev.log"
   rm -rf "$DIR"
   exit "$status"
 }

@@ -4,6 +4,7 @@
 #
 #   occ_dev_start OCC DATA RUNTIME PORT GATEWAY_PORTS LOG   # sets OCC_DEV_PID; waits until it serves
 #   occ_dev_stop DATA                                        # stops occ dev, then its gateways
+#   occ_dev_finish STATUS DATA LOG                           # the same, with LOG's tail on failure
 
 OCC_DEV_PID=
 
@@ -64,4 +65,14 @@ occ_dev_stop() {
     for pid in $pids; do kill -KILL "$pid" 2>/dev/null || true; done
     sleep 0.1
   done
+}
+
+# For EXIT traps: stops occ dev and its gateways; after a failure shows the end of its log.
+occ_dev_finish() {
+  local status=$1 data=$2 log=$3
+  occ_dev_stop "$data"
+  if [ "$status" -ne 0 ] && [ -f "$log" ]; then
+    printf '\n== occ dev log (last 60 lines)\n' >&2
+    tail -n 60 "$log" >&2 || true
+  fi
 }

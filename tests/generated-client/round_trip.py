@@ -52,6 +52,13 @@ def expect(response, status, model):
     return response.parsed
 
 
+def configuration(values):
+    return ConfigurationCreateBody(
+        kind=ConfigurationCreateBodyKind.AGENT,
+        values=ConfigurationCreateBodyValues.from_dict(values),
+    )
+
+
 def main(base_url, key_file):
     with open(key_file) as f:
         key = json.load(f)["data"]["key"]
@@ -66,12 +73,7 @@ def main(base_url, key_file):
         # a refusal parses into the generated error model, pointer and all
         refused = expect(
             create_configuration.sync_detailed(
-                ns,
-                client=client,
-                body=ConfigurationCreateBody(
-                    kind=ConfigurationCreateBodyKind.AGENT,
-                    values=ConfigurationCreateBodyValues.from_dict({"gateway": {"mode": "lo\u0000cal"}}),
-                ),
+                ns, client=client, body=configuration({"gateway": {"mode": "lo\u0000cal"}})
             ),
             400,
             ErrorBody,
@@ -80,19 +82,12 @@ def main(base_url, key_file):
             ("/values/gateway/mode", "INVALID_VALUE")
         ], refused
 
-        configuration = expect(
-            create_configuration.sync_detailed(
-                ns,
-                client=client,
-                body=ConfigurationCreateBody(
-                    kind=ConfigurationCreateBodyKind.AGENT,
-                    values=ConfigurationCreateBodyValues.from_dict(document),
-                ),
-            ),
+        created = expect(
+            create_configuration.sync_detailed(ns, client=client, body=configuration(document)),
             201,
             DataConfigurationView,
         ).data
-        assert configuration.generation == 1 and configuration.values.to_dict() == document
+        assert created.generation == 1 and created.values.to_dict() == document, created
 
         agent = expect(
             create_agent.sync_detailed(
@@ -100,7 +95,7 @@ def main(base_url, key_file):
                 client=client,
                 body=AgentCreateBody(
                     name=f"generated-{uuid.uuid4().hex[:8]}",
-                    configuration_id=configuration.id,
+                    configuration_id=created.id,
                     harness_auth=AgentCreateBodyHarnessAuthRuntime(
                         method=AgentCreateBodyHarnessAuthRuntimeMethod.RUNTIME
                     ),
@@ -142,7 +137,7 @@ def main(base_url, key_file):
             DataWorkspaceFileView,
         ).data
         assert read.content == edited, read
-    print(f"round trip: Configuration {configuration.id}, Agent {agent.id}, revision {revision.id}")
+    print(f"round trip: Configuration {created.id}, Agent {agent.id}, revision {revision.id}")
 
 
 if __name__ == "__main__":

@@ -60,99 +60,35 @@ pub enum Presence {
     Patch,
 }
 
-/// A present field: `REQUIRED` when absent.
-pub mod required {
-    use super::{Field, Fields, Presence, Problems};
-
-    /// The body's type for the field.
-    pub type Slot<T> = T;
-    /// Documented as required.
-    pub const PRESENCE: Presence = Presence::Required;
-
-    /// Reads the field (`None` after a problem).
-    pub fn take<Cx, T: Field<Cx>>(
-        fields: &mut Fields<'_>,
-        key: &'static str,
-        cx: &Cx,
-        problems: &mut Problems,
-    ) -> Option<T> {
-        let path = fields.path_of(key);
-        fields
-            .required(key, problems)
-            .and_then(|v| T::parse(v, &path, cx, problems))
-    }
+/// Reads a required field (`REQUIRED` when absent; `None` after a problem).
+pub fn take_required<Cx, T: Field<Cx>>(
+    fields: &mut Fields<'_>,
+    key: &'static str,
+    cx: &Cx,
+    problems: &mut Problems,
+) -> Option<T> {
+    let path = fields.path_of(key);
+    fields
+        .required(key, problems)
+        .and_then(|v| T::parse(v, &path, cx, problems))
 }
 
-/// A field that may be omitted; `null` goes to the value's own rules (usually a type error).
-pub mod optional {
-    use super::{Field, Fields, Presence, Problems};
-
-    /// The body's type for the field.
-    pub type Slot<T> = Option<T>;
-    /// Documented as not required.
-    pub const PRESENCE: Presence = Presence::Optional;
-
-    /// Reads the field: `Some(None)` when absent, `None` after a problem.
-    pub fn take<Cx, T: Field<Cx>>(
-        fields: &mut Fields<'_>,
-        key: &'static str,
-        cx: &Cx,
-        problems: &mut Problems,
-    ) -> Option<Option<T>> {
-        match fields.optional(key) {
-            None => Some(None),
-            Some(v) => T::parse(v, &fields.path_of(key), cx, problems).map(Some),
-        }
-    }
-}
-
-/// A field that may be omitted or `null`, both meaning "none".
-pub mod nullable {
-    use super::{Field, Fields, Presence, Problems};
-    use serde_json::Value;
-
-    /// The body's type for the field.
-    pub type Slot<T> = Option<T>;
-    /// Documented as not required and nullable.
-    pub const PRESENCE: Presence = Presence::Nullable;
-
-    /// Reads the field: `Some(None)` when absent or `null`, `None` after a problem.
-    pub fn take<Cx, T: Field<Cx>>(
-        fields: &mut Fields<'_>,
-        key: &'static str,
-        cx: &Cx,
-        problems: &mut Problems,
-    ) -> Option<Option<T>> {
-        match fields.optional(key) {
-            None | Some(Value::Null) => Some(None),
-            Some(v) => T::parse(v, &fields.path_of(key), cx, problems).map(Some),
-        }
-    }
-}
-
-/// A field of an update: omitted keeps the current value, `null` clears it.
-pub mod patch {
-    use super::{Field, Fields, Presence, Problems};
-    use occ_controller::agents::Patch;
-    use serde_json::Value;
-
-    /// The body's type for the field.
-    pub type Slot<T> = Patch<T>;
-    /// Documented as not required and nullable.
-    pub const PRESENCE: Presence = Presence::Patch;
-
-    /// Reads the field (`None` after a problem).
-    pub fn take<Cx, T: Field<Cx>>(
-        fields: &mut Fields<'_>,
-        key: &'static str,
-        cx: &Cx,
-        problems: &mut Problems,
-    ) -> Option<Patch<T>> {
-        match fields.optional(key) {
-            None => Some(Patch::Keep),
-            Some(Value::Null) => Some(Patch::Clear),
-            Some(v) => T::parse(v, &fields.path_of(key), cx, problems).map(Patch::Set),
-        }
+/// Reads a field that may be omitted: `absent` when it is, `null` for JSON `null` when the rule
+/// gives `null` a meaning (else `null` goes to the value's own rules, usually a type error), the
+/// parsed value through `present` otherwise; `None` after a problem.
+pub fn take_omissible<Cx, T: Field<Cx>, S>(
+    fields: &mut Fields<'_>,
+    key: &'static str,
+    cx: &Cx,
+    problems: &mut Problems,
+    absent: S,
+    null: Option<S>,
+    present: fn(T) -> S,
+) -> Option<S> {
+    match fields.optional(key) {
+        None => Some(absent),
+        Some(Value::Null) if null.is_some() => null,
+        Some(v) => T::parse(v, &fields.path_of(key), cx, problems).map(present),
     }
 }
 
@@ -285,6 +221,28 @@ pub fn any_schema() -> Schema {
 /// are read, and their problems reported, in the declared order, then unknown fields. `in Cx`
 /// names the context the fields' rules need (`()` when omitted); `parse` takes it.
 macro_rules! request_body {
+    // the presence rules: the field's type in the body, how it is read, how it is documented
+    (@slot required $ty:ty) => { $ty };
+    (@slot optional $ty:ty) => { Option<$ty> };
+    (@slot nullable $ty:ty) => { Option<$ty> };
+    (@slot patch $ty:ty) => { occ_controller::agents::Patch<$ty> };
+    (@take required $ty:ty, $($arg:expr),+) => {
+        $crate::body::take_required::<_, $ty>($($arg),+)
+    };
+    (@take optional $ty:ty, $($arg:expr),+) => {
+        $crate::body::take_omissible::<_, $ty, _>($($arg),+, None, None, Some)
+    };
+    (@take nullable $ty:ty, $($arg:expr),+) => {
+        $crate::body::take_omissible::<_, $ty, _>($($arg),+, None, Some(None), Some)
+    };
+    (@take patch $ty:ty, $($arg:expr),+) => {{
+        use occ_controller::agents::Patch;
+        $crate::body::take_omissible::<_, $ty, _>($($arg),+, Patch::Keep, Some(Patch::Clear), Patch::Set)
+    }};
+    (@presence required) => { $crate::body::Presence::Required };
+    (@presence optional) => { $crate::body::Presence::Optional };
+    (@presence nullable) => { $crate::body::Presence::Nullable };
+    (@presence patch) => { $crate::body::Presence::Patch };
     (
         $(#[doc = $doc:literal])*
         pub struct $name:ident in $cx:ty { $($fields:tt)* }
@@ -322,7 +280,7 @@ macro_rules! request_body {
         pub struct $name {
             $(
                 $(#[doc = $field_doc])*
-                pub $field: $crate::body::$presence::Slot<$ty>,
+                pub $field: $crate::body::request_body!(@slot $presence $ty),
             )+
         }
 
@@ -335,8 +293,9 @@ macro_rules! request_body {
             ) -> Option<Self> {
                 let mut fields = $crate::body::Fields::new(value, path, problems);
                 $(
-                    let $field =
-                        $crate::body::$presence::take::<$cx, $ty>(&mut fields, $json, cx, problems);
+                    let $field = $crate::body::request_body!(
+                        @take $presence $ty, &mut fields, $json, cx, problems
+                    );
                 )+
                 fields.finish(problems);
                 Some(Self { $($field: $field?,)+ })
@@ -350,7 +309,7 @@ macro_rules! request_body {
                         $crate::body::Property {
                             name: $json,
                             doc: concat!($($field_doc, "\n"),*),
-                            presence: $crate::body::$presence::PRESENCE,
+                            presence: $crate::body::request_body!(@presence $presence),
                             schema: <$ty as $crate::body::Field<$cx>>::schema(),
                         },
                     )+],
