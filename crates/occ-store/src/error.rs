@@ -243,6 +243,65 @@ mod tests {
         assert!(classify_database("XX000", "internal", None).is_none());
     }
 
+    /// Collects the events logged while it is the default subscriber.
+    struct Capture(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
+
+    impl tracing::Subscriber for Capture {
+        fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+            true
+        }
+        fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+            tracing::span::Id::from_u64(1)
+        }
+        fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+        fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+        fn event(&self, event: &tracing::Event<'_>) {
+            let mut line = event.metadata().level().to_string();
+            event.record(
+                &mut |field: &tracing::field::Field, value: &dyn std::fmt::Debug| {
+                    line.push_str(&format!(" {}={value:?}", field.name()));
+                },
+            );
+            self.0.lock().unwrap().push(line);
+        }
+        fn enter(&self, _: &tracing::span::Id) {}
+        fn exit(&self, _: &tracing::span::Id) {}
+    }
+
+    #[test]
+    fn a_generic_conflict_is_logged_with_its_constraint() {
+        let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        tracing::subscriber::with_default(Capture(lines.clone()), || {
+            for err in [
+                StoreError::Invariant {
+                    constraint: "agent_revisions_snapshot_shape".into(),
+                },
+                StoreError::Conflict {
+                    constraint: "namespaces_name_key".into(),
+                },
+                StoreError::Reference {
+                    constraint: "agents_configuration_fkey".into(),
+                },
+                StoreError::NotFound,
+                StoreError::Stale,
+            ] {
+                let _ = Error::from(err);
+            }
+        });
+        let lines = lines.lock().unwrap();
+        assert_eq!(lines.len(), 3, "{lines:?}");
+        for (line, constraint) in lines.iter().zip([
+            "agent_revisions_snapshot_shape",
+            "namespaces_name_key",
+            "agents_configuration_fkey",
+        ]) {
+            assert!(
+                line.starts_with("WARN") && line.contains(constraint),
+                "{line}"
+            );
+        }
+    }
+
     #[test]
     fn data_exceptions_never_quote_values() {
         // PostgreSQL quotes the offending literal in the message of a data exception
