@@ -117,7 +117,7 @@ request_body! {
 request_body! {
     /// `PATCH /namespaces/{namespaceId}/agents/{agentId}`: omitted keeps, `null` clears.
     pub struct AgentUpdateBody in NamespaceId {
-        /// Required.
+        /// A Configuration of this Namespace (always sent).
         required "configurationId" => configuration_id: ConfigurationId,
         /// Omitted keeps.
         optional "executionMode" => execution_mode: ExecutionMode,
