@@ -3,6 +3,8 @@
 //!
 //! - the document is a JSON object nested at most 24 levels deep;
 //! - no key anywhere is `__proto__`, `constructor` or `prototype`;
+//! - no key or string anywhere contains NUL (PostgreSQL's jsonb cannot hold it, and SQLite would
+//!   accept what PostgreSQL refuses at deploy);
 //! - each model provider's `baseUrl` (and each of its models' `baseUrl`) is an absolute http(s)
 //!   URL — a blank provider value or a `${VAR}` reference is left to the runtime;
 //! - each provider's and model's `api` names a model API the pinned runtime supports;
@@ -16,7 +18,7 @@
 use serde_json::{Map, Value};
 
 use crate::error::DetailCode;
-use crate::validate::{Problems, child, index};
+use crate::validate::{Problems, child, has_nul, index};
 
 /// Deepest allowed nesting of the document (the document object itself is level 1).
 pub const MAX_DEPTH: usize = 24;
@@ -84,6 +86,10 @@ fn walk(v: &Value, path: &str, depth: usize, problems: &mut Problems) {
                     problems.push(&p, DetailCode::InvalidValue, "uses a forbidden key");
                     continue;
                 }
+                if has_nul(k) {
+                    problems.push(&p, DetailCode::InvalidValue, "has a key containing NUL");
+                    continue;
+                }
                 walk(child_value, &p, depth + 1, problems);
             }
         }
@@ -99,6 +105,13 @@ fn walk(v: &Value, path: &str, depth: usize, problems: &mut Problems) {
             for (i, item) in items.iter().enumerate() {
                 walk(item, &index(path, i), depth + 1, problems);
             }
+        }
+        Value::String(s) if has_nul(s) => {
+            problems.push(
+                path,
+                DetailCode::InvalidValue,
+                "must not contain NUL characters",
+            );
         }
         _ => {}
     }
@@ -334,6 +347,30 @@ mod tests {
         let bad = check(json!({"a": {"__proto__": {}}, "constructor": 1}));
         assert!(bad.contains(&("/values/a/__proto__".into(), DetailCode::InvalidValue)));
         assert!(bad.contains(&("/values/constructor".into(), DetailCode::InvalidValue)));
+    }
+
+    #[test]
+    fn refuses_nul_in_keys_and_strings_at_any_depth() {
+        let bad = check(json!({
+            "gateway": {"mode": "lo\u{0}cal"},
+            "a": [{"b": ["ok", "x\u{0}"]}],
+            "k\u{0}ey": 1,
+            "deep": {"n\u{0}": {"y": "\u{0}"}},
+            "fine": "no nul here"
+        }));
+        assert_eq!(
+            bad,
+            vec![
+                ("/values/a/0/b/1".into(), DetailCode::InvalidValue),
+                ("/values/deep/n\u{0}".into(), DetailCode::InvalidValue),
+                ("/values/gateway/mode".into(), DetailCode::InvalidValue),
+                ("/values/k\u{0}ey".into(), DetailCode::InvalidValue),
+            ]
+        );
+        // the message names pointers, never the strings themselves
+        let mut p = Problems::new();
+        validate_document(&json!({"s": "secret\u{0}canary"}), "/values", &mut p);
+        assert!(!p.into_error().message().contains("canary"));
     }
 
     #[test]
