@@ -11,12 +11,20 @@
 //!   keys must be `${NAME}`, `Bearer ${NAME}` (authorization only) or an inline SecretRef
 //!   `{source, provider, id}`.
 //!
+//! On top of these, the document must validate against the pinned runtime's own JSON Schema
+//! ([`schema`]); where occ's rules and the schema both find a problem at one pointer, occ's is
+//! kept.
+//!
 //! Problems are reported at JSON pointers under `base` (e.g. `/values`), never with values.
+
+mod env_ref;
+pub mod schema;
 
 use serde_json::{Map, Value};
 
 use crate::error::DetailCode;
 use crate::validate::{Problems, child, index};
+use env_ref::contains_env_reference;
 
 /// Deepest allowed nesting of the document (the document object itself is level 1).
 pub const MAX_DEPTH: usize = 24;
@@ -64,6 +72,10 @@ pub fn validate_document<'a>(
     }
     check_providers(doc, base, problems);
     check_env(doc, base, problems);
+    let own = problems.items().get(before..).unwrap_or_default();
+    for found in schema::check(values, base, own) {
+        problems.push(found.path, found.code, found.expectation);
+    }
     (problems.items().len() == before).then_some(doc)
 }
 
@@ -102,36 +114,6 @@ fn walk(v: &Value, path: &str, depth: usize, problems: &mut Problems) {
         }
         _ => {}
     }
-}
-
-/// An unanchored `${VAR}` / `${VAR:-fallback}` reference with an uppercase name.
-fn contains_env_reference(s: &str) -> bool {
-    let mut rest = s;
-    while let Some(start) = rest.find("${") {
-        let after = &rest[start + 2..];
-        let name_len = after
-            .chars()
-            .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
-            .count();
-        let starts_ok = after
-            .chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_uppercase() || c == '_');
-        if starts_ok && name_len > 0 {
-            let tail = &after[name_len..];
-            if tail.starts_with('}') {
-                return true;
-            }
-            if let Some(fallback) = tail.strip_prefix(":-")
-                && let Some(end) = fallback.find('}')
-                && !fallback[..end].contains(['$', '{'])
-            {
-                return true;
-            }
-        }
-        rest = after;
-    }
-    false
 }
 
 fn is_http_url(s: &str) -> bool {
@@ -312,7 +294,7 @@ mod tests {
                           "models": [{"id": "m", "name": "M", "baseUrl": "http://127.0.0.1:11434"}]},
                 "blank": {"baseUrl": "  "}
             }},
-            "env": {"OPENAI_API_KEY": "${OPENAI_API_KEY}", "vars": {"OTHER": "anything"}},
+            "env": {"vars": {"OPENAI_API_KEY": "${OPENAI_API_KEY}", "OTHER": "anything"}},
             "gateway": {"mode": "local"}
         });
         assert!(check(doc).is_empty());
@@ -324,13 +306,22 @@ mod tests {
             check(json!([1])),
             vec![("/values".into(), DetailCode::InvalidType)]
         );
-        let mut deep = json!(1);
-        for _ in 0..24 {
-            deep = json!({ "a": deep });
-        }
-        assert!(check(deep.clone()).is_empty(), "24 levels are fine");
-        let too_deep = json!({ "a": deep });
-        assert_eq!(check(too_deep)[0].1, DetailCode::TooDeep);
+        // an unbundled plugin's configuration is free-form in the schema: 5 levels down
+        let nested = |levels: usize| {
+            let mut deep = json!(1);
+            for _ in 0..levels {
+                deep = json!({ "a": deep });
+            }
+            json!({"plugins": {"entries": {"x": {"config": deep}}}})
+        };
+        assert!(check(nested(20)).is_empty(), "24 levels are fine");
+        assert_eq!(
+            check(nested(21)),
+            [(
+                format!("/values/plugins/entries/x/config{}", "/a".repeat(20)),
+                DetailCode::TooDeep
+            )]
+        );
         let bad = check(json!({"a": {"__proto__": {}}, "constructor": 1}));
         assert!(bad.contains(&("/values/a/__proto__".into(), DetailCode::InvalidValue)));
         assert!(bad.contains(&("/values/constructor".into(), DetailCode::InvalidValue)));
@@ -373,11 +364,7 @@ mod tests {
     }
 
     #[test]
-    fn env_references() {
-        assert!(contains_env_reference("https://${HOST}/v1"));
-        assert!(contains_env_reference("${HOST:-localhost}"));
-        assert!(!contains_env_reference("${host}"));
-        assert!(!contains_env_reference("$HOST"));
+    fn env_placeholders() {
         assert!(is_env_placeholder("${a_b}"));
         assert!(!is_env_placeholder("x${A}"));
     }
