@@ -23,7 +23,9 @@ pub mod schema;
 use serde_json::{Map, Value};
 
 use crate::error::DetailCode;
+use crate::resource::Generation;
 use crate::validate::{Problems, child, index};
+use crate::{ConfigurationId, Error};
 use env_ref::contains_env_reference;
 
 /// Deepest allowed nesting of the document (the document object itself is level 1).
@@ -77,6 +79,30 @@ pub fn validate_document<'a>(
         problems.push(found.path, found.code, found.expectation);
     }
     (problems.items().len() == before).then_some(doc)
+}
+
+/// Re-validates a stored document at deploy admission and hands it back. A document stored
+/// before a rule or the pinned runtime changed may no longer validate; it is refused with the
+/// details its Configuration's own update would report (400 `INVALID_REQUEST`, pointers under
+/// `/values`), so the runtime is never handed a document it would refuse.
+pub fn check_stored_document(
+    document: Map<String, Value>,
+    configuration: &ConfigurationId,
+    generation: Generation,
+) -> Result<Map<String, Value>, Error> {
+    let document = Value::Object(document);
+    let mut problems = Problems::new();
+    validate_document(&document, "/values", &mut problems);
+    if !problems.is_empty() {
+        return Err(problems.into_error_saying(&format!(
+            "Configuration {configuration} (generation {generation}) is not valid for the pinned \
+             OpenClaw runtime; update it and deploy again"
+        )));
+    }
+    let Value::Object(document) = document else {
+        unreachable!("wrapped above")
+    };
+    Ok(document)
 }
 
 fn walk(v: &Value, path: &str, depth: usize, problems: &mut Problems) {
@@ -361,6 +387,36 @@ mod tests {
             &mut p,
         );
         assert!(!p.into_error().message().contains("sk-live"));
+    }
+
+    #[test]
+    fn stored_documents_are_rechecked() {
+        let cfg: ConfigurationId = "cfg_00000000-0000-4000-8000-000000000001"
+            .parse()
+            .expect("id");
+        let generation = Generation::new(3).expect("generation");
+        let good = json!({"agents": {"defaults": {"model": {"primary": "openai/gpt-5"}}}});
+        let Value::Object(good) = good else { panic!() };
+        assert_eq!(
+            check_stored_document(good.clone(), &cfg, generation).expect("valid"),
+            good
+        );
+        let Value::Object(stale) = json!({"bogusTopLevelKey": "secret-ish value"}) else {
+            panic!()
+        };
+        let err = check_stored_document(stale, &cfg, generation).unwrap_err();
+        assert_eq!(err.code().as_str(), "INVALID_REQUEST");
+        assert!(
+            err.message().starts_with(&format!(
+                "Configuration {cfg} (generation 3) is not valid for the pinned OpenClaw runtime"
+            )),
+            "{}",
+            err.message()
+        );
+        assert!(err.message().contains("/values/bogusTopLevelKey is not a known field"));
+        assert!(!err.message().contains("secret-ish"));
+        assert_eq!(err.details()[0].path, "/values/bogusTopLevelKey");
+        assert_eq!(err.details()[0].code, DetailCode::UnknownField);
     }
 
     #[test]
