@@ -31,14 +31,13 @@ use env_ref::contains_env_reference;
 /// Deepest allowed nesting of the document (the document object itself is level 1).
 pub const MAX_DEPTH: usize = 24;
 
-/// Model APIs the pinned OpenClaw runtime accepts.
-pub const MODEL_APIS: [&str; 12] = [
+/// Model APIs the pinned OpenClaw runtime accepts (a test keeps this equal to its schema).
+pub const MODEL_APIS: [&str; 11] = [
     "openai-completions",
     "openai-responses",
     "openai-chatgpt-responses",
     "anthropic-messages",
     "google-generative-ai",
-    "google-interactions",
     "google-vertex",
     "github-copilot",
     "bedrock-converse-stream",
@@ -413,10 +412,54 @@ mod tests {
             "{}",
             err.message()
         );
-        assert!(err.message().contains("/values/bogusTopLevelKey is not a known field"));
+        assert!(
+            err.message()
+                .contains("/values/bogusTopLevelKey is not a known field")
+        );
         assert!(!err.message().contains("secret-ish"));
         assert_eq!(err.details()[0].path, "/values/bogusTopLevelKey");
         assert_eq!(err.details()[0].code, DetailCode::UnknownField);
+    }
+
+    /// The documents the runtime's own `openclaw config validate` is asked about in
+    /// `crates/occ/tests/runtime_schema.rs`: occ must say what the runtime says.
+    #[test]
+    fn verdicts_on_the_shared_documents() {
+        let cases: Vec<Value> =
+            serde_json::from_str(include_str!("../testdata/openclaw-documents.json"))
+                .expect("json");
+        assert!(cases.len() >= 8);
+        for case in cases {
+            let problems = check(case["document"].clone());
+            assert_eq!(
+                problems.is_empty(),
+                case["valid"] == true,
+                "{}: {problems:?}",
+                case["name"]
+            );
+        }
+    }
+
+    #[test]
+    fn model_apis_are_the_pinned_runtimes() {
+        let pinned: Value = serde_json::from_str(schema::PINNED_SCHEMA).expect("json");
+        let provider = "/properties/models/properties/providers/additionalProperties/properties";
+        for at in [
+            format!("{provider}/api/enum"),
+            format!("{provider}/models/items/properties/api/enum"),
+        ] {
+            let mut expected: Vec<&str> = pinned
+                .pointer(&at)
+                .and_then(Value::as_array)
+                .unwrap_or_else(|| panic!("{at} in the pinned schema"))
+                .iter()
+                .filter_map(Value::as_str)
+                .collect();
+            expected.sort_unstable();
+            let mut ours = MODEL_APIS.to_vec();
+            ours.sort_unstable();
+            assert_eq!(ours, expected, "{at}");
+        }
     }
 
     #[test]

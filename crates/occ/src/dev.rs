@@ -219,7 +219,9 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
             .with_metrics(Arc::new(Metrics::new(Service::Worker))),
     );
     let app = occ_api::router(compose::app_state(&server, controller, None));
-    schema.await.context("compile the pinned configuration schema")?;
+    schema
+        .await
+        .context("compile the pinned configuration schema")?;
     let listener = tokio::net::TcpListener::bind((server.host, server.port))
         .await
         .with_context(|| format!("--port: cannot listen on 127.0.0.1:{}", args.port))?;

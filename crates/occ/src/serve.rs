@@ -57,7 +57,9 @@ pub async fn run() -> anyhow::Result<()> {
         ))),
         _ => None,
     };
-    schema.await.context("compile the pinned configuration schema")?;
+    schema
+        .await
+        .context("compile the pinned configuration schema")?;
     let listener = TcpListener::bind((settings.host, settings.port))
         .await
         .with_context(|| {

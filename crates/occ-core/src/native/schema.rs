@@ -38,8 +38,9 @@ pub const PINNED_SCHEMA: &str = include_str!("../../../../runtime/gateway/opencl
 
 static VALIDATOR: LazyLock<Validator> = LazyLock::new(|| {
     // A unit test compiles the embedded schema, so this cannot fail in a built binary.
-    compile(PINNED_SCHEMA)
-        .unwrap_or_else(|e| panic!("the pinned OpenClaw configuration schema does not compile: {e}"))
+    compile(PINNED_SCHEMA).unwrap_or_else(|e| {
+        panic!("the pinned OpenClaw configuration schema does not compile: {e}")
+    })
 });
 
 /// Compiles the pinned schema now (once per process), so no request pays for it.
@@ -51,8 +52,7 @@ pub fn warm() {
 const DATA_KEYWORDS: [&str; 4] = ["const", "enum", "default", "examples"];
 
 fn compile(text: &str) -> Result<Validator, String> {
-    let mut schema: Value =
-        serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    let mut schema: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
     let mut rewrites = Vec::new();
     collect_ref_rewrites(&schema, "", &mut Vec::new(), &mut rewrites);
     for (at, target) in rewrites {
@@ -213,11 +213,11 @@ fn collect(error: &ValidationError<'_>, base: &str, out: &mut Vec<Problem>) {
                     collect(inner, base, out);
                 }
             } else if !mentions_env_reference(instance) {
-                out.push(problem(
-                    at,
-                    DetailCode::InvalidValue,
-                    "does not match any of the allowed forms",
-                ));
+                let expectation = match constant_alternatives(instance_at, context) {
+                    Some(values) => one_of(&Value::Array(values)),
+                    None => "does not match any of the allowed forms".into(),
+                };
+                out.push(problem(at, DetailCode::InvalidValue, expectation));
             }
         }
         kind => {
@@ -269,7 +269,29 @@ fn closest_branch<'e>(
             _ => None,
         },
     };
-    chosen.map(Vec::as_slice).filter(|branch| !branch.is_empty())
+    chosen
+        .map(Vec::as_slice)
+        .filter(|branch| !branch.is_empty())
+}
+
+/// The allowed values when every branch is one constant (how the runtime's schema spells most
+/// enumerations: `anyOf` of `const`s).
+fn constant_alternatives(
+    at: &str,
+    branches: &[Vec<ValidationError<'static>>],
+) -> Option<Vec<Value>> {
+    branches
+        .iter()
+        .map(|branch| match branch.as_slice() {
+            [only] if only.instance_path().as_str() == at => match only.kind() {
+                ValidationErrorKind::Constant { expected_value } => {
+                    Some((**expected_value).clone())
+                }
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect()
 }
 
 /// Whether substituting `${VAR}` references (which the runtime does before validating) could
@@ -317,7 +339,11 @@ fn describe(kind: &ValidationErrorKind, instance: &Value) -> (DetailCode, String
             };
             (
                 DetailCode::InvalidType,
-                format!("must be {}, not {}", with_article(&expected), type_name(instance)),
+                format!(
+                    "must be {}, not {}",
+                    with_article(&expected),
+                    type_name(instance)
+                ),
             )
         }
         K::Pattern { .. } => (
@@ -431,7 +457,10 @@ mod tests {
             })),
             [("/values/bogusTopLevelKey".into(), DetailCode::UnknownField)]
         );
-        assert!(paths(json!({"agents": {"defaults": {"model": {"primary": "openai/gpt-5"}}}})).is_empty());
+        assert!(
+            paths(json!({"agents": {"defaults": {"model": {"primary": "openai/gpt-5"}}}}))
+                .is_empty()
+        );
         assert!(paths(json!({})).is_empty());
     }
 
@@ -443,11 +472,47 @@ mod tests {
         }));
         let codes: Vec<(&str, DetailCode)> =
             found.iter().map(|(p, c, _)| (p.as_str(), *c)).collect();
-        assert!(codes.contains(&("/values/gateway/mode", DetailCode::InvalidValue)), "{found:?}");
-        assert!(codes.contains(&("/values/gateway/port", DetailCode::InvalidType)), "{found:?}");
         assert!(
-            codes.contains(&("/values/agents/defaults/nope-secret-value", DetailCode::UnknownField)),
+            codes.contains(&("/values/gateway/mode", DetailCode::InvalidValue)),
             "{found:?}"
+        );
+        assert!(
+            codes.contains(&("/values/gateway/port", DetailCode::InvalidType)),
+            "{found:?}"
+        );
+        assert!(
+            codes.contains(&(
+                "/values/agents/defaults/nope-secret-value",
+                DetailCode::UnknownField
+            )),
+            "{found:?}"
+        );
+        assert!(
+            found.contains(&(
+                "/values/gateway/mode".into(),
+                DetailCode::InvalidValue,
+                r#"must be one of "local", "remote""#.into()
+            )),
+            "{found:?}"
+        );
+        assert_eq!(
+            problems(json!({"logging": {"level": "verbose"}})),
+            [(
+                "/values/logging/level".into(),
+                DetailCode::InvalidValue,
+                r#"must be one of "silent", "fatal", "error", "warn", "info", "debug", "trace""#
+                    .into()
+            )]
+        );
+        // a secret reference: the oneOf branch its `source` names explains what is wrong
+        assert_eq!(
+            paths(json!({"models": {"providers": {"p": {
+                "apiKey": {"source": "env", "provider": "default", "id": "lowercase"}
+            }}}})),
+            [(
+                "/values/models/providers/p/apiKey/id".into(),
+                DetailCode::InvalidFormat
+            )]
         );
         for (_, _, message) in &found {
             assert!(!message.contains("sideways"), "{message}");
@@ -456,7 +521,9 @@ mod tests {
 
     #[test]
     fn env_references_are_left_to_the_runtime() {
-        assert!(paths(json!({"gateway": {"mode": "${GATEWAY_MODE}", "port": "${PORT}"}})).is_empty());
+        assert!(
+            paths(json!({"gateway": {"mode": "${GATEWAY_MODE}", "port": "${PORT}"}})).is_empty()
+        );
         assert_eq!(
             paths(json!({"gateway": {"mode": "${lowercase}"}})),
             [("/values/gateway/mode".into(), DetailCode::InvalidValue)]
@@ -466,11 +533,15 @@ mod tests {
     #[test]
     fn plugin_configuration_is_checked_where_the_schema_knows_the_plugin() {
         // a bundled plugin whose schema is in the pinned schema: closed, with its own $defs
-        assert!(paths(json!({"plugins": {"entries": {"imap": {"config": {"accounts": {"a": {
-            "host": "imap.example.com", "user": "u", "agentId": "main",
-            "password": {"source": "env", "provider": "default", "id": "IMAP_PASSWORD"}
-        }}}}}}}))
-        .is_empty());
+        assert!(
+            paths(
+                json!({"plugins": {"entries": {"imap": {"config": {"accounts": {"a": {
+                    "host": "imap.example.com", "user": "u", "agentId": "main",
+                    "password": {"source": "env", "provider": "default", "id": "IMAP_PASSWORD"}
+                }}}}}}})
+            )
+            .is_empty()
+        );
         let bad = paths(json!({"plugins": {"entries": {
             "openai": {"config": {"bogus": 1}},
             "imap": {"config": {"accounts": {"a": {
@@ -479,7 +550,10 @@ mod tests {
             }}}}
         }}}));
         assert!(
-            bad.contains(&("/values/plugins/entries/openai/config/bogus".into(), DetailCode::UnknownField)),
+            bad.contains(&(
+                "/values/plugins/entries/openai/config/bogus".into(),
+                DetailCode::UnknownField
+            )),
             "{bad:?}"
         );
         // the secret reference's own $defs resolve inside the plugin's schema
