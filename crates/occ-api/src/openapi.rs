@@ -68,7 +68,9 @@ pub struct NamespaceCreateBody {
 pub struct ConfigurationCreateBody {
     /// Always `agent`.
     pub kind: String,
-    /// The native `openclaw.json` document.
+    /// The native `openclaw.json` document. It must validate against the pinned OpenClaw
+    /// runtime's own JSON Schema (what `occ runtime schema` prints) and occ's rules; every
+    /// problem is a detail at its pointer under `/values`.
     #[schema(value_type = Object)]
     pub values: serde_json::Value,
     /// `ENV_NAME → {source:{kind:"secret", namespaceId, id}, delivery?:{type:"env"}}`, at most 64.
@@ -80,7 +82,7 @@ pub struct ConfigurationCreateBody {
 #[derive(Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ConfigurationUpdateBody {
-    /// The whole new document.
+    /// The whole new document, validated as on create.
     #[schema(value_type = Object)]
     pub values: serde_json::Value,
     /// Omitted keeps the bindings; `{}` clears them.
