@@ -142,6 +142,8 @@ async fn runtime_verdict(document: &Value) -> (bool, Value) {
         .env("LOCAL_MODEL_URL", "http://127.0.0.1:11434")
         .env("LOCAL_MODEL_KEY", "test")
         .env("LOCAL_MODEL_TOKEN", "test")
+        .env("GATEWAY_MODE", "local")
+        .env("GATEWAY_PORT", "18789")
         .kill_on_drop(true);
     let output = cmd.output().await.expect("run openclaw config validate");
     let report: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {

@@ -31,7 +31,7 @@ use serde_json::Value;
 
 use super::env_ref::contains_env_reference;
 use crate::error::DetailCode;
-use crate::validate::{Problem, child, type_name};
+use crate::validate::{Problem, child, index, type_name};
 
 /// What `openclaw config schema` of the pinned runtime prints, byte for byte.
 pub const PINNED_SCHEMA: &str = include_str!("../../../../runtime/gateway/openclaw.schema.json");
@@ -104,7 +104,7 @@ fn collect_ref_rewrites<'a>(
         }
         Value::Array(items) => {
             for (i, item) in items.iter().enumerate() {
-                collect_ref_rewrites(item, &format!("{at}/{i}"), scopes, out);
+                collect_ref_rewrites(item, &index(at, i), scopes, out);
             }
         }
         _ => {}
@@ -295,10 +295,12 @@ fn constant_alternatives(
 }
 
 /// Whether substituting `${VAR}` references (which the runtime does before validating) could
-/// change this verdict.
+/// change this verdict. A substituted string is still a string, so a wrong type stands.
 fn left_to_runtime(kind: &ValidationErrorKind, instance: &Value) -> bool {
     match instance {
-        Value::String(s) => contains_env_reference(s),
+        Value::String(s) => {
+            !matches!(kind, ValidationErrorKind::Type { .. }) && contains_env_reference(s)
+        }
         Value::Object(_) | Value::Array(_) => {
             matches!(
                 kind,
@@ -521,8 +523,11 @@ mod tests {
 
     #[test]
     fn env_references_are_left_to_the_runtime() {
-        assert!(
-            paths(json!({"gateway": {"mode": "${GATEWAY_MODE}", "port": "${PORT}"}})).is_empty()
+        assert!(paths(json!({"gateway": {"mode": "${GATEWAY_MODE}"}})).is_empty());
+        // substitution yields a string: where a number is expected, that stays wrong
+        assert_eq!(
+            paths(json!({"gateway": {"port": "${PORT}"}})),
+            [("/values/gateway/port".into(), DetailCode::InvalidType)]
         );
         assert_eq!(
             paths(json!({"gateway": {"mode": "${lowercase}"}})),
