@@ -109,18 +109,8 @@ async fn config_schema(rt: &OpenclawRuntime) -> anyhow::Result<String> {
         .prefix("occ-openclaw-schema-")
         .tempdir()
         .with_context(|| format!("{step}: create a scratch directory"))?;
-    let home = scratch.path().join("home");
-    std::fs::create_dir(&home).with_context(|| format!("{step}: create {}", home.display()))?;
-    let mut cmd = rt.command();
+    let mut cmd = rt.scratch_command(scratch.path());
     cmd.args(["config", "schema"])
-        .env("HOME", &home)
-        .env("TMPDIR", scratch.path())
-        .env("OPENCLAW_STATE_DIR", scratch.path().join("state"))
-        .env("OPENCLAW_CONFIG_PATH", scratch.path().join("openclaw.json"))
-        .env("OPENCLAW_NO_RESPAWN", "1")
-        .env("OPENCLAW_NO_AUTO_UPDATE", "1")
-        .env("DO_NOT_TRACK", "1")
-        .env("NO_COLOR", "1")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -125,17 +125,10 @@ fn install_refuses_a_runtime_that_prints_another_schema() {
 async fn runtime_verdict(document: &Value) -> (bool, Value) {
     let runtime = shared_runtime();
     let scratch = tempfile::tempdir().expect("tmp");
-    let config = scratch.path().join("openclaw.json");
-    std::fs::write(&config, document.to_string()).expect("write the document");
-    let mut cmd = runtime.command();
+    std::fs::write(scratch.path().join("openclaw.json"), document.to_string())
+        .expect("write the document");
+    let mut cmd = runtime.scratch_command(scratch.path());
     cmd.args(["config", "validate", "--json"])
-        .env("HOME", scratch.path())
-        .env("OPENCLAW_STATE_DIR", scratch.path().join("state"))
-        .env("OPENCLAW_CONFIG_PATH", &config)
-        .env("OPENCLAW_NO_RESPAWN", "1")
-        .env("OPENCLAW_NO_AUTO_UPDATE", "1")
-        .env("DO_NOT_TRACK", "1")
-        .env("NO_COLOR", "1")
         // the values the documents' `${VAR}` references name, as a gateway's environment would
         .env("ANTHROPIC_API_KEY", "test")
         .env("OPENAI_API_KEY", "test")
