@@ -10,7 +10,7 @@ use occ_store::Backend;
 use occ_testkit::app::{TestApp, TestAppOptions};
 use serde_json::{Value, json};
 
-use crate::common::{agent, document, expect, secret};
+use crate::common::{agent, configuration, document, expect, secret};
 
 /// A valid document that differs by `seconds`.
 fn timeout(seconds: u64) -> Value {
@@ -327,17 +327,7 @@ async fn the_pinned_runtime_schema_is_enforced() {
         );
     }
     // the same on update, and the stored generation is unchanged
-    let cfg = expect(
-        app.call(
-            Method::POST,
-            &base,
-            &admin,
-            Some(json!({"kind": "agent", "values": document()})),
-        )
-        .await,
-        StatusCode::CREATED,
-    );
-    let id = cfg.data()["id"].as_str().unwrap().to_owned();
+    let id = configuration(&app, app.default_ns.as_str(), &admin).await;
     let r = app
         .call(
             Method::PATCH,
