@@ -17,7 +17,7 @@
 //! Formats (`uri`, `date-time`, …) are annotations here: the runtime's own checks of them are not
 //! RFC-exact, and refusing a document the runtime would accept is worse than leaving a format to
 //! it. Values holding a `${VAR}` reference are left to the runtime too, which substitutes them
-//! before it validates.
+//! before it validates — except for their type: a substituted reference is still a string.
 //!
 //! Errors become occ's details: one per JSON pointer, with a message per keyword that never
 //! quotes the submitted value (the `jsonschema` crate's own messages do).
