@@ -49,7 +49,9 @@ request_body! {
     pub struct ConfigurationCreateBody in NamespaceId {
         /// Always `agent`.
         required "kind" => kind: AgentKind,
-        /// The native `openclaw.json` document.
+        /// The native `openclaw.json` document. It must validate against the pinned OpenClaw
+        /// runtime's own JSON Schema (what `occ runtime schema` prints) and occ's rules; every
+        /// problem is a detail at its pointer under `/values`.
         required "values" => values: OpenclawDocument,
         /// Environment variable name → a Secret of this Namespace, at most 64.
         optional "secretBindings" => secret_bindings: SecretBindings,
@@ -60,7 +62,7 @@ request_body! {
     /// `PATCH /namespaces/{namespaceId}/configurations/{configurationId}` (kind, generation and
     /// ids are unknown fields).
     pub struct ConfigurationUpdateBody in NamespaceId {
-        /// The whole new document.
+        /// The whole new document, validated as on create.
         required "values" => values: OpenclawDocument,
         /// Omitted keeps the bindings; `{}` clears them.
         optional "secretBindings" => secret_bindings: SecretBindings,

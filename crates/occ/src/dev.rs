@@ -86,6 +86,7 @@ fn random_password() -> String {
 /// Runs `occ dev` until Ctrl-C.
 pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     let data_dir = std::path::absolute(&args.data_dir).context("--data-dir")?;
+    let schema = compose::warm_configuration_schema();
     occ_host::fsutil::ensure_private_dir(&data_dir)
         .with_context(|| format!("--data-dir {}", data_dir.display()))?;
 
@@ -219,6 +220,9 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
             .with_metrics(Arc::new(Metrics::new(Service::Worker))),
     );
     let app = occ_api::router(compose::app_state(&server, controller, None));
+    schema
+        .await
+        .context("compile the pinned configuration schema")?;
     let listener = tokio::net::TcpListener::bind((server.host, server.port))
         .await
         .with_context(|| format!("--port: cannot listen on 127.0.0.1:{}", args.port))?;

