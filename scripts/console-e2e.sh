@@ -46,52 +46,17 @@ cargo build -p occ --locked
 OCC=$ROOT/target/debug/occ
 
 # --- occ dev ---------------------------------------------------------------------------------
+# shellcheck source=lib/occ-dev.sh
+. "$ROOT/scripts/lib/occ-dev.sh"
 DIR=$(mktemp -d)
 DATA=$DIR/data
-DEV_PID=
 TEST_PID=
 
-stop_pid() {
-  # SIGTERM, then SIGKILL after 20 s
-  local pid=$1 i
-  kill -0 "$pid" 2>/dev/null || return 0
-  kill -TERM "$pid" 2>/dev/null || true
-  for i in $(seq 1 100); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.2
-  done
-  kill -KILL "$pid" 2>/dev/null || true
-  wait "$pid" 2>/dev/null || true
-}
-
-gateway_pids() {
-  # processes whose environment places their state under this run's data directory
-  local environ pid
-  for environ in /proc/[0-9]*/environ; do
-    pid=${environ#/proc/}
-    pid=${pid%/environ}
-    if { tr '\0' '\n' <"$environ"; } 2>/dev/null | grep -q "^OPENCLAW_STATE_DIR=$DATA/"; then
-      echo "$pid"
-    fi
-  done
-}
-
 cleanup() {
-  local status=$? pid i
-  # the tests first (playwright closes its browser on SIGTERM), then occ dev
+  local status=$?
+  # the tests first (playwright closes its browser on SIGTERM), then occ dev and its gateways
   [ -n "$TEST_PID" ] && stop_pid "$TEST_PID"
-  [ -n "$DEV_PID" ] && stop_pid "$DEV_PID"
-  # gateways run detached and outlive occ dev
-  for i in $(seq 1 50); do
-    pids=$(gateway_pids)
-    [ -z "$pids" ] && break
-    for pid in $pids; do kill -KILL "$pid" 2>/dev/null || true; done
-    sleep 0.1
-  done
-  if [ "$status" -ne 0 ] && [ -f "$DIR/dev.log" ]; then
-    log "occ dev log (last 60 lines)"
-    tail -n 60 "$DIR/dev.log" >&2 || true
-  fi
+  occ_dev_finish "$status" "$DATA" "$DIR/dev.log"
   rm -rf "$DIR"
   exit "$status"
 }
@@ -102,23 +67,7 @@ PORT=$(node -e 'const s = require("net").createServer(); s.listen(0, "127.0.0.1"
 URL=http://127.0.0.1:$PORT
 
 log "occ dev on $URL (gateways on $PORTS)"
-OCC_PROCESS_PORT_RANGE=$PORTS OCC_LOG=${OCC_LOG:-info} \
-  "$OCC" dev --data-dir "$DATA" --runtime-dir "$RUNTIME" --port "$PORT" >"$DIR/dev.log" 2>&1 &
-DEV_PID=$!
-
-# The first run on a machine installs the runtime (about a minute) before listening.
-deadline=$((SECONDS + 600))
-until grep -q "occ dev is running at" "$DIR/dev.log" 2>/dev/null; do
-  if ! kill -0 "$DEV_PID" 2>/dev/null; then
-    echo "occ dev exited before listening" >&2
-    exit 1
-  fi
-  if [ "$SECONDS" -gt "$deadline" ]; then
-    echo "occ dev did not start within 600 s" >&2
-    exit 1
-  fi
-  sleep 0.2
-done
+occ_dev_start "$OCC" "$DATA" "$RUNTIME" "$PORT" "$PORTS" "$DIR/dev.log"
 grep -q "console      $URL/console/" "$DIR/dev.log" || {
   echo "occ dev did not print the console address" >&2
   exit 1

@@ -31,26 +31,9 @@ if [ ! -f "$SPEC" ]; then
 fi
 
 # --- tools -----------------------------------------------------------------------------------
-missing=()
-command -v python3 >/dev/null 2>&1 || missing+=(python3)
-# Debian's python3 ships `venv` without `ensurepip` unless python3-venv is installed.
-python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || missing+=(python3-venv)
-if ((${#missing[@]})); then
-  log "installing ${missing[*]}"
-  if [ "$(id -u)" -ne 0 ]; then
-    echo "missing system packages: ${missing[*]} (run as root or install them)" >&2
-    exit 1
-  fi
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
-fi
-
-if ! "$VENV/bin/schemathesis" --version 2>/dev/null | grep -qx "schemathesis, version $SCHEMATHESIS_VERSION"; then
-  log "installing schemathesis $SCHEMATHESIS_VERSION into $VENV"
-  rm -rf "$VENV"
-  python3 -m venv "$VENV"
-  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "schemathesis==$SCHEMATHESIS_VERSION"
-fi
+# shellcheck source=lib/python-venv.sh
+. "$ROOT/scripts/lib/python-venv.sh"
+python_venv "$VENV" "schemathesis==$SCHEMATHESIS_VERSION"
 
 log "cargo build -p occ"
 cargo build -p occ --locked

@@ -8,7 +8,8 @@
 # The SSH Compute Driver's tests need root: they run sshd and create (and remove) one Unix
 # user per Agent they deploy.
 # The web console's browser tests run Debian's chromium (installed through apt-get when missing)
-# against a real `occ dev` (scripts/console-e2e.sh).
+# against a real `occ dev` (scripts/console-e2e.sh). A client generated from the served OpenAPI
+# document by openapi-python-client drives another `occ dev` (scripts/generated-client.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -62,3 +63,6 @@ log "web console in headless Chromium (installs Debian's chromium when missing)"
 
 log "schemathesis against the reference OpenAPI document"
 ./scripts/schemathesis.sh
+
+log "a client generated from the served OpenAPI document, against occ dev"
+./scripts/generated-client.sh

@@ -23,6 +23,10 @@ pub const DEFAULT_LIMIT: usize = 64 * 1024;
 pub const AGENT_CREATE_LIMIT: usize = 448 * 1024;
 /// Workspace file PUT body limit.
 pub const WORKSPACE_PUT_LIMIT: usize = 48 * 1024;
+/// Secret create and update body limit: a value of the documented maximum (65 536 bytes) can
+/// grow 6× when JSON-escaped (`\u0001` per byte), plus room for the name and the object around it.
+/// The reference's 64 KiB default would refuse values it documents as valid.
+pub const SECRET_WRITE_LIMIT: usize = 6 * occ_core::inputs::SECRET_VALUE_MAX_BYTES + DEFAULT_LIMIT;
 
 /// The request id of this request (set by the framing middleware).
 pub fn request_id() -> RequestId {
@@ -112,12 +116,44 @@ impl FromRequestParts<AppState> for Ctx {
     }
 }
 
-fn content_type_is_json(headers: &HeaderMap) -> bool {
-    headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .is_some_and(|mime| mime.trim().eq_ignore_ascii_case("application/json"))
+/// The body must be `application/json`, with no parameter but `charset=utf-8` (any case, quoted
+/// or not): another charset or parameter is 415, two `Content-Type` headers are ambiguous (400).
+fn check_json_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
+    let unsupported = || {
+        ApiError(Error::new(
+            ErrorCode::UnsupportedMediaType,
+            "The request body must be application/json",
+        ))
+    };
+    let mut values = headers.get_all(header::CONTENT_TYPE).iter();
+    let (Some(value), None) = (values.next(), values.next()) else {
+        return match headers.contains_key(header::CONTENT_TYPE) {
+            true => Err(ApiError(Error::invalid_request(
+                "The request has more than one Content-Type header",
+            ))),
+            false => Err(unsupported()),
+        };
+    };
+    let mut parts = value.to_str().map_err(|_| unsupported())?.split(';');
+    let mime_ok = parts
+        .next()
+        .is_some_and(|mime| mime.trim().eq_ignore_ascii_case("application/json"));
+    let parameters_ok = parts.map(str::trim).all(|parameter| {
+        parameter.is_empty()
+            || parameter.split_once('=').is_some_and(|(name, value)| {
+                let value = value.trim();
+                let value = value
+                    .strip_prefix('"')
+                    .and_then(|v| v.strip_suffix('"'))
+                    .unwrap_or(value);
+                name.trim().eq_ignore_ascii_case("charset") && value.eq_ignore_ascii_case("utf-8")
+            })
+    });
+    if mime_ok && parameters_ok {
+        Ok(())
+    } else {
+        Err(unsupported())
+    }
 }
 
 async fn read_limited(req: axum::extract::Request, limit: usize) -> Result<Bytes, ApiError> {
@@ -137,7 +173,15 @@ async fn read_limited(req: axum::extract::Request, limit: usize) -> Result<Bytes
     }
     axum::body::to_bytes(req.into_body(), limit)
         .await
-        .map_err(|_| too_large(limit))
+        .map_err(|e| {
+            // Only the limit is a 413; a body that cannot be read (malformed chunked framing, a
+            // connection closed mid-body) is the client's malformed request.
+            if e.into_inner().is::<http_body_util::LengthLimitError>() {
+                too_large(limit)
+            } else {
+                ApiError(Error::invalid_request("The request body could not be read"))
+            }
+        })
 }
 
 fn too_large(limit: usize) -> ApiError {
@@ -150,29 +194,24 @@ fn too_large(limit: usize) -> ApiError {
     ))
 }
 
-/// A JSON request body of at most `LIMIT` bytes, parsed but not yet validated.
+/// A JSON request body of at most `LIMIT` bytes, parsed (duplicate keys refused) but not yet
+/// validated: the route's body declaration in [`crate::inputs`] does that.
 pub struct JsonBody<const LIMIT: usize>(pub Value);
 
 impl<const LIMIT: usize> FromRequest<AppState> for JsonBody<LIMIT> {
     type Rejection = ApiError;
 
     async fn from_request(req: axum::extract::Request, _: &AppState) -> Result<Self, ApiError> {
-        let is_json = content_type_is_json(req.headers());
+        // the size is checked before the media type, as the reference does
+        let media_type = check_json_content_type(req.headers());
         let bytes = read_limited(req, LIMIT).await?;
-        if !is_json {
-            return Err(ApiError(Error::new(
-                ErrorCode::UnsupportedMediaType,
-                "The request body must be application/json",
-            )));
-        }
+        media_type?;
         if bytes.is_empty() {
             return Err(ApiError(Error::invalid_request(
                 "The request body must be a JSON document",
             )));
         }
-        let value: Value = serde_json::from_slice(&bytes)
-            .map_err(|_| ApiError(Error::invalid_request("The request body is not valid JSON")))?;
-        Ok(JsonBody(value))
+        Ok(JsonBody(crate::strict_json::parse(&bytes)?))
     }
 }
 

@@ -1,5 +1,8 @@
-//! Request bodies → controller inputs. Every body is a closed object: unknown fields, missing
-//! fields and wrong types are reported together with JSON pointers (at most 32).
+//! Request bodies → controller inputs. Each body is declared once with
+//! [`request_body!`](crate::body): its typed fields, its parser and its OpenAPI schema. Below the
+//! bodies are the value types of their fields, each with its rule and its schema side by side;
+//! the rules several requests share (Secret bindings, harness auth, workspace files, Secret values,
+//! the native `openclaw.json` checks) live in `occ-core`.
 
 use occ_controller::agents::{AgentInput, AgentUpdate, Patch};
 use occ_controller::auth::{AccountInput, KEY_TTL_RANGE, PASSWORD_CHARS, ServiceKeyInput};
@@ -7,512 +10,882 @@ use occ_controller::configurations::ConfigurationInput;
 use occ_controller::iam::{BindingInput, RoleInput};
 use occ_core::authz::{Action, Permission, ResourceKind};
 use occ_core::inputs::{
-    check_secret_value, parse_harness_auth, parse_initial_workspace_files, parse_secret_bindings,
+    SECRET_BINDING_KEY_MAX, SECRET_BINDINGS_MAX, SECRET_VALUE_MAX_BYTES, check_secret_value,
+    check_workspace_content, parse_harness_auth, parse_initial_workspace_files,
+    parse_secret_bindings,
 };
-use occ_core::resource::ExecutionMode;
+use occ_core::resource::{
+    ExecutionMode, HarnessAuth, SecretBindings, WORKSPACE_FILE_MAX_BYTES, WorkspaceFileName,
+    WorkspaceFiles,
+};
 use occ_core::validate::{
-    Fields, Problems, expect_id, expect_int, expect_name, expect_str, type_name,
+    Problems, expect_id, expect_int, expect_name, expect_str, index, type_name,
 };
-use occ_core::{DetailCode, Error, IamId, Name, NamespaceId};
-use serde_json::Value;
+use occ_core::{ConfigurationId, DetailCode, IamId, Name, NamespaceId};
+use serde_json::{Map, Value};
+use utoipa::openapi::RefOr;
+use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, Schema, Type};
 
-fn optional_name(f: &mut Fields<'_>, key: &'static str, p: &mut Problems) -> Option<Option<Name>> {
-    match f.optional(key) {
-        None => Some(None),
-        Some(v) => expect_name(v, &f.path_of(key), p).map(Some),
+use crate::body::{
+    Field, Presence, Property, any_schema, array_schema, enum_schema, object_schema, request_body,
+    string_schema,
+};
+
+// --- bodies ----------------------------------------------------------------------------------
+
+request_body! {
+    /// `POST /namespaces`.
+    pub struct NamespaceCreateBody {
+        /// 1..200 characters, no outer whitespace or control characters.
+        required "name" => name: Name,
+        /// An operator-prepared Kubernetes namespace to adopt instead of provisioning one
+        /// (Kubernetes Compute only, else 409; needs `installation:administer`, else 403).
+        optional "existingNamespace" => existing_namespace: KubernetesNamespaceName,
     }
 }
 
-fn iam_id(v: &Value, path: &str, p: &mut Problems) -> Option<IamId> {
-    let s = expect_str(v, path, p)?;
-    match s.parse() {
-        Ok(id) => Some(id),
-        Err(_) => {
-            let code = if s.chars().count() > 200 {
-                DetailCode::TooLong
-            } else {
-                DetailCode::InvalidFormat
-            };
-            p.push(
+request_body! {
+    /// `POST /namespaces/{namespaceId}/configurations`.
+    pub struct ConfigurationCreateBody in NamespaceId {
+        /// Always `agent`.
+        required "kind" => kind: AgentKind,
+        /// The native `openclaw.json` document. It must validate against the pinned OpenClaw
+        /// runtime's own JSON Schema (what `occ runtime schema` prints) and occ's rules; every
+        /// problem is a detail at its pointer under `/values`.
+        required "values" => values: OpenclawDocument,
+        /// Environment variable name → a Secret of this Namespace, at most 64.
+        optional "secretBindings" => secret_bindings: SecretBindings,
+    }
+}
+
+request_body! {
+    /// `PATCH /namespaces/{namespaceId}/configurations/{configurationId}` (kind, generation and
+    /// ids are unknown fields).
+    pub struct ConfigurationUpdateBody in NamespaceId {
+        /// The whole new document, validated as on create.
+        required "values" => values: OpenclawDocument,
+        /// Omitted keeps the bindings; `{}` clears them.
+        optional "secretBindings" => secret_bindings: SecretBindings,
+    }
+}
+
+request_body! {
+    /// `POST /namespaces/{namespaceId}/secrets`.
+    pub struct SecretCreateBody {
+        /// Unique per Namespace.
+        required "name" => name: Name,
+        /// Write-only value: non-empty UTF-8 without NUL, at most 65 536 bytes.
+        required "value" => value: SecretValue,
+    }
+}
+
+request_body! {
+    /// `PATCH /namespaces/{namespaceId}/secrets/{secretId}`.
+    pub struct SecretUpdateBody {
+        /// The new value: non-empty UTF-8 without NUL, at most 65 536 bytes.
+        required "value" => value: SecretValue,
+    }
+}
+
+request_body! {
+    /// `POST /namespaces/{namespaceId}/service-accounts`.
+    pub struct ServiceAccountCreateBody {
+        /// Unique per Namespace.
+        required "name" => name: Name,
+    }
+}
+
+request_body! {
+    /// `POST /namespaces/{namespaceId}/agents`.
+    pub struct AgentCreateBody in NamespaceId {
+        /// Unique per Namespace.
+        required "name" => name: Name,
+        /// A Configuration of this Namespace.
+        required "configurationId" => configuration_id: ConfigurationId,
+        /// `embedded` (default) | `dedicated`.
+        optional "executionMode" => execution_mode: ExecutionMode,
+        /// A configured Backend, or null.
+        nullable "backendId" => backend_id: Name,
+        /// How the harness authenticates, or null.
+        nullable "harnessAuth" => harness_auth: HarnessAuth,
+        /// Any of AGENTS.md, SOUL.md, IDENTITY.md, USER.md → content (≤ 16 KiB UTF-8, no NUL);
+        /// `{}` stages nothing.
+        optional "initialWorkspaceFiles" => initial_workspace_files: WorkspaceFiles,
+        /// The 64-hex defaults identity the form was rendered with.
+        optional "workspaceDefaultsId" => workspace_defaults_id: WorkspaceDefaultsId,
+    }
+}
+
+request_body! {
+    /// `PATCH /namespaces/{namespaceId}/agents/{agentId}`: omitted keeps, `null` clears.
+    pub struct AgentUpdateBody in NamespaceId {
+        /// A Configuration of this Namespace (always sent).
+        required "configurationId" => configuration_id: ConfigurationId,
+        /// Omitted keeps.
+        optional "executionMode" => execution_mode: ExecutionMode,
+        /// Omitted keeps; null clears.
+        patch "backendId" => backend_id: Name,
+        /// Omitted keeps; null clears.
+        patch "harnessAuth" => harness_auth: HarnessAuth,
+    }
+}
+
+request_body! {
+    /// One Role permission.
+    pub struct PermissionGrant {
+        /// An action.
+        required "action" => action: Action,
+        /// A resource kind.
+        required "resourceKind" => resource_kind: ResourceKind,
+    }
+}
+
+request_body! {
+    /// `POST /namespaces/{namespaceId}/iam/roles`.
+    pub struct RoleCreateBody {
+        /// Optional display name.
+        optional "name" => name: Name,
+        /// 1..64 permissions.
+        required "permissions" => permissions: Permissions,
+    }
+}
+
+request_body! {
+    /// `POST /namespaces/{namespaceId}/iam/access-bindings`.
+    pub struct BindingCreateBody {
+        /// Always `identity`.
+        required "subjectKind" => subject_kind: IdentityKind,
+        /// The identity.
+        required "subjectId" => subject_id: IamId,
+        /// The Role.
+        required "roleId" => role_id: IamId,
+        /// The exact target's kind.
+        required "resourceKind" => resource_kind: ResourceKind,
+        /// The exact target.
+        required "resourceId" => resource_id: ResourceId,
+        /// Not supported by this installation: any value is refused.
+        optional "runtimeRole" => runtime_role: Unsupported,
+    }
+}
+
+request_body! {
+    /// `POST /api/auth/sign-in/email`.
+    pub struct SignInBody {
+        /// Account email.
+        required "email" => email: Email,
+        /// 12..128 characters.
+        required "password" => password: Password,
+    }
+}
+
+request_body! {
+    /// `POST /api/auth/accounts`.
+    pub struct AccountCreateBody {
+        /// Email.
+        required "email" => email: Email,
+        /// 12..128 characters.
+        required "password" => password: Password,
+        /// Display name.
+        optional "name" => name: Name,
+        /// An Installation-scoped Role to bind.
+        optional "roleId" => role_id: IamId,
+    }
+}
+
+request_body! {
+    /// `PUT …/workspace/files/{name}`: exactly `{content}`.
+    pub struct WorkspaceFileBody {
+        /// At most 16 KiB of UTF-8, no NUL.
+        required "content" => content: WorkspaceContent,
+    }
+}
+
+request_body! {
+    /// `POST /api/auth/service-keys`.
+    pub struct ServiceKeyCreateBody {
+        /// A non-Agent service principal.
+        required "servicePrincipalId" => service_principal_id: IamId,
+        /// Restrict the key to one Namespace.
+        optional "namespaceId" => namespace_id: NamespaceId,
+        /// 1..32 characters, not blank.
+        required "name" => name: KeyName,
+        /// Seconds, 86400..31536000 (default 30 days).
+        optional "expiresIn" => expires_in: KeyLifetime,
+    }
+}
+
+// --- bodies → controller inputs --------------------------------------------------------------
+
+impl From<ConfigurationCreateBody> for ConfigurationInput {
+    fn from(body: ConfigurationCreateBody) -> Self {
+        ConfigurationInput {
+            values: body.values.0,
+            secret_bindings: body.secret_bindings,
+        }
+    }
+}
+
+impl From<ConfigurationUpdateBody> for ConfigurationInput {
+    fn from(body: ConfigurationUpdateBody) -> Self {
+        ConfigurationInput {
+            values: body.values.0,
+            secret_bindings: body.secret_bindings,
+        }
+    }
+}
+
+impl From<AgentCreateBody> for AgentInput {
+    fn from(body: AgentCreateBody) -> Self {
+        AgentInput {
+            name: body.name,
+            configuration_id: body.configuration_id,
+            execution_mode: body.execution_mode.unwrap_or(ExecutionMode::Embedded),
+            backend_id: body.backend_id.map(|n| n.to_string()),
+            harness_auth: body.harness_auth,
+            // an empty object stages nothing
+            initial_workspace_files: body.initial_workspace_files.filter(|f| !f.is_empty()),
+            workspace_defaults_id: body.workspace_defaults_id.map(|d| d.0),
+        }
+    }
+}
+
+impl From<AgentUpdateBody> for AgentUpdate {
+    fn from(body: AgentUpdateBody) -> Self {
+        AgentUpdate {
+            configuration_id: body.configuration_id,
+            execution_mode: body.execution_mode,
+            backend_id: match body.backend_id {
+                Patch::Keep => Patch::Keep,
+                Patch::Clear => Patch::Clear,
+                Patch::Set(name) => Patch::Set(name.to_string()),
+            },
+            harness_auth: body.harness_auth,
+        }
+    }
+}
+
+impl From<RoleCreateBody> for RoleInput {
+    fn from(body: RoleCreateBody) -> Self {
+        RoleInput {
+            name: body.name.map(|n| n.to_string()),
+            permissions: body.permissions.0,
+        }
+    }
+}
+
+impl From<BindingCreateBody> for BindingInput {
+    fn from(body: BindingCreateBody) -> Self {
+        BindingInput {
+            subject_id: body.subject_id,
+            role_id: body.role_id,
+            resource_kind: body.resource_kind,
+            resource_id: body.resource_id.0,
+        }
+    }
+}
+
+impl From<AccountCreateBody> for AccountInput {
+    fn from(body: AccountCreateBody) -> Self {
+        AccountInput {
+            email: body.email.0,
+            password: body.password.0,
+            name: body.name.map(|n| n.to_string()),
+            role_id: body.role_id,
+        }
+    }
+}
+
+impl From<ServiceKeyCreateBody> for ServiceKeyInput {
+    fn from(body: ServiceKeyCreateBody) -> Self {
+        ServiceKeyInput {
+            service_principal_id: body.service_principal_id,
+            namespace_id: body.namespace_id,
+            name: body.name.0,
+            expires_in: body.expires_in.map(|l| l.0),
+        }
+    }
+}
+
+// --- field values ----------------------------------------------------------------------------
+
+/// Names: no outer whitespace, no control characters (C0, DEL, C1).
+const NAME_PATTERN: &str = r"^(?!\s)(?![\s\S]*\s$)(?![\s\S]*[\u0000-\u001f\u007f-\u009f])[\s\S]+$";
+/// No whitespace and no control characters.
+const NO_SPACE_PATTERN: &str = r"^[^\s\u0000-\u001f\u007f-\u009f]+$";
+/// No NUL.
+const NO_NUL_PATTERN: &str = r"^[^\u0000]*$";
+
+impl<Cx> Field<Cx> for Name {
+    fn parse(value: &Value, path: &str, _: &Cx, problems: &mut Problems) -> Option<Self> {
+        expect_name(value, path, problems)
+    }
+    fn schema() -> Schema {
+        string_schema(
+            Some(1),
+            Some(occ_core::name::NAME_MAX_CHARS),
+            Some(NAME_PATTERN),
+        )
+    }
+}
+
+fn id_pattern(prefix: &str) -> String {
+    format!(
+        "^{prefix}_[0-9a-f]{{8}}-[0-9a-f]{{4}}-4[0-9a-f]{{3}}-[89ab][0-9a-f]{{3}}-[0-9a-f]{{12}}$"
+    )
+}
+
+macro_rules! id_fields {
+    ($($id:ty),+) => {$(
+        impl<Cx> Field<Cx> for $id {
+            fn parse(value: &Value, path: &str, _: &Cx, problems: &mut Problems) -> Option<Self> {
+                expect_id(value, path, <$id>::PREFIX, problems)
+            }
+            fn schema() -> Schema {
+                string_schema(None, None, Some(&id_pattern(<$id>::PREFIX)))
+            }
+        }
+    )+};
+}
+
+id_fields!(ConfigurationId, NamespaceId);
+
+/// IAM ids (identities, Roles, keys): 1..200 characters without whitespace.
+impl<Cx> Field<Cx> for IamId {
+    fn parse(value: &Value, path: &str, _: &Cx, problems: &mut Problems) -> Option<Self> {
+        let s = expect_str(value, path, problems)?;
+        match s.parse() {
+            Ok(id) => Some(id),
+            Err(_) => {
+                let code = if s.chars().count() > occ_core::id::IAM_ID_MAX_CHARS {
+                    DetailCode::TooLong
+                } else {
+                    DetailCode::InvalidFormat
+                };
+                problems.push(
+                    path,
+                    code,
+                    "must have 1 to 200 characters without whitespace",
+                );
+                None
+            }
+        }
+    }
+    fn schema() -> Schema {
+        string_schema(
+            Some(1),
+            Some(occ_core::id::IAM_ID_MAX_CHARS),
+            Some(NO_SPACE_PATTERN),
+        )
+    }
+}
+
+impl<Cx> Field<Cx> for ExecutionMode {
+    fn parse(value: &Value, path: &str, _: &Cx, problems: &mut Problems) -> Option<Self> {
+        let mode = ExecutionMode::parse(expect_str(value, path, problems)?);
+        if mode.is_none() {
+            problems.push(
                 path,
-                code,
-                "must have 1 to 200 characters without whitespace",
-            );
-            None
-        }
-    }
-}
-
-/// `{name, existingNamespace?}`.
-pub fn namespace_create(body: &Value) -> Result<(Name, Option<String>), Error> {
-    let mut p = Problems::new();
-    let mut f = Fields::new(body, "", &mut p);
-    let name = f
-        .required("name", &mut p)
-        .and_then(|v| expect_name(v, "/name", &mut p));
-    let existing = match f.optional("existingNamespace") {
-        None => Some(None),
-        Some(v) => expect_str(v, "/existingNamespace", &mut p).and_then(|s| {
-            let ok = (1..=63).contains(&s.len())
-                && s.bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-                && !s.starts_with('-')
-                && !s.ends_with('-');
-            if !ok {
-                p.push(
-                    "/existingNamespace",
-                    DetailCode::InvalidFormat,
-                    "must be a Kubernetes namespace name",
-                );
-            }
-            ok.then(|| Some(s.to_owned()))
-        }),
-    };
-    f.finish(&mut p);
-    p.finish(())?;
-    Ok((name.expect("checked"), existing.expect("checked")))
-}
-
-fn configuration_common(
-    f: &mut Fields<'_>,
-    ns: &NamespaceId,
-    p: &mut Problems,
-) -> (
-    Option<serde_json::Map<String, Value>>,
-    Option<Option<occ_core::resource::SecretBindings>>,
-) {
-    let values = f
-        .required("values", p)
-        .and_then(|v| occ_core::native::validate_document(v, "/values", p).cloned());
-    let bindings = match f.optional("secretBindings") {
-        None => Some(None),
-        Some(v) => parse_secret_bindings(v, "/secretBindings", ns, p).map(Some),
-    };
-    (values, bindings)
-}
-
-/// `{kind:"agent", values, secretBindings?}`.
-pub fn configuration_create(body: &Value, ns: &NamespaceId) -> Result<ConfigurationInput, Error> {
-    let mut p = Problems::new();
-    let mut f = Fields::new(body, "", &mut p);
-    if let Some(kind) = f.required_str("kind", &mut p)
-        && kind != "agent"
-    {
-        p.push("/kind", DetailCode::InvalidValue, "must be \"agent\"");
-    }
-    let (values, bindings) = configuration_common(&mut f, ns, &mut p);
-    f.finish(&mut p);
-    p.finish(())?;
-    Ok(ConfigurationInput {
-        values: values.expect("checked"),
-        secret_bindings: bindings.expect("checked"),
-    })
-}
-
-/// `{values, secretBindings?}` (kind, generation and ids are unknown fields).
-pub fn configuration_update(body: &Value, ns: &NamespaceId) -> Result<ConfigurationInput, Error> {
-    let mut p = Problems::new();
-    let mut f = Fields::new(body, "", &mut p);
-    let (values, bindings) = configuration_common(&mut f, ns, &mut p);
-    f.finish(&mut p);
-    p.finish(())?;
-    Ok(ConfigurationInput {
-        values: values.expect("checked"),
-        secret_bindings: bindings.expect("checked"),
-    })
-}
-
-fn secret_value(f: &mut Fields<'_>, p: &mut Problems) -> Option<String> {
-    let v = f.required_str("value", p)?;
-    check_secret_value(v, "/value", p).then(|| v.to_owned())
-}
-
-/// `{name, value}`.
-pub fn secret_create(body: &Value) -> Result<(Name, String), Error> {
-    let mut p = Problems::new();
-    let mut f = Fields::new(body, "", &mut p);
-    let name = f
-        .required("name", &mut p)
-        .and_then(|v| expect_name(v, "/name", &mut p));
-    let value = secret_value(&mut f, &mut p);
-    f.finish(&mut p);
-    p.finish(())?;
-    Ok((name.expect("checked"), value.expect("checked")))
-}
-
-/// `{value}`.
-pub fn secret_update(body: &Value) -> Result<String, Error> {
-    let mut p = Problems::new();
-    let mut f = Fields::new(body, "", &mut p);
-    let value = secret_value(&mut f, &mut p);
-    f.finish(&mut p);
-    p.finish(())?;
-    Ok(value.expect("checked"))
-}
-
-/// `{name}`.
-pub fn service_account_create(body: &Value) -> Result<Name, Error> {
-    let mut p = Problems::new();
-    let mut f = Fields::new(body, "", &mut p);
-    let name = f
-        .required("name", &mut p)
-        .and_then(|v| expect_name(v, "/name", &mut p));
-    f.finish(&mut p);
-    p.finish(())?;
-    Ok(name.expect("checked"))
-}
-
-fn execution_mode(v: &Value, path: &str, p: &mut Problems) -> Option<ExecutionMode> {
-    let s = expect_str(v, path, p)?;
-    let mode = ExecutionMode::parse(s);
-    if mode.is_none() {
-        p.push(
-            path,
-            DetailCode::InvalidValue,
-            "must be \"embedded\" or \"dedicated\"",
-        );
-    }
-    mode
-}
-
-fn backend_id(v: &Value, path: &str, p: &mut Problems) -> Option<Option<String>> {
-    if v.is_null() {
-        return Some(None);
-    }
-    expect_name(v, path, p).map(|n| Some(n.to_string()))
-}
-
-/// Agent creation.
-pub fn agent_create(body: &Value, ns: &NamespaceId) -> Result<AgentInput, Error> {
-    let mut p = Problems::new();
-    let mut f = Fields::new(body, "", &mut p);
-    let name = f
-        .required("name", &mut p)
-        .and_then(|v| expect_name(v, "/name", &mut p));
-    let cfg = f
-        .required("configurationId", &mut p)
-        .and_then(|v| expect_id(v, "/configurationId", "cfg", &mut p));
-    let mode = match f.optional("executionMode") {
-        None => Some(ExecutionMode::Embedded),
-        Some(v) => execution_mode(v, "/executionMode", &mut p),
-    };
-    let backend = match f.optional("backendId") {
-        None => Some(None),
-        Some(v) => backend_id(v, "/backendId", &mut p),
-    };
-    let auth = match f.optional("harnessAuth") {
-        None => Some(None),
-        Some(v) => parse_harness_auth(v, "/harnessAuth", ns, &mut p),
-    };
-    let files = match f.optional("initialWorkspaceFiles") {
-        None => Some(None),
-        Some(v) => parse_initial_workspace_files(v, "/initialWorkspaceFiles", &mut p),
-    };
-    let defaults = match f.optional("workspaceDefaultsId") {
-        None => Some(None),
-        Some(v) => expect_str(v, "/workspaceDefaultsId", &mut p).and_then(|s| {
-            let ok = s.len() == 64
-                && s.bytes()
-                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
-            if !ok {
-                p.push(
-                    "/workspaceDefaultsId",
-                    DetailCode::InvalidFormat,
-                    "must be 64 lowercase hexadecimal characters",
-                );
-            }
-            ok.then(|| Some(s.to_owned()))
-        }),
-    };
-    f.finish(&mut p);
-    p.finish(())?;
-    Ok(AgentInput {
-        name: name.expect("checked"),
-        configuration_id: cfg.expect("checked"),
-        execution_mode: mode.expect("checked"),
-        backend_id: backend.expect("checked"),
-        harness_auth: auth.expect("checked"),
-        initial_workspace_files: files.expect("checked"),
-        workspace_defaults_id: defaults.expect("checked"),
-    })
-}
-
-/// Agent update: `configurationId` required; omitted keeps, `null` clears.
-pub fn agent_update(body: &Value, ns: &NamespaceId) -> Result<AgentUpdate, Error> {
-    let mut p = Problems::new();
-    let mut f = Fields::new(body, "", &mut p);
-    let cfg = f
-        .required("configurationId", &mut p)
-        .and_then(|v| expect_id(v, "/configurationId", "cfg", &mut p));
-    let mode = match f.optional("executionMode") {
-        None => Some(None),
-        Some(v) => execution_mode(v, "/executionMode", &mut p).map(Some),
-    };
-    let backend = match f.optional("backendId") {
-        None => Some(Patch::Keep),
-        Some(v) => backend_id(v, "/backendId", &mut p).map(|b| b.map_or(Patch::Clear, Patch::Set)),
-    };
-    let auth = match f.optional("harnessAuth") {
-        None => Some(Patch::Keep),
-        Some(v) => parse_harness_auth(v, "/harnessAuth", ns, &mut p)
-            .map(|a| a.map_or(Patch::Clear, Patch::Set)),
-    };
-    f.finish(&mut p);
-    p.finish(())?;
-    Ok(AgentUpdate {
-        configuration_id: cfg.expect("checked"),
-        execution_mode: mode.expect("checked"),
-        backend_id: backend.expect("checked"),
-        harness_auth: auth.expect("checked"),
-    })
-}
-
-/// `{name?, permissions:[{action, resourceKind}]}`.
-pub fn role_create(body: &Value) -> Result<RoleInput, Error> {
-    let mut p = Problems::new();
-    let mut f = Fields::new(body, "", &mut p);
-    let name = optional_name(&mut f, "name", &mut p);
-    let mut permissions = Vec::new();
-    if let Some(list) = f.required("permissions", &mut p) {
-        match list {
-            Value::Array(items) if (1..=64).contains(&items.len()) => {
-                for (i, item) in items.iter().enumerate() {
-                    let base = format!("/permissions/{i}");
-                    let mut pf = Fields::new(item, &base, &mut p);
-                    let action = pf.required_str("action", &mut p).and_then(|s| {
-                        let a = s.parse::<Action>().ok();
-                        if a.is_none() {
-                            p.push(
-                                format!("{base}/action"),
-                                DetailCode::InvalidValue,
-                                "is not a known action",
-                            );
-                        }
-                        a
-                    });
-                    let kind = pf.required_str("resourceKind", &mut p).and_then(|s| {
-                        let k = s.parse::<ResourceKind>().ok();
-                        if k.is_none() {
-                            p.push(
-                                format!("{base}/resourceKind"),
-                                DetailCode::InvalidValue,
-                                "is not a known resource kind",
-                            );
-                        }
-                        k
-                    });
-                    pf.finish(&mut p);
-                    if let (Some(a), Some(k)) = (action, kind) {
-                        permissions.push(Permission::new(a, k));
-                    }
-                }
-            }
-            Value::Array(_) => p.push(
-                "/permissions",
                 DetailCode::InvalidValue,
-                "must hold 1 to 64 permissions",
-            ),
-            other => p.push(
-                "/permissions",
-                DetailCode::InvalidType,
-                format!("must be an array, not {}", type_name(other)),
-            ),
+                "must be \"embedded\" or \"dedicated\"",
+            );
         }
+        mode
     }
-    f.finish(&mut p);
-    p.finish(())?;
-    Ok(RoleInput {
-        name: name.expect("checked").map(|n| n.to_string()),
-        permissions,
-    })
+    fn schema() -> Schema {
+        enum_schema([ExecutionMode::Embedded, ExecutionMode::Dedicated].map(ExecutionMode::as_str))
+    }
 }
 
-/// `{subjectKind:"identity", subjectId, roleId, resourceKind, resourceId}`.
-pub fn binding_create(body: &Value) -> Result<BindingInput, Error> {
-    let mut p = Problems::new();
-    let mut f = Fields::new(body, "", &mut p);
-    if let Some(kind) = f.required_str("subjectKind", &mut p)
-        && kind != "identity"
-    {
-        p.push(
-            "/subjectKind",
-            DetailCode::InvalidValue,
-            "must be \"identity\"",
-        );
+impl<Cx> Field<Cx> for Action {
+    fn parse(value: &Value, path: &str, _: &Cx, problems: &mut Problems) -> Option<Self> {
+        let action = expect_str(value, path, problems)?.parse().ok();
+        if action.is_none() {
+            problems.push(path, DetailCode::InvalidValue, "is not a known action");
+        }
+        action
     }
-    let subject = f
-        .required("subjectId", &mut p)
-        .and_then(|v| iam_id(v, "/subjectId", &mut p));
-    let role = f
-        .required("roleId", &mut p)
-        .and_then(|v| iam_id(v, "/roleId", &mut p));
-    let kind = f.required_str("resourceKind", &mut p).and_then(|s| {
-        let k = s.parse::<ResourceKind>().ok();
-        if k.is_none() {
-            p.push(
-                "/resourceKind",
+    fn schema() -> Schema {
+        enum_schema(Action::ALL.map(Action::as_str))
+    }
+}
+
+impl<Cx> Field<Cx> for ResourceKind {
+    fn parse(value: &Value, path: &str, _: &Cx, problems: &mut Problems) -> Option<Self> {
+        let kind = expect_str(value, path, problems)?.parse().ok();
+        if kind.is_none() {
+            problems.push(
+                path,
                 DetailCode::InvalidValue,
                 "is not a known resource kind",
             );
         }
-        k
-    });
-    let resource = f.required_str("resourceId", &mut p).and_then(|s| {
+        kind
+    }
+    fn schema() -> Schema {
+        enum_schema(ResourceKind::ALL.map(ResourceKind::as_str))
+    }
+}
+
+/// A property of one of the closed objects below.
+fn property(name: &'static str, presence: Presence, schema: Schema) -> Property {
+    Property {
+        name,
+        doc: "",
+        presence,
+        schema,
+    }
+}
+
+/// `{kind:"secret", namespaceId, id}`.
+fn secret_ref_schema() -> Schema {
+    object_schema(
+        "SecretRef",
+        "A Secret of this Namespace.",
+        vec![
+            property("kind", Presence::Required, enum_schema(["secret"])),
+            property(
+                "namespaceId",
+                Presence::Required,
+                <NamespaceId as Field>::schema(),
+            ),
+            property(
+                "id",
+                Presence::Required,
+                string_schema(None, None, Some(&id_pattern(occ_core::SecretId::PREFIX))),
+            ),
+        ],
+    )
+}
+
+/// `ENV_NAME → {source:{kind:"secret", namespaceId, id}, delivery?:{type:"env"}}`; sources are
+/// Secrets of the path's Namespace.
+impl Field<NamespaceId> for SecretBindings {
+    fn parse(value: &Value, path: &str, ns: &NamespaceId, problems: &mut Problems) -> Option<Self> {
+        parse_secret_bindings(value, path, ns, problems)
+    }
+    fn schema() -> Schema {
+        let delivery = object_schema(
+            "SecretDelivery",
+            "",
+            vec![property("type", Presence::Required, enum_schema(["env"]))],
+        );
+        let binding = object_schema(
+            "SecretBinding",
+            "",
+            vec![
+                property("source", Presence::Required, secret_ref_schema()),
+                property("delivery", Presence::Optional, delivery),
+            ],
+        );
+        Schema::Object(
+            ObjectBuilder::new()
+                .schema_type(Type::Object)
+                .max_properties(Some(SECRET_BINDINGS_MAX))
+                .property_names(Some(string_schema(
+                    None,
+                    Some(SECRET_BINDING_KEY_MAX),
+                    Some("^[A-Za-z_][A-Za-z0-9_]*$"),
+                )))
+                .additional_properties(Some(AdditionalProperties::RefOr(RefOr::T(binding))))
+                .build(),
+        )
+    }
+}
+
+/// `{method:"runtime"}` | `{method:"api_key", source}` | `{method:"chatgpt_service_account",
+/// serviceAccountId}`.
+impl Field<NamespaceId> for HarnessAuth {
+    fn parse(value: &Value, path: &str, ns: &NamespaceId, problems: &mut Problems) -> Option<Self> {
+        // `null` never gets here (the body's presence rule owns it), so this is never `Some(None)`
+        parse_harness_auth(value, path, ns, problems).flatten()
+    }
+    fn schema() -> Schema {
+        let method = |name: &str| property("method", Presence::Required, enum_schema([name]));
+        let service_account = string_schema(
+            None,
+            None,
+            Some(&id_pattern(occ_core::ServiceAccountId::PREFIX)),
+        );
+        Schema::AnyOf(
+            utoipa::openapi::schema::AnyOfBuilder::new()
+                .item(object_schema(
+                    "HarnessAuthRuntime",
+                    "",
+                    vec![method("runtime")],
+                ))
+                .item(object_schema(
+                    "HarnessAuthApiKey",
+                    "",
+                    vec![
+                        method("api_key"),
+                        property("source", Presence::Required, secret_ref_schema()),
+                    ],
+                ))
+                .item(object_schema(
+                    "HarnessAuthChatgptServiceAccount",
+                    "",
+                    vec![
+                        method("chatgpt_service_account"),
+                        property("serviceAccountId", Presence::Required, service_account),
+                    ],
+                ))
+                .build(),
+        )
+    }
+}
+
+fn workspace_content_schema() -> Schema {
+    string_schema(None, Some(WORKSPACE_FILE_MAX_BYTES), Some(NO_NUL_PATTERN))
+}
+
+/// Initial workspace files: the four names → content; `{}` is an empty map.
+impl<Cx> Field<Cx> for WorkspaceFiles {
+    fn parse(value: &Value, path: &str, _: &Cx, problems: &mut Problems) -> Option<Self> {
+        parse_initial_workspace_files(value, path, problems).map(Option::unwrap_or_default)
+    }
+    fn schema() -> Schema {
+        object_schema(
+            "WorkspaceFiles",
+            "",
+            WorkspaceFileName::ALL
+                .into_iter()
+                .map(|name| {
+                    property(
+                        name.as_str(),
+                        Presence::Optional,
+                        workspace_content_schema(),
+                    )
+                })
+                .collect(),
+        )
+    }
+}
+
+/// A native `openclaw.json` document, validated by `occ_core::native`.
+pub struct OpenclawDocument(pub Map<String, Value>);
+
+impl<Cx> Field<Cx> for OpenclawDocument {
+    fn parse(value: &Value, path: &str, _: &Cx, problems: &mut Problems) -> Option<Self> {
+        occ_core::native::validate_document(value, path, problems)
+            .cloned()
+            .map(OpenclawDocument)
+    }
+    fn schema() -> Schema {
+        Schema::Object(
+            ObjectBuilder::new()
+                .schema_type(Type::Object)
+                .additional_properties(Some(AdditionalProperties::<Schema>::FreeForm(true)))
+                .build(),
+        )
+    }
+}
+
+/// A Kubernetes namespace name (RFC 1123 label).
+pub struct KubernetesNamespaceName(pub String);
+
+impl<Cx> Field<Cx> for KubernetesNamespaceName {
+    fn parse(value: &Value, path: &str, _: &Cx, problems: &mut Problems) -> Option<Self> {
+        let s = expect_str(value, path, problems)?;
+        let ok = (1..=63).contains(&s.len())
+            && s.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && !s.starts_with('-')
+            && !s.ends_with('-');
+        if !ok {
+            problems.push(
+                path,
+                DetailCode::InvalidFormat,
+                "must be a Kubernetes namespace name",
+            );
+        }
+        ok.then(|| Self(s.to_owned()))
+    }
+    fn schema() -> Schema {
+        string_schema(Some(1), Some(63), Some("^[a-z0-9](?:[-a-z0-9]*[a-z0-9])?$"))
+    }
+}
+
+/// A Secret value (write-only; never printed).
+pub struct SecretValue(pub String);
+
+impl<Cx> Field<Cx> for SecretValue {
+    fn parse(value: &Value, path: &str, _: &Cx, problems: &mut Problems) -> Option<Self> {
+        let s = expect_str(value, path, problems)?;
+        check_secret_value(s, path, problems).then(|| Self(s.to_owned()))
+    }
+    fn schema() -> Schema {
+        string_schema(Some(1), Some(SECRET_VALUE_MAX_BYTES), Some(NO_NUL_PATTERN))
+    }
+}
+
+/// A live workspace file's content.
+pub struct WorkspaceContent(pub String);
+
+impl<Cx> Field<Cx> for WorkspaceContent {
+    fn parse(value: &Value, path: &str, _: &Cx, problems: &mut Problems) -> Option<Self> {
+        let s = expect_str(value, path, problems)?;
+        check_workspace_content(s, path, problems).then(|| Self(s.to_owned()))
+    }
+    fn schema() -> Schema {
+        workspace_content_schema()
+    }
+}
+
+/// The SHA-256 identity of the stock workspace files.
+pub struct WorkspaceDefaultsId(pub String);
+
+impl<Cx> Field<Cx> for WorkspaceDefaultsId {
+    fn parse(value: &Value, path: &str, _: &Cx, problems: &mut Problems) -> Option<Self> {
+        let s = expect_str(value, path, problems)?;
+        let ok = s.len() == 64
+            && s.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        if !ok {
+            problems.push(
+                path,
+                DetailCode::InvalidFormat,
+                "must be 64 lowercase hexadecimal characters",
+            );
+        }
+        ok.then(|| Self(s.to_owned()))
+    }
+    fn schema() -> Schema {
+        string_schema(None, None, Some("^[0-9a-f]{64}$"))
+    }
+}
+
+/// The exact target of an AccessBinding: 1..200 characters without whitespace.
+pub struct ResourceId(pub String);
+
+impl<Cx> Field<Cx> for ResourceId {
+    fn parse(value: &Value, path: &str, _: &Cx, problems: &mut Problems) -> Option<Self> {
+        let s = expect_str(value, path, problems)?;
         let ok = (1..=200).contains(&s.chars().count())
             && !s.chars().any(|c| c.is_whitespace() || c.is_control());
         if !ok {
-            p.push(
-                "/resourceId",
+            problems.push(
+                path,
                 DetailCode::InvalidFormat,
                 "must have 1 to 200 characters without whitespace",
             );
         }
-        ok.then(|| s.to_owned())
-    });
-    if f.optional("runtimeRole").is_some() {
-        p.push(
-            "/runtimeRole",
-            DetailCode::InvalidValue,
-            "is not supported by this installation",
-        );
+        ok.then(|| Self(s.to_owned()))
     }
-    f.finish(&mut p);
-    p.finish(())?;
-    Ok(BindingInput {
-        subject_id: subject.expect("checked"),
-        role_id: role.expect("checked"),
-        resource_kind: kind.expect("checked"),
-        resource_id: resource.expect("checked"),
-    })
-}
-
-fn password(f: &mut Fields<'_>, p: &mut Problems) -> Option<String> {
-    let s = f.required_str("password", p)?;
-    let n = s.chars().count();
-    if n > PASSWORD_CHARS.1 {
-        p.push(
-            "/password",
-            DetailCode::TooLong,
-            "is too long (expected at most 128 characters)",
-        );
-        None
-    } else if n < PASSWORD_CHARS.0 {
-        p.push(
-            "/password",
-            DetailCode::InvalidValue,
-            "is too short (expected at least 12 characters)",
-        );
-        None
-    } else {
-        Some(s.to_owned())
+    fn schema() -> Schema {
+        string_schema(Some(1), Some(200), Some(NO_SPACE_PATTERN))
     }
 }
 
-fn email(f: &mut Fields<'_>, p: &mut Problems) -> Option<String> {
-    let s = f.required_str("email", p)?;
-    if s.chars().count() > 320 {
-        p.push(
-            "/email",
-            DetailCode::TooLong,
-            "is too long (expected at most 320 characters)",
-        );
-        return None;
-    }
-    let ok =
-        s.len() >= 3 && s.contains('@') && !s.chars().any(|c| c.is_whitespace() || c.is_control());
-    if !ok {
-        p.push(
-            "/email",
-            DetailCode::InvalidFormat,
-            "must be an email address",
-        );
-    }
-    ok.then(|| s.to_owned())
-}
+/// A service key's name: 1..32 characters, not blank, no NUL.
+pub struct KeyName(pub String);
 
-/// `{email, password}`.
-pub fn sign_in(body: &Value) -> Result<(String, String), Error> {
-    let mut p = Problems::new();
-    let mut f = Fields::new(body, "", &mut p);
-    let e = email(&mut f, &mut p);
-    let pw = password(&mut f, &mut p);
-    f.finish(&mut p);
-    p.finish(())?;
-    Ok((e.expect("checked"), pw.expect("checked")))
-}
-
-/// `{email, password, name?, roleId?}`.
-pub fn account_create(body: &Value) -> Result<AccountInput, Error> {
-    let mut p = Problems::new();
-    let mut f = Fields::new(body, "", &mut p);
-    let e = email(&mut f, &mut p);
-    let pw = password(&mut f, &mut p);
-    let name = optional_name(&mut f, "name", &mut p);
-    let role = match f.optional("roleId") {
-        None => Some(None),
-        Some(v) => iam_id(v, "/roleId", &mut p).map(Some),
-    };
-    f.finish(&mut p);
-    p.finish(())?;
-    Ok(AccountInput {
-        email: e.expect("checked"),
-        password: pw.expect("checked"),
-        name: name.expect("checked").map(|n| n.to_string()),
-        role_id: role.expect("checked"),
-    })
-}
-
-/// `PUT …/workspace/files/{name}`: exactly `{content}` (≤ 16 KiB UTF-8, no NUL).
-pub fn workspace_file_put(body: &Value) -> Result<String, Error> {
-    let mut p = Problems::new();
-    let mut f = Fields::new(body, "", &mut p);
-    let content = f.required_str("content", &mut p).and_then(|s| {
-        occ_core::inputs::check_workspace_content(s, "/content", &mut p).then(|| s.to_owned())
-    });
-    f.finish(&mut p);
-    p.finish(())?;
-    Ok(content.expect("checked"))
-}
-
-/// `{servicePrincipalId, namespaceId?, name, expiresIn?}`.
-pub fn service_key_create(body: &Value) -> Result<ServiceKeyInput, Error> {
-    let mut p = Problems::new();
-    let mut f = Fields::new(body, "", &mut p);
-    let sp = f
-        .required("servicePrincipalId", &mut p)
-        .and_then(|v| iam_id(v, "/servicePrincipalId", &mut p));
-    let ns = match f.optional("namespaceId") {
-        None => Some(None),
-        Some(v) => expect_id::<NamespaceId>(v, "/namespaceId", "ns", &mut p).map(Some),
-    };
-    let name = f.required_str("name", &mut p).and_then(|s| {
+impl<Cx> Field<Cx> for KeyName {
+    fn parse(value: &Value, path: &str, _: &Cx, problems: &mut Problems) -> Option<Self> {
+        let s = expect_str(value, path, problems)?;
         let n = s.chars().count();
         if n > 32 {
-            p.push(
-                "/name",
+            problems.push(
+                path,
                 DetailCode::TooLong,
                 "is too long (expected at most 32 characters)",
             );
             None
         } else if n == 0 || s.trim().is_empty() {
-            p.push("/name", DetailCode::InvalidFormat, "must not be blank");
+            problems.push(path, DetailCode::InvalidFormat, "must not be blank");
+            None
+        } else if s.contains('\0') {
+            // PostgreSQL text cannot hold NUL: refused here on both backends
+            problems.push(
+                path,
+                DetailCode::InvalidValue,
+                "must not contain NUL characters",
+            );
             None
         } else {
-            Some(s.to_owned())
+            Some(Self(s.to_owned()))
         }
-    });
-    let expires = match f.optional("expiresIn") {
-        None => Some(None),
-        Some(v) => expect_int(v, "/expiresIn", KEY_TTL_RANGE.0, KEY_TTL_RANGE.1, &mut p).map(Some),
+    }
+    fn schema() -> Schema {
+        string_schema(
+            Some(1),
+            Some(32),
+            Some(r"^[^\u0000]*[^\s\u0000][^\u0000]*$"),
+        )
+    }
+}
+
+/// An account email: at most 320 characters, an `@`, no whitespace or control characters.
+pub struct Email(pub String);
+
+impl<Cx> Field<Cx> for Email {
+    fn parse(value: &Value, path: &str, _: &Cx, problems: &mut Problems) -> Option<Self> {
+        let s = expect_str(value, path, problems)?;
+        if s.chars().count() > 320 {
+            problems.push(
+                path,
+                DetailCode::TooLong,
+                "is too long (expected at most 320 characters)",
+            );
+            return None;
+        }
+        let ok = s.len() >= 3
+            && s.contains('@')
+            && !s.chars().any(|c| c.is_whitespace() || c.is_control());
+        if !ok {
+            problems.push(path, DetailCode::InvalidFormat, "must be an email address");
+        }
+        ok.then(|| Self(s.to_owned()))
+    }
+    fn schema() -> Schema {
+        string_schema(
+            None,
+            Some(320),
+            Some(r"^[^\s\u0000-\u001f\u007f-\u009f]*@[^\s\u0000-\u001f\u007f-\u009f]*$"),
+        )
+    }
+}
+
+/// A password (never printed).
+pub struct Password(pub String);
+
+impl<Cx> Field<Cx> for Password {
+    fn parse(value: &Value, path: &str, _: &Cx, problems: &mut Problems) -> Option<Self> {
+        let s = expect_str(value, path, problems)?;
+        let n = s.chars().count();
+        if n > PASSWORD_CHARS.1 {
+            problems.push(
+                path,
+                DetailCode::TooLong,
+                "is too long (expected at most 128 characters)",
+            );
+            None
+        } else if n < PASSWORD_CHARS.0 {
+            problems.push(
+                path,
+                DetailCode::InvalidValue,
+                "is too short (expected at least 12 characters)",
+            );
+            None
+        } else {
+            Some(Self(s.to_owned()))
+        }
+    }
+    fn schema() -> Schema {
+        string_schema(Some(PASSWORD_CHARS.0), Some(PASSWORD_CHARS.1), None)
+    }
+}
+
+/// A service key's lifetime in seconds.
+pub struct KeyLifetime(pub i64);
+
+impl<Cx> Field<Cx> for KeyLifetime {
+    fn parse(value: &Value, path: &str, _: &Cx, problems: &mut Problems) -> Option<Self> {
+        expect_int(value, path, KEY_TTL_RANGE.0, KEY_TTL_RANGE.1, problems).map(Self)
+    }
+    fn schema() -> Schema {
+        Schema::Object(
+            ObjectBuilder::new()
+                .schema_type(Type::Integer)
+                .minimum(Some(KEY_TTL_RANGE.0))
+                .maximum(Some(KEY_TTL_RANGE.1))
+                .build(),
+        )
+    }
+}
+
+/// A Role's permissions: 1..64 `{action, resourceKind}` objects.
+pub struct Permissions(pub Vec<Permission>);
+
+const PERMISSIONS_MAX: usize = 64;
+
+impl<Cx> Field<Cx> for Permissions {
+    fn parse(value: &Value, path: &str, _: &Cx, problems: &mut Problems) -> Option<Self> {
+        match value {
+            Value::Array(items) if (1..=PERMISSIONS_MAX).contains(&items.len()) => {
+                // every item is read (and its problems reported) before any is dropped
+                let grants: Vec<Option<PermissionGrant>> = items
+                    .iter()
+                    .enumerate()
+                    .map(|(i, item)| {
+                        <PermissionGrant as Field>::parse(item, &index(path, i), &(), problems)
+                    })
+                    .collect();
+                grants
+                    .into_iter()
+                    .map(|g| g.map(|g| Permission::new(g.action, g.resource_kind)))
+                    .collect::<Option<Vec<_>>>()
+                    .map(Self)
+            }
+            Value::Array(_) => {
+                problems.push(
+                    path,
+                    DetailCode::InvalidValue,
+                    "must hold 1 to 64 permissions",
+                );
+                None
+            }
+            other => {
+                problems.push(
+                    path,
+                    DetailCode::InvalidType,
+                    format!("must be an array, not {}", type_name(other)),
+                );
+                None
+            }
+        }
+    }
+    fn schema() -> Schema {
+        array_schema(<PermissionGrant as Field>::schema(), 1, PERMISSIONS_MAX)
+    }
+}
+
+/// A string field that takes exactly one value.
+macro_rules! literal_field {
+    ($(#[doc = $doc:literal])* $name:ident = $value:literal) => {
+        $(#[doc = $doc])*
+        pub struct $name;
+
+        impl<Cx> Field<Cx> for $name {
+            fn parse(value: &Value, path: &str, _: &Cx, problems: &mut Problems) -> Option<Self> {
+                if expect_str(value, path, problems)? == $value {
+                    Some($name)
+                } else {
+                    problems.push(path, DetailCode::InvalidValue, concat!("must be \"", $value, "\""));
+                    None
+                }
+            }
+            fn schema() -> Schema {
+                enum_schema([$value])
+            }
+        }
     };
-    f.finish(&mut p);
-    p.finish(())?;
-    Ok(ServiceKeyInput {
-        service_principal_id: sp.expect("checked"),
-        namespace_id: ns.expect("checked"),
-        name: name.expect("checked"),
-        expires_in: expires.expect("checked"),
-    })
+}
+
+literal_field!(
+    /// `"agent"`, the only Configuration kind.
+    AgentKind = "agent"
+);
+literal_field!(
+    /// `"identity"`, the only AccessBinding subject kind.
+    IdentityKind = "identity"
+);
+
+/// A field the reference accepts and this installation does not implement: present with any
+/// value, it is refused (`INVALID_VALUE`) rather than ignored.
+pub enum Unsupported {}
+
+impl<Cx> Field<Cx> for Unsupported {
+    fn parse(_: &Value, path: &str, _: &Cx, problems: &mut Problems) -> Option<Self> {
+        problems.push(
+            path,
+            DetailCode::InvalidValue,
+            "is not supported by this installation",
+        );
+        None
+    }
+    fn schema() -> Schema {
+        any_schema()
+    }
 }
 
 #[cfg(test)]

@@ -7,8 +7,9 @@
 //! - Every response carries `cache-control: no-store`, `x-content-type-options: nosniff` and a
 //!   server-generated `x-request-id` that also appears in the body's `meta.requestId`.
 //! - Handlers are thin: [`extract`] validates path ids (before authentication), authenticates
-//!   the caller and reads strict bodies; [`inputs`] turns bodies into controller inputs; the
-//!   controller authorizes and acts; [`views`] renders. Errors become HTTP in [`error`] only.
+//!   the caller and reads strict bodies; [`inputs`] declares each body once ([`body`]: its typed
+//!   fields, parser and OpenAPI schema) and turns it into controller input; the controller
+//!   authorizes and acts; [`views`] renders. Errors become HTTP in [`error`] only.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -23,6 +24,7 @@ use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+pub mod body;
 pub mod console;
 pub mod envelope;
 pub mod error;
@@ -31,6 +33,7 @@ pub mod handlers;
 pub mod inputs;
 pub mod openapi;
 pub mod state;
+pub mod strict_json;
 pub mod views;
 
 pub use state::{ApiSettings, AppState};
@@ -102,6 +105,7 @@ pub fn router_and_openapi(state: AppState) -> (axum::Router, utoipa::openapi::Op
         .routes(routes!(auth::revoke_service_key))
         .split_for_parts();
     api.info.version = env!("CARGO_PKG_VERSION").to_owned();
+    openapi::describe_responses(&mut api);
     let document = Arc::new(serde_json::to_value(&api).unwrap_or_default());
     let router = router
         .route(

@@ -1,7 +1,9 @@
-//! OpenAPI document pieces: envelopes and request bodies. Routes are registered through
+//! OpenAPI document pieces: envelopes, a few views and the response descriptions (request
+//! bodies are declared with their parsers in [`crate::inputs`]). Routes are registered through
 //! `utoipa_axum`, so the served document lists exactly the routes the router serves.
 
 use serde::Serialize;
+use utoipa::openapi::RefOr;
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, SecurityScheme};
 use utoipa::{Modify, OpenApi, ToSchema};
 
@@ -51,73 +53,6 @@ pub struct ErrorBody {
     pub meta: Meta,
 }
 
-/// `POST /namespaces`.
-#[derive(Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct NamespaceCreateBody {
-    /// 1..200 characters, no outer whitespace or control characters.
-    pub name: String,
-    /// An operator-prepared Kubernetes namespace to adopt instead of provisioning one
-    /// (Kubernetes Compute only, else 409; needs `installation:administer`, else 403).
-    pub existing_namespace: Option<String>,
-}
-
-/// `POST /namespaces/{namespaceId}/configurations`.
-#[derive(Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ConfigurationCreateBody {
-    /// Always `agent`.
-    pub kind: String,
-    /// The native `openclaw.json` document.
-    #[schema(value_type = Object)]
-    pub values: serde_json::Value,
-    /// `ENV_NAME → {source:{kind:"secret", namespaceId, id}, delivery?:{type:"env"}}`, at most 64.
-    #[schema(value_type = Option<Object>)]
-    pub secret_bindings: Option<serde_json::Value>,
-}
-
-/// `PATCH /namespaces/{namespaceId}/configurations/{configurationId}`.
-#[derive(Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ConfigurationUpdateBody {
-    /// The whole new document.
-    #[schema(value_type = Object)]
-    pub values: serde_json::Value,
-    /// Omitted keeps the bindings; `{}` clears them.
-    #[schema(value_type = Option<Object>)]
-    pub secret_bindings: Option<serde_json::Value>,
-}
-
-/// `POST /namespaces/{namespaceId}/secrets`.
-#[derive(Serialize, ToSchema)]
-pub struct SecretCreateBody {
-    /// Unique per Namespace.
-    pub name: String,
-    /// Write-only value: non-empty UTF-8 without NUL, at most 65 536 bytes.
-    pub value: String,
-}
-
-/// `PATCH /namespaces/{namespaceId}/secrets/{secretId}`.
-#[derive(Serialize, ToSchema)]
-pub struct SecretUpdateBody {
-    /// The new value.
-    pub value: String,
-}
-
-/// `POST /namespaces/{namespaceId}/service-accounts`.
-#[derive(Serialize, ToSchema)]
-pub struct ServiceAccountCreateBody {
-    /// Unique per Namespace.
-    pub name: String,
-}
-
-/// `PUT …/workspace/files/{name}`: exactly `{content}`.
-#[derive(Serialize, ToSchema)]
-pub struct WorkspaceFileBody {
-    /// At most 16 KiB of UTF-8, no NUL.
-    pub content: String,
-}
-
 /// A workspace file as read.
 #[derive(Serialize, ToSchema)]
 pub struct WorkspaceFileView {
@@ -143,115 +78,6 @@ pub struct WorkspaceDefaultsView {
     pub id: String,
     /// File name → stock text.
     pub files: std::collections::BTreeMap<String, String>,
-}
-
-/// `POST /namespaces/{namespaceId}/agents`.
-#[derive(Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct AgentCreateBody {
-    /// Unique per Namespace.
-    pub name: String,
-    /// A Configuration of this Namespace.
-    pub configuration_id: String,
-    /// `embedded` (default) | `dedicated`.
-    pub execution_mode: Option<String>,
-    /// A configured Backend, or null.
-    pub backend_id: Option<String>,
-    /// `{method:"runtime"}` | `{method:"api_key", source}` | `{method:"chatgpt_service_account", serviceAccountId}` | null.
-    #[schema(value_type = Option<Object>)]
-    pub harness_auth: Option<serde_json::Value>,
-    /// Any of AGENTS.md, SOUL.md, IDENTITY.md, USER.md → content (≤ 16 KiB UTF-8, no NUL).
-    #[schema(value_type = Option<Object>)]
-    pub initial_workspace_files: Option<serde_json::Value>,
-    /// The 64-hex defaults identity the form was rendered with.
-    pub workspace_defaults_id: Option<String>,
-}
-
-/// `PATCH /namespaces/{namespaceId}/agents/{agentId}`.
-#[derive(Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct AgentUpdateBody {
-    /// Required.
-    pub configuration_id: String,
-    /// Omitted keeps.
-    pub execution_mode: Option<String>,
-    /// Omitted keeps; null clears.
-    pub backend_id: Option<String>,
-    /// Omitted keeps; null clears.
-    #[schema(value_type = Option<Object>)]
-    pub harness_auth: Option<serde_json::Value>,
-}
-
-/// One Role permission.
-#[derive(Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct PermissionDoc {
-    /// create | read | update | delete | deploy | operate | administer | read_logs | use.
-    pub action: String,
-    /// A resource kind.
-    pub resource_kind: String,
-}
-
-/// `POST /namespaces/{namespaceId}/iam/roles`.
-#[derive(Serialize, ToSchema)]
-pub struct RoleCreateBody {
-    /// Optional display name.
-    pub name: Option<String>,
-    /// 1..64 distinct permissions.
-    pub permissions: Vec<PermissionDoc>,
-}
-
-/// `POST /namespaces/{namespaceId}/iam/access-bindings`.
-#[derive(Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct BindingCreateBody {
-    /// Always `identity`.
-    pub subject_kind: String,
-    /// The identity.
-    pub subject_id: String,
-    /// The Role.
-    pub role_id: String,
-    /// The exact target's kind.
-    pub resource_kind: String,
-    /// The exact target.
-    pub resource_id: String,
-}
-
-/// `POST /api/auth/sign-in/email`.
-#[derive(Serialize, ToSchema)]
-pub struct SignInBody {
-    /// Account email.
-    pub email: String,
-    /// 12..128 characters.
-    pub password: String,
-}
-
-/// `POST /api/auth/accounts`.
-#[derive(Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct AccountCreateBody {
-    /// Email.
-    pub email: String,
-    /// 12..128 characters.
-    pub password: String,
-    /// Display name.
-    pub name: Option<String>,
-    /// An Installation-scoped Role to bind.
-    pub role_id: Option<String>,
-}
-
-/// `POST /api/auth/service-keys`.
-#[derive(Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ServiceKeyCreateBody {
-    /// A non-Agent service principal.
-    pub service_principal_id: String,
-    /// Restrict the key to one Namespace.
-    pub namespace_id: Option<String>,
-    /// 1..32 characters.
-    pub name: String,
-    /// Seconds, 86400..31536000 (default 30 days).
-    pub expires_in: Option<i64>,
 }
 
 struct Security;
@@ -280,3 +106,55 @@ impl Modify for Security {
     security(("serviceApiKey" = []), ("sessionCookie" = []))
 )]
 pub struct ApiDoc;
+
+/// What a status means on this API, for responses that do not say more themselves.
+fn status_description(status: &str) -> &'static str {
+    match status {
+        "200" => "OK: `data` holds the result",
+        "201" => "Created: `data` holds the new resource",
+        "202" => "Accepted: the change is recorded and its work queued; `data` holds the resource",
+        "204" => "Done; no body",
+        "400" => {
+            "Invalid request: a malformed path parameter, header or body; `details` name each \
+             offending JSON pointer"
+        }
+        "401" => "No valid credential",
+        "403" => "The caller may not do this, or the browser origin is not trusted",
+        "404" => "Not found, or not visible to the caller",
+        "409" => "Conflicts with the current state of the resource",
+        "413" => "The request body is larger than this route accepts",
+        "415" => "The request body is not application/json (UTF-8)",
+        "429" => "Too many attempts; retry after `Retry-After` seconds",
+        "503" => {
+            "A dependency is unavailable, or the outcome is unknown (read the current state \
+             before retrying)"
+        }
+        _ => "Response",
+    }
+}
+
+/// Gives every response a description (OpenAPI 3.1 requires one; utoipa leaves it empty unless
+/// the operation wrote one, and those are kept).
+pub fn describe_responses(api: &mut utoipa::openapi::OpenApi) {
+    for item in api.paths.paths.values_mut() {
+        let operations = [
+            &mut item.get,
+            &mut item.put,
+            &mut item.post,
+            &mut item.delete,
+            &mut item.options,
+            &mut item.head,
+            &mut item.patch,
+            &mut item.trace,
+        ];
+        for operation in operations.into_iter().flatten() {
+            for (status, response) in &mut operation.responses.responses {
+                if let RefOr::T(response) = response
+                    && response.description.is_empty()
+                {
+                    response.description = status_description(status).to_owned();
+                }
+            }
+        }
+    }
+}

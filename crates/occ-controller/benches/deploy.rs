@@ -25,7 +25,8 @@ use std::time::{Duration, Instant};
 
 use http::{Method, StatusCode};
 use occ_controller::worker::{Worker, WorkerSettings};
-use occ_drivers::compute::process::{ProcessCompute, ProcessSettings, recorded_gateways};
+use occ_drivers::compute::process::{ProcessCompute, ProcessSettings};
+use occ_host::{LocalSettings, recorded_gateways};
 use occ_store::Backend;
 use occ_testkit::app::TestApp;
 use occ_testkit::gateway::TestGateway;
@@ -90,11 +91,14 @@ fn main() {
         let root = tempfile::tempdir().unwrap();
         let compute = Arc::new(
             ProcessCompute::new(ProcessSettings {
-                root: root.path().to_path_buf(),
-                runtime_root: runtime_root.clone(),
-                port_range: 29600..=29699,
-                ready_timeout: Duration::from_secs(180),
-                stop_timeout: Duration::from_secs(15),
+                host: LocalSettings {
+                    root: root.path().to_path_buf(),
+                    runtime_root: runtime_root.clone(),
+                    port_range: 29600..=29699,
+                    ready_timeout: Duration::from_secs(180),
+                    stop_timeout: Duration::from_secs(15),
+                    path: std::env::var_os("PATH").unwrap_or_default(),
+                },
                 maintenance_interval: None,
             })
             .unwrap(),
@@ -133,7 +137,7 @@ fn main() {
             )
             .await;
         let cfg = cfg.data()["id"].as_str().unwrap().to_owned();
-        let openclaw = occ_drivers::runtime::OpenclawRuntime::locate(&runtime_root).unwrap();
+        let openclaw = occ_testkit::runtime::shared_runtime().clone();
 
         let (mut raw_fresh, mut raw_restart, mut occ_fresh, mut occ_redeploy) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new());

@@ -317,6 +317,7 @@ impl Controller {
                 }
                 other => Error::from(other),
             })?;
+        let document = occ_core::native::check_stored_document(document, &cfg.id, cfg.generation)?;
         let uses_secrets = !cfg.secret_bindings.is_empty() || harness_auth.secret_id().is_some();
         let spec = AdmittedSpec {
             configuration_id: cfg.id.clone(),

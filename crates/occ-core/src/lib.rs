@@ -6,6 +6,7 @@
 
 pub mod audit;
 pub mod authz;
+pub mod compute;
 pub mod error;
 pub mod iam;
 pub mod id;

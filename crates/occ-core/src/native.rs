@@ -3,6 +3,8 @@
 //!
 //! - the document is a JSON object nested at most 24 levels deep;
 //! - no key anywhere is `__proto__`, `constructor` or `prototype`;
+//! - no key or string anywhere contains NUL (PostgreSQL's jsonb cannot hold it, and SQLite would
+//!   accept what PostgreSQL refuses at deploy);
 //! - each model provider's `baseUrl` (and each of its models' `baseUrl`) is an absolute http(s)
 //!   URL — a blank provider value or a `${VAR}` reference is left to the runtime;
 //! - each provider's and model's `api` names a model API the pinned runtime supports;
@@ -11,24 +13,33 @@
 //!   keys must be `${NAME}`, `Bearer ${NAME}` (authorization only) or an inline SecretRef
 //!   `{source, provider, id}`.
 //!
+//! On top of these, the document must validate against the pinned runtime's own JSON Schema
+//! ([`schema`]); where occ's rules and the schema both find a problem at one pointer, occ's is
+//! kept.
+//!
 //! Problems are reported at JSON pointers under `base` (e.g. `/values`), never with values.
+
+mod env_ref;
+pub mod schema;
 
 use serde_json::{Map, Value};
 
 use crate::error::DetailCode;
-use crate::validate::{Problems, child, index};
+use crate::resource::Generation;
+use crate::validate::{Problems, child, has_nul, index};
+use crate::{ConfigurationId, Error};
+use env_ref::contains_env_reference;
 
 /// Deepest allowed nesting of the document (the document object itself is level 1).
 pub const MAX_DEPTH: usize = 24;
 
-/// Model APIs the pinned OpenClaw runtime accepts.
-pub const MODEL_APIS: [&str; 12] = [
+/// Model APIs the pinned OpenClaw runtime accepts (a test keeps this equal to its schema).
+pub const MODEL_APIS: [&str; 11] = [
     "openai-completions",
     "openai-responses",
     "openai-chatgpt-responses",
     "anthropic-messages",
     "google-generative-ai",
-    "google-interactions",
     "google-vertex",
     "github-copilot",
     "bedrock-converse-stream",
@@ -64,7 +75,35 @@ pub fn validate_document<'a>(
     }
     check_providers(doc, base, problems);
     check_env(doc, base, problems);
+    let own = problems.items().get(before..).unwrap_or_default();
+    for found in schema::check(values, base, own) {
+        problems.push(found.path, found.code, found.expectation);
+    }
     (problems.items().len() == before).then_some(doc)
+}
+
+/// Re-validates a stored document at deploy admission and hands it back. A document stored
+/// before a rule or the pinned runtime changed may no longer validate; it is refused with the
+/// details its Configuration's own update would report (400 `INVALID_REQUEST`, pointers under
+/// `/values`), so the runtime is never handed a document it would refuse.
+pub fn check_stored_document(
+    document: Map<String, Value>,
+    configuration: &ConfigurationId,
+    generation: Generation,
+) -> Result<Map<String, Value>, Error> {
+    let document = Value::Object(document);
+    let mut problems = Problems::new();
+    validate_document(&document, "/values", &mut problems);
+    if !problems.is_empty() {
+        return Err(problems.into_error_saying(&format!(
+            "Configuration {configuration} (generation {generation}) is not valid for the pinned \
+             OpenClaw runtime; update it and deploy again"
+        )));
+    }
+    let Value::Object(document) = document else {
+        unreachable!("wrapped above")
+    };
+    Ok(document)
 }
 
 fn walk(v: &Value, path: &str, depth: usize, problems: &mut Problems) {
@@ -84,6 +123,10 @@ fn walk(v: &Value, path: &str, depth: usize, problems: &mut Problems) {
                     problems.push(&p, DetailCode::InvalidValue, "uses a forbidden key");
                     continue;
                 }
+                if has_nul(k) {
+                    problems.push(&p, DetailCode::InvalidValue, "has a key containing NUL");
+                    continue;
+                }
                 walk(child_value, &p, depth + 1, problems);
             }
         }
@@ -100,38 +143,15 @@ fn walk(v: &Value, path: &str, depth: usize, problems: &mut Problems) {
                 walk(item, &index(path, i), depth + 1, problems);
             }
         }
+        Value::String(s) if has_nul(s) => {
+            problems.push(
+                path,
+                DetailCode::InvalidValue,
+                "must not contain NUL characters",
+            );
+        }
         _ => {}
     }
-}
-
-/// An unanchored `${VAR}` / `${VAR:-fallback}` reference with an uppercase name.
-fn contains_env_reference(s: &str) -> bool {
-    let mut rest = s;
-    while let Some(start) = rest.find("${") {
-        let after = &rest[start + 2..];
-        let name_len = after
-            .chars()
-            .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
-            .count();
-        let starts_ok = after
-            .chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_uppercase() || c == '_');
-        if starts_ok && name_len > 0 {
-            let tail = &after[name_len..];
-            if tail.starts_with('}') {
-                return true;
-            }
-            if let Some(fallback) = tail.strip_prefix(":-")
-                && let Some(end) = fallback.find('}')
-                && !fallback[..end].contains(['$', '{'])
-            {
-                return true;
-            }
-        }
-        rest = after;
-    }
-    false
 }
 
 fn is_http_url(s: &str) -> bool {
@@ -312,7 +332,7 @@ mod tests {
                           "models": [{"id": "m", "name": "M", "baseUrl": "http://127.0.0.1:11434"}]},
                 "blank": {"baseUrl": "  "}
             }},
-            "env": {"OPENAI_API_KEY": "${OPENAI_API_KEY}", "vars": {"OTHER": "anything"}},
+            "env": {"vars": {"OPENAI_API_KEY": "${OPENAI_API_KEY}", "OTHER": "anything"}},
             "gateway": {"mode": "local"}
         });
         assert!(check(doc).is_empty());
@@ -324,16 +344,49 @@ mod tests {
             check(json!([1])),
             vec![("/values".into(), DetailCode::InvalidType)]
         );
-        let mut deep = json!(1);
-        for _ in 0..24 {
-            deep = json!({ "a": deep });
-        }
-        assert!(check(deep.clone()).is_empty(), "24 levels are fine");
-        let too_deep = json!({ "a": deep });
-        assert_eq!(check(too_deep)[0].1, DetailCode::TooDeep);
+        // an unbundled plugin's configuration is free-form in the schema: 5 levels down
+        let nested = |levels: usize| {
+            let mut deep = json!(1);
+            for _ in 0..levels {
+                deep = json!({ "a": deep });
+            }
+            json!({"plugins": {"entries": {"x": {"config": deep}}}})
+        };
+        assert!(check(nested(20)).is_empty(), "24 levels are fine");
+        assert_eq!(
+            check(nested(21)),
+            [(
+                format!("/values/plugins/entries/x/config{}", "/a".repeat(20)),
+                DetailCode::TooDeep
+            )]
+        );
         let bad = check(json!({"a": {"__proto__": {}}, "constructor": 1}));
         assert!(bad.contains(&("/values/a/__proto__".into(), DetailCode::InvalidValue)));
         assert!(bad.contains(&("/values/constructor".into(), DetailCode::InvalidValue)));
+    }
+
+    #[test]
+    fn refuses_nul_in_keys_and_strings_at_any_depth() {
+        let bad = check(json!({
+            "gateway": {"mode": "lo\u{0}cal"},
+            "a": [{"b": ["ok", "x\u{0}"]}],
+            "k\u{0}ey": 1,
+            "deep": {"n\u{0}": {"y": "\u{0}"}},
+            "fine": "no nul here"
+        }));
+        assert_eq!(
+            bad,
+            vec![
+                ("/values/a/0/b/1".into(), DetailCode::InvalidValue),
+                ("/values/deep/n\u{0}".into(), DetailCode::InvalidValue),
+                ("/values/gateway/mode".into(), DetailCode::InvalidValue),
+                ("/values/k\u{0}ey".into(), DetailCode::InvalidValue),
+            ]
+        );
+        // the message names pointers, never the strings themselves
+        let mut p = Problems::new();
+        validate_document(&json!({"s": "secret\u{0}canary"}), "/values", &mut p);
+        assert!(!p.into_error().message().contains("canary"));
     }
 
     #[test]
@@ -373,11 +426,81 @@ mod tests {
     }
 
     #[test]
-    fn env_references() {
-        assert!(contains_env_reference("https://${HOST}/v1"));
-        assert!(contains_env_reference("${HOST:-localhost}"));
-        assert!(!contains_env_reference("${host}"));
-        assert!(!contains_env_reference("$HOST"));
+    fn stored_documents_are_rechecked() {
+        let cfg: ConfigurationId = "cfg_00000000-0000-4000-8000-000000000001"
+            .parse()
+            .expect("id");
+        let generation = Generation::new(3).expect("generation");
+        let good = json!({"agents": {"defaults": {"model": {"primary": "openai/gpt-5"}}}});
+        let Value::Object(good) = good else { panic!() };
+        assert_eq!(
+            check_stored_document(good.clone(), &cfg, generation).expect("valid"),
+            good
+        );
+        let Value::Object(stale) = json!({"bogusTopLevelKey": "secret-ish value"}) else {
+            panic!()
+        };
+        let err = check_stored_document(stale, &cfg, generation).unwrap_err();
+        assert_eq!(err.code().as_str(), "INVALID_REQUEST");
+        assert!(
+            err.message().starts_with(&format!(
+                "Configuration {cfg} (generation 3) is not valid for the pinned OpenClaw runtime"
+            )),
+            "{}",
+            err.message()
+        );
+        assert!(
+            err.message()
+                .contains("/values/bogusTopLevelKey is not a known field")
+        );
+        assert!(!err.message().contains("secret-ish"));
+        assert_eq!(err.details()[0].path, "/values/bogusTopLevelKey");
+        assert_eq!(err.details()[0].code, DetailCode::UnknownField);
+    }
+
+    /// The documents the runtime's own `openclaw config validate` is asked about in
+    /// `crates/occ/tests/runtime_schema.rs`: occ must say what the runtime says.
+    #[test]
+    fn verdicts_on_the_shared_documents() {
+        let cases: Vec<Value> =
+            serde_json::from_str(include_str!("../testdata/openclaw-documents.json"))
+                .expect("json");
+        assert!(cases.len() >= 8);
+        for case in cases {
+            let problems = check(case["document"].clone());
+            assert_eq!(
+                problems.is_empty(),
+                case["valid"] == true,
+                "{}: {problems:?}",
+                case["name"]
+            );
+        }
+    }
+
+    #[test]
+    fn model_apis_are_the_pinned_runtimes() {
+        let pinned: Value = serde_json::from_str(schema::PINNED_SCHEMA).expect("json");
+        let provider = "/properties/models/properties/providers/additionalProperties/properties";
+        for at in [
+            format!("{provider}/api/enum"),
+            format!("{provider}/models/items/properties/api/enum"),
+        ] {
+            let mut expected: Vec<&str> = pinned
+                .pointer(&at)
+                .and_then(Value::as_array)
+                .unwrap_or_else(|| panic!("{at} in the pinned schema"))
+                .iter()
+                .filter_map(Value::as_str)
+                .collect();
+            expected.sort_unstable();
+            let mut ours = MODEL_APIS.to_vec();
+            ours.sort_unstable();
+            assert_eq!(ours, expected, "{at}");
+        }
+    }
+
+    #[test]
+    fn env_placeholders() {
         assert!(is_env_placeholder("${a_b}"));
         assert!(!is_env_placeholder("x${A}"));
     }

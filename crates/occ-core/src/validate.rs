@@ -74,6 +74,11 @@ impl Problems {
 
     /// The 400 `INVALID_REQUEST` error naming up to three paths.
     pub fn into_error(self) -> Error {
+        self.into_error_saying("The request is invalid")
+    }
+
+    /// [`Self::into_error`] with another lead-in than "The request is invalid".
+    pub fn into_error_saying(self, lead: &str) -> Error {
         let mut parts: Vec<String> = self
             .items
             .iter()
@@ -83,7 +88,7 @@ impl Problems {
         if self.total > 3 {
             parts.push(format!("and {} more", self.total - 3));
         }
-        let mut message = format!("The request is invalid: {}", parts.join("; "));
+        let mut message = format!("{lead}: {}", parts.join("; "));
         if message.chars().count() > 256 {
             message = crate::error::sanitize_message(&message);
         }

@@ -10,11 +10,8 @@
 pub mod compute;
 pub mod configuration;
 pub mod error;
-pub mod fsutil;
 pub mod kubernetes;
-pub mod runtime;
 pub mod secret;
-pub mod workspace_setup;
 
 pub use error::DriverError;
 

@@ -13,11 +13,12 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use occ_core::resource::{WorkspaceFileName, WorkspaceSetup};
-use occ_drivers::compute::process::{ProcessCompute, ProcessSettings, recorded_gateways};
+use occ_drivers::compute::process::{ProcessCompute, ProcessSettings};
 use occ_drivers::compute::{
     Compute, ComputeError, FailureClass, Readiness, RevisionContext, RuntimeState,
 };
-use occ_drivers::workspace_setup::STOCK_DEFAULTS_ID;
+use occ_host::workspace_setup::STOCK_DEFAULTS_ID;
+use occ_host::{LocalSettings, recorded_gateways};
 use occ_testkit::compute_conformance::{self as conformance, document, revision, targets};
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
@@ -42,7 +43,7 @@ impl Driver {
     fn restarted(&self) -> ProcessCompute {
         ProcessCompute::new(settings(
             self.root.path(),
-            self.compute.settings().runtime_root.clone(),
+            self.compute.settings().host.runtime_root.clone(),
         ))
         .expect("driver")
     }
@@ -58,11 +59,14 @@ impl Drop for Driver {
 
 fn settings(root: &Path, runtime_root: PathBuf) -> ProcessSettings {
     ProcessSettings {
-        root: root.to_path_buf(),
-        runtime_root,
-        port_range: 29100..=29199,
-        ready_timeout: Duration::from_secs(180),
-        stop_timeout: Duration::from_secs(15),
+        host: LocalSettings {
+            root: root.to_path_buf(),
+            runtime_root,
+            port_range: 29100..=29199,
+            ready_timeout: Duration::from_secs(180),
+            stop_timeout: Duration::from_secs(15),
+            path: std::env::var_os("PATH").unwrap_or_default(),
+        },
         maintenance_interval: None,
     }
 }
@@ -444,7 +448,7 @@ async fn ports_never_collide_and_busy_ports_are_skipped() {
     let runtime = tokio::task::spawn_blocking(runtime_root).await.unwrap();
     let root = tempfile::tempdir().unwrap();
     let mut s = settings(root.path(), runtime);
-    s.port_range = 29300..=29303;
+    s.host.port_range = 29300..=29303;
     let compute = ProcessCompute::new(s.clone()).unwrap();
     let (ns, first) = targets();
     compute.ensure_namespace(&ns).await.unwrap();

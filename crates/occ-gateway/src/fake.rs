@@ -1775,10 +1775,10 @@ mod file_client {
         );
         // the client's own frames
         let connect = json!({"type":"req","id":"1","method":"connect",
-            "params": crate::conn::connect_params(&crate::Auth::Token("t".into()))});
+            "params": crate::handshake::connect_params(&crate::Auth::Token("t".into()))});
         assert_eq!(check_client_frame(&connect), Ok(()));
         let edge = json!({"type":"req","id":"1","method":"connect",
-            "params": crate::conn::connect_params(&crate::Auth::EdgeHeader {
+            "params": crate::handshake::connect_params(&crate::Auth::EdgeHeader {
                 name: "x-api-key".into(), value: "v".into() })});
         assert_eq!(check_client_frame(&edge), Ok(()));
     }

@@ -44,7 +44,10 @@ use sha2::Digest as _;
 use tokio::time::Instant;
 
 use crate::conn::{CallFailure, Conn, ConnOptions, Counters};
-use crate::{Auth, Endpoint, GatewayError, Hello, WorkspaceFile, content_hash};
+use crate::endpoint::{Auth, Endpoint};
+use crate::error::GatewayError;
+use crate::handshake::Hello;
+use crate::workspace_file::{WorkspaceFile, content_hash};
 
 /// The workspace files occ reads and writes (the native gateway also serves `BOOTSTRAP.md` and
 /// `MEMORY.md`, which occ does not expose).

@@ -9,8 +9,10 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::error::DEFAULT_RETRY_AFTER;
-use crate::{Endpoint, GatewayError, Hello, Session};
+use crate::endpoint::Endpoint;
+use crate::error::{DEFAULT_RETRY_AFTER, GatewayError};
+use crate::handshake::Hello;
+use crate::session::Session;
 
 /// Longest single connect attempt inside [`wait_ready`].
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);

@@ -6,12 +6,11 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 use tokio::time::Instant;
 
-use crate::conn::{Conn, ConnOptions, require_scopes};
-use crate::{Endpoint, GatewayError, Hello, WorkspaceFile, content_hash};
-
-pub use crate::conn::{
-    CLIENT_ID, CLIENT_MODE, MAX_MESSAGE_BYTES, PROTOCOL_VERSION, REQUIRED_SCOPES,
-};
+use crate::conn::{Conn, ConnOptions};
+use crate::endpoint::Endpoint;
+use crate::error::GatewayError;
+use crate::handshake::{Hello, REQUIRED_SCOPES, require_scopes};
+use crate::workspace_file::{WorkspaceFile, content_hash};
 
 /// One authenticated connection to a gateway.
 ///

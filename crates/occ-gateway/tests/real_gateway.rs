@@ -17,11 +17,11 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-use occ_drivers::runtime::OPENCLAW_VERSION;
 use occ_gateway::{
     Endpoint, FileClient, GatewayError, ReadOutcome, Session, WriteOutcome, content_hash,
     wait_ready,
 };
+use occ_host::runtime::OPENCLAW_VERSION;
 use occ_testkit::gateway::{TestGateway, process_alive};
 use tokio::time::Instant;
 

@@ -138,12 +138,15 @@ fn classify_database(code: &str, message: &str, named: Option<String>) -> Option
         "23503" => StoreError::Reference {
             constraint: constraint(),
         },
-        // integrity violations and data exceptions (bad literal, out of range, bad datetime)
-        c if c == "23514" || c == "23502" || c == "23P01" || c.starts_with("22") => {
-            StoreError::Invariant {
-                constraint: constraint(),
-            }
-        }
+        // integrity violations
+        "23514" | "23502" | "23P01" => StoreError::Invariant {
+            constraint: constraint(),
+        },
+        // data exceptions (bad literal, out of range, NUL in text): their messages quote the
+        // offending value, so they are named by SQLSTATE alone
+        c if c.starts_with("22") => StoreError::Invariant {
+            constraint: named.clone().unwrap_or_else(|| format!("SQLSTATE {c}")),
+        },
         "40001" | "40P01" => StoreError::Serialization,
         c if c.starts_with("08") || c.starts_with("53") || c.starts_with("57") => {
             StoreError::Unavailable(sqlx::Error::Protocol(message.to_owned()))
@@ -168,12 +171,20 @@ fn classify_database(code: &str, message: &str, named: Option<String>) -> Option
 
 impl From<StoreError> for Error {
     fn from(err: StoreError) -> Self {
+        // A constraint that reaches this generic mapping was not expected by the operation (the
+        // ones it expects are mapped to specific errors before): the caller sees a generic 409,
+        // so the log records which constraint refused the write (its name, never the values).
+        if err.constraint().is_some() {
+            tracing::warn!(error = %err, "the database refused a write; answering a generic conflict");
+        }
         match &err {
-            StoreError::Conflict { .. } => {
+            StoreError::Conflict { constraint } => {
                 Error::conflict("A resource with the same identity already exists")
+                    .with_internal(format!("conflict {constraint}"))
             }
-            StoreError::Reference { .. } => {
+            StoreError::Reference { constraint } => {
                 Error::conflict("The resource is referenced by, or references, another resource")
+                    .with_internal(format!("reference {constraint}"))
             }
             StoreError::Invariant { constraint } => Error::new(
                 ErrorCode::ResourceConflict,
@@ -230,5 +241,91 @@ mod tests {
             Some(StoreError::Unavailable(_))
         ));
         assert!(classify_database("XX000", "internal", None).is_none());
+    }
+
+    /// Collects the events logged while it is the default subscriber.
+    struct Capture(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
+
+    impl tracing::Subscriber for Capture {
+        fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+            true
+        }
+        fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+            tracing::span::Id::from_u64(1)
+        }
+        fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+        fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+        fn event(&self, event: &tracing::Event<'_>) {
+            let mut line = event.metadata().level().to_string();
+            event.record(
+                &mut |field: &tracing::field::Field, value: &dyn std::fmt::Debug| {
+                    line.push_str(&format!(" {}={value:?}", field.name()));
+                },
+            );
+            self.0.lock().unwrap().push(line);
+        }
+        fn enter(&self, _: &tracing::span::Id) {}
+        fn exit(&self, _: &tracing::span::Id) {}
+    }
+
+    #[test]
+    fn a_generic_conflict_is_logged_with_its_constraint() {
+        let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        tracing::subscriber::with_default(Capture(lines.clone()), || {
+            for err in [
+                StoreError::Invariant {
+                    constraint: "agent_revisions_snapshot_shape".into(),
+                },
+                StoreError::Conflict {
+                    constraint: "namespaces_name_key".into(),
+                },
+                StoreError::Reference {
+                    constraint: "agents_configuration_fkey".into(),
+                },
+                StoreError::NotFound,
+                StoreError::Stale,
+            ] {
+                let _ = Error::from(err);
+            }
+        });
+        let lines = lines.lock().unwrap();
+        assert_eq!(lines.len(), 3, "{lines:?}");
+        for (line, constraint) in lines.iter().zip([
+            "agent_revisions_snapshot_shape",
+            "namespaces_name_key",
+            "agents_configuration_fkey",
+        ]) {
+            assert!(
+                line.starts_with("WARN") && line.contains(constraint),
+                "{line}"
+            );
+        }
+    }
+
+    #[test]
+    fn data_exceptions_never_quote_values() {
+        // PostgreSQL quotes the offending literal in the message of a data exception
+        let err = classify_database(
+            "22P02",
+            "invalid input syntax for type uuid: \"sk-live-canary\"",
+            None,
+        );
+        assert!(
+            matches!(&err, Some(StoreError::Invariant { constraint }) if constraint == "SQLSTATE 22P02"),
+            "{err:?}"
+        );
+        let err = classify_database(
+            "22021",
+            "invalid byte sequence for encoding \"UTF8\": 0x00",
+            None,
+        );
+        assert!(
+            matches!(&err, Some(StoreError::Invariant { constraint }) if constraint == "SQLSTATE 22021")
+        );
+        // a generic conflict keeps the constraint name for the log, never the message
+        let public = Error::from(err.unwrap());
+        assert_eq!(public.code().http_status(), 409);
+        assert_eq!(public.internal_context(), Some("invariant SQLSTATE 22021"));
+        assert!(!public.message().contains("0x00"));
     }
 }

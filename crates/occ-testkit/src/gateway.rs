@@ -33,8 +33,8 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use occ_drivers::runtime::OpenclawRuntime;
 use occ_gateway::{Endpoint, GatewayError, Hello, wait_ready};
+use occ_host::runtime::OpenclawRuntime;
 
 /// Default readiness deadline of [`TestGateway::start`] (a cold start takes 8–15 s alone,
 /// much longer on a loaded 2-core box).

@@ -36,7 +36,7 @@
 //! - Init containers: only the workspace setup one is supported, recognized by its
 //!   `command`+`args` invoking `occ workspace-setup` (an argument `workspace-setup` right after
 //!   one whose file name is `occ`, or a shell string containing `occ workspace-setup`). It runs
-//!   in process through [`occ_drivers::workspace_setup::run`] with the input file named by its
+//!   in process through [`occ_host::workspace_setup::run`] with the input file named by its
 //!   `OCC_WORKSPACE_SETUP_PATH` and the workspace named by its `OCC_WORKSPACE_DIR` (container
 //!   paths, mapped to the host) and the shared runtime; a failure marks the Pod `Failed` with
 //!   the `WORKSPACE_SETUP_FAILED <kind>: <message>` line as the init container's termination
@@ -469,12 +469,12 @@ async fn run_pod(ctx: PodCtx) {
                 InitContainer::Setup { input, workspace } => {
                     let scratch = ctx.dir.join(format!("setup-{index}"));
                     let _ = std::fs::remove_dir_all(&scratch);
-                    let env = occ_drivers::workspace_setup::SetupEnv::new(
+                    let env = occ_host::workspace_setup::SetupEnv::new(
                         runtime.clone(),
                         scratch.join("scratch"),
                         scratch.join("tmp"),
                     );
-                    let result = occ_drivers::workspace_setup::run(input, workspace, &env).await;
+                    let result = occ_host::workspace_setup::run(input, workspace, &env).await;
                     let _ = std::fs::remove_dir_all(&scratch);
                     result.map(|_| ()).map_err(|e| {
                         format!(
@@ -1027,7 +1027,7 @@ fn prepare(st: &FakeState, ctx: &PodCtx) -> Result<Prepared, String> {
 fn start_gateway(
     ctx: &PodCtx,
     prepared: &Prepared,
-    runtime: &occ_drivers::runtime::OpenclawRuntime,
+    runtime: &occ_host::runtime::OpenclawRuntime,
     port: u16,
 ) -> Result<tokio::process::Child, String> {
     let mut cmd = runtime.command();
@@ -1062,7 +1062,7 @@ fn start_gateway(
         .open(ctx.dir.join("gateway.log"))
         .map_err(|e| e.to_string())?;
     let log_err = log.try_clone().map_err(|e| e.to_string())?;
-    cmd.envs(occ_drivers::compute::process::GATEWAY_FIXED_ENV)
+    cmd.envs(occ_host::snapshot::GATEWAY_FIXED_ENV)
         .env(MARKER_ENV, &ctx.uid)
         .current_dir(&prepared.workdir)
         .stdin(Stdio::null())
@@ -1191,7 +1191,7 @@ mod tests {
             NS,
             json!({"metadata": {"name": "agent-token"}, "data": {"token": b64(token)}}),
         );
-        let input = occ_drivers::workspace_setup::SetupInput {
+        let input = occ_host::workspace_setup::SetupInput {
             id: "setup-1".into(),
             namespace_id: format!("ns_{}", uuid::Uuid::new_v4()),
             agent_id: format!("agt_{}", uuid::Uuid::new_v4()),

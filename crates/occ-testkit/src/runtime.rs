@@ -2,13 +2,13 @@
 //!
 //! It lives in `<workspace root>/target/openclaw-runtime` (or `$OCC_OPENCLAW_RUNTIME`), so
 //! `cargo clean` removes it and every test binary reuses it. The first test that needs it
-//! installs it with [`occ_drivers::runtime::install`] (npm registry, ~25 s with a warm npm
+//! installs it with [`occ_host::runtime::install`] (npm registry, ~25 s with a warm npm
 //! cache, ~840 MB); the install lock makes concurrent test processes wait for one another.
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use occ_drivers::runtime::{OpenclawRuntime, install};
+use occ_host::runtime::{DEFAULT_PATH, OpenclawRuntime, install};
 
 static RUNTIME: OnceLock<OpenclawRuntime> = OnceLock::new();
 
@@ -29,11 +29,13 @@ pub fn runtime_root() -> PathBuf {
 pub fn shared_runtime() -> &'static OpenclawRuntime {
     RUNTIME.get_or_init(|| {
         let root = runtime_root();
-        if let Ok(runtime) = OpenclawRuntime::locate(&root) {
+        // The test process's own PATH, as occ passes its own.
+        let path = std::env::var_os("PATH").unwrap_or_else(|| DEFAULT_PATH.into());
+        if let Ok(runtime) = OpenclawRuntime::locate(&root, &path) {
             // Installs made before the marker was world-readable: the SSH Driver's tests run
             // workspace setup as per-Agent users, which locate the runtime too.
             use std::os::unix::fs::PermissionsExt as _;
-            let marker = root.join(occ_drivers::runtime::MARKER_FILE);
+            let marker = root.join(occ_host::runtime::MARKER_FILE);
             if let Ok(meta) = std::fs::metadata(&marker)
                 && meta.permissions().mode() & 0o044 != 0o044
             {
@@ -48,7 +50,7 @@ pub fn shared_runtime() -> &'static OpenclawRuntime {
                 .expect("tokio runtime for the OpenClaw install");
             #[allow(clippy::print_stderr, reason = "install progress for the test log")]
             let progress = |line: &str| eprintln!("[openclaw runtime] {line}");
-            rt.block_on(install(&root, &progress))
+            rt.block_on(install(&root, &path, &progress))
         })
         .join()
         .expect("OpenClaw install thread panicked");

@@ -12,9 +12,15 @@
 //! - `get agent`: `GET /namespaces/{ns}/agents/{id}` with a service key (key lookup, policy
 //!   snapshot, authorization, read);
 //! - `deploy`: `POST /namespaces/{ns}/agents/{id}/deploy` (the whole admission transaction),
-//!   each client deploying its own Agent.
+//!   each client deploying its own Agent;
+//! - `create configuration`: `POST /namespaces/{ns}/configurations` with the realistic document
+//!   of `crates/occ-core/testdata/openclaw-documents.json` (native validation against the
+//!   pinned runtime's schema, the Driver's write, the transaction), next to its baseline: the
+//!   same document as the configuration of an unbundled plugin, which the schema leaves
+//!   free-form — the same bytes parsed, walked, written and committed, without the schema's work.
 //!
-//! Run: `cargo bench -p occ --bench api` (optionally `-- --seconds 10 --clients 32`).
+//! Run: `cargo bench -p occ --bench api` (optionally `-- --seconds 10 --clients 32`, and
+//! `--backend sqlite` or `--load configuration` to run only the rows whose names contain that).
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -167,6 +173,8 @@ enum Load {
     Floor,
     GetAgent,
     Deploy,
+    /// Create a Configuration with this body.
+    Create(&'static str),
 }
 
 struct Figures {
@@ -199,6 +207,10 @@ async fn drive(
             agents[c % agents.len()]
         );
         let floor_url = format!("{}/installation", server.origin);
+        let configurations_url = format!(
+            "{}/namespaces/{}/configurations",
+            server.origin, server.namespace
+        );
         tasks.push(tokio::spawn(async move {
             let mut latencies = Vec::new();
             let mut errors = 0u64;
@@ -220,11 +232,21 @@ async fn drive(
                             .send()
                             .await
                     }
+                    Load::Create(body) => {
+                        client
+                            .post(&configurations_url)
+                            .header("x-api-key", &key)
+                            .header("content-type", "application/json")
+                            .body(body)
+                            .send()
+                            .await
+                    }
                 };
                 let expected = match load {
                     Load::Floor => 401,
                     Load::GetAgent => 200,
                     Load::Deploy => 202,
+                    Load::Create(_) => 201,
                 };
                 match response {
                     Ok(r) => {
@@ -263,13 +285,41 @@ async fn drive(
     }
 }
 
-fn arg(name: &str, default: u64) -> u64 {
+fn arg_text(name: &str) -> Option<String> {
     let args: Vec<String> = std::env::args().collect();
     args.iter()
         .position(|a| a == name)
         .and_then(|i| args.get(i + 1))
+        .cloned()
+}
+
+fn arg(name: &str, default: u64) -> u64 {
+    arg_text(name)
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
+}
+
+/// Create bodies: the realistic document, and the same document where the schema leaves it
+/// free-form (an unbundled plugin's configuration). Leaked once: every client sends them.
+fn create_bodies() -> (&'static str, &'static str) {
+    let cases: Vec<Value> = serde_json::from_str(include_str!(
+        "../../occ-core/testdata/openclaw-documents.json"
+    ))
+    .expect("documents");
+    let realistic = cases
+        .into_iter()
+        .find(|c| c["name"] == "realistic")
+        .map(|c| c["document"].clone())
+        .expect("the realistic document");
+    let body = |values: Value| -> &'static str {
+        json!({"kind": "agent", "values": values})
+            .to_string()
+            .leak()
+    };
+    (
+        body(realistic.clone()),
+        body(json!({"plugins": {"entries": {"occ-bench": {"config": realistic}}}})),
+    )
 }
 
 fn main() {
@@ -278,6 +328,9 @@ fn main() {
         .ok();
     let seconds = arg("--seconds", 5);
     let clients = arg("--clients", 32) as usize;
+    let only_backend = arg_text("--backend").unwrap_or_default();
+    let only_load = arg_text("--load").unwrap_or_default();
+    let (validated, baseline) = create_bodies();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -291,6 +344,9 @@ fn main() {
             ("postgres (unix socket)", Backend::Postgres, true),
             ("sqlite", Backend::Sqlite, false),
         ] {
+            if !backend_name.contains(&only_backend) {
+                continue;
+            }
             let mut db = TestDb::new(backend).await;
             if unix_socket {
                 let dir = occ_testkit::pg_cluster().dir.display().to_string();
@@ -305,7 +361,15 @@ fn main() {
                 ("floor (401, no database)", Load::Floor),
                 ("GET agent", Load::GetAgent),
                 ("deploy admission", Load::Deploy),
+                (
+                    "create configuration, baseline: schema-free section",
+                    Load::Create(baseline),
+                ),
+                ("create configuration, validated", Load::Create(validated)),
             ] {
+                if !name.starts_with("floor") && !name.contains(&only_load) {
+                    continue;
+                }
                 let f = drive(&server, &agents, load, clients, seconds).await;
                 println!(
                     "{}",
@@ -319,16 +383,28 @@ fn main() {
             drop(db);
         }
         println!();
-        println!("| backend | load | req/s | p50 ms | p99 ms | errors | req/s vs floor |");
-        println!("|---|---|---:|---:|---:|---:|---:|");
+        println!(
+            "| backend | load | req/s | p50 ms | p99 ms | errors | req/s vs floor | req/s vs create baseline |"
+        );
+        println!("|---|---|---:|---:|---:|---:|---:|---:|");
         for (backend, load, f) in &rows {
             let floor = rows
                 .iter()
                 .find(|(b, l, _)| b == backend && l.starts_with("floor"))
                 .map(|(_, _, f)| f.requests_per_second)
                 .unwrap_or(f64::NAN);
+            let create_baseline = rows
+                .iter()
+                .find(|(b, l, _)| b == backend && l.ends_with("schema-free section"))
+                .map(|(_, _, f)| f.requests_per_second);
+            let vs_create = match create_baseline {
+                Some(base) if load.starts_with("create") => {
+                    format!("{:.0}%", 100.0 * f.requests_per_second / base)
+                }
+                _ => String::new(),
+            };
             println!(
-                "| {backend} | {load} | {:.0} | {:.2} | {:.2} | {} | {:.0}% |",
+                "| {backend} | {load} | {:.0} | {:.2} | {:.2} | {} | {:.0}% | {vs_create} |",
                 f.requests_per_second,
                 f.p50_ms,
                 f.p99_ms,

@@ -10,18 +10,20 @@ use occ_api::{ApiSettings, AppState};
 use occ_controller::workspace_files::GatewayWorkspace;
 use occ_controller::{BackendConfig, Controller, ControllerSettings, WorkspaceDefaults};
 use occ_core::NamespaceId;
-use occ_drivers::compute::host::HostSettings;
 use occ_drivers::compute::kubernetes::{KubernetesCompute, KubernetesComputeSettings};
-use occ_drivers::compute::process::{GatewayBind, ProcessCompute, ProcessSettings};
+use occ_drivers::compute::process::{ProcessCompute, ProcessSettings};
 use occ_drivers::compute::ssh::{SshCompute, SshHost, SshSettings};
 use occ_drivers::compute::{Compute, ComputeSelection, NamespaceHook};
 use occ_drivers::configuration::{
     ConfigurationDriver, FilesystemConfigurationDriver, KubernetesConfigurationDriver,
 };
 use occ_drivers::kubernetes::{KubeClient, TenantAccess, TenantNamespaces};
-use occ_drivers::runtime::OpenclawRuntime;
 use occ_drivers::secret::{KubernetesSecretDriver, LocalSecretDriver, SecretDriver};
-use occ_drivers::workspace_setup;
+use occ_host::LocalSettings;
+use occ_host::runtime::OpenclawRuntime;
+use occ_host::snapshot::GatewayBind;
+use occ_host::wire::HostSettings;
+use occ_host::workspace_setup;
 use occ_store::{Store, StoreOptions};
 
 use crate::settings::{
@@ -30,6 +32,20 @@ use crate::settings::{
 
 /// The pinned OpenClaw release.
 pub const OPENCLAW_VERSION: &str = "2026.9.6";
+
+/// Starts compiling the pinned runtime's configuration schema on a blocking thread; the API
+/// awaits it before it listens, so no request pays for it. The worker never validates a
+/// document (admission did), so it does not hold the compiled schema.
+pub fn warm_configuration_schema() -> tokio::task::JoinHandle<()> {
+    tokio::task::spawn_blocking(|| {
+        let started = std::time::Instant::now();
+        occ_core::native::schema::warm();
+        tracing::debug!(
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "configuration schema compiled"
+        );
+    })
+}
 
 /// Opens the store and checks its schema is current.
 pub async fn open_store(url: &str, max_connections: u32) -> anyhow::Result<Store> {
@@ -191,7 +207,7 @@ pub async fn controller(
 /// The stock workspace files of the installed runtime; without a runtime (or with one whose
 /// templates are not the pinned ones) there are none and forms cannot be offered defaults.
 fn workspace_defaults(runtime_root: &Path) -> Option<WorkspaceDefaults> {
-    let runtime = OpenclawRuntime::locate(runtime_root).ok()?;
+    let runtime = OpenclawRuntime::locate(runtime_root, &crate::settings::program_path()).ok()?;
     match workspace_setup::stock_defaults(&runtime) {
         Ok(defaults) => Some(WorkspaceDefaults {
             id: defaults.id,
@@ -321,11 +337,14 @@ pub async fn compute(settings: &PlatformSettings) -> anyhow::Result<Arc<dyn Comp
         return Ok(Arc::new(driver));
     }
     let process = ProcessCompute::new(ProcessSettings {
-        root: settings.compute.root.clone(),
-        runtime_root: settings.compute.runtime_root.clone(),
-        port_range: settings.compute.port_range.clone(),
-        ready_timeout: GATEWAY_READY_TIMEOUT,
-        stop_timeout: GATEWAY_STOP_TIMEOUT,
+        host: LocalSettings {
+            root: settings.compute.root.clone(),
+            runtime_root: settings.compute.runtime_root.clone(),
+            port_range: settings.compute.port_range.clone(),
+            ready_timeout: GATEWAY_READY_TIMEOUT,
+            stop_timeout: GATEWAY_STOP_TIMEOUT,
+            path: crate::settings::program_path(),
+        },
         maintenance_interval: Some(settings.compute.maintenance_interval),
     })
     .map_err(|e| anyhow::anyhow!("OCC_PROCESS_ROOT: {e}"))?;

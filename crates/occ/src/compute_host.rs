@@ -1,7 +1,7 @@
 //! `occ compute-host`: the host side of the SSH Compute Driver. Reads one JSON request
-//! ([`occ_drivers::compute::host::HostRequest`]) from stdin, runs it against the host's layout
-//! with the process Driver's code and prints one JSON reply line on stdout. It needs no occ
-//! settings: the request carries them.
+//! ([`occ_host::wire::HostRequest`]) from stdin, runs it against the host's layout with the
+//! host layer the process Driver runs in process ([`occ_host::serve`]) and prints one JSON
+//! reply line on stdout. It needs no occ settings: the request carries them.
 //!
 //! - **Version.** A request from another occ build (version or wire protocol) is refused with a
 //!   permanent `HOST_VERSION_MISMATCH` naming both, before anything else is done; a request that
@@ -24,8 +24,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use occ_drivers::compute::ComputeError;
-use occ_drivers::compute::host::{self, HostReply, HostRequest, REQUEST_MAX_BYTES};
+use occ_core::compute::ComputeError;
+use occ_host::serve::{self, HostProcess};
+use occ_host::wire::{self, HostReply, HostRequest, REQUEST_MAX_BYTES};
 
 /// How often the heartbeat is written.
 const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(1);
@@ -93,7 +94,11 @@ pub async fn run() -> anyhow::Result<()> {
     std::thread::Builder::new()
         .name("heartbeat".into())
         .spawn(move || heartbeat(&beat, lost_tx, hard_stop))?;
-    let mut operation = Box::pin(host::execute(request, program));
+    let process = HostProcess {
+        setup_program: program,
+        path: crate::settings::program_path(),
+    };
+    let mut operation = Box::pin(serve::execute(request, process));
     let abandoned = tokio::select! {
         reply = &mut operation => {
             // The session may be gone (the Driver gave up): the operation is done either way,
@@ -168,5 +173,5 @@ fn read_request() -> Result<HostRequest, ComputeError> {
             format!("the request is larger than {REQUEST_MAX_BYTES} bytes"),
         ));
     }
-    host::parse_request(&bytes)
+    wire::parse_request(&bytes)
 }

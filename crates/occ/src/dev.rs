@@ -27,7 +27,7 @@ use occ_controller::bootstrap::{BootstrapInput, BootstrapOutcome, bootstrap};
 use occ_controller::metrics::{Metrics, Service};
 use occ_controller::worker::{Worker, WorkerSettings};
 use occ_core::Name;
-use occ_drivers::runtime::{self, OpenclawRuntime};
+use occ_host::runtime::{self, OpenclawRuntime};
 use occ_store::{Store, StoreOptions};
 
 use crate::bootstrap::FileKeySink;
@@ -86,7 +86,8 @@ fn random_password() -> String {
 /// Runs `occ dev` until Ctrl-C.
 pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     let data_dir = std::path::absolute(&args.data_dir).context("--data-dir")?;
-    occ_drivers::fsutil::ensure_private_dir(&data_dir)
+    let schema = compose::warm_configuration_schema();
+    occ_host::fsutil::ensure_private_dir(&data_dir)
         .with_context(|| format!("--data-dir {}", data_dir.display()))?;
 
     // 1. The runtime gateways run on.
@@ -94,7 +95,8 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         .runtime_dir
         .clone()
         .unwrap_or_else(|| data_dir.join("runtime"));
-    if OpenclawRuntime::locate(&runtime_root).is_err() {
+    let path = crate::settings::program_path();
+    if OpenclawRuntime::locate(&runtime_root, &path).is_err() {
         eprintln!(
             "Installing the OpenClaw runtime into {} (first run; about a minute)…",
             runtime_root.display()
@@ -102,7 +104,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         let started = std::time::Instant::now();
         let progress =
             move |line: &str| eprintln!("  [{:>3}s] {line}", started.elapsed().as_secs());
-        runtime::install(&runtime_root, &progress)
+        runtime::install(&runtime_root, &path, &progress)
             .await
             .with_context(|| {
                 format!(
@@ -218,6 +220,9 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
             .with_metrics(Arc::new(Metrics::new(Service::Worker))),
     );
     let app = occ_api::router(compose::app_state(&server, controller, None));
+    schema
+        .await
+        .context("compile the pinned configuration schema")?;
     let listener = tokio::net::TcpListener::bind((server.host, server.port))
         .await
         .with_context(|| format!("--port: cannot listen on 127.0.0.1:{}", args.port))?;

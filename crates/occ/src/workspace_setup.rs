@@ -1,6 +1,6 @@
 //! `occ workspace-setup`: applies (or, for a completed record, verifies) an Agent's initial
 //! workspace files where its workspace lives, for Compute Drivers that cannot call
-//! [`occ_drivers::workspace_setup::run`] in process.
+//! [`occ_host::workspace_setup::run`] in process.
 //!
 //! The input is a private file named by `OCC_WORKSPACE_SETUP_PATH` (stdin when unset), never
 //! argv or an environment value; the workspace is `OCC_WORKSPACE_DIR`; the runtime
@@ -19,8 +19,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Args;
-use occ_drivers::runtime::OpenclawRuntime;
-use occ_drivers::workspace_setup::{self, INPUT_MAX_BYTES, SetupEnv, SetupError};
+use occ_host::runtime::OpenclawRuntime;
+use occ_host::workspace_setup::{self, INPUT_MAX_BYTES, SetupEnv, SetupError};
 
 /// Arguments of `occ workspace-setup` (paths only; the input itself is never on the command
 /// line).
@@ -98,7 +98,7 @@ async fn execute(args: &WorkspaceSetupArgs) -> Result<String, Failure> {
         .runtime_dir
         .clone()
         .unwrap_or_else(|| args.data_dir.join("runtime"));
-    let runtime = OpenclawRuntime::locate(&runtime_root)
+    let runtime = OpenclawRuntime::locate(&runtime_root, &crate::settings::program_path())
         .map_err(|e| Failure::Usage("RUNTIME_NOT_INSTALLED", e.to_string()))?;
     let scratch_root = private_scratch()?;
     let env = SetupEnv {

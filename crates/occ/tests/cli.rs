@@ -110,6 +110,19 @@ impl Drop for Server {
     }
 }
 
+/// Sends raw bytes to the server and reads until it closes the connection (10 s at most).
+fn raw_http(port: u16, request: &str) -> String {
+    use std::io::{Read as _, Write as _};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("read timeout");
+    stream.write_all(request.as_bytes()).expect("send");
+    let mut reply = Vec::new();
+    let _ = stream.read_to_end(&mut reply);
+    String::from_utf8_lossy(&reply).into_owned()
+}
+
 fn free_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind :0");
     listener.local_addr().expect("local addr").port()
@@ -713,6 +726,38 @@ fn end_to_end(backend: Backend) {
     );
     let err = failed(&["installation", "get"], &out);
     assert!(err.contains("cannot reach http://127.0.0.1:1"), "{err}");
+
+    // ---- request framing on the wire, decoded by the real HTTP server ----
+    // a chunked body whose chunk size is not hexadecimal cannot be read: 400, not 413
+    let reply = raw_http(
+        server.port,
+        &format!(
+            "POST /namespaces HTTP/1.1\r\nhost: 127.0.0.1\r\nx-api-key: {admin_key}\r\n\
+             content-type: application/json\r\ntransfer-encoding: chunked\r\n\
+             connection: close\r\n\r\nzz\r\n{{}}\r\n0\r\n\r\n"
+        ),
+    );
+    assert!(reply.starts_with("HTTP/1.1 400 "), "{reply}");
+    assert!(
+        reply.contains("The request body could not be read"),
+        "{reply}"
+    );
+    // two Content-Type headers are ambiguous: 400, and nothing is created
+    let body = r#"{"name":"wire-twice"}"#;
+    let reply = raw_http(
+        server.port,
+        &format!(
+            "POST /namespaces HTTP/1.1\r\nhost: 127.0.0.1\r\nx-api-key: {admin_key}\r\n\
+             content-type: application/json\r\ncontent-type: application/json\r\n\
+             content-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        ),
+    );
+    assert!(reply.starts_with("HTTP/1.1 400 "), "{reply}");
+    assert!(
+        !cli.table(&["namespace", "list"]).contains("wire-twice"),
+        "a refused body created a Namespace"
+    );
 
     // ---- the server never logged the Secret value or the service key ----
     let log = server.log_text();

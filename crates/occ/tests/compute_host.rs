@@ -18,13 +18,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use occ_drivers::compute::host::{
+use occ_drivers::compute::ssh::{SshCompute, SshHost, SshSettings};
+use occ_drivers::compute::{ComputeError, FailureClass, NamespaceTarget};
+use occ_host::snapshot::GatewayBind;
+use occ_host::wire::{
     HostOp, HostReply, HostRequest, HostSettings, HostValue, SupervisorChoice, WireVersion,
     default_unit_dir,
 };
-use occ_drivers::compute::process::GatewayBind;
-use occ_drivers::compute::ssh::{SshCompute, SshHost, SshSettings};
-use occ_drivers::compute::{ComputeError, FailureClass, NamespaceTarget};
 use occ_testkit::compute_conformance::{document, revision, targets};
 
 const OCC: &str = env!("CARGO_BIN_EXE_occ");
@@ -601,9 +601,9 @@ fn uid_of_process(pid: u32) -> u32 {
 #[test]
 fn a_gateway_runs_from_its_systemd_unit() {
     use occ_core::resource::{WorkspaceFileName, WorkspaceSetup};
-    use occ_drivers::compute::account::account_name;
-    use occ_drivers::compute::host::WireSetup;
-    use occ_drivers::compute::systemd::unit_name;
+    use occ_host::account::account_name;
+    use occ_host::systemd::unit_name;
+    use occ_host::wire::WireSetup;
     use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 
     occ_testkit::runtime::shared_runtime();
@@ -646,7 +646,7 @@ fn a_gateway_runs_from_its_systemd_unit() {
         id: "wss_systemd".into(),
         namespace_id: agent.namespace_id.clone(),
         agent_id: agent.agent_id.clone(),
-        defaults_id: Some(occ_drivers::workspace_setup::STOCK_DEFAULTS_ID.into()),
+        defaults_id: Some(occ_host::workspace_setup::STOCK_DEFAULTS_ID.into()),
         files: Some(
             [(
                 WorkspaceFileName::User,

@@ -20,14 +20,15 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use occ_core::resource::{WorkspaceFileName, WorkspaceSetup};
-use occ_drivers::compute::account::account_name;
-use occ_drivers::compute::host::{HostSettings, SupervisorChoice, default_unit_dir};
-use occ_drivers::compute::process::{GatewayBind, recorded_gateways};
 use occ_drivers::compute::ssh::{SshCompute, SshHost, SshSettings};
 use occ_drivers::compute::{
     AgentTarget, Compute, FailureClass, Readiness, RevisionContext, RuntimeState, SecretText,
 };
-use occ_drivers::workspace_setup::STOCK_DEFAULTS_ID;
+use occ_host::account::account_name;
+use occ_host::recorded_gateways;
+use occ_host::snapshot::GatewayBind;
+use occ_host::wire::{HostSettings, SupervisorChoice, default_unit_dir};
+use occ_host::workspace_setup::STOCK_DEFAULTS_ID;
 use occ_testkit::compute_conformance::{self as conformance, document, revision, targets};
 use support::sshd::Sshd;
 use tokio::sync::Mutex;

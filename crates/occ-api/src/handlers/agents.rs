@@ -6,8 +6,8 @@ use axum::response::IntoResponse;
 use crate::envelope::{accepted, created, ok};
 use crate::error::ApiError;
 use crate::extract::{AGENT_CREATE_LIMIT, Ctx, DEFAULT_LIMIT, JsonBody, NoBody, Params};
-use crate::inputs;
-use crate::openapi::{AgentCreateBody, AgentUpdateBody, Data, ErrorBody};
+use crate::inputs::{AgentCreateBody, AgentUpdateBody};
+use crate::openapi::{Data, ErrorBody};
 use crate::state::AppState;
 use crate::views::{AgentView, DeploymentView, RevisionView};
 
@@ -37,8 +37,11 @@ pub async fn create_agent(
     JsonBody(body): JsonBody<AGENT_CREATE_LIMIT>,
 ) -> Result<impl IntoResponse, ApiError> {
     let ns = p.ns()?;
-    let input = inputs::agent_create(&body, ns)?;
-    let agent = s.controller.agent_create(&ctx.req, ns, input).await?;
+    let input = AgentCreateBody::parse(&body, ns)?;
+    let agent = s
+        .controller
+        .agent_create(&ctx.req, ns, input.into())
+        .await?;
     Ok(created(AgentView::from(&agent)))
 }
 
@@ -71,10 +74,10 @@ pub async fn update_agent(
     JsonBody(body): JsonBody<DEFAULT_LIMIT>,
 ) -> Result<impl IntoResponse, ApiError> {
     let ns = p.ns()?;
-    let update = inputs::agent_update(&body, ns)?;
+    let update = AgentUpdateBody::parse(&body, ns)?;
     let agent = s
         .controller
-        .agent_update(&ctx.req, ns, p.agent()?, update)
+        .agent_update(&ctx.req, ns, p.agent()?, update.into())
         .await?;
     Ok(ok(AgentView::from(&agent)))
 }

@@ -9,8 +9,8 @@ use serde_json::json;
 use crate::envelope::{created, ok};
 use crate::error::ApiError;
 use crate::extract::{Ctx, DEFAULT_LIMIT, JsonBody, NoBody, Params, check_csrf, cookie_values};
-use crate::inputs;
-use crate::openapi::{AccountCreateBody, Data, ErrorBody, ServiceKeyCreateBody, SignInBody};
+use crate::inputs::{AccountCreateBody, ServiceKeyCreateBody, SignInBody};
+use crate::openapi::{Data, ErrorBody};
 use crate::state::AppState;
 use crate::views::{AccountView, IssuedKeyView};
 
@@ -41,8 +41,11 @@ pub async fn sign_in(
         )
         .into());
     }
-    let (email, password) = inputs::sign_in(&body)?;
-    let signed = s.controller.sign_in(&email, &password).await?;
+    let body = SignInBody::parse(&body)?;
+    let signed = s
+        .controller
+        .sign_in(&body.email.0, &body.password.0)
+        .await?;
     let max_age =
         (signed.session.expires_at.unix_millis() - signed.session.created_at.unix_millis()) / 1000;
     let mut response =
@@ -127,8 +130,8 @@ pub async fn create_account(
     ctx: Ctx,
     JsonBody(body): JsonBody<DEFAULT_LIMIT>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let input = inputs::account_create(&body)?;
-    let user = s.controller.account_create(&ctx.req, input).await?;
+    let input = AccountCreateBody::parse(&body)?;
+    let user = s.controller.account_create(&ctx.req, input.into()).await?;
     Ok(created(AccountView::from(&user)))
 }
 
@@ -141,8 +144,11 @@ pub async fn create_service_key(
     ctx: Ctx,
     JsonBody(body): JsonBody<DEFAULT_LIMIT>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let input = inputs::service_key_create(&body)?;
-    let issued = s.controller.service_key_issue(&ctx.req, input).await?;
+    let input = ServiceKeyCreateBody::parse(&body)?;
+    let issued = s
+        .controller
+        .service_key_issue(&ctx.req, input.into())
+        .await?;
     Ok(created(IssuedKeyView::from(&issued)))
 }
 

@@ -6,8 +6,8 @@ use axum::response::IntoResponse;
 use crate::envelope::{NoContent, created, ok};
 use crate::error::ApiError;
 use crate::extract::{Ctx, DEFAULT_LIMIT, JsonBody, NoBody, Params};
-use crate::inputs;
-use crate::openapi::{ConfigurationCreateBody, ConfigurationUpdateBody, Data, ErrorBody};
+use crate::inputs::{ConfigurationCreateBody, ConfigurationUpdateBody};
+use crate::openapi::{Data, ErrorBody};
 use crate::state::AppState;
 use crate::views::ConfigurationView;
 
@@ -23,10 +23,10 @@ pub async fn create_configuration(
     JsonBody(body): JsonBody<DEFAULT_LIMIT>,
 ) -> Result<impl IntoResponse, ApiError> {
     let ns = p.ns()?;
-    let input = inputs::configuration_create(&body, ns)?;
+    let input = ConfigurationCreateBody::parse(&body, ns)?;
     let cfg = s
         .controller
-        .configuration_create(&ctx.req, ns, input)
+        .configuration_create(&ctx.req, ns, input.into())
         .await?;
     Ok(created(ConfigurationView::from(&cfg)))
 }
@@ -60,10 +60,10 @@ pub async fn update_configuration(
     JsonBody(body): JsonBody<DEFAULT_LIMIT>,
 ) -> Result<impl IntoResponse, ApiError> {
     let ns = p.ns()?;
-    let input = inputs::configuration_update(&body, ns)?;
+    let input = ConfigurationUpdateBody::parse(&body, ns)?;
     let cfg = s
         .controller
-        .configuration_update(&ctx.req, ns, p.configuration()?, input)
+        .configuration_update(&ctx.req, ns, p.configuration()?, input.into())
         .await?;
     Ok(ok(ConfigurationView::from(&cfg)))
 }

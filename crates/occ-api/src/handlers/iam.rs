@@ -6,8 +6,8 @@ use axum::response::IntoResponse;
 use crate::envelope::{NoContent, created, ok};
 use crate::error::ApiError;
 use crate::extract::{Ctx, DEFAULT_LIMIT, JsonBody, NoBody, Params};
-use crate::inputs;
-use crate::openapi::{BindingCreateBody, Data, ErrorBody, RoleCreateBody};
+use crate::inputs::{BindingCreateBody, RoleCreateBody};
+use crate::openapi::{Data, ErrorBody};
 use crate::state::AppState;
 use crate::views::{BindingView, PermissionsView, RoleView};
 
@@ -36,8 +36,11 @@ pub async fn create_role(
     ctx: Ctx,
     JsonBody(body): JsonBody<DEFAULT_LIMIT>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let input = inputs::role_create(&body)?;
-    let role = s.controller.role_create(&ctx.req, p.ns()?, input).await?;
+    let input = RoleCreateBody::parse(&body)?;
+    let role = s
+        .controller
+        .role_create(&ctx.req, p.ns()?, input.into())
+        .await?;
     Ok(created(RoleView::from(&role)))
 }
 
@@ -97,10 +100,10 @@ pub async fn create_binding(
     ctx: Ctx,
     JsonBody(body): JsonBody<DEFAULT_LIMIT>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let input = inputs::binding_create(&body)?;
+    let input = BindingCreateBody::parse(&body)?;
     let binding = s
         .controller
-        .binding_create(&ctx.req, p.ns()?, input)
+        .binding_create(&ctx.req, p.ns()?, input.into())
         .await?;
     Ok(created(BindingView::from(&binding)))
 }

@@ -6,8 +6,8 @@ use axum::response::IntoResponse;
 use crate::envelope::{accepted, created, ok};
 use crate::error::ApiError;
 use crate::extract::{Ctx, DEFAULT_LIMIT, JsonBody, NoBody, Params};
-use crate::inputs;
-use crate::openapi::{Data, ErrorBody, NamespaceCreateBody};
+use crate::inputs::NamespaceCreateBody;
+use crate::openapi::{Data, ErrorBody};
 use crate::state::AppState;
 use crate::views::NamespaceView;
 
@@ -31,10 +31,11 @@ pub async fn create_namespace(
     ctx: Ctx,
     JsonBody(body): JsonBody<DEFAULT_LIMIT>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let (name, existing) = inputs::namespace_create(&body)?;
+    let body = NamespaceCreateBody::parse(&body)?;
+    let existing = body.existing_namespace.map(|n| n.0);
     let ns = s
         .controller
-        .namespace_create(&ctx.req, name, existing)
+        .namespace_create(&ctx.req, body.name, existing)
         .await?;
     Ok(created(NamespaceView::from(&ns)))
 }

@@ -5,9 +5,9 @@ use axum::response::IntoResponse;
 
 use crate::envelope::{NoContent, created, ok};
 use crate::error::ApiError;
-use crate::extract::{Ctx, DEFAULT_LIMIT, JsonBody, NoBody, Params};
-use crate::inputs;
-use crate::openapi::{Data, ErrorBody, SecretCreateBody, SecretUpdateBody};
+use crate::extract::{Ctx, JsonBody, NoBody, Params, SECRET_WRITE_LIMIT};
+use crate::inputs::{SecretCreateBody, SecretUpdateBody};
+use crate::openapi::{Data, ErrorBody};
 use crate::state::AppState;
 use crate::views::SecretView;
 
@@ -34,12 +34,12 @@ pub async fn create_secret(
     State(s): State<AppState>,
     p: Params,
     ctx: Ctx,
-    JsonBody(body): JsonBody<DEFAULT_LIMIT>,
+    JsonBody(body): JsonBody<SECRET_WRITE_LIMIT>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let (name, value) = inputs::secret_create(&body)?;
+    let body = SecretCreateBody::parse(&body)?;
     let secret = s
         .controller
-        .secret_create(&ctx.req, p.ns()?, name, value)
+        .secret_create(&ctx.req, p.ns()?, body.name, body.value.0)
         .await?;
     Ok(created(SecretView::from(&secret)))
 }
@@ -70,12 +70,12 @@ pub async fn update_secret(
     State(s): State<AppState>,
     p: Params,
     ctx: Ctx,
-    JsonBody(body): JsonBody<DEFAULT_LIMIT>,
+    JsonBody(body): JsonBody<SECRET_WRITE_LIMIT>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let value = inputs::secret_update(&body)?;
+    let body = SecretUpdateBody::parse(&body)?;
     let secret = s
         .controller
-        .secret_update(&ctx.req, p.ns()?, p.secret()?, value)
+        .secret_update(&ctx.req, p.ns()?, p.secret()?, body.value.0)
         .await?;
     Ok(ok(SecretView::from(&secret)))
 }

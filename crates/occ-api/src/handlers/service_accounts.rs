@@ -6,8 +6,8 @@ use axum::response::IntoResponse;
 use crate::envelope::{NoContent, created, ok};
 use crate::error::ApiError;
 use crate::extract::{Ctx, DEFAULT_LIMIT, JsonBody, NoBody, Params};
-use crate::inputs;
-use crate::openapi::{Data, ErrorBody, ServiceAccountCreateBody};
+use crate::inputs::ServiceAccountCreateBody;
+use crate::openapi::{Data, ErrorBody};
 use crate::state::AppState;
 use crate::views::ServiceAccountView;
 
@@ -39,10 +39,10 @@ pub async fn create_service_account(
     ctx: Ctx,
     JsonBody(body): JsonBody<DEFAULT_LIMIT>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let name = inputs::service_account_create(&body)?;
+    let body = ServiceAccountCreateBody::parse(&body)?;
     let sa = s
         .controller
-        .service_account_create(&ctx.req, p.ns()?, name)
+        .service_account_create(&ctx.req, p.ns()?, body.name)
         .await?;
     Ok(created(ServiceAccountView::from(&sa)))
 }

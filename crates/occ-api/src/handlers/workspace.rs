@@ -9,10 +9,9 @@ use serde_json::json;
 use crate::envelope::ok;
 use crate::error::ApiError;
 use crate::extract::{Ctx, JsonBody, Params, WORKSPACE_PUT_LIMIT};
-use crate::inputs;
+use crate::inputs::WorkspaceFileBody;
 use crate::openapi::{
-    Data, ErrorBody, WorkspaceDefaultsView, WorkspaceFileBody, WorkspaceFileView,
-    WorkspaceFileWritten,
+    Data, ErrorBody, WorkspaceDefaultsView, WorkspaceFileView, WorkspaceFileWritten,
 };
 use crate::state::AppState;
 
@@ -52,10 +51,17 @@ pub async fn put_workspace_file(
 ) -> Result<impl IntoResponse, ApiError> {
     let deadline = tokio::time::Instant::now() + FILE_DEADLINE;
     let name = p.file()?;
-    let content = inputs::workspace_file_put(&body)?;
+    let body = WorkspaceFileBody::parse(&body)?;
     let size = s
         .controller
-        .workspace_file_put(&ctx.req, p.ns()?, p.agent()?, name, &content, deadline)
+        .workspace_file_put(
+            &ctx.req,
+            p.ns()?,
+            p.agent()?,
+            name,
+            &body.content.0,
+            deadline,
+        )
         .await?;
     Ok(ok(json!({"name": name.as_str(), "size": size})))
 }

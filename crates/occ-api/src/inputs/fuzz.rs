@@ -1,11 +1,13 @@
 //! Property tests: every body parser, fed arbitrary JSON built from the vocabulary of the API
 //! (so deep paths are reached, not just top-level type errors), returns either a value or a
-//! 400 whose details are bounded JSON pointers, and never echoes a secret or panics (the
-//! parsers `expect` fields they have checked, so a missed problem would panic here).
+//! 400 whose details are bounded JSON pointers, and never echoes a secret (a parser that
+//! produced no value without recording a problem would answer 500 and fail here). Every body a
+//! parser accepts must also satisfy the OpenAPI schema the same declaration generates, so the
+//! served document never refuses what the API takes.
 //! `PROPTEST_CASES=50000 cargo test -p occ-api fuzz` runs a longer campaign.
 
 use super::*;
-use occ_core::ErrorCode;
+use occ_core::{Error, ErrorCode, NamespaceId};
 use proptest::prelude::*;
 use serde_json::{Map, json};
 
@@ -132,6 +134,25 @@ fn body(valid: Value) -> impl Strategy<Value = Value> {
     prop_oneof![json_value(), mutated(valid)]
 }
 
+/// Parses `body` as a `T`, checking the outcome: accepted bodies satisfy `T`'s schema, refusals
+/// are well-formed 400s.
+fn parsed<Cx, T: Field<Cx>>(body: &Value, cx: &Cx) -> Result<(), TestCaseError> {
+    let result = crate::body::parse::<Cx, T>(body, cx);
+    if result.is_ok() {
+        prop_assert!(
+            schema_admits::<Cx, T>(body),
+            "{} accepts a body its schema refuses: {body}",
+            std::any::type_name::<T>()
+        );
+    }
+    assert_well_formed(result)
+}
+
+fn schema_admits<Cx, T: Field<Cx>>(body: &Value) -> bool {
+    let schema = serde_json::to_value(T::schema()).unwrap();
+    jsonschema::validator_for(&schema).unwrap().is_valid(body)
+}
+
 fn assert_well_formed<T>(result: Result<T, Error>) -> Result<(), TestCaseError> {
     if let Err(e) = result {
         prop_assert_eq!(e.code(), ErrorCode::InvalidRequest);
@@ -171,30 +192,35 @@ proptest! {
 
     #[test]
     fn namespace_bodies(b in body(json!({"name": "n"}))) {
-        assert_well_formed(namespace_create(&b))?;
+        parsed::<_, NamespaceCreateBody>(&b, &())?;
     }
 
     #[test]
     fn configuration_bodies(b in body(json!({"kind": "agent", "values": {}, "secretBindings": {}}))) {
-        assert_well_formed(configuration_create(&b, &ns()))?;
-        assert_well_formed(configuration_update(&b, &ns()))?;
+        parsed::<_, ConfigurationCreateBody>(&b, &ns())?;
+        parsed::<_, ConfigurationUpdateBody>(&b, &ns())?;
     }
 
     #[test]
     fn configuration_documents(values in json_value()) {
         let b = json!({"kind": "agent", "values": values});
-        assert_well_formed(configuration_create(&b, &ns()))?;
+        parsed::<_, ConfigurationCreateBody>(&b, &ns())?;
     }
 
     #[test]
     fn secret_bodies(b in body(json!({"name": "n", "value": CANARY}))) {
-        assert_well_formed(secret_create(&b))?;
-        assert_well_formed(secret_update(&b))?;
+        parsed::<_, SecretCreateBody>(&b, &())?;
+        parsed::<_, SecretUpdateBody>(&b, &())?;
+    }
+
+    #[test]
+    fn workspace_file_bodies(b in body(json!({"content": CANARY}))) {
+        parsed::<_, WorkspaceFileBody>(&b, &())?;
     }
 
     #[test]
     fn service_account_bodies(b in body(json!({"name": "n"}))) {
-        assert_well_formed(service_account_create(&b))?;
+        parsed::<_, ServiceAccountCreateBody>(&b, &())?;
     }
 
     #[test]
@@ -204,8 +230,8 @@ proptest! {
         "harnessAuth": {"method": "api_key", "source": {"kind": "secret", "namespaceId": "ns_00000000-0000-4000-8000-000000000000", "id": "sec_00000000-0000-4000-8000-000000000000"}},
         "initialWorkspaceFiles": {"USER.md": "hi"},
     }))) {
-        assert_well_formed(agent_create(&b, &ns()))?;
-        assert_well_formed(agent_update(&b, &ns()))?;
+        parsed::<_, AgentCreateBody>(&b, &ns())?;
+        parsed::<_, AgentUpdateBody>(&b, &ns())?;
     }
 
     #[test]
@@ -213,8 +239,8 @@ proptest! {
         "permissions": [{"action": "read", "resourceKind": "agent"}],
         "subjectId": "sp_x", "roleId": "role_x",
     }))) {
-        assert_well_formed(role_create(&b))?;
-        assert_well_formed(binding_create(&b))?;
+        parsed::<_, RoleCreateBody>(&b, &())?;
+        parsed::<_, BindingCreateBody>(&b, &())?;
     }
 
     #[test]
@@ -222,8 +248,107 @@ proptest! {
         "email": "a@b.test", "password": CANARY, "name": "k",
         "servicePrincipalId": "sp_x", "expiresIn": 3600,
     }))) {
-        assert_well_formed(sign_in(&b))?;
-        assert_well_formed(account_create(&b))?;
-        assert_well_formed(service_key_create(&b))?;
+        parsed::<_, SignInBody>(&b, &())?;
+        parsed::<_, AccountCreateBody>(&b, &())?;
+        parsed::<_, ServiceKeyCreateBody>(&b, &())?;
     }
+}
+
+/// Bodies the API accepts, each with an unknown field added: the parser and the schema agree on
+/// both (the schema's patterns and closed objects are the parser's rules).
+#[test]
+fn schemas_admit_valid_bodies_and_refuse_unknown_fields() {
+    fn agree<Cx, T: Field<Cx>>(valid: Value, cx: &Cx) {
+        let name = std::any::type_name::<T>();
+        assert!(
+            crate::body::parse::<Cx, T>(&valid, cx).is_ok(),
+            "{name}: {valid}"
+        );
+        assert!(
+            schema_admits::<Cx, T>(&valid),
+            "{name}'s schema refuses {valid}"
+        );
+        let mut extra = valid.clone();
+        extra["surplus"] = json!(1);
+        assert!(
+            crate::body::parse::<Cx, T>(&extra, cx).is_err(),
+            "{name}: {extra}"
+        );
+        assert!(
+            !schema_admits::<Cx, T>(&extra),
+            "{name}'s schema admits {extra}"
+        );
+    }
+    // the schemas carry the rules, not just the shapes
+    for refused in [
+        json!({"name": " padded"}),
+        json!({"name": "tab\tinside"}),
+        json!({"name": "x".repeat(201)}),
+        json!({"name": "n", "existingNamespace": "-x"}),
+        json!({"name": "n", "existingNamespace": null}),
+    ] {
+        assert!(
+            !schema_admits::<(), NamespaceCreateBody>(&refused),
+            "{refused}"
+        );
+        assert!(crate::body::parse::<(), NamespaceCreateBody>(&refused, &()).is_err());
+    }
+    let ns = ns();
+    let sec = "sec_00000000-0000-4000-8000-000000000000";
+    let source = json!({"kind": "secret", "namespaceId": ns, "id": sec});
+    agree::<_, NamespaceCreateBody>(
+        json!({"name": "team a", "existingNamespace": "team-a"}),
+        &(),
+    );
+    agree::<_, ConfigurationCreateBody>(
+        json!({"kind": "agent", "values": {"gateway": {"mode": "local"}},
+               "secretBindings": {"MY_KEY": {"source": source, "delivery": {"type": "env"}}}}),
+        &ns,
+    );
+    agree::<_, ConfigurationUpdateBody>(json!({"values": {}, "secretBindings": {}}), &ns);
+    agree::<_, SecretCreateBody>(json!({"name": "s", "value": "é\u{1}x"}), &());
+    agree::<_, SecretUpdateBody>(json!({"value": "v"}), &());
+    agree::<_, ServiceAccountCreateBody>(json!({"name": "robot"}), &());
+    agree::<_, AgentCreateBody>(
+        json!({"name": "a", "configurationId": "cfg_00000000-0000-4000-8000-000000000000",
+               "executionMode": "embedded", "backendId": null,
+               "harnessAuth": {"method": "api_key", "source": source},
+               "initialWorkspaceFiles": {"USER.md": "hi", "SOUL.md": ""},
+               "workspaceDefaultsId": "0".repeat(64)}),
+        &ns,
+    );
+    agree::<_, AgentCreateBody>(
+        json!({"name": "b", "configurationId": "cfg_00000000-0000-4000-8000-000000000000",
+               "harnessAuth": {"method": "chatgpt_service_account",
+                               "serviceAccountId": "sa_00000000-0000-4000-8000-000000000000"},
+               "initialWorkspaceFiles": {}}),
+        &ns,
+    );
+    agree::<_, AgentUpdateBody>(
+        json!({"configurationId": "cfg_00000000-0000-4000-8000-000000000000",
+               "executionMode": "dedicated", "backendId": null, "harnessAuth": {"method": "runtime"}}),
+        &ns,
+    );
+    agree::<_, RoleCreateBody>(
+        json!({"name": "readers", "permissions": [{"action": "read", "resourceKind": "agent"}]}),
+        &(),
+    );
+    agree::<_, BindingCreateBody>(
+        json!({"subjectKind": "identity", "subjectId": "sp_x", "roleId": "role_x",
+               "resourceKind": "agent", "resourceId": "agt_x"}),
+        &(),
+    );
+    agree::<_, SignInBody>(
+        json!({"email": "a@b.test", "password": "long enough password"}),
+        &(),
+    );
+    agree::<_, AccountCreateBody>(
+        json!({"email": "a@b.test", "password": "long enough password", "name": "A", "roleId": "role_x"}),
+        &(),
+    );
+    agree::<_, WorkspaceFileBody>(json!({"content": "# notes\n"}), &());
+    agree::<_, ServiceKeyCreateBody>(
+        json!({"servicePrincipalId": "sp_x", "namespaceId": ns, "name": " ci ", "expiresIn": 86400}),
+        &(),
+    );
 }

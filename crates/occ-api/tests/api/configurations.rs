@@ -8,9 +8,14 @@ use http::{Method, StatusCode};
 use occ_controller::FaultHooks;
 use occ_store::Backend;
 use occ_testkit::app::{TestApp, TestAppOptions};
-use serde_json::json;
+use serde_json::{Value, json};
 
-use crate::common::{agent, document, expect, secret};
+use crate::common::{agent, configuration, document, expect, secret};
+
+/// A valid document that differs by `seconds`.
+fn timeout(seconds: u64) -> Value {
+    json!({"agents": {"defaults": {"timeoutSeconds": seconds}}})
+}
 
 #[tokio::test]
 async fn create_get_patch_delete() {
@@ -245,6 +250,108 @@ async fn validation_names_pointers_never_values() {
     );
 }
 
+/// The pinned runtime's own schema is applied on create and update: issue 14's motivating
+/// document (an unknown top-level key, accepted with 201 before and refused by the gateway at
+/// startup), a wrong type, a value outside an enumeration, and a bundled plugin's own
+/// configuration — all 400 with pointers under `/values`, never quoting the value.
+#[tokio::test]
+async fn the_pinned_runtime_schema_is_enforced() {
+    let app = TestApp::new().await;
+    let admin = app.admin();
+    let base = format!("/namespaces/{}/configurations", app.default_ns);
+    let cases = [
+        (
+            json!({"agents": {"defaults": {"model": {"primary": "openai/gpt-5"}}}, "bogusTopLevelKey": "value-7f3a"}),
+            vec![("/values/bogusTopLevelKey", "UNKNOWN_FIELD")],
+        ),
+        (
+            json!({"gateway": {"port": "value-7f3a", "mode": "value-7f3a"}}),
+            vec![
+                ("/values/gateway/port", "INVALID_TYPE"),
+                ("/values/gateway/mode", "INVALID_VALUE"),
+            ],
+        ),
+        (
+            json!({"plugins": {"entries": {"openai": {"config": {"value-7f3a": true}}}}}),
+            vec![(
+                "/values/plugins/entries/openai/config/value-7f3a",
+                "UNKNOWN_FIELD",
+            )],
+        ),
+        (
+            json!({"models": {"providers": {"p": {"baseUrl": "https://example.com", "models": [{"id": "value-7f3a"}]}}}}),
+            vec![("/values/models/providers/p/models/0/name", "REQUIRED")],
+        ),
+    ];
+    for (values, expected) in cases {
+        let r = app
+            .call(
+                Method::POST,
+                &base,
+                &admin,
+                Some(json!({"kind": "agent", "values": values})),
+            )
+            .await;
+        assert_eq!(
+            (r.status, r.code()),
+            (StatusCode::BAD_REQUEST, "INVALID_REQUEST"),
+            "{values}"
+        );
+        let mut details: Vec<(String, String)> = r.body["error"]["details"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| {
+                (
+                    d["path"].as_str().unwrap().to_owned(),
+                    d["code"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect();
+        details.sort();
+        let mut expected: Vec<(String, String)> = expected
+            .into_iter()
+            .map(|(p, c)| (p.to_owned(), c.to_owned()))
+            .collect();
+        expected.sort();
+        assert_eq!(details, expected, "{values}: {}", r.body);
+        // the message names pointers only; key names are part of pointers, values never appear
+        let message = r.body["error"]["message"].as_str().unwrap();
+        assert!(
+            message.starts_with("The request is invalid: /values/"),
+            "{message}"
+        );
+        assert!(
+            !message.replace("/value-7f3a", "").contains("value-7f3a"),
+            "{message}"
+        );
+    }
+    // the same on update, and the stored generation is unchanged
+    let id = configuration(&app, app.default_ns.as_str(), &admin).await;
+    let r = app
+        .call(
+            Method::PATCH,
+            &format!("{base}/{id}"),
+            &admin,
+            Some(json!({"values": {"bogusTopLevelKey": 1}})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        r.body["error"]["details"],
+        json!([{"path": "/values/bogusTopLevelKey", "code": "UNKNOWN_FIELD"}])
+    );
+    let got = expect(
+        app.call(Method::GET, &format!("{base}/{id}"), &admin, None)
+            .await,
+        StatusCode::OK,
+    );
+    assert_eq!(
+        (got.data()["generation"].as_u64(), &got.data()["values"]),
+        (Some(1), &document())
+    );
+}
+
 #[tokio::test]
 async fn bindings_are_kept_replaced_or_cleared() {
     let app = TestApp::new().await;
@@ -275,7 +382,7 @@ async fn bindings_are_kept_replaced_or_cleared() {
             Method::PATCH,
             &format!("{base}/{id}"),
             &admin,
-            Some(json!({"values": {"x": 1}})),
+            Some(json!({"values": {"gateway": {"mode": "local"}}})),
         )
         .await,
         StatusCode::OK,
@@ -400,7 +507,7 @@ async fn failed_commit_undoes_the_driver_write() {
                 Method::POST,
                 &base,
                 &admin,
-                Some(json!({"kind": "agent", "values": {"v": 1}})),
+                Some(json!({"kind": "agent", "values": timeout(1)})),
             )
             .await;
         assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE);
@@ -416,7 +523,7 @@ async fn failed_commit_undoes_the_driver_write() {
                 Method::POST,
                 &base,
                 &admin,
-                Some(json!({"kind": "agent", "values": {"v": 1}})),
+                Some(json!({"kind": "agent", "values": timeout(1)})),
             )
             .await,
             StatusCode::CREATED,
@@ -428,7 +535,7 @@ async fn failed_commit_undoes_the_driver_write() {
                 Method::PATCH,
                 &format!("{base}/{id}"),
                 &admin,
-                Some(json!({"values": {"v": 2}})),
+                Some(json!({"values": timeout(2)})),
             )
             .await;
         assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE);
@@ -440,7 +547,7 @@ async fn failed_commit_undoes_the_driver_write() {
         );
         assert_eq!(
             (got.data()["generation"].as_u64(), &got.data()["values"]),
-            (Some(1), &json!({"v": 1})),
+            (Some(1), &timeout(1)),
             "{backend:?}"
         );
         let files: Vec<_> = std::fs::read_dir(&ns_dir)
@@ -454,7 +561,7 @@ async fn failed_commit_undoes_the_driver_write() {
                 Method::PATCH,
                 &format!("{base}/{id}"),
                 &admin,
-                Some(json!({"values": {"v": 3}})),
+                Some(json!({"values": timeout(3)})),
             )
             .await,
             StatusCode::OK,
@@ -487,7 +594,7 @@ async fn concurrent_patches_advance_once_each() {
                 Method::PATCH,
                 &path,
                 &admin,
-                Some(json!({"values": {"writer": i}})),
+                Some(json!({"values": timeout(i)})),
             )
             .await
         }));

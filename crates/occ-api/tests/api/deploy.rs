@@ -1,12 +1,14 @@
 //! Deploy admission, stop, revisions and deployment status.
 
 use http::{Method, StatusCode};
+use occ_core::ConfigurationId;
 use occ_core::authz::{Action, Permission, ResourceKind};
 use occ_core::resource::NamespaceStatus;
 use occ_core::work::{WorkKey, WorkState};
+use occ_drivers::configuration::{ConfigurationDriver, DocumentKey, FilesystemConfigurationDriver};
 use occ_store::Backend;
 use occ_store::audit::AuditFilter;
-use occ_testkit::app::{Credential, TestApp};
+use occ_testkit::app::{Credential, TestApp, TestAppOptions};
 use serde_json::json;
 
 use crate::common::{agent, configuration, document, expect, secret};
@@ -278,6 +280,112 @@ async fn deploy_refusals() {
             .unwrap()
             .is_empty()
     );
+}
+
+/// A Configuration stored before the pinned runtime's schema was enforced (or before the pin
+/// moved) may no longer validate: deploy refuses it with the details its update would report,
+/// and admits nothing.
+#[tokio::test]
+async fn a_stored_configuration_that_no_longer_validates_is_not_admitted() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("configurations");
+    let app = TestApp::with(
+        Backend::Sqlite,
+        TestAppOptions {
+            configuration_root: Some(root.clone()),
+            ..Default::default()
+        },
+    )
+    .await;
+    let admin = app.admin();
+    let ns = app.default_ns.to_string();
+    let cfg = configuration(&app, &ns, &admin).await;
+    let agt = agent(&app, &ns, &cfg, "stale", &admin).await;
+    // what an older occ stored: generation 1 rewritten in place, as its Driver would hold it
+    let cfg_id: ConfigurationId = cfg.parse().unwrap();
+    let meta = app
+        .store
+        .begin_read()
+        .await
+        .unwrap()
+        .configuration_get(&app.default_ns, &cfg_id)
+        .await
+        .unwrap()
+        .unwrap();
+    let mut stale = document();
+    stale["bogusTopLevelKey"] = json!("value-7f3a");
+    ConfigurationDriver::Filesystem(FilesystemConfigurationDriver::new(root).unwrap())
+        .write(
+            DocumentKey {
+                namespace_id: &app.default_ns,
+                configuration_id: &cfg_id,
+                generation: meta.generation,
+                created_at: meta.created_at,
+            },
+            stale.as_object().unwrap(),
+            true,
+        )
+        .await
+        .unwrap();
+
+    let deploy = format!("/namespaces/{ns}/agents/{agt}/deploy");
+    let r = app.call(Method::POST, &deploy, &admin, None).await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::BAD_REQUEST, "INVALID_REQUEST"),
+        "{}",
+        r.body
+    );
+    assert_eq!(
+        r.body["error"]["details"],
+        json!([{"path": "/values/bogusTopLevelKey", "code": "UNKNOWN_FIELD"}])
+    );
+    let message = r.body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(&format!(
+            "Configuration {cfg} (generation 1) is not valid for the pinned OpenClaw runtime"
+        )),
+        "{message}"
+    );
+    assert!(!message.contains("value-7f3a"), "{message}");
+    // nothing admitted: no revision, desired state unchanged
+    let agent_id: occ_core::AgentId = agt.parse().unwrap();
+    let mut tx = app.store.begin_read().await.unwrap();
+    assert!(
+        tx.revision_list(&app.default_ns, &agent_id)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    drop(tx);
+    let a = expect(
+        app.call(
+            Method::GET,
+            &format!("/namespaces/{ns}/agents/{agt}"),
+            &admin,
+            None,
+        )
+        .await,
+        StatusCode::OK,
+    );
+    assert_eq!(a.data()["desiredRuntimeState"], "stopped");
+
+    // once the Configuration is updated to a valid document, deploy admits it
+    expect(
+        app.call(
+            Method::PATCH,
+            &format!("/namespaces/{ns}/configurations/{cfg}"),
+            &admin,
+            Some(json!({"values": document()})),
+        )
+        .await,
+        StatusCode::OK,
+    );
+    let rev = expect(
+        app.call(Method::POST, &deploy, &admin, None).await,
+        StatusCode::ACCEPTED,
+    );
+    assert_eq!(rev.data()["configurationGeneration"], 2);
 }
 
 #[tokio::test]

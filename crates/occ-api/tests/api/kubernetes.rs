@@ -138,7 +138,7 @@ async fn configurations_live_in_configmaps_under_one_compensating_boundary() {
             Method::PATCH,
             &format!("{base}/{id}"),
             &admin,
-            Some(json!({"values": {"n": 3}})),
+            Some(json!({"values": {"agents": {"defaults": {"timeoutSeconds": 3}}}})),
         )
         .await;
     assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{}", r.body);
@@ -175,7 +175,7 @@ async fn configurations_live_in_configmaps_under_one_compensating_boundary() {
             Method::PATCH,
             &format!("{base}/{id}"),
             &admin,
-            Some(json!({"values": {"n": 4}})),
+            Some(json!({"values": {"agents": {"defaults": {"timeoutSeconds": 4}}}})),
         )
         .await;
     assert_eq!(

@@ -4,6 +4,7 @@
 
 mod auth;
 mod authz_matrix;
+mod bodies;
 mod common;
 mod configurations;
 mod console;

@@ -11,9 +11,9 @@ use occ_core::{ConfigurationId, NamespaceId};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::{DOCUMENT_MAX_BYTES, DocumentKey};
-use crate::fsutil::{ensure_private_dir, read_bounded, remove_if_exists, write_atomic};
+use super::document::{DOCUMENT_MAX_BYTES, DocumentKey};
 use crate::{DriverError, DriverIdentity};
+use occ_host::fsutil::{ensure_private_dir, read_bounded, remove_if_exists, write_atomic};
 
 /// Stores documents under `root`.
 #[derive(Debug, Clone)]

@@ -25,7 +25,7 @@ use occ_core::resource::Generation;
 use occ_core::{ConfigurationId, NamespaceId, Timestamp};
 use serde_json::{Map, Value};
 
-use super::{DOCUMENT_MAX_BYTES, DocumentKey, WriteReceipt};
+use super::document::{DOCUMENT_MAX_BYTES, DocumentKey};
 use crate::kubernetes::{
     ANNOTATION_NAMESPACE_ID, KubeClient, KubeFailure, LABEL_MANAGED_BY, LABEL_NAMESPACE,
     MANAGED_BY, annotation, label, resolve_tenant_namespace, short_hash,
@@ -55,7 +55,7 @@ struct Stored {
     uid: String,
 }
 
-/// What a write replaced (see [`WriteReceipt`]).
+/// What a write replaced (see [`super::WriteReceipt`]).
 #[derive(Debug, Clone)]
 pub(super) enum Replaced {
     /// The ConfigMap was created; undo deletes it.
@@ -259,7 +259,7 @@ impl KubernetesConfigurationDriver {
         key: DocumentKey<'_>,
         values: &Map<String, Value>,
         replace_stale: bool,
-    ) -> Result<WriteReceipt, DriverError> {
+    ) -> Result<Replaced, DriverError> {
         let (api, tenant) = self.api(key.namespace_id).await?;
         let post = PostParams::default();
         let mut manifest = Self::manifest(key, &tenant, values)?;
@@ -269,16 +269,14 @@ impl KubernetesConfigurationDriver {
         if key.generation == Generation::FIRST && !replace_stale {
             let what = format!("create configmaps in namespace {tenant}");
             return match self.kube.call(&what, || api.create(&post, &manifest)).await {
-                Ok(created) => Ok(WriteReceipt::kubernetes(Replaced::Nothing {
+                Ok(created) => Ok(Replaced::Nothing {
                     written_version: created.metadata.resource_version.unwrap_or_default(),
-                })),
+                }),
                 // A retried create whose first attempt was applied finds its own object.
                 Err(KubeFailure::AlreadyExists) => match self.fetch(&api, &tenant, &key).await {
-                    Ok(Some(stored)) if is_ours(&stored) => {
-                        Ok(WriteReceipt::kubernetes(Replaced::Nothing {
-                            written_version: stored.resource_version,
-                        }))
-                    }
+                    Ok(Some(stored)) if is_ours(&stored) => Ok(Replaced::Nothing {
+                        written_version: stored.resource_version,
+                    }),
                     _ => Err(DriverError::Conflict(format!(
                         "ConfigMap {tenant}/{name} already exists"
                     ))),
@@ -317,14 +315,12 @@ impl KubernetesConfigurationDriver {
             .call(&what, || api.replace(&name, &post, &manifest))
             .await
         {
-            Ok(written) => Ok(WriteReceipt::kubernetes(replaced(
+            Ok(written) => Ok(replaced(
                 written.metadata.resource_version.unwrap_or_default(),
-            ))),
+            )),
             // A retried replace whose first attempt was applied sees its own write.
             Err(KubeFailure::Conflict(message)) => match self.fetch(&api, &tenant, &key).await {
-                Ok(Some(stored)) if is_ours(&stored) => {
-                    Ok(WriteReceipt::kubernetes(replaced(stored.resource_version)))
-                }
+                Ok(Some(stored)) if is_ours(&stored) => Ok(replaced(stored.resource_version)),
                 _ => Err(DriverError::Conflict(message)),
             },
             Err(other) => Err(other.into()),

@@ -12,6 +12,7 @@
 //!   ConfigMap one generation ahead: reads of that Configuration fail (503) until the next
 //!   update, which accepts and replaces such a leftover.
 
+mod document;
 mod filesystem;
 mod kubernetes;
 
@@ -19,13 +20,11 @@ use occ_core::resource::Generation;
 use occ_core::{ConfigurationId, NamespaceId, Timestamp};
 use serde_json::{Map, Value};
 
+pub use document::{DOCUMENT_MAX_BYTES, DocumentKey};
 pub use filesystem::FilesystemConfigurationDriver;
 pub use kubernetes::{DOCUMENT_KEY, KubernetesConfigurationDriver, configmap_name};
 
 use crate::{DriverError, DriverIdentity};
-
-/// Largest stored document, serialized.
-pub const DOCUMENT_MAX_BYTES: usize = 1024 * 1024;
 
 /// The selected Configuration Driver.
 #[derive(Debug, Clone)]
@@ -52,19 +51,6 @@ impl WriteReceipt {
     fn kubernetes(replaced: kubernetes::Replaced) -> Self {
         Self(Receipt::Kubernetes(replaced))
     }
-}
-
-/// The exact document a call is about.
-#[derive(Debug, Clone, Copy)]
-pub struct DocumentKey<'a> {
-    /// Owning Namespace.
-    pub namespace_id: &'a NamespaceId,
-    /// Configuration.
-    pub configuration_id: &'a ConfigurationId,
-    /// Generation.
-    pub generation: Generation,
-    /// When the Configuration was created (stored with the document and checked on reads).
-    pub created_at: Timestamp,
 }
 
 impl ConfigurationDriver {
@@ -104,7 +90,10 @@ impl ConfigurationDriver {
                 .write(key, values, replace_stale)
                 .await
                 .map(|()| WriteReceipt(Receipt::NewObject)),
-            ConfigurationDriver::Kubernetes(d) => d.write(key, values, replace_stale).await,
+            ConfigurationDriver::Kubernetes(d) => d
+                .write(key, values, replace_stale)
+                .await
+                .map(WriteReceipt::kubernetes),
         }
     }
 

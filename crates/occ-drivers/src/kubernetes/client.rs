@@ -4,6 +4,7 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use crate::DriverError;
@@ -188,6 +189,22 @@ impl KubeClient {
         }
     }
 
+    /// [`Self::get_opt`] for the Compute verbs: a failure is a Compute failure
+    /// ([`KubeFailure::into_compute`]) naming `what`.
+    pub async fn find<K>(
+        &self,
+        api: &kube::Api<K>,
+        name: &str,
+        what: &str,
+    ) -> Result<Option<K>, crate::compute::ComputeError>
+    where
+        K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    {
+        self.get_opt(api, name, what)
+            .await
+            .map_err(|e| e.into_compute(what))
+    }
+
     /// `DELETE` of exactly the object that was read: its uid (and, when given, its
     /// resourceVersion) as preconditions, so an object recreated or changed since is never
     /// deleted; absent is done.
@@ -213,6 +230,22 @@ impl KubeClient {
             Ok(_) | Err(KubeFailure::NotFound) => Ok(()),
             Err(other) => Err(other),
         }
+    }
+
+    /// [`Self::delete_exact`] of the object at `name` as it was just read (`found`), guarded by
+    /// its uid.
+    pub async fn delete_read<K>(
+        &self,
+        api: &kube::Api<K>,
+        name: &str,
+        found: &ObjectMeta,
+        what: &str,
+    ) -> Result<(), KubeFailure>
+    where
+        K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    {
+        self.delete_exact(api, name, found.uid.clone(), None, what)
+            .await
     }
 
     /// The underlying client, for typed `Api`s.

@@ -8,9 +8,10 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, ListParams};
 use occ_core::NamespaceId;
 
-use super::{
-    ANNOTATION_NAMESPACE_ID, ANNOTATION_NAMESPACE_LIFECYCLE, KubeClient, LABEL_MANAGED_BY,
-    LABEL_NAMESPACE, MANAGED_BY, annotation, label, short_hash,
+use super::client::KubeClient;
+use super::marks::{
+    ANNOTATION_NAMESPACE_ID, ANNOTATION_NAMESPACE_LIFECYCLE, LABEL_MANAGED_BY, LABEL_NAMESPACE,
+    MANAGED_BY, annotation, label, short_hash,
 };
 use crate::DriverError;
 use crate::compute::NamespaceTarget;

@@ -35,11 +35,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, ListParams, PostParams};
 use serde::de::DeserializeOwned;
 
-use super::{
-    ANNOTATION_NAMESPACE_ID, ANNOTATION_NAMESPACE_LIFECYCLE, KubeClient, LABEL_MANAGED_BY,
-    LABEL_NAMESPACE, MANAGED_BY, TENANT_LIFECYCLE_EXTERNAL, annotation, label,
-    tenant_namespace_name, tenant_namespace_of,
+use super::client::KubeClient;
+use super::marks::{
+    ANNOTATION_NAMESPACE_ID, ANNOTATION_NAMESPACE_LIFECYCLE, LABEL_MANAGED_BY, LABEL_NAMESPACE,
+    MANAGED_BY, annotation, label,
 };
+use super::placement::{TENANT_LIFECYCLE_EXTERNAL, tenant_namespace_name, tenant_namespace_of};
 use crate::compute::{ComputeError, Convergence, NamespaceHook, NamespaceTarget};
 
 /// A ServiceAccount that is granted access in tenant namespaces (`namespace/name`).
@@ -331,10 +332,7 @@ impl TenantNamespaces {
     where
         K: Clone + DeserializeOwned + std::fmt::Debug,
     {
-        self.kube
-            .get_opt(api, name, what)
-            .await
-            .map_err(|e| e.into_compute(what))
+        self.kube.find(api, name, what).await
     }
 
     /// Creates `desired`, or brings an existing RoleBinding of ours to it: other subjects are
@@ -716,13 +714,7 @@ impl TenantNamespaces {
             return Ok(());
         }
         self.kube
-            .delete_exact(
-                api,
-                name,
-                current.meta().uid.clone(),
-                None,
-                &format!("delete {resource}"),
-            )
+            .delete_read(api, name, current.meta(), &format!("delete {resource}"))
             .await
             .map_err(|e| e.into_compute(&format!("delete {what}")))
     }
@@ -740,13 +732,7 @@ impl TenantNamespaces {
         }
         if current.metadata.deletion_timestamp.is_none() {
             self.kube
-                .delete_exact(
-                    &namespaces,
-                    &name,
-                    current.metadata.uid.clone(),
-                    None,
-                    "delete namespaces",
-                )
+                .delete_read(&namespaces, &name, &current.metadata, "delete namespaces")
                 .await
                 .map_err(|e| e.into_compute("the tenant namespace"))?;
         }

@@ -10,8 +10,8 @@ use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{Key, XChaCha20Poly1305, XNonce};
 use occ_core::{NamespaceId, SecretId};
 
-use crate::fsutil::{ensure_private_dir, read_bounded, remove_if_exists, write_atomic};
 use crate::{DriverError, DriverIdentity};
+use occ_host::fsutil::{ensure_private_dir, read_bounded, remove_if_exists, write_atomic};
 
 const VERSION: u8 = 1;
 const NONCE_LEN: usize = 24;

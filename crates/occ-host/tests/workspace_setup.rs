@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use occ_core::{AgentId, NamespaceId};
-use occ_drivers::runtime::OpenclawRuntime;
-use occ_drivers::workspace_setup::{
+use occ_host::runtime::OpenclawRuntime;
+use occ_host::workspace_setup::{
     self, MARKER_FILE, STOCK_DEFAULTS_ID, SetupEnv, SetupError, SetupInput, SetupOutcome, TEMP_FILE,
 };
 

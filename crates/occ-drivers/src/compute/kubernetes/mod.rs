@@ -24,23 +24,24 @@
 //!
 //! Objects at these names that are not occ's are refused, never adopted or overwritten.
 
+mod forward;
+mod objects;
+
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Secret, ServiceAccount};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use kube::api::{Api, ListParams, PostParams};
 use occ_core::RevisionId;
-use occ_core::resource::{ExecutionMode, WorkspaceSetup};
+use occ_core::resource::WorkspaceSetup;
+use occ_host::snapshot::harness_key_variable;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde_json::{Map, Value, json};
-use sha2::Digest as _;
+use serde_json::{Value, json};
 
-use super::process::{GATEWAY_FIXED_ENV, harness_key_variable, render_snapshot};
 use super::{
     AgentTarget, Compute, ComputeError, ComputeSelection, Convergence, GatewayAccess,
     NamespaceHook as _, NamespaceTarget, Readiness, RevisionContext, RevisionTarget, RuntimeState,
@@ -48,43 +49,15 @@ use super::{
 };
 use crate::DriverError;
 use crate::kubernetes::{
-    ANNOTATION_NAMESPACE_ID, KubeClient, KubeFailure, LABEL_MANAGED_BY, LABEL_NAMESPACE,
-    MANAGED_BY, TenantNamespaces, annotation, find_tenant_namespace, label, short_hash,
+    KubeClient, KubeFailure, TenantNamespaces, annotation, find_tenant_namespace,
     tenant_namespace_name, tenant_namespace_of,
 };
-use crate::runtime::{ENTRY_REL, NODE_REL};
-use crate::workspace_setup::SetupInput;
-
-/// The gateway's port inside its Pod.
-pub const GATEWAY_PORT: u16 = 18789;
-const LABEL_AGENT: &str = "openclaw.dev/agent";
-const LABEL_REVISION: &str = "openclaw.dev/revision";
-const ANNOTATION_REVISION_ID: &str = "openclaw.dev/revision-id";
-const ANNOTATION_REVISION: &str = "openclaw.dev/revision-number";
-const ANNOTATION_TEMPLATE: &str = "openclaw.dev/template-hash";
-const STATE_MOUNT: &str = "/var/lib/openclaw";
-const CONFIG_MOUNT: &str = "/etc/openclaw";
-const SETUP_MOUNT: &str = "/etc/occ-setup";
-const POD_USER: i64 = 10001;
-
-/// Settings of the Kubernetes Compute Driver.
-#[derive(Debug, Clone)]
-pub struct KubernetesComputeSettings {
-    /// The gateway image: occ (for `occ workspace-setup`) and the pinned OpenClaw runtime.
-    pub image: String,
-    /// Where the runtime is installed in the image (`occ runtime install --dir`).
-    pub runtime_dir: String,
-    /// The `occ` binary in the image.
-    pub occ_binary: String,
-    /// Size of each Agent's state volume (e.g. `10Gi`).
-    pub state_storage: String,
-    /// Storage class of the state volumes (the cluster default when unset).
-    pub storage_class: Option<String>,
-    /// How long activation waits for the rollout and the native handshake.
-    pub activation_timeout: Duration,
-    /// How long stop and delete wait for the Pod to go.
-    pub stop_timeout: Duration,
-}
+use forward::Forwards;
+use objects::{
+    ANNOTATION_REVISION_ID, ANNOTATION_TEMPLATE, LABEL_AGENT, Names, foreign, installed, meta,
+    owned, pod_refusal, rolled_out, setup_secret_data, typed,
+};
+pub use objects::{GATEWAY_PORT, KubernetesComputeSettings};
 
 /// The Kubernetes Compute Driver.
 pub struct KubernetesCompute {
@@ -92,95 +65,7 @@ pub struct KubernetesCompute {
     kube: KubeClient,
     tenants: TenantNamespaces,
     settings: KubernetesComputeSettings,
-    forwards: tokio::sync::Mutex<BTreeMap<(String, String), Forward>>,
-}
-
-/// A local listener bridged to one Pod's gateway port through `pods/portforward`.
-struct Forward {
-    pod: String,
-    port: u16,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Forward {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-fn foreign(what: String) -> ComputeError {
-    ComputeError::permanent("OWNERSHIP_CONFLICT", what)
-}
-
-/// Names of one Agent's objects.
-struct Names {
-    tenant: String,
-    gateway: String,
-    token: String,
-    state: String,
-    setup: String,
-}
-
-impl Names {
-    fn of(agent: &AgentTarget, tenant: String) -> Self {
-        let h = short_hash(agent.agent_id.as_str(), 12);
-        Self {
-            tenant,
-            gateway: format!("gw-{h}"),
-            token: format!("gw-token-{h}"),
-            state: format!("gw-state-{h}"),
-            setup: format!("gw-setup-{h}"),
-        }
-    }
-    fn snapshot(&self, rev: &RevisionTarget) -> String {
-        format!(
-            "{}-cfg-{}",
-            self.gateway,
-            short_hash(rev.revision_id.as_str(), 12)
-        )
-    }
-    fn environment(&self, rev: &RevisionTarget) -> String {
-        format!(
-            "{}-env-{}",
-            self.gateway,
-            short_hash(rev.revision_id.as_str(), 12)
-        )
-    }
-}
-
-fn labels(agent: &AgentTarget) -> BTreeMap<String, String> {
-    BTreeMap::from([
-        (LABEL_MANAGED_BY.to_owned(), MANAGED_BY.to_owned()),
-        (LABEL_NAMESPACE.to_owned(), agent.namespace_id.to_string()),
-        (LABEL_AGENT.to_owned(), agent.agent_id.to_string()),
-    ])
-}
-
-fn meta(name: &str, tenant: &str, agent: &AgentTarget, rev: Option<&RevisionTarget>) -> ObjectMeta {
-    let mut labels = labels(agent);
-    if let Some(rev) = rev {
-        labels.insert(LABEL_REVISION.to_owned(), rev.revision_id.to_string());
-    }
-    ObjectMeta {
-        name: Some(name.to_owned()),
-        namespace: Some(tenant.to_owned()),
-        labels: Some(labels),
-        annotations: Some(BTreeMap::from([(
-            ANNOTATION_NAMESPACE_ID.to_owned(),
-            agent.namespace_id.to_string(),
-        )])),
-        ..ObjectMeta::default()
-    }
-}
-
-fn owned(meta: &ObjectMeta, agent: &AgentTarget) -> bool {
-    label(meta, LABEL_MANAGED_BY) == Some(MANAGED_BY)
-        && label(meta, LABEL_NAMESPACE) == Some(agent.namespace_id.as_str())
-        && label(meta, LABEL_AGENT) == Some(agent.agent_id.as_str())
-}
-
-fn typed<K: DeserializeOwned>(value: Value) -> K {
-    serde_json::from_value(value).expect("a manifest built by this module is well-formed")
+    forwards: Forwards,
 }
 
 impl KubernetesCompute {
@@ -196,7 +81,7 @@ impl KubernetesCompute {
             tenants,
             kube,
             settings,
-            forwards: tokio::sync::Mutex::new(BTreeMap::new()),
+            forwards: Forwards::default(),
         }
     }
 
@@ -212,10 +97,7 @@ impl KubernetesCompute {
     where
         K: Clone + DeserializeOwned + std::fmt::Debug,
     {
-        self.kube
-            .get_opt(api, name, what)
-            .await
-            .map_err(|e| e.into_compute(what))
+        self.kube.find(api, name, what).await
     }
 
     /// The names of the Agent's objects, in its Namespace's tenant namespace: the one that
@@ -338,26 +220,14 @@ impl KubernetesCompute {
             )));
         }
         self.kube
-            .delete_exact(
-                api,
-                name,
-                current.meta().uid.clone(),
-                None,
-                &format!("delete {what}"),
-            )
+            .delete_read(api, name, current.meta(), &format!("delete {what}"))
             .await
             .map_err(|e| e.into_compute(what))
     }
 
     /// The snapshot the revision runs with, with the Pod's paths (also used by golden tests).
-    pub fn render(rev: &RevisionTarget) -> Map<String, Value> {
-        render_snapshot(
-            rev,
-            GATEWAY_PORT,
-            "lan",
-            &format!("{STATE_MOUNT}/state/workspace"),
-            None,
-        )
+    pub fn render(rev: &RevisionTarget) -> serde_json::Map<String, Value> {
+        objects::render(rev)
     }
 
     /// The Agent's Deployment serving `rev` (also used by the golden tests).
@@ -368,132 +238,7 @@ impl KubernetesCompute {
         with_setup: bool,
         with_environment: bool,
     ) -> Deployment {
-        let names = Names::of(&rev.agent, tenant.to_owned());
-        let runtime = self.settings.runtime_dir.trim_end_matches('/');
-        let node = format!("{runtime}/{NODE_REL}");
-        let node_bin = node
-            .rsplit_once('/')
-            .map(|(d, _)| d.to_owned())
-            .unwrap_or_default();
-        let mut env = vec![
-            json!({"name": "HOME", "value": STATE_MOUNT}),
-            json!({"name": "TMPDIR", "value": "/tmp"}),
-            json!({"name": "PATH", "value": format!("{node_bin}:/usr/local/bin:/usr/bin:/bin")}),
-            json!({"name": "OPENCLAW_STATE_DIR", "value": format!("{STATE_MOUNT}/state")}),
-            json!({"name": "OPENCLAW_CONFIG_PATH", "value": format!("{CONFIG_MOUNT}/openclaw.json")}),
-            json!({"name": "OPENCLAW_GATEWAY_TOKEN",
-                   "valueFrom": {"secretKeyRef": {"name": names.token, "key": "token"}}}),
-        ];
-        env.extend(
-            GATEWAY_FIXED_ENV
-                .iter()
-                .map(|(k, v)| json!({"name": k, "value": v})),
-        );
-        let security = json!({
-            "allowPrivilegeEscalation": false,
-            "readOnlyRootFilesystem": true,
-            "runAsNonRoot": true,
-            "capabilities": {"drop": ["ALL"]},
-        });
-        let mut gateway = json!({
-            "name": "gateway",
-            "image": self.settings.image,
-            "command": [node, format!("{runtime}/{ENTRY_REL}")],
-            "args": ["gateway", "run", "--port", GATEWAY_PORT.to_string(), "--bind", "lan"],
-            "env": env,
-            "ports": [{"name": "gateway", "containerPort": GATEWAY_PORT}],
-            "readinessProbe": {"httpGet": {"path": "/readyz", "port": GATEWAY_PORT},
-                                "periodSeconds": 2, "failureThreshold": 3},
-            "volumeMounts": [
-                {"name": "config", "mountPath": CONFIG_MOUNT, "readOnly": true},
-                {"name": "state", "mountPath": STATE_MOUNT},
-                {"name": "tmp", "mountPath": "/tmp"},
-            ],
-            "resources": {"requests": {"cpu": "250m", "memory": "1Gi"}, "limits": {"memory": "2Gi"}},
-            "securityContext": security,
-        });
-        if with_environment {
-            gateway["envFrom"] = json!([{"secretRef": {"name": names.environment(rev)}}]);
-        }
-        let mut volumes = vec![
-            json!({"name": "config", "configMap": {"name": names.snapshot(rev),
-                    "items": [{"key": "openclaw.json", "path": "openclaw.json"}]}}),
-            json!({"name": "state", "persistentVolumeClaim": {"claimName": names.state}}),
-            json!({"name": "tmp", "emptyDir": {}}),
-        ];
-        let mut init = Vec::new();
-        if with_setup {
-            volumes.push(json!({"name": "setup", "secret": {"secretName": names.setup}}));
-            init.push(json!({
-                "name": "workspace-setup",
-                "image": self.settings.image,
-                "command": [self.settings.occ_binary, "workspace-setup"],
-                "env": [
-                    {"name": "HOME", "value": STATE_MOUNT},
-                    {"name": "TMPDIR", "value": "/tmp"},
-                    {"name": "OCC_WORKSPACE_SETUP_PATH", "value": format!("{SETUP_MOUNT}/setup.json")},
-                    {"name": "OCC_WORKSPACE_DIR", "value": format!("{STATE_MOUNT}/state/workspace")},
-                    {"name": "OCC_OPENCLAW_RUNTIME", "value": runtime},
-                    {"name": "OCC_DATA_DIR", "value": format!("{STATE_MOUNT}/occ")},
-                ],
-                "volumeMounts": [
-                    {"name": "state", "mountPath": STATE_MOUNT},
-                    {"name": "setup", "mountPath": SETUP_MOUNT, "readOnly": true},
-                    {"name": "tmp", "mountPath": "/tmp"},
-                ],
-                "resources": {"requests": {"cpu": "100m", "memory": "512Mi"}, "limits": {"memory": "1Gi"}},
-                "securityContext": security,
-            }));
-        }
-        let pod_labels = labels(&rev.agent);
-        let template = json!({
-            "metadata": {
-                "labels": pod_labels,
-                "annotations": {
-                    ANNOTATION_REVISION_ID: rev.revision_id.to_string(),
-                    ANNOTATION_REVISION: rev.revision.to_string(),
-                },
-            },
-            "spec": {
-                "serviceAccountName": names.gateway,
-                "automountServiceAccountToken": false,
-                "enableServiceLinks": false,
-                "securityContext": {"runAsNonRoot": true, "runAsUser": POD_USER, "runAsGroup": POD_USER,
-                                     "fsGroup": POD_USER, "seccompProfile": {"type": "RuntimeDefault"}},
-                "initContainers": init,
-                "containers": [gateway],
-                "volumes": volumes,
-            },
-        });
-        let hash = hex::encode(sha2::Sha256::digest(template.to_string().as_bytes()));
-        let mut meta = meta(&names.gateway, &names.tenant, &rev.agent, None);
-        meta.annotations.get_or_insert_default().extend([
-            (ANNOTATION_TEMPLATE.to_owned(), hash),
-            (
-                ANNOTATION_REVISION_ID.to_owned(),
-                rev.revision_id.to_string(),
-            ),
-            (ANNOTATION_REVISION.to_owned(), rev.revision.to_string()),
-        ]);
-        typed(json!({
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": meta,
-            "spec": {
-                "replicas": 1,
-                "strategy": {"type": "Recreate"},
-                "selector": {"matchLabels": {LABEL_AGENT: rev.agent.agent_id.to_string()}},
-                "template": template,
-            },
-        }))
-    }
-
-    /// The revision the Agent's Deployment is set to serve, with its number.
-    fn installed(d: &Deployment) -> Option<(String, u64)> {
-        Some((
-            annotation(&d.metadata, ANNOTATION_REVISION_ID)?.to_owned(),
-            annotation(&d.metadata, ANNOTATION_REVISION)?.parse().ok()?,
-        ))
+        objects::deployment(&self.settings, tenant, rev, with_setup, with_environment)
     }
 
     async fn deployment_of(&self, agent: &AgentTarget) -> Result<Option<Deployment>, ComputeError> {
@@ -506,30 +251,6 @@ impl KubernetesCompute {
             ))),
             other => Ok(other),
         }
-    }
-
-    /// Why the Deployment controller cannot create the gateway's Pod (its `ReplicaFailure`
-    /// condition: an exceeded quota, a Pod Security or other admission refusal), if it cannot.
-    fn pod_refusal(d: &Deployment) -> Option<String> {
-        let conditions = d.status.as_ref()?.conditions.as_ref()?;
-        conditions
-            .iter()
-            .find(|c| c.type_ == "ReplicaFailure" && c.status == "True")
-            .map(|c| {
-                c.message
-                    .clone()
-                    .or_else(|| c.reason.clone())
-                    .unwrap_or_else(|| "ReplicaFailure".into())
-            })
-    }
-
-    fn rolled_out(d: &Deployment) -> bool {
-        let generation = d.metadata.generation.unwrap_or(0);
-        let status = d.status.clone().unwrap_or_default();
-        d.spec.as_ref().and_then(|s| s.replicas) == Some(1)
-            && status.observed_generation.unwrap_or(0) >= generation
-            && status.updated_replicas == Some(1)
-            && status.ready_replicas == Some(1)
     }
 
     /// The running, ready Pod of the Agent's current template, if any.
@@ -591,67 +312,12 @@ impl KubernetesCompute {
             .ok_or_else(|| foreign(format!("secret {} holds no valid token", names.token)))
     }
 
-    /// A local port forwarded to the gateway of `agent`'s Pod `pod` through the API server (one
-    /// listener per Agent, reused while the Pod is the same; each accepted connection opens its
-    /// own port-forward stream).
+    /// A local port forwarded to the gateway of `agent`'s Pod `pod` ([`Forwards::open`]).
     async fn forward(&self, agent: &AgentTarget, pod: &str) -> Result<u16, ComputeError> {
         let names = self.names(agent).await?;
-        let tenant = names.tenant.as_str();
-        let key = (names.tenant.clone(), names.gateway.clone());
-        let mut forwards = self.forwards.lock().await;
-        if let Some(f) = forwards.get(&key)
-            && f.pod == pod
-            && !f.task.is_finished()
-        {
-            return Ok(f.port);
-        }
-        forwards.remove(&key);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .map_err(|e| {
-                ComputeError::transient("DEPENDENCY_UNAVAILABLE", format!("no local port: {e}"))
-            })?;
-        let port = listener
-            .local_addr()
-            .map_err(|e| ComputeError::transient("DEPENDENCY_UNAVAILABLE", e.to_string()))?
-            .port();
-        let pods: Api<Pod> = self.api(tenant);
-        let pod_name = pod.to_owned();
-        let task = tokio::spawn(async move {
-            while let Ok((mut conn, _)) = listener.accept().await {
-                let pods = pods.clone();
-                let pod_name = pod_name.clone();
-                tokio::spawn(async move {
-                    let Ok(mut forwarder) = pods.portforward(&pod_name, &[GATEWAY_PORT]).await
-                    else {
-                        return;
-                    };
-                    let Some(mut upstream) = forwarder.take_stream(GATEWAY_PORT) else {
-                        return;
-                    };
-                    let _ = tokio::io::copy_bidirectional(&mut conn, &mut upstream).await;
-                    drop(upstream);
-                    let _ = forwarder.join().await;
-                });
-            }
-        });
-        forwards.insert(
-            key,
-            Forward {
-                pod: pod.to_owned(),
-                port,
-                task,
-            },
-        );
-        Ok(port)
-    }
-
-    /// Closes the forward of `agent`, or of every Agent of a tenant namespace (`None`).
-    async fn drop_forwards(&self, tenant: &str, gateway: Option<&str>) {
         self.forwards
-            .lock()
+            .open(self.api(&names.tenant), (names.tenant, names.gateway), pod)
             .await
-            .retain(|(t, g), _| !(t == tenant && gateway.is_none_or(|name| name == g)));
     }
 
     /// Whether `rev` serves: its template rolled out and its Pod answers `hello-ok`.
@@ -669,9 +335,7 @@ impl KubernetesCompute {
         d: &Deployment,
         wait: Duration,
     ) -> Result<bool, ComputeError> {
-        if Self::installed(d).map(|(id, _)| id) != Some(rev.revision_id.to_string())
-            || !Self::rolled_out(d)
-        {
+        if installed(d).map(|(id, _)| id) != Some(rev.revision_id.to_string()) || !rolled_out(d) {
             return Ok(false);
         }
         let Some(pod) = self
@@ -767,10 +431,6 @@ impl KubernetesCompute {
     }
 }
 
-fn setup_secret_data(setup: &WorkspaceSetup) -> String {
-    String::from_utf8(SetupInput::from(setup).to_json()).expect("setup input is JSON text")
-}
-
 /// Preparation and activation, optionally over a newer failed candidate (a rollback).
 impl KubernetesCompute {
     /// `prepare_revision`; `replacing` names a newer installed revision that may be replaced
@@ -781,16 +441,11 @@ impl KubernetesCompute {
         ctx: &RevisionContext,
         replacing: Option<&RevisionId>,
     ) -> Result<Readiness, ComputeError> {
-        if rev.spec.harness.mode != ExecutionMode::Embedded {
-            return Err(ComputeError::permanent(
-                "COMPUTE_DRIVER_MISMATCH",
-                "the Kubernetes Compute Driver runs embedded execution only",
-            ));
-        }
+        rev.require_embedded("Kubernetes")?;
         let agent = &rev.agent;
         let names = self.names(agent).await?;
         if let Some(d) = self.deployment_of(agent).await?
-            && let Some((id, number)) = Self::installed(&d)
+            && let Some((id, number)) = installed(&d)
             && id != rev.revision_id.as_str()
             && replacing.is_none_or(|failed| id != failed.as_str())
             && number > rev.revision
@@ -882,7 +537,7 @@ impl KubernetesCompute {
             )
             .await?;
         }
-        let snapshot = serde_json::to_string(&Value::Object(Self::render(rev)))
+        let snapshot = serde_json::to_string(&Value::Object(objects::render(rev)))
             .map_err(|e| ComputeError::permanent("SNAPSHOT_INVALID", e.to_string()))?;
         let configmaps: Api<ConfigMap> = self.api(&names.tenant);
         let stored = self
@@ -915,12 +570,7 @@ impl KubernetesCompute {
         ctx: &RevisionContext,
         replacing: Option<&RevisionId>,
     ) -> Result<(), ComputeError> {
-        if let Readiness::Pending { code } = self.prepare_over(rev, ctx, replacing).await? {
-            return Err(ComputeError::permanent(
-                &code,
-                "a newer revision is installed for this Agent",
-            ));
-        }
+        self.prepare_over(rev, ctx, replacing).await?.activatable()?;
         let names = self.names(&rev.agent).await?;
         let with_environment = !ctx.environment.is_empty() || ctx.harness_credential.is_some();
         let mut desired = self.deployment(
@@ -957,7 +607,7 @@ impl KubernetesCompute {
         let deadline = tokio::time::Instant::now() + self.settings.activation_timeout;
         loop {
             let current = self.deployment_of(&rev.agent).await?;
-            if let Some(why) = current.as_ref().and_then(Self::pod_refusal) {
+            if let Some(why) = current.as_ref().and_then(pod_refusal) {
                 // No Pod can be made (quota, admission): say why instead of waiting it out.
                 return Err(ComputeError::transient(
                     "GATEWAY_POD_REFUSED",
@@ -1011,7 +661,7 @@ impl Compute for KubernetesCompute {
     }
 
     async fn delete_namespace(&self, ns: &NamespaceTarget) -> Result<Convergence, ComputeError> {
-        self.drop_forwards(&tenant_namespace_of(ns), None).await;
+        self.forwards.close(&tenant_namespace_of(ns), None).await;
         let outcome = self.tenants.before_namespace_delete(ns).await?;
         if outcome == Convergence::Done {
             self.kube.remember_tenant(&ns.id, None);
@@ -1051,14 +701,15 @@ impl Compute for KubernetesCompute {
         let Some(d) = self.deployment_of(&rev.agent).await? else {
             return Ok(());
         };
-        if Self::installed(&d).map(|(id, _)| id) != Some(rev.revision_id.to_string()) {
+        if installed(&d).map(|(id, _)| id) != Some(rev.revision_id.to_string()) {
             return Ok(());
         }
         if d.spec.as_ref().and_then(|s| s.replicas) != Some(0) {
             self.set_replicas(&rev.agent, d, 0).await?;
         }
         let names = self.names(&rev.agent).await?;
-        self.drop_forwards(&names.tenant, Some(&names.gateway))
+        self.forwards
+            .close(&names.tenant, Some(&names.gateway))
             .await;
         self.wait_no_pods(&rev.agent).await
     }
@@ -1076,7 +727,8 @@ impl Compute for KubernetesCompute {
         let deployments: Api<Deployment> = self.api(&names.tenant);
         self.delete_owned(&deployments, agent, &names.gateway, "deployments")
             .await?;
-        self.drop_forwards(&names.tenant, Some(&names.gateway))
+        self.forwards
+            .close(&names.tenant, Some(&names.gateway))
             .await;
         self.wait_no_pods(agent).await?;
         // Revision objects (snapshots, environment) by label, then the Agent's own.
@@ -1118,7 +770,7 @@ impl Compute for KubernetesCompute {
         let Some(d) = self.deployment_of(&rev.agent).await? else {
             return Ok(RuntimeState::NotRunning);
         };
-        if Self::installed(&d).map(|(id, _)| id) != Some(rev.revision_id.to_string()) {
+        if installed(&d).map(|(id, _)| id) != Some(rev.revision_id.to_string()) {
             return Ok(RuntimeState::NotCurrent);
         }
         Ok(if self.serving(rev, Duration::from_secs(5)).await? {
@@ -1135,7 +787,7 @@ impl Compute for KubernetesCompute {
         let Some(d) = self.deployment_of(agent).await? else {
             return Ok(None);
         };
-        let Some((revision_id, _)) = Self::installed(&d) else {
+        let Some((revision_id, _)) = installed(&d) else {
             return Ok(None);
         };
         if d.spec.as_ref().and_then(|s| s.replicas) != Some(1) {

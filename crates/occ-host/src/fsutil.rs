@@ -1,6 +1,7 @@
-//! File-system primitives shared by the local Drivers: private directories, atomic replacement
-//! (exclusive temp file, fsync, rename, directory fsync) and bounded reads that refuse symlinks
-//! and anything but a regular file.
+//! File-system primitives shared by the host and the local Drivers: private directories, atomic
+//! replacement (exclusive temp file, fsync, rename, directory fsync), bounded reads that refuse
+//! symlinks and anything but a regular file, and the check that keeps a path plain enough for a
+//! remote command line or a generated file.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
@@ -130,6 +131,19 @@ pub fn remove_if_exists(path: &Path) -> io::Result<()> {
     }
 }
 
+/// Whether `path` is absolute, normalized and made only of `[A-Za-z0-9_./:@+-]` (so it is safe
+/// on a remote command line and in generated files).
+pub fn safe_path(path: &Path) -> bool {
+    let Some(text) = path.to_str() else {
+        return false;
+    };
+    text.starts_with('/')
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_./:@+-".contains(&b))
+        && !text.split('/').any(|c| c == ".." || c == ".")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -182,5 +196,14 @@ mod tests {
         );
         assert!(read_bounded(dir.path(), 100).is_err());
         assert!(ensure_private_dir(&l).is_err());
+    }
+
+    #[test]
+    fn paths_on_the_remote_command_line_are_plain() {
+        assert!(safe_path(Path::new("/usr/local/bin/occ")));
+        assert!(safe_path(Path::new("/var/lib/occ-compute")));
+        for bad in ["occ", "/a b", "/a;b", "/a/../b", "/a/$x", "/a'b", "/a/./b"] {
+            assert!(!safe_path(Path::new(bad)), "{bad}");
+        }
     }
 }

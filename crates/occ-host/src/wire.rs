@@ -1,32 +1,23 @@
-//! The host side of the SSH Compute Driver: one Compute operation, described by a JSON
-//! [`HostRequest`], executed against a local root by the process Driver's own code
-//! ([`ProcessCompute::for_host`] with per-Agent accounts), answered by one JSON [`HostReply`].
-//!
-//! `occ compute-host` reads the request from stdin and prints the reply as one line on stdout;
-//! the SSH Driver runs it on the host through the system `ssh` client. The host needs no occ
+//! The request and reply of one host operation between the SSH Compute Driver (which sends it
+//! through `ssh`) and `occ compute-host` on the host (which runs it, [`crate::serve`]): one
+//! JSON [`HostRequest`] on stdin, one JSON [`HostReply`] line on stdout. The host needs no occ
 //! settings, database or credentials: everything the operation needs is in the request
 //! (settings, targets, the staged workspace files), and nothing secret ever reaches argv.
 //!
-//! Operations on one host are serialized by an exclusive `flock` on `<root>/.compute-lock`,
-//! held for the whole operation (the kernel releases it if the process dies).
+//! The format is internal: both ends must be the same occ build ([`check_version`]).
 
 use std::collections::BTreeMap;
 use std::ops::RangeInclusive;
-use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::path::PathBuf;
 
+use occ_core::compute::{AgentTarget, ComputeError, NamespaceTarget, RevisionTarget};
 use occ_core::resource::{WorkspaceFileName, WorkspaceSetup};
 use occ_core::{AgentId, NamespaceId};
 use serde::{Deserialize, Serialize};
 
-use super::process::{
-    AccountSettings, GatewayBind, HostOptions, ProcessCompute, ProcessSettings, Supervision,
-};
-use super::systemd::{Systemctl, SystemdSupervision, hidden_by_hardening};
-use super::{
-    AgentTarget, Compute, ComputeError, ComputeSelection, Convergence, NamespaceTarget, Readiness,
-    RevisionContext, RevisionTarget, RuntimeState,
-};
+use crate::account;
+use crate::fsutil::safe_path;
+use crate::snapshot::GatewayBind;
 
 /// Largest request `occ compute-host` reads (the staged workspace files are the bulk).
 pub const REQUEST_MAX_BYTES: u64 = 1024 * 1024;
@@ -155,7 +146,7 @@ impl HostSettings {
                 self.port_start, self.port_end
             ));
         }
-        if !super::account::valid_prefix(&self.account_prefix) {
+        if !account::valid_prefix(&self.account_prefix) {
             return Some(format!(
                 "the account prefix {:?} must match [a-z_][a-z0-9_-]* and not be root",
                 self.account_prefix
@@ -163,19 +154,6 @@ impl HostSettings {
         }
         None
     }
-}
-
-/// Whether `path` is absolute, normalized and made only of `[A-Za-z0-9_./:@+-]` (so it is safe
-/// on a remote command line and in generated files).
-pub fn safe_path(path: &Path) -> bool {
-    let Some(text) = path.to_str() else {
-        return false;
-    };
-    text.starts_with('/')
-        && text
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"_./:@+-".contains(&b))
-        && !text.split('/').any(|c| c == ".." || c == ".")
 }
 
 /// A staged workspace setup on the wire (the text never leaves the request and the host's
@@ -236,17 +214,17 @@ impl From<WireSetup> for WorkspaceSetup {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum HostOp {
-    /// [`Compute::ensure_namespace`]
+    /// [`crate::Host::ensure_namespace`]
     EnsureNamespace {
         /// The Namespace.
         namespace: NamespaceTarget,
     },
-    /// [`Compute::delete_namespace`]
+    /// [`crate::Host::delete_namespace`]
     DeleteNamespace {
         /// The Namespace.
         namespace: NamespaceTarget,
     },
-    /// [`Compute::prepare_revision`] (workspace setup included)
+    /// [`crate::Host::prepare_revision`] (workspace setup included)
     PrepareRevision {
         /// The revision.
         revision: Box<RevisionTarget>,
@@ -254,7 +232,7 @@ pub enum HostOp {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         workspace_setup: Option<WireSetup>,
     },
-    /// [`Compute::activate_revision`]
+    /// [`crate::Host::activate_revision`]
     ActivateRevision {
         /// The revision.
         revision: Box<RevisionTarget>,
@@ -262,7 +240,7 @@ pub enum HostOp {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         workspace_setup: Option<WireSetup>,
     },
-    /// [`Compute::restore_revision`]
+    /// [`crate::Host::restore_revision`]
     RestoreRevision {
         /// The revision to serve again.
         previous: Box<RevisionTarget>,
@@ -272,27 +250,27 @@ pub enum HostOp {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         workspace_setup: Option<WireSetup>,
     },
-    /// [`Compute::stop_revision`]
+    /// [`crate::Host::stop_revision`]
     StopRevision {
         /// The revision.
         revision: Box<RevisionTarget>,
     },
-    /// [`Compute::retire_revision`]
+    /// [`crate::Host::retire_revision`]
     RetireRevision {
         /// The revision.
         revision: Box<RevisionTarget>,
     },
-    /// [`Compute::delete_agent`]
+    /// [`crate::Host::delete_agent`]
     DeleteAgent {
         /// The Agent.
         agent: AgentTarget,
     },
-    /// [`Compute::observe`]
+    /// [`crate::Host::observe`]
     Observe {
         /// The revision.
         revision: Box<RevisionTarget>,
     },
-    /// The Agent's gateway port and credential ([`Compute::gateway_access`]).
+    /// The Agent's gateway port and credential ([`crate::Host::gateway_port`]).
     GatewayAccess {
         /// The Agent.
         agent: AgentTarget,
@@ -479,272 +457,9 @@ impl From<Result<HostValue, ComputeError>> for HostReply {
     }
 }
 
-/// The selection the host side records: SSH identity, embedded only, no delivered credentials.
-pub fn ssh_selection(driver_id: &str) -> ComputeSelection {
-    let mut selection = ComputeSelection::ssh();
-    driver_id.clone_into(&mut selection.identity.id);
-    selection
-}
-
-/// Runs one operation under the host lock. `setup_program` is the `occ` binary that runs
-/// `workspace-setup` as an Agent's user (the running one, for `occ compute-host`).
-pub async fn execute(request: HostRequest, setup_program: PathBuf) -> HostReply {
-    run(request, setup_program).await.into()
-}
-
-async fn run(request: HostRequest, setup_program: PathBuf) -> Result<HostValue, ComputeError> {
-    let HostRequest {
-        version: _,
-        deadline_ms: _,
-        settings,
-        driver_id,
-        operation,
-    } = request;
-    if let Some(problem) = settings.problem() {
-        return Err(ComputeError::permanent("INVALID_HOST_SETTINGS", problem));
-    }
-    if !nix::unistd::geteuid().is_root() {
-        return Err(ComputeError::permanent(
-            "INVALID_HOST_SETTINGS",
-            "occ compute-host runs as root (it creates one Unix user per Agent)",
-        ));
-    }
-    // Reading the gateway's port and token does not involve the supervisor.
-    let supervision = match operation {
-        HostOp::GatewayAccess { .. } => Supervision::Detached,
-        _ => supervision(&settings, &Systemctl::default()).await?,
-    };
-    tracing::debug!(
-        systemd = matches!(supervision, Supervision::Systemd(_)),
-        "supervisor"
-    );
-    let compute = ProcessCompute::for_host(
-        ProcessSettings {
-            root: settings.root.clone(),
-            runtime_root: settings.runtime_root.clone(),
-            port_range: settings.port_range(),
-            ready_timeout: Duration::from_millis(settings.ready_timeout_ms),
-            stop_timeout: Duration::from_millis(settings.stop_timeout_ms),
-            maintenance_interval: None,
-        },
-        HostOptions {
-            selection: ssh_selection(&driver_id),
-            bind: settings.bind,
-            accounts: Some(AccountSettings {
-                prefix: settings.account_prefix.clone(),
-                setup_program,
-            }),
-            supervision,
-        },
-    )?;
-    // Reads do not wait behind a long activation (the process Driver's reads are safe beside
-    // its own writes); everything that changes the host takes its turn.
-    let _lock = match operation {
-        HostOp::Observe { .. } | HostOp::GatewayAccess { .. } => None,
-        _ => Some(
-            host_lock(
-                &settings.root,
-                Duration::from_millis(settings.lock_timeout_ms),
-            )
-            .await?,
-        ),
-    };
-    tracing::debug!(op = operation.name(), "host operation");
-    let context = |setup: Option<WireSetup>| RevisionContext {
-        workspace_setup: setup.map(WorkspaceSetup::from),
-        ..RevisionContext::default()
-    };
-    let convergence = |c: Convergence| HostValue::Convergence {
-        pending: c == Convergence::Pending,
-    };
-    Ok(match operation {
-        HostOp::EnsureNamespace { namespace } => {
-            convergence(compute.ensure_namespace(&namespace).await?)
-        }
-        HostOp::DeleteNamespace { namespace } => {
-            convergence(compute.delete_namespace(&namespace).await?)
-        }
-        HostOp::PrepareRevision {
-            revision,
-            workspace_setup,
-        } => match compute
-            .prepare_revision(&revision, &context(workspace_setup))
-            .await?
-        {
-            Readiness::Ready => HostValue::Readiness {
-                ready: true,
-                code: None,
-            },
-            Readiness::Pending { code } => HostValue::Readiness {
-                ready: false,
-                code: Some(code),
-            },
-        },
-        HostOp::ActivateRevision {
-            revision,
-            workspace_setup,
-        } => {
-            compute
-                .activate_revision(&revision, &context(workspace_setup))
-                .await?;
-            HostValue::Done
-        }
-        HostOp::RestoreRevision {
-            previous,
-            failed,
-            workspace_setup,
-        } => {
-            compute
-                .restore_revision(&previous, &context(workspace_setup), &failed)
-                .await?;
-            HostValue::Done
-        }
-        HostOp::StopRevision { revision } => {
-            compute.stop_revision(&revision).await?;
-            HostValue::Done
-        }
-        HostOp::RetireRevision { revision } => {
-            compute.retire_revision(&revision).await?;
-            HostValue::Done
-        }
-        HostOp::DeleteAgent { agent } => {
-            compute.delete_agent(&agent).await?;
-            HostValue::Done
-        }
-        HostOp::Observe { revision } => HostValue::Runtime {
-            state: match compute.observe(&revision).await? {
-                RuntimeState::Serving => "serving",
-                RuntimeState::NotRunning => "not-running",
-                RuntimeState::NotCurrent => "not-current",
-            }
-            .into(),
-        },
-        HostOp::GatewayAccess { agent } => match compute.gateway_port(&agent)? {
-            Some((port, token)) => HostValue::Gateway {
-                port,
-                token: token.expose().to_owned(),
-            },
-            None => HostValue::NoGateway,
-        },
-    })
-}
-
-/// The supervisor `settings` choose on this host: `auto` is systemd where it runs
-/// (`/run/systemd/system` exists and `systemctl --version` works), detached elsewhere; `systemd`
-/// needs a working `systemctl`. Under systemd the root and the runtime must not be where the
-/// units' hardening hides them.
-pub async fn supervision(
-    settings: &HostSettings,
-    systemctl: &Systemctl,
-) -> Result<Supervision, ComputeError> {
-    let systemd = match settings.supervisor {
-        SupervisorChoice::Detached => false,
-        SupervisorChoice::Auto => systemctl.systemd_runs().await,
-        SupervisorChoice::Systemd => {
-            if !systemctl.works().await {
-                return Err(ComputeError::permanent(
-                    "INVALID_HOST_SETTINGS",
-                    "systemd supervision is set but `systemctl --version` fails on the host",
-                ));
-            }
-            true
-        }
-    };
-    if !systemd {
-        return Ok(Supervision::Detached);
-    }
-    for (name, path) in [
-        ("root", &settings.root),
-        ("runtime root", &settings.runtime_root),
-    ] {
-        if hidden_by_hardening(path) {
-            return Err(ComputeError::permanent(
-                "INVALID_HOST_SETTINGS",
-                format!(
-                    "the host {name} {} is under /tmp, /var/tmp, /home, /root or /run/user, which \
-                     the gateway units hide (PrivateTmp, ProtectHome)",
-                    path.display()
-                ),
-            ));
-        }
-    }
-    Ok(Supervision::Systemd(SystemdSupervision {
-        unit_dir: settings.systemd_unit_dir.clone(),
-        systemctl: systemctl.clone(),
-    }))
-}
-
-/// The host-wide lock: an exclusive `flock` on `<root>/.compute-lock`, waited for up to
-/// `timeout` (then a transient `HOST_BUSY`).
-async fn host_lock(root: &Path, timeout: Duration) -> Result<std::fs::File, ComputeError> {
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let path = root.join(".compute-lock");
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&path)
-        .map_err(|e| {
-            ComputeError::transient(
-                "DEPENDENCY_UNAVAILABLE",
-                format!("open {}: {e}", path.display()),
-            )
-        })?;
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        match file.try_lock() {
-            Ok(()) => return Ok(file),
-            Err(std::fs::TryLockError::WouldBlock) => {}
-            Err(std::fs::TryLockError::Error(e)) => {
-                return Err(ComputeError::transient(
-                    "DEPENDENCY_UNAVAILABLE",
-                    format!("lock {}: {e}", path.display()),
-                ));
-            }
-        }
-        if tokio::time::Instant::now() >= deadline {
-            return Err(ComputeError::transient(
-                "HOST_BUSY",
-                format!(
-                    "another operation held {} for more than {timeout:?}",
-                    path.display()
-                ),
-            ));
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn paths_on_the_remote_command_line_are_plain() {
-        assert!(safe_path(Path::new("/usr/local/bin/occ")));
-        assert!(safe_path(Path::new("/var/lib/occ-compute")));
-        for bad in ["occ", "/a b", "/a;b", "/a/../b", "/a/$x", "/a'b", "/a/./b"] {
-            assert!(!safe_path(Path::new(bad)), "{bad}");
-        }
-    }
-
-    #[tokio::test]
-    async fn the_lock_is_exclusive_and_times_out() {
-        let dir = tempfile::tempdir().expect("dir");
-        let held = host_lock(dir.path(), Duration::from_secs(1))
-            .await
-            .expect("first");
-        let err = host_lock(dir.path(), Duration::from_millis(300))
-            .await
-            .expect_err("busy");
-        assert_eq!(err.code, "HOST_BUSY");
-        drop(held);
-        host_lock(dir.path(), Duration::from_millis(300))
-            .await
-            .expect("free again");
-    }
 
     #[test]
     fn requests_of_another_build_are_refused_first() {
@@ -752,7 +467,7 @@ mod tests {
         assert_eq!(
             (err.class, err.code.as_str()),
             (
-                super::super::FailureClass::Permanent,
+                occ_core::compute::FailureClass::Permanent,
                 "HOST_REQUEST_INVALID"
             )
         );

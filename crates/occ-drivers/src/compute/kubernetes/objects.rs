@@ -1,0 +1,311 @@
+//! The objects the Kubernetes Compute Driver writes for an Agent: their names, labels and
+//! annotations (what makes an object this Agent's), the revision's snapshot with the Pod's
+//! paths, the gateway Deployment, and how a Deployment reads back (installed revision,
+//! rollout, refusals).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use occ_core::resource::WorkspaceSetup;
+use occ_host::runtime::{ENTRY_REL, NODE_REL};
+use occ_host::snapshot::{GATEWAY_FIXED_ENV, render_snapshot};
+use occ_host::workspace_setup::SetupInput;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value, json};
+use sha2::Digest as _;
+
+use crate::compute::{AgentTarget, ComputeError, RevisionTarget};
+use crate::kubernetes::{
+    ANNOTATION_NAMESPACE_ID, LABEL_MANAGED_BY, LABEL_NAMESPACE, MANAGED_BY, annotation, label,
+    short_hash,
+};
+
+/// The gateway's port inside its Pod.
+pub const GATEWAY_PORT: u16 = 18789;
+pub(super) const LABEL_AGENT: &str = "openclaw.dev/agent";
+const LABEL_REVISION: &str = "openclaw.dev/revision";
+pub(super) const ANNOTATION_REVISION_ID: &str = "openclaw.dev/revision-id";
+const ANNOTATION_REVISION: &str = "openclaw.dev/revision-number";
+pub(super) const ANNOTATION_TEMPLATE: &str = "openclaw.dev/template-hash";
+const STATE_MOUNT: &str = "/var/lib/openclaw";
+const CONFIG_MOUNT: &str = "/etc/openclaw";
+const SETUP_MOUNT: &str = "/etc/occ-setup";
+const POD_USER: i64 = 10001;
+
+/// Settings of the Kubernetes Compute Driver.
+#[derive(Debug, Clone)]
+pub struct KubernetesComputeSettings {
+    /// The gateway image: occ (for `occ workspace-setup`) and the pinned OpenClaw runtime.
+    pub image: String,
+    /// Where the runtime is installed in the image (`occ runtime install --dir`).
+    pub runtime_dir: String,
+    /// The `occ` binary in the image.
+    pub occ_binary: String,
+    /// Size of each Agent's state volume (e.g. `10Gi`).
+    pub state_storage: String,
+    /// Storage class of the state volumes (the cluster default when unset).
+    pub storage_class: Option<String>,
+    /// How long activation waits for the rollout and the native handshake.
+    pub activation_timeout: Duration,
+    /// How long stop and delete wait for the Pod to go.
+    pub stop_timeout: Duration,
+}
+
+pub(super) fn foreign(what: String) -> ComputeError {
+    ComputeError::permanent("OWNERSHIP_CONFLICT", what)
+}
+
+/// Names of one Agent's objects.
+pub(super) struct Names {
+    pub tenant: String,
+    pub gateway: String,
+    pub token: String,
+    pub state: String,
+    pub setup: String,
+}
+
+impl Names {
+    pub fn of(agent: &AgentTarget, tenant: String) -> Self {
+        let h = short_hash(agent.agent_id.as_str(), 12);
+        Self {
+            tenant,
+            gateway: format!("gw-{h}"),
+            token: format!("gw-token-{h}"),
+            state: format!("gw-state-{h}"),
+            setup: format!("gw-setup-{h}"),
+        }
+    }
+    pub fn snapshot(&self, rev: &RevisionTarget) -> String {
+        format!(
+            "{}-cfg-{}",
+            self.gateway,
+            short_hash(rev.revision_id.as_str(), 12)
+        )
+    }
+    pub fn environment(&self, rev: &RevisionTarget) -> String {
+        format!(
+            "{}-env-{}",
+            self.gateway,
+            short_hash(rev.revision_id.as_str(), 12)
+        )
+    }
+}
+
+pub(super) fn labels(agent: &AgentTarget) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (LABEL_MANAGED_BY.to_owned(), MANAGED_BY.to_owned()),
+        (LABEL_NAMESPACE.to_owned(), agent.namespace_id.to_string()),
+        (LABEL_AGENT.to_owned(), agent.agent_id.to_string()),
+    ])
+}
+
+pub(super) fn meta(
+    name: &str,
+    tenant: &str,
+    agent: &AgentTarget,
+    rev: Option<&RevisionTarget>,
+) -> ObjectMeta {
+    let mut labels = labels(agent);
+    if let Some(rev) = rev {
+        labels.insert(LABEL_REVISION.to_owned(), rev.revision_id.to_string());
+    }
+    ObjectMeta {
+        name: Some(name.to_owned()),
+        namespace: Some(tenant.to_owned()),
+        labels: Some(labels),
+        annotations: Some(BTreeMap::from([(
+            ANNOTATION_NAMESPACE_ID.to_owned(),
+            agent.namespace_id.to_string(),
+        )])),
+        ..ObjectMeta::default()
+    }
+}
+
+pub(super) fn owned(meta: &ObjectMeta, agent: &AgentTarget) -> bool {
+    label(meta, LABEL_MANAGED_BY) == Some(MANAGED_BY)
+        && label(meta, LABEL_NAMESPACE) == Some(agent.namespace_id.as_str())
+        && label(meta, LABEL_AGENT) == Some(agent.agent_id.as_str())
+}
+
+pub(super) fn typed<K: DeserializeOwned>(value: Value) -> K {
+    serde_json::from_value(value).expect("a manifest built by this module is well-formed")
+}
+
+/// The snapshot the revision runs with, with the Pod's paths.
+pub(super) fn render(rev: &RevisionTarget) -> Map<String, Value> {
+    render_snapshot(
+        rev,
+        GATEWAY_PORT,
+        "lan",
+        &format!("{STATE_MOUNT}/state/workspace"),
+        None,
+    )
+}
+
+/// The Agent's Deployment serving `rev`.
+pub(super) fn deployment(
+    settings: &KubernetesComputeSettings,
+    tenant: &str,
+    rev: &RevisionTarget,
+    with_setup: bool,
+    with_environment: bool,
+) -> Deployment {
+    let names = Names::of(&rev.agent, tenant.to_owned());
+    let runtime = settings.runtime_dir.trim_end_matches('/');
+    let node = format!("{runtime}/{NODE_REL}");
+    let node_bin = node
+        .rsplit_once('/')
+        .map(|(d, _)| d.to_owned())
+        .unwrap_or_default();
+    let mut env = vec![
+        json!({"name": "HOME", "value": STATE_MOUNT}),
+        json!({"name": "TMPDIR", "value": "/tmp"}),
+        json!({"name": "PATH", "value": format!("{node_bin}:/usr/local/bin:/usr/bin:/bin")}),
+        json!({"name": "OPENCLAW_STATE_DIR", "value": format!("{STATE_MOUNT}/state")}),
+        json!({"name": "OPENCLAW_CONFIG_PATH", "value": format!("{CONFIG_MOUNT}/openclaw.json")}),
+        json!({"name": "OPENCLAW_GATEWAY_TOKEN",
+               "valueFrom": {"secretKeyRef": {"name": names.token, "key": "token"}}}),
+    ];
+    env.extend(
+        GATEWAY_FIXED_ENV
+            .iter()
+            .map(|(k, v)| json!({"name": k, "value": v})),
+    );
+    let security = json!({
+        "allowPrivilegeEscalation": false,
+        "readOnlyRootFilesystem": true,
+        "runAsNonRoot": true,
+        "capabilities": {"drop": ["ALL"]},
+    });
+    let mut gateway = json!({
+        "name": "gateway",
+        "image": settings.image,
+        "command": [node, format!("{runtime}/{ENTRY_REL}")],
+        "args": ["gateway", "run", "--port", GATEWAY_PORT.to_string(), "--bind", "lan"],
+        "env": env,
+        "ports": [{"name": "gateway", "containerPort": GATEWAY_PORT}],
+        "readinessProbe": {"httpGet": {"path": "/readyz", "port": GATEWAY_PORT},
+                            "periodSeconds": 2, "failureThreshold": 3},
+        "volumeMounts": [
+            {"name": "config", "mountPath": CONFIG_MOUNT, "readOnly": true},
+            {"name": "state", "mountPath": STATE_MOUNT},
+            {"name": "tmp", "mountPath": "/tmp"},
+        ],
+        "resources": {"requests": {"cpu": "250m", "memory": "1Gi"}, "limits": {"memory": "2Gi"}},
+        "securityContext": security,
+    });
+    if with_environment {
+        gateway["envFrom"] = json!([{"secretRef": {"name": names.environment(rev)}}]);
+    }
+    let mut volumes = vec![
+        json!({"name": "config", "configMap": {"name": names.snapshot(rev),
+                "items": [{"key": "openclaw.json", "path": "openclaw.json"}]}}),
+        json!({"name": "state", "persistentVolumeClaim": {"claimName": names.state}}),
+        json!({"name": "tmp", "emptyDir": {}}),
+    ];
+    let mut init = Vec::new();
+    if with_setup {
+        volumes.push(json!({"name": "setup", "secret": {"secretName": names.setup}}));
+        init.push(json!({
+            "name": "workspace-setup",
+            "image": settings.image,
+            "command": [settings.occ_binary, "workspace-setup"],
+            "env": [
+                {"name": "HOME", "value": STATE_MOUNT},
+                {"name": "TMPDIR", "value": "/tmp"},
+                {"name": "OCC_WORKSPACE_SETUP_PATH", "value": format!("{SETUP_MOUNT}/setup.json")},
+                {"name": "OCC_WORKSPACE_DIR", "value": format!("{STATE_MOUNT}/state/workspace")},
+                {"name": "OCC_OPENCLAW_RUNTIME", "value": runtime},
+                {"name": "OCC_DATA_DIR", "value": format!("{STATE_MOUNT}/occ")},
+            ],
+            "volumeMounts": [
+                {"name": "state", "mountPath": STATE_MOUNT},
+                {"name": "setup", "mountPath": SETUP_MOUNT, "readOnly": true},
+                {"name": "tmp", "mountPath": "/tmp"},
+            ],
+            "resources": {"requests": {"cpu": "100m", "memory": "512Mi"}, "limits": {"memory": "1Gi"}},
+            "securityContext": security,
+        }));
+    }
+    let pod_labels = labels(&rev.agent);
+    let template = json!({
+        "metadata": {
+            "labels": pod_labels,
+            "annotations": {
+                ANNOTATION_REVISION_ID: rev.revision_id.to_string(),
+                ANNOTATION_REVISION: rev.revision.to_string(),
+            },
+        },
+        "spec": {
+            "serviceAccountName": names.gateway,
+            "automountServiceAccountToken": false,
+            "enableServiceLinks": false,
+            "securityContext": {"runAsNonRoot": true, "runAsUser": POD_USER, "runAsGroup": POD_USER,
+                                 "fsGroup": POD_USER, "seccompProfile": {"type": "RuntimeDefault"}},
+            "initContainers": init,
+            "containers": [gateway],
+            "volumes": volumes,
+        },
+    });
+    let hash = hex::encode(sha2::Sha256::digest(template.to_string().as_bytes()));
+    let mut meta = meta(&names.gateway, &names.tenant, &rev.agent, None);
+    meta.annotations.get_or_insert_default().extend([
+        (ANNOTATION_TEMPLATE.to_owned(), hash),
+        (
+            ANNOTATION_REVISION_ID.to_owned(),
+            rev.revision_id.to_string(),
+        ),
+        (ANNOTATION_REVISION.to_owned(), rev.revision.to_string()),
+    ]);
+    typed(json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": meta,
+        "spec": {
+            "replicas": 1,
+            "strategy": {"type": "Recreate"},
+            "selector": {"matchLabels": {LABEL_AGENT: rev.agent.agent_id.to_string()}},
+            "template": template,
+        },
+    }))
+}
+
+/// The revision the Agent's Deployment is set to serve, with its number.
+pub(super) fn installed(d: &Deployment) -> Option<(String, u64)> {
+    Some((
+        annotation(&d.metadata, ANNOTATION_REVISION_ID)?.to_owned(),
+        annotation(&d.metadata, ANNOTATION_REVISION)?.parse().ok()?,
+    ))
+}
+
+/// Why the Deployment controller cannot create the gateway's Pod (its `ReplicaFailure`
+/// condition: an exceeded quota, a Pod Security or other admission refusal), if it cannot.
+pub(super) fn pod_refusal(d: &Deployment) -> Option<String> {
+    let conditions = d.status.as_ref()?.conditions.as_ref()?;
+    conditions
+        .iter()
+        .find(|c| c.type_ == "ReplicaFailure" && c.status == "True")
+        .map(|c| {
+            c.message
+                .clone()
+                .or_else(|| c.reason.clone())
+                .unwrap_or_else(|| "ReplicaFailure".into())
+        })
+}
+
+/// Whether the Deployment's one replica runs its current template and is ready.
+pub(super) fn rolled_out(d: &Deployment) -> bool {
+    let generation = d.metadata.generation.unwrap_or(0);
+    let status = d.status.clone().unwrap_or_default();
+    d.spec.as_ref().and_then(|s| s.replicas) == Some(1)
+        && status.observed_generation.unwrap_or(0) >= generation
+        && status.updated_replicas == Some(1)
+        && status.ready_replicas == Some(1)
+}
+
+/// The setup Secret's `setup.json`: the setup input the init container reads.
+pub(super) fn setup_secret_data(setup: &WorkspaceSetup) -> String {
+    String::from_utf8(SetupInput::from(setup).to_json()).expect("setup input is JSON text")
+}

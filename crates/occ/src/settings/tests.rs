@@ -1,0 +1,531 @@
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use occ_host::wire::SupervisorChoice;
+
+use super::*;
+
+fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+    let map: HashMap<String, String> = pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    move |k| map.get(k).cloned()
+}
+
+const SECRET: &str = "0123456789abcdef0123456789abcdef";
+
+#[test]
+fn minimal_settings_with_a_data_dir() {
+    let env = env_of(&[
+        ("OCC_DATABASE_URL", "sqlite:///tmp/x.db"),
+        ("OCC_DATA_DIR", "/tmp/occ-settings-test"),
+        ("OCC_AUTH_SECRET", SECRET),
+    ]);
+    let s = ServerSettings::load(&env).unwrap();
+    assert_eq!(s.port, 3000);
+    assert_eq!(s.public_origin, "http://127.0.0.1:3000");
+    assert_eq!(
+        s.platform.configurations,
+        ConfigurationStore::Filesystem {
+            root: PathBuf::from("/tmp/occ-settings-test/configurations")
+        }
+    );
+    assert_eq!(s.platform.kubernetes, None);
+    assert_eq!(
+        s.platform.compute.root,
+        PathBuf::from("/tmp/occ-settings-test/compute")
+    );
+    assert_eq!(
+        s.platform.compute.runtime_root,
+        PathBuf::from("/tmp/occ-settings-test/runtime")
+    );
+    assert_eq!(s.platform.compute.port_range, 28000..=28999);
+    assert_eq!(s.platform.metrics, None);
+    assert!(!s.secure_cookies());
+    let w = WorkerProcessSettings::load(&env).unwrap();
+    assert_eq!(w.worker.lease, Duration::from_secs(5));
+    assert_eq!(w.worker.max_attempts, 5);
+}
+
+#[test]
+fn the_kubernetes_drivers_settings() {
+    let env = env_of(&[
+        ("OCC_DATABASE_URL", "sqlite:///tmp/x.db"),
+        ("OCC_DATA_DIR", "/tmp/d"),
+        ("OCC_CONFIGURATION_DRIVER", "kubernetes"),
+        ("OCC_SECRET_DRIVER", "kubernetes"),
+        ("OCC_KUBERNETES_AUTH", "kubeconfig"),
+        ("OCC_KUBECONFIG", "/etc/occ/kubeconfig"),
+        ("OCC_KUBERNETES_CONTEXT", "prod"),
+        ("OCC_KUBERNETES_API_SERVICE_ACCOUNT", "occ-system/occ-api"),
+        (
+            "OCC_KUBERNETES_WORKER_SERVICE_ACCOUNT",
+            "occ-system/occ-worker",
+        ),
+    ]);
+    let w = WorkerProcessSettings::load(&env).unwrap();
+    assert_eq!(w.platform.configurations, ConfigurationStore::Kubernetes);
+    assert_eq!(w.platform.secrets, SecretStore::Kubernetes);
+    let k = w.platform.kubernetes.expect("kubernetes settings");
+    assert_eq!(
+        k.auth,
+        occ_drivers::kubernetes::KubernetesAuth::Kubeconfig {
+            path: PathBuf::from("/etc/occ/kubeconfig"),
+            context: "prod".into()
+        }
+    );
+    assert_eq!(k.api_service_account, "occ-system/occ-api".parse().unwrap());
+    assert_eq!(
+        k.worker_service_account,
+        Some("occ-system/occ-worker".parse().unwrap())
+    );
+    let in_cluster = env_of(&[
+        ("OCC_DATABASE_URL", "sqlite:///tmp/x.db"),
+        ("OCC_DATA_DIR", "/tmp/d"),
+        ("OCC_SECRET_DRIVER", "kubernetes"),
+        ("OCC_KUBERNETES_AUTH", "in-cluster"),
+        ("OCC_KUBERNETES_API_SERVICE_ACCOUNT", "occ/api"),
+    ]);
+    let w = WorkerProcessSettings::load(&in_cluster).unwrap();
+    assert!(matches!(
+        w.platform.configurations,
+        ConfigurationStore::Filesystem { .. }
+    ));
+    let k = w.platform.kubernetes.expect("kubernetes settings");
+    assert_eq!(k.auth, occ_drivers::kubernetes::KubernetesAuth::InCluster);
+    assert_eq!(k.worker_service_account, None);
+}
+
+#[test]
+fn the_kubernetes_compute_driver_settings() {
+    let base = [
+        ("OCC_DATABASE_URL", "sqlite:///tmp/x.db"),
+        ("OCC_DATA_DIR", "/tmp/d"),
+        ("OCC_COMPUTE_DRIVER", "kubernetes"),
+        ("OCC_KUBERNETES_AUTH", "in-cluster"),
+        ("OCC_KUBERNETES_API_SERVICE_ACCOUNT", "occ-system/occ-api"),
+        (
+            "OCC_KUBERNETES_WORKER_SERVICE_ACCOUNT",
+            "occ-system/occ-worker",
+        ),
+        (
+            "OCC_KUBERNETES_GATEWAY_IMAGE",
+            "registry.example/occ@sha256:abc",
+        ),
+    ];
+    let w = WorkerProcessSettings::load(&env_of(&base)).unwrap();
+    let k = w.platform.compute.kubernetes.expect("kubernetes compute");
+    assert_eq!(k.image, "registry.example/occ@sha256:abc");
+    assert_eq!(
+        (
+            k.runtime_dir.as_str(),
+            k.occ_binary.as_str(),
+            k.state_storage.as_str()
+        ),
+        ("/opt/occ/runtime", "/usr/local/bin/occ", "10Gi")
+    );
+    assert_eq!(k.activation_timeout, Duration::from_secs(300));
+    assert!(w.platform.kubernetes.is_some());
+    for (drop, name) in [
+        (
+            "OCC_KUBERNETES_GATEWAY_IMAGE",
+            "OCC_KUBERNETES_GATEWAY_IMAGE",
+        ),
+        (
+            "OCC_KUBERNETES_WORKER_SERVICE_ACCOUNT",
+            "OCC_KUBERNETES_WORKER_SERVICE_ACCOUNT",
+        ),
+        ("OCC_KUBERNETES_AUTH", "OCC_KUBERNETES_AUTH"),
+    ] {
+        let pairs: Vec<_> = base.iter().copied().filter(|(k, _)| *k != drop).collect();
+        let err = WorkerProcessSettings::load(&env_of(&pairs))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(name), "{err}");
+    }
+    let mut bad = base.to_vec();
+    bad.push(("OCC_KUBERNETES_STATE_STORAGE", "lots"));
+    let err = WorkerProcessSettings::load(&env_of(&bad))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("OCC_KUBERNETES_STATE_STORAGE"), "{err}");
+    assert_eq!(k.tenant_quota, None);
+    let mut quota = base.to_vec();
+    quota.push((
+        "OCC_KUBERNETES_TENANT_QUOTA",
+        "pods=20, requests.cpu=8,requests.memory=32Gi,requests.storage=0.5Ti",
+    ));
+    let w = WorkerProcessSettings::load(&env_of(&quota)).unwrap();
+    let hard = w.platform.compute.kubernetes.unwrap().tenant_quota.unwrap();
+    assert_eq!(
+        hard.hard()
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>(),
+        [
+            "pods=20",
+            "requests.cpu=8",
+            "requests.memory=32Gi",
+            "requests.storage=0.5Ti"
+        ]
+    );
+    for (bad, why) in [
+        ("limits.cpu=4", "no CPU limit"),
+        ("pods=20,pods=30", "twice"),
+        ("nodes=3", "is not one of"),
+        ("pods", "resource=quantity"),
+        ("requests.memory=32GB", "quantity"),
+        ("requests.cpu=.5", "quantity"),
+        ("requests.cpu=", "quantity"),
+    ] {
+        let mut pairs = base.to_vec();
+        pairs.push(("OCC_KUBERNETES_TENANT_QUOTA", bad));
+        let err = WorkerProcessSettings::load(&env_of(&pairs))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("OCC_KUBERNETES_TENANT_QUOTA") && err.contains(why),
+            "{bad}: {err}"
+        );
+    }
+}
+
+#[test]
+fn the_ssh_compute_driver_settings() {
+    let base = [
+        ("OCC_DATABASE_URL", "sqlite:///tmp/x.db"),
+        ("OCC_DATA_DIR", "/tmp/d"),
+        ("OCC_COMPUTE_DRIVER", "ssh"),
+        ("OCC_SSH_ADDRESS", "host.example.com"),
+        ("OCC_SSH_IDENTITY_FILE", "/etc/occ/id"),
+        ("OCC_SSH_KNOWN_HOSTS_FILE", "/etc/occ/known_hosts"),
+    ];
+    let w = WorkerProcessSettings::load(&env_of(&base)).unwrap();
+    let ssh = w.platform.compute.ssh.expect("ssh settings");
+    assert_eq!(
+        (ssh.port, ssh.user.as_str(), ssh.bind_lan),
+        (22, "root", false)
+    );
+    assert_eq!(ssh.remote_occ, PathBuf::from("/usr/local/bin/occ"));
+    assert_eq!(ssh.remote_root, PathBuf::from("/var/lib/occ/compute"));
+    assert_eq!(ssh.port_range, 28000..=28999);
+    assert_eq!(ssh.connect_timeout, Duration::from_secs(10));
+    assert_eq!(ssh.account_prefix, "occ-agent");
+    assert_eq!(ssh.supervisor, SupervisorChoice::Auto);
+    assert_eq!(ssh.systemd_unit_dir, PathBuf::from("/etc/systemd/system"));
+    let mut env = base.to_vec();
+    env.push(("OCC_SSH_SUPERVISOR", "detached"));
+    env.push(("OCC_SSH_SYSTEMD_UNIT_DIR", "/run/systemd/system"));
+    let ssh = WorkerProcessSettings::load(&env_of(&env))
+        .unwrap()
+        .platform
+        .compute
+        .ssh
+        .expect("ssh settings");
+    assert_eq!(ssh.supervisor, SupervisorChoice::Detached);
+    assert_eq!(ssh.systemd_unit_dir, PathBuf::from("/run/systemd/system"));
+    for missing in [
+        "OCC_SSH_ADDRESS",
+        "OCC_SSH_IDENTITY_FILE",
+        "OCC_SSH_KNOWN_HOSTS_FILE",
+    ] {
+        let env: Vec<_> = base
+            .iter()
+            .copied()
+            .filter(|(k, _)| *k != missing)
+            .collect();
+        let err = WorkerProcessSettings::load(&env_of(&env)).unwrap_err();
+        assert!(err.to_string().contains(missing), "{err}");
+    }
+    for (name, value) in [
+        ("OCC_SSH_PORT", "0"),
+        ("OCC_SSH_KNOWN_HOSTS_FILE", "known_hosts"),
+        ("OCC_SSH_PORT_RANGE", "80-90"),
+        ("OCC_SSH_GATEWAY_BIND", "tailnet"),
+        ("OCC_SSH_CONNECT_TIMEOUT_SECONDS", "0"),
+        ("OCC_SSH_SUPERVISOR", "runit"),
+        ("OCC_SSH_SYSTEMD_UNIT_DIR", "units"),
+    ] {
+        let mut env = base.to_vec();
+        env.push((name, value));
+        let err = WorkerProcessSettings::load(&env_of(&env)).unwrap_err();
+        assert!(err.to_string().contains(name), "{name}: {err}");
+    }
+    let mut env = base.to_vec();
+    env[2] = ("OCC_COMPUTE_DRIVER", "nomad");
+    let err = WorkerProcessSettings::load(&env_of(&env)).unwrap_err();
+    assert!(
+        err.to_string().contains("process, ssh, kubernetes"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_worker_needs_no_api_settings_and_checks_its_own() {
+    let base = [
+        ("OCC_DATABASE_URL", "sqlite:///tmp/x.db"),
+        ("OCC_DATA_DIR", "/tmp/d"),
+    ];
+    assert!(WorkerProcessSettings::load(&env_of(&base)).is_ok());
+    for (name, value) in [
+        ("OCC_WORKER_POLL_INTERVAL_MS", "0"),
+        ("OCC_WORKER_LEASE_DURATION_MS", "-5"),
+        ("OCC_WORKER_MAX_ATTEMPTS", "five"),
+        ("OCC_WORKER_CONVERGENCE_TIMEOUT_MS", "1e3"),
+        ("OCC_PROCESS_PORT_RANGE", "80-90"),
+        ("OCC_METRICS_ENABLED", "yes"),
+    ] {
+        let mut pairs = base.to_vec();
+        pairs.push((name, value));
+        let err = WorkerProcessSettings::load(&env_of(&pairs))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(name), "{err} should name {name}");
+    }
+}
+
+#[test]
+fn metrics_settings_must_be_consistent() {
+    let base = [
+        ("OCC_DATABASE_URL", "sqlite:///tmp/x.db"),
+        ("OCC_DATA_DIR", "/tmp/d"),
+        ("OCC_AUTH_SECRET", SECRET),
+    ];
+    let with = |extra: &[(&'static str, &'static str)]| {
+        let mut pairs = base.to_vec();
+        pairs.extend_from_slice(extra);
+        ServerSettings::load(&env_of(&pairs)).map(|s| s.platform.metrics)
+    };
+    assert_eq!(
+        with(&[
+            ("OCC_METRICS_ENABLED", "true"),
+            ("OCC_METRICS_HOST", "127.0.0.1"),
+            ("OCC_METRICS_PORT", "9464")
+        ])
+        .unwrap(),
+        Some("127.0.0.1:9464".parse().unwrap())
+    );
+    for (extra, name) in [
+        (&[("OCC_METRICS_PORT", "9464")][..], "OCC_METRICS_ENABLED"),
+        (&[("OCC_METRICS_ENABLED", "true")][..], "OCC_METRICS_HOST"),
+        (
+            &[
+                ("OCC_METRICS_ENABLED", "true"),
+                ("OCC_METRICS_HOST", "127.0.0.1"),
+                ("OCC_METRICS_PORT", "3000"),
+            ][..],
+            "OCC_METRICS_PORT",
+        ),
+    ] {
+        let err = with(extra).unwrap_err().to_string();
+        assert!(err.contains(name), "{err} should name {name}");
+    }
+}
+
+#[test]
+fn errors_name_the_setting() {
+    let cases: [(&[(&str, &str)], &str); 14] = [
+        (&[], "OCC_DATABASE_URL"),
+        (&[("OCC_DATABASE_URL", "mysql://x")], "OCC_DATABASE_URL"),
+        (
+            &[
+                ("OCC_DATABASE_URL", "sqlite:///x"),
+                ("OCC_DATA_DIR", "/tmp/d"),
+                ("OCC_PORT", "70000"),
+            ],
+            "OCC_PORT",
+        ),
+        (
+            &[
+                ("OCC_DATABASE_URL", "sqlite:///x"),
+                ("OCC_DATA_DIR", "/tmp/d"),
+                ("OCC_HOST", "localhost!"),
+            ],
+            "OCC_HOST",
+        ),
+        (
+            &[
+                ("OCC_DATABASE_URL", "sqlite:///x"),
+                ("OCC_DATA_DIR", "/tmp/d"),
+                ("OCC_AUTH_SECRET", "short"),
+            ],
+            "OCC_AUTH_SECRET",
+        ),
+        (
+            &[
+                ("OCC_DATABASE_URL", "sqlite:///x"),
+                ("OCC_DATA_DIR", "/tmp/d"),
+                ("OCC_AUTH_SECRET", SECRET),
+                ("OCC_AUTH_BASE_URL", "ftp://x"),
+            ],
+            "OCC_AUTH_BASE_URL",
+        ),
+        (
+            &[
+                ("OCC_DATABASE_URL", "sqlite:///x"),
+                ("OCC_CONFIGURATION_DRIVER", "etcd"),
+            ],
+            "OCC_CONFIGURATION_DRIVER",
+        ),
+        (
+            &[
+                ("OCC_DATABASE_URL", "sqlite:///x"),
+                ("OCC_DATA_DIR", "/tmp/d"),
+                ("OCC_SECRET_DRIVER", "vault"),
+            ],
+            "OCC_SECRET_DRIVER",
+        ),
+        (
+            &[
+                ("OCC_DATABASE_URL", "sqlite:///x"),
+                ("OCC_DATA_DIR", "/tmp/d"),
+                ("OCC_CONFIGURATION_DRIVER", "kubernetes"),
+            ],
+            "OCC_KUBERNETES_AUTH",
+        ),
+        (
+            &[
+                ("OCC_DATABASE_URL", "sqlite:///x"),
+                ("OCC_DATA_DIR", "/tmp/d"),
+                ("OCC_SECRET_DRIVER", "kubernetes"),
+                ("OCC_KUBERNETES_AUTH", "ambient"),
+            ],
+            "OCC_KUBERNETES_AUTH",
+        ),
+        (
+            &[
+                ("OCC_DATABASE_URL", "sqlite:///x"),
+                ("OCC_DATA_DIR", "/tmp/d"),
+                ("OCC_SECRET_DRIVER", "kubernetes"),
+                ("OCC_KUBERNETES_AUTH", "kubeconfig"),
+                ("OCC_KUBECONFIG", "relative/config"),
+            ],
+            "OCC_KUBECONFIG",
+        ),
+        (
+            &[
+                ("OCC_DATABASE_URL", "sqlite:///x"),
+                ("OCC_DATA_DIR", "/tmp/d"),
+                ("OCC_SECRET_DRIVER", "kubernetes"),
+                ("OCC_KUBERNETES_AUTH", "kubeconfig"),
+                ("OCC_KUBECONFIG", "/etc/occ/kubeconfig"),
+            ],
+            "OCC_KUBERNETES_CONTEXT",
+        ),
+        (
+            &[
+                ("OCC_DATABASE_URL", "sqlite:///x"),
+                ("OCC_DATA_DIR", "/tmp/d"),
+                ("OCC_SECRET_DRIVER", "kubernetes"),
+                ("OCC_KUBERNETES_AUTH", "in-cluster"),
+            ],
+            "OCC_KUBERNETES_API_SERVICE_ACCOUNT",
+        ),
+        (
+            &[
+                ("OCC_DATABASE_URL", "sqlite:///x"),
+                ("OCC_DATA_DIR", "/tmp/d"),
+                ("OCC_SECRET_DRIVER", "kubernetes"),
+                ("OCC_KUBERNETES_AUTH", "in-cluster"),
+                ("OCC_KUBERNETES_API_SERVICE_ACCOUNT", "api"),
+            ],
+            "OCC_KUBERNETES_API_SERVICE_ACCOUNT",
+        ),
+    ];
+    for (pairs, name) in cases {
+        let err = ServerSettings::load(&env_of(pairs))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(name), "{err} should name {name}");
+    }
+}
+
+#[test]
+fn yaml_file_is_closed_and_env_wins() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("occ.yaml");
+    std::fs::write(&path, format!("database_url: sqlite:///tmp/f.db\nport: 4000\ndata_dir: /tmp/d\nauth_secret: {SECRET}\nworker_max_attempts: 7\n")).unwrap();
+    let p = path.to_str().unwrap().to_owned();
+    let s =
+        ServerSettings::load(&env_of(&[("OCC_CONFIG_PATH", &p), ("OCC_PORT", "4001")])).unwrap();
+    assert_eq!(s.port, 4001);
+    let w = WorkerProcessSettings::load(&env_of(&[("OCC_CONFIG_PATH", &p)])).unwrap();
+    assert_eq!(w.worker.max_attempts, 7);
+    std::fs::write(&path, "database_url: sqlite:///tmp/f.db\nprot: 4000\n").unwrap();
+    let err = ServerSettings::load(&env_of(&[("OCC_CONFIG_PATH", &p)]))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("prot"), "{err}");
+}
+
+#[test]
+fn ssh_hosts_of_particular_namespaces_come_from_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("occ.yaml");
+    let ns = "ns_0f8fad5b-d9cb-469f-a165-70867728950e";
+    std::fs::write(
+        &path,
+        format!(
+            "database_url: sqlite:///tmp/f.db\ndata_dir: /tmp/d\ncompute_driver: ssh\n\
+             ssh_address: a.example.com\nssh_identity_file: /etc/occ/id\n\
+             ssh_known_hosts_file: /etc/occ/known_hosts\nssh_namespace_hosts:\n  {ns}:\n    \
+             address: b.example.com\n    port: 2222\n    port_range: 30000-30099\n    \
+             supervisor: systemd\n    systemd_unit_dir: /etc/systemd/occ\n"
+        ),
+    )
+    .unwrap();
+    let p = path.to_str().unwrap().to_owned();
+    let w = WorkerProcessSettings::load(&env_of(&[("OCC_CONFIG_PATH", &p)])).unwrap();
+    let ssh = w.platform.compute.ssh.expect("ssh");
+    assert_eq!(ssh.address, "a.example.com");
+    let b = &ssh.namespace_hosts[ns];
+    assert_eq!((b.address.as_str(), b.port), ("b.example.com", 2222));
+    assert_eq!(b.port_range, 30000..=30099);
+    assert_eq!(b.identity_file, PathBuf::from("/etc/occ/id"), "inherited");
+    assert!(b.namespace_hosts.is_empty());
+    assert_eq!(b.supervisor, SupervisorChoice::Systemd);
+    assert_eq!(b.systemd_unit_dir, PathBuf::from("/etc/systemd/occ"));
+    assert_eq!(ssh.supervisor, SupervisorChoice::Auto, "the default host's");
+    for (bad, named) in [
+        ("  not-an-id:\n    address: b\n", "not-an-id"),
+        (&format!("  {ns}:\n    port: 22\n"), "address"),
+        (
+            &format!("  {ns}:\n    address: b\n    remote_root: rel\n"),
+            "remote_root",
+        ),
+        (
+            &format!("  {ns}:\n    address: b\n    supervisor: upstart\n"),
+            "supervisor",
+        ),
+    ] {
+        std::fs::write(
+            &path,
+            format!(
+                "database_url: sqlite:///tmp/f.db\ndata_dir: /tmp/d\ncompute_driver: ssh\n\
+                 ssh_address: a\nssh_identity_file: /id\nssh_known_hosts_file: /kh\n\
+                 ssh_namespace_hosts:\n{bad}"
+            ),
+        )
+        .unwrap();
+        let err = WorkerProcessSettings::load(&env_of(&[("OCC_CONFIG_PATH", &p)]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(named), "{named}: {err}");
+    }
+}
+
+#[test]
+fn origins() {
+    assert_eq!(
+        origin_of("https://occ.example.com").unwrap(),
+        ("https://occ.example.com".into(), true)
+    );
+    assert_eq!(
+        origin_of("http://127.0.0.1:3000/").unwrap().0,
+        "http://127.0.0.1:3000"
+    );
+    assert!(origin_of("http://x/console").is_err());
+    assert!(origin_of("http://u:p@x").is_err());
+}
