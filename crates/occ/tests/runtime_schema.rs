@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use occ_drivers::runtime::{ENTRY_REL, MARKER_FILE, NODE_REL, NODE_VERSION, OPENCLAW_VERSION};
+use occ_host::runtime::{ENTRY_REL, MARKER_FILE, NODE_REL, NODE_VERSION, OPENCLAW_VERSION};
 use occ_testkit::runtime::shared_runtime;
 use serde_json::Value;
 
