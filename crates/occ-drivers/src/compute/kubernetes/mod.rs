@@ -570,7 +570,9 @@ impl KubernetesCompute {
         ctx: &RevisionContext,
         replacing: Option<&RevisionId>,
     ) -> Result<(), ComputeError> {
-        self.prepare_over(rev, ctx, replacing).await?.activatable()?;
+        self.prepare_over(rev, ctx, replacing)
+            .await?
+            .activatable()?;
         let names = self.names(&rev.agent).await?;
         let with_environment = !ctx.environment.is_empty() || ctx.harness_credential.is_some();
         let mut desired = self.deployment(
