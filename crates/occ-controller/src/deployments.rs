@@ -337,6 +337,7 @@ impl Controller {
             agent_id: id.clone(),
             backend_id: agent.backend_id.clone(),
             spec,
+            source_revision_id: None,
             admitted_at: Timestamp::now(),
         };
         let rev_ref = ResourceRef::exact(ResourceKind::AgentRevision, ns, &new.id);

@@ -459,6 +459,9 @@ pub struct AgentRevision {
     pub backend_id: Option<String>,
     /// The frozen snapshot.
     pub spec: AdmittedSpec,
+    /// The earlier revision of the same Agent whose snapshot this one was made from (a
+    /// redeploy); `None` for a deploy of the Configuration.
+    pub source_revision_id: Option<RevisionId>,
     /// Admission time.
     pub created_at: Timestamp,
 }

@@ -137,6 +137,7 @@ async fn admit(
             secret_driver_id: None,
             secret_bindings: None,
         },
+        source_revision_id: None,
         admitted_at: Timestamp::now(),
     };
     let event = AuditEvent::new(

@@ -23,13 +23,15 @@ pub struct NewRevision {
     pub backend_id: Option<String>,
     /// The frozen snapshot.
     pub spec: AdmittedSpec,
+    /// The earlier revision of the same Agent the snapshot was taken from (a redeploy).
+    pub source_revision_id: Option<RevisionId>,
     /// Admission time.
     pub admitted_at: Timestamp,
 }
 
 macro_rules! rev_cols {
     () => {
-        "id, namespace_id, agent_id, revision_number, backend_id, admitted_spec, admitted_at"
+        "id, namespace_id, agent_id, revision_number, backend_id, admitted_spec, source_revision_id, admitted_at"
     };
 }
 
@@ -41,6 +43,7 @@ fn from_row(r: &Row) -> Result<AgentRevision, StoreError> {
         revision: r.count("revision_number")?,
         backend_id: r.opt_text("backend_id")?,
         spec: r.json_as("admitted_spec")?,
+        source_revision_id: r.opt_parse("source_revision_id")?,
         created_at: r.time("admitted_at")?,
     })
 }
@@ -115,8 +118,8 @@ impl Authorized {
             constraint: "agent_revisions_revision_number_check".into(),
         })?;
         self.q(sql!(
-            "INSERT INTO agent_revisions (id, namespace_id, agent_id, revision_number, backend_id, admitted_spec, admitted_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7)"
+            "INSERT INTO agent_revisions (id, namespace_id, agent_id, revision_number, backend_id, admitted_spec, \
+             source_revision_id, admitted_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
         ))
         .bind(rev.id.as_str())
         .bind(rev.namespace_id.as_str())
@@ -124,6 +127,7 @@ impl Authorized {
         .bind(number)
         .bind(rev.backend_id.clone())
         .bind(spec)
+        .bind(rev.source_revision_id.as_ref().map(|id| id.to_string()))
         .bind(rev.created_at)
         .execute()
         .await?;
@@ -151,7 +155,8 @@ impl Authorized {
                         "WITH next AS (SELECT COALESCE(MAX(revision_number), 0) + 1 AS n FROM agent_revisions \
                            WHERE namespace_id = $2 AND agent_id = $3), \
                          rev AS (INSERT INTO agent_revisions (id, namespace_id, agent_id, revision_number, backend_id, \
-                           admitted_spec, admitted_at) SELECT $1, $2, $3, n, $4, $5, $6 FROM next RETURNING revision_number), \
+                           admitted_spec, admitted_at, source_revision_id) SELECT $1, $2, $3, n, $4, $5, $6, $18 FROM next \
+                           RETURNING revision_number), \
                          agent AS (UPDATE agents SET desired_runtime_state = 'running' \
                            WHERE namespace_id = $2 AND id = $3 AND status = 'active' RETURNING id), \
                          work AS (INSERT INTO controller_work (idempotency_key, namespace_id, agent_id, revision_id, \
@@ -181,6 +186,7 @@ impl Authorized {
                     .bind(event.resource_id.as_str())
                     .bind(event.outcome.as_str())
                     .bind(Value::Object(event.details.clone()))
+                    .bind(new.source_revision_id.as_ref().map(|id| id.to_string()))
                     .fetch_one()
                     .await?;
                 if row.int("agents")? != 1 || row.int("works")? != 1 {
@@ -200,6 +206,7 @@ impl Authorized {
                     revision: number,
                     backend_id: new.backend_id.clone(),
                     spec: new.spec.clone(),
+                    source_revision_id: new.source_revision_id.clone(),
                     created_at: new.admitted_at,
                 };
                 self.revision_insert(&rev).await?;
@@ -231,6 +238,7 @@ impl Authorized {
             revision: number,
             backend_id: new.backend_id.clone(),
             spec: new.spec.clone(),
+            source_revision_id: new.source_revision_id.clone(),
             created_at: new.admitted_at,
         })
     }

@@ -78,6 +78,7 @@ pub fn revision(agent: &Agent, number: u64) -> AgentRevision {
             secret_driver_id: None,
             secret_bindings: None,
         },
+        source_revision_id: None,
         created_at: Timestamp::now(),
     }
 }

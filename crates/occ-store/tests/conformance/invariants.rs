@@ -193,6 +193,7 @@ pub async fn revisions_are_immutable(db: TestDb) {
         "id = id",
         "namespace_id = namespace_id",
         "agent_id = agent_id",
+        "source_revision_id = NULL",
     ] {
         refused(
             &mut raw,
@@ -323,6 +324,60 @@ pub async fn revisions_are_deleted_only_with_their_agent(db: TestDb) {
         raw.count(&format!(
             "SELECT count(*) FROM agent_revisions WHERE id = '{}'",
             rev.id
+        ))
+        .await,
+        0
+    );
+}
+
+pub async fn revision_source_stays_within_its_agent(db: TestDb) {
+    let store = db.store().await;
+    let a = world(&store).await;
+    let b = world(&store).await;
+    let first = add_revision(&store, &a, 1).await;
+    let foreign = add_revision(&store, &b, 1).await;
+    let spec = serde_json::to_string(&crate::fixtures::revision(&a.agent, 2).spec).unwrap();
+    let insert = |id: &RevisionId, source: &str| {
+        format!(
+            "INSERT INTO agent_revisions (id, namespace_id, agent_id, revision_number, admitted_spec, source_revision_id, admitted_at) \
+             VALUES ('{id}', '{}', '{}', 2, '{spec}', '{source}', '{TS}')",
+            a.ns.id, a.agent.id
+        )
+    };
+    let mut raw = db.raw().await;
+    // another Agent's revision and one that never existed
+    for source in [foreign.id.clone(), RevisionId::generate()] {
+        refused(
+            &mut raw,
+            &insert(&RevisionId::generate(), source.as_str()),
+            Some("agent_revisions_source_revision_fk"),
+        )
+        .await;
+    }
+    // the row itself
+    let own = RevisionId::generate();
+    refused(&mut raw, &insert(&own, own.as_str()), None).await;
+    // an earlier revision of the same Agent: accepted, read back, removed with the Agent
+    let second = RevisionId::generate();
+    accepted(&mut raw, &insert(&second, first.id.as_str())).await;
+    let mut tx = store.begin_read().await.unwrap();
+    let read = tx
+        .revision_get(&a.ns.id, &a.agent.id, &second)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(read.source_revision_id, Some(first.id.clone()));
+    drop(tx);
+    let mut tx = occ_testkit::begin_setup(&store).await;
+    assert!(tx.agent_mark_deleting(&a.ns.id, &a.agent.id).await.unwrap());
+    tx.agent_finalize_deletion(&a.ns.id, &a.agent.id)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(
+        raw.count(&format!(
+            "SELECT count(*) FROM agent_revisions WHERE agent_id = '{}'",
+            a.agent.id
         ))
         .await,
         0

@@ -43,6 +43,7 @@ conformance!(
     invariants::revisions_are_immutable,
     invariants::revision_snapshot_shape_is_exact,
     invariants::revisions_are_deleted_only_with_their_agent,
+    invariants::revision_source_stays_within_its_agent,
     invariants::references_never_cross_namespaces,
     invariants::referenced_configuration_cannot_be_deleted,
     invariants::namespace_lifecycle_is_enforced,

@@ -768,6 +768,7 @@ pub async fn admission_is_one_atomic_step(db: TestDb) {
             agent_id: w.agent.id.clone(),
             backend_id: None,
             spec: spec.clone(),
+            source_revision_id: None,
             admitted_at: Timestamp::now(),
         };
         let event = AuditEvent::new(
@@ -827,6 +828,7 @@ pub async fn admission_is_one_atomic_step(db: TestDb) {
         agent_id: w.agent.id.clone(),
         backend_id: None,
         spec,
+        source_revision_id: None,
         admitted_at: Timestamp::now(),
     };
     let event = AuditEvent::new(

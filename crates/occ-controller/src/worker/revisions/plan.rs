@@ -367,6 +367,7 @@ mod tests {
                 secret_driver_id: None,
                 secret_bindings: None,
             },
+            source_revision_id: None,
             created_at: Timestamp::now(),
         }
     }
