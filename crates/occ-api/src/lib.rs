@@ -86,6 +86,7 @@ pub fn router_and_openapi(state: AppState) -> (axum::Router, utoipa::openapi::Op
         .routes(routes!(agents::stop_agent))
         .routes(routes!(agents::list_agent_revisions))
         .routes(routes!(agents::get_agent_revision))
+        .routes(routes!(agents::redeploy_agent_revision))
         .routes(routes!(agents::get_agent_deployment))
         .routes(routes!(
             workspace::get_workspace_file,

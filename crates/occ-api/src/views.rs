@@ -239,6 +239,10 @@ pub struct RevisionView {
     secret_bindings: Option<Value>,
     #[schema(value_type = Object)]
     harness_auth: Value,
+    /// occ extension: the earlier revision this one was redeployed from. Omitted for a deploy
+    /// of the Configuration (the reference's AgentRevision is a closed object).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    redeployed_from_revision_id: Option<String>,
     created_at: String,
 }
 
@@ -263,6 +267,7 @@ impl From<&AgentRevision> for RevisionView {
                 .as_ref()
                 .map(|b| serde_json::to_value(b).unwrap_or_default()),
             harness_auth: public_harness_auth(&s.harness_auth),
+            redeployed_from_revision_id: r.source_revision_id.as_ref().map(ToString::to_string),
             created_at: r.created_at.to_string(),
         }
     }

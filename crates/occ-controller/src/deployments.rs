@@ -9,7 +9,8 @@
 
 use occ_core::authz::{Action, ResourceKind, ResourceRef};
 use occ_core::resource::{
-    AdmittedSpec, Agent, AgentRevision, AgentStatus, DesiredRuntimeState, HarnessAuth,
+    AdmittedSpec, Agent, AgentRevision, AgentStatus, ConfigurationMeta, DesiredRuntimeState,
+    Generation, HarnessAuth, SecretBindings,
 };
 use occ_core::work::{NewWork, WorkKey, WorkState};
 use occ_core::{AgentId, Error, NamespaceId, RevisionId, SecretId, Timestamp};
@@ -22,6 +23,33 @@ use crate::agents::agent_deleting;
 use crate::authorization::found;
 use crate::namespaces::{live_namespace, require_ready};
 use crate::{Controller, Request};
+
+/// The audit action of a deploy, also of a redeploy (which adds `sourceRevisionId`).
+const DEPLOY_AUDIT: &str = "openclaw.agents.deploy";
+
+/// What a new revision is made from.
+enum Basis {
+    /// The Agent's Configuration at its current generation (a deploy), locked.
+    Configuration(ConfigurationMeta),
+    /// An earlier revision of the Agent (a redeploy).
+    Revision(AgentRevision),
+}
+
+impl Basis {
+    fn generation(&self) -> Generation {
+        match self {
+            Basis::Configuration(cfg) => cfg.generation,
+            Basis::Revision(rev) => rev.spec.configuration_generation,
+        }
+    }
+
+    fn secret_bindings(&self) -> SecretBindings {
+        match self {
+            Basis::Configuration(cfg) => cfg.secret_bindings.clone(),
+            Basis::Revision(rev) => rev.spec.secret_bindings.clone().unwrap_or_default(),
+        }
+    }
+}
 
 /// Where a deployment stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -200,7 +228,7 @@ impl Controller {
         let ns = &agent.namespace_id;
         let target = ResourceRef::exact(ResourceKind::Secret, ns, secret);
         let tx = self
-            .authorize_in(tx, req, Action::Operate, &target, "openclaw.agents.deploy")
+            .authorize_in(tx, req, Action::Operate, &target, DEPLOY_AUDIT)
             .await?;
         let message = format!(
             "The Agent service principal {} is not allowed to operate secret {}",
@@ -213,11 +241,17 @@ impl Controller {
                 &agent.service_principal_id,
                 Action::Operate,
                 &target,
-                "openclaw.agents.deploy",
+                DEPLOY_AUDIT,
                 Some(message),
             )
             .await?;
-        let meta = found(tx.secret_get(ns, secret).await?)?;
+        // A Configuration's bound Secrets cannot be deleted, but a Secret an earlier revision
+        // froze can be once it is unbound: the revision exists, its Secret does not (409).
+        let meta = tx.secret_get(ns, secret).await?.ok_or_else(|| {
+            Error::conflict(format!(
+                "Secret {secret}, which the revision consumes, no longer exists"
+            ))
+        })?;
         if meta.driver_id != self.secrets.identity().id {
             return Err(Error::conflict(
                 "A bound Secret is held by a Secret Driver this installation does not use",
@@ -235,16 +269,42 @@ impl Controller {
         Ok(tx)
     }
 
-    /// Admits a new immutable revision of the Agent and queues its reconcile work (202).
+    /// Admits a new immutable revision of the Agent from its current Configuration and queues
+    /// its reconcile work (202).
     pub async fn agent_deploy(
         &self,
         req: &Request,
         ns: &NamespaceId,
         id: &AgentId,
     ) -> Result<AgentRevision, Error> {
+        self.admit_revision(req, ns, id, None).await
+    }
+
+    /// Admits a new immutable revision made from an earlier revision's frozen document and
+    /// identities — a deliberate rollback — and queues its reconcile work (202). Authorized,
+    /// checked and audited like a deploy; the source must be a revision of this Agent (404).
+    pub async fn agent_redeploy(
+        &self,
+        req: &Request,
+        ns: &NamespaceId,
+        id: &AgentId,
+        source: &RevisionId,
+    ) -> Result<AgentRevision, Error> {
+        self.admit_revision(req, ns, id, Some(source)).await
+    }
+
+    /// Deploy admission, from the Agent's Configuration (`source` `None`) or from an earlier
+    /// revision of the Agent: one transaction, every check made on either path.
+    async fn admit_revision(
+        &self,
+        req: &Request,
+        ns: &NamespaceId,
+        id: &AgentId,
+        source: Option<&RevisionId>,
+    ) -> Result<AgentRevision, Error> {
         let agent_ref = ResourceRef::exact(ResourceKind::Agent, ns, id);
         let mut tx = self
-            .write_authorized(req, Action::Deploy, &agent_ref, "openclaw.agents.deploy")
+            .write_authorized(req, Action::Deploy, &agent_ref, DEPLOY_AUDIT)
             .await?;
         let agent = found(tx.agent_lock(ns, id).await?)?;
         if agent.status == AgentStatus::Deleting {
@@ -253,35 +313,49 @@ impl Controller {
         let namespace = live_namespace(&mut tx, ns).await?;
         if let Err(not_ready) = require_ready(&namespace) {
             drop(tx);
-            self.audit_failure(
-                req,
-                "openclaw.agents.deploy",
-                &agent_ref,
-                "NAMESPACE_NOT_READY",
-            )
-            .await?;
+            self.audit_failure(req, DEPLOY_AUDIT, &agent_ref, "NAMESPACE_NOT_READY")
+                .await?;
             return Err(not_ready);
         }
-        let Some(harness_auth) = agent.harness_auth.clone() else {
+        let source = match source {
+            Some(rev) => Some(found(tx.revision_get(ns, id, rev).await?)?),
+            None => None,
+        };
+        // A deploy runs the Agent's draft; a redeploy what the source revision froze.
+        let (mode, harness_auth) = match &source {
+            None => (agent.execution_mode, agent.harness_auth.clone()),
+            Some(rev) => (rev.spec.harness.mode, rev.spec.harness_auth.clone()),
+        };
+        let Some(harness_auth) = harness_auth else {
             return Err(Error::conflict(
                 "The Agent has no harnessAuth; set one before deploying",
             ));
         };
-        if let Some(refusal) = self
-            .compute
-            .refusal(agent.execution_mode, Some(&harness_auth))
-        {
+        if let Some(refusal) = self.compute.refusal(mode, Some(&harness_auth)) {
             return Err(Error::conflict(refusal));
         }
-        let cfg_ref = ResourceRef::exact(ResourceKind::Configuration, ns, &agent.configuration_id);
+        if let Some(rev) = &source {
+            self.require_same_runtime(rev)?;
+        }
+        let configuration_id = source
+            .as_ref()
+            .map_or(&agent.configuration_id, |rev| &rev.spec.configuration_id)
+            .clone();
+        let cfg_ref = ResourceRef::exact(ResourceKind::Configuration, ns, &configuration_id);
         let mut tx = self
-            .authorize_in(tx, req, Action::Read, &cfg_ref, "openclaw.agents.deploy")
+            .authorize_in(tx, req, Action::Read, &cfg_ref, DEPLOY_AUDIT)
             .await?;
-        let cfg = found(tx.configuration_lock(ns, &agent.configuration_id).await?)?;
-        if let Some(refusal) = self.compute.secret_refusal(!cfg.secret_bindings.is_empty()) {
+        let basis = match source {
+            Some(rev) => Basis::Revision(rev),
+            None => {
+                Basis::Configuration(found(tx.configuration_lock(ns, &configuration_id).await?)?)
+            }
+        };
+        let secret_bindings = basis.secret_bindings();
+        if let Some(refusal) = self.compute.secret_refusal(!secret_bindings.is_empty()) {
             return Err(Error::conflict(refusal));
         }
-        for binding in cfg.secret_bindings.values() {
+        for binding in secret_bindings.values() {
             tx = self
                 .authorize_consumed_secret(tx, req, &agent, &binding.source.id)
                 .await?;
@@ -296,14 +370,98 @@ impl Controller {
                 let target =
                     ResourceRef::exact(ResourceKind::ServiceAccount, ns, service_account_id);
                 tx = self
-                    .authorize_in(tx, req, Action::Read, &target, "openclaw.agents.deploy")
+                    .authorize_in(tx, req, Action::Read, &target, DEPLOY_AUDIT)
                     .await?;
                 found(tx.service_account_get(ns, service_account_id).await?)?;
             }
             HarnessAuth::Runtime {} => {}
         }
-        let document = self
-            .configurations
+        let generation = basis.generation();
+        let document = self.basis_document(ns, &basis).await?;
+        let document =
+            occ_core::native::check_stored_document(document, &configuration_id, generation)?;
+        let uses_secrets = !secret_bindings.is_empty() || harness_auth.secret_id().is_some();
+        let spec = AdmittedSpec {
+            configuration_id: configuration_id.clone(),
+            configuration_kind: occ_core::resource::CONFIGURATION_KIND_AGENT.into(),
+            configuration_generation: generation,
+            configuration: document,
+            harness: self.settings.harness(mode),
+            compute: self.compute.identity.clone(),
+            service_principal_id: agent.service_principal_id.clone(),
+            harness_auth: Some(harness_auth),
+            secret_driver_id: uses_secrets.then(|| self.secrets.identity().id),
+            secret_bindings: (!secret_bindings.is_empty()).then_some(secret_bindings),
+        };
+        let (backend_id, source_revision_id) = match &basis {
+            Basis::Revision(rev) => (rev.backend_id.clone(), Some(rev.id.clone())),
+            Basis::Configuration(_) => (agent.backend_id.clone(), None),
+        };
+        let new = NewRevision {
+            id: RevisionId::generate(),
+            namespace_id: ns.clone(),
+            agent_id: id.clone(),
+            backend_id,
+            spec,
+            source_revision_id,
+            admitted_at: Timestamp::now(),
+        };
+        let rev_ref = ResourceRef::exact(ResourceKind::AgentRevision, ns, &new.id);
+        let mut event = self
+            .mutation(req, DEPLOY_AUDIT, &rev_ref, tx.evidence())
+            .detail("agentId", id.as_str())
+            .detail("configurationId", configuration_id.as_str())
+            .detail("configurationGeneration", generation.get());
+        if let Some(source) = &new.source_revision_id {
+            event = event.detail("sourceRevisionId", source.as_str());
+        }
+        let revision = tx
+            .revision_admit(&new, &req.caller.principal_id, &event)
+            .await
+            .map_err(|e| match e {
+                occ_store::StoreError::Stale => {
+                    Error::conflict("The Agent changed concurrently; retry")
+                }
+                other => other.into(),
+            })?;
+        tx.commit().await?;
+        Ok(revision)
+    }
+
+    /// A redeploy reuses the source revision's harness and Compute identities, so the worker
+    /// would refuse it (`HARNESS_DESCRIPTOR_MISMATCH`, `COMPUTE_DRIVER_MISMATCH`) if this
+    /// installation no longer runs them: refuse it at admission instead.
+    fn require_same_runtime(&self, rev: &AgentRevision) -> Result<(), Error> {
+        if rev.spec.compute != self.compute.identity {
+            return Err(Error::conflict(format!(
+                "Revision {} was admitted for the {} Compute Driver ({}), which this installation \
+                 no longer uses; deploy the Agent's Configuration instead",
+                rev.revision, rev.spec.compute.implementation, rev.spec.compute.id
+            )));
+        }
+        let approved = self.settings.harness(rev.spec.harness.mode);
+        if rev.spec.harness != approved {
+            return Err(Error::conflict(format!(
+                "Revision {} was admitted for {} {}, but this installation runs {}; deploy the \
+                 Agent's Configuration instead",
+                rev.revision, rev.spec.harness.id, rev.spec.harness.version, approved.version
+            )));
+        }
+        Ok(())
+    }
+
+    /// The document a new revision freezes: the Configuration's locked generation, read from
+    /// its Driver, or the source revision's frozen copy.
+    async fn basis_document(
+        &self,
+        ns: &NamespaceId,
+        basis: &Basis,
+    ) -> Result<serde_json::Map<String, Value>, Error> {
+        let cfg = match basis {
+            Basis::Revision(rev) => return Ok(rev.spec.configuration.clone()),
+            Basis::Configuration(cfg) => cfg,
+        };
+        self.configurations
             .read(DocumentKey {
                 namespace_id: ns,
                 configuration_id: &cfg.id,
@@ -316,47 +474,7 @@ impl Controller {
                     Error::unavailable("the configuration document is missing from its Driver")
                 }
                 other => Error::from(other),
-            })?;
-        let document = occ_core::native::check_stored_document(document, &cfg.id, cfg.generation)?;
-        let uses_secrets = !cfg.secret_bindings.is_empty() || harness_auth.secret_id().is_some();
-        let spec = AdmittedSpec {
-            configuration_id: cfg.id.clone(),
-            configuration_kind: occ_core::resource::CONFIGURATION_KIND_AGENT.into(),
-            configuration_generation: cfg.generation,
-            configuration: document,
-            harness: self.settings.harness(agent.execution_mode),
-            compute: self.compute.identity.clone(),
-            service_principal_id: agent.service_principal_id.clone(),
-            harness_auth: Some(harness_auth),
-            secret_driver_id: uses_secrets.then(|| self.secrets.identity().id),
-            secret_bindings: (!cfg.secret_bindings.is_empty()).then(|| cfg.secret_bindings.clone()),
-        };
-        let new = NewRevision {
-            id: RevisionId::generate(),
-            namespace_id: ns.clone(),
-            agent_id: id.clone(),
-            backend_id: agent.backend_id.clone(),
-            spec,
-            source_revision_id: None,
-            admitted_at: Timestamp::now(),
-        };
-        let rev_ref = ResourceRef::exact(ResourceKind::AgentRevision, ns, &new.id);
-        let event = self
-            .mutation(req, "openclaw.agents.deploy", &rev_ref, tx.evidence())
-            .detail("agentId", id.as_str())
-            .detail("configurationId", cfg.id.as_str())
-            .detail("configurationGeneration", cfg.generation.get());
-        let revision = tx
-            .revision_admit(&new, &req.caller.principal_id, &event)
-            .await
-            .map_err(|e| match e {
-                occ_store::StoreError::Stale => {
-                    Error::conflict("The Agent changed concurrently; retry")
-                }
-                other => other.into(),
-            })?;
-        tx.commit().await?;
-        Ok(revision)
+            })
     }
 
     /// Sets the Agent's desired state to `stopped` and queues stop work (a new item per call). A

@@ -1,4 +1,4 @@
-//! `/namespaces/{namespaceId}/agents`, deploy, stop, revisions and deployment status.
+//! `/namespaces/{namespaceId}/agents`, deploy, stop, revisions, redeploy and deployment status.
 
 use axum::extract::State;
 use axum::response::IntoResponse;
@@ -168,6 +168,26 @@ pub async fn get_agent_revision(
         .revision_get(&ctx.req, p.ns()?, p.agent()?, p.revision()?)
         .await?;
     Ok(ok(RevisionView::from(&rev)))
+}
+
+/// Redeploy an earlier revision: admit a new revision made from its frozen document and
+/// identities (a rollback on purpose), authorized, checked and audited like a deploy. Not in the
+/// reference API.
+#[utoipa::path(post, path = "/namespaces/{namespaceId}/agents/{agentId}/revisions/{revisionId}/redeploy", operation_id = "redeployAgentRevision", tag = "Agents",
+    params(("namespaceId" = String, Path), ("agentId" = String, Path), ("revisionId" = String, Path)),
+    responses((status = 202, body = Data<RevisionView>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn redeploy_agent_revision(
+    State(s): State<AppState>,
+    p: Params,
+    ctx: Ctx,
+    _: NoBody,
+) -> Result<impl IntoResponse, ApiError> {
+    let rev = s
+        .controller
+        .agent_redeploy(&ctx.req, p.ns()?, p.agent()?, p.revision()?)
+        .await?;
+    Ok(accepted(RevisionView::from(&rev)))
 }
 
 /// Deployment status of a revision.

@@ -389,6 +389,18 @@ fn rows() -> Vec<Row> {
             expect: R,
         },
         Row {
+            op: "redeployAgentRevision",
+            method: Method::POST,
+            path: |f| {
+                format!(
+                    "/namespaces/{}/agents/{}/revisions/{}/redeploy",
+                    f.ns, f.agt, f.rev
+                )
+            },
+            body: none,
+            expect: [401, 403, 403, 403, 202, 202],
+        },
+        Row {
             op: "getAgentDeployment",
             method: Method::GET,
             path: |f| {

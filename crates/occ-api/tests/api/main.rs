@@ -11,6 +11,7 @@ mod console;
 mod deploy;
 mod framing;
 mod kubernetes;
+mod redeploy;
 mod resources;
 mod snapshots;
 mod workspace;

@@ -379,6 +379,47 @@ async fn every_route_envelope() {
         None,
     )
     .await;
+    let redeployed = id(&t
+        .step(
+            "revisions: redeploy",
+            Method::POST,
+            &format!("{agents}/{agt}/revisions/{rev}/redeploy"),
+            &admin,
+            None,
+        )
+        .await);
+    t.step(
+        "revisions: redeploy (reader)",
+        Method::POST,
+        &format!("{agents}/{agt}/revisions/{rev}/redeploy"),
+        &reader,
+        None,
+    )
+    .await;
+    t.step(
+        "revisions: redeploy missing",
+        Method::POST,
+        &format!("{agents}/{agt}/revisions/rev_00000000-0000-4000-8000-000000000000/redeploy"),
+        &admin,
+        None,
+    )
+    .await;
+    t.step(
+        "revisions: redeploy with a body",
+        Method::POST,
+        &format!("{agents}/{agt}/revisions/{rev}/redeploy"),
+        &admin,
+        Some(json!({"revision": 1})),
+    )
+    .await;
+    t.step(
+        "revisions: get redeployed",
+        Method::GET,
+        &format!("{agents}/{agt}/revisions/{redeployed}"),
+        &admin,
+        None,
+    )
+    .await;
     t.step(
         "agents: stop",
         Method::POST,
