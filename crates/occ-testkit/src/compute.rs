@@ -66,6 +66,7 @@ pub struct FakeCompute {
     calls: Mutex<Vec<Call>>,
     serving: Mutex<HashMap<AgentId, RevisionId>>,
     environment: Mutex<HashMap<RevisionId, BTreeMap<String, String>>>,
+    documents: Mutex<HashMap<RevisionId, serde_json::Map<String, serde_json::Value>>>,
     setups: Mutex<HashMap<RevisionId, Option<WorkspaceSetup>>>,
     script: Mutex<HashMap<Verb, VecDeque<Scripted>>>,
 }
@@ -87,6 +88,7 @@ impl FakeCompute {
             calls: Mutex::new(Vec::new()),
             serving: Mutex::new(HashMap::new()),
             environment: Mutex::new(HashMap::new()),
+            documents: Mutex::new(HashMap::new()),
             setups: Mutex::new(HashMap::new()),
             script: Mutex::new(HashMap::new()),
         }
@@ -141,6 +143,14 @@ impl FakeCompute {
         self.environment.lock().expect("lock").get(rev).cloned()
     }
 
+    /// The configuration document `rev` was last activated or restored with.
+    pub fn document_of(
+        &self,
+        rev: &RevisionId,
+    ) -> Option<serde_json::Map<String, serde_json::Value>> {
+        self.documents.lock().expect("lock").get(rev).cloned()
+    }
+
     /// Simulates a crash of `agent`'s gateway.
     pub fn crash(&self, agent: &AgentId) {
         self.serving.lock().expect("lock").remove(agent);
@@ -152,7 +162,7 @@ impl FakeCompute {
         }
     }
 
-    /// Records `rev` as serving its Agent with `ctx`'s environment.
+    /// Records `rev` as serving its Agent with its document and `ctx`'s environment.
     fn serve(&self, rev: &RevisionTarget, ctx: &RevisionContext) {
         let env: BTreeMap<String, String> = ctx
             .environment
@@ -169,6 +179,10 @@ impl FakeCompute {
                 .lock()
                 .expect("lock")
                 .insert(rev.revision_id.clone(), env);
+            self.documents
+                .lock()
+                .expect("lock")
+                .insert(rev.revision_id.clone(), rev.spec.configuration.clone());
         }
         self.serving
             .lock()

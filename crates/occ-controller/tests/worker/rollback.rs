@@ -241,3 +241,70 @@ async fn a_restore_runs_under_the_previous_deployment_s_authority() {
         "the refusal is audited"
     );
 }
+
+/// A rollback on purpose: redeploying an earlier revision admits a new one whose frozen
+/// document is the earlier one's, and the worker activates exactly that document and retires
+/// what served.
+#[tokio::test]
+async fn a_redeployed_revision_activates_the_document_its_source_froze() {
+    let f = Fixture::new().await;
+    let (cfg, agent) = f.agent("a1").await;
+    let rev1 = f.deploy(&agent).await;
+    f.drain().await;
+    let first_document = f.compute.document_of(&rev_id(&rev1)).expect("activated");
+    assert_eq!(
+        serde_json::Value::Object(first_document.clone()),
+        json!({"gateway": {"mode": "local"}})
+    );
+
+    let r = f
+        .call(
+            Method::PATCH,
+            &format!("/namespaces/{}/configurations/{cfg}", f.ns),
+            Some(json!({"values": {}})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    let rev2 = f.deploy(&agent).await;
+    f.drain().await;
+    assert_eq!(f.compute.serving(&agent_id(&agent)), Some(rev_id(&rev2)));
+    assert_eq!(
+        f.compute.document_of(&rev_id(&rev2)),
+        Some(serde_json::Map::new())
+    );
+
+    let r = f
+        .call(
+            Method::POST,
+            &format!(
+                "/namespaces/{}/agents/{agent}/revisions/{rev1}/redeploy",
+                f.ns
+            ),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
+    assert_eq!(r.data()["revision"], 3);
+    let rev3 = r.data()["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        f.drain().await,
+        vec![(
+            WorkKey::revision_reconcile(&rev_id(&rev3)),
+            PassOutcome::Success
+        )]
+    );
+
+    // Revision 3 serves revision 1's document; revision 2 is retired after it activated.
+    assert_eq!(f.compute.serving(&agent_id(&agent)), Some(rev_id(&rev3)));
+    assert_eq!(f.compute.document_of(&rev_id(&rev3)), Some(first_document));
+    assert_eq!(f.agent_state(&agent).await["activeRevisionId"], rev3);
+    assert_eq!(f.deployment(&agent, &rev3).await["status"], "succeeded");
+    let calls = f.compute.calls();
+    let activate3 = Call::Revision(Verb::Activate, agent_id(&agent), rev_id(&rev3));
+    let retire2 = Call::Revision(Verb::Retire, agent_id(&agent), rev_id(&rev2));
+    let at = |call: &Call| calls.iter().position(|c| c == call);
+    assert!(
+        at(&activate3).expect("activated") < at(&retire2).expect("retired"),
+        "{calls:?}"
+    );
+}
