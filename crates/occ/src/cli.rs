@@ -151,15 +151,21 @@ pub enum AgentCmd {
         #[arg(long)]
         file: PathBuf,
     },
-    /// Admit a new revision and deploy it.
+    /// Admit a new revision from the Agent's Configuration and deploy it.
     Deploy {
         id: String,
-        /// Follow the deployment until it succeeds or fails.
-        #[arg(long)]
-        wait: bool,
-        /// How long to wait, in seconds.
-        #[arg(long, default_value_t = 900)]
-        wait_timeout_seconds: u64,
+        #[command(flatten)]
+        follow: FollowArgs,
+    },
+    /// Roll back on purpose: admit a new revision made from an earlier revision's frozen
+    /// document and identities, and deploy it.
+    Rollback {
+        id: String,
+        /// The earlier revision to return to (its `rev_…` id; `occ agent revisions` lists them).
+        #[arg(long = "to", value_name = "REVISION")]
+        to: String,
+        #[command(flatten)]
+        follow: FollowArgs,
     },
     /// Show a deployment's status.
     DeploymentStatus { id: String, deployment_id: String },
@@ -174,6 +180,17 @@ pub enum AgentCmd {
     /// The Agent's live workspace files (AGENTS.md, SOUL.md, IDENTITY.md, USER.md).
     #[command(subcommand)]
     Files(FilesCmd),
+}
+
+/// Following an admitted deployment.
+#[derive(Debug, Args)]
+pub struct FollowArgs {
+    /// Follow the deployment until it succeeds or fails.
+    #[arg(long)]
+    wait: bool,
+    /// How long to wait, in seconds.
+    #[arg(long, default_value_t = 900)]
+    wait_timeout_seconds: u64,
 }
 
 /// `occ agent files …`
@@ -623,37 +640,47 @@ pub async fn agent(c: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
                 .await?,
             &[],
         ),
-        AgentCmd::Deploy {
-            id,
-            wait,
-            wait_timeout_seconds,
-        } => {
+        AgentCmd::Deploy { id, follow } => {
             let rev = c
                 .call(Method::POST, &format!("{base}/{id}/deploy"), None)
                 .await?;
-            if !wait {
-                return c.print(&rev, &[]);
-            }
-            let rev_id = rev["id"]
-                .as_str()
-                .ok_or_else(|| anyhow!("the deploy response has no revision id"))?
-                .to_owned();
-            eprintln!(
-                "Deployment {rev_id} (revision {}) admitted.",
-                cell(&rev["revision"])
-            );
-            follow(
-                c,
-                &format!("{base}/{id}/deployments/{rev_id}"),
-                Duration::from_secs(wait_timeout_seconds),
-            )
-            .await
+            admitted(c, &format!("{base}/{id}"), &rev, &follow).await
+        }
+        AgentCmd::Rollback { id, to, follow } => {
+            let rev = c
+                .call(
+                    Method::POST,
+                    &format!("{base}/{id}/revisions/{to}/redeploy"),
+                    None,
+                )
+                .await?;
+            admitted(c, &format!("{base}/{id}"), &rev, &follow).await
         }
     }
 }
 
+/// Prints an admitted revision, or follows its deployment with `--wait`.
+async fn admitted(c: &Client, agent: &str, rev: &Value, follow: &FollowArgs) -> anyhow::Result<()> {
+    if !follow.wait {
+        return c.print(rev, &[]);
+    }
+    let rev_id = rev["id"]
+        .as_str()
+        .ok_or_else(|| anyhow!("the response has no revision id"))?;
+    eprintln!(
+        "Deployment {rev_id} (revision {}) admitted.",
+        cell(&rev["revision"])
+    );
+    follow_deployment(
+        c,
+        &format!("{agent}/deployments/{rev_id}"),
+        Duration::from_secs(follow.wait_timeout_seconds),
+    )
+    .await
+}
+
 /// Polls a deployment until it ends, printing each change of state or progress.
-async fn follow(c: &Client, path: &str, limit: Duration) -> anyhow::Result<()> {
+async fn follow_deployment(c: &Client, path: &str, limit: Duration) -> anyhow::Result<()> {
     let started = Instant::now();
     let mut last = String::new();
     loop {

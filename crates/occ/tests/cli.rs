@@ -3,7 +3,8 @@
 //!
 //! migrate → bootstrap → serve → installation → namespaces → configuration create/update/get →
 //! secret → IAM grant for the Agent's principal → agent create → deploy (admission) →
-//! deployment status → revisions (frozen against later Configuration changes) → stop → delete;
+//! deployment status → revisions (frozen against later Configuration changes) → rollback to an
+//! earlier revision → stop → delete;
 //! plus the error paths (key file problems, API errors with status, code and request id) and
 //! the three output formats.
 //!
@@ -27,6 +28,8 @@ const ADMIN_PASSWORD: &str = "correct horse battery staple";
 const SECRET_VALUE: &str = "sk-cli-e2e-never-printed-7f3a9c";
 /// A well-formed Agent id that does not exist.
 const MISSING_AGENT: &str = "agt_00000000-0000-4000-8000-000000000000";
+/// A well-formed revision id that does not exist.
+const MISSING_REVISION: &str = "rev_00000000-0000-4000-8000-000000000000";
 
 /// A running `occ serve`, killed (by PID) and reaped when dropped, also on panic.
 struct Server {
@@ -643,6 +646,42 @@ fn end_to_end(backend: Backend) {
         (&one["configurationGeneration"], &one["configuration"]),
         (&json!(2), &doc2)
     );
+    // ---- rollback: revision 1's frozen document comes back as revision 3 ----
+    let rolled = cli.json(&["agent", "rollback", &agt, "--to", &rev_id]);
+    assert_eq!(rolled["revision"], 3, "{rolled}");
+    assert_eq!(str_of(&rolled, "redeployedFromRevisionId"), rev_id);
+    assert_eq!(
+        (&rolled["configurationGeneration"], &rolled["configuration"]),
+        (&json!(2), &doc2)
+    );
+    // `--wait` follows it as `deploy --wait` does
+    let out = cli.raw(
+        "table",
+        &[
+            "agent",
+            "rollback",
+            &agt,
+            "--to",
+            &rev_id,
+            "--wait",
+            "--wait-timeout-seconds",
+            "1",
+        ],
+    );
+    let err = text(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("(revision 4) admitted."), "{err}");
+    assert!(err.contains("] queued"), "{err}");
+    assert!(
+        err.contains("error: the deployment did not finish within 1 seconds"),
+        "{err}"
+    );
+    // a revision the Agent never had
+    let err = cli.fails(&["agent", "rollback", &agt, "--to", MISSING_REVISION]);
+    assert_api_error(&err, 404, "NOT_FOUND");
+    let err = cli.fails(&["agent", "rollback", &agt, "--to", "2"]);
+    assert_api_error(&err, 400, "INVALID_REQUEST");
+
     // a referenced Configuration cannot be deleted
     let err = cli.fails(&["configuration", "delete", &cfg_id]);
     assert_api_error(&err, 409, "RESOURCE_CONFLICT");
@@ -655,8 +694,10 @@ fn end_to_end(backend: Backend) {
     assert_eq!(str_of(&deleted, "status"), "deleting");
     let after = cli.json(&["agent", "get", &agt]);
     assert_eq!(str_of(&after, "status"), "deleting");
-    // a deleting Agent cannot be deployed
+    // a deleting Agent cannot be deployed, nor rolled back
     let err = cli.fails(&["agent", "deploy", &agt]);
+    assert_api_error(&err, 409, "AGENT_DELETING");
+    let err = cli.fails(&["agent", "rollback", &agt, "--to", &rev_id]);
     assert_api_error(&err, 409, "AGENT_DELETING");
 
     // a deletion answered with 204 still prints machine-readable output under -o json/yaml
