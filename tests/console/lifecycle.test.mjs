@@ -1,8 +1,9 @@
 // The console's lifecycle-state derivation (crates/occ-api/console/assets/lifecycle.js), which
-// decides the state every Agent is shown in: each state from the Agent and its latest deployment.
+// decides the state every Agent is shown in: each state from the Agent and its latest deployment;
+// and which revisions the Deployment activity tab offers to roll back to.
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { isTransitional, latestRevision, lifecycleState } from '../../crates/occ-api/console/assets/lifecycle.js';
+import { canRollBackTo, isTransitional, latestRevision, lifecycleState } from '../../crates/occ-api/console/assets/lifecycle.js';
 
 const agent = (fields) => ({ status: 'active', desiredRuntimeState: 'stopped', ...fields });
 const latest = (status) => ({ revision: { id: 'rev_2', revision: 2 }, deployment: { status } });
@@ -48,4 +49,14 @@ test('transitional states are the ones worth polling', () => {
 test('the latest revision is the highest number', () => {
   assert.equal(latestRevision([]), null);
   assert.equal(latestRevision([{ revision: 1 }, { revision: 3 }, { revision: 2 }]).revision, 3);
+});
+
+test('rolling back is offered for every revision but the active one, to a caller who may deploy', () => {
+  const running = agent({ desiredRuntimeState: 'running', activeRevisionId: 'rev_2' });
+  assert.equal(canRollBackTo(running, { id: 'rev_1' }, true), true);
+  assert.equal(canRollBackTo(running, { id: 'rev_3' }, true), true, 'a newer one too');
+  assert.equal(canRollBackTo(running, { id: 'rev_2' }, true), false, 'the active one changes nothing');
+  assert.equal(canRollBackTo(running, { id: 'rev_1' }, false), false, 'read-only callers');
+  assert.equal(canRollBackTo(agent({}), { id: 'rev_1' }, true), true, 'a stopped Agent has none active');
+  assert.equal(canRollBackTo(agent({ status: 'deleting' }), { id: 'rev_1' }, true), false);
 });

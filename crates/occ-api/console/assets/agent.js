@@ -1,11 +1,12 @@
 // One Agent: its state and actions (Stop Agent, Delete Agent and their refreshes), the deploy
 // progress, and three tabs — Configuration (view, Create new version, Deploy new version),
-// Deployment activity (revisions, newest first) and Workspace files (one editor per file).
+// Deployment activity (revisions, newest first, each with Roll back to this revision) and
+// Workspace files (one editor per file).
 
 import { api, paths } from './api.js';
 import { confirmDialog, h, replace, when } from './dom.js';
 import { FILES, fileKey, jsonEditor, lf, loadLatest } from './agents.js';
-import { STATES, isPending, isTransitional, lifecycleState } from './lifecycle.js';
+import { STATES, canRollBackTo, isPending, isTransitional, lifecycleState } from './lifecycle.js';
 import {
   actionButton, badge, canAgent, canConfiguration, clearAlert, ctx, href, navigate, page, showError, showStatus,
 } from './shell.js';
@@ -223,6 +224,25 @@ export async function agentPage({ scope, params: [agentId] }) {
     }
   }
 
+  /** Admits a new revision from `revision`'s frozen document and identities, once confirmed. */
+  async function rollBack(revision) {
+    const confirmed = await confirmDialog({
+      title: `Roll ${agent.name} back to revision #${revision.revision}?`,
+      body: `A new revision is admitted with revision #${revision.revision}'s frozen configuration (generation ${revision.configurationGeneration}) and deployed in place of what runs now. The Configuration itself is not changed.`,
+      confirmLabel: 'Roll back',
+    });
+    if (!confirmed) return;
+    clearAlert();
+    try {
+      const rev = (await api('POST', paths.redeploy(ns, agentId, revision.id))).data;
+      showStatus(`Revision #${rev.revision} admitted from revision #${revision.revision} (generation ${rev.configurationGeneration}); deploying.`);
+      announcedState = null; // whatever it becomes next is announced
+      await refreshAgent();
+    } catch (e) {
+      showError(e, `Rolling back to revision #${revision.revision}`);
+    }
+  }
+
   // ---- tabs ----------------------------------------------------------------------------------
 
   const tabButtons = TABS.map((t) => h('button', {
@@ -396,16 +416,26 @@ export async function agentPage({ scope, params: [agentId] }) {
         h('thead', {}, h('tr', {},
           h('th', { scope: 'col' }, 'Revision'), h('th', { scope: 'col' }, 'Generation'),
           h('th', { scope: 'col' }, 'Status'), h('th', { scope: 'col' }, 'Progress or error'),
-          h('th', { scope: 'col' }, 'Admitted'))),
+          h('th', { scope: 'col' }, 'Admitted'), h('th', { scope: 'col' }, 'Actions'))),
         h('tbody', {}, list.map((r, i) => {
           const d = deployments[i];
           const note = d.error ? [h('strong', {}, d.error.code), ` — ${d.error.message}`] : (attemptText(d.progress) || (r.id === agent.activeRevisionId ? 'active' : '—'));
+          const source = r.redeployedFromRevisionId ? list.find((x) => x.id === r.redeployedFromRevisionId) : null;
+          const rollback = actionButton('Roll back to this revision', {
+            id: `rollback-${r.revision}`,
+            kind: 'secondary',
+            allowed: canRollBackTo(agent, r, canAgent(agent.id, 'deploy')),
+            onclick: () => rollBack(r),
+          });
+          rollback.setAttribute('aria-label', `Roll back to revision #${r.revision}`);
           return h('tr', { dataset: { revision: String(r.revision), status: d.status } },
-            h('td', { 'data-label': 'Revision' }, `#${r.revision} `, h('code', { class: 'small' }, r.id)),
+            h('td', { 'data-label': 'Revision' }, `#${r.revision} `, h('code', { class: 'small' }, r.id),
+              r.redeployedFromRevisionId ? h('span', { class: 'hint' }, ` rolled back to ${source ? `#${source.revision}` : r.redeployedFromRevisionId}`) : null),
             h('td', { 'data-label': 'Generation' }, String(r.configurationGeneration)),
             h('td', { 'data-label': 'Status' }, h('span', { class: `badge deploy-${d.status}` }, describeDeployment(d))),
             h('td', { 'data-label': 'Progress or error' }, note),
-            h('td', { 'data-label': 'Admitted' }, when(r.createdAt)));
+            h('td', { 'data-label': 'Admitted' }, when(r.createdAt)),
+            h('td', { 'data-label': 'Actions' }, rollback));
         }))));
     };
     await draw();

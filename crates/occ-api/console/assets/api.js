@@ -87,6 +87,7 @@ export const paths = {
   deploy: (ns, agt) => `/namespaces/${seg(ns)}/agents/${seg(agt)}/deploy`,
   stop: (ns, agt) => `/namespaces/${seg(ns)}/agents/${seg(agt)}/stop`,
   revisions: (ns, agt) => `/namespaces/${seg(ns)}/agents/${seg(agt)}/revisions`,
+  redeploy: (ns, agt, rev) => `/namespaces/${seg(ns)}/agents/${seg(agt)}/revisions/${seg(rev)}/redeploy`,
   deployment: (ns, agt, rev) => `/namespaces/${seg(ns)}/agents/${seg(agt)}/deployments/${seg(rev)}`,
   file: (ns, agt, name) => `/namespaces/${seg(ns)}/agents/${seg(agt)}/workspace/files/${seg(name)}`,
 };

@@ -1,6 +1,7 @@
 // An Agent's lifecycle state as the console shows it, derived from the Agent (`status`,
-// `desiredRuntimeState`, `activeRevisionId`) and the status of its latest deployment. Pure: no
-// DOM, no fetch (unit-tested with node:test in tests/console).
+// `desiredRuntimeState`, `activeRevisionId`) and the status of its latest deployment, and which
+// revisions it can be rolled back to. Pure: no DOM, no fetch (unit-tested with node:test in
+// tests/console).
 
 /** The states, in the words the console uses. */
 export const STATES = {
@@ -48,4 +49,14 @@ export function lifecycleState(agent, latest) {
 /** Whether the state will change without anyone doing anything (worth polling). */
 export function isTransitional(state) {
   return state === 'deploying' || state === 'stopping' || state === 'deleting';
+}
+
+/**
+ * Whether “Roll back to this revision” is offered for `revision`: the caller may deploy the
+ * Agent, the Agent is not being deleted, and the revision is not the one already active
+ * (redeploying that would change nothing). Any other revision of the Agent qualifies, newer ones
+ * included: rolling back a rollback is allowed.
+ */
+export function canRollBackTo(agent, revision, mayDeploy) {
+  return Boolean(mayDeploy) && agent.status !== 'deleting' && revision.id !== agent.activeRevisionId;
 }
