@@ -2,7 +2,7 @@
 // gateways (started by scripts/console-e2e.sh, which sets OCC_URL and OCC_DATA_DIR):
 // sign in → create an Agent with an edited USER.md → deploy → see it running → its four files
 // right away (within 10 s) → edit AGENTS.md and save → reload and see it → stop → see it
-// stopped → deploy a new version → delete; a stale defaults identity shows the reload message;
+// stopped → deploy a new version → roll back to the first revision → delete; a stale defaults identity shows the reload message;
 // an unknown write outcome disables Save until the file is reloaded; a read-only user sees no
 // enabled mutating control and gets the API's 403 explained when it forces one. Screenshots of
 // each main page go to docs/console/.
@@ -442,8 +442,33 @@ test('the web console, end to end', { timeout: 15 * 60_000 }, async (t) => {
     await rows.first().waitFor();
     assert.deepEqual(await rows.evaluateAll((trs) => trs.map((tr) => [tr.dataset.revision, tr.dataset.status])),
       [['2', 'succeeded'], ['1', 'succeeded']], 'newest first');
-    await shot(page, 'agent-deployment-activity', { fullPage: true });
     // the edit survived the stop and the redeploy
+    const file = await pageApi(page, 'GET', `/namespaces/${ns}/agents/${agentId}/workspace/files/AGENTS.md`);
+    assert.ok(file.body.data.content.includes(AGENTS_MARK));
+  });
+
+  await step('roll back to revision 1 from the Deployment activity tab, with confirmation', async () => {
+    // the active revision offers no rollback; revision 1 does
+    assert.equal(await page.isDisabled('#rollback-2'), true);
+    await page.click('#rollback-1');
+    await confirmDialog(page, 'Roll back');
+    await page.locator('#selected-revision', { hasText: '#3 (generation 1)' }).waitFor({ timeout: DEPLOY_TIMEOUT });
+    await waitState(page, 'running', DEPLOY_TIMEOUT);
+    await page.locator('#activity-table tbody tr[data-revision="3"][data-status="succeeded"]').waitFor();
+    const rows = page.locator('#activity-table tbody tr');
+    assert.deepEqual(await rows.evaluateAll((trs) => trs.map((tr) => [tr.dataset.revision, tr.dataset.status])),
+      [['3', 'succeeded'], ['2', 'succeeded'], ['1', 'succeeded']]);
+    assert.match(await rows.first().textContent(), /rolled back to #1/);
+    assert.equal(await page.isDisabled('#rollback-3'), true);
+    assert.equal(await page.isDisabled('#rollback-2'), false);
+    // revision 3 froze revision 1's document, not the Configuration's generation 2
+    const revisions = (await pageApi(page, 'GET', `/namespaces/${ns}/agents/${agentId}/revisions`)).body.data;
+    const byNumber = (n) => revisions.find((r) => r.revision === n);
+    assert.equal(byNumber(3).redeployedFromRevisionId, byNumber(1).id);
+    assert.deepEqual(byNumber(3).configuration, byNumber(1).configuration);
+    assert.notDeepEqual(byNumber(3).configuration, byNumber(2).configuration);
+    await shot(page, 'agent-deployment-activity', { fullPage: true });
+    // live workspace edits survive a rollback too
     const file = await pageApi(page, 'GET', `/namespaces/${ns}/agents/${agentId}/workspace/files/AGENTS.md`);
     assert.ok(file.body.data.content.includes(AGENTS_MARK));
   });
