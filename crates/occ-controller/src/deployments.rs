@@ -32,7 +32,7 @@ enum Basis {
     /// The Agent's Configuration at its current generation (a deploy), locked.
     Configuration(ConfigurationMeta),
     /// An earlier revision of the Agent (a redeploy).
-    Revision(AgentRevision),
+    Revision(Box<AgentRevision>),
 }
 
 impl Basis {
@@ -346,7 +346,7 @@ impl Controller {
             .authorize_in(tx, req, Action::Read, &cfg_ref, DEPLOY_AUDIT)
             .await?;
         let basis = match source {
-            Some(rev) => Basis::Revision(rev),
+            Some(rev) => Basis::Revision(Box::new(rev)),
             None => {
                 Basis::Configuration(found(tx.configuration_lock(ns, &configuration_id).await?)?)
             }
