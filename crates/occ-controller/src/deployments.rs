@@ -6,6 +6,10 @@
 //! only), check the Compute Driver can run the Agent, read the Driver's document, freeze it with
 //! its generation and the harness, compute, principal and Secret Driver identities, and commit the
 //! revision, desired state `running`, the reconcile work item and the audit event together.
+//!
+//! Redeploy (a rollback on purpose) is the same admission with an earlier revision of the Agent
+//! in place of its Configuration: its frozen document, generation, bindings and harness auth are
+//! checked and authorized again exactly as a deploy's, and the new revision names its source.
 
 use occ_core::authz::{Action, ResourceKind, ResourceRef};
 use occ_core::resource::{
