@@ -116,6 +116,18 @@ async fn conformance_suite() {
     assert!(recorded_gateways(driver.root.path()).is_empty());
 }
 
+/// Stop → start → on failure restart the predecessor: the figures are the outage the
+/// process Driver's rollback costs (docs/ARCHITECTURE.md cites them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revision_that_cannot_start_is_rolled_back() {
+    let runtime = tokio::task::spawn_blocking(runtime_root).await.unwrap();
+    let _turn = GATEWAYS.lock().await;
+    let driver = Driver::new(runtime);
+    let figures = conformance::rollback(&driver.compute, true).await;
+    eprintln!("process rollback: {figures:?}");
+    assert!(recorded_gateways(driver.root.path()).is_empty());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn snapshots_adoption_crash_and_stop() {
     let runtime = tokio::task::spawn_blocking(runtime_root).await.unwrap();

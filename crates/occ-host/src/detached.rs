@@ -22,7 +22,7 @@ use crate::layout::{
     remove_file, revision_dir, write_json,
 };
 use crate::process::{
-    Signal, is_same_process, port_is_free, process_start_time, signal_group, with_log_tail,
+    Signal, is_same_process, port_is_free, process_start_time, signal_group, startup_output,
 };
 use crate::runtime::OpenclawRuntime;
 use crate::snapshot::{GATEWAY_FIXED_ENV, GatewayBind, harness_key_variable};
@@ -143,8 +143,8 @@ pub(crate) struct Launch<'a> {
 /// Starts the gateway for `launch.rev` in its own process group with a clean environment (as
 /// the Agent's `account`, when it has one) and waits for `hello-ok`. An early exit with
 /// OpenClaw's invalid-configuration status is a permanent `RUNTIME_CONFIGURATION_INVALID`, any
-/// other a transient `RUNTIME_STARTUP_FAILED` (both with the log's tail); a gateway that never
-/// becomes ready is stopped again.
+/// other a transient `RUNTIME_STARTUP_FAILED` (both with the log's redacted tail as their
+/// output); a gateway that never becomes ready is stopped again (with the same output).
 pub(crate) async fn start(
     launch: Launch<'_>,
     account: Option<Account>,
@@ -231,19 +231,17 @@ pub(crate) async fn start(
         status = &mut exit_rx => {
             let status = status.ok().flatten();
             let code = status.and_then(|s| s.code());
-            let message = with_log_tail(
-                format!(
-                    "the gateway exited during startup ({})",
-                    status.map_or("unknown status".into(), |s| s.to_string()),
-                ),
-                &log_path,
+            let message = format!(
+                "the gateway exited during startup ({})",
+                status.map_or("unknown status".into(), |s| s.to_string()),
             );
             remove_file(&agent_dir.join("gateway.json"))?;
-            return Err(if code == Some(EXIT_CONFIG) {
+            let error = if code == Some(EXIT_CONFIG) {
                 ComputeError::permanent("RUNTIME_CONFIGURATION_INVALID", message)
             } else {
                 ComputeError::transient("RUNTIME_STARTUP_FAILED", message)
-            });
+            };
+            return Err(error.with_output(startup_output(&log_path, ctx, token.expose())));
         }
     };
     match ready {
@@ -261,7 +259,8 @@ pub(crate) async fn start(
                 other => ComputeError::transient(
                     "AGENT_GATEWAY_UNAVAILABLE",
                     format!("the gateway did not become ready: {other}"),
-                ),
+                )
+                .with_output(startup_output(&log_path, ctx, token.expose())),
             })
         }
     }

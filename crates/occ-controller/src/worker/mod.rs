@@ -133,7 +133,11 @@ impl Outcome {
         match err.class {
             FailureClass::Pending => Outcome::Pending(err.code.clone()),
             FailureClass::Transient => Outcome::Retry(err.code.clone()),
-            FailureClass::Permanent => Outcome::Permanent(err.code.clone(), None),
+            // The workload's last (redacted) output lines say why it failed.
+            FailureClass::Permanent => Outcome::Permanent(
+                err.code.clone(),
+                (!err.output.is_empty()).then(|| serde_json::json!({ "output": err.output })),
+            ),
         }
     }
 

@@ -27,7 +27,7 @@ pub mod process;
 pub mod ssh;
 
 pub use occ_core::compute::{
-    AgentTarget, ComputeError, Convergence, FailureClass, NamespaceTarget, Readiness,
+    AgentTarget, ComputeError, Convergence, FailureClass, NamespaceTarget, OUTPUT_LINES, Readiness,
     RevisionContext, RevisionTarget, RuntimeState, SecretText,
 };
 pub use selection::ComputeSelection;
