@@ -57,6 +57,10 @@ impl Drop for Driver {
     }
 }
 
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the test passes its own PATH as occ passes its own"
+)]
 fn settings(root: &Path, runtime_root: PathBuf) -> ProcessSettings {
     ProcessSettings {
         host: LocalSettings {
@@ -119,6 +123,10 @@ async fn conformance_suite() {
 /// Stop → start → on failure restart the predecessor: the figures are the outage the
 /// process Driver's rollback costs (docs/ARCHITECTURE.md cites them).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[expect(
+    clippy::print_stderr,
+    reason = "the figures docs/ARCHITECTURE.md cites"
+)]
 async fn a_revision_that_cannot_start_is_rolled_back() {
     let runtime = tokio::task::spawn_blocking(runtime_root).await.unwrap();
     let _turn = GATEWAYS.lock().await;

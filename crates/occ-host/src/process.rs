@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use occ_core::compute::{OUTPUT_LINES, RevisionContext};
+use occ_core::compute::{OUTPUT_LINES, RevisionContext, SecretText};
 use occ_core::redact::Redactor;
 
 /// How many log lines a startup failure reports.
@@ -83,18 +83,15 @@ pub(crate) fn log_tail(path: &Path) -> String {
 pub(crate) fn startup_output(log: &Path, ctx: &RevisionContext, token: &str) -> Vec<String> {
     let handed_out = ctx
         .environment
-        .iter()
-        .map(|(_, value)| value.expose())
+        .values()
+        .map(SecretText::expose)
         .chain(ctx.harness_credential.as_ref().map(|c| c.expose()))
         .chain([token]);
     Redactor::new(handed_out).lines(log_lines(log, OUTPUT_LINES))
 }
 
-
 #[cfg(test)]
 mod tests {
-    use occ_core::compute::SecretText;
-
     use super::*;
 
     #[test]
@@ -121,12 +118,23 @@ mod tests {
         };
         let output = startup_output(&log, &ctx, "gw-token-123456");
         assert_eq!(output.len(), OUTPUT_LINES);
-        assert_eq!(output.last().map(String::as_str), Some("Error: ENOENT /nonexistent/cert.pem"));
+        assert_eq!(
+            output.last().map(String::as_str),
+            Some("Error: ENOENT /nonexistent/cert.pem")
+        );
         let joined = output.join("\n");
-        for secret in ["hunter2-bound-value", "HARNESS-credential-1", "gw-token-123456", "MIIEvQIBADANBg"] {
+        for secret in [
+            "hunter2-bound-value",
+            "HARNESS-credential-1",
+            "gw-token-123456",
+            "MIIEvQIBADANBg",
+        ] {
             assert!(!joined.contains(secret), "{secret} leaked: {joined}");
         }
-        assert!(joined.contains("provider key [REDACTED] rejected"), "{joined}");
+        assert!(
+            joined.contains("provider key [REDACTED] rejected"),
+            "{joined}"
+        );
         assert!(startup_output(&dir.path().join("missing.log"), &ctx, "x").is_empty());
     }
 }

@@ -252,8 +252,11 @@ pub fn document_failing_at_startup() -> Value {
     let mut doc = document("tls");
     doc["gateway"] = json!({"tls": {
         "enabled": true,
-        "certPath": "/nonexistent/occ-conformance/cert.pem",
-        "keyPath": "/nonexistent/occ-conformance/key.pem",
+        // Without this the gateway generates a self-signed pair wherever it can write.
+        "autoGenerate": false,
+        // Under a file: no process can create it.
+        "certPath": "/dev/null/occ-conformance/cert.pem",
+        "keyPath": "/dev/null/occ-conformance/key.pem",
     }});
     doc
 }
@@ -275,15 +278,27 @@ pub struct RollbackFigures {
 pub async fn rollback(compute: &dyn Compute, with_output: bool) -> RollbackFigures {
     let ctx = RevisionContext::default();
     let (ns, agent) = targets();
-    compute.ensure_namespace(&ns).await.expect("ensure_namespace");
+    compute
+        .ensure_namespace(&ns)
+        .await
+        .expect("ensure_namespace");
     let rev1 = revision(compute, &agent, 1, document("one"));
-    compute.prepare_revision(&rev1, &ctx).await.expect("prepare 1");
-    compute.activate_revision(&rev1, &ctx).await.expect("activate 1");
+    compute
+        .prepare_revision(&rev1, &ctx)
+        .await
+        .expect("prepare 1");
+    compute
+        .activate_revision(&rev1, &ctx)
+        .await
+        .expect("activate 1");
     connect(compute, &agent).await.expect("revision 1 serves");
 
     let rev2 = revision(compute, &agent, 2, document_failing_at_startup());
     assert_eq!(
-        compute.prepare_revision(&rev2, &ctx).await.expect("prepare 2"),
+        compute
+            .prepare_revision(&rev2, &ctx)
+            .await
+            .expect("prepare 2"),
         Readiness::Ready
     );
     let started = std::time::Instant::now();
@@ -333,7 +348,10 @@ pub async fn rollback(compute: &dyn Compute, with_output: bool) -> RollbackFigur
         .expect("retiring the failed revision leaves revision 1 serving");
 
     compute.delete_agent(&agent).await.expect("delete_agent");
-    compute.delete_namespace(&ns).await.expect("delete_namespace");
+    compute
+        .delete_namespace(&ns)
+        .await
+        .expect("delete_namespace");
     RollbackFigures {
         failed_activation,
         outage,

@@ -32,7 +32,10 @@ fn good_document() -> Value {
 }
 
 fn file(s: &Stack, agent: &str) -> String {
-    format!("/namespaces/{}/agents/{agent}/workspace/files/USER.md", s.ns)
+    format!(
+        "/namespaces/{}/agents/{agent}/workspace/files/USER.md",
+        s.ns
+    )
 }
 
 /// Polls the Agent's USER.md until `done`; returns the longest run of non-200 answers.
@@ -57,6 +60,10 @@ async fn longest_outage(s: Arc<Stack>, agent: String, done: Arc<AtomicBool>) -> 
     longest
 }
 
+#[expect(
+    clippy::print_stderr,
+    reason = "the figures docs/ARCHITECTURE.md cites"
+)]
 async fn a_bad_configuration_never_takes_a_serving_agent_down(backend: Backend, ports: &str) {
     let _turn = GATEWAYS.lock().await;
     let s = Arc::new(Stack::start(backend, ports).await);
@@ -90,8 +97,11 @@ async fn a_bad_configuration_never_takes_a_serving_agent_down(backend: Backend, 
     let mut broken = good_document();
     broken["gateway"] = json!({"tls": {
         "enabled": true,
-        "certPath": "/nonexistent/occ-rollback/cert.pem",
-        "keyPath": "/nonexistent/occ-rollback/key.pem",
+        // Without this the gateway generates a self-signed pair wherever it can write.
+        "autoGenerate": false,
+        // Under a file: no process can create it.
+        "certPath": "/dev/null/occ-rollback/cert.pem",
+        "keyPath": "/dev/null/occ-rollback/key.pem",
     }});
     let (status, body) = s
         .call(
@@ -123,14 +133,20 @@ async fn a_bad_configuration_never_takes_a_serving_agent_down(backend: Backend, 
     );
     assert_eq!(error["data"]["rolledBack"], true, "{d}");
     assert_eq!(error["data"]["previousRevisionId"], rev1.as_str(), "{d}");
-    let output = error["data"]["output"].as_array().cloned().unwrap_or_default();
+    let output = error["data"]["output"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     assert!(
         !output.is_empty() && output.len() <= 20,
         "the gateway's last output lines: {d}"
     );
 
     // The Agent names the revision that serves, and it answers.
-    assert_eq!(s.agent_state(&agent).await["activeRevisionId"], rev1.as_str());
+    assert_eq!(
+        s.agent_state(&agent).await["activeRevisionId"],
+        rev1.as_str()
+    );
     s.wait_for("revision 1 to answer again", async || {
         s.call(Method::GET, &file(&s, &agent), None).await.0 == StatusCode::OK
     })
@@ -143,7 +159,10 @@ async fn a_bad_configuration_never_takes_a_serving_agent_down(backend: Backend, 
     );
     assert_eq!(s.audit_count("openclaw.agents.lifecycle.rollback").await, 1);
     // Revision 1 keeps serving once the failed revision was retired.
-    assert_eq!(s.agent_state(&agent).await["activeRevisionId"], rev1.as_str());
+    assert_eq!(
+        s.agent_state(&agent).await["activeRevisionId"],
+        rev1.as_str()
+    );
     let (status, body) = s.call(Method::GET, &file(&s, &agent), None).await;
     assert_eq!(status, StatusCode::OK, "{body}");
 }
