@@ -182,6 +182,11 @@ pub struct ComputeError {
     pub output: Vec<String>,
 }
 
+/// The exit status with which an OpenClaw gateway refuses its configuration (`EX_CONFIG`):
+/// a permanent `RUNTIME_CONFIGURATION_INVALID`, where any other early exit is a
+/// `RUNTIME_STARTUP_FAILED`.
+pub const EXIT_CONFIGURATION_INVALID: i32 = 78;
+
 /// How many output lines a [`ComputeError`] carries at most.
 pub const OUTPUT_LINES: usize = 20;
 

@@ -85,13 +85,18 @@ fn setup(agent: &AgentTarget) -> WorkspaceSetup {
 
 /// The conformance suite, unchanged: ensure → prepare → activate → redeploy → retire → stop →
 /// resume → delete, with real gateways (one at a time: Recreate) reached through portforward.
+/// Then a revision whose gateway exits during startup: the crash is seen in the Pod status
+/// (not at the activation deadline) and the previous template is rolled out again.
 #[tokio::test]
+#[expect(clippy::print_stderr, reason = "the rollback figures docs/ARCHITECTURE.md cites")]
 async fn conformance_suite_on_kubernetes() {
     let fake = FakeKube::start().await;
     let _kubelet = FakeKubelet::start(&fake);
     let compute = driver(&fake);
     conformance::lifecycle(&compute).await;
     conformance::refusals(&compute).await;
+    let figures = conformance::rollback(&compute, false).await;
+    eprintln!("Kubernetes rollback: {figures:?}");
 }
 
 /// The same lifecycle in an operator's namespace adopted through `existingNamespace`: every

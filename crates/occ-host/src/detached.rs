@@ -11,7 +11,9 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use occ_core::RevisionId;
-use occ_core::compute::{ComputeError, RevisionContext, RevisionTarget};
+use occ_core::compute::{
+    ComputeError, EXIT_CONFIGURATION_INVALID, RevisionContext, RevisionTarget,
+};
 use occ_gateway::{Endpoint, GatewayError};
 use serde::{Deserialize, Serialize};
 
@@ -27,8 +29,6 @@ use crate::process::{
 use crate::runtime::OpenclawRuntime;
 use crate::snapshot::{GATEWAY_FIXED_ENV, GatewayBind, harness_key_variable};
 
-/// OpenClaw's exit status for an invalid configuration (EX_CONFIG).
-const EXIT_CONFIG: i32 = 78;
 /// How long a starting gateway waits for its port to be released by a predecessor.
 const PORT_RELEASE_WAIT: Duration = Duration::from_secs(10);
 
@@ -236,7 +236,7 @@ pub(crate) async fn start(
                 status.map_or("unknown status".into(), |s| s.to_string()),
             );
             remove_file(&agent_dir.join("gateway.json"))?;
-            let error = if code == Some(EXIT_CONFIG) {
+            let error = if code == Some(EXIT_CONFIGURATION_INVALID) {
                 ComputeError::permanent("RUNTIME_CONFIGURATION_INVALID", message)
             } else {
                 ComputeError::transient("RUNTIME_STARTUP_FAILED", message)
