@@ -88,7 +88,10 @@ fn setup(agent: &AgentTarget) -> WorkspaceSetup {
 /// Then a revision whose gateway exits during startup: the crash is seen in the Pod status
 /// (not at the activation deadline) and the previous template is rolled out again.
 #[tokio::test]
-#[expect(clippy::print_stderr, reason = "the rollback figures docs/ARCHITECTURE.md cites")]
+#[expect(
+    clippy::print_stderr,
+    reason = "the rollback figures docs/ARCHITECTURE.md cites"
+)]
 async fn conformance_suite_on_kubernetes() {
     let fake = FakeKube::start().await;
     let _kubelet = FakeKubelet::start(&fake);
