@@ -254,12 +254,8 @@ impl KubernetesCompute {
         }
     }
 
-    /// The running, ready Pod of the Agent's current template, if any.
-    async fn serving_pod(
-        &self,
-        agent: &AgentTarget,
-        revision_id: &str,
-    ) -> Result<Option<String>, ComputeError> {
+    /// The Agent's Pods (of every revision).
+    async fn agent_pods(&self, agent: &AgentTarget) -> Result<Vec<Pod>, ComputeError> {
         let names = self.names(agent).await?;
         let pods: Api<Pod> = self.api(&names.tenant);
         let params = ListParams::default().labels(&format!("{LABEL_AGENT}={}", agent.agent_id));
@@ -268,7 +264,16 @@ impl KubernetesCompute {
             .call("list pods", || pods.list(&params))
             .await
             .map_err(|e| e.into_compute("list pods"))?;
-        Ok(list.items.into_iter().find_map(|p| {
+        Ok(list.items)
+    }
+
+    /// The running, ready Pod of the Agent's current template, if any.
+    async fn serving_pod(
+        &self,
+        agent: &AgentTarget,
+        revision_id: &str,
+    ) -> Result<Option<String>, ComputeError> {
+        Ok(self.agent_pods(agent).await?.into_iter().find_map(|p| {
             let status = p.status.as_ref()?;
             let ready = status
                 .conditions
@@ -292,16 +297,9 @@ impl KubernetesCompute {
         agent: &AgentTarget,
         rev: &RevisionTarget,
     ) -> Result<Option<i32>, ComputeError> {
-        let names = self.names(agent).await?;
-        let pods: Api<Pod> = self.api(&names.tenant);
-        let params = ListParams::default().labels(&format!("{LABEL_AGENT}={}", agent.agent_id));
-        let list = self
-            .kube
-            .call("list pods", || pods.list(&params))
-            .await
-            .map_err(|e| e.into_compute("list pods"))?;
-        Ok(list
-            .items
+        Ok(self
+            .agent_pods(agent)
+            .await?
             .iter()
             .filter(|p| {
                 p.metadata.deletion_timestamp.is_none()
