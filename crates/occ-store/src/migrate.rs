@@ -25,16 +25,28 @@ pub struct Migration {
     pub sql: &'static str,
 }
 
-const POSTGRES: &[Migration] = &[Migration {
+const POSTGRES: &[Migration] = &[
+    Migration {
     version: 1,
     name: "platform",
     sql: include_str!("../migrations/postgres/0001_platform.sql"),
+},
+Migration {
+    version: 2,
+    name: "configuration_generation",
+    sql: include_str!("../migrations/postgres/0002_configuration_generation.sql"),
 }];
 
-const SQLITE: &[Migration] = &[Migration {
+const SQLITE: &[Migration] = &[
+    Migration {
     version: 1,
     name: "platform",
     sql: include_str!("../migrations/sqlite/0001_platform.sql"),
+},
+Migration {
+    version: 2,
+    name: "configuration_generation",
+    sql: include_str!("../migrations/sqlite/0002_configuration_generation.sql"),
 }];
 
 /// The migrations of a backend, in order.
