@@ -27,27 +27,39 @@ pub struct Migration {
 
 const POSTGRES: &[Migration] = &[
     Migration {
-    version: 1,
-    name: "platform",
-    sql: include_str!("../migrations/postgres/0001_platform.sql"),
-},
-Migration {
-    version: 2,
-    name: "configuration_generation",
-    sql: include_str!("../migrations/postgres/0002_configuration_generation.sql"),
-}];
+        version: 1,
+        name: "platform",
+        sql: include_str!("../migrations/postgres/0001_platform.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "configuration_generation",
+        sql: include_str!("../migrations/postgres/0002_configuration_generation.sql"),
+    },
+    Migration {
+        version: 3,
+        name: "agent_runtime",
+        sql: include_str!("../migrations/postgres/0003_agent_runtime.sql"),
+    },
+];
 
 const SQLITE: &[Migration] = &[
     Migration {
-    version: 1,
-    name: "platform",
-    sql: include_str!("../migrations/sqlite/0001_platform.sql"),
-},
-Migration {
-    version: 2,
-    name: "configuration_generation",
-    sql: include_str!("../migrations/sqlite/0002_configuration_generation.sql"),
-}];
+        version: 1,
+        name: "platform",
+        sql: include_str!("../migrations/sqlite/0001_platform.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "configuration_generation",
+        sql: include_str!("../migrations/sqlite/0002_configuration_generation.sql"),
+    },
+    Migration {
+        version: 3,
+        name: "agent_runtime",
+        sql: include_str!("../migrations/sqlite/0003_agent_runtime.sql"),
+    },
+];
 
 /// The migrations of a backend, in order.
 pub fn migrations(backend: Backend) -> &'static [Migration] {

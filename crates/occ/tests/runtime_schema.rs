@@ -152,7 +152,10 @@ fn a_runtime_behind_a_private_directory_is_refused_naming_that_directory() {
         "{} (owner uid 0, mode 0700) is not searchable by uid {NOBODY}",
         private.display()
     );
-    assert!(stderr.contains("cannot read the install marker"), "{stderr}");
+    assert!(
+        stderr.contains("cannot read the install marker"),
+        "{stderr}"
+    );
     assert!(stderr.contains(&expected), "{stderr}");
 }
 

@@ -555,7 +555,10 @@ async fn deploy_files_redeploy_stop_resume_through_the_api() {
         ),
         ("OCC_SSH_REMOTE_OCC", programs.occ().display().to_string()),
         ("OCC_SSH_REMOTE_ROOT", host.path().display().to_string()),
-        ("OCC_SSH_REMOTE_RUNTIME", programs.runtime().display().to_string()),
+        (
+            "OCC_SSH_REMOTE_RUNTIME",
+            programs.runtime().display().to_string(),
+        ),
         ("OCC_SSH_PORT_RANGE", "29940-29949".to_owned()),
         ("OCC_SSH_ACCOUNT_PREFIX", PREFIX.to_owned()),
         // Detached gateways, whatever the machine runs (auto would pick systemd where it runs).

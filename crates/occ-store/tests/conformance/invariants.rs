@@ -169,9 +169,7 @@ pub async fn configuration_kind_and_generation_are_bounded(db: TestDb) {
     }
     refused(
         &mut raw,
-        &format!(
-            "UPDATE configurations SET secret_bindings = '{{\"X\": 1}}' WHERE id = '{cfg}'"
-        ),
+        &format!("UPDATE configurations SET secret_bindings = '{{\"X\": 1}}' WHERE id = '{cfg}'"),
         Some("configuration_generation_increases"),
     )
     .await;
