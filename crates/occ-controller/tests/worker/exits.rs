@@ -94,8 +94,11 @@ async fn a_reported_exit_is_visible_at_once_restarted_counted_and_audited() {
         .with_maintenance(Duration::from_secs(600));
     let f = Fixture::with(Backend::Sqlite, compute, settings()).await;
     let (_, agent) = f.agent("a1").await;
-    assert_eq!(f.runtime(&agent).await["state"], "unknown");
+    // Never deployed: nothing runs, nothing is meant to.
+    assert_eq!(f.runtime(&agent).await["state"], "stopped");
     let rev = f.deploy(&agent).await;
+    // Admitted, not observed yet.
+    assert_eq!(f.runtime(&agent).await["state"], "unknown");
     f.drain().await;
     let view = f.runtime(&agent).await;
     assert_eq!(
@@ -111,6 +114,9 @@ async fn a_reported_exit_is_visible_at_once_restarted_counted_and_audited() {
     ));
     let (shutdown, stopped) = tokio::sync::watch::channel(false);
     let running = tokio::spawn(worker.run(stopped));
+    // Let it start (and subscribe to exit reports: an exit before that is the maintenance
+    // pass's to find).
+    tokio::time::sleep(Duration::from_millis(100)).await;
     // The first restart fails, so `restarting` stays visible until the retry succeeds.
     f.compute.script(
         Verb::Activate,
