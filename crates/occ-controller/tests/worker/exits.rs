@@ -75,9 +75,18 @@ impl Fixture {
     }
 }
 
-// Current-thread runtime: the worker's tasks log on this thread, into the capture.
+// Current-thread runtimes: the worker's tasks log on the test's thread, into the capture.
 #[tokio::test]
-async fn a_reported_exit_is_visible_at_once_restarted_counted_and_audited() {
+async fn a_reported_exit_is_visible_at_once_restarted_counted_and_audited_sqlite() {
+    reported_exit(Backend::Sqlite).await;
+}
+
+#[tokio::test]
+async fn a_reported_exit_is_visible_at_once_restarted_counted_and_audited_postgres() {
+    reported_exit(Backend::Postgres).await;
+}
+
+async fn reported_exit(backend: Backend) {
     let logs = Captured::default();
     let _capture = tracing::subscriber::set_default(
         tracing_subscriber::fmt()
@@ -92,7 +101,7 @@ async fn a_reported_exit_is_visible_at_once_restarted_counted_and_audited() {
     let compute = FakeCompute::new()
         .with_exit_reports()
         .with_maintenance(Duration::from_secs(600));
-    let f = Fixture::with(Backend::Sqlite, compute, settings()).await;
+    let f = Fixture::with(backend, compute, settings()).await;
     let (_, agent) = f.agent("a1").await;
     // Never deployed: nothing runs, nothing is meant to.
     assert_eq!(f.runtime(&agent).await["state"], "stopped");
