@@ -305,7 +305,9 @@ impl AgentRuntimeView {
         Self {
             namespace_id: agent.namespace_id.to_string(),
             agent_id: agent.id.to_string(),
-            state: runtime.map_or(unobserved_state, |r| r.state.as_str()).into(),
+            state: runtime
+                .map_or(unobserved_state, |r| r.state.as_str())
+                .into(),
             revision_id: runtime.map(|r| r.revision_id.to_string()),
             restarts: runtime.map_or(0, |r| r.restarts),
             last_exit_at: runtime.and_then(|r| r.last_exit_at).map(|t| t.to_string()),

@@ -4,8 +4,8 @@
 
 use occ_core::authz::{Action, ResourceKind, ResourceRef};
 use occ_core::resource::{
-    Agent, AgentRuntime, AgentStatus, DesiredRuntimeState, ExecutionMode, HarnessAuth, WorkspaceFiles,
-    WorkspaceSetup,
+    Agent, AgentRuntime, AgentStatus, DesiredRuntimeState, ExecutionMode, HarnessAuth,
+    WorkspaceFiles, WorkspaceSetup,
 };
 use occ_core::work::NewWork;
 use occ_core::{AgentId, ConfigurationId, Error, ErrorCode, IamId, Name, NamespaceId, Timestamp};

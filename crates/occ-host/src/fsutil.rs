@@ -144,70 +144,6 @@ pub fn safe_path(path: &Path) -> bool {
         && !text.split('/').any(|c| c == ".." || c == ".")
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::os::unix::fs::MetadataExt;
-
-    #[test]
-    fn atomic_write_modes_and_exclusivity() {
-        let dir = tempfile::tempdir().unwrap();
-        let sub = dir.path().join("ns");
-        ensure_private_dir(&sub).unwrap();
-        assert_eq!(fs::metadata(&sub).unwrap().mode() & 0o777, 0o700);
-        let f = sub.join("a.json");
-        write_atomic(&f, b"one", true).unwrap();
-        assert_eq!(fs::metadata(&f).unwrap().mode() & 0o777, 0o600);
-        assert_eq!(
-            write_atomic(&f, b"two", true).unwrap_err().kind(),
-            io::ErrorKind::AlreadyExists
-        );
-        assert_eq!(fs::read(&f).unwrap(), b"one");
-        write_atomic(&f, b"three", false).unwrap();
-        assert_eq!(fs::read(&f).unwrap(), b"three");
-        // no temp files left behind
-        assert_eq!(fs::read_dir(&sub).unwrap().count(), 1);
-        // a failed rename (destination is a directory) leaves no temp and keeps other files
-        let d = sub.join("dir.json");
-        fs::create_dir(&d).unwrap();
-        fs::write(sub.join(".foreign.tmp"), b"x").unwrap();
-        assert!(write_atomic(&d, b"x", false).is_err());
-        let names: Vec<_> = fs::read_dir(&sub)
-            .unwrap()
-            .map(|e| e.unwrap().file_name())
-            .collect();
-        assert_eq!(names.len(), 3, "{names:?}");
-    }
-
-    #[test]
-    fn bounded_reads_refuse_links_and_big_files() {
-        let dir = tempfile::tempdir().unwrap();
-        let f = dir.path().join("f");
-        fs::write(&f, b"hello").unwrap();
-        assert_eq!(read_bounded(&f, 5).unwrap().unwrap(), b"hello");
-        assert!(read_bounded(&f, 4).is_err());
-        let l = dir.path().join("l");
-        std::os::unix::fs::symlink(&f, &l).unwrap();
-        assert!(read_bounded(&l, 100).is_err());
-        assert!(
-            read_bounded(&dir.path().join("missing"), 1)
-                .unwrap()
-                .is_none()
-        );
-        assert!(read_bounded(dir.path(), 100).is_err());
-        assert!(ensure_private_dir(&l).is_err());
-    }
-
-    #[test]
-    fn paths_on_the_remote_command_line_are_plain() {
-        assert!(safe_path(Path::new("/usr/local/bin/occ")));
-        assert!(safe_path(Path::new("/var/lib/occ-compute")));
-        for bad in ["occ", "/a b", "/a;b", "/a/../b", "/a/$x", "/a'b", "/a/./b"] {
-            assert!(!safe_path(Path::new(bad)), "{bad}");
-        }
-    }
-}
-
 /// Why this process cannot read `path` when the cause is a permission: the first directory on
 /// the way (symbolic links followed) that it may not search, or the file itself when it may not
 /// read it, with that entry's owner and mode — e.g. "/tmp/tmp.x1 (owner uid 0, mode 0700) is not
@@ -274,5 +210,69 @@ pub fn permission_blocker(path: &Path) -> Option<String> {
     match access(&resolved, wanted) {
         Ok(()) => None,
         Err(_) => Some(describe(&resolved, "readable")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+
+    #[test]
+    fn atomic_write_modes_and_exclusivity() {
+        let dir = tempfile::tempdir().unwrap();
+        let sub = dir.path().join("ns");
+        ensure_private_dir(&sub).unwrap();
+        assert_eq!(fs::metadata(&sub).unwrap().mode() & 0o777, 0o700);
+        let f = sub.join("a.json");
+        write_atomic(&f, b"one", true).unwrap();
+        assert_eq!(fs::metadata(&f).unwrap().mode() & 0o777, 0o600);
+        assert_eq!(
+            write_atomic(&f, b"two", true).unwrap_err().kind(),
+            io::ErrorKind::AlreadyExists
+        );
+        assert_eq!(fs::read(&f).unwrap(), b"one");
+        write_atomic(&f, b"three", false).unwrap();
+        assert_eq!(fs::read(&f).unwrap(), b"three");
+        // no temp files left behind
+        assert_eq!(fs::read_dir(&sub).unwrap().count(), 1);
+        // a failed rename (destination is a directory) leaves no temp and keeps other files
+        let d = sub.join("dir.json");
+        fs::create_dir(&d).unwrap();
+        fs::write(sub.join(".foreign.tmp"), b"x").unwrap();
+        assert!(write_atomic(&d, b"x", false).is_err());
+        let names: Vec<_> = fs::read_dir(&sub)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names.len(), 3, "{names:?}");
+    }
+
+    #[test]
+    fn bounded_reads_refuse_links_and_big_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("f");
+        fs::write(&f, b"hello").unwrap();
+        assert_eq!(read_bounded(&f, 5).unwrap().unwrap(), b"hello");
+        assert!(read_bounded(&f, 4).is_err());
+        let l = dir.path().join("l");
+        std::os::unix::fs::symlink(&f, &l).unwrap();
+        assert!(read_bounded(&l, 100).is_err());
+        assert!(
+            read_bounded(&dir.path().join("missing"), 1)
+                .unwrap()
+                .is_none()
+        );
+        assert!(read_bounded(dir.path(), 100).is_err());
+        assert!(ensure_private_dir(&l).is_err());
+    }
+
+    #[test]
+    fn paths_on_the_remote_command_line_are_plain() {
+        assert!(safe_path(Path::new("/usr/local/bin/occ")));
+        assert!(safe_path(Path::new("/var/lib/occ-compute")));
+        for bad in ["occ", "/a b", "/a;b", "/a/../b", "/a/$x", "/a'b", "/a/./b"] {
+            assert!(!safe_path(Path::new(bad)), "{bad}");
+        }
     }
 }

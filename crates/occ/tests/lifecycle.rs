@@ -108,7 +108,11 @@ async fn deploy_redeploy_restart_stop_resume_and_delete() {
     let runtime_path = format!("/namespaces/{}/agents/{agent}/runtime", s.ns);
     let runtime = s.get(&runtime_path).await["data"].clone();
     assert_eq!(
-        (&runtime["state"], &runtime["restarts"], &runtime["revisionId"]),
+        (
+            &runtime["state"],
+            &runtime["restarts"],
+            &runtime["revisionId"]
+        ),
         (&json!("running"), &json!(0), &json!(rev2)),
         "{runtime}"
     );
@@ -146,7 +150,11 @@ async fn deploy_redeploy_restart_stop_resume_and_delete() {
     .await;
     let runtime = s.get(&runtime_path).await["data"].clone();
     assert_eq!(
-        (&runtime["state"], &runtime["restarts"], &runtime["lastExitAt"]),
+        (
+            &runtime["state"],
+            &runtime["restarts"],
+            &runtime["lastExitAt"]
+        ),
         (&json!("running"), &json!(1), &seen["lastExitAt"]),
         "{runtime}"
     );

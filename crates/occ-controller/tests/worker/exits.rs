@@ -112,7 +112,11 @@ async fn reported_exit(backend: Backend) {
     let view = f.runtime(&agent).await;
     assert_eq!(
         (&view["state"], &view["restarts"], &view["revisionId"]),
-        (&Value::from("running"), &Value::from(0), &Value::from(rev.as_str())),
+        (
+            &Value::from("running"),
+            &Value::from(0),
+            &Value::from(rev.as_str())
+        ),
         "{view}"
     );
 
@@ -137,7 +141,9 @@ async fn reported_exit(backend: Backend) {
     let started = Instant::now();
     assert!(f.compute.exit(&f.target(&agent), "signal: 9 (SIGKILL)"));
     let restarting = f
-        .runtime_until(&agent, Duration::from_secs(5), |v| v["state"] == "restarting")
+        .runtime_until(&agent, Duration::from_secs(5), |v| {
+            v["state"] == "restarting"
+        })
         .await;
     assert_eq!(restarting["state"], "restarting", "{restarting}");
     assert_eq!(restarting["lastExitStatus"], "signal: 9 (SIGKILL)");
@@ -247,8 +253,16 @@ async fn the_maintenance_pass_records_a_gateway_it_found_down() {
         }
     }
     assert_eq!(
-        (&restarted["state"], &restarted["restarts"], &restarted["lastExitAt"]),
-        (&Value::from("running"), &Value::from(1), &down["lastExitAt"]),
+        (
+            &restarted["state"],
+            &restarted["restarts"],
+            &restarted["lastExitAt"]
+        ),
+        (
+            &Value::from("running"),
+            &Value::from(1),
+            &down["lastExitAt"]
+        ),
         "{restarted}"
     );
 }
