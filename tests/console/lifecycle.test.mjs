@@ -2,7 +2,7 @@
 // decides the state every Agent is shown in: each state from the Agent and its latest deployment.
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { isTransitional, latestRevision, lifecycleState } from '../../crates/occ-api/console/assets/lifecycle.js';
+import { isTransitional, latestRevision, lifecycleState, runtimeSummary } from '../../crates/occ-api/console/assets/lifecycle.js';
 
 const agent = (fields) => ({ status: 'active', desiredRuntimeState: 'stopped', ...fields });
 const latest = (status) => ({ revision: { id: 'rev_2', revision: 2 }, deployment: { status } });
@@ -48,4 +48,18 @@ test('transitional states are the ones worth polling', () => {
 test('the latest revision is the highest number', () => {
   assert.equal(latestRevision([]), null);
   assert.equal(latestRevision([{ revision: 1 }, { revision: 3 }, { revision: 2 }]).revision, 3);
+});
+
+test('the gateway line says its state, restarts and last exit', () => {
+  const at = (t) => `at ${t}`;
+  assert.equal(runtimeSummary(null, at), 'unavailable');
+  assert.equal(runtimeSummary({ state: 'unknown', restarts: 0, lastExitAt: null, lastExitStatus: null }, at), 'Not observed yet');
+  assert.equal(runtimeSummary({ state: 'running', restarts: 0, lastExitAt: null, lastExitStatus: null }, at), 'Running');
+  assert.equal(
+    runtimeSummary({ state: 'restarting', restarts: 0, lastExitAt: 'T1', lastExitStatus: 'signal: 9 (SIGKILL)' }, at),
+    'Restarting · last exit at T1 (signal: 9 (SIGKILL))');
+  assert.equal(runtimeSummary({ state: 'running', restarts: 2, lastExitAt: 'T2', lastExitStatus: null }, at),
+    'Running · 2 restarts · last exit at T2');
+  assert.equal(runtimeSummary({ state: 'running', restarts: 1, lastExitAt: 'T3', lastExitStatus: null }, at),
+    'Running · 1 restart · last exit at T3');
 });

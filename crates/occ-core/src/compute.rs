@@ -152,6 +152,22 @@ pub enum RuntimeState {
     NotCurrent,
 }
 
+/// A gateway that exited without being asked to, as the Driver supervising it saw it (a stop,
+/// retirement or replacement by occ is not an exit).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GatewayExit {
+    /// The Agent.
+    pub agent: AgentTarget,
+    /// The revision the gateway served.
+    pub revision_id: RevisionId,
+    /// The process that exited.
+    pub pid: u32,
+    /// How it exited: `exit status 1`, `signal 9 (SIGKILL)`.
+    pub status: String,
+    /// When the Driver saw it exit.
+    pub at: crate::Timestamp,
+}
+
 /// How a Compute failure is handled by the worker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]

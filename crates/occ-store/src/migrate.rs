@@ -25,17 +25,41 @@ pub struct Migration {
     pub sql: &'static str,
 }
 
-const POSTGRES: &[Migration] = &[Migration {
-    version: 1,
-    name: "platform",
-    sql: include_str!("../migrations/postgres/0001_platform.sql"),
-}];
+const POSTGRES: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "platform",
+        sql: include_str!("../migrations/postgres/0001_platform.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "configuration_generation",
+        sql: include_str!("../migrations/postgres/0002_configuration_generation.sql"),
+    },
+    Migration {
+        version: 3,
+        name: "agent_runtime",
+        sql: include_str!("../migrations/postgres/0003_agent_runtime.sql"),
+    },
+];
 
-const SQLITE: &[Migration] = &[Migration {
-    version: 1,
-    name: "platform",
-    sql: include_str!("../migrations/sqlite/0001_platform.sql"),
-}];
+const SQLITE: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "platform",
+        sql: include_str!("../migrations/sqlite/0001_platform.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "configuration_generation",
+        sql: include_str!("../migrations/sqlite/0002_configuration_generation.sql"),
+    },
+    Migration {
+        version: 3,
+        name: "agent_runtime",
+        sql: include_str!("../migrations/sqlite/0003_agent_runtime.sql"),
+    },
+];
 
 /// The migrations of a backend, in order.
 pub fn migrations(backend: Backend) -> &'static [Migration] {
@@ -242,7 +266,17 @@ mod tests {
     fn plan_refuses_unknown_and_changed_migrations() {
         let sum = checksum(POSTGRES[0].sql);
         assert_eq!(plan(POSTGRES, &[]).unwrap().len(), POSTGRES.len());
-        assert!(plan(POSTGRES, &[(1, sum)]).unwrap().is_empty());
+        // Only the migrations after the applied one are pending.
+        let pending = plan(POSTGRES, &[(1, sum)]).unwrap();
+        assert_eq!(
+            pending.iter().map(|m| m.version).collect::<Vec<_>>(),
+            POSTGRES[1..].iter().map(|m| m.version).collect::<Vec<_>>()
+        );
+        let every: Vec<(i64, String)> = POSTGRES
+            .iter()
+            .map(|m| (m.version, checksum(m.sql)))
+            .collect();
+        assert!(plan(POSTGRES, &every).unwrap().is_empty());
         assert!(matches!(
             plan(POSTGRES, &[(1, "0".repeat(64))]),
             Err(StoreError::Schema(_))

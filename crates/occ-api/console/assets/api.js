@@ -87,6 +87,7 @@ export const paths = {
   deploy: (ns, agt) => `/namespaces/${seg(ns)}/agents/${seg(agt)}/deploy`,
   stop: (ns, agt) => `/namespaces/${seg(ns)}/agents/${seg(agt)}/stop`,
   revisions: (ns, agt) => `/namespaces/${seg(ns)}/agents/${seg(agt)}/revisions`,
+  runtime: (ns, agt) => `/namespaces/${seg(ns)}/agents/${seg(agt)}/runtime`,
   deployment: (ns, agt, rev) => `/namespaces/${seg(ns)}/agents/${seg(agt)}/deployments/${seg(rev)}`,
   file: (ns, agt, name) => `/namespaces/${seg(ns)}/agents/${seg(agt)}/workspace/files/${seg(name)}`,
 };

@@ -46,7 +46,7 @@ pub(crate) struct Facts {
 }
 
 impl Facts {
-    fn is_active(&self) -> bool {
+    pub(crate) fn is_active(&self) -> bool {
         self.agent.active_revision_id.as_ref() == Some(&self.revision.id)
     }
 

@@ -44,7 +44,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::{
-    AgentTarget, Compute, ComputeError, ComputeSelection, Convergence, GatewayAccess,
+    AgentTarget, Compute, ComputeError, ComputeSelection, Convergence, GatewayAccess, GatewayExit,
     NamespaceHook as _, NamespaceTarget, Readiness, RevisionContext, RevisionTarget, RuntimeState,
     SecretText,
 };
@@ -689,6 +689,11 @@ impl Compute for KubernetesCompute {
 
     fn maintenance_interval(&self) -> Option<Duration> {
         // The Deployment controller restarts a crashed gateway; nothing to re-run.
+        None
+    }
+
+    fn gateway_exits(&self) -> Option<tokio::sync::broadcast::Receiver<GatewayExit>> {
+        // The kubelet restarts the container itself.
         None
     }
 
