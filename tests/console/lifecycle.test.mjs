@@ -3,7 +3,7 @@
 // and which revisions the Deployment activity tab offers to roll back to.
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { canRollBackTo, isTransitional, latestRevision, lifecycleState } from '../../crates/occ-api/console/assets/lifecycle.js';
+import { canRollBackTo, isTransitional, latestRevision, lifecycleState, runtimeSummary } from '../../crates/occ-api/console/assets/lifecycle.js';
 
 const agent = (fields) => ({ status: 'active', desiredRuntimeState: 'stopped', ...fields });
 const latest = (status) => ({ revision: { id: 'rev_2', revision: 2 }, deployment: { status } });
@@ -59,4 +59,18 @@ test('rolling back is offered for every revision but the active one, to a caller
   assert.equal(canRollBackTo(running, { id: 'rev_1' }, false), false, 'read-only callers');
   assert.equal(canRollBackTo(agent({}), { id: 'rev_1' }, true), true, 'a stopped Agent has none active');
   assert.equal(canRollBackTo(agent({ status: 'deleting' }), { id: 'rev_1' }, true), false);
+});
+
+test('the gateway line says its state, restarts and last exit', () => {
+  const at = (t) => `at ${t}`;
+  assert.equal(runtimeSummary(null, at), 'unavailable');
+  assert.equal(runtimeSummary({ state: 'unknown', restarts: 0, lastExitAt: null, lastExitStatus: null }, at), 'Not observed yet');
+  assert.equal(runtimeSummary({ state: 'running', restarts: 0, lastExitAt: null, lastExitStatus: null }, at), 'Running');
+  assert.equal(
+    runtimeSummary({ state: 'restarting', restarts: 0, lastExitAt: 'T1', lastExitStatus: 'signal: 9 (SIGKILL)' }, at),
+    'Restarting · last exit at T1 (signal: 9 (SIGKILL))');
+  assert.equal(runtimeSummary({ state: 'running', restarts: 2, lastExitAt: 'T2', lastExitStatus: null }, at),
+    'Running · 2 restarts · last exit at T2');
+  assert.equal(runtimeSummary({ state: 'running', restarts: 1, lastExitAt: 'T3', lastExitStatus: null }, at),
+    'Running · 1 restart · last exit at T3');
 });

@@ -8,7 +8,8 @@ use occ_controller::deployments::DeploymentStatus;
 use occ_controller::iam::NamespacePermissions;
 use occ_core::iam::{AccessBinding, Role, UserAccount};
 use occ_core::resource::{
-    Agent, AgentRevision, HarnessAuth, Installation, Namespace, SecretMeta, ServiceAccount,
+    Agent, AgentRevision, AgentRuntime, DesiredRuntimeState, HarnessAuth, Installation, Namespace,
+    SecretMeta, ServiceAccount,
 };
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -269,6 +270,54 @@ impl From<&AgentRevision> for RevisionView {
             harness_auth: public_harness_auth(&s.harness_auth),
             redeployed_from_revision_id: r.source_revision_id.as_ref().map(ToString::to_string),
             created_at: r.created_at.to_string(),
+        }
+    }
+}
+
+/// What the worker last observed of an Agent's gateway (occ's own route: the reference's Agent
+/// is a closed object, so this is not a field of it).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentRuntimeView {
+    namespace_id: String,
+    agent_id: String,
+    /// `running` | `restarting` (exited or found down; occ is starting it again) | `stopped` |
+    /// `unknown` (not observed yet).
+    state: String,
+    /// The revision observed (`null` before any observation).
+    revision_id: Option<String>,
+    /// How often occ started this revision's gateway again after it went down.
+    restarts: u64,
+    /// When it last exited on its own (or was found down, where the Driver cannot report exits).
+    last_exit_at: Option<String>,
+    /// How it exited, when the Driver saw it (`exit status: 1`, `signal: 9 (SIGKILL)`).
+    last_exit_status: Option<String>,
+    /// When this was observed.
+    observed_at: Option<String>,
+}
+
+impl AgentRuntimeView {
+    /// The view of `agent` with its last `runtime` observation. Before any, an Agent that is
+    /// meant to be stopped and has nothing active is `stopped`; anything else is `unknown`.
+    pub fn new(agent: &Agent, runtime: Option<&AgentRuntime>) -> Self {
+        let unobserved_state = if agent.desired_runtime_state == DesiredRuntimeState::Stopped
+            && agent.active_revision_id.is_none()
+        {
+            "stopped"
+        } else {
+            "unknown"
+        };
+        Self {
+            namespace_id: agent.namespace_id.to_string(),
+            agent_id: agent.id.to_string(),
+            state: runtime
+                .map_or(unobserved_state, |r| r.state.as_str())
+                .into(),
+            revision_id: runtime.map(|r| r.revision_id.to_string()),
+            restarts: runtime.map_or(0, |r| r.restarts),
+            last_exit_at: runtime.and_then(|r| r.last_exit_at).map(|t| t.to_string()),
+            last_exit_status: runtime.and_then(|r| r.last_exit_status.clone()),
+            observed_at: runtime.map(|r| r.observed_at.to_string()),
         }
     }
 }

@@ -76,6 +76,10 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the benchmark passes its own PATH as occ passes its own"
+)]
 fn main() {
     let runs = arg("--runs", 3);
     let runtime_root = {

@@ -4,8 +4,8 @@
 
 use occ_core::authz::{Action, ResourceKind, ResourceRef};
 use occ_core::resource::{
-    Agent, AgentStatus, DesiredRuntimeState, ExecutionMode, HarnessAuth, WorkspaceFiles,
-    WorkspaceSetup,
+    Agent, AgentRuntime, AgentStatus, DesiredRuntimeState, ExecutionMode, HarnessAuth,
+    WorkspaceFiles, WorkspaceSetup,
 };
 use occ_core::work::NewWork;
 use occ_core::{AgentId, ConfigurationId, Error, ErrorCode, IamId, Name, NamespaceId, Timestamp};
@@ -253,6 +253,23 @@ impl Controller {
             .read_authorized(req, Action::Read, &target, "openclaw.agents.read")
             .await?;
         found(tx.agent_get(ns, id).await?)
+    }
+
+    /// The Agent with what the worker last observed of its gateway (`None` before any
+    /// observation). Read from platform state only: the Compute Driver is not asked.
+    pub async fn agent_runtime(
+        &self,
+        req: &Request,
+        ns: &NamespaceId,
+        id: &AgentId,
+    ) -> Result<(Agent, Option<AgentRuntime>), Error> {
+        let target = ResourceRef::exact(ResourceKind::Agent, ns, id);
+        let (mut tx, _) = self
+            .read_authorized(req, Action::Read, &target, "openclaw.agents.read")
+            .await?;
+        let agent = found(tx.agent_get(ns, id).await?)?;
+        let runtime = tx.agent_runtime_get(ns, id).await?;
+        Ok((agent, runtime))
     }
 
     /// Updates the draft. Never creates a revision or queues work.

@@ -175,7 +175,7 @@ pub fn code_message(code: &str) -> &'static str {
             "The OpenClaw runtime is not installed where the worker runs; run `occ runtime install`."
         }
         "RUNTIME_CONFIGURATION_INVALID" => {
-            "OpenClaw refused the Agent's configuration; fix the Configuration and deploy again."
+            "OpenClaw refused the Agent's configuration (error.data.output has its last output lines); fix the Configuration and deploy again."
         }
         "WORKSPACE_SETUP_FAILED" => "Preparing the Agent's workspace failed.",
         "GATEWAY_PORT_IN_USE" => "Another process holds the Agent gateway's port.",
@@ -600,6 +600,7 @@ impl Controller {
                     code.as_str(),
                     "CONVERGENCE_DEADLINE_EXCEEDED" | "RUNTIME_MODEL_PROBE_FAILED"
                 ) || data.get("rolledBack").is_some()
+                    || data.get("output").is_some()
             });
             DeploymentError {
                 message: error_message(&code, data.as_ref()),

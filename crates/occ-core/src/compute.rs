@@ -152,6 +152,22 @@ pub enum RuntimeState {
     NotCurrent,
 }
 
+/// A gateway that exited without being asked to, as the Driver supervising it saw it (a stop,
+/// retirement or replacement by occ is not an exit).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GatewayExit {
+    /// The Agent.
+    pub agent: AgentTarget,
+    /// The revision the gateway served.
+    pub revision_id: RevisionId,
+    /// The process that exited.
+    pub pid: u32,
+    /// How it exited: `exit status 1`, `signal 9 (SIGKILL)`.
+    pub status: String,
+    /// When the Driver saw it exit.
+    pub at: crate::Timestamp,
+}
+
 /// How a Compute failure is handled by the worker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -181,6 +197,11 @@ pub struct ComputeError {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub output: Vec<String>,
 }
+
+/// The exit status with which an OpenClaw gateway refuses its configuration (`EX_CONFIG`):
+/// a permanent `RUNTIME_CONFIGURATION_INVALID`, where any other early exit is a
+/// `RUNTIME_STARTUP_FAILED`.
+pub const EXIT_CONFIGURATION_INVALID: i32 = 78;
 
 /// How many output lines a [`ComputeError`] carries at most.
 pub const OUTPUT_LINES: usize = 20;

@@ -393,6 +393,153 @@ pub struct Agent {
     pub created_at: Timestamp,
 }
 
+/// An Agent's gateway as the worker last observed it (occ's own `runtime` view, read without
+/// asking the Compute Driver).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ObservedRuntimeState {
+    /// The revision's gateway serves.
+    Running,
+    /// It exited (or was found down) and occ is starting it again.
+    Restarting,
+    /// Nothing runs, and occ does not start it: stopped on request, or down with no maintenance
+    /// pass to restart it.
+    Stopped,
+}
+
+impl ObservedRuntimeState {
+    /// Stored and wire form.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ObservedRuntimeState::Running => "running",
+            ObservedRuntimeState::Restarting => "restarting",
+            ObservedRuntimeState::Stopped => "stopped",
+        }
+    }
+    /// Parses the stored form.
+    pub fn parse(value: &str) -> Option<Self> {
+        match value {
+            "running" => Some(Self::Running),
+            "restarting" => Some(Self::Restarting),
+            "stopped" => Some(Self::Stopped),
+            _ => None,
+        }
+    }
+}
+
+/// What the worker last observed of an Agent's gateway.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentRuntime {
+    /// The Agent's Namespace.
+    pub namespace_id: NamespaceId,
+    /// The Agent.
+    pub agent_id: AgentId,
+    /// The revision observed.
+    pub revision_id: RevisionId,
+    /// Its state.
+    pub state: ObservedRuntimeState,
+    /// How often occ started this revision's gateway again after finding it down.
+    pub restarts: u64,
+    /// When it last exited on its own (or was found down, when its Driver cannot tell sooner).
+    pub last_exit_at: Option<Timestamp>,
+    /// How it exited (`exit status 1`, `signal 9 (SIGKILL)`), when its Driver saw the exit.
+    pub last_exit_status: Option<String>,
+    /// When this was recorded.
+    pub observed_at: Timestamp,
+}
+
+/// Something the worker learned about an Agent's gateway.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RuntimeObservation {
+    /// The revision's gateway serves (activated, or found serving).
+    Serving,
+    /// A maintenance pass found it down and started it again.
+    Restarted,
+    /// It exited on its own; occ starts it again (`restarting`) or does not.
+    Exited {
+        /// When the Driver saw it exit.
+        at: Timestamp,
+        /// How it exited.
+        status: String,
+        /// Whether a maintenance pass will start it again.
+        restarting: bool,
+    },
+    /// A maintenance pass found it down and could not start it yet (the next pass tries again).
+    RestartFailed,
+    /// Stopped on request.
+    Stopped,
+}
+
+impl AgentRuntime {
+    /// What `observation` of revision `revision_id` at `now` makes of the `previous` record.
+    /// Restarts and the last exit belong to one revision: observing another starts from zero.
+    /// A gateway found down with no exit recorded (its Driver cannot report exits) gets `now`
+    /// as its exit time and no status.
+    pub fn observe(
+        previous: Option<&AgentRuntime>,
+        target: (&NamespaceId, &AgentId, &RevisionId),
+        observation: &RuntimeObservation,
+        now: Timestamp,
+    ) -> AgentRuntime {
+        let (namespace_id, agent_id, revision_id) = target;
+        let same = previous.filter(|p| &p.revision_id == revision_id);
+        // An exit reported after a later observation accounted for it (the pass that restarted
+        // the gateway settled first) changes nothing.
+        if let (RuntimeObservation::Exited { at, .. }, Some(p)) = (observation, same)
+            && p.observed_at > *at
+        {
+            return p.clone();
+        }
+        let exit_already_recorded =
+            same.is_some_and(|p| p.state == ObservedRuntimeState::Restarting);
+        let mut restarts = same.map_or(0, |p| p.restarts);
+        let mut last_exit_at = same.and_then(|p| p.last_exit_at);
+        let mut last_exit_status = same.and_then(|p| p.last_exit_status.clone());
+        let mut found_down = || {
+            if !exit_already_recorded {
+                last_exit_at = Some(now);
+                last_exit_status = None;
+            }
+        };
+        let state = match observation {
+            RuntimeObservation::Serving => ObservedRuntimeState::Running,
+            RuntimeObservation::Restarted => {
+                found_down();
+                restarts = restarts.saturating_add(1);
+                ObservedRuntimeState::Running
+            }
+            RuntimeObservation::RestartFailed => {
+                found_down();
+                ObservedRuntimeState::Restarting
+            }
+            RuntimeObservation::Exited {
+                at,
+                status,
+                restarting,
+            } => {
+                last_exit_at = Some(*at);
+                last_exit_status = Some(status.clone());
+                if *restarting {
+                    ObservedRuntimeState::Restarting
+                } else {
+                    ObservedRuntimeState::Stopped
+                }
+            }
+            RuntimeObservation::Stopped => ObservedRuntimeState::Stopped,
+        };
+        AgentRuntime {
+            namespace_id: namespace_id.clone(),
+            agent_id: agent_id.clone(),
+            revision_id: revision_id.clone(),
+            state,
+            restarts,
+            last_exit_at,
+            last_exit_status,
+            observed_at: now,
+        }
+    }
+}
+
 /// The approved harness a revision runs.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -545,6 +692,79 @@ impl fmt::Debug for WorkspaceSetup {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn runtime_observations_count_restarts_per_revision() {
+        use super::{AgentRuntime, ObservedRuntimeState, RuntimeObservation};
+        use crate::{AgentId, NamespaceId, RevisionId, Timestamp};
+        let (ns, agent) = (NamespaceId::generate(), AgentId::generate());
+        let (first, second) = (RevisionId::generate(), RevisionId::generate());
+        let at = |ms| Timestamp::from_unix_millis(ms).expect("time");
+        let observe = |prev: Option<&AgentRuntime>, rev: &RevisionId, o, now| {
+            AgentRuntime::observe(prev, (&ns, &agent, rev), &o, at(now))
+        };
+        let running = observe(None, &first, RuntimeObservation::Serving, 1_000);
+        assert_eq!(running.state, ObservedRuntimeState::Running);
+        assert_eq!((running.restarts, running.last_exit_at), (0, None));
+        // An exit the Driver reported keeps its time and status through the restart.
+        let exited = observe(
+            Some(&running),
+            &first,
+            RuntimeObservation::Exited {
+                at: at(2_000),
+                status: "signal 9 (SIGKILL)".into(),
+                restarting: true,
+            },
+            2_001,
+        );
+        assert_eq!(exited.state, ObservedRuntimeState::Restarting);
+        assert_eq!(exited.restarts, 0);
+        let restarted = observe(Some(&exited), &first, RuntimeObservation::Restarted, 3_000);
+        assert_eq!(restarted.state, ObservedRuntimeState::Running);
+        assert_eq!(restarted.restarts, 1);
+        assert_eq!(restarted.last_exit_at, Some(at(2_000)));
+        assert_eq!(
+            restarted.last_exit_status.as_deref(),
+            Some("signal 9 (SIGKILL)")
+        );
+        // Found down with nothing reported: the observation time, no status.
+        let found = observe(
+            Some(&restarted),
+            &first,
+            RuntimeObservation::RestartFailed,
+            4_000,
+        );
+        assert_eq!(found.state, ObservedRuntimeState::Restarting);
+        assert_eq!(
+            (found.last_exit_at, found.last_exit_status.as_deref()),
+            (Some(at(4_000)), None)
+        );
+        let again = observe(Some(&found), &first, RuntimeObservation::Restarted, 5_000);
+        assert_eq!((again.restarts, again.last_exit_at), (2, Some(at(4_000))));
+        let stopped = observe(Some(&again), &first, RuntimeObservation::Stopped, 6_000);
+        assert_eq!(
+            (stopped.state, stopped.restarts),
+            (ObservedRuntimeState::Stopped, 2)
+        );
+        // An exit older than what was observed since is stale.
+        let stale = observe(
+            Some(&again),
+            &first,
+            RuntimeObservation::Exited {
+                at: at(4_500),
+                status: "exit status 1".into(),
+                restarting: true,
+            },
+            5_500,
+        );
+        assert_eq!(stale, again);
+        // Another revision starts from zero.
+        let next = observe(Some(&stopped), &second, RuntimeObservation::Serving, 7_000);
+        assert_eq!(
+            (next.restarts, next.last_exit_at, next.revision_id),
+            (0, None, second)
+        );
+    }
+
     use super::*;
 
     #[test]

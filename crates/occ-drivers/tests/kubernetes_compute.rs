@@ -85,13 +85,21 @@ fn setup(agent: &AgentTarget) -> WorkspaceSetup {
 
 /// The conformance suite, unchanged: ensure → prepare → activate → redeploy → retire → stop →
 /// resume → delete, with real gateways (one at a time: Recreate) reached through portforward.
+/// Then a revision whose gateway exits during startup: the crash is seen in the Pod status
+/// (not at the activation deadline) and the previous template is rolled out again.
 #[tokio::test]
+#[expect(
+    clippy::print_stderr,
+    reason = "the rollback figures docs/ARCHITECTURE.md cites"
+)]
 async fn conformance_suite_on_kubernetes() {
     let fake = FakeKube::start().await;
     let _kubelet = FakeKubelet::start(&fake);
     let compute = driver(&fake);
     conformance::lifecycle(&compute).await;
     conformance::refusals(&compute).await;
+    let figures = conformance::rollback(&compute, false).await;
+    eprintln!("Kubernetes rollback: {figures:?}");
 }
 
 /// The same lifecycle in an operator's namespace adopted through `existingNamespace`: every
@@ -357,6 +365,10 @@ async fn staged_workspace_files_are_applied_before_the_gateway_starts() {
 /// the runtime as `deploy/Dockerfile` builds it; the cluster needs a default storage class).
 #[tokio::test]
 #[ignore = "needs a real cluster (OCC_TEST_KUBECONFIG, OCC_TEST_KUBE_CONTEXT, OCC_TEST_GATEWAY_IMAGE)"]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "an opt-in run configured by the operator's variables"
+)]
 async fn conformance_suite_on_a_real_cluster() {
     let path = std::env::var_os("OCC_TEST_KUBECONFIG").expect("OCC_TEST_KUBECONFIG is required");
     let context =

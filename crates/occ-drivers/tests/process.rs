@@ -57,6 +57,10 @@ impl Drop for Driver {
     }
 }
 
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the test passes its own PATH as occ passes its own"
+)]
 fn settings(root: &Path, runtime_root: PathBuf) -> ProcessSettings {
     ProcessSettings {
         host: LocalSettings {
@@ -113,6 +117,22 @@ async fn conformance_suite() {
     let driver = Driver::new(runtime);
     conformance::lifecycle(&driver.compute).await;
     conformance::refusals(&driver.compute).await;
+    assert!(recorded_gateways(driver.root.path()).is_empty());
+}
+
+/// Stop → start → on failure restart the predecessor: the figures are the outage the
+/// process Driver's rollback costs (docs/ARCHITECTURE.md cites them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[expect(
+    clippy::print_stderr,
+    reason = "the figures docs/ARCHITECTURE.md cites"
+)]
+async fn a_revision_that_cannot_start_is_rolled_back() {
+    let runtime = tokio::task::spawn_blocking(runtime_root).await.unwrap();
+    let _turn = GATEWAYS.lock().await;
+    let driver = Driver::new(runtime);
+    let figures = conformance::rollback(&driver.compute, true).await;
+    eprintln!("process rollback: {figures:?}");
     assert!(recorded_gateways(driver.root.path()).is_empty());
 }
 

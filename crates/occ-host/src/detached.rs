@@ -5,13 +5,21 @@
 //! starting) gateway instead of starting a second one. Stop signals the group (SIGTERM, SIGKILL
 //! after the bound) and waits for it. A crashed gateway is restarted by the next activation
 //! (the worker's maintenance pass).
+//!
+//! The process that spawned a gateway reaps it, so it learns of its exit at once: an exit that
+//! nobody asked for (no `stopping.json` naming that exact process, which [`stop`] writes before
+//! it signals) after startup is sent to the host's exit channel ([`GatewayExit`]), for the worker
+//! to record and to restart it without waiting for the next maintenance pass. A gateway
+//! adopted from an earlier process is not its child: its exit is found by that pass.
 
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use occ_core::RevisionId;
-use occ_core::compute::{ComputeError, RevisionContext, RevisionTarget};
+use occ_core::compute::{
+    ComputeError, EXIT_CONFIGURATION_INVALID, GatewayExit, RevisionContext, RevisionTarget,
+};
+use occ_core::{RevisionId, Timestamp};
 use occ_gateway::{Endpoint, GatewayError};
 use serde::{Deserialize, Serialize};
 
@@ -22,13 +30,11 @@ use crate::layout::{
     remove_file, revision_dir, write_json,
 };
 use crate::process::{
-    Signal, is_same_process, port_is_free, process_start_time, signal_group, with_log_tail,
+    Signal, is_same_process, port_is_free, process_start_time, signal_group, startup_output,
 };
 use crate::runtime::OpenclawRuntime;
 use crate::snapshot::{GATEWAY_FIXED_ENV, GatewayBind, harness_key_variable};
 
-/// OpenClaw's exit status for an invalid configuration (EX_CONFIG).
-const EXIT_CONFIG: i32 = 78;
 /// How long a starting gateway waits for its port to be released by a predecessor.
 const PORT_RELEASE_WAIT: Duration = Duration::from_secs(10);
 
@@ -40,6 +46,25 @@ pub(crate) struct GatewayRecord {
     pub start_time: u64,
     pub revision_id: String,
     pub port: u16,
+}
+
+/// `stopping.json`: the exact process [`stop`] is stopping, so its exit is not reported as a
+/// crash. Left in place (the next stop overwrites it; another process never matches it).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct StopRequest {
+    pid: u32,
+    start_time: u64,
+}
+
+const STOP_REQUEST: &str = "stopping.json";
+
+/// Whether [`stop`] asked the process `(pid, start_time)` to exit.
+fn stop_requested(agent_dir: &Path, pid: u32, start_time: u64) -> bool {
+    matches!(
+        read_json::<StopRequest>(&agent_dir.join(STOP_REQUEST)),
+        Ok(Some(request)) if request == StopRequest { pid, start_time }
+    )
 }
 
 /// The gateway process recorded for the Agent, if it is still that exact process.
@@ -93,6 +118,11 @@ pub(crate) async fn adopt(
 pub(crate) async fn stop(agent_dir: &Path, stop_timeout: Duration) -> Result<(), ComputeError> {
     if let Some(record) = live(agent_dir)? {
         tracing::info!(pid = record.pid, revision = %record.revision_id, "stopping gateway");
+        let request = StopRequest {
+            pid: record.pid,
+            start_time: record.start_time,
+        };
+        write_json(&agent_dir.join(STOP_REQUEST), &request)?;
         signal_group(record.pid, Signal::Term);
         let deadline = tokio::time::Instant::now() + stop_timeout;
         while is_same_process(record.pid, record.start_time) {
@@ -138,13 +168,15 @@ pub(crate) struct Launch<'a> {
     pub ready_timeout: Duration,
     /// How long it may take to stop when it never became ready.
     pub stop_timeout: Duration,
+    /// Where an exit nobody asked for is reported, once the gateway served.
+    pub exits: &'a tokio::sync::broadcast::Sender<GatewayExit>,
 }
 
 /// Starts the gateway for `launch.rev` in its own process group with a clean environment (as
 /// the Agent's `account`, when it has one) and waits for `hello-ok`. An early exit with
 /// OpenClaw's invalid-configuration status is a permanent `RUNTIME_CONFIGURATION_INVALID`, any
-/// other a transient `RUNTIME_STARTUP_FAILED` (both with the log's tail); a gateway that never
-/// becomes ready is stopped again.
+/// other a transient `RUNTIME_STARTUP_FAILED` (both with the log's redacted tail as their
+/// output); a gateway that never becomes ready is stopped again (with the same output).
 pub(crate) async fn start(
     launch: Launch<'_>,
     account: Option<Account>,
@@ -158,6 +190,7 @@ pub(crate) async fn start(
         bind,
         ready_timeout,
         stop_timeout,
+        exits,
     } = launch;
     // The helpers of a gateway that was just killed may hold its socket for a few seconds.
     let deadline = tokio::time::Instant::now() + PORT_RELEASE_WAIT;
@@ -220,10 +253,32 @@ pub(crate) async fn start(
     write_json(&agent_dir.join("gateway.json"), &record)?;
     tracing::info!(pid, port, revision = %rev.revision_id, "gateway started");
     let (exit_tx, mut exit_rx) = tokio::sync::oneshot::channel();
-    // Reap it whenever it exits, so it never lingers as a zombie of this process.
-    tokio::spawn(async move {
-        let status = child.wait().await.ok();
-        let _ = exit_tx.send(status);
+    // Reap it whenever it exits, so it never lingers as a zombie of this process. During startup
+    // the exit is startup's to report; after it, an exit nobody asked for goes to `exits`.
+    tokio::spawn({
+        let exits = exits.clone();
+        let agent = rev.agent.clone();
+        let revision_id = rev.revision_id.clone();
+        let agent_dir = agent_dir.to_path_buf();
+        async move {
+            let status = child.wait().await.ok();
+            let Err(status) = exit_tx.send(status) else {
+                return;
+            };
+            if stop_requested(&agent_dir, pid, start_time) {
+                return;
+            }
+            let status = status.map_or("unknown status".into(), |s| s.to_string());
+            tracing::debug!(pid, %status, revision = %revision_id, "gateway exited");
+            // No receiver: nobody watches (e.g. `occ compute-host`); the maintenance pass finds it.
+            let _ = exits.send(GatewayExit {
+                agent,
+                revision_id,
+                pid,
+                status,
+                at: Timestamp::now(),
+            });
+        }
     });
     let endpoint = Endpoint::loopback(port, token.expose());
     let ready = tokio::select! {
@@ -231,19 +286,17 @@ pub(crate) async fn start(
         status = &mut exit_rx => {
             let status = status.ok().flatten();
             let code = status.and_then(|s| s.code());
-            let message = with_log_tail(
-                format!(
-                    "the gateway exited during startup ({})",
-                    status.map_or("unknown status".into(), |s| s.to_string()),
-                ),
-                &log_path,
+            let message = format!(
+                "the gateway exited during startup ({})",
+                status.map_or("unknown status".into(), |s| s.to_string()),
             );
             remove_file(&agent_dir.join("gateway.json"))?;
-            return Err(if code == Some(EXIT_CONFIG) {
+            let error = if code == Some(EXIT_CONFIGURATION_INVALID) {
                 ComputeError::permanent("RUNTIME_CONFIGURATION_INVALID", message)
             } else {
                 ComputeError::transient("RUNTIME_STARTUP_FAILED", message)
-            });
+            };
+            return Err(error.with_output(startup_output(&log_path, ctx, token.expose())));
         }
     };
     match ready {
@@ -261,7 +314,8 @@ pub(crate) async fn start(
                 other => ComputeError::transient(
                     "AGENT_GATEWAY_UNAVAILABLE",
                     format!("the gateway did not become ready: {other}"),
-                ),
+                )
+                .with_output(startup_output(&log_path, ctx, token.expose())),
             })
         }
     }

@@ -144,6 +144,75 @@ pub fn safe_path(path: &Path) -> bool {
         && !text.split('/').any(|c| c == ".." || c == ".")
 }
 
+/// Why this process cannot read `path` when the cause is a permission: the first directory on
+/// the way (symbolic links followed) that it may not search, or the file itself when it may not
+/// read it, with that entry's owner and mode — e.g. "/tmp/tmp.x1 (owner uid 0, mode 0700) is not
+/// searchable by uid 999". `None` when every step is permitted (or the path does not exist),
+/// so the caller keeps the error it had. A permission error alone does not say which of a
+/// path's many ancestors refused: the operator needs that one to fix it.
+pub fn permission_blocker(path: &Path) -> Option<String> {
+    use nix::unistd::{AccessFlags, access};
+    use std::collections::VecDeque;
+    use std::os::unix::fs::MetadataExt as _;
+    use std::path::Component;
+
+    const MAX_LINKS: usize = 40;
+    let describe = |entry: &Path, what: &str| {
+        let (owner, mode) = fs::metadata(entry)
+            .map(|m| (m.uid().to_string(), format!("{:04o}", m.mode() & 0o7777)))
+            .unwrap_or_else(|_| ("?".into(), "?".into()));
+        format!(
+            "{} (owner uid {owner}, mode {mode}) is not {what} by uid {}",
+            entry.display(),
+            nix::unistd::geteuid()
+        )
+    };
+    let absolute = std::path::absolute(path).ok()?;
+    let mut pending: VecDeque<PathBuf> = absolute
+        .components()
+        .map(|c| PathBuf::from(c.as_os_str()))
+        .collect();
+    let mut resolved = PathBuf::from("/");
+    let mut links = 0;
+    while let Some(part) = pending.pop_front() {
+        match part.components().next() {
+            Some(Component::RootDir) => resolved = PathBuf::from("/"),
+            Some(Component::ParentDir) => {
+                resolved.pop();
+            }
+            Some(Component::Normal(name)) => {
+                if access(&resolved, AccessFlags::X_OK).is_err() {
+                    return Some(describe(&resolved, "searchable"));
+                }
+                let next = resolved.join(name);
+                let meta = fs::symlink_metadata(&next).ok()?;
+                if meta.file_type().is_symlink() {
+                    links += 1;
+                    if links > MAX_LINKS {
+                        return None;
+                    }
+                    let target = fs::read_link(&next).ok()?;
+                    for part in target.components().rev() {
+                        pending.push_front(PathBuf::from(part.as_os_str()));
+                    }
+                } else {
+                    resolved = next;
+                }
+            }
+            _ => {}
+        }
+    }
+    let wanted = if resolved.is_dir() {
+        AccessFlags::R_OK | AccessFlags::X_OK
+    } else {
+        AccessFlags::R_OK
+    };
+    match access(&resolved, wanted) {
+        Ok(()) => None,
+        Err(_) => Some(describe(&resolved, "readable")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,8 +16,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use occ_core::compute::{
-    AgentTarget, ComputeError, Convergence, NamespaceTarget, Readiness, RevisionContext,
-    RevisionTarget, RuntimeState, SecretText,
+    AgentTarget, ComputeError, Convergence, GatewayExit, NamespaceTarget, Readiness,
+    RevisionContext, RevisionTarget, RuntimeState, SecretText,
 };
 use serde_json::Value;
 use sha2::Digest as _;
@@ -110,7 +110,13 @@ pub struct Host {
     layout: Layout,
     /// The per-Agent accounts, when Agents get their own.
     accounts: Option<Accounts>,
+    /// Exits of the gateways this process started, as they happen.
+    exits: tokio::sync::broadcast::Sender<GatewayExit>,
 }
+
+/// Exit reports kept for a slow subscriber; one that falls further behind misses some, which
+/// the worker's maintenance pass still finds.
+const EXIT_BACKLOG: usize = 256;
 
 impl Host {
     /// The host over `settings`; creates the root (0700). With accounts, the root and the
@@ -152,7 +158,15 @@ impl Host {
             options,
             layout,
             accounts,
+            exits: tokio::sync::broadcast::channel(EXIT_BACKLOG).0,
         })
+    }
+
+    /// Exits nobody asked for of the gateways this process started (and so reaps), from now
+    /// on. A gateway adopted from an earlier process, or run by systemd, is not reported: the
+    /// worker's maintenance pass finds it down.
+    pub fn gateway_exits(&self) -> tokio::sync::broadcast::Receiver<GatewayExit> {
+        self.exits.subscribe()
     }
 
     /// The Agent's account (created if absent), when Agents get their own.
@@ -453,7 +467,7 @@ impl Host {
 
     /// What the revision's gateway is started with.
     fn launch<'a>(
-        &self,
+        &'a self,
         runtime: &'a OpenclawRuntime,
         rev: &'a RevisionTarget,
         ctx: &'a RevisionContext,
@@ -469,6 +483,7 @@ impl Host {
             bind: self.options.bind,
             ready_timeout: self.settings.ready_timeout,
             stop_timeout: self.settings.stop_timeout,
+            exits: &self.exits,
         }
     }
 

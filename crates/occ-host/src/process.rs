@@ -1,8 +1,12 @@
 //! Facts about processes and ports on this machine, as the supervisors need them: a process's
 //! start time (so a recycled pid is never mistaken for a gateway), signals to a gateway's process
-//! group, whether a loopback port is free, and the tail of a log for failure messages.
+//! group, whether a loopback port is free, and the tail of a log for failure messages
+//! (redacted when it is a gateway's, which was handed secrets).
 
 use std::path::Path;
+
+use occ_core::compute::{OUTPUT_LINES, RevisionContext, SecretText};
+use occ_core::redact::Redactor;
 
 /// How many log lines a startup failure reports.
 const LOG_TAIL_LINES: usize = 12;
@@ -53,23 +57,84 @@ pub(crate) fn port_is_free(port: u16) -> bool {
     std::net::TcpListener::bind(("127.0.0.1", port)).is_ok()
 }
 
-/// The last lines of a log file (bounded; for startup failures).
-pub(crate) fn log_tail(path: &Path) -> String {
+/// The last `count` lines of a log file (reading at most its last 16 KiB).
+fn log_lines(path: &Path, count: usize) -> Vec<String> {
     let Ok(text) = std::fs::read(path) else {
-        return String::new();
+        return Vec::new();
     };
     let start = text.len().saturating_sub(16 * 1024);
     let text = String::from_utf8_lossy(&text[start..]);
     let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(LOG_TAIL_LINES)..].join("\n")
+    lines[lines.len().saturating_sub(count)..]
+        .iter()
+        .map(|l| (*l).to_owned())
+        .collect()
 }
 
-/// `message`, followed by the log's tail when there is one.
-pub(crate) fn with_log_tail(message: String, log: &Path) -> String {
-    let tail = log_tail(log);
-    if tail.is_empty() {
-        message
-    } else {
-        format!("{message}; log tail:\n{tail}")
+/// The last lines of a log file (bounded; for failure messages of commands that were handed no
+/// secret).
+pub(crate) fn log_tail(path: &Path) -> String {
+    log_lines(path, LOG_TAIL_LINES).join("\n")
+}
+
+/// The last lines of a gateway's log for a failed deployment's `error.data.output`: without
+/// anything occ handed the gateway (bound Secret values, the harness credential, the gateway
+/// token) or any other credential shape [`Redactor`] knows.
+pub(crate) fn startup_output(log: &Path, ctx: &RevisionContext, token: &str) -> Vec<String> {
+    let handed_out = ctx
+        .environment
+        .values()
+        .map(SecretText::expose)
+        .chain(ctx.harness_credential.as_ref().map(|c| c.expose()))
+        .chain([token]);
+    Redactor::new(handed_out).lines(log_lines(log, OUTPUT_LINES))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn startup_output_is_the_redacted_end_of_the_log() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = dir.path().join("gateway.log");
+        let mut text = String::new();
+        for i in 0..40 {
+            text.push_str(&format!("line {i}\n"));
+        }
+        text.push_str("provider key hunter2-bound-value rejected\n");
+        text.push_str("credential HARNESS-credential-1 and token gw-token-123456\n");
+        text.push_str("-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBg\n-----END PRIVATE KEY-----\n");
+        text.push_str("Error: ENOENT /nonexistent/cert.pem\n");
+        std::fs::write(&log, text).expect("write log");
+        let ctx = RevisionContext {
+            environment: [(
+                "PROVIDER_KEY".to_owned(),
+                SecretText::new("hunter2-bound-value".into()),
+            )]
+            .into(),
+            harness_credential: Some(SecretText::new("HARNESS-credential-1".into())),
+            workspace_setup: None,
+        };
+        let output = startup_output(&log, &ctx, "gw-token-123456");
+        assert_eq!(output.len(), OUTPUT_LINES);
+        assert_eq!(
+            output.last().map(String::as_str),
+            Some("Error: ENOENT /nonexistent/cert.pem")
+        );
+        let joined = output.join("\n");
+        for secret in [
+            "hunter2-bound-value",
+            "HARNESS-credential-1",
+            "gw-token-123456",
+            "MIIEvQIBADANBg",
+        ] {
+            assert!(!joined.contains(secret), "{secret} leaked: {joined}");
+        }
+        assert!(
+            joined.contains("provider key [REDACTED] rejected"),
+            "{joined}"
+        );
+        assert!(startup_output(&dir.path().join("missing.log"), &ctx, "x").is_empty());
     }
 }

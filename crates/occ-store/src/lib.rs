@@ -33,6 +33,7 @@ pub mod error;
 pub mod migrate;
 
 pub mod accounts;
+pub mod agent_runtime;
 pub mod agents;
 pub mod audit;
 pub mod configurations;

@@ -33,8 +33,18 @@ const POSTGRES: &[Migration] = &[
     },
     Migration {
         version: 2,
+        name: "configuration_generation",
+        sql: include_str!("../migrations/postgres/0002_configuration_generation.sql"),
+    },
+    Migration {
+        version: 3,
+        name: "agent_runtime",
+        sql: include_str!("../migrations/postgres/0003_agent_runtime.sql"),
+    },
+    Migration {
+        version: 4,
         name: "revision_source",
-        sql: include_str!("../migrations/postgres/0002_revision_source.sql"),
+        sql: include_str!("../migrations/postgres/0004_revision_source.sql"),
     },
 ];
 
@@ -46,8 +56,18 @@ const SQLITE: &[Migration] = &[
     },
     Migration {
         version: 2,
+        name: "configuration_generation",
+        sql: include_str!("../migrations/sqlite/0002_configuration_generation.sql"),
+    },
+    Migration {
+        version: 3,
+        name: "agent_runtime",
+        sql: include_str!("../migrations/sqlite/0003_agent_runtime.sql"),
+    },
+    Migration {
+        version: 4,
         name: "revision_source",
-        sql: include_str!("../migrations/sqlite/0002_revision_source.sql"),
+        sql: include_str!("../migrations/sqlite/0004_revision_source.sql"),
     },
 ];
 
@@ -256,10 +276,17 @@ mod tests {
     fn plan_refuses_unknown_and_changed_migrations() {
         let sum = checksum(POSTGRES[0].sql);
         assert_eq!(plan(POSTGRES, &[]).unwrap().len(), POSTGRES.len());
+        // Only the migrations after the applied one are pending.
+        let pending = plan(POSTGRES, &[(1, sum)]).unwrap();
         assert_eq!(
-            plan(POSTGRES, &[(1, sum)]).unwrap().len(),
-            POSTGRES.len() - 1
+            pending.iter().map(|m| m.version).collect::<Vec<_>>(),
+            POSTGRES[1..].iter().map(|m| m.version).collect::<Vec<_>>()
         );
+        let every: Vec<(i64, String)> = POSTGRES
+            .iter()
+            .map(|m| (m.version, checksum(m.sql)))
+            .collect();
+        assert!(plan(POSTGRES, &every).unwrap().is_empty());
         assert!(matches!(
             plan(POSTGRES, &[(1, "0".repeat(64))]),
             Err(StoreError::Schema(_))

@@ -26,7 +26,7 @@ use occ_core::authz::{ResourceKind, ResourceRef};
 use occ_core::work::{
     NewWork, WorkItem, WorkKey, WorkState, WorkTarget, retry_backoff, sanitize_reason_code,
 };
-use occ_core::{AgentId, NamespaceId, Timestamp};
+use occ_core::{AgentId, NamespaceId, RevisionId, Timestamp};
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
@@ -198,6 +198,33 @@ impl Tx {
                 constraint: "controller_work_pkey".into(),
             })
         }
+    }
+
+    /// Makes the revision's queued maintenance pass available now: its gateway was reported
+    /// down, and waiting out the interval would leave the Agent down that long. Whether one
+    /// was queued (none is while a pass runs, or without maintenance).
+    pub async fn work_expedite_maintenance(
+        &mut self,
+        ns: &NamespaceId,
+        agent: &AgentId,
+        rev: &RevisionId,
+    ) -> Result<bool, StoreError> {
+        let moved = self
+            .q(sql!(
+                "UPDATE controller_work SET available_at = {{now}}, updated_at = {{now}} \
+                 WHERE namespace_id = $1 AND agent_id = $2 AND revision_id = $3 \
+                 AND state = 'queued' AND idempotency_key LIKE '%:maintenance:%'"
+            ))
+            .bind(ns.as_str())
+            .bind(agent.as_str())
+            .bind(rev.as_str())
+            .execute()
+            .await?;
+        if moved > 0 {
+            // Wake the claim loops as a new item would.
+            self.note_enqueued();
+        }
+        Ok(moved > 0)
     }
 
     /// A work item by key.

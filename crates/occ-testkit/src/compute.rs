@@ -10,9 +10,10 @@ use std::time::Duration;
 use occ_core::resource::WorkspaceSetup;
 use occ_core::{AgentId, NamespaceId, RevisionId};
 use occ_drivers::compute::{
-    AgentTarget, Compute, ComputeError, ComputeSelection, Convergence, GatewayAccess,
+    AgentTarget, Compute, ComputeError, ComputeSelection, Convergence, GatewayAccess, GatewayExit,
     NamespaceTarget, Readiness, RevisionContext, RevisionTarget, RuntimeState, SecretText,
 };
+use tokio::sync::broadcast;
 
 /// A Compute verb.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -69,6 +70,8 @@ pub struct FakeCompute {
     documents: Mutex<HashMap<RevisionId, serde_json::Map<String, serde_json::Value>>>,
     setups: Mutex<HashMap<RevisionId, Option<WorkspaceSetup>>>,
     script: Mutex<HashMap<Verb, VecDeque<Scripted>>>,
+    /// Exit reports, when it claims to make them.
+    exits: Option<broadcast::Sender<GatewayExit>>,
 }
 
 impl Default for FakeCompute {
@@ -91,7 +94,14 @@ impl FakeCompute {
             documents: Mutex::new(HashMap::new()),
             setups: Mutex::new(HashMap::new()),
             script: Mutex::new(HashMap::new()),
+            exits: None,
         }
+    }
+
+    /// Reports gateway exits ([`Compute::gateway_exits`]), as the process Driver does.
+    pub fn with_exit_reports(mut self) -> Self {
+        self.exits = Some(broadcast::channel(64).0);
+        self
     }
 
     /// Schedules maintenance passes every `interval`.
@@ -151,9 +161,28 @@ impl FakeCompute {
         self.documents.lock().expect("lock").get(rev).cloned()
     }
 
-    /// Simulates a crash of `agent`'s gateway.
+    /// Simulates a crash of `agent`'s gateway that nothing reports (the maintenance pass finds
+    /// it).
     pub fn crash(&self, agent: &AgentId) {
         self.serving.lock().expect("lock").remove(agent);
+    }
+
+    /// Simulates the gateway of `agent` exiting with `status`, reported as the process Driver
+    /// reports the exit of a gateway it started (needs [`FakeCompute::with_exit_reports`]).
+    /// Returns whether a revision was serving (and so exited).
+    pub fn exit(&self, agent: &AgentTarget, status: &str) -> bool {
+        let Some(revision_id) = self.serving.lock().expect("lock").remove(&agent.agent_id) else {
+            return false;
+        };
+        let exits = self.exits.as_ref().expect("FakeCompute::with_exit_reports");
+        let _ = exits.send(GatewayExit {
+            agent: agent.clone(),
+            revision_id,
+            pid: 4242,
+            status: status.to_owned(),
+            at: occ_core::Timestamp::now(),
+        });
+        true
     }
 
     fn record(&self, call: Call) {
@@ -222,6 +251,10 @@ impl Compute for FakeCompute {
 
     fn maintenance_interval(&self) -> Option<Duration> {
         self.maintenance
+    }
+
+    fn gateway_exits(&self) -> Option<broadcast::Receiver<GatewayExit>> {
+        self.exits.as_ref().map(broadcast::Sender::subscribe)
     }
 
     async fn ensure_namespace(&self, ns: &NamespaceTarget) -> Result<Convergence, ComputeError> {

@@ -7,15 +7,16 @@
 //! stop → resume → delete and checks, at each step, what serves (`observe`), that the gateway
 //! answers the native handshake with the Agent's credential (`gateway_access`), that preparing
 //! never disturbs what serves, that every verb is idempotent, and that the workspace survives
-//! stop and resume. It starts three gateways.
+//! stop and resume. It starts three gateways. [`rollback`] checks that a revision whose gateway
+//! cannot start is undone by `restore_revision` and measures the outage.
 
 use std::time::Duration;
 
 use occ_core::resource::{AdmittedSpec, ExecutionMode, Generation, HarnessAuth, HarnessDescriptor};
 use occ_core::{AgentId, ConfigurationId, IamId, NamespaceId, RevisionId};
 use occ_drivers::compute::{
-    AgentTarget, Compute, Convergence, NamespaceTarget, Readiness, RevisionContext, RevisionTarget,
-    RuntimeState,
+    AgentTarget, Compute, Convergence, NamespaceTarget, OUTPUT_LINES, Readiness, RevisionContext,
+    RevisionTarget, RuntimeState,
 };
 use occ_gateway::{Endpoint, GatewayError, Session};
 use serde_json::{Value, json};
@@ -242,6 +243,118 @@ pub async fn lifecycle_in(compute: &dyn Compute, (ns, agent): (NamespaceTarget, 
                 .expect("delete_namespace"),
             Convergence::Done
         );
+    }
+}
+
+/// A document the pinned runtime's schema accepts but whose gateway cannot start: TLS with a
+/// certificate that does not exist.
+pub fn document_failing_at_startup() -> Value {
+    let mut doc = document("tls");
+    doc["gateway"] = json!({"tls": {
+        "enabled": true,
+        // Without this the gateway generates a self-signed pair wherever it can write.
+        "autoGenerate": false,
+        // Under a file: no process can create it.
+        "certPath": "/dev/null/occ-conformance/cert.pem",
+        "keyPath": "/dev/null/occ-conformance/key.pem",
+    }});
+    doc
+}
+
+/// What [`rollback`] measured.
+#[derive(Debug, Clone, Copy)]
+pub struct RollbackFigures {
+    /// From the failed candidate's activation call to its failure.
+    pub failed_activation: Duration,
+    /// From the activation call until revision 1 answered the native handshake again: the
+    /// longest the Agent can have been unreachable.
+    pub outage: Duration,
+}
+
+/// A failed activation is undone: revision 1 serves, revision 2 (whose gateway cannot start)
+/// fails with a code that names the workload's failure (and, where `with_output`, the
+/// gateway's last output lines), `restore_revision` brings revision 1 back (idempotently), and
+/// retiring revision 2 leaves revision 1 serving. Starts three gateways.
+pub async fn rollback(compute: &dyn Compute, with_output: bool) -> RollbackFigures {
+    let ctx = RevisionContext::default();
+    let (ns, agent) = targets();
+    compute
+        .ensure_namespace(&ns)
+        .await
+        .expect("ensure_namespace");
+    let rev1 = revision(compute, &agent, 1, document("one"));
+    compute
+        .prepare_revision(&rev1, &ctx)
+        .await
+        .expect("prepare 1");
+    compute
+        .activate_revision(&rev1, &ctx)
+        .await
+        .expect("activate 1");
+    connect(compute, &agent).await.expect("revision 1 serves");
+
+    let rev2 = revision(compute, &agent, 2, document_failing_at_startup());
+    assert_eq!(
+        compute
+            .prepare_revision(&rev2, &ctx)
+            .await
+            .expect("prepare 2"),
+        Readiness::Ready
+    );
+    let started = std::time::Instant::now();
+    let failure = compute
+        .activate_revision(&rev2, &ctx)
+        .await
+        .expect_err("a gateway with a missing TLS certificate does not start");
+    let failed_activation = started.elapsed();
+    assert!(
+        [
+            "RUNTIME_STARTUP_FAILED",
+            "RUNTIME_CONFIGURATION_INVALID",
+            "AGENT_GATEWAY_UNAVAILABLE",
+            "GATEWAY_NOT_READY",
+        ]
+        .contains(&failure.code.as_str()),
+        "the failure names the workload: {failure}"
+    );
+    if with_output {
+        assert!(
+            !failure.output.is_empty() && failure.output.len() <= OUTPUT_LINES,
+            "the gateway's last output lines come with the failure: {failure:?}"
+        );
+        assert!(
+            !failure.message.contains('\n'),
+            "the output is not folded into the message: {}",
+            failure.message
+        );
+    }
+
+    for _ in 0..2 {
+        compute
+            .restore_revision(&rev1, &ctx, &rev2)
+            .await
+            .expect("restore revision 1");
+    }
+    connect(compute, &agent)
+        .await
+        .expect("revision 1 serves again");
+    let outage = started.elapsed();
+    assert_eq!(observe(compute, &rev1).await, RuntimeState::Serving);
+    assert_eq!(observe(compute, &rev2).await, RuntimeState::NotCurrent);
+    compute.retire_revision(&rev2).await.expect("retire 2");
+    assert_eq!(observe(compute, &rev1).await, RuntimeState::Serving);
+    connect(compute, &agent)
+        .await
+        .expect("retiring the failed revision leaves revision 1 serving");
+
+    compute.delete_agent(&agent).await.expect("delete_agent");
+    compute
+        .delete_namespace(&ns)
+        .await
+        .expect("delete_namespace");
+    RollbackFigures {
+        failed_activation,
+        outage,
     }
 }
 

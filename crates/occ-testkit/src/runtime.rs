@@ -57,3 +57,88 @@ pub fn shared_runtime() -> &'static OpenclawRuntime {
         installed.unwrap_or_else(|e| panic!("cannot install the OpenClaw runtime for tests: {e}"))
     })
 }
+
+/// The programs that per-Agent Unix users run in a test — the shared runtime and an `occ`
+/// binary (`occ workspace-setup`, started from the binary that runs `occ compute-host`) — at
+/// paths any user can reach. The checkout may sit under a directory other users cannot enter
+/// (a clone inside `mktemp -d`, mode 0700): then both are hard-linked (copied across file
+/// systems) under `/var/lib` and removed when this is dropped. Otherwise they are used in place.
+pub struct AgentReachablePrograms {
+    runtime: PathBuf,
+    occ: PathBuf,
+    _copy: Option<tempfile::TempDir>,
+}
+
+impl AgentReachablePrograms {
+    /// The shared runtime (installed on first use) and `occ`. Blocking, like [`shared_runtime`].
+    pub fn new(occ: &Path) -> Self {
+        use std::os::unix::fs::PermissionsExt as _;
+        shared_runtime();
+        let runtime = std::fs::canonicalize(runtime_root()).expect("runtime root");
+        let occ = std::fs::canonicalize(occ).expect("occ binary");
+        if reachable_by_others(&runtime) && reachable_by_others(&occ) {
+            return Self {
+                runtime,
+                occ,
+                _copy: None,
+            };
+        }
+        let copy = tempfile::Builder::new()
+            .prefix("occ-test-programs-")
+            .tempdir_in("/var/lib")
+            .expect("a directory under /var/lib");
+        std::fs::set_permissions(copy.path(), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod");
+        let copied_runtime = copy.path().join("runtime");
+        link_tree(&runtime, &copied_runtime).expect("link the runtime");
+        let copied_occ = copy.path().join("occ");
+        link_or_copy(&occ, &copied_occ).expect("link occ");
+        Self {
+            runtime: copied_runtime,
+            occ: copied_occ,
+            _copy: Some(copy),
+        }
+    }
+
+    /// The runtime's install root.
+    pub fn runtime(&self) -> &Path {
+        &self.runtime
+    }
+
+    /// The `occ` binary.
+    pub fn occ(&self) -> &Path {
+        &self.occ
+    }
+}
+
+/// Whether users other than the owner may search every directory down to `path` and search
+/// or execute `path` itself.
+fn reachable_by_others(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt as _;
+    path.ancestors().all(|entry| {
+        std::fs::metadata(entry).is_ok_and(|meta| meta.permissions().mode() & 0o001 != 0)
+    })
+}
+
+/// Recreates the tree at `from` under `to`: directories with their modes, files hard-linked,
+/// symbolic links as they are.
+fn link_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+    let meta = std::fs::symlink_metadata(from)?;
+    if meta.file_type().is_symlink() {
+        std::os::unix::fs::symlink(std::fs::read_link(from)?, to)
+    } else if meta.is_dir() {
+        std::fs::create_dir(to)?;
+        for entry in std::fs::read_dir(from)? {
+            let entry = entry?;
+            link_tree(&entry.path(), &to.join(entry.file_name()))?;
+        }
+        std::fs::set_permissions(to, meta.permissions())
+    } else {
+        link_or_copy(from, to)
+    }
+}
+
+/// A hard link, or a copy (with its mode) where links cannot cross file systems.
+fn link_or_copy(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::hard_link(from, to).or_else(|_| std::fs::copy(from, to).map(|_| ()))
+}

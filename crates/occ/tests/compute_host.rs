@@ -606,12 +606,13 @@ fn a_gateway_runs_from_its_systemd_unit() {
     use occ_host::wire::WireSetup;
     use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 
-    occ_testkit::runtime::shared_runtime();
+    // The Agent's user runs the runtime: it must be able to reach it wherever the checkout is.
+    let programs = occ_testkit::runtime::AgentReachablePrograms::new(Path::new(OCC));
     let root = Root::outside_tmp();
     // The runtime through a link in the root, and occ itself from the root (its unit runs
     // `occ workspace-setup` from where `occ compute-host` ran): the checkout may be under /tmp.
     let runtime = root.path().join("runtime");
-    std::os::unix::fs::symlink(occ_testkit::runtime::runtime_root(), &runtime).expect("link");
+    std::os::unix::fs::symlink(programs.runtime(), &runtime).expect("link");
     let occ = root.path().join("occ");
     if std::fs::hard_link(OCC, &occ).is_err() {
         std::fs::copy(OCC, &occ).expect("copy occ");

@@ -5,7 +5,10 @@
 //! - deploy → `succeeded`, the pointer set, the gateway answering `hello-ok` with the Agent's
 //!   token, its config the frozen snapshot; redeploy after a Configuration change → revision 2
 //!   at generation 2, rolled onto the new snapshot, revision 1 retired with its snapshot kept;
-//!   a killed gateway restarted by maintenance (and recorded); stop → no process, pointer
+//!   a SIGKILLed gateway seen at once (its exit reported by the Driver that reaps it: the
+//!   runtime route says `restarting` or counts the restart within seconds, the worker logs a
+//!   WARN naming the Agent, revision and signal), restarted long before the maintenance
+//!   interval, audited, serving again; stop → no process, pointer
 //!   cleared; deploy again → the same workspace; deploys admitted back to back and a stop
 //!   between them → only the last runs; delete → nothing left (SQLite);
 //! - the worker SIGKILLed during workspace seeding and during gateway startup, then restarted →
@@ -25,7 +28,13 @@ use support::{Stack, gateway_roots, hello, record, snapshot};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deploy_redeploy_restart_stop_resume_and_delete() {
-    let mut s = Stack::start(Backend::Sqlite, "29400-29449").await;
+    // Maintenance far beyond the test: only the reported exit can bring the restart on.
+    let mut s = Stack::start_with(
+        Backend::Sqlite,
+        "29400-29449",
+        &[("OCC_MAINTENANCE_INTERVAL_MS", "600000".to_owned())],
+    )
+    .await;
     let doc1 = json!({"agents": {"defaults": {"model": {"primary": "openai/gpt-5"}}}, "plugins": {"enabled": false}});
     let cfg = s.configuration(doc1.clone()).await;
     let agent = s.agent("lifecycle", &cfg).await;
@@ -95,14 +104,38 @@ async fn deploy_redeploy_restart_stop_resume_and_delete() {
         "revision 1 retired"
     );
 
-    // ---- the gateway crashes; maintenance restarts it and records it ----
+    // ---- the gateway crashes: visible at once, restarted, recorded ----
+    let runtime_path = format!("/namespaces/{}/agents/{agent}/runtime", s.ns);
+    let runtime = s.get(&runtime_path).await["data"].clone();
+    assert_eq!(
+        (
+            &runtime["state"],
+            &runtime["restarts"],
+            &runtime["revisionId"]
+        ),
+        (&json!("running"), &json!(0), &json!(rev2)),
+        "{runtime}"
+    );
     let restarts_before = s.audit_count("openclaw.agents.lifecycle.restart").await;
+    let killed_at = Instant::now();
     if let Some(pid) = i32::try_from(pid2)
         .ok()
         .and_then(rustix::process::Pid::from_raw)
     {
         rustix::process::kill_process_group(pid, rustix::process::Signal::KILL).unwrap();
     }
+    let seen = loop {
+        let runtime = s.get(&runtime_path).await["data"].clone();
+        if runtime["state"] == "restarting" || runtime["restarts"] == 1 {
+            break runtime;
+        }
+        assert!(
+            killed_at.elapsed() < Duration::from_secs(5),
+            "the exit is not visible 5 s after the kill: {runtime}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(seen["lastExitStatus"], "signal: 9 (SIGKILL)", "{seen}");
     s.wait_for("the gateway to be restarted", async || {
         record(&dir).is_some_and(|r| r["pid"].as_u64() != Some(pid2))
             && dir.join("served.json").exists()
@@ -115,6 +148,24 @@ async fn deploy_redeploy_restart_stop_resume_and_delete() {
         s.audit_count("openclaw.agents.lifecycle.restart").await > restarts_before
     })
     .await;
+    let runtime = s.get(&runtime_path).await["data"].clone();
+    assert_eq!(
+        (
+            &runtime["state"],
+            &runtime["restarts"],
+            &runtime["lastExitAt"]
+        ),
+        (&json!("running"), &json!(1), &seen["lastExitAt"]),
+        "{runtime}"
+    );
+    let worker_log = std::fs::read_to_string(s.dir.path().join("worker-1.log")).unwrap();
+    let warn = worker_log
+        .lines()
+        .find(|l| l.contains("WARN") && l.contains("gateway exited unexpectedly"))
+        .unwrap_or_else(|| panic!("no WARN for the exit in the worker log:\n{worker_log}"));
+    for expected in [agent.as_str(), rev2.as_str(), s.ns.as_str(), "SIGKILL"] {
+        assert!(warn.contains(expected), "{expected} missing from: {warn}");
+    }
     assert_eq!(s.agent_state(&agent).await["activeRevisionId"], rev2);
 
     // ---- stop: nothing runs, the pointer is cleared ----

@@ -121,6 +121,44 @@ fn install_refuses_a_runtime_that_prints_another_schema() {
     assert!(stderr.contains("scripts/pin-runtime-schema.sh"), "{stderr}");
 }
 
+/// A runtime another user cannot reach (here: under a 0700 directory, as a checkout inside
+/// `mktemp -d` is) is refused with the path component that stands in the way, not only
+/// "Permission denied". Needs root (runs `occ` as `nobody`).
+#[test]
+fn a_runtime_behind_a_private_directory_is_refused_naming_that_directory() {
+    use std::os::unix::fs::PermissionsExt as _;
+    use std::os::unix::process::CommandExt as _;
+    const NOBODY: u32 = 65534;
+    let tmp = tempfile::tempdir().expect("tmp");
+    let private = tmp.path().join("private");
+    std::fs::create_dir(&private).expect("mkdir");
+    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    let root = private.join("runtime");
+    fake_runtime(&root, r#"{"type": "object"}"#);
+    // Everything else on the way is open: only `private` may be named.
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let out = Command::new(env!("CARGO_BIN_EXE_occ"))
+        .args(["runtime", "schema", "--dir"])
+        .arg(&root)
+        .env("OCC_LOG", "warn")
+        .current_dir("/")
+        .uid(NOBODY)
+        .gid(NOBODY)
+        .output()
+        .expect("occ as nobody");
+    assert!(!out.status.success());
+    let stderr = text(&out.stderr);
+    let expected = format!(
+        "{} (owner uid 0, mode 0700) is not searchable by uid {NOBODY}",
+        private.display()
+    );
+    assert!(
+        stderr.contains("cannot read the install marker"),
+        "{stderr}"
+    );
+    assert!(stderr.contains(&expected), "{stderr}");
+}
+
 /// `openclaw config validate --json` of the pinned runtime on `document`: its verdict.
 async fn runtime_verdict(document: &Value) -> (bool, Value) {
     let runtime = shared_runtime();

@@ -30,6 +30,7 @@ use occ_host::snapshot::GatewayBind;
 use occ_host::wire::{HostSettings, SupervisorChoice, default_unit_dir};
 use occ_host::workspace_setup::STOCK_DEFAULTS_ID;
 use occ_testkit::compute_conformance::{self as conformance, document, revision, targets};
+use occ_testkit::runtime::AgentReachablePrograms;
 use support::sshd::Sshd;
 use tokio::sync::Mutex;
 
@@ -98,15 +99,33 @@ impl Drop for Host {
     }
 }
 
-fn runtime_root() -> PathBuf {
-    occ_testkit::runtime::shared_runtime();
-    occ_testkit::runtime::runtime_root()
+/// The runtime and `occ` where the Agents' users can reach them (gateways and workspace setup
+/// run as those users, from the runtime and from the `occ` that runs `occ compute-host`).
+fn agent_programs() -> AgentReachablePrograms {
+    AgentReachablePrograms::new(Path::new(OCC))
 }
 
 fn driver(
     sshd: &Sshd,
     host: &Host,
-    runtime: &Path,
+    programs: &AgentReachablePrograms,
+    ports: (u16, u16),
+    known: PathBuf,
+) -> SshCompute {
+    driver_at(
+        sshd,
+        host,
+        (programs.occ(), programs.runtime()),
+        ports,
+        known,
+    )
+}
+
+/// A Driver whose host runs `occ` and the runtime from the given paths.
+fn driver_at(
+    sshd: &Sshd,
+    host: &Host,
+    (occ, runtime): (&Path, &Path),
     ports: (u16, u16),
     known: PathBuf,
 ) -> SshCompute {
@@ -117,7 +136,7 @@ fn driver(
             user: "root".into(),
             identity_file: sshd.identity(),
             known_hosts_file: known,
-            remote_occ: PathBuf::from(OCC),
+            remote_occ: occ.to_path_buf(),
             host: HostSettings {
                 root: host.path().to_path_buf(),
                 runtime_root: runtime.to_path_buf(),
@@ -183,14 +202,20 @@ fn cat_as(user: &str, path: &Path) -> Result<String, String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[expect(
+    clippy::print_stderr,
+    reason = "the rollback figures docs/ARCHITECTURE.md cites"
+)]
 async fn conformance_suite_over_ssh() {
-    let runtime = tokio::task::spawn_blocking(runtime_root).await.unwrap();
+    let programs = tokio::task::spawn_blocking(agent_programs).await.unwrap();
     let _turn = GATEWAYS.lock().await;
     let sshd = Sshd::start().await;
     let host = Host::new();
-    let compute = driver(&sshd, &host, &runtime, (29900, 29909), sshd.known_hosts());
+    let compute = driver(&sshd, &host, &programs, (29900, 29909), sshd.known_hosts());
     conformance::lifecycle(&compute).await;
     conformance::refusals(&compute).await;
+    let figures = conformance::rollback(&compute, true).await;
+    eprintln!("SSH rollback: {figures:?}");
     assert!(recorded_gateways(host.path()).is_empty());
     // Deleting the Agents removed their accounts.
     assert!(host.accounts().is_empty(), "{:?}", host.accounts());
@@ -198,11 +223,11 @@ async fn conformance_suite_over_ssh() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agents_on_one_host_are_separate_users() {
-    let runtime = tokio::task::spawn_blocking(runtime_root).await.unwrap();
+    let programs = tokio::task::spawn_blocking(agent_programs).await.unwrap();
     let _turn = GATEWAYS.lock().await;
     let sshd = Sshd::start().await;
     let host = Host::new();
-    let compute = driver(&sshd, &host, &runtime, (29910, 29919), sshd.known_hosts());
+    let compute = driver(&sshd, &host, &programs, (29910, 29919), sshd.known_hosts());
     let (ns, a) = targets();
     let b = AgentTarget {
         agent_id: occ_core::AgentId::generate(),
@@ -385,12 +410,12 @@ async fn agents_on_one_host_are_separate_users() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_or_changed_host_keys_and_secrets_are_refused() {
-    let runtime = tokio::task::spawn_blocking(runtime_root).await.unwrap();
+    let programs = tokio::task::spawn_blocking(agent_programs).await.unwrap();
     let sshd = Sshd::start().await;
     let host = Host::new();
     let (ns, agent) = targets();
     for known in [sshd.wrong_known_hosts(), sshd.empty_known_hosts()] {
-        let compute = driver(&sshd, &host, &runtime, (29920, 29929), known.clone());
+        let compute = driver(&sshd, &host, &programs, (29920, 29929), known.clone());
         let err = compute
             .ensure_namespace(&ns)
             .await
@@ -405,7 +430,7 @@ async fn unknown_or_changed_host_keys_and_secrets_are_refused() {
     );
 
     // A key the host does not accept: refused, permanent.
-    let mut wrong_key = driver(&sshd, &host, &runtime, (29920, 29929), sshd.known_hosts());
+    let mut wrong_key = driver(&sshd, &host, &programs, (29920, 29929), sshd.known_hosts());
     let other_key = sshd.dir.path().join("other_ed25519");
     wrong_key = SshCompute::new(SshSettings {
         host: SshHost {
@@ -420,7 +445,7 @@ async fn unknown_or_changed_host_keys_and_secrets_are_refused() {
     assert_eq!(err.class, FailureClass::Permanent);
 
     // Secrets are never delivered to a host: refused before the host is contacted.
-    let compute = driver(&sshd, &host, &runtime, (29920, 29929), sshd.known_hosts());
+    let compute = driver(&sshd, &host, &programs, (29920, 29929), sshd.known_hosts());
     let rev = revision(&compute, &agent, 1, document("gpt-5"));
     let ctx = RevisionContext {
         environment: [("OPENAI_API_KEY".to_owned(), SecretText::new("sk-x".into()))].into(),
@@ -439,11 +464,11 @@ async fn unknown_or_changed_host_keys_and_secrets_are_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sshd_down_during_a_deploy_is_transient_and_converges() {
-    let runtime = tokio::task::spawn_blocking(runtime_root).await.unwrap();
+    let programs = tokio::task::spawn_blocking(agent_programs).await.unwrap();
     let _turn = GATEWAYS.lock().await;
     let mut sshd = Sshd::start().await;
     let host = Host::new();
-    let compute = driver(&sshd, &host, &runtime, (29930, 29939), sshd.known_hosts());
+    let compute = driver(&sshd, &host, &programs, (29930, 29939), sshd.known_hosts());
     let ctx = RevisionContext::default();
     let (ns, agent) = targets();
     compute.ensure_namespace(&ns).await.expect("ensure");
@@ -518,7 +543,7 @@ async fn deploy_files_redeploy_stop_resume_through_the_api() {
     use reqwest::{Method, StatusCode};
     use serde_json::json;
 
-    let runtime = tokio::task::spawn_blocking(runtime_root).await.unwrap();
+    let programs = tokio::task::spawn_blocking(agent_programs).await.unwrap();
     let _turn = GATEWAYS.lock().await;
     let mut sshd = Sshd::start().await;
     let host = Host::new();
@@ -534,9 +559,12 @@ async fn deploy_files_redeploy_stop_resume_through_the_api() {
             "OCC_SSH_KNOWN_HOSTS_FILE",
             sshd.known_hosts().display().to_string(),
         ),
-        ("OCC_SSH_REMOTE_OCC", OCC.to_owned()),
+        ("OCC_SSH_REMOTE_OCC", programs.occ().display().to_string()),
         ("OCC_SSH_REMOTE_ROOT", host.path().display().to_string()),
-        ("OCC_SSH_REMOTE_RUNTIME", runtime.display().to_string()),
+        (
+            "OCC_SSH_REMOTE_RUNTIME",
+            programs.runtime().display().to_string(),
+        ),
         ("OCC_SSH_PORT_RANGE", "29940-29949".to_owned()),
         ("OCC_SSH_ACCOUNT_PREFIX", PREFIX.to_owned()),
         // Detached gateways, whatever the machine runs (auto would pick systemd where it runs).
@@ -718,20 +746,20 @@ async fn deploy_files_redeploy_stop_resume_through_the_api() {
 /// Namespaces mapped to their own host go there; the others to the default host.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn namespaces_go_to_their_hosts() {
-    let runtime = tokio::task::spawn_blocking(runtime_root).await.unwrap();
+    let programs = tokio::task::spawn_blocking(agent_programs).await.unwrap();
     let (sshd_a, sshd_b) = (Sshd::start().await, Sshd::start().await);
     let (host_a, host_b) = (Host::new(), Host::new());
     let a = driver(
         &sshd_a,
         &host_a,
-        &runtime,
+        &programs,
         (29920, 29929),
         sshd_a.known_hosts(),
     );
     let b = driver(
         &sshd_b,
         &host_b,
-        &runtime,
+        &programs,
         (29920, 29929),
         sshd_b.known_hosts(),
     );
@@ -764,10 +792,10 @@ async fn namespaces_go_to_their_hosts() {
 async fn a_killed_ssh_client_abandons_the_operation_on_the_host() {
     let sshd = Sshd::start().await;
     let host = Host::new();
-    let compute = std::sync::Arc::new(driver(
+    let compute = std::sync::Arc::new(driver_at(
         &sshd,
         &host,
-        Path::new("/opt/occ-test-no-runtime"),
+        (Path::new(OCC), Path::new("/opt/occ-test-no-runtime")),
         (29920, 29929),
         sshd.known_hosts(),
     ));

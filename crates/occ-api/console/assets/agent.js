@@ -1,12 +1,13 @@
-// One Agent: its state and actions (Stop Agent, Delete Agent and their refreshes), the deploy
-// progress, and three tabs — Configuration (view, Create new version, Deploy new version),
-// Deployment activity (revisions, newest first, each with Roll back to this revision) and
-// Workspace files (one editor per file).
+// One Agent: its state and actions (Stop Agent, Delete Agent and their refreshes), the gateway
+// as the worker last observed it (state, restarts, last exit), the deploy progress, and three
+// tabs — Configuration (view, Create new version, Deploy new version), Deployment activity
+// (revisions, newest first, each with Roll back to this revision) and Workspace files (one
+// editor per file).
 
 import { api, paths } from './api.js';
 import { confirmDialog, h, replace, when } from './dom.js';
 import { FILES, fileKey, jsonEditor, lf, loadLatest } from './agents.js';
-import { STATES, canRollBackTo, isPending, isTransitional, lifecycleState } from './lifecycle.js';
+import { STATES, canRollBackTo, isPending, isTransitional, lifecycleState, runtimeSummary } from './lifecycle.js';
 import {
   actionButton, badge, canAgent, canConfiguration, clearAlert, ctx, href, navigate, page, showError, showStatus,
 } from './shell.js';
@@ -47,6 +48,7 @@ export async function agentPage({ scope, params: [agentId] }) {
   }
   let revisions = [];
   let latest = null;
+  let runtime = null;
   let state = 'draft';
   let deleteRequested = agent.status === 'deleting';
 
@@ -67,6 +69,8 @@ export async function agentPage({ scope, params: [agentId] }) {
     replace(summary,
       row('State', stateBadge),
       row('Desired state', h('span', { id: 'desired-state' }, agent.desiredRuntimeState)),
+      row('Gateway', h('span', { id: 'gateway-runtime', dataset: { state: runtime ? runtime.state : 'unavailable' } },
+        runtimeSummary(runtime, when))),
       row('Selected revision', h('span', { id: 'selected-revision' },
         agent.activeRevisionId ? (active ? `#${active.revision} (generation ${active.configurationGeneration})` : agent.activeRevisionId) : 'none')),
       row('Configuration', h('code', {}, agent.configurationId)),
@@ -126,6 +130,7 @@ export async function agentPage({ scope, params: [agentId] }) {
       throw e;
     }
     ({ revisions, latest } = await loadLatest(ns, agentId));
+    runtime = await loadRuntime();
     if (scope.disposed) return false;
     state = lifecycleState(agent, latest);
     renderSummary();
@@ -134,15 +139,25 @@ export async function agentPage({ scope, params: [agentId] }) {
       announce();
     }
     if (tabOnUpdate) await tabOnUpdate(previousActive);
-    const busy = isTransitional(state) || deleteRequested;
-    if (busy && !polling) {
+    const busy = () => isTransitional(state) || deleteRequested || (runtime && runtime.state === 'restarting');
+    if (busy() && !polling) {
       polling = true;
       scope.poll(1000, async () => {
-        polling = (await refreshAgent()) !== false && (isTransitional(state) || deleteRequested);
+        polling = (await refreshAgent()) !== false && busy();
         return polling;
       });
     }
     return true;
+  }
+
+  /** The gateway as the worker last observed it; null when it cannot be read (the rest of the
+   * page does not depend on it). */
+  async function loadRuntime() {
+    try {
+      return (await api('GET', paths.runtime(ns, agentId))).data;
+    } catch {
+      return null;
+    }
   }
 
   /** Says what the Agent is doing now (the status region is read by screen readers). */
@@ -543,6 +558,7 @@ export async function agentPage({ scope, params: [agentId] }) {
 
   const wanted = new URLSearchParams(location.search).get('tab') || 'configuration';
   ({ revisions, latest } = await loadLatest(ns, agentId));
+  runtime = await loadRuntime();
   state = lifecycleState(agent, latest);
   announcedState = state;
   const viewOnly = !['update', 'delete', 'deploy', 'operate'].some((a) => canAgent(agent.id, a));
@@ -557,6 +573,6 @@ export async function agentPage({ scope, params: [agentId] }) {
   heading.classList.add('agent-title');
   renderSummary();
   await select(wanted);
-  if (isTransitional(state) || deleteRequested) await refreshAgent();
+  if (isTransitional(state) || deleteRequested || (runtime && runtime.state === 'restarting')) await refreshAgent();
   scope.onDispose(() => { tabOnUpdate = null; });
 }

@@ -88,6 +88,7 @@ export const paths = {
   stop: (ns, agt) => `/namespaces/${seg(ns)}/agents/${seg(agt)}/stop`,
   revisions: (ns, agt) => `/namespaces/${seg(ns)}/agents/${seg(agt)}/revisions`,
   redeploy: (ns, agt, rev) => `/namespaces/${seg(ns)}/agents/${seg(agt)}/revisions/${seg(rev)}/redeploy`,
+  runtime: (ns, agt) => `/namespaces/${seg(ns)}/agents/${seg(agt)}/runtime`,
   deployment: (ns, agt, rev) => `/namespaces/${seg(ns)}/agents/${seg(agt)}/deployments/${seg(rev)}`,
   file: (ns, agt, name) => `/namespaces/${seg(ns)}/agents/${seg(agt)}/workspace/files/${seg(name)}`,
 };

@@ -60,3 +60,27 @@ export function isTransitional(state) {
 export function canRollBackTo(agent, revision, mayDeploy) {
   return Boolean(mayDeploy) && agent.status !== 'deleting' && revision.id !== agent.activeRevisionId;
 }
+
+/** The gateway's observed state (occ's `…/runtime` route), in the console's words. */
+export const RUNTIME_STATES = {
+  running: 'Running',
+  restarting: 'Restarting',
+  stopped: 'Stopped',
+  unknown: 'Not observed yet',
+};
+
+/**
+ * One line about the gateway as the worker last observed it: its state, how often occ
+ * restarted the revision's gateway, and the last exit (`formatTime` renders its time).
+ * @param runtime the `…/runtime` resource, or null when it could not be read
+ */
+export function runtimeSummary(runtime, formatTime) {
+  if (!runtime) return 'unavailable';
+  const parts = [RUNTIME_STATES[runtime.state] || runtime.state];
+  if (runtime.restarts > 0) parts.push(runtime.restarts === 1 ? '1 restart' : `${runtime.restarts} restarts`);
+  if (runtime.lastExitAt) {
+    const how = runtime.lastExitStatus ? ` (${runtime.lastExitStatus})` : '';
+    parts.push(`last exit ${formatTime(runtime.lastExitAt)}${how}`);
+  }
+  return parts.join(' · ');
+}

@@ -9,7 +9,7 @@ use crate::extract::{AGENT_CREATE_LIMIT, Ctx, DEFAULT_LIMIT, JsonBody, NoBody, P
 use crate::inputs::{AgentCreateBody, AgentUpdateBody};
 use crate::openapi::{Data, ErrorBody};
 use crate::state::AppState;
-use crate::views::{AgentView, DeploymentView, RevisionView};
+use crate::views::{AgentRuntimeView, AgentView, DeploymentView, RevisionView};
 
 /// Agents the caller may read.
 #[utoipa::path(get, path = "/namespaces/{namespaceId}/agents", operation_id = "listAgents", tag = "Agents",
@@ -60,6 +60,25 @@ pub async fn get_agent(
         .agent_get(&ctx.req, p.ns()?, p.agent()?)
         .await?;
     Ok(ok(AgentView::from(&agent)))
+}
+
+/// What the worker last observed of the Agent's gateway: running, restarting after an exit,
+/// stopped, or unknown; restarts of the observed revision and its last exit. occ's own route
+/// (not in the reference API), read from platform state without asking the Compute Driver.
+#[utoipa::path(get, path = "/namespaces/{namespaceId}/agents/{agentId}/runtime", operation_id = "getAgentRuntime", tag = "Agents",
+    params(("namespaceId" = String, Path), ("agentId" = String, Path)),
+    responses((status = 200, body = Data<AgentRuntimeView>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn get_agent_runtime(
+    State(s): State<AppState>,
+    p: Params,
+    ctx: Ctx,
+) -> Result<impl IntoResponse, ApiError> {
+    let (agent, runtime) = s
+        .controller
+        .agent_runtime(&ctx.req, p.ns()?, p.agent()?)
+        .await?;
+    Ok(ok(AgentRuntimeView::new(&agent, runtime.as_ref())))
 }
 
 /// Update the draft (omitted keeps, `null` clears). Never deploys.

@@ -176,6 +176,10 @@ fn assert_well_formed<T>(result: Result<T, Error>) -> Result<(), TestCaseError> 
 }
 
 /// 512 cases per property unless `PROPTEST_CASES` asks for a longer campaign.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "proptest's own knob for the number of cases"
+)]
 fn campaign_cases() -> u32 {
     std::env::var("PROPTEST_CASES")
         .ok()

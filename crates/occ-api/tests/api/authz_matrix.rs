@@ -412,6 +412,13 @@ fn rows() -> Vec<Row> {
             body: none,
             expect: R,
         },
+        Row {
+            op: "getAgentRuntime",
+            method: Method::GET,
+            path: |f| format!("/namespaces/{}/agents/{}/runtime", f.ns, f.agt),
+            body: none,
+            expect: R,
+        },
         // No worker runs here, so the Agent has no active revision: an authorized caller gets
         // 503 DEPENDENCY_UNAVAILABLE, after the authorization decision.
         Row {

@@ -364,6 +364,14 @@ async fn every_route_envelope() {
     )
     .await;
     t.step(
+        "agents: runtime (not observed yet)",
+        Method::GET,
+        &format!("{agents}/{agt}/runtime"),
+        &admin,
+        None,
+    )
+    .await;
+    t.step(
         "revisions: list",
         Method::GET,
         &format!("{agents}/{agt}/revisions"),

@@ -9,7 +9,9 @@
 
 use occ_core::audit::{AuditKind, AuditOutcome};
 use occ_core::authz::{Action, ResourceKind, ResourceRef};
-use occ_core::resource::{Agent, AgentRevision, AgentStatus, DesiredRuntimeState};
+use occ_core::resource::{
+    Agent, AgentRevision, AgentStatus, DesiredRuntimeState, RuntimeObservation,
+};
 use occ_drivers::compute::{AgentTarget, ComputeError};
 use occ_store::queue::Claim;
 use serde_json::json;
@@ -155,6 +157,13 @@ impl Worker {
                             &agent.id,
                             Some(&active.id),
                             None,
+                        )
+                        .await?;
+                        tx.agent_runtime_observe(
+                            &agent.namespace_id,
+                            &agent.id,
+                            &active.id,
+                            &RuntimeObservation::Stopped,
                         )
                         .await?;
                     } else {

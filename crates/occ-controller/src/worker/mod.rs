@@ -13,9 +13,11 @@
 //! fails with `CONVERGENCE_DEADLINE_EXCEEDED`.
 //!
 //! Work kinds: Namespace ensure/delete ([`namespaces`]), revision reconcile and maintenance
-//! ([`revisions`]), Agent stop and delete ([`agents`]).
+//! ([`revisions`]), Agent stop and delete ([`agents`]). Gateway exits the Compute Driver
+//! reports bring the maintenance pass forward ([`exits`]).
 
 mod agents;
+mod exits;
 pub mod lease;
 mod namespaces;
 mod revisions;
@@ -133,7 +135,11 @@ impl Outcome {
         match err.class {
             FailureClass::Pending => Outcome::Pending(err.code.clone()),
             FailureClass::Transient => Outcome::Retry(err.code.clone()),
-            FailureClass::Permanent => Outcome::Permanent(err.code.clone(), None),
+            // The workload's last (redacted) output lines say why it failed.
+            FailureClass::Permanent => Outcome::Permanent(
+                err.code.clone(),
+                (!err.output.is_empty()).then(|| serde_json::json!({ "output": err.output })),
+            ),
         }
     }
 
@@ -227,6 +233,11 @@ impl Worker {
             "worker.started"
         );
         let mut loops = tokio::task::JoinSet::new();
+        if let Some(exits) = self.compute.gateway_exits() {
+            let worker = self.clone();
+            let shutdown = shutdown.clone();
+            loops.spawn(async move { worker.watch_gateway_exits(exits, shutdown).await });
+        }
         for index in 0..self.settings.concurrency.max(1) {
             let worker = self.clone();
             let shutdown = shutdown.clone();

@@ -18,6 +18,7 @@ use occ_testkit::app::{Credential, Reply, TestApp};
 use occ_testkit::compute::{Call, FakeCompute, Scripted, Verb};
 use serde_json::{Value, json};
 
+mod exits;
 mod rollback;
 
 fn settings() -> WorkerSettings {

@@ -27,8 +27,8 @@ pub mod process;
 pub mod ssh;
 
 pub use occ_core::compute::{
-    AgentTarget, ComputeError, Convergence, FailureClass, NamespaceTarget, Readiness,
-    RevisionContext, RevisionTarget, RuntimeState, SecretText,
+    AgentTarget, ComputeError, Convergence, FailureClass, GatewayExit, NamespaceTarget,
+    OUTPUT_LINES, Readiness, RevisionContext, RevisionTarget, RuntimeState, SecretText,
 };
 pub use selection::ComputeSelection;
 
@@ -61,6 +61,12 @@ pub trait Compute: Send + Sync + 'static {
     /// How often the worker re-runs an active revision's maintenance pass (re-prepare and
     /// re-activate, which restarts a crashed gateway), if at all.
     fn maintenance_interval(&self) -> Option<Duration>;
+
+    /// Exits of gateways this Driver supervises itself, as they happen (a stop, retirement or
+    /// replacement by the Driver is not an exit), when it can tell: the process Driver reaps the
+    /// gateways it started. `None` when exits are only found by looking — the maintenance pass
+    /// (re-activation) — as over SSH, under systemd or on Kubernetes. Each call subscribes anew.
+    fn gateway_exits(&self) -> Option<tokio::sync::broadcast::Receiver<GatewayExit>>;
 
     /// Prepares per-Namespace infrastructure. Idempotent.
     async fn ensure_namespace(&self, ns: &NamespaceTarget) -> Result<Convergence, ComputeError>;

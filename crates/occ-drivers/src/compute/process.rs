@@ -13,7 +13,7 @@ use std::time::Duration;
 use occ_host::{Host, HostOptions, LocalSettings};
 
 use super::{
-    AgentTarget, Compute, ComputeError, ComputeSelection, Convergence, GatewayAccess,
+    AgentTarget, Compute, ComputeError, ComputeSelection, Convergence, GatewayAccess, GatewayExit,
     NamespaceTarget, Readiness, RevisionContext, RevisionTarget, RuntimeState,
 };
 
@@ -66,6 +66,10 @@ impl Compute for ProcessCompute {
 
     fn maintenance_interval(&self) -> Option<Duration> {
         self.settings.maintenance_interval
+    }
+
+    fn gateway_exits(&self) -> Option<tokio::sync::broadcast::Receiver<GatewayExit>> {
+        Some(self.host.gateway_exits())
     }
 
     async fn ensure_namespace(&self, ns: &NamespaceTarget) -> Result<Convergence, ComputeError> {

@@ -471,6 +471,10 @@ mod tests {
     fn quiet(_: &str) {}
 
     /// The test process's own `PATH`, as occ passes its own.
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the test passes its own PATH as occ passes its own"
+    )]
     fn path() -> OsString {
         std::env::var_os("PATH").unwrap_or_default()
     }

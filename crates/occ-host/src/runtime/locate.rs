@@ -101,8 +101,9 @@ impl OpenclawRuntime {
                 ));
             }
             Err(e) => {
-                return Err(not_installed(format!(
-                    "cannot read the install marker: {e}"
+                return Err(not_installed(with_blocker(
+                    format!("cannot read the install marker: {e}"),
+                    &root.join(MARKER_FILE),
                 )));
             }
         };
@@ -116,11 +117,13 @@ impl OpenclawRuntime {
         }
         let node = root.join(NODE_REL);
         let entry = root.join(ENTRY_REL);
-        if !node.is_file() {
-            return Err(not_installed(format!("{} is missing", node.display())));
-        }
-        if !entry.is_file() {
-            return Err(not_installed(format!("{} is missing", entry.display())));
+        for file in [&node, &entry] {
+            if !file.is_file() {
+                return Err(not_installed(with_blocker(
+                    format!("{} is missing", file.display()),
+                    file,
+                )));
+            }
         }
         for (rel, want) in [
             (OPENCLAW_PACKAGE_REL, OPENCLAW_VERSION),
@@ -185,6 +188,16 @@ impl OpenclawRuntime {
 pub(crate) fn path_with_first(dir: &Path, rest: &OsStr) -> OsString {
     let paths = std::iter::once(dir.to_path_buf()).chain(std::env::split_paths(rest));
     std::env::join_paths(paths).unwrap_or_else(|_| dir.as_os_str().to_owned())
+}
+
+/// `message`, or what it really is when a permission stands in the way of `path`: the path
+/// component this process may not search or read (a runtime under a directory that the Agent's
+/// user cannot enter reads as "Permission denied" or "missing" otherwise).
+fn with_blocker(message: String, path: &Path) -> String {
+    match crate::fsutil::permission_blocker(path) {
+        Some(blocker) => format!("{message}: {blocker}"),
+        None => message,
+    }
 }
 
 fn read_small(path: &Path) -> io::Result<String> {

@@ -21,7 +21,7 @@ use crate::layout::{
     self, AgentMarker, answers, installed_and_served, mark_served, read_json, switch_current,
     write_if_changed,
 };
-use crate::process::with_log_tail;
+use crate::process::startup_output;
 use crate::workspace_setup::SetupInput;
 
 /// Whether `rev` is installed, was served, its unit is `active` and its gateway answers the
@@ -130,11 +130,11 @@ pub(crate) async fn activate(
     let endpoint = Endpoint::loopback(launch.port, token.expose());
     let deadline = tokio::time::Instant::now() + launch.ready_timeout;
     let failed = |code: &str, message: String| {
-        ComputeError::transient(
-            code,
-            with_log_tail(
-                format!("{message} (journalctl -u {unit})"),
+        ComputeError::transient(code, format!("{message} (journalctl -u {unit})")).with_output(
+            startup_output(
                 &agent_dir.join("logs/gateway.log"),
+                launch.ctx,
+                token.expose(),
             ),
         )
     };

@@ -153,6 +153,33 @@ pub async fn configuration_kind_and_generation_are_bounded(db: TestDb) {
         None,
     )
     .await;
+    // The generation only moves forward, and the content changes only with it.
+    accepted(
+        &mut raw,
+        &format!("UPDATE configurations SET generation = 51 WHERE id = '{cfg}'"),
+    )
+    .await;
+    for lower in ["2", "50"] {
+        refused(
+            &mut raw,
+            &format!("UPDATE configurations SET generation = {lower} WHERE id = '{cfg}'"),
+            Some("configuration_generation_increases"),
+        )
+        .await;
+    }
+    refused(
+        &mut raw,
+        &format!("UPDATE configurations SET secret_bindings = '{{\"X\": 1}}' WHERE id = '{cfg}'"),
+        Some("configuration_generation_increases"),
+    )
+    .await;
+    accepted(
+        &mut raw,
+        &format!(
+            "UPDATE configurations SET generation = 52, secret_bindings = '{{}}' WHERE id = '{cfg}'"
+        ),
+    )
+    .await;
     refused(
         &mut raw,
         &format!("UPDATE configurations SET kind = 'tool' WHERE id = '{cfg}'"),

@@ -25,8 +25,8 @@ use std::collections::BTreeMap;
 use occ_core::audit::{AuditKind, AuditOutcome};
 use occ_core::authz::{Action, ResourceKind, ResourceRef};
 use occ_core::resource::{
-    Agent, AgentRevision, DesiredRuntimeState, HarnessAuth, NamespaceStatus, SecretMeta,
-    WorkspaceSetup,
+    Agent, AgentRevision, DesiredRuntimeState, HarnessAuth, NamespaceStatus, RuntimeObservation,
+    SecretMeta, WorkspaceSetup,
 };
 use occ_core::work::{NewWork, WorkKey, WorkTarget};
 use occ_core::{Error, IamId, SecretId};
@@ -65,7 +65,13 @@ impl Worker {
         let mut progress = Progress::default();
         loop {
             match plan(&read.facts, &progress) {
-                Step::Finish(finish) => return self.finish_revision(claim, &read, finish).await,
+                Step::Finish(finish) => {
+                    let failed_to_serve = matches!(progress.prepared, Some(Err(_)))
+                        || matches!(progress.activated, Some(Err(_)));
+                    return self
+                        .finish_revision(claim, &read, finish, failed_to_serve)
+                        .await;
+                }
                 step => {
                     self.run_step(claim, &read, &target, &mut ctx, &mut progress, step)
                         .await?
@@ -492,6 +498,10 @@ impl Worker {
     /// rollback is recorded with the reason the new revision failed. A maintenance pass that
     /// failed schedules the next one too: the runtime is never retired by maintenance.
     ///
+    /// The runtime observation is recorded with it: serving (a restart counted) after an
+    /// activation, and a maintenance pass that could not get the gateway serving leaves it
+    /// `restarting` (the next pass tries again).
+    ///
     /// The pointer needs no re-check here: only passes in the Agent's lane move it, the lane
     /// has one live claim, and the settlement is fenced by that claim.
     async fn finish_revision(
@@ -499,6 +509,7 @@ impl Worker {
         claim: &Claim,
         read: &RevisionRead,
         finish: Finish,
+        failed_to_serve: bool,
     ) -> Result<PassOutcome, PassError> {
         let item = &claim.item;
         let req = self.request_for(item);
@@ -545,13 +556,42 @@ impl Worker {
                     if !maintenance || done.restarted {
                         tx.audit_append(&activation).await?;
                     }
+                    let observation = if done.restarted {
+                        RuntimeObservation::Restarted
+                    } else {
+                        RuntimeObservation::Serving
+                    };
+                    let runtime = tx
+                        .agent_runtime_observe(
+                            &agent.namespace_id,
+                            &agent.id,
+                            &rev.id,
+                            &observation,
+                        )
+                        .await?;
                     if done.restarted {
-                        let restart = lifecycle_event(
+                        let mut restart = lifecycle_event(
                             "openclaw.agents.lifecycle.restart",
                             "GATEWAY_RESTARTED",
-                        );
+                        )
+                        .detail("restarts", runtime.restarts);
+                        if let Some(at) = runtime.last_exit_at {
+                            restart = restart.detail("lastExitAt", at.to_string());
+                        }
+                        if let Some(status) = &runtime.last_exit_status {
+                            restart = restart.detail("lastExitStatus", status.as_str());
+                        }
                         tx.audit_append(&restart).await?;
                     }
+                }
+                if maintenance && failed_to_serve && facts.is_active() {
+                    tx.agent_runtime_observe(
+                        &agent.namespace_id,
+                        &agent.id,
+                        &rev.id,
+                        &RuntimeObservation::RestartFailed,
+                    )
+                    .await?;
                 }
                 if rolled_back && let Some(previous) = facts.predecessor() {
                     let rollback =

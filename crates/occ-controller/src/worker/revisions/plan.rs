@@ -46,7 +46,7 @@ pub(crate) struct Facts {
 }
 
 impl Facts {
-    fn is_active(&self) -> bool {
+    pub(crate) fn is_active(&self) -> bool {
         self.agent.active_revision_id.as_ref() == Some(&self.revision.id)
     }
 
@@ -291,14 +291,34 @@ fn failure_of_serving(facts: &Facts, e: &ComputeError) -> Outcome {
     }
 }
 
+/// Transient codes that mean the revision's own gateway failed (it exited during startup or
+/// never became ready), not a dependency that may come back.
+const WORKLOAD_FAILURES: &[&str] = &[
+    "RUNTIME_STARTUP_FAILED",
+    "AGENT_GATEWAY_UNAVAILABLE",
+    "GATEWAY_NOT_READY",
+    "WORKSPACE_SETUP_FAILED",
+];
+
+/// Whether an activation failure is the new revision's own: only then is it rolled back, and
+/// failed for good (retrying would take the restored predecessor down at every attempt).
+fn workload_failed(e: &ComputeError) -> bool {
+    match e.class {
+        FailureClass::Pending => false,
+        FailureClass::Permanent => true,
+        FailureClass::Transient => WORKLOAD_FAILURES.contains(&e.code.as_str()),
+    }
+}
+
 /// The activation failed: roll back to the predecessor when there is one, else report it.
 fn activation_failed(facts: &Facts, progress: &Progress, e: &ComputeError) -> Step {
     if facts.is_active() {
         // Nothing to go back to: the pointer already names this revision.
         return Finish::with(failure_of_serving(facts, e));
     }
-    if e.class == FailureClass::Pending {
-        // Still converging (nothing failed yet): look again.
+    if !workload_failed(e) {
+        // Still converging, or a dependency (transport, API server) failed before the new
+        // revision could fail on its own: look again or retry within the item's attempts.
         return Finish::with(Outcome::from_compute(e));
     }
     let Some(previous) = facts.predecessor() else {
@@ -766,6 +786,16 @@ mod tests {
     }
 
     #[test]
+    fn a_dependency_failure_during_activation_is_retried_without_a_rollback() {
+        let facts = redeploy();
+        let mut p = ready();
+        for code in ["DEPENDENCY_UNAVAILABLE", "KUBERNETES_API_UNAVAILABLE"] {
+            p.activated = Some(Err(ComputeError::transient(code, "connection refused")));
+            assert_eq!(outcome(plan(&facts, &p)), Outcome::retry(code));
+        }
+    }
+
+    #[test]
     fn a_first_deploy_that_fails_to_start_is_retried_and_never_published() {
         let facts = first_deploy();
         let mut p = ready();
@@ -784,6 +814,19 @@ mod tests {
         assert_eq!(
             outcome(plan(&facts, &p)),
             Outcome::permanent("RUNTIME_CONFIGURATION_INVALID")
+        );
+        // What the gateway printed reaches the failed deployment.
+        p.activated = Some(Err(ComputeError::permanent(
+            "RUNTIME_CONFIGURATION_INVALID",
+            "x",
+        )
+        .with_output(vec!["Invalid config".into()])));
+        assert_eq!(
+            outcome(plan(&facts, &p)),
+            Outcome::Permanent(
+                "RUNTIME_CONFIGURATION_INVALID".into(),
+                Some(json!({"output": ["Invalid config"]}))
+            )
         );
     }
 

@@ -36,6 +36,7 @@ use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::Resource;
 use kube::api::{Api, ListParams, PostParams};
 use occ_core::RevisionId;
+use occ_core::compute::EXIT_CONFIGURATION_INVALID;
 use occ_core::resource::WorkspaceSetup;
 use occ_host::snapshot::harness_key_variable;
 use serde::Serialize;
@@ -43,7 +44,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::{
-    AgentTarget, Compute, ComputeError, ComputeSelection, Convergence, GatewayAccess,
+    AgentTarget, Compute, ComputeError, ComputeSelection, Convergence, GatewayAccess, GatewayExit,
     NamespaceHook as _, NamespaceTarget, Readiness, RevisionContext, RevisionTarget, RuntimeState,
     SecretText,
 };
@@ -54,8 +55,8 @@ use crate::kubernetes::{
 };
 use forward::Forwards;
 use objects::{
-    ANNOTATION_REVISION_ID, ANNOTATION_TEMPLATE, LABEL_AGENT, Names, foreign, installed, meta,
-    owned, pod_refusal, rolled_out, setup_secret_data, typed,
+    ANNOTATION_REVISION_ID, ANNOTATION_TEMPLATE, LABEL_AGENT, Names, foreign, gateway_exit_code,
+    installed, meta, owned, pod_refusal, rolled_out, setup_secret_data, typed,
 };
 pub use objects::{GATEWAY_PORT, KubernetesComputeSettings};
 
@@ -253,12 +254,8 @@ impl KubernetesCompute {
         }
     }
 
-    /// The running, ready Pod of the Agent's current template, if any.
-    async fn serving_pod(
-        &self,
-        agent: &AgentTarget,
-        revision_id: &str,
-    ) -> Result<Option<String>, ComputeError> {
+    /// The Agent's Pods (of every revision).
+    async fn agent_pods(&self, agent: &AgentTarget) -> Result<Vec<Pod>, ComputeError> {
         let names = self.names(agent).await?;
         let pods: Api<Pod> = self.api(&names.tenant);
         let params = ListParams::default().labels(&format!("{LABEL_AGENT}={}", agent.agent_id));
@@ -267,7 +264,16 @@ impl KubernetesCompute {
             .call("list pods", || pods.list(&params))
             .await
             .map_err(|e| e.into_compute("list pods"))?;
-        Ok(list.items.into_iter().find_map(|p| {
+        Ok(list.items)
+    }
+
+    /// The running, ready Pod of the Agent's current template, if any.
+    async fn serving_pod(
+        &self,
+        agent: &AgentTarget,
+        revision_id: &str,
+    ) -> Result<Option<String>, ComputeError> {
+        Ok(self.agent_pods(agent).await?.into_iter().find_map(|p| {
             let status = p.status.as_ref()?;
             let ready = status
                 .conditions
@@ -282,6 +288,25 @@ impl KubernetesCompute {
                 .then(|| p.metadata.name.clone())
                 .flatten()
         }))
+    }
+
+    /// The exit code of the revision's gateway container if it has exited since its Pod
+    /// started (it has not served: the caller checked that first).
+    async fn exited_during_startup(
+        &self,
+        agent: &AgentTarget,
+        rev: &RevisionTarget,
+    ) -> Result<Option<i32>, ComputeError> {
+        Ok(self
+            .agent_pods(agent)
+            .await?
+            .iter()
+            .filter(|p| {
+                p.metadata.deletion_timestamp.is_none()
+                    && annotation(&p.metadata, ANNOTATION_REVISION_ID)
+                        == Some(rev.revision_id.as_str())
+            })
+            .find_map(gateway_exit_code))
     }
 
     async fn token(&self, agent: &AgentTarget) -> Result<SecretText, ComputeError> {
@@ -624,6 +649,20 @@ impl KubernetesCompute {
             {
                 return self.seal_setup(rev, ctx).await;
             }
+            if let Some(code) = self.exited_during_startup(&rev.agent, rev).await? {
+                // Kubernetes restarts it for ever (CrashLoopBackOff): say so now, so the worker
+                // can put the previous revision back instead of waiting out the deadline.
+                let message = format!(
+                    "the gateway of {} exited during startup (exit code {code}); its log is \
+                     logs/gateway.log on the Agent's volume",
+                    rev.revision_id
+                );
+                return Err(if code == EXIT_CONFIGURATION_INVALID {
+                    ComputeError::permanent("RUNTIME_CONFIGURATION_INVALID", message)
+                } else {
+                    ComputeError::transient("RUNTIME_STARTUP_FAILED", message)
+                });
+            }
             if tokio::time::Instant::now() >= deadline {
                 return Err(ComputeError::transient(
                     "GATEWAY_NOT_READY",
@@ -650,6 +689,11 @@ impl Compute for KubernetesCompute {
 
     fn maintenance_interval(&self) -> Option<Duration> {
         // The Deployment controller restarts a crashed gateway; nothing to re-run.
+        None
+    }
+
+    fn gateway_exits(&self) -> Option<tokio::sync::broadcast::Receiver<GatewayExit>> {
+        // The kubelet restarts the container itself.
         None
     }
 

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ContainerState, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use occ_core::resource::WorkspaceSetup;
 use occ_host::runtime::{ENTRY_REL, NODE_REL};
@@ -25,6 +26,8 @@ use crate::kubernetes::{
 /// The gateway's port inside its Pod.
 pub const GATEWAY_PORT: u16 = 18789;
 pub(super) const LABEL_AGENT: &str = "openclaw.dev/agent";
+/// The name of the gateway's container in the Pod template.
+const GATEWAY_CONTAINER: &str = "gateway";
 const LABEL_REVISION: &str = "openclaw.dev/revision";
 pub(super) const ANNOTATION_REVISION_ID: &str = "openclaw.dev/revision-id";
 const ANNOTATION_REVISION: &str = "openclaw.dev/revision-number";
@@ -180,7 +183,7 @@ pub(super) fn deployment(
         "capabilities": {"drop": ["ALL"]},
     });
     let mut gateway = json!({
-        "name": "gateway",
+        "name": GATEWAY_CONTAINER,
         "image": settings.image,
         "command": [node, format!("{runtime}/{ENTRY_REL}")],
         "args": ["gateway", "run", "--port", GATEWAY_PORT.to_string(), "--bind", "lan"],
@@ -292,6 +295,23 @@ pub(super) fn pod_refusal(d: &Deployment) -> Option<String> {
                 .clone()
                 .or_else(|| c.reason.clone())
                 .unwrap_or_else(|| "ReplicaFailure".into())
+        })
+}
+
+/// The exit code of a Pod's gateway container that terminated (now, or last before a restart).
+pub(super) fn gateway_exit_code(pod: &Pod) -> Option<i32> {
+    let statuses = pod.status.as_ref()?.container_statuses.as_ref()?;
+    statuses
+        .iter()
+        .filter(|c| c.name == GATEWAY_CONTAINER)
+        .find_map(|c| {
+            let terminated = |state: &Option<ContainerState>| {
+                state
+                    .as_ref()
+                    .and_then(|s| s.terminated.as_ref())
+                    .map(|t| t.exit_code)
+            };
+            terminated(&c.state).or_else(|| terminated(&c.last_state))
         })
 }
 

@@ -32,7 +32,7 @@ use settings::{check, invalid};
 use transport::{Transport, interpret, target};
 
 use super::{
-    AgentTarget, Compute, ComputeError, ComputeSelection, Convergence, GatewayAccess,
+    AgentTarget, Compute, ComputeError, ComputeSelection, Convergence, GatewayAccess, GatewayExit,
     NamespaceTarget, Readiness, RevisionContext, RevisionTarget, RuntimeState, SecretText,
 };
 
@@ -164,6 +164,12 @@ impl Compute for SshCompute {
 
     fn maintenance_interval(&self) -> Option<Duration> {
         self.settings.maintenance_interval
+    }
+
+    fn gateway_exits(&self) -> Option<tokio::sync::broadcast::Receiver<GatewayExit>> {
+        // The gateways are children of a host process that has long ended: the maintenance
+        // pass finds an exit.
+        None
     }
 
     async fn ensure_namespace(&self, ns: &NamespaceTarget) -> Result<Convergence, ComputeError> {
