@@ -15,7 +15,6 @@ fn latest(backend: Backend) -> i64 {
 
 pub async fn migrations_are_idempotent(db: TestDb) {
     let store = db.store().await;
-    let latest = latest(db.backend);
     let again = store.migrate().await.unwrap();
     assert!(again.applied.is_empty(), "re-running applies nothing");
     assert_eq!(again.current, latest(db.backend));
@@ -23,7 +22,6 @@ pub async fn migrations_are_idempotent(db: TestDb) {
 }
 
 pub async fn concurrent_migrations_are_safe(db: TestDb) {
-    let latest = latest(db.backend);
     let fresh = TestDb::empty(db.backend).await;
     let mut tasks = Vec::new();
     for _ in 0..4 {
