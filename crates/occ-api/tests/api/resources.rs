@@ -135,7 +135,7 @@ struct Resource {
     collection: &'static str,
     create: Value,
     created: Fields,
-    /// Text of the create body that no reply and no audit record may contain.
+    /// Text of the create body that neither its reply nor any audit record may contain.
     private: Option<&'static str>,
     /// The create's audit action and the resource it names (IAM records name the Namespace).
     audit: (&'static str, &'static str),
