@@ -44,16 +44,7 @@ fn arg(name: &str, default: usize) -> usize {
 async fn deploy_and_wait(app: &TestApp, agent: &str) -> Duration {
     let ns = app.default_ns.to_string();
     let started = Instant::now();
-    let r = app
-        .call(
-            Method::POST,
-            &format!("/namespaces/{ns}/agents/{agent}/deploy"),
-            &app.admin(),
-            None,
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
-    let rev = r.data()["id"].as_str().unwrap().to_owned();
+    let rev = app.deploy_as(&app.admin(), agent).await;
     loop {
         let d = app
             .call(

@@ -56,15 +56,7 @@ async fn admit(app: &TestApp, prefix: &str, n: usize) {
             )
             .await;
         let agent = agent.data()["id"].as_str().unwrap().to_owned();
-        let r = app
-            .call(
-                Method::POST,
-                &format!("/namespaces/{ns}/agents/{agent}/deploy"),
-                &admin,
-                None,
-            )
-            .await;
-        assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
+        app.deploy_as(&admin, &agent).await;
     }
 }
 

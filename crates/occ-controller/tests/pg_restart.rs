@@ -12,39 +12,12 @@ use occ_controller::worker::{Worker, WorkerSettings};
 use occ_store::Backend;
 use occ_testkit::app::TestApp;
 use occ_testkit::compute::{FakeCompute, Scripted, Verb};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 async fn admit(app: &TestApp, name: &str) -> (String, String) {
-    let ns = app.default_ns.to_string();
-    let admin = app.admin();
-    let cfg = app
-        .call(
-            Method::POST,
-            &format!("/namespaces/{ns}/configurations"),
-            &admin,
-            Some(json!({"kind": "agent", "values": {}})),
-        )
-        .await;
-    assert_eq!(cfg.status, StatusCode::CREATED, "{}", cfg.body);
-    let agent = app
-        .call(
-            Method::POST,
-            &format!("/namespaces/{ns}/agents"),
-            &admin,
-            Some(json!({"name": name, "configurationId": cfg.data()["id"], "harnessAuth": {"method": "runtime"}})),
-        )
-        .await;
-    let agent = agent.data()["id"].as_str().unwrap().to_owned();
-    let rev = app
-        .call(
-            Method::POST,
-            &format!("/namespaces/{ns}/agents/{agent}/deploy"),
-            &admin,
-            None,
-        )
-        .await;
-    assert_eq!(rev.status, StatusCode::ACCEPTED, "{}", rev.body);
-    (agent, rev.data()["id"].as_str().unwrap().to_owned())
+    let (_, agent) = app.draft_agent(name).await;
+    let rev = app.deploy_as(&app.admin(), &agent).await;
+    (agent, rev)
 }
 
 async fn status(app: &TestApp, agent: &str, rev: &str) -> Option<Value> {

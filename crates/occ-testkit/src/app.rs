@@ -13,7 +13,7 @@ use occ_api::{ApiSettings, AppState};
 use occ_controller::auth::{credential_hash, new_service_key};
 use occ_controller::bootstrap::{BootstrapInput, BootstrapOutcome, KeySink};
 use occ_controller::{Controller, ControllerSettings, FaultHooks};
-use occ_core::authz::{Permission, ResourceKind};
+use occ_core::authz::{Action, Permission, ResourceKind};
 use occ_core::iam::{AccessBinding, BoundResource, Role, ServiceKey};
 use occ_core::resource::{Installation, NamespaceStatus};
 use occ_core::{IamId, Name, NamespaceId, Timestamp};
@@ -21,7 +21,7 @@ use occ_drivers::compute::ComputeSelection;
 use occ_drivers::configuration::{ConfigurationDriver, FilesystemConfigurationDriver};
 use occ_drivers::secret::{LocalSecretDriver, SecretDriver};
 use occ_store::{Backend, Store};
-use serde_json::Value;
+use serde_json::{Value, json};
 use tower::ServiceExt as _;
 
 use crate::TestDb;
@@ -45,6 +45,13 @@ impl KeySink for NoSink {
     fn discard(&self) {}
 }
 
+/// What a principal needs to deploy an Agent: the Agent's `deploy` and its Configuration's
+/// `read`.
+pub const DEPLOYER: [Permission; 2] = [
+    Permission::new(Action::Deploy, ResourceKind::Agent),
+    Permission::new(Action::Read, ResourceKind::Configuration),
+];
+
 /// A response, decoded.
 #[derive(Debug)]
 pub struct Reply {
@@ -64,6 +71,13 @@ impl Reply {
     /// `body.error.code`.
     pub fn code(&self) -> &str {
         self.body["error"]["code"].as_str().unwrap_or("")
+    }
+
+    /// The id of the resource a create returned; panics unless the status is 201.
+    #[track_caller]
+    pub fn created_id(&self) -> String {
+        assert_eq!(self.status, StatusCode::CREATED, "create: {}", self.body);
+        self.data()["id"].as_str().expect("id").to_owned()
     }
 }
 
@@ -388,6 +402,57 @@ impl TestApp {
         .expect("binding");
         tx.commit().await.expect("commit");
         binding
+    }
+
+    /// A new principal that may deploy the Agents of `default` and nothing more (`agent:deploy`
+    /// and `configuration:read` there, which deploy admission and the worker ask for); returns
+    /// it and its key, to pass to [`TestApp::deploy_as`].
+    pub async fn deployer(&self) -> (IamId, Credential) {
+        let (principal, key) = self
+            .principal_with(&DEPLOYER, Some(&self.default_ns), None, None)
+            .await;
+        (principal, Credential::Key(key))
+    }
+
+    /// A Configuration (`{"gateway": {"mode": "local"}}`) and an Agent using it with
+    /// `{method: "runtime"}` auth, created in `default` by the administrator; returns their ids
+    /// (Configuration, Agent).
+    pub async fn draft_agent(&self, name: &str) -> (String, String) {
+        let ns = &self.default_ns;
+        let admin = self.admin();
+        let cfg = self
+            .call(
+                Method::POST,
+                &format!("/namespaces/{ns}/configurations"),
+                &admin,
+                Some(json!({"kind": "agent", "values": {"gateway": {"mode": "local"}}})),
+            )
+            .await
+            .created_id();
+        let agent = self
+            .call(
+                Method::POST,
+                &format!("/namespaces/{ns}/agents"),
+                &admin,
+                Some(json!({"name": name, "configurationId": cfg, "harnessAuth": {"method": "runtime"}})),
+            )
+            .await
+            .created_id();
+        (cfg, agent)
+    }
+
+    /// Deploys Agent `agent` of `default` as `who`; asserts the 202 and returns the revision id.
+    pub async fn deploy_as(&self, who: &Credential, agent: &str) -> String {
+        let reply = self
+            .call(
+                Method::POST,
+                &format!("/namespaces/{}/agents/{agent}/deploy", self.default_ns),
+                who,
+                None,
+            )
+            .await;
+        assert_eq!(reply.status, StatusCode::ACCEPTED, "deploy: {}", reply.body);
+        reply.data()["id"].as_str().expect("revision id").to_owned()
     }
 
     /// Sends a request.

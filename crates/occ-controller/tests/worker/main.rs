@@ -48,18 +48,23 @@ impl Fixture {
         let app = TestApp::on(backend).await;
         let compute = Arc::new(compute);
         let worker = Worker::new(app.controller.clone(), compute.clone(), settings);
-        let ns = app.default_ns.to_string();
-        let f = Self {
-            app,
-            compute,
-            worker,
-            ns,
-        };
+        let f = Self::of(app, compute, worker);
         // Bootstrap queued the ensure work of `default`, which the test app already made
         // ready: it settles as superseded.
         let passes = f.drain().await;
         assert_eq!(passes.len(), 1, "{passes:?}");
         f
+    }
+
+    /// A fixture around an app and a worker built for it (hooks, metrics, other Drivers).
+    fn of(app: TestApp, compute: Arc<FakeCompute>, worker: Worker) -> Self {
+        let ns = app.default_ns.to_string();
+        Self {
+            app,
+            compute,
+            worker,
+            ns,
+        }
     }
 
     fn admin(&self) -> Credential {
@@ -85,36 +90,12 @@ impl Fixture {
 
     /// A Configuration and an Agent with `{method:"runtime"}` auth.
     async fn agent(&self, name: &str) -> (String, String) {
-        let cfg = self
-            .call(
-                Method::POST,
-                &format!("/namespaces/{}/configurations", self.ns),
-                Some(json!({"kind": "agent", "values": {"gateway": {"mode": "local"}}})),
-            )
-            .await;
-        assert_eq!(cfg.status, StatusCode::CREATED, "{}", cfg.body);
-        let cfg = cfg.data()["id"].as_str().unwrap().to_owned();
-        let agent = self
-            .call(
-                Method::POST,
-                &format!("/namespaces/{}/agents", self.ns),
-                Some(json!({"name": name, "configurationId": cfg, "harnessAuth": {"method": "runtime"}})),
-            )
-            .await;
-        assert_eq!(agent.status, StatusCode::CREATED, "{}", agent.body);
-        (cfg, agent.data()["id"].as_str().unwrap().to_owned())
+        self.app.draft_agent(name).await
     }
 
+    /// Deploys `agent` as the administrator; the revision id.
     async fn deploy(&self, agent: &str) -> String {
-        let r = self
-            .call(
-                Method::POST,
-                &format!("/namespaces/{}/agents/{agent}/deploy", self.ns),
-                None,
-            )
-            .await;
-        assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
-        r.data()["id"].as_str().unwrap().to_owned()
+        self.app.deploy_as(&self.admin(), agent).await
     }
 
     async fn stop(&self, agent: &str) {
@@ -460,32 +441,9 @@ async fn secrets_and_the_harness_credential_reach_compute_only_at_run_time() {
 #[tokio::test]
 async fn a_revoked_requester_is_refused_before_any_effect() {
     let f = Fixture::new().await;
-    let (cfg, agent) = f.agent("a1").await;
-    let ns = f.app.default_ns.clone();
-    let (deployer, key) = f
-        .app
-        .principal_with(
-            &[
-                Permission::new(Action::Deploy, ResourceKind::Agent),
-                Permission::new(Action::Read, ResourceKind::Configuration),
-            ],
-            Some(&ns),
-            None,
-            None,
-        )
-        .await;
-    let _ = cfg;
-    let r = f
-        .app
-        .call(
-            Method::POST,
-            &format!("/namespaces/{ns}/agents/{agent}/deploy"),
-            &Credential::Key(key),
-            None,
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
-    let rev = r.data()["id"].as_str().unwrap().to_owned();
+    let (_, agent) = f.agent("a1").await;
+    let (deployer, key) = f.app.deployer().await;
+    let rev = f.app.deploy_as(&key, &agent).await;
     // revoke every binding of the deployer before the worker runs
     let mut raw = f.app.db.raw().await;
     raw.execute(&format!(
@@ -511,28 +469,8 @@ async fn a_revoked_requester_is_refused_before_any_effect() {
     );
     // a deleted requester is reported as revoked
     let (_, agent2) = f.agent("a2").await;
-    let (deployer2, key2) = f
-        .app
-        .principal_with(
-            &[
-                Permission::new(Action::Deploy, ResourceKind::Agent),
-                Permission::new(Action::Read, ResourceKind::Configuration),
-            ],
-            Some(&ns),
-            None,
-            None,
-        )
-        .await;
-    let r = f
-        .app
-        .call(
-            Method::POST,
-            &format!("/namespaces/{ns}/agents/{agent2}/deploy"),
-            &Credential::Key(key2),
-            None,
-        )
-        .await;
-    let rev2 = r.data()["id"].as_str().unwrap().to_owned();
+    let (deployer2, key2) = f.app.deployer().await;
+    let rev2 = f.app.deploy_as(&key2, &agent2).await;
     raw.execute(&format!(
         "DELETE FROM iam_identities WHERE id = '{deployer2}'"
     ))
@@ -988,14 +926,9 @@ async fn worker_metrics_count_passes_and_read_gauges_from_the_database() {
     ));
     let app = TestApp::on(Backend::Sqlite).await;
     let compute = Arc::new(FakeCompute::new());
-    let worker =
-        Worker::new(app.controller.clone(), compute, settings()).with_metrics(metrics.clone());
-    let f = Fixture {
-        ns: app.default_ns.to_string(),
-        app,
-        compute: Arc::new(FakeCompute::new()),
-        worker,
-    };
+    let worker = Worker::new(app.controller.clone(), compute.clone(), settings())
+        .with_metrics(metrics.clone());
+    let f = Fixture::of(app, compute, worker);
     f.drain().await;
     let (_, running) = f.agent("running").await;
     f.deploy(&running).await;
@@ -1088,14 +1021,9 @@ async fn tenant_namespaces_follow_the_namespace_lifecycle() {
     ));
     let worker = Worker::new(app.controller.clone(), compute.clone(), settings())
         .with_namespace_hooks(vec![hook]);
-    let drain = || async {
-        let mut passes = Vec::new();
-        while let Some((item, outcome)) = worker.run_once().await.expect("worker") {
-            passes.push((item.key, outcome));
-            assert!(passes.len() < 50, "{passes:?}");
-        }
-        passes
-    };
+    let f = Fixture::of(app, compute, worker);
+    let (app, compute) = (&f.app, &f.compute);
+    let drain = || f.drain();
     drain().await;
     let admin = app.admin();
     let created = app
@@ -1220,13 +1148,9 @@ async fn adopting_an_existing_namespace_is_reauthorized_as_administration() {
     .await;
     let compute = Arc::new(FakeCompute::new());
     let worker = Worker::new(app.controller.clone(), compute.clone(), settings());
-    let drain = async || {
-        let mut passes = Vec::new();
-        while let Some((item, outcome)) = worker.run_once().await.expect("worker") {
-            passes.push((item.key, outcome));
-        }
-        passes
-    };
+    let f = Fixture::of(app, compute, worker);
+    let (app, compute) = (&f.app, &f.compute);
+    let drain = || f.drain();
     drain().await;
     let (requester, key) = app
         .principal_with(

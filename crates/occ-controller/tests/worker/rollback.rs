@@ -181,32 +181,10 @@ async fn a_first_deploy_that_fails_to_start_never_names_itself_active() {
 async fn a_restore_runs_under_the_previous_deployment_s_authority() {
     let f = Fixture::new().await;
     let (_, agent) = f.agent("a1").await;
-    let ns = f.app.default_ns.clone();
     // Revision 1 is deployed by a principal of its own, as its maintenance passes would be
     // re-authorized.
-    let (deployer, key) = f
-        .app
-        .principal_with(
-            &[
-                Permission::new(Action::Deploy, ResourceKind::Agent),
-                Permission::new(Action::Read, ResourceKind::Configuration),
-            ],
-            Some(&ns),
-            None,
-            None,
-        )
-        .await;
-    let r = f
-        .app
-        .call(
-            Method::POST,
-            &format!("/namespaces/{ns}/agents/{agent}/deploy"),
-            &Credential::Key(key),
-            None,
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
-    let rev1 = r.data()["id"].as_str().unwrap().to_owned();
+    let (deployer, key) = f.app.deployer().await;
+    let rev1 = f.app.deploy_as(&key, &agent).await;
     f.drain().await;
     assert_eq!(f.compute.serving(&agent_id(&agent)), Some(rev_id(&rev1)));
     // That principal loses its grants; the admin deploys revision 2, which fails to start.
