@@ -1,8 +1,9 @@
 //! Deploy (admit an immutable revision), stop, revisions and deployment status.
 //!
 //! Deploy is one transaction: lock the Agent, authorize the read of its Configuration, lock the
-//! Configuration metadata, authorize every Secret the revision will consume for the caller *and*
-//! for the Agent's service principal, have the Secret Driver verify each reference (identity
+//! Configuration metadata, authorize everything else the revision will consume (the one policy
+//! of `occ_core::revision`, which the worker applies again: each Secret for the caller *and* for
+//! the Agent's service principal), have the Secret Driver verify each reference (identity
 //! only), check the Compute Driver can run the Agent, read the Driver's document, freeze it with
 //! its generation and the harness, compute, principal and Secret Driver identities, and commit the
 //! revision, desired state `running`, the reconcile work item and the audit event together.
@@ -12,15 +13,18 @@
 //! checked and authorized again exactly as a deploy's, and the new revision names its source.
 
 use occ_core::authz::{Action, ResourceKind, ResourceRef};
+use std::borrow::BorrowMut;
+
 use occ_core::resource::{
     AdmittedSpec, Agent, AgentRevision, AgentStatus, ConfigurationMeta, DesiredRuntimeState,
-    Generation, HarnessAuth, SecretBindings,
+    Generation, SecretBindings,
 };
+use occ_core::revision::{Consumed, consumed_inputs};
 use occ_core::work::{NewWork, WorkKey, WorkState};
 use occ_core::{AgentId, Error, NamespaceId, RevisionId, SecretId, Timestamp};
 use occ_drivers::configuration::DocumentKey;
-use occ_store::Authorized;
 use occ_store::revisions::NewRevision;
+use occ_store::{Authorized, Tx};
 use serde_json::Value;
 
 use crate::agents::agent_deleting;
@@ -220,35 +224,80 @@ fn error_message(code: &str, data: Option<&Value>) -> String {
 }
 
 impl Controller {
-    /// Authorizes one consumed Secret for the caller and the Agent's service principal, and has
-    /// the Secret Driver verify the reference.
-    async fn authorize_consumed_secret(
+    /// Authorizes one resource a revision consumes ([`occ_core::revision`]) for the caller and,
+    /// where the policy says so, for the Agent's service principal. `explain_agent_denial` names
+    /// the principal and the resource in the 403 (deploy admission; the worker's re-authorization
+    /// only records the denial).
+    pub(crate) async fn authorize_consumed<T: BorrowMut<Tx>>(
+        &self,
+        tx: T,
+        req: &Request,
+        agent: &Agent,
+        consumed: Consumed<'_>,
+        explain_agent_denial: bool,
+    ) -> Result<T, Error> {
+        let target = consumed.resource(&agent.namespace_id);
+        let tx = self
+            .authorize_in(tx, req, consumed.action(), &target, DEPLOY_AUDIT)
+            .await?;
+        if !consumed.agent_principal_too() {
+            return Ok(tx);
+        }
+        let message = explain_agent_denial.then(|| {
+            format!(
+                "The Agent service principal {} is not allowed to {} {} {}",
+                agent.service_principal_id,
+                consumed.action().as_str(),
+                target.kind.as_str(),
+                target.id
+            )
+        });
+        self.authorize_in_as(
+            tx,
+            req,
+            &agent.service_principal_id,
+            consumed.action(),
+            &target,
+            DEPLOY_AUDIT,
+            message,
+        )
+        .await
+    }
+
+    /// Admission of one consumed resource besides the Configuration: authorized
+    /// ([`Controller::authorize_consumed`]), then a Secret must exist, be held by this
+    /// installation's Secret Driver and be verified by it (identity only), a ServiceAccount must
+    /// exist.
+    async fn admit_consumed(
         &self,
         tx: Authorized,
         req: &Request,
         agent: &Agent,
-        secret: &SecretId,
+        consumed: Consumed<'_>,
     ) -> Result<Authorized, Error> {
-        let ns = &agent.namespace_id;
-        let target = ResourceRef::exact(ResourceKind::Secret, ns, secret);
-        let tx = self
-            .authorize_in(tx, req, Action::Operate, &target, DEPLOY_AUDIT)
-            .await?;
-        let message = format!(
-            "The Agent service principal {} is not allowed to operate secret {}",
-            agent.service_principal_id, secret
-        );
         let mut tx = self
-            .authorize_in_as(
-                tx,
-                req,
-                &agent.service_principal_id,
-                Action::Operate,
-                &target,
-                DEPLOY_AUDIT,
-                Some(message),
-            )
+            .authorize_consumed(tx, req, agent, consumed, true)
             .await?;
+        let ns = &agent.namespace_id;
+        match consumed {
+            Consumed::Secret(secret) => self.verify_consumed_secret(&mut tx, ns, secret).await?,
+            Consumed::ServiceAccount(account) => {
+                found(tx.service_account_get(ns, account).await?)?;
+            }
+            // Locked by the caller before its bindings were read.
+            Consumed::Configuration(_) => {}
+        }
+        Ok(tx)
+    }
+
+    /// A consumed Secret exists, is held by this installation's Secret Driver, which verifies
+    /// the reference.
+    async fn verify_consumed_secret(
+        &self,
+        tx: &mut Authorized,
+        ns: &NamespaceId,
+        secret: &SecretId,
+    ) -> Result<(), Error> {
         // A Configuration's bound Secrets cannot be deleted, but a Secret an earlier revision
         // froze can be once it is unbound: the revision exists, its Secret does not (409).
         let meta = tx.secret_get(ns, secret).await?.ok_or_else(|| {
@@ -269,8 +318,7 @@ impl Controller {
                     Error::conflict("A bound Secret's value is missing or unreadable; set it again")
                 }
                 other => Error::from(other),
-            })?;
-        Ok(tx)
+            })
     }
 
     /// Admits a new immutable revision of the Agent from its current Configuration and queues
@@ -345,9 +393,14 @@ impl Controller {
             .as_ref()
             .map_or(&agent.configuration_id, |rev| &rev.spec.configuration_id)
             .clone();
-        let cfg_ref = ResourceRef::exact(ResourceKind::Configuration, ns, &configuration_id);
         let mut tx = self
-            .authorize_in(tx, req, Action::Read, &cfg_ref, DEPLOY_AUDIT)
+            .authorize_consumed(
+                tx,
+                req,
+                &agent,
+                Consumed::Configuration(&configuration_id),
+                true,
+            )
             .await?;
         let basis = match source {
             Some(rev) => Basis::Revision(Box::new(rev)),
@@ -359,26 +412,8 @@ impl Controller {
         if let Some(refusal) = self.compute.secret_refusal(!secret_bindings.is_empty()) {
             return Err(Error::conflict(refusal));
         }
-        for binding in secret_bindings.values() {
-            tx = self
-                .authorize_consumed_secret(tx, req, &agent, &binding.source.id)
-                .await?;
-        }
-        match &harness_auth {
-            HarnessAuth::ApiKey { source } => {
-                tx = self
-                    .authorize_consumed_secret(tx, req, &agent, &source.id)
-                    .await?
-            }
-            HarnessAuth::ChatgptServiceAccount { service_account_id } => {
-                let target =
-                    ResourceRef::exact(ResourceKind::ServiceAccount, ns, service_account_id);
-                tx = self
-                    .authorize_in(tx, req, Action::Read, &target, DEPLOY_AUDIT)
-                    .await?;
-                found(tx.service_account_get(ns, service_account_id).await?)?;
-            }
-            HarnessAuth::Runtime {} => {}
+        for consumed in consumed_inputs(Some(&secret_bindings), Some(&harness_auth)) {
+            tx = self.admit_consumed(tx, req, &agent, consumed).await?;
         }
         let generation = basis.generation();
         let document = self.basis_document(ns, &basis).await?;

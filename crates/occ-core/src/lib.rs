@@ -15,6 +15,7 @@ pub mod name;
 pub mod native;
 pub mod redact;
 pub mod resource;
+pub mod revision;
 pub mod time;
 pub mod validate;
 pub mod work;

@@ -307,7 +307,7 @@ impl Worker {
         let predecessor = facts.predecessor().cloned();
         let mut secrets = BTreeMap::new();
         for rev in std::iter::once(&facts.revision).chain(predecessor.as_ref()) {
-            for id in consumed_secrets(rev) {
+            for id in rev.spec.consumed_secrets() {
                 if let Some(meta) = tx.secret_get(ns_id, id).await? {
                     secrets.insert(id.clone(), meta);
                 }
@@ -332,59 +332,22 @@ impl Worker {
     }
 
     /// Re-authorizes the original requester for everything the revision consumes, on fresh
-    /// policy: deploy on the Agent, read on the Configuration, operate on each consumed Secret
-    /// (for the requester and for the Agent's principal), read on a ServiceAccount.
+    /// policy: deploy on the Agent, then the grants of [`occ_core::revision`] (the policy deploy
+    /// admission applied).
     async fn authorize_revision(
         &self,
         req: &Request,
         rev: &AgentRevision,
         agent: &Agent,
     ) -> Result<(), Error> {
-        let ns = &agent.namespace_id;
-        let audit = "openclaw.agents.deploy";
         let c = &self.controller;
-        let agent_ref = ResourceRef::exact(ResourceKind::Agent, ns, &agent.id);
-        let (tx, _) = c
-            .read_authorized(req, Action::Deploy, &agent_ref, audit)
+        let agent_ref = ResourceRef::exact(ResourceKind::Agent, &agent.namespace_id, &agent.id);
+        let (mut tx, _) = c
+            .read_authorized(req, Action::Deploy, &agent_ref, "openclaw.agents.deploy")
             .await?;
-        let cfg_ref =
-            ResourceRef::exact(ResourceKind::Configuration, ns, &rev.spec.configuration_id);
-        let mut tx = c
-            .authorize_in(tx, req, Action::Read, &cfg_ref, audit)
-            .await?;
-        let mut secrets: Vec<&SecretId> = rev
-            .spec
-            .secret_bindings
-            .iter()
-            .flat_map(|b| b.values())
-            .map(|b| &b.source.id)
-            .collect();
-        match &rev.spec.harness_auth {
-            Some(HarnessAuth::ApiKey { source }) => secrets.push(&source.id),
-            Some(HarnessAuth::ChatgptServiceAccount { service_account_id }) => {
-                let target =
-                    ResourceRef::exact(ResourceKind::ServiceAccount, ns, service_account_id);
-                tx = c
-                    .authorize_in(tx, req, Action::Read, &target, audit)
-                    .await?;
-            }
-            Some(HarnessAuth::Runtime {}) | None => {}
-        }
-        for secret in secrets {
-            let target = ResourceRef::exact(ResourceKind::Secret, ns, secret);
+        for consumed in rev.spec.consumed() {
             tx = c
-                .authorize_in(tx, req, Action::Operate, &target, audit)
-                .await?;
-            tx = c
-                .authorize_in_as(
-                    tx,
-                    req,
-                    &agent.service_principal_id,
-                    Action::Operate,
-                    &target,
-                    audit,
-                    None,
-                )
+                .authorize_consumed(tx, req, agent, consumed, false)
                 .await?;
         }
         drop(tx);
@@ -658,21 +621,6 @@ pub(crate) fn revision_target(agent: &Agent, rev: &AgentRevision) -> RevisionTar
         revision: rev.revision,
         spec: rev.spec.clone(),
     }
-}
-
-/// Every Secret a revision consumes: its bindings and an `api_key` harness credential.
-fn consumed_secrets(rev: &AgentRevision) -> impl Iterator<Item = &SecretId> {
-    let bindings = rev
-        .spec
-        .secret_bindings
-        .iter()
-        .flat_map(|b| b.values())
-        .map(|b| &b.source.id);
-    let harness = match &rev.spec.harness_auth {
-        Some(HarnessAuth::ApiKey { source }) => Some(&source.id),
-        _ => None,
-    };
-    bindings.chain(harness)
 }
 
 fn code_outcome(code: &str) -> Outcome {
