@@ -12,9 +12,9 @@
 //! in place of its Configuration: its frozen document, generation, bindings and harness auth are
 //! checked and authorized again exactly as a deploy's, and the new revision names its source.
 
-use occ_core::authz::{Action, ResourceKind, ResourceRef};
 use std::borrow::BorrowMut;
 
+use occ_core::authz::{Action, ResourceKind, ResourceRef};
 use occ_core::reason::deployment_message;
 use occ_core::resource::{
     AdmittedSpec, Agent, AgentRevision, AgentStatus, ConfigurationMeta, DesiredRuntimeState,

@@ -347,8 +347,12 @@ mod tests {
     #[test]
     fn deployment_messages() {
         for &code in ReasonCode::ALL.iter().filter(|c| c.is_progress()) {
-            assert_ne!(code.deployment_message(), DEPLOYMENT_ENDED, "{code}");
+            assert!(!code.deployment_message().is_empty(), "{code}");
         }
+        assert_eq!(
+            ReasonCode::LeaseExpired.deployment_message(),
+            "A worker lost its lease; the deployment will be retried."
+        );
         assert!(!ReasonCode::ReconciliationPending.is_progress());
         assert_eq!(
             deployment_message("REVISION_SUPERSEDED"),
