@@ -1,8 +1,9 @@
 //! Deploy (admit an immutable revision), stop, revisions and deployment status.
 //!
 //! Deploy is one transaction: lock the Agent, authorize the read of its Configuration, lock the
-//! Configuration metadata, authorize every Secret the revision will consume for the caller *and*
-//! for the Agent's service principal, have the Secret Driver verify each reference (identity
+//! Configuration metadata, authorize everything else the revision will consume (the one policy
+//! of `occ_core::revision`, which the worker applies again: each Secret for the caller *and* for
+//! the Agent's service principal), have the Secret Driver verify each reference (identity
 //! only), check the Compute Driver can run the Agent, read the Driver's document, freeze it with
 //! its generation and the harness, compute, principal and Secret Driver identities, and commit the
 //! revision, desired state `running`, the reconcile work item and the audit event together.
@@ -11,16 +12,20 @@
 //! in place of its Configuration: its frozen document, generation, bindings and harness auth are
 //! checked and authorized again exactly as a deploy's, and the new revision names its source.
 
+use std::borrow::BorrowMut;
+
 use occ_core::authz::{Action, ResourceKind, ResourceRef};
+use occ_core::reason::deployment_message;
 use occ_core::resource::{
     AdmittedSpec, Agent, AgentRevision, AgentStatus, ConfigurationMeta, DesiredRuntimeState,
-    Generation, HarnessAuth, SecretBindings,
+    Generation, SecretBindings,
 };
+use occ_core::revision::{Consumed, consumed_inputs};
 use occ_core::work::{NewWork, WorkKey, WorkState};
-use occ_core::{AgentId, Error, NamespaceId, RevisionId, SecretId, Timestamp};
+use occ_core::{AgentId, Error, NamespaceId, ReasonCode, RevisionId, SecretId, Timestamp};
 use occ_drivers::configuration::DocumentKey;
-use occ_store::Authorized;
 use occ_store::revisions::NewRevision;
+use occ_store::{Authorized, Tx};
 use serde_json::Value;
 
 use crate::agents::agent_deleting;
@@ -83,7 +88,7 @@ impl DeploymentState {
 /// A terminal deployment error.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DeploymentError {
-    /// Reason code.
+    /// Reason code, as stored (a code of another build is shown as it is).
     pub code: String,
     /// Fixed message for the code.
     pub message: String,
@@ -96,8 +101,8 @@ pub struct DeploymentError {
 pub struct Attempt {
     /// When.
     pub at: Timestamp,
-    /// Progress code (from a fixed allowlist).
-    pub code: String,
+    /// Progress code ([`ReasonCode::is_progress`], else `RECONCILIATION_PENDING`).
+    pub code: ReasonCode,
     /// Fixed message.
     pub message: String,
 }
@@ -128,78 +133,10 @@ pub struct DeploymentStatus {
     pub progress: Option<Progress>,
 }
 
-const PROGRESS_CODES: [&str; 14] = [
-    "REVISION_INCOMPLETE",
-    "REVISION_UNSCHEDULABLE",
-    "WORKSPACE_NODE_PENDING",
-    "WORKSPACE_NODE_BINDING_PENDING",
-    "DEPENDENCY_UNAVAILABLE",
-    "AGENT_GATEWAY_UNAVAILABLE",
-    "KUBERNETES_API_UNAVAILABLE",
-    "SANDBOX_ADMISSION_LIMIT_REACHED",
-    "ACTIVE_REVISION_CHANGED",
-    "LEASE_EXPIRED",
-    "ACTIVE_REVISION_RECOVERY",
-    "RUNTIME_STARTUP_FAILED",
-    "WORKSPACE_SETUP_FAILED",
-    "GATEWAY_PORT_IN_USE",
-];
-
-/// The fixed message of a deployment progress or error code.
-pub fn code_message(code: &str) -> &'static str {
-    match code {
-        "REVISION_INCOMPLETE" => "The revision is being prepared and is not ready yet.",
-        "REVISION_UNSCHEDULABLE" => "The revision cannot be scheduled yet.",
-        "DEPENDENCY_UNAVAILABLE" => "A dependency was unavailable; the deployment will be retried.",
-        "AGENT_GATEWAY_UNAVAILABLE" => "The Agent gateway is not reachable yet.",
-        "ACTIVE_REVISION_CHANGED" => {
-            "The active revision changed; the deployment will be re-evaluated."
-        }
-        "LEASE_EXPIRED" => "A worker lost its lease; the deployment will be retried.",
-        "ACTIVE_REVISION_RECOVERY" => "The active revision is being recovered.",
-        "RECONCILIATION_PENDING" => "The deployment is waiting for reconciliation.",
-        "REVISION_SUPERSEDED" => "A newer revision superseded this deployment.",
-        "REVISION_STOPPED" => "The Agent was stopped before this revision became active.",
-        "CONVERGENCE_DEADLINE_EXCEEDED" => "The deployment did not converge before its deadline.",
-        "AUTHORIZATION_DENIED" => {
-            "The requesting actor is no longer authorized to deploy this Agent."
-        }
-        "ACTOR_REVOKED" => "The requesting actor no longer exists.",
-        "WORKSPACE_SETUP_UNSUPPORTED" => {
-            "The selected Compute Driver cannot initialize workspace files."
-        }
-        "RUNTIME_STARTUP_FAILED" => {
-            "The Agent's gateway did not start; error.data.output has its last output lines."
-        }
-        "RUNTIME_NOT_INSTALLED" => {
-            "The OpenClaw runtime is not installed where the worker runs; run `occ runtime install`."
-        }
-        "RUNTIME_CONFIGURATION_INVALID" => {
-            "OpenClaw refused the Agent's configuration (error.data.output has its last output lines); fix the Configuration and deploy again."
-        }
-        "WORKSPACE_SETUP_FAILED" => "Preparing the Agent's workspace failed.",
-        "GATEWAY_PORT_IN_USE" => "Another process holds the Agent gateway's port.",
-        "GATEWAY_PORTS_EXHAUSTED" => "The Compute Driver has no free gateway port left.",
-        "AGENT_GATEWAY_UNAUTHORIZED" => "The Agent gateway refused occ's credential.",
-        "OWNERSHIP_CONFLICT" | "SNAPSHOT_MISMATCH" => {
-            "The Agent's runtime storage does not match occ's records; nothing was changed."
-        }
-        "NAMESPACE_NOT_READY" => "The Namespace is not ready.",
-        "COMPUTE_DRIVER_MISMATCH" => "The revision is pinned to another Compute Driver.",
-        "HARNESS_DESCRIPTOR_MISMATCH" => "The revision was admitted for another OpenClaw version.",
-        "SECRET_BINDING_UNAVAILABLE" | "HARNESS_AUTH_SOURCE_UNAVAILABLE" => {
-            "A Secret the revision needs is missing or unreadable."
-        }
-        "INVALID_HARNESS_AUTH" => "The Agent's harnessAuth cannot be delivered to its runtime.",
-        "MAX_ATTEMPTS_EXHAUSTED" => "The deployment failed after its maximum number of attempts.",
-        _ => "The deployment ended without activating the revision.",
-    }
-}
-
 /// The message of a terminal deployment error: the code's fixed message, and what became of
 /// the previous revision when the failure was rolled back.
 fn error_message(code: &str, data: Option<&Value>) -> String {
-    let mut message = code_message(code).to_owned();
+    let mut message = deployment_message(code).to_owned();
     let previous = data
         .and_then(|d| d.get("previousRevision"))
         .and_then(Value::as_u64);
@@ -220,35 +157,80 @@ fn error_message(code: &str, data: Option<&Value>) -> String {
 }
 
 impl Controller {
-    /// Authorizes one consumed Secret for the caller and the Agent's service principal, and has
-    /// the Secret Driver verify the reference.
-    async fn authorize_consumed_secret(
+    /// Authorizes one resource a revision consumes ([`occ_core::revision`]) for the caller and,
+    /// where the policy says so, for the Agent's service principal. `explain_agent_denial` names
+    /// the principal and the resource in the 403 (deploy admission; the worker's re-authorization
+    /// only records the denial).
+    pub(crate) async fn authorize_consumed<T: BorrowMut<Tx>>(
+        &self,
+        tx: T,
+        req: &Request,
+        agent: &Agent,
+        consumed: Consumed<'_>,
+        explain_agent_denial: bool,
+    ) -> Result<T, Error> {
+        let target = consumed.resource(&agent.namespace_id);
+        let tx = self
+            .authorize_in(tx, req, consumed.action(), &target, DEPLOY_AUDIT)
+            .await?;
+        if !consumed.agent_principal_too() {
+            return Ok(tx);
+        }
+        let message = explain_agent_denial.then(|| {
+            format!(
+                "The Agent service principal {} is not allowed to {} {} {}",
+                agent.service_principal_id,
+                consumed.action().as_str(),
+                target.kind.as_str(),
+                target.id
+            )
+        });
+        self.authorize_in_as(
+            tx,
+            req,
+            &agent.service_principal_id,
+            consumed.action(),
+            &target,
+            DEPLOY_AUDIT,
+            message,
+        )
+        .await
+    }
+
+    /// Admission of one consumed resource besides the Configuration: authorized
+    /// ([`Controller::authorize_consumed`]), then a Secret must exist, be held by this
+    /// installation's Secret Driver and be verified by it (identity only), a ServiceAccount must
+    /// exist.
+    async fn admit_consumed(
         &self,
         tx: Authorized,
         req: &Request,
         agent: &Agent,
-        secret: &SecretId,
+        consumed: Consumed<'_>,
     ) -> Result<Authorized, Error> {
-        let ns = &agent.namespace_id;
-        let target = ResourceRef::exact(ResourceKind::Secret, ns, secret);
-        let tx = self
-            .authorize_in(tx, req, Action::Operate, &target, DEPLOY_AUDIT)
-            .await?;
-        let message = format!(
-            "The Agent service principal {} is not allowed to operate secret {}",
-            agent.service_principal_id, secret
-        );
         let mut tx = self
-            .authorize_in_as(
-                tx,
-                req,
-                &agent.service_principal_id,
-                Action::Operate,
-                &target,
-                DEPLOY_AUDIT,
-                Some(message),
-            )
+            .authorize_consumed(tx, req, agent, consumed, true)
             .await?;
+        let ns = &agent.namespace_id;
+        match consumed {
+            Consumed::Secret(secret) => self.verify_consumed_secret(&mut tx, ns, secret).await?,
+            Consumed::ServiceAccount(account) => {
+                found(tx.service_account_get(ns, account).await?)?;
+            }
+            // Locked by the caller before its bindings were read.
+            Consumed::Configuration(_) => {}
+        }
+        Ok(tx)
+    }
+
+    /// A consumed Secret exists, is held by this installation's Secret Driver, which verifies
+    /// the reference.
+    async fn verify_consumed_secret(
+        &self,
+        tx: &mut Authorized,
+        ns: &NamespaceId,
+        secret: &SecretId,
+    ) -> Result<(), Error> {
         // A Configuration's bound Secrets cannot be deleted, but a Secret an earlier revision
         // froze can be once it is unbound: the revision exists, its Secret does not (409).
         let meta = tx.secret_get(ns, secret).await?.ok_or_else(|| {
@@ -269,8 +251,7 @@ impl Controller {
                     Error::conflict("A bound Secret's value is missing or unreadable; set it again")
                 }
                 other => Error::from(other),
-            })?;
-        Ok(tx)
+            })
     }
 
     /// Admits a new immutable revision of the Agent from its current Configuration and queues
@@ -345,9 +326,14 @@ impl Controller {
             .as_ref()
             .map_or(&agent.configuration_id, |rev| &rev.spec.configuration_id)
             .clone();
-        let cfg_ref = ResourceRef::exact(ResourceKind::Configuration, ns, &configuration_id);
         let mut tx = self
-            .authorize_in(tx, req, Action::Read, &cfg_ref, DEPLOY_AUDIT)
+            .authorize_consumed(
+                tx,
+                req,
+                &agent,
+                Consumed::Configuration(&configuration_id),
+                true,
+            )
             .await?;
         let basis = match source {
             Some(rev) => Basis::Revision(Box::new(rev)),
@@ -359,26 +345,8 @@ impl Controller {
         if let Some(refusal) = self.compute.secret_refusal(!secret_bindings.is_empty()) {
             return Err(Error::conflict(refusal));
         }
-        for binding in secret_bindings.values() {
-            tx = self
-                .authorize_consumed_secret(tx, req, &agent, &binding.source.id)
-                .await?;
-        }
-        match &harness_auth {
-            HarnessAuth::ApiKey { source } => {
-                tx = self
-                    .authorize_consumed_secret(tx, req, &agent, &source.id)
-                    .await?
-            }
-            HarnessAuth::ChatgptServiceAccount { service_account_id } => {
-                let target =
-                    ResourceRef::exact(ResourceKind::ServiceAccount, ns, service_account_id);
-                tx = self
-                    .authorize_in(tx, req, Action::Read, &target, DEPLOY_AUDIT)
-                    .await?;
-                found(tx.service_account_get(ns, service_account_id).await?)?;
-            }
-            HarnessAuth::Runtime {} => {}
+        for consumed in consumed_inputs(Some(&secret_bindings), Some(&harness_auth)) {
+            tx = self.admit_consumed(tx, req, &agent, consumed).await?;
         }
         let generation = basis.generation();
         let document = self.basis_document(ns, &basis).await?;
@@ -581,24 +549,29 @@ impl Controller {
             .ok_or_else(|| Error::unavailable("the deployment's work item is missing"))?;
         let now = Timestamp::now();
         let live = work.lease_expires_at.is_some_and(|l| l > now);
-        let state = match (work.state, work.reason_code.as_deref()) {
+        let stored_code = work.reason_code.as_deref().and_then(ReasonCode::parse);
+        let state = match (work.state, stored_code) {
             (WorkState::Queued, _) => DeploymentState::Queued,
             (WorkState::Claimed, _) if live => DeploymentState::Running,
             (WorkState::Claimed, _) => DeploymentState::Queued,
-            (WorkState::Succeeded, Some("REVISION_ACTIVATED" | "REVISION_ALREADY_ACTIVE")) => {
-                DeploymentState::Succeeded
-            }
+            (
+                WorkState::Succeeded,
+                Some(ReasonCode::RevisionActivated | ReasonCode::RevisionAlreadyActive),
+            ) => DeploymentState::Succeeded,
             (WorkState::Succeeded | WorkState::FailedPermanent, _) => DeploymentState::Failed,
         };
         let error = (state == DeploymentState::Failed).then(|| {
             let code = work
                 .reason_code
                 .clone()
-                .unwrap_or_else(|| "LEGACY_OUTCOME_UNKNOWN".into());
+                .unwrap_or_else(|| ReasonCode::LegacyOutcomeUnknown.as_str().into());
             let data = work.result_data.clone().filter(|data| {
                 matches!(
-                    code.as_str(),
-                    "CONVERGENCE_DEADLINE_EXCEEDED" | "RUNTIME_MODEL_PROBE_FAILED"
+                    stored_code,
+                    Some(
+                        ReasonCode::ConvergenceDeadlineExceeded
+                            | ReasonCode::RuntimeModelProbeFailed
+                    )
                 ) || data.get("rolledBack").is_some()
                     || data.get("output").is_some()
             });
@@ -611,14 +584,12 @@ impl Controller {
         let progress = match state {
             DeploymentState::Queued | DeploymentState::Running => {
                 let last = tx.work_latest_attempt(&key).await?.map(|(_, code, at)| {
-                    let code = if PROGRESS_CODES.contains(&code.as_str()) {
-                        code
-                    } else {
-                        "RECONCILIATION_PENDING".into()
-                    };
+                    let code = ReasonCode::parse(&code)
+                        .filter(|c| c.is_progress())
+                        .unwrap_or(ReasonCode::ReconciliationPending);
                     Attempt {
                         at,
-                        message: code_message(&code).into(),
+                        message: code.deployment_message().into(),
                         code,
                     }
                 });
@@ -646,10 +617,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_progress_code_has_a_message() {
-        for code in PROGRESS_CODES {
-            assert!(!code_message(code).is_empty());
-        }
+    fn rolled_back_failures_say_what_became_of_the_previous_revision() {
+        let restored = serde_json::json!({"rolledBack": true, "previousRevision": 3});
+        assert_eq!(
+            error_message("RUNTIME_STARTUP_FAILED", Some(&restored)),
+            "The Agent's gateway did not start; error.data.output has its last output lines. \
+             Revision 3, which served before, was restored and keeps serving."
+        );
+        // A code of another build keeps the generic message.
+        assert_eq!(
+            error_message("SOME_FUTURE_CODE", None),
+            "The deployment ended without activating the revision."
+        );
         assert_eq!(DeploymentState::Running.as_str(), "running");
     }
 }

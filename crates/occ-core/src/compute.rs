@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use crate::resource::{AdmittedSpec, ExecutionMode, WorkspaceSetup};
-use crate::{AgentId, IamId, NamespaceId, RevisionId};
+use crate::{AgentId, IamId, NamespaceId, ReasonCode, RevisionId};
 
 /// The Namespace a Compute verb acts on.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -64,7 +64,7 @@ impl RevisionTarget {
             return Ok(());
         }
         Err(ComputeError::permanent(
-            "COMPUTE_DRIVER_MISMATCH",
+            ReasonCode::ComputeDriverMismatch,
             format!("the {driver} Compute Driver runs embedded execution only"),
         ))
     }
@@ -122,7 +122,7 @@ pub enum Readiness {
     /// Not yet (`code` says why, e.g. `REVISION_INCOMPLETE`).
     Pending {
         /// Reason code for evidence and deployment progress.
-        code: String,
+        code: ReasonCode,
     },
 }
 
@@ -134,7 +134,7 @@ impl Readiness {
         match self {
             Readiness::Ready => Ok(()),
             Readiness::Pending { code } => Err(ComputeError::permanent(
-                &code,
+                code,
                 "a newer revision is installed for this Agent",
             )),
         }
@@ -180,8 +180,8 @@ pub enum FailureClass {
     Permanent,
 }
 
-/// A Compute failure: its class, a reason code (`[A-Z0-9_]`, recorded in evidence and the
-/// deployment status) and a message for logs (never secret values).
+/// A Compute failure: its class, a reason code (recorded in evidence and the deployment
+/// status) and a message for logs (never secret values).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 #[error("{code}: {message}")]
@@ -189,7 +189,7 @@ pub struct ComputeError {
     /// What the worker does.
     pub class: FailureClass,
     /// Reason code.
-    pub code: String,
+    pub code: ReasonCode,
     /// Operator-facing detail.
     pub message: String,
     /// The last lines the workload printed before it failed (startup failures), already
@@ -208,21 +208,21 @@ pub const OUTPUT_LINES: usize = 20;
 
 impl ComputeError {
     /// Convergence pending.
-    pub fn pending(code: &str, message: impl Into<String>) -> Self {
+    pub fn pending(code: ReasonCode, message: impl Into<String>) -> Self {
         Self::new(FailureClass::Pending, code, message)
     }
     /// A dependency failed.
-    pub fn transient(code: &str, message: impl Into<String>) -> Self {
+    pub fn transient(code: ReasonCode, message: impl Into<String>) -> Self {
         Self::new(FailureClass::Transient, code, message)
     }
     /// Cannot succeed.
-    pub fn permanent(code: &str, message: impl Into<String>) -> Self {
+    pub fn permanent(code: ReasonCode, message: impl Into<String>) -> Self {
         Self::new(FailureClass::Permanent, code, message)
     }
-    fn new(class: FailureClass, code: &str, message: impl Into<String>) -> Self {
+    fn new(class: FailureClass, code: ReasonCode, message: impl Into<String>) -> Self {
         Self {
             class,
-            code: code.to_owned(),
+            code,
             message: message.into(),
             output: Vec::new(),
         }

@@ -13,8 +13,10 @@ pub mod id;
 pub mod inputs;
 pub mod name;
 pub mod native;
+pub mod reason;
 pub mod redact;
 pub mod resource;
+pub mod revision;
 pub mod time;
 pub mod validate;
 pub mod work;
@@ -25,4 +27,5 @@ pub use id::{
     NamespaceId, RequestId, RevisionId, SecretId, ServiceAccountId,
 };
 pub use name::Name;
+pub use reason::ReasonCode;
 pub use time::Timestamp;

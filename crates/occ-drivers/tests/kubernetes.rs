@@ -8,6 +8,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use occ_core::ReasonCode;
 use occ_core::resource::Generation;
 use occ_core::{ConfigurationId, NamespaceId, SecretId, Timestamp};
 use occ_drivers::DriverError;
@@ -780,8 +781,8 @@ async fn tenant_provisioning_refuses_foreign_objects_and_names_missing_permissio
         .await
         .expect_err("foreign");
     assert_eq!(
-        (err.class, err.code.as_str()),
-        (FailureClass::Permanent, "TENANT_OBJECT_FOREIGN")
+        (err.class, err.code),
+        (FailureClass::Permanent, ReasonCode::TenantObjectForeign)
     );
     assert_eq!(
         fake.object("namespaces", "", &tenant_namespace_name(&a)),
@@ -808,7 +809,7 @@ async fn tenant_provisioning_refuses_foreign_objects_and_names_missing_permissio
         .after_namespace_prepared(&target(&b))
         .await
         .expect_err("claimed");
-    assert_eq!(err.code, "TENANT_OBJECT_FOREIGN");
+    assert_eq!(err.code, ReasonCode::TenantObjectForeign);
 
     // A foreign RoleBinding at our name inside our namespace: refused, not overwritten.
     let c = NamespaceId::generate();
@@ -828,7 +829,7 @@ async fn tenant_provisioning_refuses_foreign_objects_and_names_missing_permissio
         .after_namespace_prepared(&target(&c))
         .await
         .expect_err("foreign role");
-    assert_eq!(err.code, "TENANT_OBJECT_FOREIGN");
+    assert_eq!(err.code, ReasonCode::TenantObjectForeign);
     assert_eq!(
         fake.object("rolebindings", &tenant, "occ-secrets"),
         Some(foreign_role)
@@ -842,8 +843,8 @@ async fn tenant_provisioning_refuses_foreign_objects_and_names_missing_permissio
         .await
         .expect_err("403");
     assert_eq!(
-        (err.class, err.code.as_str()),
-        (FailureClass::Transient, "KUBERNETES_FORBIDDEN")
+        (err.class, err.code),
+        (FailureClass::Transient, ReasonCode::KubernetesForbidden)
     );
     assert!(err.message.contains("create namespaces"), "{}", err.message);
     fake.allow_all();
@@ -861,8 +862,8 @@ async fn tenant_provisioning_refuses_foreign_objects_and_names_missing_permissio
         .await
         .expect_err("503");
     assert_eq!(
-        (err.class, err.code.as_str()),
-        (FailureClass::Transient, "KUBERNETES_UNAVAILABLE")
+        (err.class, err.code),
+        (FailureClass::Transient, ReasonCode::KubernetesUnavailable)
     );
 }
 
@@ -893,8 +894,11 @@ async fn existing_namespaces_are_adopted_when_prepared_and_released_untouched() 
     };
     let not_ready = |needle: &str, err: occ_drivers::compute::ComputeError| {
         assert_eq!(
-            (err.class, err.code.as_str()),
-            (FailureClass::Transient, "EXISTING_NAMESPACE_NOT_READY"),
+            (err.class, err.code),
+            (
+                FailureClass::Transient,
+                ReasonCode::ExistingNamespaceNotReady
+            ),
             "{err:?}"
         );
         assert!(
@@ -1015,8 +1019,8 @@ async fn existing_namespaces_are_adopted_when_prepared_and_released_untouched() 
         .await
         .expect_err("claimed");
     assert_eq!(
-        (err.class, err.code.as_str()),
-        (FailureClass::Permanent, "TENANT_OBJECT_FOREIGN")
+        (err.class, err.code),
+        (FailureClass::Permanent, ReasonCode::TenantObjectForeign)
     );
     let managed_id = NamespaceId::generate();
     let managed = provision(&fake, &managed_id);
@@ -1029,8 +1033,8 @@ async fn existing_namespaces_are_adopted_when_prepared_and_released_untouched() 
         .await
         .expect_err("occ's own");
     assert_eq!(
-        (err.class, err.code.as_str()),
-        (FailureClass::Permanent, "TENANT_OBJECT_FOREIGN")
+        (err.class, err.code),
+        (FailureClass::Permanent, ReasonCode::TenantObjectForeign)
     );
 
     // Release (the occ Namespace is empty by then): occ's RoleBindings and claim go, the
@@ -1162,8 +1166,8 @@ async fn tenant_namespaces_carry_the_configured_quota() {
         .await
         .expect_err("foreign quota");
     assert_eq!(
-        (err.class, err.code.as_str()),
-        (FailureClass::Permanent, "TENANT_OBJECT_FOREIGN")
+        (err.class, err.code),
+        (FailureClass::Permanent, ReasonCode::TenantObjectForeign)
     );
     assert_eq!(
         fake.object("resourcequotas", &other_tenant, "occ-quota"),

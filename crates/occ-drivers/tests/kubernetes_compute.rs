@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use occ_core::ReasonCode;
 use occ_core::resource::{HarnessAuth, WorkspaceFileName, WorkspaceFiles, WorkspaceSetup};
 use occ_core::{AgentId, IamId, NamespaceId, RevisionId};
 use occ_drivers::compute::kubernetes::{KubernetesCompute, KubernetesComputeSettings};
@@ -258,8 +259,8 @@ async fn every_object_is_the_reviewed_one_and_foreign_objects_are_refused() {
         .await
         .expect_err("foreign claim");
     assert_eq!(
-        (err.class, err.code.as_str()),
-        (FailureClass::Permanent, "OWNERSHIP_CONFLICT")
+        (err.class, err.code),
+        (FailureClass::Permanent, ReasonCode::OwnershipConflict)
     );
     assert_eq!(
         fake.object("persistentvolumeclaims", &tenant, &claim),
@@ -438,8 +439,8 @@ async fn a_refused_gateway_pod_fails_the_activation_with_the_reason() {
         .expect_err("refused");
     refuse.await.expect("refuse task");
     assert_eq!(
-        (err.class, err.code.as_str()),
-        (FailureClass::Transient, "GATEWAY_POD_REFUSED")
+        (err.class, err.code),
+        (FailureClass::Transient, ReasonCode::GatewayPodRefused)
     );
     assert!(err.message.contains("exceeded quota: occ-quota"), "{err:?}");
 }

@@ -12,6 +12,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use occ_core::ReasonCode;
 use occ_core::resource::{WorkspaceFileName, WorkspaceSetup};
 use occ_drivers::compute::process::{ProcessCompute, ProcessSettings};
 use occ_drivers::compute::{
@@ -298,7 +299,7 @@ async fn an_invalid_configuration_fails_permanently_with_the_cause() {
         .await
         .expect_err("OpenClaw refuses the configuration");
     assert_eq!(err.class, FailureClass::Permanent, "{err}");
-    assert_eq!(err.code, "RUNTIME_CONFIGURATION_INVALID", "{err}");
+    assert_eq!(err.code, ReasonCode::RuntimeConfigurationInvalid, "{err}");
     assert!(err.message.contains("exit status: 78"), "{}", err.message);
     assert!(recorded_gateways(driver.root.path()).is_empty());
     compute.delete_agent(&agent).await.unwrap();
@@ -384,8 +385,8 @@ async fn staged_workspace_setup_is_applied_once_and_verified_after() {
         .await
         .expect_err("marker missing");
     assert_eq!(
-        (err.class, err.code.as_str()),
-        (FailureClass::Permanent, "WORKSPACE_SETUP_FAILED"),
+        (err.class, err.code),
+        (FailureClass::Permanent, ReasonCode::WorkspaceSetupFailed),
         "{err}"
     );
     assert!(err.message.contains(".oce-workspace-setup.json"), "{err}");
@@ -422,8 +423,8 @@ async fn staged_workspace_setup_is_applied_once_and_verified_after() {
         .await
         .expect_err("divergent");
     assert_eq!(
-        (err.class, err.code.as_str()),
-        (FailureClass::Permanent, "WORKSPACE_SETUP_FAILED"),
+        (err.class, err.code),
+        (FailureClass::Permanent, ReasonCode::WorkspaceSetupFailed),
         "{err}"
     );
     assert!(err.message.contains("USER.md"), "{err}");
@@ -453,8 +454,8 @@ async fn a_missing_runtime_is_a_clear_permanent_failure() {
         .await
         .expect_err("no runtime");
     assert_eq!(
-        (err.class, err.code.as_str()),
-        (FailureClass::Permanent, "RUNTIME_NOT_INSTALLED")
+        (err.class, err.code),
+        (FailureClass::Permanent, ReasonCode::RuntimeNotInstalled)
     );
     assert!(
         err.message.contains("occ runtime install"),
@@ -532,7 +533,7 @@ async fn ports_never_collide_and_busy_ports_are_skipped() {
         .await
         .unwrap_err();
     assert_eq!(
-        (err.class, err.code.as_str()),
-        (FailureClass::Permanent, "GATEWAY_PORTS_EXHAUSTED")
+        (err.class, err.code),
+        (FailureClass::Permanent, ReasonCode::GatewayPortsExhausted)
     );
 }

@@ -9,6 +9,7 @@
 
 use std::path::{Path, PathBuf};
 
+use occ_core::ReasonCode;
 use occ_core::compute::{AgentTarget, ComputeError};
 use serde::{Deserialize, Serialize};
 use sha2::Digest as _;
@@ -164,7 +165,7 @@ impl Accounts {
         }
         if lookup_user(&name)?.is_none() {
             let home = home.to_str().ok_or_else(|| {
-                ComputeError::permanent("INVALID_HOST_SETTINGS", "the root is not UTF-8")
+                ComputeError::permanent(ReasonCode::InvalidHostSettings, "the root is not UTF-8")
             })?;
             run(
                 "useradd",

@@ -16,6 +16,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
+use occ_core::ReasonCode;
 use occ_core::compute::{
     ComputeError, EXIT_CONFIGURATION_INVALID, GatewayExit, RevisionContext, RevisionTarget,
 };
@@ -197,7 +198,7 @@ pub(crate) async fn start(
     while !port_is_free(port) {
         if tokio::time::Instant::now() >= deadline {
             return Err(ComputeError::transient(
-                "GATEWAY_PORT_IN_USE",
+                ReasonCode::GatewayPortInUse,
                 format!("port {port} of the Agent is in use by another process"),
             ));
         }
@@ -292,9 +293,9 @@ pub(crate) async fn start(
             );
             remove_file(&agent_dir.join("gateway.json"))?;
             let error = if code == Some(EXIT_CONFIGURATION_INVALID) {
-                ComputeError::permanent("RUNTIME_CONFIGURATION_INVALID", message)
+                ComputeError::permanent(ReasonCode::RuntimeConfigurationInvalid, message)
             } else {
-                ComputeError::transient("RUNTIME_STARTUP_FAILED", message)
+                ComputeError::transient(ReasonCode::RuntimeStartupFailed, message)
             };
             return Err(error.with_output(startup_output(&log_path, ctx, token.expose())));
         }
@@ -309,10 +310,10 @@ pub(crate) async fn start(
             stop(agent_dir, stop_timeout).await?;
             Err(match e {
                 GatewayError::Unauthorized(m) | GatewayError::MissingScope(m) => {
-                    ComputeError::permanent("AGENT_GATEWAY_UNAUTHORIZED", m)
+                    ComputeError::permanent(ReasonCode::AgentGatewayUnauthorized, m)
                 }
                 other => ComputeError::transient(
-                    "AGENT_GATEWAY_UNAVAILABLE",
+                    ReasonCode::AgentGatewayUnavailable,
                     format!("the gateway did not become ready: {other}"),
                 )
                 .with_output(startup_output(&log_path, ctx, token.expose())),

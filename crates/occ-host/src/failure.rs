@@ -3,17 +3,18 @@
 
 use std::path::Path;
 
+use occ_core::ReasonCode;
 use occ_core::compute::ComputeError;
 
 /// A dependency failed (transient `DEPENDENCY_UNAVAILABLE`).
 pub(crate) fn unavailable(message: impl Into<String>) -> ComputeError {
-    ComputeError::transient("DEPENDENCY_UNAVAILABLE", message)
+    ComputeError::transient(ReasonCode::DependencyUnavailable, message)
 }
 
 /// Something occ would act on is not occ's (permanent `OWNERSHIP_CONFLICT`): never adopted,
 /// overwritten or removed.
 pub(crate) fn ownership(message: impl Into<String>) -> ComputeError {
-    ComputeError::permanent("OWNERSHIP_CONFLICT", message)
+    ComputeError::permanent(ReasonCode::OwnershipConflict, message)
 }
 
 /// An I/O failure on `path` while doing `context`.

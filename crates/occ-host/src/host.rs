@@ -15,6 +15,7 @@ use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use occ_core::ReasonCode;
 use occ_core::compute::{
     AgentTarget, ComputeError, Convergence, GatewayExit, NamespaceTarget, Readiness,
     RevisionContext, RevisionTarget, RuntimeState, SecretText,
@@ -125,7 +126,7 @@ impl Host {
     pub fn new(settings: LocalSettings, options: HostOptions) -> Result<Self, ComputeError> {
         if matches!(options.supervision, Supervision::Systemd(_)) && options.accounts.is_none() {
             return Err(ComputeError::permanent(
-                "INVALID_HOST_SETTINGS",
+                ReasonCode::InvalidHostSettings,
                 "systemd supervision needs per-Agent accounts",
             ));
         }
@@ -133,7 +134,7 @@ impl Host {
             && !account::valid_prefix(&accounts.prefix)
         {
             return Err(ComputeError::permanent(
-                "INVALID_HOST_SETTINGS",
+                ReasonCode::InvalidHostSettings,
                 format!(
                     "account prefix {:?} is not [a-z_][a-z0-9_-]* (or is root)",
                     accounts.prefix
@@ -186,7 +187,7 @@ impl Host {
         OpenclawRuntime::locate(&self.settings.runtime_root, &self.settings.path).map_err(|e| {
             match e {
                 RuntimeError::NotInstalled { .. } => ComputeError::permanent(
-                    "RUNTIME_NOT_INSTALLED",
+                    ReasonCode::RuntimeNotInstalled,
                     format!(
                         "{e}; install it with `occ runtime install --dir {}`",
                         self.settings.runtime_root.display()
@@ -377,7 +378,7 @@ impl Host {
             && installed.revision > rev.revision
         {
             return Ok(Readiness::Pending {
-                code: "REVISION_SUPERSEDED".into(),
+                code: ReasonCode::RevisionSuperseded,
             });
         }
         let rendered = self.render(rev, &agent_dir, marker.port);
@@ -394,7 +395,7 @@ impl Host {
             Some(existing) if existing == expected => return Ok(Readiness::Ready),
             Some(_) => {
                 return Err(ComputeError::permanent(
-                    "SNAPSHOT_MISMATCH",
+                    ReasonCode::SnapshotMismatch,
                     format!(
                         "{} holds a different snapshot of this revision",
                         dir.display()
@@ -499,12 +500,12 @@ impl Host {
         systemd::refuse_secrets(ctx)?;
         let (Some(settings), Some(accounts)) = (&self.options.accounts, &self.accounts) else {
             return Err(ComputeError::permanent(
-                "INVALID_HOST_SETTINGS",
+                ReasonCode::InvalidHostSettings,
                 "systemd supervision needs per-Agent accounts",
             ));
         };
         let account = self.account(&rev.agent).await?.ok_or_else(|| {
-            ComputeError::permanent("INVALID_HOST_SETTINGS", "no per-Agent account")
+            ComputeError::permanent(ReasonCode::InvalidHostSettings, "no per-Agent account")
         })?;
         let runtime = self.runtime()?;
         let unit_account = UnitAccount {
@@ -531,7 +532,7 @@ impl Host {
         {
             if installed != failed.revision_id.as_str() {
                 return Err(ComputeError::permanent(
-                    "ACTIVE_REVISION_CHANGED",
+                    ReasonCode::ActiveRevisionChanged,
                     format!(
                         "revision {installed} is installed: neither the failed {} nor {}",
                         failed.revision_id, previous.revision_id

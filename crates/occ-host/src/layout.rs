@@ -27,6 +27,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
+use occ_core::ReasonCode;
 use occ_core::compute::{AgentTarget, ComputeError, SecretText};
 use occ_core::{AgentId, NamespaceId, RevisionId};
 use serde::{Deserialize, Serialize};
@@ -175,7 +176,7 @@ impl Layout {
         let ns_dir = self.namespace_dir(&agent.namespace_id);
         if !ns_dir.join("namespace.json").exists() {
             return Err(ComputeError::permanent(
-                "NAMESPACE_NOT_READY",
+                ReasonCode::NamespaceNotReady,
                 "the Namespace was never prepared on this Compute",
             ));
         }
@@ -246,7 +247,7 @@ impl Layout {
             .find(|p| !taken.contains(p) && port_is_free(*p))
             .ok_or_else(|| {
                 ComputeError::permanent(
-                    "GATEWAY_PORTS_EXHAUSTED",
+                    ReasonCode::GatewayPortsExhausted,
                     format!(
                         "no free port left in {}-{}",
                         self.port_range.start(),

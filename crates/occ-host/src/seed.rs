@@ -10,6 +10,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
+use occ_core::ReasonCode;
 use occ_core::compute::ComputeError;
 use occ_core::resource::WorkspaceSetup;
 
@@ -77,7 +78,7 @@ pub(crate) async fn seed(
         .await
         .map_err(|_| {
             ComputeError::transient(
-                "WORKSPACE_SETUP_FAILED",
+                ReasonCode::WorkspaceSetupFailed,
                 format!("openclaw setup did not finish in {SETUP_TIMEOUT:?}"),
             )
         })?
@@ -85,7 +86,7 @@ pub(crate) async fn seed(
     let _ = std::fs::remove_dir_all(&scratch);
     if !status.success() {
         return Err(ComputeError::transient(
-            "WORKSPACE_SETUP_FAILED",
+            ReasonCode::WorkspaceSetupFailed,
             format!(
                 "openclaw setup failed ({status}); log tail:\n{}",
                 log_tail(&log_path)
@@ -140,9 +141,9 @@ pub(crate) async fn apply_setup(
 /// needs an operator and fails the deploy. The message names files and steps, never contents.
 fn setup_failure(e: SetupError) -> ComputeError {
     if e.is_retryable() {
-        ComputeError::transient("WORKSPACE_SETUP_FAILED", e.to_string())
+        ComputeError::transient(ReasonCode::WorkspaceSetupFailed, e.to_string())
     } else {
-        ComputeError::permanent("WORKSPACE_SETUP_FAILED", e.to_string())
+        ComputeError::permanent(ReasonCode::WorkspaceSetupFailed, e.to_string())
     }
 }
 
@@ -196,7 +197,7 @@ async fn setup_as_agent(
     .await
     .map_err(|_| {
         ComputeError::transient(
-            "WORKSPACE_SETUP_FAILED",
+            ReasonCode::WorkspaceSetupFailed,
             "workspace-setup did not finish in time",
         )
     })?
@@ -212,8 +213,8 @@ async fn setup_as_agent(
         .to_owned();
     let kind = line.split(':').next().unwrap_or("");
     Err(if workspace_setup::kind_is_retryable(kind) {
-        ComputeError::transient("WORKSPACE_SETUP_FAILED", line)
+        ComputeError::transient(ReasonCode::WorkspaceSetupFailed, line)
     } else {
-        ComputeError::permanent("WORKSPACE_SETUP_FAILED", line)
+        ComputeError::permanent(ReasonCode::WorkspaceSetupFailed, line)
     })
 }

@@ -10,6 +10,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use occ_core::ReasonCode;
 use occ_core::compute::{ComputeError, Convergence, Readiness, RevisionContext, RuntimeState};
 use occ_core::resource::WorkspaceSetup;
 
@@ -43,11 +44,14 @@ async fn run(request: HostRequest, process: HostProcess) -> Result<HostValue, Co
         operation,
     } = request;
     if let Some(problem) = settings.problem() {
-        return Err(ComputeError::permanent("INVALID_HOST_SETTINGS", problem));
+        return Err(ComputeError::permanent(
+            ReasonCode::InvalidHostSettings,
+            problem,
+        ));
     }
     if !nix::unistd::geteuid().is_root() {
         return Err(ComputeError::permanent(
-            "INVALID_HOST_SETTINGS",
+            ReasonCode::InvalidHostSettings,
             "occ compute-host runs as root (it creates one Unix user per Agent)",
         ));
     }
@@ -183,7 +187,7 @@ pub async fn supervision(
         SupervisorChoice::Systemd => {
             if !systemctl.works().await {
                 return Err(ComputeError::permanent(
-                    "INVALID_HOST_SETTINGS",
+                    ReasonCode::InvalidHostSettings,
                     "systemd supervision is set but `systemctl --version` fails on the host",
                 ));
             }
@@ -199,7 +203,7 @@ pub async fn supervision(
     ] {
         if hidden_by_hardening(path) {
             return Err(ComputeError::permanent(
-                "INVALID_HOST_SETTINGS",
+                ReasonCode::InvalidHostSettings,
                 format!(
                     "the host {name} {} is under /tmp, /var/tmp, /home, /root or /run/user, which \
                      the gateway units hide (PrivateTmp, ProtectHome)",
@@ -228,7 +232,7 @@ async fn host_lock(root: &Path, timeout: Duration) -> Result<std::fs::File, Comp
         .open(&path)
         .map_err(|e| {
             ComputeError::transient(
-                "DEPENDENCY_UNAVAILABLE",
+                ReasonCode::DependencyUnavailable,
                 format!("open {}: {e}", path.display()),
             )
         })?;
@@ -239,14 +243,14 @@ async fn host_lock(root: &Path, timeout: Duration) -> Result<std::fs::File, Comp
             Err(std::fs::TryLockError::WouldBlock) => {}
             Err(std::fs::TryLockError::Error(e)) => {
                 return Err(ComputeError::transient(
-                    "DEPENDENCY_UNAVAILABLE",
+                    ReasonCode::DependencyUnavailable,
                     format!("lock {}: {e}", path.display()),
                 ));
             }
         }
         if tokio::time::Instant::now() >= deadline {
             return Err(ComputeError::transient(
-                "HOST_BUSY",
+                ReasonCode::HostBusy,
                 format!(
                     "another operation held {} for more than {timeout:?}",
                     path.display()
@@ -270,7 +274,7 @@ mod tests {
         let err = host_lock(dir.path(), Duration::from_millis(300))
             .await
             .expect_err("busy");
-        assert_eq!(err.code, "HOST_BUSY");
+        assert_eq!(err.code, ReasonCode::HostBusy);
         drop(held);
         host_lock(dir.path(), Duration::from_millis(300))
             .await

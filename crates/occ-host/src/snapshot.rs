@@ -3,6 +3,7 @@
 //! settings a Driver owns), the fixed OpenClaw switches of its environment, the variable an
 //! `api_key` harness credential is delivered in, and where it listens.
 
+use occ_core::ReasonCode;
 use occ_core::compute::{ComputeError, RevisionTarget};
 use occ_core::resource::HarnessAuth;
 use serde::{Deserialize, Serialize};
@@ -46,7 +47,7 @@ pub const GATEWAY_FIXED_ENV: [(&str, &str); 7] = [
 pub fn harness_key_variable(rev: &RevisionTarget) -> Result<&'static str, ComputeError> {
     if !matches!(rev.spec.harness_auth, Some(HarnessAuth::ApiKey { .. })) {
         return Err(ComputeError::permanent(
-            "INVALID_HARNESS_AUTH",
+            ReasonCode::InvalidHarnessAuth,
             "a harness credential without an api_key harnessAuth",
         ));
     }
@@ -63,7 +64,7 @@ pub fn harness_key_variable(rev: &RevisionTarget) -> Result<&'static str, Comput
         "openai" => Ok("OPENAI_API_KEY"),
         "anthropic" => Ok("ANTHROPIC_API_KEY"),
         _ => Err(ComputeError::permanent(
-            "INVALID_HARNESS_AUTH",
+            ReasonCode::InvalidHarnessAuth,
             "an api_key harnessAuth needs agents.defaults.model.primary with provider openai or anthropic",
         )),
     }

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::ops::RangeInclusive;
 use std::path::PathBuf;
 
+use occ_core::ReasonCode;
 use occ_core::compute::{AgentTarget, ComputeError, NamespaceTarget, RevisionTarget};
 use occ_core::resource::{WorkspaceFileName, WorkspaceSetup};
 use occ_core::{AgentId, NamespaceId};
@@ -347,14 +348,14 @@ pub fn check_version(request: &serde_json::Value) -> Result<(), ComputeError> {
     match theirs {
         Some(theirs) if theirs == ours => Ok(()),
         Some(theirs) => Err(ComputeError::permanent(
-            "HOST_VERSION_MISMATCH",
+            ReasonCode::HostVersionMismatch,
             format!(
                 "the controller runs {theirs} and this host runs {ours}: install the controller's \
                  occ build on the host"
             ),
         )),
         None => Err(ComputeError::permanent(
-            "HOST_VERSION_MISMATCH",
+            ReasonCode::HostVersionMismatch,
             format!(
                 "the controller's request carries no version (an occ older than this host's \
                  {ours}): install the controller's occ build on the host"
@@ -369,14 +370,14 @@ pub fn check_version(request: &serde_json::Value) -> Result<(), ComputeError> {
 pub fn parse_request(bytes: &[u8]) -> Result<HostRequest, ComputeError> {
     let value: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| {
         ComputeError::permanent(
-            "HOST_REQUEST_INVALID",
+            ReasonCode::HostRequestInvalid,
             format!("the request is not JSON: {e}"),
         )
     })?;
     check_version(&value)?;
     serde_json::from_value(value).map_err(|e| {
         ComputeError::permanent(
-            "HOST_REQUEST_INVALID",
+            ReasonCode::HostRequestInvalid,
             format!("the host's occ cannot read the request: {e}"),
         )
     })
@@ -399,7 +400,7 @@ pub enum HostValue {
         ready: bool,
         /// Why not, when not.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        code: Option<String>,
+        code: Option<ReasonCode>,
     },
     /// `observe`.
     Runtime {
@@ -465,10 +466,10 @@ mod tests {
     fn requests_of_another_build_are_refused_first() {
         let err = parse_request(b"not json").expect_err("not json");
         assert_eq!(
-            (err.class, err.code.as_str()),
+            (err.class, err.code),
             (
                 occ_core::compute::FailureClass::Permanent,
-                "HOST_REQUEST_INVALID"
+                ReasonCode::HostRequestInvalid
             )
         );
         // Another build: refused by version whatever else the request holds.
@@ -477,7 +478,7 @@ mod tests {
             "anything": "else"
         });
         let err = parse_request(other.to_string().as_bytes()).expect_err("other");
-        assert_eq!(err.code, "HOST_VERSION_MISMATCH");
+        assert_eq!(err.code, ReasonCode::HostVersionMismatch);
         assert!(err.message.contains("0.0.1") && err.message.contains(OCC_VERSION));
         let newer =
             serde_json::json!({"version": {"occ": OCC_VERSION, "protocol": WIRE_PROTOCOL + 1}});
@@ -485,14 +486,14 @@ mod tests {
             parse_request(newer.to_string().as_bytes())
                 .expect_err("newer")
                 .code,
-            "HOST_VERSION_MISMATCH"
+            ReasonCode::HostVersionMismatch
         );
         let none = serde_json::json!({"settings": {}});
         assert_eq!(
             parse_request(none.to_string().as_bytes())
                 .expect_err("none")
                 .code,
-            "HOST_VERSION_MISMATCH"
+            ReasonCode::HostVersionMismatch
         );
         // This build, but not a request.
         let same = serde_json::json!({"version": WireVersion::current(), "operation": 1});
@@ -500,7 +501,7 @@ mod tests {
             parse_request(same.to_string().as_bytes())
                 .expect_err("bad")
                 .code,
-            "HOST_REQUEST_INVALID"
+            ReasonCode::HostRequestInvalid
         );
     }
 
@@ -510,11 +511,11 @@ mod tests {
             HostReply::Ok {
                 value: HostValue::Readiness {
                     ready: false,
-                    code: Some("REVISION_SUPERSEDED".into()),
+                    code: Some(ReasonCode::RevisionSuperseded),
                 },
             },
             HostReply::Failed {
-                error: ComputeError::permanent("OWNERSHIP_CONFLICT", "x"),
+                error: ComputeError::permanent(ReasonCode::OwnershipConflict, "x"),
             },
         ] {
             let line = serde_json::to_string(&reply).expect("json");

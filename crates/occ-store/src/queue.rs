@@ -26,7 +26,7 @@ use occ_core::authz::{ResourceKind, ResourceRef};
 use occ_core::work::{
     NewWork, WorkItem, WorkKey, WorkState, WorkTarget, retry_backoff, sanitize_reason_code,
 };
-use occ_core::{AgentId, NamespaceId, RevisionId, Timestamp};
+use occ_core::{AgentId, NamespaceId, ReasonCode, RevisionId, Timestamp};
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
@@ -618,7 +618,7 @@ impl Store {
             let attempts = row.count("attempt_count")?;
             tx.work_evidence(
                 &item,
-                "LEASE_EXPIRED",
+                ReasonCode::LeaseExpired.as_str(),
                 AuditOutcome::Failure,
                 attempts,
                 exhausted,
@@ -659,7 +659,7 @@ impl Store {
                 let attempts = u64::from(item.attempt_count);
                 tx.work_evidence(
                     &item,
-                    "MAX_ATTEMPTS_EXHAUSTED",
+                    ReasonCode::MaxAttemptsExhausted.as_str(),
                     AuditOutcome::Failure,
                     attempts,
                     true,

@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use occ_core::ReasonCode;
 use occ_core::resource::WorkspaceSetup;
 use occ_core::{AgentId, NamespaceId, RevisionId};
 use occ_drivers::compute::{
@@ -293,7 +294,7 @@ impl Compute for FakeCompute {
         }
         Ok(if self.scripted(Verb::Prepare).await? {
             Readiness::Pending {
-                code: "REVISION_INCOMPLETE".into(),
+                code: ReasonCode::RevisionIncomplete,
             }
         } else {
             Readiness::Ready
@@ -341,7 +342,7 @@ impl Compute for FakeCompute {
             .is_some_and(|r| r != &failed.revision_id && r != &previous.revision_id)
         {
             return Err(ComputeError::permanent(
-                "ACTIVE_REVISION_CHANGED",
+                ReasonCode::ActiveRevisionChanged,
                 "another revision is installed",
             ));
         }

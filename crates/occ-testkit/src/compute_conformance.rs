@@ -12,6 +12,7 @@
 
 use std::time::Duration;
 
+use occ_core::ReasonCode;
 use occ_core::resource::{AdmittedSpec, ExecutionMode, Generation, HarnessAuth, HarnessDescriptor};
 use occ_core::{AgentId, ConfigurationId, IamId, NamespaceId, RevisionId};
 use occ_drivers::compute::{
@@ -309,12 +310,12 @@ pub async fn rollback(compute: &dyn Compute, with_output: bool) -> RollbackFigur
     let failed_activation = started.elapsed();
     assert!(
         [
-            "RUNTIME_STARTUP_FAILED",
-            "RUNTIME_CONFIGURATION_INVALID",
-            "AGENT_GATEWAY_UNAVAILABLE",
-            "GATEWAY_NOT_READY",
+            ReasonCode::RuntimeStartupFailed,
+            ReasonCode::RuntimeConfigurationInvalid,
+            ReasonCode::AgentGatewayUnavailable,
+            ReasonCode::GatewayNotReady,
         ]
-        .contains(&failure.code.as_str()),
+        .contains(&failure.code),
         "the failure names the workload: {failure}"
     );
     if with_output {

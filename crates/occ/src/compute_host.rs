@@ -24,6 +24,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use occ_core::ReasonCode;
 use occ_core::compute::ComputeError;
 use occ_host::serve::{self, HostProcess};
 use occ_host::wire::{self, HostReply, HostRequest, REQUEST_MAX_BYTES};
@@ -113,7 +114,7 @@ pub async fn run() -> anyhow::Result<()> {
         () = tokio::time::sleep(deadline) => {
             let _ = output.reply(&HostReply::Failed {
                 error: ComputeError::transient(
-                    "HOST_OPERATION_TIMEOUT",
+                    ReasonCode::HostOperationTimeout,
                     format!("the operation did not finish in {deadline:?} on the host and was abandoned"),
                 ),
             });
@@ -140,7 +141,7 @@ fn heartbeat(
             // The operation is stuck where it cannot be dropped: say so and go.
             let _ = output.reply(&HostReply::Failed {
                 error: ComputeError::transient(
-                    "HOST_OPERATION_TIMEOUT",
+                    ReasonCode::HostOperationTimeout,
                     "the operation did not finish by its deadline on the host and was abandoned",
                 ),
             });
@@ -165,11 +166,14 @@ fn read_request() -> Result<HostRequest, ComputeError> {
         .take(REQUEST_MAX_BYTES + 1)
         .read_to_end(&mut bytes)
         .map_err(|e| {
-            ComputeError::transient("HOST_REQUEST_INVALID", format!("cannot read stdin: {e}"))
+            ComputeError::transient(
+                ReasonCode::HostRequestInvalid,
+                format!("cannot read stdin: {e}"),
+            )
         })?;
     if bytes.len() as u64 > REQUEST_MAX_BYTES {
         return Err(ComputeError::permanent(
-            "HOST_REQUEST_INVALID",
+            ReasonCode::HostRequestInvalid,
             format!("the request is larger than {REQUEST_MAX_BYTES} bytes"),
         ));
     }

@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+use occ_core::ReasonCode;
 use occ_drivers::compute::ssh::{SshCompute, SshHost, SshSettings};
 use occ_drivers::compute::{ComputeError, FailureClass, NamespaceTarget};
 use occ_host::snapshot::GatewayBind;
@@ -241,8 +242,8 @@ fn a_request_of_another_build_is_refused_before_anything_else() {
     assert!(status.success());
     let error = failure(&out);
     assert_eq!(
-        (error.class, error.code.as_str()),
-        (FailureClass::Permanent, "HOST_VERSION_MISMATCH")
+        (error.class, error.code),
+        (FailureClass::Permanent, ReasonCode::HostVersionMismatch)
     );
     assert!(
         error.message.contains("0.0.1-old") && error.message.contains(env!("CARGO_PKG_VERSION")),
@@ -252,7 +253,7 @@ fn a_request_of_another_build_is_refused_before_anything_else() {
     // A request without a version (an older controller) is refused the same way.
     value.as_object_mut().expect("object").remove("version");
     let (out, _) = HostProcess::start(value.to_string().as_bytes()).finish();
-    assert_eq!(failure(&out).code, "HOST_VERSION_MISMATCH");
+    assert_eq!(failure(&out).code, ReasonCode::HostVersionMismatch);
     // Nothing was done on the host.
     assert!(!fresh.exists());
     // Not JSON at all.
@@ -260,8 +261,8 @@ fn a_request_of_another_build_is_refused_before_anything_else() {
     assert!(status.success());
     let error = failure(&out);
     assert_eq!(
-        (error.class, error.code.as_str()),
-        (FailureClass::Permanent, "HOST_REQUEST_INVALID")
+        (error.class, error.code),
+        (FailureClass::Permanent, ReasonCode::HostRequestInvalid)
     );
 }
 
@@ -350,8 +351,8 @@ fn the_host_deadline_abandons_an_operation() {
     assert!(elapsed < Duration::from_secs(6), "{elapsed:?}");
     let error = failure(&out);
     assert_eq!(
-        (error.class, error.code.as_str()),
-        (FailureClass::Transient, "HOST_OPERATION_TIMEOUT")
+        (error.class, error.code),
+        (FailureClass::Transient, ReasonCode::HostOperationTimeout)
     );
     drop(lock);
     std::thread::sleep(Duration::from_millis(300));

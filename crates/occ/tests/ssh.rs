@@ -19,6 +19,7 @@ use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use occ_core::ReasonCode;
 use occ_core::resource::{WorkspaceFileName, WorkspaceSetup};
 use occ_drivers::compute::ssh::{SshCompute, SshHost, SshSettings};
 use occ_drivers::compute::{
@@ -395,7 +396,7 @@ async fn agents_on_one_host_are_separate_users() {
         .activate_revision(&rev_a, &ctx_a)
         .await
         .expect_err("a linked log is refused");
-    assert_eq!(err.code, "OWNERSHIP_CONFLICT", "{err}");
+    assert_eq!(err.code, ReasonCode::OwnershipConflict, "{err}");
     let canary_meta = std::fs::metadata(&canary).unwrap();
     assert_eq!((canary_meta.uid(), canary_meta.len()), (0, 6));
 
@@ -421,7 +422,7 @@ async fn unknown_or_changed_host_keys_and_secrets_are_refused() {
             .await
             .expect_err("an unverified host is refused");
         assert_eq!(err.class, FailureClass::Permanent, "{err}");
-        assert_eq!(err.code, "HOST_KEY_VERIFICATION_FAILED", "{err}");
+        assert_eq!(err.code, ReasonCode::HostKeyVerificationFailed, "{err}");
         assert!(err.message.contains(&known.display().to_string()), "{err}");
     }
     assert!(
@@ -441,7 +442,7 @@ async fn unknown_or_changed_host_keys_and_secrets_are_refused() {
     })
     .expect("driver");
     let err = wrong_key.ensure_namespace(&ns).await.expect_err("refused");
-    assert_eq!(err.code, "HOST_AUTHENTICATION_FAILED", "{err}");
+    assert_eq!(err.code, ReasonCode::HostAuthenticationFailed, "{err}");
     assert_eq!(err.class, FailureClass::Permanent);
 
     // Secrets are never delivered to a host: refused before the host is contacted.
@@ -456,7 +457,7 @@ async fn unknown_or_changed_host_keys_and_secrets_are_refused() {
         compute.activate_revision(&rev, &ctx).await,
     ] {
         let err = result.expect_err("refused");
-        assert_eq!(err.code, "SECRET_DELIVERY_UNSUPPORTED", "{err}");
+        assert_eq!(err.code, ReasonCode::SecretDeliveryUnsupported, "{err}");
         assert_eq!(err.class, FailureClass::Permanent);
     }
     assert!(!host.path().join("namespaces").exists());
@@ -482,7 +483,7 @@ async fn sshd_down_during_a_deploy_is_transient_and_converges() {
         .await
         .expect_err("no sshd");
     assert_eq!(err.class, FailureClass::Transient, "{err}");
-    assert_eq!(err.code, "HOST_UNAVAILABLE", "{err}");
+    assert_eq!(err.code, ReasonCode::HostUnavailable, "{err}");
     let err = compute.observe(&rev).await.expect_err("no sshd");
     assert_eq!(err.class, FailureClass::Transient, "{err}");
 

@@ -7,6 +7,7 @@
 //! stop makes the stop `STOP_SUPERSEDED`. Delete retires every revision, removes the Agent's
 //! runtime storage through Compute, then runs the deletion finalizer in the fenced transaction.
 
+use occ_core::ReasonCode;
 use occ_core::audit::{AuditKind, AuditOutcome};
 use occ_core::authz::{Action, ResourceKind, ResourceRef};
 use occ_core::resource::{
@@ -24,7 +25,11 @@ impl Worker {
         let item = &claim.item;
         let Some(agent_id) = &item.agent_id else {
             return self
-                .settle(claim, Outcome::permanent("INVALID_TARGET"), no_extra)
+                .settle(
+                    claim,
+                    Outcome::permanent(ReasonCode::InvalidTarget),
+                    no_extra,
+                )
                 .await;
         };
         let ns = &item.namespace_id;
@@ -49,14 +54,18 @@ impl Worker {
         let mut tx = self.store().begin_read().await?;
         let Some(agent) = tx.agent_get(ns, agent_id).await? else {
             return self
-                .finish_stop(claim, Outcome::permanent("INVALID_AGENT_OWNER"), None)
+                .finish_stop(
+                    claim,
+                    Outcome::permanent(ReasonCode::InvalidAgentOwner),
+                    None,
+                )
                 .await;
         };
         let revisions = tx.revision_list(ns, agent_id).await?;
         drop(tx);
         if agent.desired_runtime_state != DesiredRuntimeState::Stopped {
             return self
-                .finish_stop(claim, Outcome::done("STOP_SUPERSEDED"), None)
+                .finish_stop(claim, Outcome::done(ReasonCode::StopSuperseded), None)
                 .await;
         }
         let active = match &agent.active_revision_id {
@@ -65,7 +74,11 @@ impl Worker {
                 Some(r) => Some(r.clone()),
                 None => {
                     return self
-                        .finish_stop(claim, Outcome::permanent("INVALID_ACTIVE_REVISION"), None)
+                        .finish_stop(
+                            claim,
+                            Outcome::permanent(ReasonCode::InvalidActiveRevision),
+                            None,
+                        )
                         .await;
                 }
             },
@@ -75,7 +88,7 @@ impl Worker {
         {
             // The active revision was admitted after this stop: a later deploy won.
             return self
-                .finish_stop(claim, Outcome::done("STOP_SUPERSEDED"), None)
+                .finish_stop(claim, Outcome::done(ReasonCode::StopSuperseded), None)
                 .await;
         }
         let ours = &self.compute.selection().identity;
@@ -83,7 +96,11 @@ impl Worker {
             && &active.spec.compute != ours
         {
             return self
-                .finish_stop(claim, Outcome::permanent("COMPUTE_DRIVER_MISMATCH"), None)
+                .finish_stop(
+                    claim,
+                    Outcome::permanent(ReasonCode::ComputeDriverMismatch),
+                    None,
+                )
                 .await;
         }
         // Active first, then every other revision admitted before the stop request.
@@ -113,13 +130,13 @@ impl Worker {
             })
             .await?;
         let outcome = match stopped {
-            Ok(true) if active.is_some() => Outcome::done("AGENT_STOPPED"),
-            Ok(true) => Outcome::done("AGENT_ALREADY_STOPPED"),
-            Ok(false) => Outcome::done("STOP_SUPERSEDED"),
+            Ok(true) if active.is_some() => Outcome::done(ReasonCode::AgentStopped),
+            Ok(true) => Outcome::done(ReasonCode::AgentAlreadyStopped),
+            Ok(false) => Outcome::done(ReasonCode::StopSuperseded),
             Err(e) => {
                 tracing::warn!(agent_id = %agent.id, code = %e.code, message = %e.message, "stop failed");
                 match Outcome::from_compute(&e) {
-                    Outcome::Pending(_) => Outcome::retry("DEPENDENCY_UNAVAILABLE"),
+                    Outcome::Pending(_) => Outcome::retry(ReasonCode::DependencyUnavailable),
                     other => other,
                 }
             }
@@ -142,12 +159,15 @@ impl Worker {
         let mut superseded = false;
         let pass = self
             .settle(claim, outcome, async |tx, settled, outcome| {
-                if matches!(outcome.code(), "AUTHORIZATION_DENIED" | "ACTOR_REVOKED") {
+                if matches!(
+                    outcome.code(),
+                    ReasonCode::AuthorizationDenied | ReasonCode::ActorRevoked
+                ) {
                     return Ok(());
                 }
                 if let Some((agent, Some(active))) = stopped
                     && settled == Settled::Succeeded
-                    && outcome.code() == "AGENT_STOPPED"
+                    && outcome.code() == ReasonCode::AgentStopped
                 {
                     let now = tx.agent_lock(&agent.namespace_id, &agent.id).await?;
                     if now.is_some_and(|a| a.desired_runtime_state == DesiredRuntimeState::Stopped)
@@ -192,9 +212,9 @@ impl Worker {
                         },
                     )
                     .reason_code(if superseded {
-                        "STOP_SUPERSEDED"
+                        ReasonCode::StopSuperseded.as_str()
                     } else {
-                        outcome.code()
+                        outcome.code().as_str()
                     })
                     .detail("computeDriverId", compute_id.as_str());
                 if let Some((_, Some(active))) = stopped {
@@ -221,7 +241,11 @@ impl Worker {
         let item = &claim.item;
         let Some(agent_id) = &item.agent_id else {
             return self
-                .settle(claim, Outcome::permanent("INVALID_TARGET"), no_extra)
+                .settle(
+                    claim,
+                    Outcome::permanent(ReasonCode::InvalidTarget),
+                    no_extra,
+                )
                 .await;
         };
         let ns = &item.namespace_id;
@@ -232,14 +256,18 @@ impl Worker {
         let Some(agent) = agent else {
             // Already finalized by an earlier pass whose completion was lost.
             return self
-                .settle(claim, Outcome::done("AGENT_DELETED"), no_extra)
+                .settle(claim, Outcome::done(ReasonCode::AgentDeleted), no_extra)
                 .await;
         };
         if agent.status != AgentStatus::Deleting
             || agent.desired_runtime_state != DesiredRuntimeState::Stopped
         {
             return self
-                .finish_delete(claim, &agent, Outcome::permanent("INVALID_AGENT_STATE"))
+                .finish_delete(
+                    claim,
+                    &agent,
+                    Outcome::permanent(ReasonCode::InvalidAgentState),
+                )
                 .await;
         }
         let req = self.request_for(item);
@@ -262,7 +290,11 @@ impl Worker {
         let ours = &self.compute.selection().identity;
         if revisions.iter().any(|r| &r.spec.compute != ours) {
             return self
-                .finish_delete(claim, &agent, Outcome::permanent("COMPUTE_DRIVER_MISMATCH"))
+                .finish_delete(
+                    claim,
+                    &agent,
+                    Outcome::permanent(ReasonCode::ComputeDriverMismatch),
+                )
                 .await;
         }
         let target = AgentTarget {
@@ -281,7 +313,7 @@ impl Worker {
             })
             .await?;
         let outcome = match removed {
-            Ok(()) => Outcome::done("AGENT_DELETED"),
+            Ok(()) => Outcome::done(ReasonCode::AgentDeleted),
             Err(e) => {
                 tracing::warn!(agent_id = %agent.id, code = %e.code, message = %e.message, "agent deletion failed");
                 Outcome::from_compute(&e)
@@ -302,8 +334,10 @@ impl Worker {
         let compute_id = self.compute.selection().identity.id.clone();
         let resource = ResourceRef::exact(ResourceKind::Agent, &agent.namespace_id, &agent.id);
         self.settle(claim, outcome, async |tx, settled, outcome| {
-            if matches!(outcome.code(), "AUTHORIZATION_DENIED" | "ACTOR_REVOKED")
-                || settled == Settled::Requeued
+            if matches!(
+                outcome.code(),
+                ReasonCode::AuthorizationDenied | ReasonCode::ActorRevoked
+            ) || settled == Settled::Requeued
             {
                 return Ok(());
             }
@@ -321,7 +355,7 @@ impl Worker {
                         AuditOutcome::Failure
                     },
                 )
-                .reason_code(outcome.code())
+                .reason_code(outcome.code().as_str())
                 .detail("computeDriverId", compute_id.as_str());
             if succeeded {
                 let removed = tx

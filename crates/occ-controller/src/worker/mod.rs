@@ -25,6 +25,7 @@ mod revisions;
 use std::sync::Arc;
 use std::time::Duration;
 
+use occ_core::ReasonCode;
 use occ_core::authz::{AuthMethod, Caller};
 use occ_core::work::{WorkItem, WorkState, WorkTarget, pending_recheck_delay, retry_backoff};
 use occ_core::{AdmissionDecisionId, Error, ErrorCode, RequestId};
@@ -107,48 +108,48 @@ impl PassOutcome {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Outcome {
     /// Complete with a reason code and optional result data.
-    Done(String, Option<Value>),
+    Done(ReasonCode, Option<Value>),
     /// Convergence pending.
-    Pending(String),
+    Pending(ReasonCode),
     /// A dependency failed.
-    Retry(String),
+    Retry(ReasonCode),
     /// Fail now, with optional result data.
-    Permanent(String, Option<Value>),
+    Permanent(ReasonCode, Option<Value>),
 }
 
 impl Outcome {
-    pub(crate) fn done(code: &str) -> Self {
-        Outcome::Done(code.to_owned(), None)
+    pub(crate) fn done(code: ReasonCode) -> Self {
+        Outcome::Done(code, None)
     }
-    pub(crate) fn permanent(code: &str) -> Self {
-        Outcome::Permanent(code.to_owned(), None)
+    pub(crate) fn permanent(code: ReasonCode) -> Self {
+        Outcome::Permanent(code, None)
     }
-    pub(crate) fn retry(code: &str) -> Self {
-        Outcome::Retry(code.to_owned())
+    pub(crate) fn retry(code: ReasonCode) -> Self {
+        Outcome::Retry(code)
     }
-    pub(crate) fn pending(code: &str) -> Self {
-        Outcome::Pending(code.to_owned())
+    pub(crate) fn pending(code: ReasonCode) -> Self {
+        Outcome::Pending(code)
     }
 
     /// The outcome a Compute failure calls for.
     pub(crate) fn from_compute(err: &ComputeError) -> Self {
         match err.class {
-            FailureClass::Pending => Outcome::Pending(err.code.clone()),
-            FailureClass::Transient => Outcome::Retry(err.code.clone()),
+            FailureClass::Pending => Outcome::Pending(err.code),
+            FailureClass::Transient => Outcome::Retry(err.code),
             // The workload's last (redacted) output lines say why it failed.
             FailureClass::Permanent => Outcome::Permanent(
-                err.code.clone(),
+                err.code,
                 (!err.output.is_empty()).then(|| serde_json::json!({ "output": err.output })),
             ),
         }
     }
 
-    pub(crate) fn code(&self) -> &str {
+    pub(crate) fn code(&self) -> ReasonCode {
         match self {
             Outcome::Done(c, _)
             | Outcome::Pending(c)
             | Outcome::Retry(c)
-            | Outcome::Permanent(c, _) => c,
+            | Outcome::Permanent(c, _) => *c,
         }
     }
 }
@@ -269,7 +270,7 @@ impl Worker {
                 {
                     Ok(report) => {
                         for key in &report.requeued {
-                            tracing::info!(work = %key, code = "LEASE_EXPIRED", "worker.recovered");
+                            tracing::info!(work = %key, code = ReasonCode::LeaseExpired.as_str(), "worker.recovered");
                         }
                         for key in &report.failed {
                             tracing::warn!(work = %key, "worker.recovered: attempts exhausted");
@@ -349,7 +350,11 @@ impl Worker {
             Err(PassError::Store(e)) => {
                 tracing::warn!(work = %claim.key(), error = %e, "platform state unavailable during a pass");
                 match self
-                    .settle(&claim, Outcome::retry("DEPENDENCY_UNAVAILABLE"), no_extra)
+                    .settle(
+                        &claim,
+                        Outcome::retry(ReasonCode::DependencyUnavailable),
+                        no_extra,
+                    )
                     .await
                 {
                     Ok(o) => o,
@@ -405,14 +410,14 @@ impl Worker {
         err: &Error,
     ) -> Result<Outcome, PassError> {
         if err.code() != ErrorCode::Forbidden {
-            return Ok(Outcome::retry("DEPENDENCY_UNAVAILABLE"));
+            return Ok(Outcome::retry(ReasonCode::DependencyUnavailable));
         }
         let mut tx = self.store().begin_read().await?;
         let exists = tx.identity_get(&item.actor_id).await?.is_some();
         Ok(if exists {
-            Outcome::permanent("AUTHORIZATION_DENIED")
+            Outcome::permanent(ReasonCode::AuthorizationDenied)
         } else {
-            Outcome::permanent("ACTOR_REVOKED")
+            Outcome::permanent(ReasonCode::ActorRevoked)
         })
     }
 
@@ -439,18 +444,23 @@ impl Worker {
         let mut tx = self.fenced(claim).await?;
         let (settled, pass) = match &outcome {
             Outcome::Done(code, data) => {
-                tx.work_complete(claim, code, data.clone()).await?;
+                tx.work_complete(claim, code.as_str(), data.clone()).await?;
                 (Settled::Succeeded, PassOutcome::Success)
             }
             Outcome::Pending(code) => {
-                tx.work_defer(claim, code, pending_recheck_delay(claim.age()), false)
-                    .await?;
+                tx.work_defer(
+                    claim,
+                    code.as_str(),
+                    pending_recheck_delay(claim.age()),
+                    false,
+                )
+                .await?;
                 (Settled::Requeued, PassOutcome::Pending)
             }
             Outcome::Retry(code) => {
                 let delay = retry_backoff(claim.item.attempt_count, rand::random::<f64>());
                 match tx
-                    .work_retry(claim, code, delay, self.settings.max_attempts)
+                    .work_retry(claim, code.as_str(), delay, self.settings.max_attempts)
                     .await?
                 {
                     WorkState::FailedPermanent => (Settled::Failed, PassOutcome::Permanent),
@@ -458,7 +468,7 @@ impl Worker {
                 }
             }
             Outcome::Permanent(code, data) => {
-                tx.work_fail(claim, code, data.clone()).await?;
+                tx.work_fail(claim, code.as_str(), data.clone()).await?;
                 (Settled::Failed, PassOutcome::Permanent)
             }
         };
@@ -492,7 +502,7 @@ impl Worker {
                 let timeout_ms = self.settings.convergence_timeout.as_millis() as u64;
                 tracing::warn!(work = %claim.key(), last = %code, "convergence deadline exceeded");
                 Outcome::Permanent(
-                    "CONVERGENCE_DEADLINE_EXCEEDED".into(),
+                    ReasonCode::ConvergenceDeadlineExceeded,
                     Some(json!({"timeoutMs": timeout_ms})),
                 )
             }

@@ -1,6 +1,7 @@
 //! Namespace work: ensure (`provisioning → ready | failed`) and delete (`deleting →`
 //! tombstone, with the Namespace's IAM policy removed).
 
+use occ_core::ReasonCode;
 use occ_core::Timestamp;
 use occ_core::audit::{AuditKind, AuditOutcome};
 use occ_core::authz::{Action, ResourceRef};
@@ -41,13 +42,13 @@ impl Worker {
         drop(tx);
         let (Some(ns), Some(installation)) = (ns, installation) else {
             return self
-                .settle(claim, Outcome::done("SUPERSEDED_TARGET"), no_extra)
+                .settle(claim, Outcome::done(ReasonCode::SupersededTarget), no_extra)
                 .await;
         };
         if ns.status != expected || ns.deleted_at.is_some() {
             // Already converged (or moved on): re-running is a no-op.
             return self
-                .settle(claim, Outcome::done("SUPERSEDED_TARGET"), no_extra)
+                .settle(claim, Outcome::done(ReasonCode::SupersededTarget), no_extra)
                 .await;
         }
 
@@ -100,8 +101,11 @@ impl Worker {
             })
             .await?;
         let (outcome, convergence) = match &observed {
-            Ok(Convergence::Done) => (Outcome::done("NAMESPACE_RECONCILED"), Some(true)),
-            Ok(Convergence::Pending) => (Outcome::pending("NAMESPACE_INCOMPLETE"), Some(false)),
+            Ok(Convergence::Done) => (Outcome::done(ReasonCode::NamespaceReconciled), Some(true)),
+            Ok(Convergence::Pending) => (
+                Outcome::pending(ReasonCode::NamespaceIncomplete),
+                Some(false),
+            ),
             Err(e) => {
                 tracing::warn!(namespace_id = %ns.id, code = %e.code, message = %e.message, "namespace effect failed");
                 (Outcome::from_compute(e), None)
@@ -154,7 +158,7 @@ impl Worker {
             Outcome::Pending(code) => {
                 let mut tx = self.store().begin_read().await?;
                 tx.work_latest_evidence(&claim.item.key).await?
-                    == Some(("success".into(), code.clone()))
+                    == Some(("success".into(), code.as_str().to_owned()))
             }
             _ => false,
         };
@@ -184,7 +188,10 @@ impl Worker {
                 _ => {}
             }
             // A refusal was audited as a denial when it was decided.
-            let denied = matches!(outcome.code(), "AUTHORIZATION_DENIED" | "ACTOR_REVOKED");
+            let denied = matches!(
+                outcome.code(),
+                ReasonCode::AuthorizationDenied | ReasonCode::ActorRevoked
+            );
             if denied || repeated_pending {
                 return Ok(());
             }
@@ -202,7 +209,7 @@ impl Worker {
                         AuditOutcome::Failure
                     },
                 )
-                .reason_code(outcome.code())
+                .reason_code(outcome.code().as_str())
                 .detail("computeDriverId", compute_id.as_str());
             if let Some(done) = convergence {
                 let key = if ensure {

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use http::{Method, StatusCode};
 use occ_controller::worker::Worker;
+use occ_core::ReasonCode;
 use occ_drivers::compute::{AgentTarget, ComputeError};
 use occ_store::Backend;
 use occ_testkit::compute::{FakeCompute, Scripted, Verb};
@@ -134,7 +135,7 @@ async fn reported_exit(backend: Backend) {
     f.compute.script(
         Verb::Activate,
         Scripted::Fail(ComputeError::transient(
-            "RUNTIME_STARTUP_FAILED",
+            ReasonCode::RuntimeStartupFailed,
             "the gateway exited during startup",
         )),
     );
@@ -232,7 +233,10 @@ async fn the_maintenance_pass_records_a_gateway_it_found_down() {
     f.compute.crash(&agent_id(&agent));
     f.compute.script(
         Verb::Activate,
-        Scripted::Fail(ComputeError::transient("RUNTIME_STARTUP_FAILED", "not yet")),
+        Scripted::Fail(ComputeError::transient(
+            ReasonCode::RuntimeStartupFailed,
+            "not yet",
+        )),
     );
     tokio::time::sleep(Duration::from_millis(250)).await;
     f.drain().await;

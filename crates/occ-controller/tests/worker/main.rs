@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use http::{Method, StatusCode};
 use occ_controller::worker::{PassOutcome, Worker, WorkerSettings};
+use occ_core::ReasonCode;
 use occ_core::authz::{Action, Permission, ResourceKind};
 use occ_core::resource::{DesiredRuntimeState, NamespaceStatus};
 use occ_core::work::{WorkKey, WorkState};
@@ -217,7 +218,7 @@ async fn a_namespace_that_cannot_be_prepared_fails() {
     let f = Fixture::new().await;
     f.compute.script(
         Verb::EnsureNamespace,
-        Scripted::Fail(ComputeError::permanent("NAMESPACE_REFUSED", "no")),
+        Scripted::Fail(ComputeError::permanent(ReasonCode::KubernetesInvalid, "no")),
     );
     let created = f
         .call(Method::POST, "/namespaces", Some(json!({"name": "team-b"})))
@@ -523,7 +524,7 @@ async fn failures_retry_then_fail_and_permanent_failures_fail_at_once() {
     f.compute.script(
         Verb::Prepare,
         Scripted::Fail(ComputeError::transient(
-            "DEPENDENCY_UNAVAILABLE",
+            ReasonCode::DependencyUnavailable,
             "disk busy",
         )),
     );
@@ -538,7 +539,7 @@ async fn failures_retry_then_fail_and_permanent_failures_fail_at_once() {
     f.compute.script(
         Verb::Prepare,
         Scripted::Fail(ComputeError::permanent(
-            "RUNTIME_NOT_INSTALLED",
+            ReasonCode::RuntimeNotInstalled,
             "no runtime",
         )),
     );
@@ -744,7 +745,7 @@ async fn staged_setup_reaches_compute_is_erased_at_activation_and_verified_after
     f.compute.script(
         Verb::Prepare,
         Scripted::Fail(ComputeError::permanent(
-            "WORKSPACE_SETUP_FAILED",
+            ReasonCode::WorkspaceSetupFailed,
             "USER.md already exists with other content",
         )),
     );

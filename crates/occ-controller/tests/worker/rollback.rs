@@ -4,10 +4,11 @@
 //! when it starts a candidate); the Drivers' own suites prove the restore with real gateways.
 
 use super::*;
+use occ_core::ReasonCode;
 
 fn refused() -> ComputeError {
     ComputeError::permanent(
-        "RUNTIME_CONFIGURATION_INVALID",
+        ReasonCode::RuntimeConfigurationInvalid,
         "OpenClaw refused the configuration (exit status 78)",
     )
     .with_output(vec![
@@ -95,7 +96,7 @@ async fn a_transient_startup_failure_is_rolled_back_at_once_instead_of_retried()
     f.compute.script(
         Verb::Activate,
         Scripted::Fail(ComputeError::transient(
-            "RUNTIME_STARTUP_FAILED",
+            ReasonCode::RuntimeStartupFailed,
             "the gateway exited with status 1",
         )),
     );
@@ -121,7 +122,7 @@ async fn a_failed_restore_is_reported_and_leaves_the_pointer_on_the_previous_rev
     f.compute.script(
         Verb::Restore,
         Scripted::Fail(ComputeError::transient(
-            "RUNTIME_STARTUP_FAILED",
+            ReasonCode::RuntimeStartupFailed,
             "the gateway exited with status 1",
         )),
     );
@@ -154,7 +155,7 @@ async fn a_first_deploy_that_fails_to_start_never_names_itself_active() {
     s.max_attempts = 2;
     let f = Fixture::with(Backend::Sqlite, FakeCompute::new(), s).await;
     let (_, agent) = f.agent("a1").await;
-    let failure = ComputeError::transient("RUNTIME_STARTUP_FAILED", "exit 1");
+    let failure = ComputeError::transient(ReasonCode::RuntimeStartupFailed, "exit 1");
     f.compute
         .script(Verb::Activate, Scripted::Fail(failure.clone()));
     f.compute.script(Verb::Activate, Scripted::Fail(failure));

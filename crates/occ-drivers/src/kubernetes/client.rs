@@ -1,5 +1,6 @@
 //! The Kubernetes client occ's Drivers use, and the request policy around every call.
 
+use occ_core::ReasonCode;
 use std::future::Future;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -61,16 +62,21 @@ impl KubeFailure {
     pub fn into_compute(self, what: &str) -> crate::compute::ComputeError {
         use crate::compute::ComputeError;
         match self {
-            KubeFailure::Forbidden(m) => ComputeError::transient("KUBERNETES_FORBIDDEN", m),
-            KubeFailure::Invalid(m) => ComputeError::permanent("KUBERNETES_INVALID", m),
-            KubeFailure::NotFound => {
-                ComputeError::transient("KUBERNETES_UNAVAILABLE", format!("{what}: not found"))
+            KubeFailure::Forbidden(m) => {
+                ComputeError::transient(ReasonCode::KubernetesForbidden, m)
             }
+            KubeFailure::Invalid(m) => ComputeError::permanent(ReasonCode::KubernetesInvalid, m),
+            KubeFailure::NotFound => ComputeError::transient(
+                ReasonCode::KubernetesUnavailable,
+                format!("{what}: not found"),
+            ),
             KubeFailure::AlreadyExists | KubeFailure::Conflict(_) => ComputeError::transient(
-                "KUBERNETES_CONFLICT",
+                ReasonCode::KubernetesConflict,
                 format!("{what}: changed concurrently; read again on the next pass"),
             ),
-            KubeFailure::Unavailable(m) => ComputeError::transient("KUBERNETES_UNAVAILABLE", m),
+            KubeFailure::Unavailable(m) => {
+                ComputeError::transient(ReasonCode::KubernetesUnavailable, m)
+            }
         }
     }
 }

@@ -25,6 +25,7 @@
 //! adopted or overwritten. A namespace is deleted with its uid as a precondition and the
 //! deletion is done only once the namespace is observed gone.
 
+use occ_core::ReasonCode;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Namespace, ResourceQuota, ResourceQuotaSpec};
@@ -202,7 +203,7 @@ const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 const PSS_ENFORCE: &str = "pod-security.kubernetes.io/enforce";
 
 fn foreign(what: String) -> ComputeError {
-    ComputeError::permanent("TENANT_OBJECT_FOREIGN", what)
+    ComputeError::permanent(ReasonCode::TenantObjectForeign, what)
 }
 
 fn managed_meta(name: &str, namespace: Option<&str>, ns: &NamespaceTarget) -> ObjectMeta {
@@ -532,7 +533,7 @@ impl TenantNamespaces {
     ) -> Result<Convergence, ComputeError> {
         let not_ready = |what: String| {
             ComputeError::transient(
-                "EXISTING_NAMESPACE_NOT_READY",
+                ReasonCode::ExistingNamespaceNotReady,
                 format!("existingNamespace {existing}: {what}"),
             )
         };
@@ -632,7 +633,7 @@ impl TenantNamespaces {
             return Ok(());
         }
         Err(ComputeError::transient(
-            "EXISTING_NAMESPACE_NOT_READY",
+            ReasonCode::ExistingNamespaceNotReady,
             format!(
                 "existingNamespace {tenant}: NetworkPolicies occ does not own could admit traffic to gateways; remove them: {}",
                 foreign.join(", ")

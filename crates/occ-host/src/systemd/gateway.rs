@@ -7,6 +7,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use occ_core::ReasonCode;
 use occ_core::RevisionId;
 use occ_core::compute::{AgentTarget, ComputeError, RevisionContext};
 use occ_gateway::{Endpoint, GatewayError};
@@ -51,7 +52,7 @@ pub(crate) async fn serving(
 pub(crate) fn refuse_secrets(ctx: &RevisionContext) -> Result<(), ComputeError> {
     if !ctx.environment.is_empty() || ctx.harness_credential.is_some() {
         return Err(ComputeError::permanent(
-            "SECRET_DELIVERY_UNSUPPORTED",
+            ReasonCode::SecretDeliveryUnsupported,
             "systemd supervision delivers no Secrets to gateways",
         ));
     }
@@ -129,7 +130,7 @@ pub(crate) async fn activate(
     let unit = unit_name(agent_id);
     let endpoint = Endpoint::loopback(launch.port, token.expose());
     let deadline = tokio::time::Instant::now() + launch.ready_timeout;
-    let failed = |code: &str, message: String| {
+    let failed = |code: ReasonCode, message: String| {
         ComputeError::transient(code, format!("{message} (journalctl -u {unit})")).with_output(
             startup_output(
                 &agent_dir.join("logs/gateway.log"),
@@ -142,7 +143,7 @@ pub(crate) async fn activate(
         if !sd.running(agent_id).await? {
             let _ = sd.systemctl.run(&["stop", &unit]).await;
             return Err(failed(
-                "RUNTIME_STARTUP_FAILED",
+                ReasonCode::RuntimeStartupFailed,
                 format!("the unit {unit} stopped during startup"),
             ));
         }
@@ -151,7 +152,7 @@ pub(crate) async fn activate(
             // Do not leave a gateway that never became ready: the next pass starts over.
             let _ = sd.systemctl.run(&["stop", &unit]).await;
             return Err(failed(
-                "AGENT_GATEWAY_UNAVAILABLE",
+                ReasonCode::AgentGatewayUnavailable,
                 format!(
                     "the gateway of {unit} did not become ready in {:?}",
                     launch.ready_timeout
@@ -165,7 +166,10 @@ pub(crate) async fn activate(
             }
             Err(GatewayError::Unauthorized(m) | GatewayError::MissingScope(m)) => {
                 let _ = sd.systemctl.run(&["stop", &unit]).await;
-                return Err(ComputeError::permanent("AGENT_GATEWAY_UNAUTHORIZED", m));
+                return Err(ComputeError::permanent(
+                    ReasonCode::AgentGatewayUnauthorized,
+                    m,
+                ));
             }
             Err(_) => {}
         }

@@ -5,6 +5,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use occ_core::ReasonCode;
 use occ_core::compute::ComputeError;
 
 use super::unit::{UnitFile, UnitSpec, header, install_unit, read_unit, unit_name};
@@ -40,11 +41,13 @@ impl Systemctl {
             .await
             .map_err(|_| {
                 ComputeError::transient(
-                    "SYSTEMD_UNAVAILABLE",
+                    ReasonCode::SystemdUnavailable,
                     format!("{what} did not finish in {SYSTEMCTL_TIMEOUT:?}"),
                 )
             })?
-            .map_err(|e| ComputeError::transient("SYSTEMD_UNAVAILABLE", format!("{what}: {e}")))
+            .map_err(|e| {
+                ComputeError::transient(ReasonCode::SystemdUnavailable, format!("{what}: {e}"))
+            })
     }
 
     /// Runs `systemctl <args>`; a failure is transient `SYSTEMD_FAILED` with its (bounded)
@@ -60,7 +63,7 @@ impl Systemctl {
             .take(600)
             .collect();
         Err(ComputeError::transient(
-            "SYSTEMD_FAILED",
+            ReasonCode::SystemdFailed,
             format!(
                 "systemctl {} failed ({}): {stderr}",
                 args.join(" "),
@@ -273,7 +276,7 @@ mod tests {
                 .await
                 .expect_err("remove"),
         ] {
-            assert_eq!(err.code, "OWNERSHIP_CONFLICT");
+            assert_eq!(err.code, ReasonCode::OwnershipConflict);
         }
         assert!(calls(dir.path()).is_empty());
         assert!(units.join(&name).exists());

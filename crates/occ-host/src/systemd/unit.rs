@@ -6,6 +6,7 @@ use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use occ_core::ReasonCode;
 use occ_core::compute::ComputeError;
 use sha2::Digest as _;
 
@@ -100,7 +101,7 @@ impl UnitSpec {
         for (what, path) in paths {
             if !safe_path(path) {
                 return Err(ComputeError::permanent(
-                    "INVALID_HOST_SETTINGS",
+                    ReasonCode::InvalidHostSettings,
                     format!(
                         "{what} {} cannot be written into a systemd unit (absolute, only \
                          [A-Za-z0-9_./:@+-])",
@@ -110,7 +111,7 @@ impl UnitSpec {
             }
             if hidden_by_hardening(path) {
                 return Err(ComputeError::permanent(
-                    "INVALID_HOST_SETTINGS",
+                    ReasonCode::InvalidHostSettings,
                     format!(
                         "{what} {} is under a directory systemd hides from the gateway \
                          (PrivateTmp, ProtectHome: /tmp, /var/tmp, /home, /root, /run/user)",
@@ -132,7 +133,7 @@ impl UnitSpec {
         ] {
             if !plain(value) {
                 return Err(ComputeError::permanent(
-                    "INVALID_HOST_SETTINGS",
+                    ReasonCode::InvalidHostSettings,
                     format!("the {what} {value:?} cannot be written into a systemd unit"),
                 ));
             }
@@ -364,12 +365,15 @@ mod tests {
             let mut s = spec(true);
             s.agent_dir = PathBuf::from(bad);
             let err = s.render().expect_err(bad);
-            assert_eq!(err.code, "INVALID_HOST_SETTINGS", "{bad}");
+            assert_eq!(err.code, ReasonCode::InvalidHostSettings, "{bad}");
         }
         for hidden in ["/tmp/occ", "/home/occ/compute", "/root/occ"] {
             let mut s = spec(false);
             s.node = PathBuf::from(hidden).join("node");
-            assert_eq!(s.render().expect_err(hidden).code, "INVALID_HOST_SETTINGS");
+            assert_eq!(
+                s.render().expect_err(hidden).code,
+                ReasonCode::InvalidHostSettings
+            );
         }
         let mut s = spec(false);
         s.account = "x\nExecStart=/bin/sh".into();
@@ -387,7 +391,7 @@ mod tests {
         let foreign = "[Unit]\nDescription=not occ's\n";
         std::fs::write(&path, foreign).expect("write");
         let err = install_unit(&path, &head, &text).expect_err("foreign");
-        assert_eq!(err.code, "OWNERSHIP_CONFLICT");
+        assert_eq!(err.code, ReasonCode::OwnershipConflict);
         assert_eq!(err.class, occ_core::compute::FailureClass::Permanent);
         assert_eq!(std::fs::read_to_string(&path).expect("read"), foreign);
         // Another Agent's unit (occ's header, another agent) is not ours either.
@@ -395,7 +399,7 @@ mod tests {
         std::fs::write(&path, &other).expect("write");
         assert_eq!(
             install_unit(&path, &head, &text).expect_err("other").code,
-            "OWNERSHIP_CONFLICT"
+            ReasonCode::OwnershipConflict
         );
         // A link is refused without being followed.
         std::fs::remove_file(&path).expect("rm");
@@ -404,7 +408,7 @@ mod tests {
         std::os::unix::fs::symlink(&target, &path).expect("link");
         assert_eq!(
             install_unit(&path, &head, &text).expect_err("link").code,
-            "OWNERSHIP_CONFLICT"
+            ReasonCode::OwnershipConflict
         );
         std::fs::remove_file(&path).expect("rm");
         // Ours: written 0644, then left alone while the text is the same.

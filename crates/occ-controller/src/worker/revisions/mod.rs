@@ -22,6 +22,7 @@ mod plan;
 
 use std::collections::BTreeMap;
 
+use occ_core::ReasonCode;
 use occ_core::audit::{AuditKind, AuditOutcome};
 use occ_core::authz::{Action, ResourceKind, ResourceRef};
 use occ_core::resource::{
@@ -189,22 +190,22 @@ impl Worker {
         let facts = &read.facts;
         let Some(previous) = facts.predecessor() else {
             return Ok(Err(ComputeError::permanent(
-                "INVALID_ACTIVE_REVISION",
+                ReasonCode::InvalidActiveRevision,
                 "no predecessor to restore",
             )));
         };
         let Some(requester) = &read.predecessor_requester else {
             return Ok(Err(ComputeError::permanent(
-                "INVALID_ACTIVE_REVISION",
+                ReasonCode::InvalidActiveRevision,
                 "the predecessor's deployment is not recorded",
             )));
         };
         let req = self.request_for_actor(requester);
         if let Err(e) = self.authorize_revision(&req, previous, &facts.agent).await {
             let code = if e.code() == occ_core::ErrorCode::Forbidden {
-                "AUTHORIZATION_DENIED"
+                ReasonCode::AuthorizationDenied
             } else {
-                "DEPENDENCY_UNAVAILABLE"
+                ReasonCode::DependencyUnavailable
             };
             return Ok(Err(ComputeError::transient(code, e.to_string())));
         }
@@ -275,7 +276,7 @@ impl Worker {
             _ => PassKind::Deploy,
         };
         let (Some(agent_id), Some(rev_id)) = (&item.agent_id, &item.revision_id) else {
-            return Ok(Err(Outcome::permanent("INVALID_TARGET")));
+            return Ok(Err(Outcome::permanent(ReasonCode::InvalidTarget)));
         };
         let ns_id = &item.namespace_id;
         let mut tx = self.store().begin_read().await?;
@@ -284,13 +285,13 @@ impl Worker {
         let revisions = tx.revision_list(ns_id, agent_id).await?;
         let revision = revisions.iter().find(|r| &r.id == rev_id).cloned();
         let (Some(ns), Some(agent), Some(revision)) = (ns, agent, revision) else {
-            return Ok(Err(Outcome::permanent("INVALID_REVISION_OWNER")));
+            return Ok(Err(Outcome::permanent(ReasonCode::InvalidRevisionOwner)));
         };
         let active = match &agent.active_revision_id {
             None => None,
             Some(id) => match revisions.iter().find(|r| &r.id == id) {
                 Some(r) => Some(r.clone()),
-                None => return Ok(Err(Outcome::permanent("INVALID_ACTIVE_REVISION"))),
+                None => return Ok(Err(Outcome::permanent(ReasonCode::InvalidActiveRevision))),
             },
         };
         let newer_admitted = revisions.iter().any(|r| r.revision > revision.revision);
@@ -307,7 +308,7 @@ impl Worker {
         let predecessor = facts.predecessor().cloned();
         let mut secrets = BTreeMap::new();
         for rev in std::iter::once(&facts.revision).chain(predecessor.as_ref()) {
-            for id in consumed_secrets(rev) {
+            for id in rev.spec.consumed_secrets() {
                 if let Some(meta) = tx.secret_get(ns_id, id).await? {
                     secrets.insert(id.clone(), meta);
                 }
@@ -332,59 +333,22 @@ impl Worker {
     }
 
     /// Re-authorizes the original requester for everything the revision consumes, on fresh
-    /// policy: deploy on the Agent, read on the Configuration, operate on each consumed Secret
-    /// (for the requester and for the Agent's principal), read on a ServiceAccount.
+    /// policy: deploy on the Agent, then the grants of [`occ_core::revision`] (the policy deploy
+    /// admission applied).
     async fn authorize_revision(
         &self,
         req: &Request,
         rev: &AgentRevision,
         agent: &Agent,
     ) -> Result<(), Error> {
-        let ns = &agent.namespace_id;
-        let audit = "openclaw.agents.deploy";
         let c = &self.controller;
-        let agent_ref = ResourceRef::exact(ResourceKind::Agent, ns, &agent.id);
-        let (tx, _) = c
-            .read_authorized(req, Action::Deploy, &agent_ref, audit)
+        let agent_ref = ResourceRef::exact(ResourceKind::Agent, &agent.namespace_id, &agent.id);
+        let (mut tx, _) = c
+            .read_authorized(req, Action::Deploy, &agent_ref, "openclaw.agents.deploy")
             .await?;
-        let cfg_ref =
-            ResourceRef::exact(ResourceKind::Configuration, ns, &rev.spec.configuration_id);
-        let mut tx = c
-            .authorize_in(tx, req, Action::Read, &cfg_ref, audit)
-            .await?;
-        let mut secrets: Vec<&SecretId> = rev
-            .spec
-            .secret_bindings
-            .iter()
-            .flat_map(|b| b.values())
-            .map(|b| &b.source.id)
-            .collect();
-        match &rev.spec.harness_auth {
-            Some(HarnessAuth::ApiKey { source }) => secrets.push(&source.id),
-            Some(HarnessAuth::ChatgptServiceAccount { service_account_id }) => {
-                let target =
-                    ResourceRef::exact(ResourceKind::ServiceAccount, ns, service_account_id);
-                tx = c
-                    .authorize_in(tx, req, Action::Read, &target, audit)
-                    .await?;
-            }
-            Some(HarnessAuth::Runtime {}) | None => {}
-        }
-        for secret in secrets {
-            let target = ResourceRef::exact(ResourceKind::Secret, ns, secret);
+        for consumed in rev.spec.consumed() {
             tx = c
-                .authorize_in(tx, req, Action::Operate, &target, audit)
-                .await?;
-            tx = c
-                .authorize_in_as(
-                    tx,
-                    req,
-                    &agent.service_principal_id,
-                    Action::Operate,
-                    &target,
-                    audit,
-                    None,
-                )
+                .authorize_consumed(tx, req, agent, consumed, false)
                 .await?;
         }
         drop(tx);
@@ -412,8 +376,8 @@ impl Worker {
         if let Some(HarnessAuth::ApiKey { source }) = &rev.spec.harness_auth {
             match self.secret_value(read, rev, &source.id).await {
                 Ok(value) => ctx.harness_credential = Some(value),
-                Err("SECRET_BINDING_UNAVAILABLE") => {
-                    return Err(Outcome::permanent("HARNESS_AUTH_SOURCE_UNAVAILABLE"));
+                Err(ReasonCode::SecretBindingUnavailable) => {
+                    return Err(Outcome::permanent(ReasonCode::HarnessAuthSourceUnavailable));
                 }
                 Err(code) => return Err(code_outcome(code)),
             }
@@ -422,7 +386,7 @@ impl Worker {
         // the marker: live edits survive and a lost workspace blocks startup.
         if let Some(setup) = &read.workspace_setup {
             if !self.compute.supports_workspace_setup() {
-                return Err(Outcome::permanent("WORKSPACE_SETUP_UNSUPPORTED"));
+                return Err(Outcome::permanent(ReasonCode::WorkspaceSetupUnsupported));
             }
             ctx.workspace_setup = Some(setup.clone());
         }
@@ -435,13 +399,13 @@ impl Worker {
         read: &RevisionRead,
         rev: &AgentRevision,
         id: &SecretId,
-    ) -> Result<SecretText, &'static str> {
+    ) -> Result<SecretText, ReasonCode> {
         let Some(meta) = read.secrets.get(id) else {
-            return Err("SECRET_BINDING_UNAVAILABLE");
+            return Err(ReasonCode::SecretBindingUnavailable);
         };
         let driver = self.controller.secrets.identity().id;
         if meta.driver_id != driver || rev.spec.secret_driver_id.as_deref() != Some(&driver) {
-            return Err("SECRET_DRIVER_MISMATCH");
+            return Err(ReasonCode::SecretDriverMismatch);
         }
         let value = self
             .controller
@@ -453,11 +417,11 @@ impl Worker {
         match value {
             Ok(v) => Ok(v),
             Err(DriverError::NotFound | DriverError::Corrupt(_)) => {
-                Err("SECRET_BINDING_UNAVAILABLE")
+                Err(ReasonCode::SecretBindingUnavailable)
             }
             Err(e) => {
                 tracing::warn!(error = %e, "secret driver unavailable");
-                Err("DEPENDENCY_UNAVAILABLE")
+                Err(ReasonCode::DependencyUnavailable)
             }
         }
     }
@@ -526,7 +490,7 @@ impl Worker {
         let agent = &facts.agent;
         let rev = &facts.revision;
         let resource = ResourceRef::exact(ResourceKind::AgentRevision, &rev.namespace_id, &rev.id);
-        let lifecycle_event = |action: &str, code: &str| {
+        let lifecycle_event = |action: &str, code: ReasonCode| {
             self.controller
                 .event(
                     &req,
@@ -535,7 +499,7 @@ impl Worker {
                     &resource,
                     AuditOutcome::Success,
                 )
-                .reason_code(code)
+                .reason_code(code.as_str())
                 .detail("computeDriverId", compute_id.as_str())
                 .detail("agentId", agent.id.as_str())
         };
@@ -572,7 +536,7 @@ impl Worker {
                     if done.restarted {
                         let mut restart = lifecycle_event(
                             "openclaw.agents.lifecycle.restart",
-                            "GATEWAY_RESTARTED",
+                            ReasonCode::GatewayRestarted,
                         )
                         .detail("restarts", runtime.restarts);
                         if let Some(at) = runtime.last_exit_at {
@@ -660,23 +624,8 @@ pub(crate) fn revision_target(agent: &Agent, rev: &AgentRevision) -> RevisionTar
     }
 }
 
-/// Every Secret a revision consumes: its bindings and an `api_key` harness credential.
-fn consumed_secrets(rev: &AgentRevision) -> impl Iterator<Item = &SecretId> {
-    let bindings = rev
-        .spec
-        .secret_bindings
-        .iter()
-        .flat_map(|b| b.values())
-        .map(|b| &b.source.id);
-    let harness = match &rev.spec.harness_auth {
-        Some(HarnessAuth::ApiKey { source }) => Some(&source.id),
-        _ => None,
-    };
-    bindings.chain(harness)
-}
-
-fn code_outcome(code: &str) -> Outcome {
-    if code == "DEPENDENCY_UNAVAILABLE" {
+fn code_outcome(code: ReasonCode) -> Outcome {
+    if code == ReasonCode::DependencyUnavailable {
         Outcome::retry(code)
     } else {
         Outcome::permanent(code)
@@ -689,5 +638,5 @@ fn maintenance_bucket(key: &str) -> Option<u64> {
 }
 
 pub(crate) fn store_to_compute(e: StoreError) -> occ_drivers::compute::ComputeError {
-    occ_drivers::compute::ComputeError::transient("DEPENDENCY_UNAVAILABLE", e.to_string())
+    occ_drivers::compute::ComputeError::transient(ReasonCode::DependencyUnavailable, e.to_string())
 }

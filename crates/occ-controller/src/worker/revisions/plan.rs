@@ -10,6 +10,7 @@
 //! The pointer moves only once the new revision serves, so `activeRevisionId` never names a
 //! revision that did not start.
 
+use occ_core::ReasonCode;
 use occ_core::resource::{
     Agent, AgentRevision, AgentStatus, ComputeIdentity, DesiredRuntimeState, HarnessDescriptor,
 };
@@ -147,7 +148,7 @@ impl Finish {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Completion {
     /// `REVISION_ACTIVATED` or `REVISION_ALREADY_ACTIVE`.
-    pub code: &'static str,
+    pub code: ReasonCode,
     /// A maintenance pass found the gateway down and started it again.
     pub restarted: bool,
 }
@@ -161,7 +162,7 @@ pub(crate) fn plan(facts: &Facts, progress: &Progress) -> Step {
     if facts.kind == PassKind::Maintenance
         && (!is_active || facts.agent.desired_runtime_state != DesiredRuntimeState::Running)
     {
-        return Finish::with(Outcome::done("REVISION_MAINTENANCE_SUPERSEDED"));
+        return Finish::with(Outcome::done(ReasonCode::RevisionMaintenanceSuperseded));
     }
     match &progress.authorized {
         None => return Step::Authorize,
@@ -178,7 +179,7 @@ pub(crate) fn plan(facts: &Facts, progress: &Progress) -> Step {
         None => return Step::ResolveContext,
         // An active runtime is never failed for this: it keeps serving, the pass waits.
         Some(Err(Outcome::Permanent(code, _))) if is_active => {
-            return Finish::with(Outcome::Pending(code.clone()));
+            return Finish::with(Outcome::Pending(*code));
         }
         Some(Err(outcome)) => return Finish::with(outcome.clone()),
         Some(Ok(())) => {}
@@ -190,18 +191,18 @@ pub(crate) fn plan(facts: &Facts, progress: &Progress) -> Step {
             .is_some_and(|a| a.revision >= facts.revision.revision)
         {
             // Recovered old work never replaces a newer active revision.
-            return Finish::with(Outcome::done("REVISION_SUPERSEDED"));
+            return Finish::with(Outcome::done(ReasonCode::RevisionSuperseded));
         }
         if facts.newer_admitted {
             // A later deploy of the same Agent is queued behind this one in its lane: starting
             // this revision would only be replaced at once.
-            return Finish::with(Outcome::done("REVISION_SUPERSEDED"));
+            return Finish::with(Outcome::done(ReasonCode::RevisionSuperseded));
         }
     }
     match &progress.prepared {
         None => return Step::Prepare,
         Some(Ok(Readiness::Pending { code })) => {
-            return Finish::with(Outcome::Pending(code.clone()));
+            return Finish::with(Outcome::Pending(*code));
         }
         Some(Err(e)) => return Finish::with(failure_of_serving(facts, e)),
         Some(Ok(Readiness::Ready)) => {}
@@ -221,7 +222,7 @@ pub(crate) fn plan(facts: &Facts, progress: &Progress) -> Step {
         match progress.published {
             None => return Step::Publish,
             Some(Publish::Changed) => {
-                return Finish::with(Outcome::retry("ACTIVE_REVISION_CHANGED"));
+                return Finish::with(Outcome::retry(ReasonCode::ActiveRevisionChanged));
             }
             // The candidate runs but a stop was admitted meanwhile: shut it down. The stop's
             // own work stops the rest.
@@ -236,9 +237,9 @@ pub(crate) fn plan(facts: &Facts, progress: &Progress) -> Step {
         Some(Ok(())) => {}
     }
     let code = if is_active {
-        "REVISION_ALREADY_ACTIVE"
+        ReasonCode::RevisionAlreadyActive
     } else {
-        "REVISION_ACTIVATED"
+        ReasonCode::RevisionActivated
     };
     Step::Finish(Finish {
         outcome: Outcome::done(code),
@@ -254,19 +255,19 @@ pub(crate) fn plan(facts: &Facts, progress: &Progress) -> Step {
 fn invalid(facts: &Facts) -> Option<Outcome> {
     let (agent, revision) = (&facts.agent, &facts.revision);
     if !facts.namespace_ready {
-        return Some(Outcome::permanent("NAMESPACE_NOT_READY"));
+        return Some(Outcome::permanent(ReasonCode::NamespaceNotReady));
     }
     if revision.agent_id != agent.id
         || revision.namespace_id != agent.namespace_id
         || revision.spec.service_principal_id != agent.service_principal_id
     {
-        return Some(Outcome::permanent("INVALID_ADMITTED_REVISION"));
+        return Some(Outcome::permanent(ReasonCode::InvalidAdmittedRevision));
     }
     if revision.spec.harness != facts.approved_harness {
-        return Some(Outcome::permanent("HARNESS_DESCRIPTOR_MISMATCH"));
+        return Some(Outcome::permanent(ReasonCode::HarnessDescriptorMismatch));
     }
     if revision.spec.compute != facts.compute {
-        return Some(Outcome::permanent("COMPUTE_DRIVER_MISMATCH"));
+        return Some(Outcome::permanent(ReasonCode::ComputeDriverMismatch));
     }
     None
 }
@@ -275,7 +276,7 @@ fn invalid(facts: &Facts) -> Option<Outcome> {
 fn stop_wins(progress: &Progress, retire_earlier: bool) -> Step {
     match &progress.stopped {
         None => Step::StopCandidate { retire_earlier },
-        Some(Ok(())) => Finish::with(Outcome::done("REVISION_STOPPED")),
+        Some(Ok(())) => Finish::with(Outcome::done(ReasonCode::RevisionStopped)),
         Some(Err(e)) => Finish::with(Outcome::from_compute(e)),
     }
 }
@@ -293,11 +294,11 @@ fn failure_of_serving(facts: &Facts, e: &ComputeError) -> Outcome {
 
 /// Transient codes that mean the revision's own gateway failed (it exited during startup or
 /// never became ready), not a dependency that may come back.
-const WORKLOAD_FAILURES: &[&str] = &[
-    "RUNTIME_STARTUP_FAILED",
-    "AGENT_GATEWAY_UNAVAILABLE",
-    "GATEWAY_NOT_READY",
-    "WORKSPACE_SETUP_FAILED",
+const WORKLOAD_FAILURES: &[ReasonCode] = &[
+    ReasonCode::RuntimeStartupFailed,
+    ReasonCode::AgentGatewayUnavailable,
+    ReasonCode::GatewayNotReady,
+    ReasonCode::WorkspaceSetupFailed,
 ];
 
 /// Whether an activation failure is the new revision's own: only then is it rolled back, and
@@ -306,7 +307,7 @@ fn workload_failed(e: &ComputeError) -> bool {
     match e.class {
         FailureClass::Pending => false,
         FailureClass::Permanent => true,
-        FailureClass::Transient => WORKLOAD_FAILURES.contains(&e.code.as_str()),
+        FailureClass::Transient => WORKLOAD_FAILURES.contains(&e.code),
     }
 }
 
@@ -339,12 +340,12 @@ fn activation_failed(facts: &Facts, progress: &Progress, e: &ComputeError) -> St
         data["output"] = Value::from(e.output.clone());
     }
     if let Err(failed) = restored {
-        data["rollbackCode"] = Value::from(failed.code.clone());
+        data["rollbackCode"] = Value::from(failed.code.as_str());
     }
     // The new revision failed for good: retrying would take the restored predecessor down
     // again at every attempt. The operator fixes the Configuration and deploys again.
     Step::Finish(Finish {
-        outcome: Outcome::Permanent(e.code.clone(), Some(data)),
+        outcome: Outcome::Permanent(e.code, Some(data)),
         completion: None,
         rolled_back: restored.is_ok(),
     })
@@ -482,9 +483,9 @@ mod tests {
         assert_eq!(
             plan(&facts, &p),
             Step::Finish(Finish {
-                outcome: Outcome::done("REVISION_ACTIVATED"),
+                outcome: Outcome::done(ReasonCode::RevisionActivated),
                 completion: Some(Completion {
-                    code: "REVISION_ACTIVATED",
+                    code: ReasonCode::RevisionActivated,
                     restarted: false
                 }),
                 rolled_back: false,
@@ -498,25 +499,25 @@ mod tests {
         facts.namespace_ready = false;
         assert_eq!(
             outcome(plan(&facts, &Progress::default())),
-            Outcome::permanent("NAMESPACE_NOT_READY")
+            Outcome::permanent(ReasonCode::NamespaceNotReady)
         );
         let mut facts = first_deploy();
         facts.revision.spec.service_principal_id = IamId::generate_service_principal();
         assert_eq!(
             outcome(plan(&facts, &Progress::default())),
-            Outcome::permanent("INVALID_ADMITTED_REVISION")
+            Outcome::permanent(ReasonCode::InvalidAdmittedRevision)
         );
         let mut facts = first_deploy();
         facts.approved_harness.version = "2026.1.1".into();
         assert_eq!(
             outcome(plan(&facts, &Progress::default())),
-            Outcome::permanent("HARNESS_DESCRIPTOR_MISMATCH")
+            Outcome::permanent(ReasonCode::HarnessDescriptorMismatch)
         );
         let mut facts = first_deploy();
         facts.compute.id = "compute-other".into();
         assert_eq!(
             outcome(plan(&facts, &Progress::default())),
-            Outcome::permanent("COMPUTE_DRIVER_MISMATCH")
+            Outcome::permanent(ReasonCode::ComputeDriverMismatch)
         );
     }
 
@@ -524,12 +525,12 @@ mod tests {
     fn a_refused_requester_ends_the_pass() {
         let facts = first_deploy();
         let p = Progress {
-            authorized: Some(Err(Outcome::permanent("AUTHORIZATION_DENIED"))),
+            authorized: Some(Err(Outcome::permanent(ReasonCode::AuthorizationDenied))),
             ..Progress::default()
         };
         assert_eq!(
             outcome(plan(&facts, &p)),
-            Outcome::permanent("AUTHORIZATION_DENIED")
+            Outcome::permanent(ReasonCode::AuthorizationDenied)
         );
     }
 
@@ -549,7 +550,10 @@ mod tests {
             }
         );
         p.stopped = Some(Ok(()));
-        assert_eq!(outcome(plan(&facts, &p)), Outcome::done("REVISION_STOPPED"));
+        assert_eq!(
+            outcome(plan(&facts, &p)),
+            Outcome::done(ReasonCode::RevisionStopped)
+        );
 
         let mut facts = first_deploy();
         facts.agent.status = AgentStatus::Deleting;
@@ -576,10 +580,13 @@ mod tests {
                 retire_earlier: true
             }
         );
-        p.stopped = Some(Err(ComputeError::transient("HOST_UNAVAILABLE", "down")));
+        p.stopped = Some(Err(ComputeError::transient(
+            ReasonCode::HostUnavailable,
+            "down",
+        )));
         assert_eq!(
             outcome(plan(&facts, &p)),
-            Outcome::retry("HOST_UNAVAILABLE")
+            Outcome::retry(ReasonCode::HostUnavailable)
         );
     }
 
@@ -605,7 +612,7 @@ mod tests {
         p.published = Some(Publish::Changed);
         assert_eq!(
             outcome(plan(&facts, &p)),
-            Outcome::retry("ACTIVE_REVISION_CHANGED")
+            Outcome::retry(ReasonCode::ActiveRevisionChanged)
         );
     }
 
@@ -623,14 +630,14 @@ mod tests {
         };
         assert_eq!(
             outcome(plan(&facts, &p)),
-            Outcome::done("REVISION_SUPERSEDED")
+            Outcome::done(ReasonCode::RevisionSuperseded)
         );
 
         let mut facts = redeploy();
         facts.newer_admitted = true;
         assert_eq!(
             outcome(plan(&facts, &p)),
-            Outcome::done("REVISION_SUPERSEDED")
+            Outcome::done(ReasonCode::RevisionSuperseded)
         );
     }
 
@@ -639,17 +646,19 @@ mod tests {
         let facts = redeploy();
         let p = Progress {
             authorized: Some(Ok(())),
-            context: Some(Err(Outcome::permanent("SECRET_BINDING_UNAVAILABLE"))),
+            context: Some(Err(Outcome::permanent(
+                ReasonCode::SecretBindingUnavailable,
+            ))),
             ..Progress::default()
         };
         assert_eq!(
             outcome(plan(&facts, &p)),
-            Outcome::permanent("SECRET_BINDING_UNAVAILABLE")
+            Outcome::permanent(ReasonCode::SecretBindingUnavailable)
         );
         let facts = maintenance();
         assert_eq!(
             outcome(plan(&facts, &p)),
-            Outcome::pending("SECRET_BINDING_UNAVAILABLE")
+            Outcome::pending(ReasonCode::SecretBindingUnavailable)
         );
     }
 
@@ -658,22 +667,25 @@ mod tests {
         let facts = redeploy();
         let mut p = ready();
         p.prepared = Some(Ok(Readiness::Pending {
-            code: "REVISION_INCOMPLETE".into(),
+            code: ReasonCode::RevisionIncomplete,
         }));
         assert_eq!(
             outcome(plan(&facts, &p)),
-            Outcome::pending("REVISION_INCOMPLETE")
+            Outcome::pending(ReasonCode::RevisionIncomplete)
         );
-        p.prepared = Some(Err(ComputeError::permanent("OWNERSHIP_CONFLICT", "x")));
+        p.prepared = Some(Err(ComputeError::permanent(
+            ReasonCode::OwnershipConflict,
+            "x",
+        )));
         assert_eq!(
             outcome(plan(&facts, &p)),
-            Outcome::permanent("OWNERSHIP_CONFLICT")
+            Outcome::permanent(ReasonCode::OwnershipConflict)
         );
         // Maintenance never fails the serving runtime from an observation.
         let facts = maintenance();
         assert_eq!(
             outcome(plan(&facts, &p)),
-            Outcome::pending("OWNERSHIP_CONFLICT")
+            Outcome::pending(ReasonCode::OwnershipConflict)
         );
     }
 
@@ -688,7 +700,7 @@ mod tests {
         p.retired = Some(Ok(()));
         assert_eq!(
             outcome(plan(&facts, &p)),
-            Outcome::done("REVISION_ALREADY_ACTIVE")
+            Outcome::done(ReasonCode::RevisionAlreadyActive)
         );
     }
 
@@ -704,7 +716,7 @@ mod tests {
         assert_eq!(
             finish.completion,
             Some(Completion {
-                code: "REVISION_ALREADY_ACTIVE",
+                code: ReasonCode::RevisionAlreadyActive,
                 restarted: true
             })
         );
@@ -721,13 +733,13 @@ mod tests {
         facts.agent.active_revision_id = None;
         assert_eq!(
             outcome(plan(&facts, &Progress::default())),
-            Outcome::done("REVISION_MAINTENANCE_SUPERSEDED")
+            Outcome::done(ReasonCode::RevisionMaintenanceSuperseded)
         );
         let mut facts = maintenance();
         facts.agent.desired_runtime_state = DesiredRuntimeState::Stopped;
         assert_eq!(
             outcome(plan(&facts, &Progress::default())),
-            Outcome::done("REVISION_MAINTENANCE_SUPERSEDED")
+            Outcome::done(ReasonCode::RevisionMaintenanceSuperseded)
         );
     }
 
@@ -735,7 +747,8 @@ mod tests {
     fn a_failed_activation_rolls_back_to_the_predecessor_and_fails_the_revision() {
         let facts = redeploy();
         let mut p = ready();
-        let mut failure = ComputeError::permanent("RUNTIME_CONFIGURATION_INVALID", "refused");
+        let mut failure =
+            ComputeError::permanent(ReasonCode::RuntimeConfigurationInvalid, "refused");
         failure.output = vec!["Invalid config: bogusTopLevelKey".into()];
         p.activated = Some(Err(failure));
         assert_eq!(plan(&facts, &p), Step::RollBack);
@@ -749,7 +762,7 @@ mod tests {
         assert_eq!(
             finish.outcome,
             Outcome::Permanent(
-                "RUNTIME_CONFIGURATION_INVALID".into(),
+                ReasonCode::RuntimeConfigurationInvalid,
                 Some(json!({
                     "rolledBack": true,
                     "previousRevisionId": previous.id.as_str(),
@@ -765,12 +778,12 @@ mod tests {
         let facts = redeploy();
         let mut p = ready();
         p.activated = Some(Err(ComputeError::transient(
-            "RUNTIME_STARTUP_FAILED",
+            ReasonCode::RuntimeStartupFailed,
             "exit 1",
         )));
         assert_eq!(plan(&facts, &p), Step::RollBack);
         p.restored = Some(Err(ComputeError::transient(
-            "RUNTIME_STARTUP_FAILED",
+            ReasonCode::RuntimeStartupFailed,
             "exit 1",
         )));
         let Step::Finish(finish) = plan(&facts, &p) else {
@@ -780,7 +793,7 @@ mod tests {
         let Outcome::Permanent(code, Some(data)) = finish.outcome else {
             panic!("permanent");
         };
-        assert_eq!(code, "RUNTIME_STARTUP_FAILED");
+        assert_eq!(code, ReasonCode::RuntimeStartupFailed);
         assert_eq!(data["rolledBack"], false);
         assert_eq!(data["rollbackCode"], "RUNTIME_STARTUP_FAILED");
     }
@@ -789,7 +802,10 @@ mod tests {
     fn a_dependency_failure_during_activation_is_retried_without_a_rollback() {
         let facts = redeploy();
         let mut p = ready();
-        for code in ["DEPENDENCY_UNAVAILABLE", "KUBERNETES_API_UNAVAILABLE"] {
+        for code in [
+            ReasonCode::DependencyUnavailable,
+            ReasonCode::KubernetesApiUnavailable,
+        ] {
             p.activated = Some(Err(ComputeError::transient(code, "connection refused")));
             assert_eq!(outcome(plan(&facts, &p)), Outcome::retry(code));
         }
@@ -800,31 +816,31 @@ mod tests {
         let facts = first_deploy();
         let mut p = ready();
         p.activated = Some(Err(ComputeError::transient(
-            "RUNTIME_STARTUP_FAILED",
+            ReasonCode::RuntimeStartupFailed,
             "exit 1",
         )));
         assert_eq!(
             outcome(plan(&facts, &p)),
-            Outcome::retry("RUNTIME_STARTUP_FAILED")
+            Outcome::retry(ReasonCode::RuntimeStartupFailed)
         );
         p.activated = Some(Err(ComputeError::permanent(
-            "RUNTIME_CONFIGURATION_INVALID",
+            ReasonCode::RuntimeConfigurationInvalid,
             "x",
         )));
         assert_eq!(
             outcome(plan(&facts, &p)),
-            Outcome::permanent("RUNTIME_CONFIGURATION_INVALID")
+            Outcome::permanent(ReasonCode::RuntimeConfigurationInvalid)
         );
         // What the gateway printed reaches the failed deployment.
         p.activated = Some(Err(ComputeError::permanent(
-            "RUNTIME_CONFIGURATION_INVALID",
+            ReasonCode::RuntimeConfigurationInvalid,
             "x",
         )
         .with_output(vec!["Invalid config".into()])));
         assert_eq!(
             outcome(plan(&facts, &p)),
             Outcome::Permanent(
-                "RUNTIME_CONFIGURATION_INVALID".into(),
+                ReasonCode::RuntimeConfigurationInvalid,
                 Some(json!({"output": ["Invalid config"]}))
             )
         );
@@ -834,10 +850,13 @@ mod tests {
     fn a_pending_activation_waits_instead_of_rolling_back() {
         let facts = redeploy();
         let mut p = ready();
-        p.activated = Some(Err(ComputeError::pending("REVISION_INCOMPLETE", "rolling")));
+        p.activated = Some(Err(ComputeError::pending(
+            ReasonCode::RevisionIncomplete,
+            "rolling",
+        )));
         assert_eq!(
             outcome(plan(&facts, &p)),
-            Outcome::pending("REVISION_INCOMPLETE")
+            Outcome::pending(ReasonCode::RevisionIncomplete)
         );
     }
 
@@ -847,10 +866,13 @@ mod tests {
         let mut p = ready();
         p.activated = Some(Ok(RuntimeState::NotCurrent));
         p.published = Some(Publish::Published);
-        p.retired = Some(Err(ComputeError::transient("HOST_UNAVAILABLE", "down")));
+        p.retired = Some(Err(ComputeError::transient(
+            ReasonCode::HostUnavailable,
+            "down",
+        )));
         assert_eq!(
             outcome(plan(&facts, &p)),
-            Outcome::retry("HOST_UNAVAILABLE")
+            Outcome::retry(ReasonCode::HostUnavailable)
         );
     }
 }

@@ -3,6 +3,7 @@
 //! changes. The gateway client sends a token over plain `ws://` to loopback only, so the token
 //! never crosses the network in clear.
 
+use occ_core::ReasonCode;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -49,11 +50,14 @@ impl Forwards {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .map_err(|e| {
-                ComputeError::transient("DEPENDENCY_UNAVAILABLE", format!("no local port: {e}"))
+                ComputeError::transient(
+                    ReasonCode::DependencyUnavailable,
+                    format!("no local port: {e}"),
+                )
             })?;
         let port = listener
             .local_addr()
-            .map_err(|e| ComputeError::transient("DEPENDENCY_UNAVAILABLE", e.to_string()))?
+            .map_err(|e| ComputeError::transient(ReasonCode::DependencyUnavailable, e.to_string()))?
             .port();
         let pod_name = pod.to_owned();
         let task = tokio::spawn(async move {

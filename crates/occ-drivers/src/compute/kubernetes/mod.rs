@@ -35,6 +35,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Secret, 
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::Resource;
 use kube::api::{Api, ListParams, PostParams};
+use occ_core::ReasonCode;
 use occ_core::RevisionId;
 use occ_core::compute::EXIT_CONFIGURATION_INVALID;
 use occ_core::resource::WorkspaceSetup;
@@ -116,11 +117,11 @@ impl KubernetesCompute {
                 }
                 Ok(None) => tenant_namespace_name(ns),
                 Err(DriverError::Corrupt(m)) => {
-                    return Err(ComputeError::permanent("TENANT_OBJECT_FOREIGN", m));
+                    return Err(ComputeError::permanent(ReasonCode::TenantObjectForeign, m));
                 }
                 Err(other) => {
                     return Err(ComputeError::transient(
-                        "KUBERNETES_UNAVAILABLE",
+                        ReasonCode::KubernetesUnavailable,
                         other.to_string(),
                     ));
                 }
@@ -159,7 +160,7 @@ impl KubernetesCompute {
         {
             Ok(created) => Ok(created),
             Err(KubeFailure::AlreadyExists) => Err(ComputeError::transient(
-                "KUBERNETES_CONFLICT",
+                ReasonCode::KubernetesConflict,
                 format!("{what} {name} appeared concurrently"),
             )),
             Err(other) => Err(other.into_compute(what)),
@@ -317,7 +318,7 @@ impl KubernetesCompute {
             .await?
             .ok_or_else(|| {
                 ComputeError::transient(
-                    "GATEWAY_TOKEN_MISSING",
+                    ReasonCode::GatewayTokenMissing,
                     "the gateway token Secret is missing",
                 )
             })?;
@@ -392,7 +393,7 @@ impl KubernetesCompute {
             }
             if tokio::time::Instant::now() >= deadline {
                 return Err(ComputeError::transient(
-                    "GATEWAY_STOP_PENDING",
+                    ReasonCode::GatewayStopPending,
                     format!(
                         "the gateway Pod of {} has not terminated yet",
                         agent.agent_id
@@ -476,7 +477,7 @@ impl KubernetesCompute {
             && number > rev.revision
         {
             return Ok(Readiness::Pending {
-                code: "REVISION_SUPERSEDED".into(),
+                code: ReasonCode::RevisionSuperseded,
             });
         }
         let accounts: Api<ServiceAccount> = self.api(&names.tenant);
@@ -563,7 +564,7 @@ impl KubernetesCompute {
             .await?;
         }
         let snapshot = serde_json::to_string(&Value::Object(objects::render(rev)))
-            .map_err(|e| ComputeError::permanent("SNAPSHOT_INVALID", e.to_string()))?;
+            .map_err(|e| ComputeError::permanent(ReasonCode::SnapshotInvalid, e.to_string()))?;
         let configmaps: Api<ConfigMap> = self.api(&names.tenant);
         let stored = self
             .ensure(
@@ -578,7 +579,7 @@ impl KubernetesCompute {
             .await?;
         if stored.data.as_ref().and_then(|d| d.get("openclaw.json")) != Some(&snapshot) {
             return Err(ComputeError::permanent(
-                "SNAPSHOT_MISMATCH",
+                ReasonCode::SnapshotMismatch,
                 format!(
                     "configmap {} holds a different snapshot of this revision",
                     names.snapshot(rev)
@@ -637,7 +638,7 @@ impl KubernetesCompute {
             if let Some(why) = current.as_ref().and_then(pod_refusal) {
                 // No Pod can be made (quota, admission): say why instead of waiting it out.
                 return Err(ComputeError::transient(
-                    "GATEWAY_POD_REFUSED",
+                    ReasonCode::GatewayPodRefused,
                     format!(
                         "the gateway Pod of {} cannot be created: {why}",
                         rev.revision_id
@@ -658,14 +659,14 @@ impl KubernetesCompute {
                     rev.revision_id
                 );
                 return Err(if code == EXIT_CONFIGURATION_INVALID {
-                    ComputeError::permanent("RUNTIME_CONFIGURATION_INVALID", message)
+                    ComputeError::permanent(ReasonCode::RuntimeConfigurationInvalid, message)
                 } else {
-                    ComputeError::transient("RUNTIME_STARTUP_FAILED", message)
+                    ComputeError::transient(ReasonCode::RuntimeStartupFailed, message)
                 });
             }
             if tokio::time::Instant::now() >= deadline {
                 return Err(ComputeError::transient(
-                    "GATEWAY_NOT_READY",
+                    ReasonCode::GatewayNotReady,
                     format!(
                         "the gateway of {} did not roll out and answer within {:?}",
                         rev.revision_id, self.settings.activation_timeout

@@ -9,6 +9,7 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ContainerState, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use occ_core::ReasonCode;
 use occ_core::resource::WorkspaceSetup;
 use occ_host::runtime::{ENTRY_REL, NODE_REL};
 use occ_host::snapshot::{GATEWAY_FIXED_ENV, render_snapshot};
@@ -57,7 +58,7 @@ pub struct KubernetesComputeSettings {
 }
 
 pub(super) fn foreign(what: String) -> ComputeError {
-    ComputeError::permanent("OWNERSHIP_CONFLICT", what)
+    ComputeError::permanent(ReasonCode::OwnershipConflict, what)
 }
 
 /// Names of one Agent's objects.

@@ -25,6 +25,7 @@ mod transport;
 use std::time::Duration;
 
 use occ_core::NamespaceId;
+use occ_core::ReasonCode;
 use occ_host::wire::{HostOp, HostRequest, HostValue, WireSetup, WireVersion};
 
 pub use settings::{SshHost, SshSettings, valid_address};
@@ -82,7 +83,7 @@ impl SshCompute {
             operation,
         };
         let body = serde_json::to_vec(&request)
-            .map_err(|e| ComputeError::permanent("INVALID_HOST_REQUEST", e.to_string()))?;
+            .map_err(|e| ComputeError::permanent(ReasonCode::InvalidHostRequest, e.to_string()))?;
         let outcome = tokio::time::timeout(
             self.settings.operation_timeout,
             self.transport.exchange(host, &body),
@@ -90,7 +91,7 @@ impl SshCompute {
         .await
         .map_err(|_| {
             ComputeError::transient(
-                "HOST_OPERATION_TIMEOUT",
+                ReasonCode::HostOperationTimeout,
                 format!(
                     "{name} on {} did not finish in {:?}",
                     target(host),
@@ -118,7 +119,7 @@ impl SshCompute {
             || rev.spec.secret_bindings.is_some()
         {
             return Err(ComputeError::permanent(
-                "SECRET_DELIVERY_UNSUPPORTED",
+                ReasonCode::SecretDeliveryUnsupported,
                 "the SSH Compute Driver does not deliver Secrets to hosts: remove the \
                  Configuration's Secret bindings and use harnessAuth runtime with credentials \
                  provisioned on the host",
@@ -139,7 +140,7 @@ fn host_deadline_ms(operation_timeout: Duration) -> u64 {
 
 fn unexpected(op: &str, value: &HostValue) -> ComputeError {
     ComputeError::transient(
-        "HOST_REPLY_INVALID",
+        ReasonCode::HostReplyInvalid,
         format!("{op}: unexpected reply {value:?}"),
     )
 }
@@ -205,7 +206,7 @@ impl Compute for SshCompute {
         {
             HostValue::Readiness { ready: true, .. } => Ok(Readiness::Ready),
             HostValue::Readiness { ready: false, code } => Ok(Readiness::Pending {
-                code: code.unwrap_or_else(|| "REVISION_INCOMPLETE".into()),
+                code: code.unwrap_or(ReasonCode::RevisionIncomplete),
             }),
             other => Err(unexpected("prepare-revision", &other)),
         }
@@ -266,7 +267,7 @@ impl Compute for SshCompute {
                 "not-running" => Ok(RuntimeState::NotRunning),
                 "not-current" => Ok(RuntimeState::NotCurrent),
                 _ => Err(ComputeError::transient(
-                    "HOST_REPLY_INVALID",
+                    ReasonCode::HostReplyInvalid,
                     format!("observe: unknown state {state:?}"),
                 )),
             },

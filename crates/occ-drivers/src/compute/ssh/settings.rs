@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use occ_core::NamespaceId;
+use occ_core::ReasonCode;
 use occ_host::fsutil::safe_path;
 use occ_host::wire::HostSettings;
 
@@ -47,7 +48,7 @@ pub struct SshSettings {
 }
 
 pub(super) fn invalid(message: impl Into<String>) -> ComputeError {
-    ComputeError::permanent("INVALID_HOST_SETTINGS", message)
+    ComputeError::permanent(ReasonCode::InvalidHostSettings, message)
 }
 
 /// Whether `address` is a plain host name or address (it cannot be read as an ssh option).

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::process::Stdio;
 use std::time::Duration;
 
+use occ_core::ReasonCode;
 use occ_host::wire::{HostReply, HostValue, WireVersion};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
@@ -116,7 +117,10 @@ impl Transport {
             .and_then(|l| l.local_addr())
             .map(|a| a.port())
             .map_err(|e| {
-                ComputeError::transient("DEPENDENCY_UNAVAILABLE", format!("no local port: {e}"))
+                ComputeError::transient(
+                    ReasonCode::DependencyUnavailable,
+                    format!("no local port: {e}"),
+                )
             })?;
         let mut cmd = self.ssh(host);
         cmd.arg("-o")
@@ -158,7 +162,7 @@ impl Transport {
             }
             if tokio::time::Instant::now() >= deadline {
                 return Err(ComputeError::transient(
-                    "HOST_UNAVAILABLE",
+                    ReasonCode::HostUnavailable,
                     format!(
                         "the forward to the gateway on {} did not open in time",
                         target(host)
@@ -208,7 +212,7 @@ impl Transport {
                     Ok(n) => {
                         if buf.len() + n > STDOUT_LIMIT {
                             break Err(ComputeError::transient(
-                                "HOST_REPLY_INVALID",
+                                ReasonCode::HostReplyInvalid,
                                 format!("the host's reply exceeds {STDOUT_LIMIT} bytes"),
                             ));
                         }
@@ -229,10 +233,9 @@ impl Transport {
         };
         let ((), out, err) = tokio::join!(write, read_out, read_err);
         let out = out?;
-        let status = child
-            .wait()
-            .await
-            .map_err(|e| ComputeError::transient("DEPENDENCY_UNAVAILABLE", format!("ssh: {e}")))?;
+        let status = child.wait().await.map_err(|e| {
+            ComputeError::transient(ReasonCode::DependencyUnavailable, format!("ssh: {e}"))
+        })?;
         Ok((status, out, err))
     }
 }
@@ -251,7 +254,7 @@ pub(super) fn interpret(
     match last.map(serde_json::from_str::<HostReply>) {
         Some(Ok(HostReply::Ok { value })) => Ok(value),
         Some(Ok(HostReply::Failed { mut error })) => {
-            if error.code == "HOST_REQUEST_INVALID" {
+            if error.code == ReasonCode::HostRequestInvalid {
                 // An older occ on the host rejects fields it does not know.
                 error.message = format!(
                     "{} (is the host's occ the same build as this {}?)",
@@ -278,7 +281,7 @@ pub(super) fn interpret(
 /// The `ssh` client could not be started here.
 fn client_failed(e: std::io::Error) -> ComputeError {
     ComputeError::transient(
-        "DEPENDENCY_UNAVAILABLE",
+        ReasonCode::DependencyUnavailable,
         format!("cannot run the ssh client: {e}"),
     )
 }
@@ -286,7 +289,7 @@ fn client_failed(e: std::io::Error) -> ComputeError {
 /// The host's occ is another build (its reply is not shown: it may hold a token).
 fn version_mismatch(host: &SshHost, why: &str) -> ComputeError {
     ComputeError::permanent(
-        "HOST_VERSION_MISMATCH",
+        ReasonCode::HostVersionMismatch,
         format!(
             "{} on {} is not the same build as this {}: {why}; install this occ build on the host",
             host.remote_occ.display(),
@@ -317,7 +320,7 @@ fn transport_failure(host: &SshHost, op: &str, code: Option<i32>, stderr: &str) 
         || stderr.contains("host key is known")
     {
         return ComputeError::permanent(
-            "HOST_KEY_VERIFICATION_FAILED",
+            ReasonCode::HostKeyVerificationFailed,
             format!(
                 "the host key of {} is not the one recorded in {} (unknown or changed); the host is refused: {detail}",
                 target(host),
@@ -327,7 +330,7 @@ fn transport_failure(host: &SshHost, op: &str, code: Option<i32>, stderr: &str) 
     }
     if stderr.contains("Permission denied") {
         return ComputeError::permanent(
-            "HOST_AUTHENTICATION_FAILED",
+            ReasonCode::HostAuthenticationFailed,
             format!(
                 "{} refused the key {}: {detail}",
                 target(host),
@@ -337,7 +340,7 @@ fn transport_failure(host: &SshHost, op: &str, code: Option<i32>, stderr: &str) 
     }
     if code == Some(127) || code == Some(126) {
         return ComputeError::permanent(
-            "INVALID_HOST_SETTINGS",
+            ReasonCode::InvalidHostSettings,
             format!(
                 "{} cannot run {} compute-host (exit {}): {detail}",
                 target(host),
@@ -347,7 +350,7 @@ fn transport_failure(host: &SshHost, op: &str, code: Option<i32>, stderr: &str) 
         );
     }
     ComputeError::transient(
-        "HOST_UNAVAILABLE",
+        ReasonCode::HostUnavailable,
         format!(
             "{op} on {}: ssh ended without a reply (exit {}): {detail}",
             target(host),
@@ -403,8 +406,8 @@ mod tests {
         let err =
             interpret(&host(), "op", Some(255), b"\n\n", "Connection closed").expect_err("lost");
         assert_eq!(
-            (err.class, err.code.as_str()),
-            (FailureClass::Transient, "HOST_UNAVAILABLE")
+            (err.class, err.code),
+            (FailureClass::Transient, ReasonCode::HostUnavailable)
         );
     }
 
@@ -415,8 +418,8 @@ mod tests {
         let older = br#"{"result":"ok","token":"0123456789abcdef"}"#;
         let err = interpret(&host(), "op", Some(0), older, "").expect_err("older");
         assert_eq!(
-            (err.class, err.code.as_str()),
-            (FailureClass::Permanent, "HOST_VERSION_MISMATCH")
+            (err.class, err.code),
+            (FailureClass::Permanent, ReasonCode::HostVersionMismatch)
         );
         assert!(err.message.contains(OCC_VERSION), "{}", err.message);
         assert!(!err.message.contains("0123456789abcdef"));
@@ -429,17 +432,20 @@ mod tests {
             "error: unrecognized subcommand 'compute-host'\n\nUsage: occ <COMMAND>",
         )
         .expect_err("no subcommand");
-        assert_eq!(err.code, "HOST_VERSION_MISMATCH");
+        assert_eq!(err.code, ReasonCode::HostVersionMismatch);
         // A line cut by a lost session is not a version problem.
         let err = interpret(&host(), "op", Some(255), br#"{"status":"o"#, "").expect_err("cut");
-        assert_eq!(err.code, "HOST_UNAVAILABLE");
+        assert_eq!(err.code, ReasonCode::HostUnavailable);
         // An older host refusing the request's new fields points at the build too.
         let refused = serde_json::to_string(&HostReply::Failed {
-            error: ComputeError::permanent("HOST_REQUEST_INVALID", "unknown field `version`"),
+            error: ComputeError::permanent(
+                ReasonCode::HostRequestInvalid,
+                "unknown field `version`",
+            ),
         })
         .expect("json");
         let err = interpret(&host(), "op", Some(0), refused.as_bytes(), "").expect_err("refused");
-        assert_eq!(err.code, "HOST_REQUEST_INVALID");
+        assert_eq!(err.code, ReasonCode::HostRequestInvalid);
         assert!(err.message.contains("same build"), "{}", err.message);
     }
 }
