@@ -7,9 +7,10 @@
 //! `PROPTEST_CASES=50000 cargo test -p occ-api fuzz` runs a longer campaign.
 
 use super::*;
+use crate::body::Field;
 use occ_core::{Error, ErrorCode, NamespaceId};
 use proptest::prelude::*;
-use serde_json::{Map, json};
+use serde_json::{Map, Value, json};
 
 const KEYS: &[&str] = &[
     "name",
