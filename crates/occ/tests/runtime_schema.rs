@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use occ_host::runtime::{ENTRY_REL, MARKER_FILE, NODE_REL, NODE_VERSION, OPENCLAW_VERSION};
-use occ_testkit::runtime::shared_runtime;
+use occ_testkit::runtime::{AgentReachablePrograms, shared_runtime};
 use serde_json::Value;
 
 fn repository() -> PathBuf {
@@ -137,7 +137,9 @@ fn a_runtime_behind_a_private_directory_is_refused_naming_that_directory() {
     fake_runtime(&root, r#"{"type": "object"}"#);
     // Everything else on the way is open: only `private` may be named.
     std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    let out = Command::new(env!("CARGO_BIN_EXE_occ"))
+    // `occ` itself must be reachable by nobody even when the checkout is not.
+    let programs = AgentReachablePrograms::new(Path::new(env!("CARGO_BIN_EXE_occ")));
+    let out = Command::new(programs.occ())
         .args(["runtime", "schema", "--dir"])
         .arg(&root)
         .env("OCC_LOG", "warn")
