@@ -6,13 +6,8 @@
 //! and by `occ runtime install`) and embedded here, so validation needs no runtime installed. It
 //! is compiled once per process ([`warm`]) and shared.
 //!
-//! Two mechanical adjustments are made before compiling, both preserving what the runtime means:
-//! - bundled plugins' configuration schemas are embedded documents whose `$ref`s (`#/$defs/…`)
-//!   point into themselves (the runtime validates each plugin's configuration with its own
-//!   schema), so each local `$ref` is re-rooted at the nearest enclosing object with
-//!   `$defs`/`definitions` that resolves it;
-//! - ECMAScript's `\0` in a `pattern` is written `\x00`, which the `jsonschema` crate's regex
-//!   translation understands and which matches the same character.
+//! What is compiled is the schema as [`prepare`] leaves it (embedded references re-rooted, NUL
+//! escapes rewritten, repeated subschemas shared), produced when occ-core is built.
 //!
 //! Formats (`uri`, `date-time`, …) are annotations here: the runtime's own checks of them are not
 //! RFC-exact, and refusing a document the runtime would accept is worse than leaving a format to
@@ -29,16 +24,22 @@ use jsonschema::error::{TypeKind, ValidationErrorKind};
 use jsonschema::{Draft, ValidationError, Validator};
 use serde_json::Value;
 
+pub mod prepare;
+
 use super::env_ref::contains_env_reference;
 use crate::error::DetailCode;
-use crate::validate::{Problem, child, index, type_name};
+use crate::validate::{Problem, child, type_name};
 
 /// What `openclaw config schema` of the pinned runtime prints, byte for byte.
 pub const PINNED_SCHEMA: &str = include_str!("../../../../runtime/gateway/openclaw.schema.json");
 
+/// [`PINNED_SCHEMA`] as [`prepare::prepare`] leaves it, produced by `build.rs`.
+const PREPARED_SCHEMA: &str =
+    include_str!(concat!(env!("OUT_DIR"), "/openclaw.schema.prepared.json"));
+
 static VALIDATOR: LazyLock<Validator> = LazyLock::new(|| {
     // A unit test compiles the embedded schema, so this cannot fail in a built binary.
-    compile(PINNED_SCHEMA).unwrap_or_else(|e| {
+    compile(PREPARED_SCHEMA).unwrap_or_else(|e| {
         panic!("the pinned OpenClaw configuration schema does not compile: {e}")
     })
 });
@@ -48,111 +49,13 @@ pub fn warm() {
     LazyLock::force(&VALIDATOR);
 }
 
-/// Keywords whose values are data, not subschemas: nothing inside them is rewritten.
-const DATA_KEYWORDS: [&str; 4] = ["const", "enum", "default", "examples"];
-
-fn compile(text: &str) -> Result<Validator, String> {
-    let mut schema: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
-    let mut rewrites = Vec::new();
-    collect_ref_rewrites(&schema, "", &mut Vec::new(), &mut rewrites);
-    for (at, target) in rewrites {
-        if let Some(slot) = schema.pointer_mut(&at) {
-            *slot = Value::String(target);
-        }
-    }
-    rewrite_nul_escapes(&mut schema);
+fn compile(prepared: &str) -> Result<Validator, String> {
+    let schema: Value = serde_json::from_str(prepared).map_err(|e| format!("not JSON: {e}"))?;
     jsonschema::options()
         .with_draft(Draft::Draft7)
         .should_validate_formats(false)
         .build(&schema)
         .map_err(|e| format!("{e} (at {})", e.instance_path().as_str()))
-}
-
-/// Finds local `$ref`s (`#` or `#/…`) that resolve in an enclosing embedded document (an object
-/// below the root with `$defs` or `definitions`) and returns `(pointer of the $ref, new $ref)`.
-fn collect_ref_rewrites<'a>(
-    node: &'a Value,
-    at: &str,
-    scopes: &mut Vec<(String, &'a Value)>,
-    out: &mut Vec<(String, String)>,
-) {
-    match node {
-        Value::Object(map) => {
-            let is_scope =
-                !at.is_empty() && (map.contains_key("$defs") || map.contains_key("definitions"));
-            if is_scope {
-                scopes.push((at.to_owned(), node));
-            }
-            if let Some(Value::String(reference)) = map.get("$ref")
-                && let Some(fragment) = reference.strip_prefix('#')
-                && (fragment.is_empty() || fragment.starts_with('/'))
-                && let Some((scope_at, _)) = scopes
-                    .iter()
-                    .rev()
-                    .find(|(_, scope)| scope.pointer(fragment).is_some())
-            {
-                out.push((child(at, "$ref"), format!("#{scope_at}{fragment}")));
-            }
-            for (key, value) in map {
-                if !DATA_KEYWORDS.contains(&key.as_str()) {
-                    collect_ref_rewrites(value, &child(at, key), scopes, out);
-                }
-            }
-            if is_scope {
-                scopes.pop();
-            }
-        }
-        Value::Array(items) => {
-            for (i, item) in items.iter().enumerate() {
-                collect_ref_rewrites(item, &index(at, i), scopes, out);
-            }
-        }
-        _ => {}
-    }
-}
-
-fn rewrite_nul_escapes(node: &mut Value) {
-    match node {
-        Value::Object(map) => {
-            for (key, value) in map.iter_mut() {
-                match value {
-                    Value::String(pattern) if key == "pattern" => {
-                        if let Some(rewritten) = ecma_nul_to_hex(pattern) {
-                            *pattern = rewritten;
-                        }
-                    }
-                    _ if DATA_KEYWORDS.contains(&key.as_str()) => {}
-                    _ => rewrite_nul_escapes(value),
-                }
-            }
-        }
-        Value::Array(items) => items.iter_mut().for_each(rewrite_nul_escapes),
-        _ => {}
-    }
-}
-
-/// `\0` not followed by a digit (ECMAScript's NUL escape) → `\x00`; other escapes unchanged.
-fn ecma_nul_to_hex(pattern: &str) -> Option<String> {
-    if !pattern.contains("\\0") {
-        return None;
-    }
-    let mut out = String::with_capacity(pattern.len() + 8);
-    let mut chars = pattern.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c != '\\' {
-            out.push(c);
-            continue;
-        }
-        match chars.next() {
-            Some('0') if !chars.peek().is_some_and(char::is_ascii_digit) => out.push_str("\\x00"),
-            Some(escaped) => {
-                out.push('\\');
-                out.push(escaped);
-            }
-            None => out.push('\\'),
-        }
-    }
-    Some(out)
 }
 
 /// Validates `doc` against the pinned schema. Returns its problems at pointers under `base`: at
@@ -443,7 +346,11 @@ mod tests {
     #[test]
     fn the_pinned_schema_compiles_and_is_closed_at_the_top() {
         let started = std::time::Instant::now();
-        compile(PINNED_SCHEMA).expect("compiles");
+        assert_eq!(
+            prepare::prepare(PINNED_SCHEMA).as_deref(),
+            Ok(PREPARED_SCHEMA)
+        );
+        compile(PREPARED_SCHEMA).expect("compiles");
         let schema: Value = serde_json::from_str(PINNED_SCHEMA).expect("json");
         assert_eq!(schema["$schema"], "http://json-schema.org/draft-07/schema#");
         assert_eq!(schema["additionalProperties"], false);
@@ -582,32 +489,5 @@ mod tests {
             expectation: "occ's".into(),
         }];
         assert!(check(&json!({"bogus": 1}), "/values", &reported).is_empty());
-    }
-
-    #[test]
-    fn nul_escapes() {
-        assert_eq!(ecma_nul_to_hex(r"[^/\0]$").as_deref(), Some(r"[^/\x00]$"));
-        assert_eq!(ecma_nul_to_hex(r"\\0").as_deref(), Some(r"\\0"));
-        assert_eq!(ecma_nul_to_hex(r"\01"), Some(r"\01".into()));
-        assert_eq!(ecma_nul_to_hex("abc"), None);
-    }
-
-    #[test]
-    fn embedded_refs_are_rerooted() {
-        let schema = json!({
-            "properties": {"p": {
-                "$defs": {"s": {"type": "string"}},
-                "properties": {"x": {"$ref": "#/$defs/s"}}
-            }}
-        });
-        let mut out = Vec::new();
-        collect_ref_rewrites(&schema, "", &mut Vec::new(), &mut out);
-        assert_eq!(
-            out,
-            [(
-                "/properties/p/properties/x/$ref".to_owned(),
-                "#/properties/p/$defs/s".to_owned()
-            )]
-        );
     }
 }
