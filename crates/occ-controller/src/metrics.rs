@@ -1,6 +1,7 @@
 //! Prometheus metrics (lifecycle.md §E.1), served on a private listener by the `occ` binary.
 //!
-//! Families carry `service="api|worker"` and never tenant, Agent or request labels. Counters
+//! Families carry `service="api|worker"` (`occ dev` serves both sides, each with its own label)
+//! and never tenant, Agent or request labels. Counters
 //! and histograms are recorded in process; the worker's gauges (pending work, oldest pending
 //! age, Agents per lifecycle state) are read from the database at scrape time by one
 //! read-only statement, and a scrape fails rather than report stale values.
@@ -24,6 +25,9 @@ pub enum Service {
     Api,
     /// `occ worker`
     Worker,
+    /// `occ dev`: the API and the worker in one process, each family labelled with the side
+    /// that records it, so a dashboard built on `occ dev` works unchanged in production.
+    Dev,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -115,12 +119,7 @@ pub struct Metrics {
 impl Metrics {
     /// Families for `service`, label sets pre-initialized at zero where bounded.
     pub fn new(service: Service) -> Self {
-        let label = match service {
-            Service::Api => "api",
-            Service::Worker => "worker",
-        };
-        let mut registry =
-            Registry::with_prefix_and_labels("occ", [("service".into(), label.into())].into_iter());
+        let mut registry = Registry::with_prefix("occ");
         let http_requests = Family::<HttpLabels, Counter>::default();
         let http_duration = Family::<RouteLabels, Histogram>::new_with_constructor(|| {
             Histogram::new([
@@ -144,70 +143,70 @@ impl Metrics {
         let work_pending = Gauge::default();
         let oldest_pending = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
         let agents = Family::<StateLabels, Gauge>::default();
-        match service {
-            Service::Api => {
-                registry.register(
-                    "http_requests",
-                    "HTTP requests by route template, method and status class",
-                    http_requests.clone(),
-                );
-                registry.register(
-                    "http_request_duration_seconds",
-                    "HTTP request duration by route template and method",
-                    http_duration.clone(),
-                );
-            }
-            Service::Worker => {
-                for kind in WORK_KINDS {
-                    for outcome in OUTCOMES {
-                        let _ = attempts.get_or_create(&AttemptLabels {
-                            work_kind: kind.into(),
-                            outcome: outcome.into(),
-                        });
-                    }
-                }
-                for state in LIFECYCLE_STATES {
-                    let _ = agents.get_or_create(&StateLabels {
-                        lifecycle_state: state.into(),
+        if service != Service::Worker {
+            let registry = registry.sub_registry_with_label(("service".into(), "api".into()));
+            registry.register(
+                "http_requests",
+                "HTTP requests by route template, method and status class",
+                http_requests.clone(),
+            );
+            registry.register(
+                "http_request_duration_seconds",
+                "HTTP request duration by route template and method",
+                http_duration.clone(),
+            );
+        }
+        if service != Service::Api {
+            let registry = registry.sub_registry_with_label(("service".into(), "worker".into()));
+            for kind in WORK_KINDS {
+                for outcome in OUTCOMES {
+                    let _ = attempts.get_or_create(&AttemptLabels {
+                        work_kind: kind.into(),
+                        outcome: outcome.into(),
                     });
                 }
-                registry.register(
-                    "reconciliation_attempts",
-                    "Claimed work passes by work kind and outcome",
-                    attempts.clone(),
-                );
-                registry.register(
-                    "reconciliation_attempt_duration_seconds",
-                    "Duration of claimed work passes",
-                    attempt_duration.clone(),
-                );
-                registry.register(
-                    "agent_operation_duration_seconds",
-                    "Deploy and stop duration from admission to completion",
-                    operation_duration.clone(),
-                );
-                registry.register(
-                    "gateway_restarts",
-                    "Crashed active gateways restarted by maintenance passes",
-                    gateway_restarts.clone(),
-                );
-                registry.register(
-                    "revision_rollbacks",
-                    "Failed activations after which the previous revision was restored",
-                    rollbacks.clone(),
-                );
-                registry.register(
-                    "work_pending",
-                    "Queued and claimed work items, delayed ones included",
-                    work_pending.clone(),
-                );
-                registry.register(
-                    "work_oldest_pending_age_seconds",
-                    "Age since admission of the oldest pending work item",
-                    oldest_pending.clone(),
-                );
-                registry.register("agents", "Agents by lifecycle state", agents.clone());
             }
+            for state in LIFECYCLE_STATES {
+                let _ = agents.get_or_create(&StateLabels {
+                    lifecycle_state: state.into(),
+                });
+            }
+            registry.register(
+                "reconciliation_attempts",
+                "Claimed work passes by work kind and outcome",
+                attempts.clone(),
+            );
+            registry.register(
+                "reconciliation_attempt_duration_seconds",
+                "Duration of claimed work passes",
+                attempt_duration.clone(),
+            );
+            registry.register(
+                "agent_operation_duration_seconds",
+                "Deploy and stop duration from admission to completion",
+                operation_duration.clone(),
+            );
+            registry.register(
+                "gateway_restarts",
+                "Crashed active gateways restarted by maintenance passes",
+                gateway_restarts.clone(),
+            );
+            registry.register(
+                "revision_rollbacks",
+                "Failed activations after which the previous revision was restored",
+                rollbacks.clone(),
+            );
+            registry.register(
+                "work_pending",
+                "Queued and claimed work items, delayed ones included",
+                work_pending.clone(),
+            );
+            registry.register(
+                "work_oldest_pending_age_seconds",
+                "Age since admission of the oldest pending work item",
+                oldest_pending.clone(),
+            );
+            registry.register("agents", "Agents by lifecycle state", agents.clone());
         }
         Self {
             service,
@@ -292,7 +291,7 @@ impl Metrics {
     /// The current exposition (OpenMetrics text). The worker reads its gauges from `store`
     /// first; if that fails the scrape fails.
     pub async fn render(&self, store: Option<&Store>) -> Result<String, occ_core::Error> {
-        if self.service == Service::Worker
+        if self.service != Service::Api
             && let Some(store) = store
         {
             let snapshot = store

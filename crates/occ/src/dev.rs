@@ -86,6 +86,9 @@ fn random_password() -> String {
 /// Runs `occ dev` until Ctrl-C.
 pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     let data_dir = std::path::absolute(&args.data_dir).context("--data-dir")?;
+    // Settings first: a mistake is reported before a minute of runtime installation.
+    let metrics_address =
+        crate::settings::dev_metrics_address(&process_env).context("metrics settings")?;
     let schema = compose::warm_configuration_schema();
     occ_host::fsutil::ensure_private_dir(&data_dir)
         .with_context(|| format!("--data-dir {}", data_dir.display()))?;
@@ -195,7 +198,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
             ssh: None,
             kubernetes: None,
         },
-        metrics: None,
+        metrics: metrics_address,
     };
     let server = ServerSettings {
         platform: platform.clone(),
@@ -215,11 +218,17 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         )
         .await?,
     );
+    // One registry for both sides; each family keeps the service label of the side recording it.
+    let metrics = Arc::new(Metrics::new(Service::Dev));
     let worker = Arc::new(
         Worker::new(controller.clone(), compute, WorkerSettings::default())
-            .with_metrics(Arc::new(Metrics::new(Service::Worker))),
+            .with_metrics(metrics.clone()),
     );
-    let app = occ_api::router(compose::app_state(&server, controller, None));
+    let app = occ_api::router(compose::app_state(
+        &server,
+        controller,
+        metrics_address.map(|_| metrics.clone()),
+    ));
     schema
         .await
         .context("compile the pinned configuration schema")?;
@@ -233,6 +242,9 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     println!("occ dev is running at {url}");
     println!("  console      {url}/console/");
     println!("  state        {}", database_url);
+    if let Some(addr) = metrics_address {
+        println!("  metrics      http://{addr}/metrics");
+    }
     println!("  service key  {}", key_file.display());
     match &password_file {
         Some(file) => println!(
@@ -282,6 +294,14 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     );
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let metrics_task = metrics_address.map(|addr| {
+        tokio::spawn(crate::metrics::serve(
+            addr,
+            metrics,
+            Some(store.clone()),
+            stop_rx.clone(),
+        ))
+    });
     let worker_task = tokio::spawn(worker.run(stop_rx));
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown_signal())
@@ -289,6 +309,9 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         .context("serving HTTP")?;
     let _ = stop_tx.send(true);
     worker_task.await.context("worker")??;
+    if let Some(task) = metrics_task {
+        task.await.context("metrics listener")??;
+    }
     store.close().await;
     Ok(())
 }

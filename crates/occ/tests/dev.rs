@@ -1,10 +1,12 @@
 //! `occ dev` as a user starts it: first run (credentials generated into the data directory with
 //! private modes, bootstrap, the admin key written, the Namespace `default` made ready by the
 //! worker, the next steps printed with real values), then a restart on the same directory
-//! (nothing bootstrapped twice, the same key still works). The runtime is the shared test
+//! (nothing bootstrapped twice, the same key still works) with `OCC_METRICS_*` set (one listener
+//! serves the API's and the worker's families). The runtime is the shared test
 //! install, so no gateway is started here (the lifecycle test covers deploys).
 
 use std::os::unix::fs::PermissionsExt as _;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use occ_testkit::occ_process::OccProcess;
@@ -21,7 +23,7 @@ fn free_port() -> u16 {
 }
 
 fn occ_json(args: &[&str], env: &[(&str, String)]) -> Value {
-    let mut cmd = std::process::Command::new(OCC);
+    let mut cmd = Command::new(OCC);
     cmd.args(args).env_clear().env("NO_COLOR", "1");
     for (k, v) in env {
         cmd.env(k, v);
@@ -116,11 +118,21 @@ fn first_run_bootstraps_and_a_restart_resumes() {
         "occ dev stops on SIGTERM"
     );
 
-    // a restart resumes: no second bootstrap, the same key works
+    // a restart resumes: no second bootstrap, the same key works; metrics on request
+    let metrics_port = free_port();
+    let metrics_env: Vec<(String, String)> = env
+        .iter()
+        .cloned()
+        .chain([
+            ("OCC_METRICS_ENABLED".into(), "true".into()),
+            ("OCC_METRICS_HOST".into(), "127.0.0.1".into()),
+            ("OCC_METRICS_PORT".into(), metrics_port.to_string()),
+        ])
+        .collect();
     let second = OccProcess::spawn(
         OCC,
         &args,
-        &env,
+        &metrics_env,
         dir.path().join("dev-2.log"),
         Some("occ dev is running at"),
         Duration::from_secs(60),
@@ -133,4 +145,63 @@ fn first_run_bootstraps_and_a_restart_resumes() {
     assert_eq!(std::fs::read(&key_file).unwrap(), key_before);
     let installation = occ_json(&["-o", "json", "installation", "get"], &cli);
     assert!(installation["id"].as_str().unwrap().starts_with("ins_"));
+
+    // one listener serves both sides, each family labelled with the side that records it
+    assert!(
+        second.log_text().contains(&format!(
+            "metrics      http://127.0.0.1:{metrics_port}/metrics"
+        )),
+        "{}",
+        second.log_text()
+    );
+    let scrape = http_get(metrics_port, "/metrics");
+    assert!(scrape.starts_with("HTTP/1.1 200"), "{scrape}");
+    assert!(
+        scrape.contains("occ_http_requests_total{service=\"api\",route=\"/installation\",method=\"GET\",status_class=\"2xx\"} 1"),
+        "{scrape}"
+    );
+    assert!(
+        scrape.contains("occ_agents{service=\"worker\",lifecycle_state=\"running\"} 0"),
+        "{scrape}"
+    );
+    assert!(
+        scrape.contains("occ_work_pending{service=\"worker\"}"),
+        "{scrape}"
+    );
+    assert!(scrape.trim_end().ends_with("# EOF"), "{scrape}");
+}
+
+#[test]
+fn dev_refuses_inconsistent_metrics_settings_before_installing_anything() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let output = Command::new(OCC)
+        .args(["dev", "--data-dir", data.to_str().unwrap(), "--port", "0"])
+        .env_clear()
+        .env("OCC_METRICS_ENABLED", "true")
+        .env("OCC_METRICS_HOST", "127.0.0.1")
+        .env("OCC_METRICS_PORT", "99999")
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("OCC_METRICS_PORT"), "{stderr}");
+    assert!(!data.exists(), "nothing was created");
+}
+
+/// `GET path` over a plain connection (the listener closes it after the response).
+fn http_get(port: u16, path: &str) -> String {
+    use std::io::{Read as _, Write as _};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    stream
+        .write_all(
+            format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes(),
+        )
+        .unwrap();
+    let mut reply = Vec::new();
+    let _ = stream.read_to_end(&mut reply);
+    String::from_utf8_lossy(&reply).into_owned()
 }

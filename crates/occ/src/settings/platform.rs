@@ -212,6 +212,12 @@ impl PlatformSettings {
     }
 }
 
+/// The metrics listener of `occ dev`, from the same `OCC_METRICS_*` variables as a production
+/// install (`occ dev` reads no settings file).
+pub fn dev_metrics_address(env: Env<'_>) -> anyhow::Result<Option<SocketAddr>> {
+    metrics_address(env, &mut FileSettings::default())
+}
+
 /// `OCC_METRICS_ENABLED=true` needs `OCC_METRICS_HOST` and `OCC_METRICS_PORT`; either of those
 /// set while metrics are disabled is a contradiction.
 fn metrics_address(env: Env<'_>, file: &mut FileSettings) -> anyhow::Result<Option<SocketAddr>> {
