@@ -33,6 +33,7 @@ pub mod auth;
 mod authorization;
 pub mod bootstrap;
 pub mod configurations;
+pub mod deployment_runtime;
 pub mod deployments;
 pub mod iam;
 pub mod metrics;
@@ -141,6 +142,8 @@ pub struct Controller {
     sign_in_limiter: SignInLimiter,
     hooks: FaultHooks,
     workspace: Option<Arc<dyn workspace_files::WorkspaceAccess>>,
+    /// The Compute Driver the runtime routes ask (`deployment_runtime`).
+    runtime: Option<Arc<dyn occ_drivers::compute::Compute>>,
 }
 
 impl std::fmt::Debug for Controller {
@@ -170,6 +173,7 @@ impl Controller {
             sign_in_limiter: SignInLimiter::default(),
             hooks: FaultHooks::default(),
             workspace: None,
+            runtime: None,
         }
     }
 

@@ -20,6 +20,7 @@ use occ_core::compute::{
     AgentTarget, ComputeError, Convergence, GatewayExit, NamespaceTarget, Readiness,
     RevisionContext, RevisionTarget, RuntimeState, SecretText,
 };
+use occ_core::runtime_report::RuntimeReport;
 use serde_json::Value;
 use sha2::Digest as _;
 
@@ -32,6 +33,7 @@ use crate::layout::{
     read_json, remove_dir, remove_file, revision_dir, share_with_group, switch_current, write_json,
     write_new,
 };
+use crate::report;
 use crate::runtime::{OpenclawRuntime, RuntimeError};
 use crate::seed::{self, AsAgent};
 use crate::snapshot::{GatewayBind, render_snapshot};
@@ -603,6 +605,40 @@ impl Host {
             RuntimeState::Serving
         } else {
             RuntimeState::NotRunning
+        })
+    }
+
+    /// The revision's gateway as it runs now (nothing while another revision is installed):
+    /// the process occ recorded for it, or its systemd unit's state.
+    pub async fn runtime_report(
+        &self,
+        rev: &RevisionTarget,
+    ) -> Result<RuntimeReport, ComputeError> {
+        let agent_dir = self.agent_dir(&rev.agent);
+        if !agent_dir.exists() || !is_current(&agent_dir, &rev.revision_id)? {
+            return Ok(RuntimeReport::default());
+        }
+        let observed = match self.systemd() {
+            Some(sd) => {
+                let agent_id = rev.agent.agent_id.as_str();
+                let path = sd.unit_path(agent_id);
+                if !path.exists() {
+                    return Ok(RuntimeReport::default());
+                }
+                report::Observed::Unit {
+                    name: systemd::unit_name(agent_id),
+                    state: sd.systemctl.state(&systemd::unit_name(agent_id)).await?,
+                    installed_at: report::modified_at(&path)?,
+                }
+            }
+            None => match detached::recorded_for(&agent_dir, &rev.revision_id)? {
+                Some(gateway) => report::Observed::Process(gateway),
+                None => return Ok(RuntimeReport::default()),
+            },
+        };
+        let ready = self.serving(&rev.agent, &agent_dir, rev).await?;
+        Ok(RuntimeReport {
+            pods: vec![report::gateway_pod(&rev.revision_id, observed, ready)],
         })
     }
 }

@@ -21,6 +21,7 @@ pub mod fsutil;
 mod host;
 mod layout;
 mod process;
+mod report;
 pub mod runtime;
 mod seed;
 pub mod serve;

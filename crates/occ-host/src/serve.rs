@@ -86,7 +86,9 @@ async fn run(request: HostRequest, process: HostProcess) -> Result<HostValue, Co
     // Reads do not wait behind a long activation (the host's reads are safe beside its own
     // writes); everything that changes the host takes its turn.
     let _lock = match operation {
-        HostOp::Observe { .. } | HostOp::GatewayAccess { .. } => None,
+        HostOp::Observe { .. } | HostOp::RuntimeReport { .. } | HostOp::GatewayAccess { .. } => {
+            None
+        }
         _ => Some(
             host_lock(
                 &settings.root,
@@ -162,6 +164,9 @@ async fn run(request: HostRequest, process: HostProcess) -> Result<HostValue, Co
                 RuntimeState::NotCurrent => "not-current",
             }
             .into(),
+        },
+        HostOp::RuntimeReport { revision } => HostValue::Report {
+            report: host.runtime_report(&revision).await?,
         },
         HostOp::GatewayAccess { agent } => match host.gateway_port(&agent)? {
             Some((port, token)) => HostValue::Gateway {

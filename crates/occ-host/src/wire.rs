@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use occ_core::ReasonCode;
 use occ_core::compute::{AgentTarget, ComputeError, NamespaceTarget, RevisionTarget};
 use occ_core::resource::{WorkspaceFileName, WorkspaceSetup};
+use occ_core::runtime_report::RuntimeReport;
 use occ_core::{AgentId, NamespaceId};
 use serde::{Deserialize, Serialize};
 
@@ -26,7 +27,7 @@ pub const REQUEST_MAX_BYTES: u64 = 1024 * 1024;
 /// The version of the request/reply format between the SSH Driver and `occ compute-host`. The
 /// format is internal: the host's `occ` must be the same build as the controller's, so both this
 /// number and the occ version ([`OCC_VERSION`]) must match ([`check_version`]).
-pub const WIRE_PROTOCOL: u32 = 1;
+pub const WIRE_PROTOCOL: u32 = 2;
 
 /// This build's occ version.
 pub const OCC_VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -271,6 +272,11 @@ pub enum HostOp {
         /// The revision.
         revision: Box<RevisionTarget>,
     },
+    /// [`crate::Host::runtime_report`]
+    RuntimeReport {
+        /// The revision.
+        revision: Box<RevisionTarget>,
+    },
     /// The Agent's gateway port and credential ([`crate::Host::gateway_port`]).
     GatewayAccess {
         /// The Agent.
@@ -292,7 +298,8 @@ impl HostOp {
             }
             | Self::StopRevision { revision }
             | Self::RetireRevision { revision }
-            | Self::Observe { revision } => &revision.agent.namespace_id,
+            | Self::Observe { revision }
+            | Self::RuntimeReport { revision } => &revision.agent.namespace_id,
             Self::DeleteAgent { agent } | Self::GatewayAccess { agent } => &agent.namespace_id,
         }
     }
@@ -309,6 +316,7 @@ impl HostOp {
             Self::RetireRevision { .. } => "retire-revision",
             Self::DeleteAgent { .. } => "delete-agent",
             Self::Observe { .. } => "observe",
+            Self::RuntimeReport { .. } => "runtime-report",
             Self::GatewayAccess { .. } => "gateway-access",
         }
     }
@@ -407,6 +415,11 @@ pub enum HostValue {
         /// `serving`, `not-running` or `not-current`.
         state: String,
     },
+    /// `runtime-report`.
+    Report {
+        /// What runs for the revision.
+        report: RuntimeReport,
+    },
     /// `gateway-access` for an Agent that has a gateway on the host.
     Gateway {
         /// The gateway's port on the host.
@@ -427,6 +440,7 @@ impl std::fmt::Debug for HostValue {
                 write!(f, "Readiness {{ ready: {ready}, code: {code:?} }}")
             }
             Self::Runtime { state } => write!(f, "Runtime {{ state: {state:?} }}"),
+            Self::Report { report } => write!(f, "Report {{ report: {report:?} }}"),
             Self::Gateway { port, .. } => write!(f, "Gateway {{ port: {port}, .. }}"),
             Self::NoGateway => f.write_str("NoGateway"),
         }

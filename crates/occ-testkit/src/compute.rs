@@ -9,10 +9,15 @@ use std::time::Duration;
 
 use occ_core::ReasonCode;
 use occ_core::resource::WorkspaceSetup;
+use occ_core::runtime_report::{
+    ContainerState, EventType, GATEWAY_CONTAINER, Plane, RuntimeContainer, RuntimeEvent,
+    RuntimePod, WorkloadRole,
+};
 use occ_core::{AgentId, NamespaceId, RevisionId};
 use occ_drivers::compute::{
     AgentTarget, Compute, ComputeError, ComputeSelection, Convergence, GatewayAccess, GatewayExit,
-    NamespaceTarget, Readiness, RevisionContext, RevisionTarget, RuntimeState, SecretText,
+    NamespaceTarget, Readiness, RevisionContext, RevisionTarget, RuntimeReport, RuntimeState,
+    SecretText,
 };
 use tokio::sync::broadcast;
 
@@ -35,6 +40,8 @@ pub enum Verb {
     Retire,
     /// `delete_agent`
     DeleteAgent,
+    /// `runtime_report`
+    Report,
 }
 
 /// One recorded call.
@@ -402,4 +409,47 @@ impl Compute for FakeCompute {
             token: SecretText::new("fake".into()),
         }))
     }
+
+    /// The serving revision as one running gateway Pod whose one event's message is
+    /// [`FAKE_EVENT_MESSAGE`] (nothing for another revision).
+    async fn runtime_report(&self, rev: &RevisionTarget) -> Result<RuntimeReport, ComputeError> {
+        self.scripted(Verb::Report).await?;
+        if self.serving(&rev.agent.agent_id).as_ref() != Some(&rev.revision_id) {
+            return Ok(RuntimeReport::default());
+        }
+        let started = occ_core::Timestamp::now();
+        Ok(RuntimeReport {
+            pods: vec![RuntimePod {
+                role: WorkloadRole::Gateway,
+                cluster: Plane::Control,
+                name: rev.revision_id.as_str().replace('_', "-"),
+                uid: "4242-1".into(),
+                phase: "Running".into(),
+                ready: true,
+                created_at: Some(started),
+                containers: vec![RuntimeContainer {
+                    name: GATEWAY_CONTAINER.into(),
+                    state: ContainerState::Running,
+                    reason: None,
+                    ready: true,
+                    restart_count: 0,
+                    started_at: Some(started),
+                    last_termination: None,
+                }],
+                events: vec![RuntimeEvent {
+                    kind: EventType::Normal,
+                    container: Some(GATEWAY_CONTAINER.into()),
+                    reason: "Started".into(),
+                    message: FAKE_EVENT_MESSAGE.into(),
+                    count: 1,
+                    last_observed_at: Some(started),
+                }],
+            }],
+        })
+    }
 }
+
+/// The message of the fake gateway's event: it carries a credential-shaped value, which must
+/// never come back through the API.
+pub const FAKE_EVENT_MESSAGE: &str =
+    "started with Authorization: Bearer fake-bearer-0123456789abcdef and sk-fakefakefakefakefake01";

@@ -30,6 +30,7 @@ pub use occ_core::compute::{
     AgentTarget, ComputeError, Convergence, FailureClass, GatewayExit, NamespaceTarget,
     OUTPUT_LINES, Readiness, RevisionContext, RevisionTarget, RuntimeState, SecretText,
 };
+pub use occ_core::runtime_report::RuntimeReport;
 pub use selection::ComputeSelection;
 
 /// Where the worker or API reaches an Agent's gateway over the native protocol.
@@ -125,6 +126,13 @@ pub trait Compute: Send + Sync + 'static {
         &self,
         agent: &AgentTarget,
     ) -> Result<Option<GatewayAccess>, ComputeError>;
+
+    /// The revision's workloads as they run now, for operators (`GET …/runtime`): Kubernetes
+    /// Pods with their container statuses and Events, or the host Drivers' gateway process or
+    /// unit as one Pod. Raw: the caller adds what occ recorded and sanitizes it
+    /// ([`RuntimeReport::with_recorded`], [`RuntimeReport::sanitized`]). Nothing for a revision
+    /// that is not installed. Read-only.
+    async fn runtime_report(&self, rev: &RevisionTarget) -> Result<RuntimeReport, ComputeError>;
 }
 
 /// Work other Drivers do around a Namespace's Compute lifecycle (the reference's

@@ -27,6 +27,7 @@
 mod forward;
 mod objects;
 mod pods;
+mod report;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -47,8 +48,8 @@ use serde_json::{Value, json};
 
 use super::{
     AgentTarget, Compute, ComputeError, ComputeSelection, Convergence, GatewayAccess, GatewayExit,
-    NamespaceHook as _, NamespaceTarget, Readiness, RevisionContext, RevisionTarget, RuntimeState,
-    SecretText,
+    NamespaceHook as _, NamespaceTarget, Readiness, RevisionContext, RevisionTarget, RuntimeReport,
+    RuntimeState, SecretText,
 };
 use crate::DriverError;
 use crate::kubernetes::{
@@ -700,5 +701,9 @@ impl Compute for KubernetesCompute {
             url: format!("ws://127.0.0.1:{port}"),
             token: self.token(agent).await?,
         }))
+    }
+
+    async fn runtime_report(&self, rev: &RevisionTarget) -> Result<RuntimeReport, ComputeError> {
+        self.revision_report(rev).await
     }
 }
