@@ -88,6 +88,8 @@ pub fn router_and_openapi(state: AppState) -> (axum::Router, utoipa::openapi::Op
         .routes(routes!(agents::get_agent_revision))
         .routes(routes!(agents::redeploy_agent_revision))
         .routes(routes!(agents::get_agent_deployment))
+        .routes(routes!(agents::get_agent_deployment_runtime))
+        .routes(routes!(agents::diagnose_agent_deployment))
         .routes(routes!(agents::get_agent_runtime))
         .routes(routes!(
             workspace::get_workspace_file,

@@ -130,6 +130,9 @@ pub struct TestAppOptions {
     pub workspace: Option<Arc<dyn occ_controller::workspace_files::WorkspaceAccess>>,
     /// What the selected Compute Driver supports (default: the process Driver's).
     pub compute: Option<ComputeSelection>,
+    /// The Compute Driver the runtime routes describe deployments through (none: they
+    /// answer 503).
+    pub runtime: Option<Arc<dyn occ_drivers::compute::Compute>>,
 }
 
 impl TestApp {
@@ -203,6 +206,14 @@ impl TestApp {
                 Arc::into_inner(controller)
                     .expect("not shared yet")
                     .with_workspace_access(access),
+            ),
+            None => controller,
+        };
+        let controller = match options.runtime {
+            Some(compute) => Arc::new(
+                Arc::into_inner(controller)
+                    .expect("not shared yet")
+                    .with_runtime_access(compute),
             ),
             None => controller,
         };

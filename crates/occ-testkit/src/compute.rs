@@ -169,6 +169,15 @@ impl FakeCompute {
         self.documents.lock().expect("lock").get(rev).cloned()
     }
 
+    /// Makes `rev` the revision serving `agent`, as if it had been activated (tests that set
+    /// platform state directly).
+    pub fn assume_serving(&self, agent: &AgentId, rev: &RevisionId) {
+        self.serving
+            .lock()
+            .expect("lock")
+            .insert(agent.clone(), rev.clone());
+    }
+
     /// Simulates a crash of `agent`'s gateway that nothing reports (the maintenance pass finds
     /// it).
     pub fn crash(&self, agent: &AgentId) {

@@ -412,6 +412,32 @@ fn rows() -> Vec<Row> {
             body: none,
             expect: R,
         },
+        // No Compute Driver is wired to this app: an authorized caller gets 503 for the
+        // runtime, and diagnostics whose runtime checks are `unknown`.
+        Row {
+            op: "getAgentDeploymentRuntime",
+            method: Method::GET,
+            path: |f| {
+                format!(
+                    "/namespaces/{}/agents/{}/deployments/{}/runtime",
+                    f.ns, f.agt, f.rev
+                )
+            },
+            body: none,
+            expect: [401, 403, 403, 403, 503, 503],
+        },
+        Row {
+            op: "diagnoseAgentDeployment",
+            method: Method::POST,
+            path: |f| {
+                format!(
+                    "/namespaces/{}/agents/{}/deployments/{}/diagnostics",
+                    f.ns, f.agt, f.rev
+                )
+            },
+            body: none,
+            expect: [401, 403, 403, 403, 200, 200],
+        },
         Row {
             op: "getAgentRuntime",
             method: Method::GET,
