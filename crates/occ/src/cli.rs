@@ -180,6 +180,15 @@ pub enum AgentCmd {
     /// The Agent's live workspace files (AGENTS.md, SOUL.md, IDENTITY.md, USER.md).
     #[command(subcommand)]
     Files(FilesCmd),
+    /// What runs for a revision: its workloads (Pods; the gateway process or unit on the
+    /// process and SSH Drivers), their containers, restarts, last exit and events.
+    Runtime {
+        id: String,
+        /// The revision (`rev_…`); default: a newer revision than the active one while it has
+        /// workloads, else the active revision, else the latest.
+        #[arg(long, value_name = "REVISION")]
+        revision: Option<String>,
+    },
 }
 
 /// Following an admitted deployment.
@@ -640,6 +649,27 @@ pub async fn agent(c: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
                 .await?,
             &[],
         ),
+        AgentCmd::Runtime { id, revision } => {
+            let agent = format!("{base}/{id}");
+            let revision = match revision {
+                Some(revision) => revision,
+                None => default_runtime_revision(c, &agent).await?,
+            };
+            let runtime = c
+                .call(
+                    Method::GET,
+                    &format!("{agent}/deployments/{revision}/runtime"),
+                    None,
+                )
+                .await?;
+            match c.output {
+                Output::Table => {
+                    println!("{}", runtime_table(&runtime).trim_end());
+                    Ok(())
+                }
+                _ => c.print(&runtime, &[]),
+            }
+        }
         AgentCmd::Deploy { id, follow } => {
             let rev = c
                 .call(Method::POST, &format!("{base}/{id}/deploy"), None)
@@ -657,6 +687,102 @@ pub async fn agent(c: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
             admitted(c, &format!("{base}/{id}"), &rev, &follow).await
         }
     }
+}
+
+/// The revision `occ agent runtime` describes without `--revision`, as the reference's CLI
+/// chooses it: the latest revision while it is newer than the active one and has workloads
+/// (a deployment in progress or failing), else the active revision, else the latest.
+async fn default_runtime_revision(c: &Client, agent: &str) -> anyhow::Result<String> {
+    let active = c.call(Method::GET, agent, None).await?["activeRevisionId"]
+        .as_str()
+        .map(str::to_owned);
+    let revisions = c
+        .call(Method::GET, &format!("{agent}/revisions"), None)
+        .await?;
+    let latest = revisions
+        .as_array()
+        .into_iter()
+        .flatten()
+        .max_by_key(|r| r["revision"].as_u64().unwrap_or(0))
+        .and_then(|r| r["id"].as_str())
+        .map(str::to_owned);
+    match (active, latest) {
+        (Some(active), Some(latest)) if latest != active => {
+            let runtime = c
+                .call(
+                    Method::GET,
+                    &format!("{agent}/deployments/{latest}/runtime"),
+                    None,
+                )
+                .await?;
+            let has_workloads = runtime["pods"].as_array().is_some_and(|p| !p.is_empty());
+            Ok(if has_workloads { latest } else { active })
+        }
+        (Some(active), _) => Ok(active),
+        (None, Some(latest)) => Ok(latest),
+        (None, None) => Err(anyhow!("the Agent has no revision; deploy it first")),
+    }
+}
+
+/// `occ agent runtime` as text: the revision, then one line per container of each workload and
+/// the workload's events.
+fn runtime_table(runtime: &Value) -> String {
+    let mut out = format!(
+        "Revision {} observed at {}\n",
+        cell(&runtime["revisionId"]),
+        cell(&runtime["observedAt"])
+    );
+    let pods = runtime["pods"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    if pods.is_empty() {
+        out.push_str("No workload runs for this revision.\n");
+        return out;
+    }
+    let rows: Vec<Value> = pods
+        .iter()
+        .flat_map(|pod| {
+            pod["containers"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(move |c| {
+                    serde_json::json!({
+                        "pod": pod["name"], "phase": pod["phase"], "ready": pod["ready"],
+                        "container": c["name"], "state": c["state"], "reason": c["reason"],
+                        "restarts": c["restartCount"], "startedAt": c["startedAt"],
+                        "lastExit": c["lastTermination"]["reason"],
+                    })
+                })
+        })
+        .collect();
+    out.push_str(&table(
+        &Value::Array(rows),
+        &[
+            "pod",
+            "phase",
+            "ready",
+            "container",
+            "state",
+            "reason",
+            "restarts",
+            "startedAt",
+            "lastExit",
+        ],
+    ));
+    let events: Vec<Value> = pods
+        .iter()
+        .flat_map(|pod| pod["events"].as_array().into_iter().flatten().cloned())
+        .collect();
+    if !events.is_empty() {
+        out.push_str("\n\nEvents:\n");
+        out.push_str(&table(
+            &Value::Array(events),
+            &["lastObservedAt", "type", "reason", "count", "message"],
+        ));
+    }
+    out
 }
 
 /// Prints an admitted revision, or follows its deployment with `--wait`.
@@ -756,6 +882,30 @@ pub async fn iam(c: &Client, cmd: IamCmd) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn runtime_tables_list_containers_and_events() {
+        let runtime = serde_json::json!({
+            "revisionId": "rev_1", "observedAt": "2026-01-01T00:00:00.000Z",
+            "pods": [{"name": "rev-1", "phase": "Running", "ready": true, "containers": [
+                {"name": "gateway", "state": "running", "reason": null, "restartCount": 2,
+                 "startedAt": "2026-01-01T00:00:00.000Z",
+                 "lastTermination": {"reason": "exit status 1", "exitCode": 1, "finishedAt": null}}],
+              "events": [{"type": "Warning", "reason": "GatewayExited", "count": 1,
+                          "message": "the gateway exited (exit status 1)", "lastObservedAt": null}]}],
+            "sources": []
+        });
+        let text = runtime_table(&runtime);
+        assert!(text.starts_with("Revision rev_1 observed at 2026-01-01T00:00:00.000Z\n"));
+        assert!(
+            text.contains("rev-1  Running  true   gateway    running  -       2"),
+            "{text}"
+        );
+        assert!(text.contains("exit status 1"), "{text}");
+        assert!(text.contains("GatewayExited"), "{text}");
+        let empty = serde_json::json!({"revisionId": "rev_1", "observedAt": "x", "pods": []});
+        assert!(runtime_table(&empty).contains("No workload runs"));
+    }
 
     #[test]
     fn tables() {
