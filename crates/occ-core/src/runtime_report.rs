@@ -32,6 +32,11 @@ const MAX_MESSAGE: usize = 2048;
 pub struct RuntimeReport {
     /// The revision's workloads.
     pub pods: Vec<RuntimePod>,
+    /// Whether the Driver's platform keeps the workloads' history itself (Kubernetes: restart
+    /// counts, last termination, Events); otherwise occ's records fill it
+    /// ([`RuntimeReport::with_recorded`]).
+    #[serde(default)]
+    pub history_from_driver: bool,
 }
 
 /// Which workload a Pod runs.
@@ -158,8 +163,12 @@ pub const GATEWAY_CONTAINER: &str = "gateway";
 
 impl RuntimeReport {
     /// Adds what occ recorded about the Agent's gateway (restarts, last exit) to the host
-    /// Drivers' gateway Pod of the same revision: they report only what runs now.
+    /// Drivers' gateway Pod of the same revision: they report only what runs now. A report
+    /// whose history comes from the Driver is left as it is.
     pub fn with_recorded(mut self, recorded: Option<&AgentRuntime>, revision_id: &str) -> Self {
+        if self.history_from_driver {
+            return self;
+        }
         let Some(recorded) = recorded.filter(|r| r.revision_id.as_str() == revision_id) else {
             return self;
         };
@@ -251,7 +260,10 @@ impl RuntimeReport {
                 }
             })
             .collect();
-        Self { pods }
+        Self {
+            pods,
+            history_from_driver: self.history_from_driver,
+        }
     }
 }
 
@@ -329,6 +341,7 @@ mod tests {
             .collect();
         let report = RuntimeReport {
             pods: vec![good, pod("Not_A_Name")],
+            history_from_driver: false,
         }
         .sanitized(&Redactor::new(["hunter2hunter2"]));
         assert_eq!(report.pods.len(), 1);
@@ -359,7 +372,19 @@ mod tests {
         };
         let report = RuntimeReport {
             pods: vec![pod("gw")],
+            history_from_driver: false,
         };
+        let kubernetes = RuntimeReport {
+            history_from_driver: true,
+            ..report.clone()
+        };
+        assert_eq!(
+            kubernetes
+                .clone()
+                .with_recorded(Some(&recorded), revision_id.as_str()),
+            kubernetes,
+            "the Driver's own history is not replaced"
+        );
         let other = report
             .clone()
             .with_recorded(Some(&recorded), RevisionId::generate().as_str());

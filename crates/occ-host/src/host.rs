@@ -639,6 +639,7 @@ impl Host {
         let ready = self.serving(&rev.agent, &agent_dir, rev).await?;
         Ok(RuntimeReport {
             pods: vec![report::gateway_pod(&rev.revision_id, observed, ready)],
+            history_from_driver: false,
         })
     }
 }

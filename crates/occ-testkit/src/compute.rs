@@ -454,6 +454,7 @@ impl Compute for FakeCompute {
                     last_observed_at: Some(started),
                 }],
             }],
+            history_from_driver: false,
         })
     }
 }

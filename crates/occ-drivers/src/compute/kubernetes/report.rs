@@ -34,7 +34,10 @@ impl KubernetesCompute {
         }
         let names = self.names(&rev.agent).await?;
         let events_api: Api<Event> = self.api(&names.tenant);
-        let mut report = RuntimeReport::default();
+        let mut report = RuntimeReport {
+            pods: Vec::new(),
+            history_from_driver: true,
+        };
         for pod in pods {
             let uid = pod.metadata.uid.clone().unwrap_or_default();
             let params = ListParams::default().fields(&format!("involvedObject.uid={uid}"));
