@@ -33,9 +33,10 @@ use crate::settings::{
 /// The pinned OpenClaw release.
 pub const OPENCLAW_VERSION: &str = "2026.9.6";
 
-/// Starts compiling the pinned runtime's configuration schema on a blocking thread; the API
-/// awaits it before it listens, so no request pays for it. The worker never validates a
-/// document (admission did), so it does not hold the compiled schema.
+/// Starts compiling the top level of the pinned runtime's configuration schema on a blocking
+/// thread; the API awaits it before it listens. Each top-level section is compiled when a
+/// document first uses it (milliseconds), so a process holds only the sections in use. The
+/// worker never validates a document (admission did), so it holds none of it.
 pub fn warm_configuration_schema() -> tokio::task::JoinHandle<()> {
     tokio::task::spawn_blocking(|| {
         let started = std::time::Instant::now();
