@@ -74,8 +74,7 @@ fn section(name: &str) -> Option<&'static Validator> {
     ))
 }
 
-/// Compiles the top level now, so the first request does not pay for it (sections are compiled
-/// when a document first uses them: a few milliseconds each).
+/// Compiles the top level now (about a millisecond; otherwise the first validation does it).
 pub fn warm() {
     frame();
 }
