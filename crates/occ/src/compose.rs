@@ -33,20 +33,6 @@ use crate::settings::{
 /// The pinned OpenClaw release.
 pub const OPENCLAW_VERSION: &str = "2026.9.6";
 
-/// Starts compiling the pinned runtime's configuration schema on a blocking thread; the API
-/// awaits it before it listens, so no request pays for it. The worker never validates a
-/// document (admission did), so it does not hold the compiled schema.
-pub fn warm_configuration_schema() -> tokio::task::JoinHandle<()> {
-    tokio::task::spawn_blocking(|| {
-        let started = std::time::Instant::now();
-        occ_core::native::schema::warm();
-        tracing::debug!(
-            elapsed_ms = started.elapsed().as_millis() as u64,
-            "configuration schema compiled"
-        );
-    })
-}
-
 /// Opens the store and checks its schema is current.
 pub async fn open_store(url: &str, max_connections: u32) -> anyhow::Result<Store> {
     crate::settings::prepare_database_url(url).context("OCC_DATABASE_URL")?;

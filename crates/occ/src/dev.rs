@@ -89,7 +89,6 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     // Settings first: a mistake is reported before a minute of runtime installation.
     let metrics_address =
         crate::settings::dev_metrics_address(&process_env).context("metrics settings")?;
-    let schema = compose::warm_configuration_schema();
     occ_host::fsutil::ensure_private_dir(&data_dir)
         .with_context(|| format!("--data-dir {}", data_dir.display()))?;
 
@@ -229,9 +228,6 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         controller,
         metrics_address.map(|_| metrics.clone()),
     ));
-    schema
-        .await
-        .context("compile the pinned configuration schema")?;
     let listener = tokio::net::TcpListener::bind((server.host, server.port))
         .await
         .with_context(|| format!("--port: cannot listen on 127.0.0.1:{}", args.port))?;

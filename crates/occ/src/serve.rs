@@ -31,7 +31,6 @@ pub async fn shutdown_signal() {
 /// Runs the API until a shutdown signal, then drains in-flight requests.
 pub async fn run() -> anyhow::Result<()> {
     let settings = ServerSettings::load(&process_env)?;
-    let schema = compose::warm_configuration_schema();
     let store = compose::open_store(&settings.platform.database_url, 20).await?;
     let controller = Arc::new(
         compose::controller(
@@ -57,9 +56,6 @@ pub async fn run() -> anyhow::Result<()> {
         ))),
         _ => None,
     };
-    schema
-        .await
-        .context("compile the pinned configuration schema")?;
     let listener = TcpListener::bind((settings.host, settings.port))
         .await
         .with_context(|| {

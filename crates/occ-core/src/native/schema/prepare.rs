@@ -1,8 +1,9 @@
 //! The pinned runtime schema turned into what occ compiles, once, when occ-core is built.
 //!
 //! `build.rs` compiles this file on its own (it depends on nothing else in the crate) and
-//! embeds the result, so a process parses a compact document (≈ 0.5 MB instead of 2.4 MB) and
-//! compiles a smaller validator. What it does, each step preserving what the runtime means:
+//! embeds the result: a frame and one compact document per top-level section (≈ 0.5 MB in all
+//! instead of 2.4 MB), each compiled on first use. What it does, each step preserving what the
+//! runtime means:
 //! - bundled plugins' configuration schemas are embedded documents whose `$ref`s (`#/$defs/…`)
 //!   point into themselves (the runtime validates each plugin's configuration with its own
 //!   schema), so each local `$ref` is re-rooted at the nearest enclosing object with
@@ -16,7 +17,12 @@
 //!   copy of a subschema that occurs more than once (and is large enough to matter) becomes a
 //!   `$ref` to its first occurrence. Draft 7 ignores a `$ref`'s siblings and only whole schema
 //!   objects are replaced, so what the schema accepts and where a problem is reported (instance
-//!   paths) are unchanged.
+//!   paths) are unchanged;
+//! - the top level is split into a frame (every top-level keyword kept, each entry of
+//!   `properties` replaced by `true`) and one schema per entry of `properties`: `properties` is a
+//!   conjunction of independent per-key checks, so a document is valid exactly when it fits the
+//!   frame and each section it has fits that section's schema. No `$ref` crosses a section
+//!   (`prepare` fails otherwise).
 
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hasher};
@@ -27,9 +33,20 @@ use serde_json::{Value, json};
 /// Keywords whose values are data, not subschemas: nothing inside them is rewritten.
 const DATA_KEYWORDS: [&str; 4] = ["const", "enum", "default", "examples"];
 
-/// The pinned schema as occ compiles it: `text` parsed, its embedded references re-rooted, its
-/// NUL escapes rewritten and its repeated subschemas shared, serialized compactly.
-pub fn prepare(text: &str) -> Result<String, String> {
+/// The pinned schema as occ compiles it: a frame (the top level, each section's schema replaced
+/// by `true`) and one self-contained document per top-level section, each compiled on its first
+/// use, so a process holds validators only for the sections its documents use.
+pub struct Prepared {
+    /// The top level: its type, its closed set of sections.
+    pub frame: String,
+    /// `(section name, its schema)` in the schema's order.
+    pub sections: Vec<(String, String)>,
+}
+
+/// Prepares the runtime's schema `text`: embedded references re-rooted, NUL escapes rewritten,
+/// the top level split into a frame and self-contained sections (their references made
+/// relative to the section), repeated subschemas shared within each section.
+pub fn prepare(text: &str) -> Result<Prepared, String> {
     let mut schema: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
     let mut rewrites = Vec::new();
     collect_ref_rewrites(&schema, "", &mut Vec::new(), &mut rewrites);
@@ -39,8 +56,51 @@ pub fn prepare(text: &str) -> Result<String, String> {
         }
     }
     rewrite_nul_escapes(&mut schema);
-    share_repeated_subschemas(&mut schema);
-    serde_json::to_string(&schema).map_err(|e| format!("not serializable: {e}"))
+
+    let Some(Value::Object(properties)) = schema.get_mut("properties") else {
+        return Err("the top level has no properties".into());
+    };
+    let mut sections = Vec::with_capacity(properties.len());
+    for (name, section) in properties.iter_mut() {
+        let mut section = std::mem::replace(section, Value::Bool(true));
+        let prefix = format!("#{}", child("/properties", name));
+        relativize_refs(&mut section, &prefix)
+            .map_err(|reference| format!("section {name}: $ref {reference} leaves it"))?;
+        share_repeated_subschemas(&mut section);
+        let text = serde_json::to_string(&section).map_err(|e| format!("{name}: {e}"))?;
+        sections.push((name.clone(), text));
+    }
+    let frame = serde_json::to_string(&schema).map_err(|e| format!("frame: {e}"))?;
+    Ok(Prepared { frame, sections })
+}
+
+/// Rewrites each local `$ref` under `prefix` (`#/properties/<section>`) relative to the section;
+/// a local `$ref` elsewhere is returned as the error (the section would not be self-contained).
+fn relativize_refs(node: &mut Value, prefix: &str) -> Result<(), String> {
+    match node {
+        Value::Object(map) => {
+            for (key, value) in map.iter_mut() {
+                match value {
+                    Value::String(reference) if key == "$ref" && reference.starts_with('#') => {
+                        let rest = reference
+                            .strip_prefix(prefix)
+                            .filter(|rest| rest.is_empty() || rest.starts_with('/'))
+                            .ok_or_else(|| reference.clone())?;
+                        *reference = format!("#{rest}");
+                    }
+                    _ if DATA_KEYWORDS.contains(&key.as_str()) => {}
+                    _ => relativize_refs(value, prefix)?,
+                }
+            }
+        }
+        Value::Array(items) => {
+            for item in items {
+                relativize_refs(item, prefix)?;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 /// Finds local `$ref`s (`#` or `#/…`) that resolve in an enclosing embedded document (an object
