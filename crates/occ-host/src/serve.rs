@@ -86,7 +86,7 @@ async fn run(request: HostRequest, process: HostProcess) -> Result<HostValue, Co
     // Reads do not wait behind a long activation (the host's reads are safe beside its own
     // writes); everything that changes the host takes its turn.
     let _lock = match operation {
-        HostOp::Observe { .. } | HostOp::GatewayAccess { .. } => None,
+        HostOp::Observe { .. } | HostOp::GatewayAccess { .. } | HostOp::ReadLogs { .. } => None,
         _ => Some(
             host_lock(
                 &settings.root,
@@ -169,6 +169,9 @@ async fn run(request: HostRequest, process: HostProcess) -> Result<HostValue, Co
                 token: token.expose().to_owned(),
             },
             None => HostValue::NoGateway,
+        },
+        HostOp::ReadLogs { revision, query } => HostValue::Logs {
+            chunk: host.read_logs(&revision, &query).await?,
         },
     })
 }

@@ -27,7 +27,8 @@ pub mod process;
 pub mod ssh;
 
 pub use occ_core::compute::{
-    AgentTarget, ComputeError, Convergence, FailureClass, GatewayExit, NamespaceTarget,
+    AgentTarget, ComputeError, Convergence, FailureClass, GatewayExit, LOG_READ_MAX_BYTES,
+    LOG_TAIL_MAX_LINES, LogChunk, LogEntry, LogGap, LogPosition, LogQuery, NamespaceTarget,
     OUTPUT_LINES, Readiness, RevisionContext, RevisionTarget, RuntimeState, SecretText,
 };
 pub use selection::ComputeSelection;
@@ -125,6 +126,15 @@ pub trait Compute: Send + Sync + 'static {
         &self,
         agent: &AgentTarget,
     ) -> Result<Option<GatewayAccess>, ComputeError>;
+
+    /// One bounded read ([`LOG_READ_MAX_BYTES`]) of the revision's gateway output: raw lines
+    /// (never redacted here: the caller redacts) and explicit gaps, with the position the next
+    /// follow read resumes at. Nothing is stored.
+    async fn read_logs(
+        &self,
+        rev: &RevisionTarget,
+        query: &LogQuery,
+    ) -> Result<LogChunk, ComputeError>;
 }
 
 /// Work other Drivers do around a Namespace's Compute lifecycle (the reference's

@@ -25,6 +25,7 @@
 //! Objects at these names that are not occ's are refused, never adopted or overwritten.
 
 mod forward;
+mod logs;
 mod objects;
 mod pods;
 
@@ -47,8 +48,8 @@ use serde_json::{Value, json};
 
 use super::{
     AgentTarget, Compute, ComputeError, ComputeSelection, Convergence, GatewayAccess, GatewayExit,
-    NamespaceHook as _, NamespaceTarget, Readiness, RevisionContext, RevisionTarget, RuntimeState,
-    SecretText,
+    LOG_READ_MAX_BYTES, LogChunk, LogEntry, LogGap, LogPosition, LogQuery, NamespaceHook as _,
+    NamespaceTarget, Readiness, RevisionContext, RevisionTarget, RuntimeState, SecretText,
 };
 use crate::DriverError;
 use crate::kubernetes::{
@@ -700,5 +701,13 @@ impl Compute for KubernetesCompute {
             url: format!("ws://127.0.0.1:{port}"),
             token: self.token(agent).await?,
         }))
+    }
+
+    async fn read_logs(
+        &self,
+        rev: &RevisionTarget,
+        query: &LogQuery,
+    ) -> Result<LogChunk, ComputeError> {
+        self.read_pod_logs(rev, query).await
     }
 }
