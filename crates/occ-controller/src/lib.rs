@@ -37,6 +37,7 @@ pub mod deployments;
 pub mod iam;
 pub mod metrics;
 pub mod namespaces;
+pub mod runtime_logs;
 pub mod secrets;
 pub mod service_accounts;
 pub mod worker;
@@ -141,6 +142,9 @@ pub struct Controller {
     sign_in_limiter: SignInLimiter,
     hooks: FaultHooks,
     workspace: Option<Arc<dyn workspace_files::WorkspaceAccess>>,
+    /// Where runtime logs are read (the API's logs route), when configured.
+    runtime_logs: Option<Arc<dyn occ_drivers::compute::Compute>>,
+    runtime_log_limiter: runtime_logs::LogRateLimiter,
 }
 
 impl std::fmt::Debug for Controller {
@@ -170,6 +174,8 @@ impl Controller {
             sign_in_limiter: SignInLimiter::default(),
             hooks: FaultHooks::default(),
             workspace: None,
+            runtime_logs: None,
+            runtime_log_limiter: runtime_logs::LogRateLimiter::default(),
         }
     }
 
