@@ -820,14 +820,15 @@ mod tests {
     fn min_level_keeps_more_severe_unknown_and_gaps() {
         let redactor = Redactor::new(Vec::<String>::new());
         let mut stream = redactor.stream();
-        let at = |level: &str| {
+        let mut at = |level: &str| {
             classify_line(
                 &format!(r#"{{"_meta":{{"logLevelName":"{level}"}},"message":"m"}}"#),
                 &mut stream,
                 LogSource::Gateway,
             )
         };
-        let (error, debug) = (at("ERROR"), at("DEBUG"));
+        let error = at("ERROR");
+        let debug = at("DEBUG");
         let text = LogRecord::Line {
             time: None,
             stream: LogStream {
