@@ -199,7 +199,9 @@ pub async fn controller(
         controller_settings,
     );
     Ok(match files_through {
-        Some(compute) => controller.with_workspace_access(Arc::new(GatewayWorkspace::new(compute))),
+        Some(compute) => controller
+            .with_runtime_logs(compute.clone())
+            .with_workspace_access(Arc::new(GatewayWorkspace::new(compute))),
         None => controller,
     })
 }
