@@ -5,8 +5,8 @@ use occ_controller::configurations::Configuration;
 use std::collections::BTreeMap;
 
 use occ_controller::deployments::DeploymentStatus;
-use occ_controller::runtime_logs::LogPage;
 use occ_controller::iam::NamespacePermissions;
+use occ_controller::runtime_logs::LogPage;
 use occ_core::iam::{AccessBinding, Role, UserAccount};
 use occ_core::resource::{
     Agent, AgentRevision, AgentRuntime, DesiredRuntimeState, HarnessAuth, Installation, Namespace,

@@ -59,8 +59,10 @@ pub struct Reply {
     pub status: StatusCode,
     /// Headers.
     pub headers: HeaderMap,
-    /// JSON body (`Null` when empty).
+    /// JSON body (`Null` when empty or not JSON).
     pub body: Value,
+    /// The body as text (for the routes that answer text).
+    pub text: String,
 }
 
 impl Reply {
@@ -130,6 +132,8 @@ pub struct TestAppOptions {
     pub workspace: Option<Arc<dyn occ_controller::workspace_files::WorkspaceAccess>>,
     /// What the selected Compute Driver supports (default: the process Driver's).
     pub compute: Option<ComputeSelection>,
+    /// Where runtime logs are read (none: the logs route answers 501).
+    pub runtime_logs: Option<Arc<dyn occ_drivers::compute::Compute>>,
 }
 
 impl TestApp {
@@ -198,6 +202,14 @@ impl TestApp {
             )
             .with_hooks(options.hooks),
         );
+        let controller = match options.runtime_logs {
+            Some(compute) => Arc::new(
+                Arc::into_inner(controller)
+                    .expect("not shared yet")
+                    .with_runtime_logs(compute),
+            ),
+            None => controller,
+        };
         let controller = match options.workspace {
             Some(access) => Arc::new(
                 Arc::into_inner(controller)
@@ -512,6 +524,7 @@ impl TestApp {
             status,
             headers,
             body,
+            text: String::from_utf8_lossy(&bytes).into_owned(),
         }
     }
 

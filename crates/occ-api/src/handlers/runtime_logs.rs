@@ -62,7 +62,11 @@ pub async fn get_runtime_logs(
 }
 
 fn invalid(name: &str, code: DetailCode, message: &str) -> ApiError {
-    ApiError(Error::invalid_field(format!("/query/{name}"), code, message))
+    ApiError(Error::invalid_field(
+        format!("/query/{name}"),
+        code,
+        message,
+    ))
 }
 
 /// The query, checked parameter by parameter (values are plain tokens: nothing to decode).
@@ -72,9 +76,19 @@ fn parse_query(query: &str) -> Result<LogRequest, ApiError> {
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
         if !seen.insert(name.to_owned()) {
-            return Err(invalid(name, DetailCode::InvalidValue, "A query parameter is repeated"));
+            return Err(invalid(
+                name,
+                DetailCode::InvalidValue,
+                "A query parameter is repeated",
+            ));
         }
-        let bad = || invalid(name, DetailCode::InvalidFormat, "The query parameter's value is invalid");
+        let bad = || {
+            invalid(
+                name,
+                DetailCode::InvalidFormat,
+                "The query parameter's value is invalid",
+            )
+        };
         match name {
             "source" => {
                 ask.source = Some(match value {
@@ -119,7 +133,11 @@ fn parse_query(query: &str) -> Result<LogRequest, ApiError> {
         }
     }
     if ask.source.is_none() {
-        return Err(invalid("source", DetailCode::Required, "source is required"));
+        return Err(invalid(
+            "source",
+            DetailCode::Required,
+            "source is required",
+        ));
     }
     Ok(ask)
 }
@@ -152,7 +170,10 @@ fn dns_name(value: &str) -> bool {
 
 /// `^v1\.[A-Za-z0-9_-]{1,1900}\.[A-Za-z0-9_-]{43}$` (at most 2048 characters).
 fn cursor_shape(value: &str) -> bool {
-    let b64 = |s: &str| s.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-');
+    let b64 = |s: &str| {
+        s.bytes()
+            .all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-')
+    };
     let mut parts = value.split('.');
     matches!(
         (parts.next(), parts.next(), parts.next(), parts.next()),
@@ -168,7 +189,10 @@ mod tests {
 
     #[test]
     fn queries_are_checked_against_the_reference_patterns() {
-        let ask = parse_query("source=gateway&tailLines=1000&sinceSeconds=86400&minLevel=warn&download=true").unwrap();
+        let ask = parse_query(
+            "source=gateway&tailLines=1000&sinceSeconds=86400&minLevel=warn&download=true",
+        )
+        .unwrap();
         assert_eq!(ask.source, Some(LogSource::Gateway));
         assert_eq!(ask.tail_lines, Some(1000));
         assert_eq!(ask.since_seconds, Some(86_400));

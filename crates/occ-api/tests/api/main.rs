@@ -13,5 +13,6 @@ mod framing;
 mod kubernetes;
 mod redeploy;
 mod resources;
+mod runtime_logs;
 mod snapshots;
 mod workspace;
