@@ -305,3 +305,50 @@ pub struct LogChunk {
     /// The read stopped at [`LOG_READ_MAX_BYTES`]: more output follows the position already.
     pub truncated: bool,
 }
+
+impl LogChunk {
+    /// Replaces every occurrence of `value` in the lines with [`crate::redact::REDACTED`]: a
+    /// Driver removes the credential it owns (the gateway token) before the lines leave it. Only
+    /// the exact value: pattern redaction, which tracks PEM blocks across lines, is the
+    /// caller's.
+    pub fn without_value(mut self, value: &str) -> Self {
+        if value.is_empty() {
+            return self;
+        }
+        for entry in &mut self.entries {
+            if let LogEntry::Line(line) = entry
+                && line.contains(value)
+            {
+                *line = line.replace(value, crate::redact::REDACTED);
+            }
+        }
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_driver_removes_its_own_credential_from_every_line() {
+        let chunk = LogChunk {
+            entries: vec![
+                LogEntry::Line("token gw-0123456789 in use, gw-0123456789 again".into()),
+                LogEntry::Gap(LogGap::BufferLost),
+                LogEntry::Line("nothing here".into()),
+            ],
+            position: None,
+            truncated: false,
+        }
+        .without_value("gw-0123456789");
+        assert_eq!(
+            chunk.entries,
+            vec![
+                LogEntry::Line("token [REDACTED] in use, [REDACTED] again".into()),
+                LogEntry::Gap(LogGap::BufferLost),
+                LogEntry::Line("nothing here".into()),
+            ]
+        );
+    }
+}

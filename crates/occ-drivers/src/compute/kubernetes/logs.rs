@@ -89,6 +89,7 @@ impl KubernetesCompute {
             generation: count,
             offset: at,
         });
+        let token = self.token(&rev.agent).await?;
         Ok(LogChunk {
             entries,
             position: position.or_else(|| resume.cloned()).or(Some(LogPosition {
@@ -97,7 +98,9 @@ impl KubernetesCompute {
                 offset: 0,
             })),
             truncated: cut,
-        })
+        }
+        // The gateway token is the Driver's own credential: it never leaves the Driver.
+        .without_value(token.expose()))
     }
 }
 
