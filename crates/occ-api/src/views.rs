@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use occ_controller::deployment_runtime::{DeploymentRuntime, Diagnostics};
 use occ_controller::deployments::DeploymentStatus;
 use occ_controller::iam::NamespacePermissions;
+use occ_controller::runtime_logs::LogPage;
 use occ_core::iam::{AccessBinding, Role, UserAccount};
 use occ_core::resource::{
     Agent, AgentRevision, AgentRuntime, DesiredRuntimeState, HarnessAuth, Installation, Namespace,
@@ -322,6 +323,43 @@ impl AgentRuntimeView {
             observed_at: runtime.map(|r| r.observed_at.to_string()),
         }
     }
+}
+
+/// One page of a revision's runtime output (records are line, gap or withheld objects).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RuntimeLogPageView {
+    revision_id: String,
+    /// `gateway` | `agent` | `sandbox`.
+    source: String,
+    #[schema(value_type = Option<Object>)]
+    stream: Option<Value>,
+    observed_at: String,
+    #[schema(value_type = Vec<Object>)]
+    records: Vec<Value>,
+    withheld: u64,
+    truncated: bool,
+    cursor: Option<String>,
+}
+
+impl From<&LogPage> for RuntimeLogPageView {
+    fn from(page: &LogPage) -> Self {
+        Self {
+            revision_id: page.revision_id.to_string(),
+            source: page.source.as_str().into(),
+            stream: page.stream.as_ref().map(json_of),
+            observed_at: page.observed_at.clone(),
+            records: page.records.iter().map(json_of).collect(),
+            withheld: page.withheld,
+            truncated: page.truncated,
+            cursor: page.cursor.clone(),
+        }
+    }
+}
+
+/// A controller value as JSON (its own `Serialize` is the wire form).
+fn json_of<T: Serialize>(value: &T) -> Value {
+    serde_json::to_value(value).unwrap_or(Value::Null)
 }
 
 /// Deployment status of a revision.

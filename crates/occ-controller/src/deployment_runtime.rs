@@ -94,7 +94,8 @@ struct Gathered {
 }
 
 impl Controller {
-    /// Gives the controller the Compute Driver whose workloads the runtime routes describe.
+    /// Gives the controller the Compute Driver whose workloads the runtime routes describe and
+    /// whose output the logs route reads.
     pub fn with_runtime_access(mut self, compute: Arc<dyn Compute>) -> Self {
         self.runtime = Some(compute);
         self

@@ -38,6 +38,7 @@ pub mod deployments;
 pub mod iam;
 pub mod metrics;
 pub mod namespaces;
+pub mod runtime_logs;
 pub mod secrets;
 pub mod service_accounts;
 pub mod worker;
@@ -142,8 +143,10 @@ pub struct Controller {
     sign_in_limiter: SignInLimiter,
     hooks: FaultHooks,
     workspace: Option<Arc<dyn workspace_files::WorkspaceAccess>>,
-    /// The Compute Driver the runtime routes ask (`deployment_runtime`).
+    /// The Compute Driver the runtime routes ask (`deployment_runtime`, `runtime_logs`).
     runtime: Option<Arc<dyn occ_drivers::compute::Compute>>,
+    /// Per-caller limit of the logs route.
+    runtime_log_limiter: runtime_logs::LogRateLimiter,
 }
 
 impl std::fmt::Debug for Controller {
@@ -174,6 +177,7 @@ impl Controller {
             hooks: FaultHooks::default(),
             workspace: None,
             runtime: None,
+            runtime_log_limiter: runtime_logs::LogRateLimiter::default(),
         }
     }
 

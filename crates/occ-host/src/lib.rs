@@ -20,6 +20,7 @@ mod failure;
 pub mod fsutil;
 mod host;
 mod layout;
+mod logs;
 mod process;
 mod report;
 pub mod runtime;

@@ -86,9 +86,10 @@ async fn run(request: HostRequest, process: HostProcess) -> Result<HostValue, Co
     // Reads do not wait behind a long activation (the host's reads are safe beside its own
     // writes); everything that changes the host takes its turn.
     let _lock = match operation {
-        HostOp::Observe { .. } | HostOp::RuntimeReport { .. } | HostOp::GatewayAccess { .. } => {
-            None
-        }
+        HostOp::Observe { .. }
+        | HostOp::RuntimeReport { .. }
+        | HostOp::GatewayAccess { .. }
+        | HostOp::ReadLogs { .. } => None,
         _ => Some(
             host_lock(
                 &settings.root,
@@ -174,6 +175,9 @@ async fn run(request: HostRequest, process: HostProcess) -> Result<HostValue, Co
                 token: token.expose().to_owned(),
             },
             None => HostValue::NoGateway,
+        },
+        HostOp::ReadLogs { revision, query } => HostValue::Logs {
+            chunk: host.read_logs(&revision, &query).await?,
         },
     })
 }

@@ -11,7 +11,9 @@ use std::ops::RangeInclusive;
 use std::path::PathBuf;
 
 use occ_core::ReasonCode;
-use occ_core::compute::{AgentTarget, ComputeError, NamespaceTarget, RevisionTarget};
+use occ_core::compute::{
+    AgentTarget, ComputeError, LogChunk, LogQuery, NamespaceTarget, RevisionTarget,
+};
 use occ_core::resource::{WorkspaceFileName, WorkspaceSetup};
 use occ_core::runtime_report::RuntimeReport;
 use occ_core::{AgentId, NamespaceId};
@@ -282,6 +284,13 @@ pub enum HostOp {
         /// The Agent.
         agent: AgentTarget,
     },
+    /// [`crate::Host::read_logs`]
+    ReadLogs {
+        /// The revision.
+        revision: Box<RevisionTarget>,
+        /// What to read.
+        query: LogQuery,
+    },
 }
 
 impl HostOp {
@@ -299,7 +308,8 @@ impl HostOp {
             | Self::StopRevision { revision }
             | Self::RetireRevision { revision }
             | Self::Observe { revision }
-            | Self::RuntimeReport { revision } => &revision.agent.namespace_id,
+            | Self::RuntimeReport { revision }
+            | Self::ReadLogs { revision, .. } => &revision.agent.namespace_id,
             Self::DeleteAgent { agent } | Self::GatewayAccess { agent } => &agent.namespace_id,
         }
     }
@@ -318,6 +328,7 @@ impl HostOp {
             Self::Observe { .. } => "observe",
             Self::RuntimeReport { .. } => "runtime-report",
             Self::GatewayAccess { .. } => "gateway-access",
+            Self::ReadLogs { .. } => "read-logs",
         }
     }
 }
@@ -429,6 +440,11 @@ pub enum HostValue {
     },
     /// `gateway-access` for an Agent without anything on the host.
     NoGateway,
+    /// `read-logs`: raw output lines (the controller redacts them).
+    Logs {
+        /// What the read returned.
+        chunk: LogChunk,
+    },
 }
 
 impl std::fmt::Debug for HostValue {
@@ -443,6 +459,8 @@ impl std::fmt::Debug for HostValue {
             Self::Report { report } => write!(f, "Report {{ report: {report:?} }}"),
             Self::Gateway { port, .. } => write!(f, "Gateway {{ port: {port}, .. }}"),
             Self::NoGateway => f.write_str("NoGateway"),
+            // Raw output may hold secrets: never in a log line.
+            Self::Logs { chunk } => write!(f, "Logs {{ entries: {}, .. }}", chunk.entries.len()),
         }
     }
 }

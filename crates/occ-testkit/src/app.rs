@@ -59,8 +59,10 @@ pub struct Reply {
     pub status: StatusCode,
     /// Headers.
     pub headers: HeaderMap,
-    /// JSON body (`Null` when empty).
+    /// JSON body (`Null` when empty or not JSON).
     pub body: Value,
+    /// The body as text (for the routes that answer text).
+    pub text: String,
 }
 
 impl Reply {
@@ -130,8 +132,8 @@ pub struct TestAppOptions {
     pub workspace: Option<Arc<dyn occ_controller::workspace_files::WorkspaceAccess>>,
     /// What the selected Compute Driver supports (default: the process Driver's).
     pub compute: Option<ComputeSelection>,
-    /// The Compute Driver the runtime routes describe deployments through (none: they
-    /// answer 503).
+    /// The Compute Driver the runtime routes describe deployments and read logs through (none:
+    /// the runtime route answers 503, the logs route 501).
     pub runtime: Option<Arc<dyn occ_drivers::compute::Compute>>,
 }
 
@@ -523,6 +525,7 @@ impl TestApp {
             status,
             headers,
             body,
+            text: String::from_utf8_lossy(&bytes).into_owned(),
         }
     }
 

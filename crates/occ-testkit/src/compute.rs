@@ -16,8 +16,8 @@ use occ_core::runtime_report::{
 use occ_core::{AgentId, NamespaceId, RevisionId};
 use occ_drivers::compute::{
     AgentTarget, Compute, ComputeError, ComputeSelection, Convergence, GatewayAccess, GatewayExit,
-    NamespaceTarget, Readiness, RevisionContext, RevisionTarget, RuntimeReport, RuntimeState,
-    SecretText,
+    LogChunk, LogEntry, LogGap, LogPosition, LogQuery, NamespaceTarget, Readiness, RevisionContext,
+    RevisionTarget, RuntimeReport, RuntimeState, SecretText,
 };
 use tokio::sync::broadcast;
 
@@ -66,6 +66,13 @@ pub enum Scripted {
     Delay(Duration),
 }
 
+/// A revision's output in the double.
+#[derive(Default)]
+struct FakeOutput {
+    stream: u64,
+    lines: Vec<String>,
+}
+
 /// The double.
 pub struct FakeCompute {
     selection: ComputeSelection,
@@ -78,6 +85,9 @@ pub struct FakeCompute {
     documents: Mutex<HashMap<RevisionId, serde_json::Map<String, serde_json::Value>>>,
     setups: Mutex<HashMap<RevisionId, Option<WorkspaceSetup>>>,
     script: Mutex<HashMap<Verb, VecDeque<Scripted>>>,
+    /// Each revision's output, one line per entry (a gap where [`FakeCompute::replace_output`]
+    /// started it over).
+    output: Mutex<HashMap<RevisionId, FakeOutput>>,
     /// Exit reports, when it claims to make them.
     exits: Option<broadcast::Sender<GatewayExit>>,
 }
@@ -102,8 +112,24 @@ impl FakeCompute {
             documents: Mutex::new(HashMap::new()),
             setups: Mutex::new(HashMap::new()),
             script: Mutex::new(HashMap::new()),
+            output: Mutex::new(HashMap::new()),
             exits: None,
         }
+    }
+
+    /// Appends lines to the revision's output ([`Compute::read_logs`]).
+    pub fn write_output(&self, rev: &RevisionId, lines: &[&str]) {
+        let mut output = self.output.lock().expect("lock");
+        let entry = output.entry(rev.clone()).or_default();
+        entry.lines.extend(lines.iter().map(|l| (*l).to_owned()));
+    }
+
+    /// Starts the revision's output over (a new stream: a follow read reports the gap).
+    pub fn replace_output(&self, rev: &RevisionId) {
+        let mut output = self.output.lock().expect("lock");
+        let entry = output.entry(rev.clone()).or_default();
+        entry.stream += 1;
+        entry.lines.clear();
     }
 
     /// Reports gateway exits ([`Compute::gateway_exits`]), as the process Driver does.
@@ -455,6 +481,42 @@ impl Compute for FakeCompute {
                 }],
             }],
             history_from_driver: false,
+        })
+    }
+
+    /// Positions count lines; the stream is the number of replacements.
+    async fn read_logs(
+        &self,
+        rev: &RevisionTarget,
+        query: &LogQuery,
+    ) -> Result<LogChunk, ComputeError> {
+        let output = self.output.lock().expect("lock");
+        let Some(log) = output.get(&rev.revision_id) else {
+            return Ok(LogChunk {
+                entries: Vec::new(),
+                position: None,
+                truncated: false,
+            });
+        };
+        let stream = log.stream.to_string();
+        let mut entries = Vec::new();
+        let start = match &query.after {
+            None => log.lines.len().saturating_sub(query.tail_lines),
+            Some(p) if p.stream == stream => (p.offset as usize).min(log.lines.len()),
+            Some(_) => {
+                entries.push(LogEntry::Gap(LogGap::StreamReplaced));
+                0
+            }
+        };
+        entries.extend(log.lines[start..].iter().cloned().map(LogEntry::Line));
+        Ok(LogChunk {
+            entries,
+            position: Some(LogPosition {
+                stream,
+                generation: 0,
+                offset: log.lines.len() as u64,
+            }),
+            truncated: false,
         })
     }
 }

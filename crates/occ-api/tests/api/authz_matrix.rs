@@ -438,6 +438,20 @@ fn rows() -> Vec<Row> {
             body: none,
             expect: [401, 403, 403, 403, 200, 200],
         },
+        // Log text needs read_logs (administer stands in): read or operate are not enough. No
+        // Compute reads logs in this app, so the administrator gets 501 after the decision.
+        Row {
+            op: "getAgentDeploymentRuntimeLogs",
+            method: Method::GET,
+            path: |f| {
+                format!(
+                    "/namespaces/{}/agents/{}/deployments/{}/runtime/logs?source=gateway",
+                    f.ns, f.agt, f.rev
+                )
+            },
+            body: none,
+            expect: [401, 403, 403, 403, 403, 501],
+        },
         Row {
             op: "getAgentRuntime",
             method: Method::GET,

@@ -14,5 +14,6 @@ mod kubernetes;
 mod redeploy;
 mod resources;
 mod runtime;
+mod runtime_logs;
 mod snapshots;
 mod workspace;

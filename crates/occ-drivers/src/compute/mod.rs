@@ -27,7 +27,8 @@ pub mod process;
 pub mod ssh;
 
 pub use occ_core::compute::{
-    AgentTarget, ComputeError, Convergence, FailureClass, GatewayExit, NamespaceTarget,
+    AgentTarget, ComputeError, Convergence, FailureClass, GatewayExit, LOG_READ_MAX_BYTES,
+    LOG_TAIL_MAX_LINES, LogChunk, LogEntry, LogGap, LogPosition, LogQuery, NamespaceTarget,
     OUTPUT_LINES, Readiness, RevisionContext, RevisionTarget, RuntimeState, SecretText,
 };
 pub use occ_core::runtime_report::RuntimeReport;
@@ -133,6 +134,14 @@ pub trait Compute: Send + Sync + 'static {
     /// ([`RuntimeReport::with_recorded`], [`RuntimeReport::sanitized`]). Nothing for a revision
     /// that is not installed. Read-only.
     async fn runtime_report(&self, rev: &RevisionTarget) -> Result<RuntimeReport, ComputeError>;
+    /// One bounded read ([`LOG_READ_MAX_BYTES`]) of the revision's gateway output: raw lines
+    /// (never redacted here: the caller redacts) and explicit gaps, with the position the next
+    /// follow read resumes at. Nothing is stored.
+    async fn read_logs(
+        &self,
+        rev: &RevisionTarget,
+        query: &LogQuery,
+    ) -> Result<LogChunk, ComputeError>;
 }
 
 /// Work other Drivers do around a Namespace's Compute lifecycle (the reference's

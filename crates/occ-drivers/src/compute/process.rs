@@ -14,7 +14,8 @@ use occ_host::{Host, HostOptions, LocalSettings};
 
 use super::{
     AgentTarget, Compute, ComputeError, ComputeSelection, Convergence, GatewayAccess, GatewayExit,
-    NamespaceTarget, Readiness, RevisionContext, RevisionTarget, RuntimeReport, RuntimeState,
+    LogChunk, LogQuery, NamespaceTarget, Readiness, RevisionContext, RevisionTarget, RuntimeReport,
+    RuntimeState,
 };
 
 /// Settings of the process Driver.
@@ -136,5 +137,13 @@ impl Compute for ProcessCompute {
 
     async fn runtime_report(&self, rev: &RevisionTarget) -> Result<RuntimeReport, ComputeError> {
         self.host.runtime_report(rev).await
+    }
+
+    async fn read_logs(
+        &self,
+        rev: &RevisionTarget,
+        query: &LogQuery,
+    ) -> Result<LogChunk, ComputeError> {
+        self.host.read_logs(rev, query).await
     }
 }

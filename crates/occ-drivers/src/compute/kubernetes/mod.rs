@@ -25,6 +25,7 @@
 //! Objects at these names that are not occ's are refused, never adopted or overwritten.
 
 mod forward;
+mod logs;
 mod objects;
 mod pods;
 mod report;
@@ -48,8 +49,9 @@ use serde_json::{Value, json};
 
 use super::{
     AgentTarget, Compute, ComputeError, ComputeSelection, Convergence, GatewayAccess, GatewayExit,
-    NamespaceHook as _, NamespaceTarget, Readiness, RevisionContext, RevisionTarget, RuntimeReport,
-    RuntimeState, SecretText,
+    LOG_READ_MAX_BYTES, LogChunk, LogEntry, LogGap, LogPosition, LogQuery, NamespaceHook as _,
+    NamespaceTarget, Readiness, RevisionContext, RevisionTarget, RuntimeReport, RuntimeState,
+    SecretText,
 };
 use crate::DriverError;
 use crate::kubernetes::{
@@ -705,5 +707,13 @@ impl Compute for KubernetesCompute {
 
     async fn runtime_report(&self, rev: &RevisionTarget) -> Result<RuntimeReport, ComputeError> {
         self.revision_report(rev).await
+    }
+
+    async fn read_logs(
+        &self,
+        rev: &RevisionTarget,
+        query: &LogQuery,
+    ) -> Result<LogChunk, ComputeError> {
+        self.read_pod_logs(rev, query).await
     }
 }

@@ -34,8 +34,8 @@ use transport::{Transport, interpret, target};
 
 use super::{
     AgentTarget, Compute, ComputeError, ComputeSelection, Convergence, GatewayAccess, GatewayExit,
-    NamespaceTarget, Readiness, RevisionContext, RevisionTarget, RuntimeReport, RuntimeState,
-    SecretText,
+    LogChunk, LogQuery, NamespaceTarget, Readiness, RevisionContext, RevisionTarget, RuntimeReport,
+    RuntimeState, SecretText,
 };
 
 /// The SSH Compute Driver.
@@ -310,6 +310,23 @@ impl Compute for SshCompute {
         {
             HostValue::Report { report } => Ok(report),
             other => Err(unexpected("runtime-report", &other)),
+        }
+    }
+
+    async fn read_logs(
+        &self,
+        rev: &RevisionTarget,
+        query: &LogQuery,
+    ) -> Result<LogChunk, ComputeError> {
+        match self
+            .call(HostOp::ReadLogs {
+                revision: Box::new(rev.clone()),
+                query: query.clone(),
+            })
+            .await?
+        {
+            HostValue::Logs { chunk } => Ok(chunk),
+            other => Err(unexpected("read-logs", &other)),
         }
     }
 }
