@@ -26,6 +26,7 @@ use occ_core::compute::{
     LogQuery,
 };
 
+use crate::failure::ownership;
 use crate::fsutil;
 
 /// The size at which the gateway's log is rotated (the Agent keeps at most about twice this).
@@ -324,7 +325,10 @@ fn open_plain(path: &Path, write: bool) -> io::Result<Option<File>> {
     };
     let meta = file.metadata()?;
     if !meta.is_file() || meta.nlink() != 1 {
-        return Err(io::Error::other("not a plain log file"));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "not a plain log file",
+        ));
     }
     Ok(Some(file))
 }
@@ -337,7 +341,15 @@ fn empty_chunk(position: Option<LogPosition>) -> LogChunk {
     }
 }
 
+/// A link or a file with another name where the Agent's log belongs is what its account may
+/// have planted (as `layout::open_log` refuses it); anything else is a failed read.
 fn log_error(path: &Path, e: io::Error) -> ComputeError {
+    if e.raw_os_error() == Some(libc::ELOOP) || e.kind() == io::ErrorKind::InvalidData {
+        return ownership(format!(
+            "{} is not a plain log file of the Agent: {e}",
+            path.display()
+        ));
+    }
     ComputeError::transient(
         ReasonCode::RuntimeLogsUnavailable,
         format!("cannot read the Agent's log {}: {e}", path.display()),
@@ -492,16 +504,23 @@ mod tests {
         let target = dir.path().join("secret");
         std::fs::write(&target, "root only\n").unwrap();
         std::os::unix::fs::symlink(&target, log.current_path()).unwrap();
-        assert!(
-            log.read(&LogQuery {
-                after: None,
-                tail_lines: 10,
-                previous: false,
-            })
-            .is_err()
+        let read = log.read(&LogQuery {
+            after: None,
+            tail_lines: 10,
+            previous: false,
+        });
+        assert_eq!(
+            read.expect_err("a link is refused").code,
+            ReasonCode::OwnershipConflict
         );
         std::fs::remove_file(log.current_path()).unwrap();
         std::fs::hard_link(&target, log.current_path()).unwrap();
-        assert!(log.rotate_if_over(1).is_err());
+        assert_eq!(
+            log.rotate_if_over(1)
+                .expect_err("a second name is refused")
+                .code,
+            ReasonCode::OwnershipConflict
+        );
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "root only\n");
     }
 }
