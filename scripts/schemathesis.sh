@@ -254,6 +254,12 @@ lines += [
     f"include-path-regex = {q('/workspace/files/')}",
     "checks = { use_after_free = { enabled = false }, not_a_server_error = { enabled = false } }",
     "",
+    # Runtime logs: without a worker no Agent has a gateway or a log, so a page is empty; the
+    # per-caller rate limit answers the documented 429 once the run has spent its burst.
+    "[[operations]]",
+    'include-operation-id = "getAgentDeploymentRuntimeLogs"',
+    "checks = { use_after_free = { enabled = false } }",
+    "",
     # Deleting an Agent is asynchronous, in the reference as in occ: 202, and the Agent stays
     # readable (status `deleting`, revisions, deployments) until the worker removes it. The
     # Namespace is too, but every operation but deleteNamespace is pinned to `default`.

@@ -41,7 +41,8 @@ pub use state::{ApiSettings, AppState};
 use envelope::{AUTH_ROUTE_ERRORS, REQUEST_ID};
 use error::ApiError;
 use handlers::{
-    agents, auth, configurations, iam, namespaces, secrets, service_accounts, workspace,
+    agents, auth, configurations, iam, namespaces, runtime_logs, secrets, service_accounts,
+    workspace,
 };
 
 /// The generated OpenAPI document and the router that serves it.
@@ -88,7 +89,10 @@ pub fn router_and_openapi(state: AppState) -> (axum::Router, utoipa::openapi::Op
         .routes(routes!(agents::get_agent_revision))
         .routes(routes!(agents::redeploy_agent_revision))
         .routes(routes!(agents::get_agent_deployment))
+        .routes(routes!(agents::get_agent_deployment_runtime))
+        .routes(routes!(agents::diagnose_agent_deployment))
         .routes(routes!(agents::get_agent_runtime))
+        .routes(routes!(runtime_logs::get_runtime_logs))
         .routes(routes!(
             workspace::get_workspace_file,
             workspace::put_workspace_file
@@ -177,7 +181,10 @@ async fn frame(State(state): State<AppState>, req: Request, next: Next) -> Respo
     let path = req.uri().path().to_owned();
     let auth_route = path.starts_with("/api/auth/");
     let handle = async move {
-        if req.uri().query().is_some() && !console::is_console_path(req.uri().path()) {
+        if req.uri().query().is_some()
+            && !console::is_console_path(req.uri().path())
+            && !runtime_logs::takes_query(req.uri().path())
+        {
             return ApiError(Error::invalid_request(
                 "This route accepts no query parameters",
             ))

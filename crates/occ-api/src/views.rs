@@ -4,13 +4,16 @@
 use occ_controller::configurations::Configuration;
 use std::collections::BTreeMap;
 
+use occ_controller::deployment_runtime::{DeploymentRuntime, Diagnostics};
 use occ_controller::deployments::DeploymentStatus;
 use occ_controller::iam::NamespacePermissions;
+use occ_controller::runtime_logs::LogPage;
 use occ_core::iam::{AccessBinding, Role, UserAccount};
 use occ_core::resource::{
     Agent, AgentRevision, AgentRuntime, DesiredRuntimeState, HarnessAuth, Installation, Namespace,
     SecretMeta, ServiceAccount,
 };
+use occ_core::runtime_report::{MAX_PODS, WorkloadRole};
 use serde::Serialize;
 use serde_json::{Value, json};
 use utoipa::ToSchema;
@@ -322,6 +325,43 @@ impl AgentRuntimeView {
     }
 }
 
+/// One page of a revision's runtime output (records are line, gap or withheld objects).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RuntimeLogPageView {
+    revision_id: String,
+    /// `gateway` | `agent` | `sandbox`.
+    source: String,
+    #[schema(value_type = Option<Object>)]
+    stream: Option<Value>,
+    observed_at: String,
+    #[schema(value_type = Vec<Object>)]
+    records: Vec<Value>,
+    withheld: u64,
+    truncated: bool,
+    cursor: Option<String>,
+}
+
+impl From<&LogPage> for RuntimeLogPageView {
+    fn from(page: &LogPage) -> Self {
+        Self {
+            revision_id: page.revision_id.to_string(),
+            source: page.source.as_str().into(),
+            stream: page.stream.as_ref().map(json_of),
+            observed_at: page.observed_at.clone(),
+            records: page.records.iter().map(json_of).collect(),
+            withheld: page.withheld,
+            truncated: page.truncated,
+            cursor: page.cursor.clone(),
+        }
+    }
+}
+
+/// A controller value as JSON (its own `Serialize` is the wire form).
+fn json_of<T: Serialize>(value: &T) -> Value {
+    serde_json::to_value(value).unwrap_or(Value::Null)
+}
+
 /// Deployment status of a revision.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
@@ -360,6 +400,99 @@ impl From<&DeploymentStatus> for DeploymentView {
                     "nextAttemptAt": p.next_attempt_at.map(|t| t.to_string()),
                 })
             }),
+        }
+    }
+}
+
+/// What runs for a deployment (`getAgentDeploymentRuntime`): its workloads in the
+/// reference's Pod shape, and the log sources they offer.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DeploymentRuntimeView {
+    revision_id: String,
+    observed_at: String,
+    /// `{role, cluster, name, uid, phase, ready, createdAt, containers[], events[]}`.
+    #[schema(value_type = Vec<Object>)]
+    pods: Vec<Value>,
+    /// `{id, kind, pods[], available, retention, unavailableCode?}`.
+    #[schema(value_type = Vec<Object>)]
+    sources: Vec<Value>,
+}
+
+/// How long a workload's output stays readable, as the log source describes it.
+const GATEWAY_LOG_RETENTION: &str =
+    "The workload's recent output as its Compute Driver keeps it (size-capped); occ stores none.";
+
+impl From<&DeploymentRuntime> for DeploymentRuntimeView {
+    fn from(r: &DeploymentRuntime) -> Self {
+        let gateway_containers: Vec<Value> = r
+            .report
+            .pods
+            .iter()
+            .filter(|p| p.role == WorkloadRole::Gateway)
+            .flat_map(|p| {
+                p.containers.iter().map(|c| {
+                    json!({"name": p.name, "uid": p.uid, "container": c.name, "restartCount": c.restart_count})
+                })
+            })
+            .take(MAX_PODS)
+            .collect();
+        let mut gateway = json!({
+            "id": "gateway",
+            "kind": "container",
+            "available": !gateway_containers.is_empty(),
+            "retention": GATEWAY_LOG_RETENTION,
+            "pods": gateway_containers,
+        });
+        if gateway["pods"].as_array().is_some_and(Vec::is_empty) {
+            gateway["unavailableCode"] = json!("NO_POD");
+        }
+        Self {
+            revision_id: r.revision_id.to_string(),
+            observed_at: r.observed_at.to_string(),
+            pods: r
+                .report
+                .pods
+                .iter()
+                .map(|p| serde_json::to_value(p).unwrap_or_default())
+                .collect(),
+            sources: vec![gateway],
+        }
+    }
+}
+
+/// The checks of a deployment (`diagnoseAgentDeployment`).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DiagnosticsView {
+    revision_id: String,
+    observed_at: String,
+    /// `{component, check, state: succeeded|failed|unknown, checkedAt, code?}`.
+    #[schema(value_type = Vec<Object>)]
+    checks: Vec<Value>,
+}
+
+impl From<&Diagnostics> for DiagnosticsView {
+    fn from(d: &Diagnostics) -> Self {
+        Self {
+            revision_id: d.revision_id.to_string(),
+            observed_at: d.observed_at.to_string(),
+            checks: d
+                .checks
+                .iter()
+                .map(|c| {
+                    let mut v = json!({
+                        "component": c.component,
+                        "check": c.check,
+                        "state": c.state.as_str(),
+                        "checkedAt": c.checked_at.map(|t| t.to_string()),
+                    });
+                    if let Some(code) = &c.code {
+                        v["code"] = json!(code);
+                    }
+                    v
+                })
+                .collect(),
         }
     }
 }

@@ -135,7 +135,7 @@ impl Controller {
                 req,
                 principal,
                 None,
-                action,
+                &[action],
                 resource,
                 audit_action,
                 denied_message,
@@ -168,6 +168,31 @@ impl Controller {
         Ok((tx, evidence, installation))
     }
 
+    /// [`Controller::read_authorized`] where any of `actions` allows the operation (tried in
+    /// order, e.g. `read_logs` with `administer` standing in); a denial is audited once, as the
+    /// first action's.
+    pub(crate) async fn read_authorized_either<const N: usize>(
+        &self,
+        req: &Request,
+        actions: [Action; N],
+        resource: &ResourceRef,
+        audit_action: &str,
+    ) -> Result<(Tx, Evidence), Error> {
+        let tx = self.store.begin_read().await?;
+        let caller = &req.caller;
+        self.decide_or_refuse(
+            tx,
+            req,
+            &caller.principal_id,
+            caller.key_namespace.as_ref(),
+            &actions,
+            resource,
+            audit_action,
+            None,
+        )
+        .await
+    }
+
     /// Decides for the request's caller (with its key's Namespace scope).
     async fn authorize_caller<T: BorrowMut<Tx>>(
         &self,
@@ -183,7 +208,7 @@ impl Controller {
             req,
             &caller.principal_id,
             caller.key_namespace.as_ref(),
-            action,
+            &[action],
             resource,
             audit_action,
             None,
@@ -205,11 +230,12 @@ impl Controller {
         req: &Request,
         principal: &IamId,
         key_namespace: Option<&NamespaceId>,
-        action: Action,
+        actions: &[Action],
         resource: &ResourceRef,
         audit_action: &str,
         denied_message: Option<String>,
     ) -> Result<(T, Evidence), Error> {
+        let action = actions[0];
         let session: &mut Tx = tx.borrow_mut();
         // A read-only operation decides on the policy read while authenticating this same
         // request (a separate statement either way under READ COMMITTED); anything that writes
@@ -220,10 +246,17 @@ impl Controller {
             }
             _ => Arc::new(session.policy_snapshot(principal).await?),
         };
-        let (reason, records) = match decide_on(&snapshot, key_namespace, action, resource) {
-            Decision::Allowed(evidence) => return Ok((tx, evidence)),
-            Decision::Denied { reason, records } => (reason, records),
-        };
+        // The first action's denial is the one recorded: the others only stand in for it.
+        let mut denial = None;
+        for alternative in actions {
+            match decide_on(&snapshot, key_namespace, *alternative, resource) {
+                Decision::Allowed(evidence) => return Ok((tx, evidence)),
+                Decision::Denied { reason, records } => {
+                    denial.get_or_insert((reason, records));
+                }
+            }
+        }
+        let (reason, records) = denial.expect("at least one action was decided");
         drop(tx);
         let event = self
             .event(req, AuditKind::AuthorizationDenial, audit_action, resource, AuditOutcome::Denied)

@@ -542,74 +542,80 @@ impl Controller {
             )
             .await?;
         found(tx.revision_get(ns, agent, id).await?)?;
-        let key = WorkKey::revision_reconcile(id);
-        let work = tx
-            .work_get(&key)
-            .await?
-            .ok_or_else(|| Error::unavailable("the deployment's work item is missing"))?;
-        let now = Timestamp::now();
-        let live = work.lease_expires_at.is_some_and(|l| l > now);
-        let stored_code = work.reason_code.as_deref().and_then(ReasonCode::parse);
-        let state = match (work.state, stored_code) {
-            (WorkState::Queued, _) => DeploymentState::Queued,
-            (WorkState::Claimed, _) if live => DeploymentState::Running,
-            (WorkState::Claimed, _) => DeploymentState::Queued,
-            (
-                WorkState::Succeeded,
-                Some(ReasonCode::RevisionActivated | ReasonCode::RevisionAlreadyActive),
-            ) => DeploymentState::Succeeded,
-            (WorkState::Succeeded | WorkState::FailedPermanent, _) => DeploymentState::Failed,
-        };
-        let error = (state == DeploymentState::Failed).then(|| {
-            let code = work
-                .reason_code
-                .clone()
-                .unwrap_or_else(|| ReasonCode::LegacyOutcomeUnknown.as_str().into());
-            let data = work.result_data.clone().filter(|data| {
-                matches!(
-                    stored_code,
-                    Some(
-                        ReasonCode::ConvergenceDeadlineExceeded
-                            | ReasonCode::RuntimeModelProbeFailed
-                    )
-                ) || data.get("rolledBack").is_some()
-                    || data.get("output").is_some()
-            });
-            DeploymentError {
-                message: error_message(&code, data.as_ref()),
-                code,
-                data,
-            }
-        });
-        let progress = match state {
-            DeploymentState::Queued | DeploymentState::Running => {
-                let last = tx.work_latest_attempt(&key).await?.map(|(_, code, at)| {
-                    let code = ReasonCode::parse(&code)
-                        .filter(|c| c.is_progress())
-                        .unwrap_or(ReasonCode::ReconciliationPending);
-                    Attempt {
-                        at,
-                        message: code.deployment_message().into(),
-                        code,
-                    }
-                });
-                Some(Progress {
-                    last_attempt: last,
-                    next_attempt_at: (state == DeploymentState::Queued)
-                        .then_some(work.available_at),
-                })
-            }
-            _ => None,
-        };
-        Ok(DeploymentStatus {
-            deployment_id: id.clone(),
-            namespace_id: ns.clone(),
-            agent_id: agent.clone(),
-            status: state,
-            error,
-            progress,
-        })
+        deployment_status_in(&mut tx, ns, agent, id).await
     }
+}
+
+/// The deployment status of a revision the caller may read (it exists: checked by the caller).
+pub(crate) async fn deployment_status_in(
+    tx: &mut Tx,
+    ns: &NamespaceId,
+    agent: &AgentId,
+    id: &RevisionId,
+) -> Result<DeploymentStatus, Error> {
+    let key = WorkKey::revision_reconcile(id);
+    let work = tx
+        .work_get(&key)
+        .await?
+        .ok_or_else(|| Error::unavailable("the deployment's work item is missing"))?;
+    let now = Timestamp::now();
+    let live = work.lease_expires_at.is_some_and(|l| l > now);
+    let stored_code = work.reason_code.as_deref().and_then(ReasonCode::parse);
+    let state = match (work.state, stored_code) {
+        (WorkState::Queued, _) => DeploymentState::Queued,
+        (WorkState::Claimed, _) if live => DeploymentState::Running,
+        (WorkState::Claimed, _) => DeploymentState::Queued,
+        (
+            WorkState::Succeeded,
+            Some(ReasonCode::RevisionActivated | ReasonCode::RevisionAlreadyActive),
+        ) => DeploymentState::Succeeded,
+        (WorkState::Succeeded | WorkState::FailedPermanent, _) => DeploymentState::Failed,
+    };
+    let error = (state == DeploymentState::Failed).then(|| {
+        let code = work
+            .reason_code
+            .clone()
+            .unwrap_or_else(|| ReasonCode::LegacyOutcomeUnknown.as_str().into());
+        let data = work.result_data.clone().filter(|data| {
+            matches!(
+                stored_code,
+                Some(ReasonCode::ConvergenceDeadlineExceeded | ReasonCode::RuntimeModelProbeFailed)
+            ) || data.get("rolledBack").is_some()
+                || data.get("output").is_some()
+        });
+        DeploymentError {
+            message: error_message(&code, data.as_ref()),
+            code,
+            data,
+        }
+    });
+    let progress = match state {
+        DeploymentState::Queued | DeploymentState::Running => {
+            let last = tx.work_latest_attempt(&key).await?.map(|(_, code, at)| {
+                let code = ReasonCode::parse(&code)
+                    .filter(|c| c.is_progress())
+                    .unwrap_or(ReasonCode::ReconciliationPending);
+                Attempt {
+                    at,
+                    message: code.deployment_message().into(),
+                    code,
+                }
+            });
+            Some(Progress {
+                last_attempt: last,
+                next_attempt_at: (state == DeploymentState::Queued).then_some(work.available_at),
+            })
+        }
+        _ => None,
+    };
+    Ok(DeploymentStatus {
+        deployment_id: id.clone(),
+        namespace_id: ns.clone(),
+        agent_id: agent.clone(),
+        status: state,
+        error,
+        progress,
+    })
 }
 
 #[cfg(test)]

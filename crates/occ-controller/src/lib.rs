@@ -33,10 +33,12 @@ pub mod auth;
 mod authorization;
 pub mod bootstrap;
 pub mod configurations;
+pub mod deployment_runtime;
 pub mod deployments;
 pub mod iam;
 pub mod metrics;
 pub mod namespaces;
+pub mod runtime_logs;
 pub mod secrets;
 pub mod service_accounts;
 pub mod worker;
@@ -141,6 +143,10 @@ pub struct Controller {
     sign_in_limiter: SignInLimiter,
     hooks: FaultHooks,
     workspace: Option<Arc<dyn workspace_files::WorkspaceAccess>>,
+    /// The Compute Driver the runtime routes ask (`deployment_runtime`, `runtime_logs`).
+    runtime: Option<Arc<dyn occ_drivers::compute::Compute>>,
+    /// Per-caller limit of the logs route.
+    runtime_log_limiter: runtime_logs::LogRateLimiter,
 }
 
 impl std::fmt::Debug for Controller {
@@ -170,6 +176,8 @@ impl Controller {
             sign_in_limiter: SignInLimiter::default(),
             hooks: FaultHooks::default(),
             workspace: None,
+            runtime: None,
+            runtime_log_limiter: runtime_logs::LogRateLimiter::default(),
         }
     }
 

@@ -235,3 +235,120 @@ impl ComputeError {
         self
     }
 }
+
+/// Most bytes of output one [`LogChunk`] carries (one read of a workload's log).
+pub const LOG_READ_MAX_BYTES: u64 = 1024 * 1024;
+
+/// Most lines a tail read (a read without a [`LogPosition`]) returns.
+pub const LOG_TAIL_MAX_LINES: usize = 1000;
+
+/// Where a follow read of a workload's log resumes: the log's identity and how far it was read.
+/// A Driver that finds the identity or generation changed reports it as a [`LogGap`] instead of
+/// replaying or skipping output silently.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LogPosition {
+    /// The log's identity (a file's inode on a host, a Pod's uid and restart count on
+    /// Kubernetes).
+    pub stream: String,
+    /// How many times that log was rotated when it was read.
+    pub generation: u64,
+    /// Bytes of that generation already delivered.
+    pub offset: u64,
+}
+
+/// One read of a revision's workload output.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LogQuery {
+    /// Resume after this position; `None` reads the last `tail_lines` lines.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<LogPosition>,
+    /// Lines of a tail read (1..=[`LOG_TAIL_MAX_LINES`]).
+    pub tail_lines: usize,
+    /// The previous instance's output (a restarted container), where the Driver keeps it.
+    #[serde(default)]
+    pub previous: bool,
+}
+
+/// Why output between two delivered lines is missing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LogGap {
+    /// The log the position named is gone (recreated, another Pod): reading starts over.
+    StreamReplaced,
+    /// More output was written and rotated away than the Driver keeps since the position.
+    WindowExceeded,
+    /// A rotation happened since the position: lines written while it copied may be missing.
+    BufferLost,
+}
+
+/// An item of a [`LogChunk`], in output order.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", tag = "type", content = "value")]
+pub enum LogEntry {
+    /// One raw line, without its newline (invalid UTF-8 replaced). Not redacted: the caller
+    /// redacts before anything leaves occ.
+    Line(String),
+    /// Output is missing here.
+    Gap(LogGap),
+}
+
+/// What one read returned.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LogChunk {
+    /// Lines and gaps, oldest first.
+    pub entries: Vec<LogEntry>,
+    /// Where the next follow read resumes; `None` when the workload has no log yet.
+    pub position: Option<LogPosition>,
+    /// The read stopped at [`LOG_READ_MAX_BYTES`]: more output follows the position already.
+    pub truncated: bool,
+}
+
+impl LogChunk {
+    /// Replaces every occurrence of `value` in the lines with [`crate::redact::REDACTED`]: a
+    /// Driver removes the credential it owns (the gateway token) before the lines leave it. Only
+    /// the exact value: pattern redaction, which tracks PEM blocks across lines, is the
+    /// caller's.
+    pub fn without_value(mut self, value: &str) -> Self {
+        if value.is_empty() {
+            return self;
+        }
+        for entry in &mut self.entries {
+            if let LogEntry::Line(line) = entry
+                && line.contains(value)
+            {
+                *line = line.replace(value, crate::redact::REDACTED);
+            }
+        }
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_driver_removes_its_own_credential_from_every_line() {
+        let chunk = LogChunk {
+            entries: vec![
+                LogEntry::Line("token gw-0123456789 in use, gw-0123456789 again".into()),
+                LogEntry::Gap(LogGap::BufferLost),
+                LogEntry::Line("nothing here".into()),
+            ],
+            position: None,
+            truncated: false,
+        }
+        .without_value("gw-0123456789");
+        assert_eq!(
+            chunk.entries,
+            vec![
+                LogEntry::Line("token [REDACTED] in use, [REDACTED] again".into()),
+                LogEntry::Gap(LogGap::BufferLost),
+                LogEntry::Line("nothing here".into()),
+            ]
+        );
+    }
+}

@@ -17,6 +17,7 @@ pub mod reason;
 pub mod redact;
 pub mod resource;
 pub mod revision;
+pub mod runtime_report;
 pub mod time;
 pub mod validate;
 pub mod work;

@@ -118,6 +118,12 @@ reason_codes! {
     SnapshotMismatch = "SNAPSHOT_MISMATCH",
     /// The revision's snapshot cannot be stored.
     SnapshotInvalid = "SNAPSHOT_INVALID",
+    /// The Compute Driver cannot read the workload's output right now.
+    RuntimeLogsUnavailable = "RUNTIME_LOGS_UNAVAILABLE",
+    /// The requested log source does not exist for the revision.
+    RuntimeLogsSourceUnavailable = "RUNTIME_LOGS_SOURCE_UNAVAILABLE",
+    /// The cluster refused occ's read of `pods/log` (its RBAC lacks it).
+    RuntimeLogsClusterRbac = "RUNTIME_LOGS_CLUSTER_RBAC",
     /// The Namespace is not ready.
     NamespaceNotReady = "NAMESPACE_NOT_READY",
     /// The Namespace is not ready yet (pending).

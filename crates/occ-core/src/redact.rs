@@ -148,9 +148,17 @@ impl Redactor {
     /// A stateful view for a stream of lines (follow mode): the PEM state carries from one
     /// call to the next.
     pub fn stream(&self) -> LineRedactor<'_> {
+        self.stream_resumed(false)
+    }
+
+    /// [`Redactor::stream`] resumed where an earlier stream stopped (a follow read of runtime
+    /// logs carries whether a PEM block was still open in its cursor).
+    pub fn stream_resumed(&self, inside_key_block: bool) -> LineRedactor<'_> {
         LineRedactor {
             redactor: self,
-            pem: PemTracker::default(),
+            pem: PemTracker {
+                inside: inside_key_block,
+            },
         }
     }
 }

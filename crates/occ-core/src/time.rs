@@ -57,6 +57,14 @@ impl Timestamp {
         self.0.to_rfc3339_opts(SecondsFormat::Millis, true)
     }
 
+    /// Parses any RFC 3339 time (another offset, more or fewer fraction digits): what a
+    /// workload writes in its own log lines.
+    pub fn parse_rfc3339(value: &str) -> Option<Self> {
+        DateTime::parse_from_rfc3339(value)
+            .ok()
+            .map(|t| Self(t.with_timezone(&Utc)))
+    }
+
     /// Parses the canonical form only (what [`Timestamp::to_canonical`] writes).
     pub fn parse_canonical(value: &str) -> Result<Self, InvalidTimestamp> {
         let b = value.as_bytes();

@@ -444,3 +444,145 @@ async fn a_refused_gateway_pod_fails_the_activation_with_the_reason() {
     );
     assert!(err.message.contains("exceeded quota: occ-quota"), "{err:?}");
 }
+
+/// The runtime report: the revision's Pods only (not another revision's), their container
+/// statuses, and each Pod's own Events (listed by `involvedObject.uid`), with the container
+/// taken from the Event's field path. Redaction is the caller's (the controller's).
+#[tokio::test]
+async fn the_runtime_report_lists_the_revisions_pods_and_their_own_events() {
+    let fake = FakeKube::start().await;
+    let compute = driver(&fake);
+    let (ns, agent) = conformance::targets();
+    assert_eq!(
+        compute.ensure_namespace(&ns).await.expect("ensure"),
+        Convergence::Done
+    );
+    let tenant = tenant_namespace_name(&ns.id);
+    let rev = revision(&compute, &agent, 1, document("gpt-5"));
+    let older = revision(&compute, &agent, 2, document("gpt-5"));
+    assert!(
+        compute
+            .runtime_report(&rev)
+            .await
+            .expect("report")
+            .pods
+            .is_empty(),
+        "nothing runs yet"
+    );
+    let pod = |name: &str, uid: &str, rev: &RevisionId| {
+        json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {
+                "name": name, "uid": uid,
+                "creationTimestamp": "2026-01-02T03:04:05Z",
+                "labels": {"openclaw.dev/agent": agent.agent_id.as_str()},
+                "annotations": {"openclaw.dev/revision-id": rev.as_str()},
+            },
+            "status": {
+                "phase": "Running",
+                "conditions": [{"type": "Ready", "status": "False"}],
+                "containerStatuses": [{
+                    "name": "gateway", "ready": false, "restartCount": 3,
+                    "image": "i", "imageID": "i",
+                    "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+                    "lastState": {"terminated": {
+                        "exitCode": 78, "reason": "Error",
+                        "finishedAt": "2026-01-02T03:05:00Z"}},
+                }],
+            },
+        })
+    };
+    fake.seed("pods", &tenant, pod("gw-new", "uid-new", &rev.revision_id));
+    fake.seed(
+        "pods",
+        &tenant,
+        pod("gw-old", "uid-old", &older.revision_id),
+    );
+    let event = |name: &str, uid: &str, field_path: Option<&str>, reason: &str, at: &str| {
+        let mut involved = json!({"kind": "Pod", "name": "gw", "uid": uid});
+        if let Some(path) = field_path {
+            involved["fieldPath"] = json!(path);
+        }
+        json!({
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": name},
+            "involvedObject": involved,
+            "type": "Warning", "reason": reason, "count": 4,
+            "message": format!("{reason} with Authorization: Bearer abcdefghijklmnopqrstuvwxyz"),
+            "lastTimestamp": at,
+        })
+    };
+    fake.seed(
+        "events",
+        &tenant,
+        event(
+            "e-backoff",
+            "uid-new",
+            Some("spec.containers{gateway}"),
+            "BackOff",
+            "2026-01-02T03:06:00Z",
+        ),
+    );
+    fake.seed(
+        "events",
+        &tenant,
+        event(
+            "e-scheduled",
+            "uid-new",
+            None,
+            "Scheduled",
+            "2026-01-02T03:04:06Z",
+        ),
+    );
+    fake.seed(
+        "events",
+        &tenant,
+        event(
+            "e-other",
+            "uid-old",
+            Some("spec.containers{gateway}"),
+            "Killing",
+            "2026-01-02T03:04:07Z",
+        ),
+    );
+
+    let report = compute.runtime_report(&rev).await.expect("report");
+    assert_eq!(report.pods.len(), 1, "{report:?}");
+    let p = &report.pods[0];
+    assert_eq!(
+        (p.name.as_str(), p.uid.as_str(), p.phase.as_str(), p.ready),
+        ("gw-new", "uid-new", "Running", false)
+    );
+    assert_eq!(
+        p.created_at.map(|t| t.to_string()).as_deref(),
+        Some("2026-01-02T03:04:05.000Z")
+    );
+    let c = &p.containers[0];
+    assert_eq!(
+        (c.name.as_str(), c.reason.as_deref(), c.restart_count),
+        ("gateway", Some("CrashLoopBackOff"), 3)
+    );
+    let last = c.last_termination.as_ref().expect("last termination");
+    assert_eq!(
+        (last.exit_code, last.reason.as_deref()),
+        (Some(78), Some("Error"))
+    );
+    let events: Vec<(&str, Option<&str>, u64)> = p
+        .events
+        .iter()
+        .map(|e| (e.reason.as_str(), e.container.as_deref(), e.count))
+        .collect();
+    assert_eq!(
+        events,
+        [("Scheduled", None, 4), ("BackOff", Some("gateway"), 4)],
+        "this Pod's Events only, oldest first"
+    );
+    let sanitized = report.sanitized(&occ_core::redact::Redactor::default());
+    assert!(
+        sanitized.pods[0]
+            .events
+            .iter()
+            .all(|e| !e.message.contains("abcdefghijklmnopqrstuvwxyz")),
+        "{sanitized:?}"
+    );
+}

@@ -76,6 +76,39 @@ pub(crate) fn live(agent_dir: &Path) -> Result<Option<GatewayRecord>, ComputeErr
     Ok(is_same_process(record.pid, record.start_time).then_some(record))
 }
 
+/// The gateway process recorded for a revision, live or not (the runtime report).
+pub(crate) struct RecordedGateway {
+    pub pid: u32,
+    pub start_time: u64,
+    /// Still that exact process.
+    pub live: bool,
+    /// occ asked it to stop.
+    pub stop_requested: bool,
+    /// When occ recorded its start.
+    pub started_at: Option<Timestamp>,
+}
+
+/// The gateway last started for `rev`, if the record names `rev`.
+pub(crate) fn recorded_for(
+    agent_dir: &Path,
+    rev: &RevisionId,
+) -> Result<Option<RecordedGateway>, ComputeError> {
+    let path = agent_dir.join("gateway.json");
+    let Some(record) = read_json::<GatewayRecord>(&path)? else {
+        return Ok(None);
+    };
+    if record.revision_id != rev.as_str() {
+        return Ok(None);
+    }
+    Ok(Some(RecordedGateway {
+        pid: record.pid,
+        start_time: record.start_time,
+        live: is_same_process(record.pid, record.start_time),
+        stop_requested: stop_requested(agent_dir, record.pid, record.start_time),
+        started_at: crate::report::modified_at(&path)?,
+    }))
+}
+
 /// The live gateway recorded for `rev`, if there is one.
 fn live_of(agent_dir: &Path, rev: &RevisionId) -> Result<Option<GatewayRecord>, ComputeError> {
     Ok(live(agent_dir)?.filter(|record| record.revision_id == rev.as_str()))

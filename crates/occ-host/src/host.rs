@@ -17,9 +17,10 @@ use std::time::Duration;
 
 use occ_core::ReasonCode;
 use occ_core::compute::{
-    AgentTarget, ComputeError, Convergence, GatewayExit, NamespaceTarget, Readiness,
-    RevisionContext, RevisionTarget, RuntimeState, SecretText,
+    AgentTarget, ComputeError, Convergence, GatewayExit, LogChunk, LogQuery, NamespaceTarget,
+    Readiness, RevisionContext, RevisionTarget, RuntimeState, SecretText,
 };
+use occ_core::runtime_report::RuntimeReport;
 use serde_json::Value;
 use sha2::Digest as _;
 
@@ -32,6 +33,8 @@ use crate::layout::{
     read_json, remove_dir, remove_file, revision_dir, share_with_group, switch_current, write_json,
     write_new,
 };
+use crate::logs::{GatewayLog, LOG_ROTATE_BYTES};
+use crate::report;
 use crate::runtime::{OpenclawRuntime, RuntimeError};
 use crate::seed::{self, AsAgent};
 use crate::snapshot::{GatewayBind, render_snapshot};
@@ -443,6 +446,7 @@ impl Host {
             .agent_marker(&rev.agent)?
             .ok_or_else(|| unavailable("the Agent directory vanished"))?;
         let agent_dir = self.agent_dir(&rev.agent);
+        rotate_log(&agent_dir).await?;
         if let Some(sd) = self.systemd() {
             return self
                 .activate_unit(sd, rev, ctx, &agent_dir, marker.port)
@@ -590,12 +594,14 @@ impl Host {
         Ok(())
     }
 
-    /// What runs for the revision right now.
+    /// What runs for the revision right now. Also caps the Agent's log (observing is the
+    /// worker's regular look at a running Agent).
     pub async fn observe(&self, rev: &RevisionTarget) -> Result<RuntimeState, ComputeError> {
         let agent_dir = self.agent_dir(&rev.agent);
         if !agent_dir.exists() {
             return Ok(RuntimeState::NotRunning);
         }
+        rotate_log(&agent_dir).await?;
         if !is_current(&agent_dir, &rev.revision_id)? {
             return Ok(RuntimeState::NotCurrent);
         }
@@ -605,4 +611,74 @@ impl Host {
             RuntimeState::NotRunning
         })
     }
+
+    /// The revision's gateway as it runs now (nothing while another revision is installed):
+    /// the process occ recorded for it, or its systemd unit's state.
+    pub async fn runtime_report(
+        &self,
+        rev: &RevisionTarget,
+    ) -> Result<RuntimeReport, ComputeError> {
+        let agent_dir = self.agent_dir(&rev.agent);
+        if !agent_dir.exists() || !is_current(&agent_dir, &rev.revision_id)? {
+            return Ok(RuntimeReport::default());
+        }
+        let observed = match self.systemd() {
+            Some(sd) => {
+                let agent_id = rev.agent.agent_id.as_str();
+                let path = sd.unit_path(agent_id);
+                if !path.exists() {
+                    return Ok(RuntimeReport::default());
+                }
+                report::Observed::Unit {
+                    name: systemd::unit_name(agent_id),
+                    state: sd.systemctl.state(&systemd::unit_name(agent_id)).await?,
+                    installed_at: report::modified_at(&path)?,
+                }
+            }
+            None => match detached::recorded_for(&agent_dir, &rev.revision_id)? {
+                Some(gateway) => report::Observed::Process(gateway),
+                None => return Ok(RuntimeReport::default()),
+            },
+        };
+        let ready = self.serving(&rev.agent, &agent_dir, rev).await?;
+        Ok(RuntimeReport {
+            pods: vec![report::gateway_pod(&rev.revision_id, observed, ready)],
+            history_from_driver: false,
+        })
+    }
+    /// One bounded read of the Agent's captured gateway output (rotated first when it reached
+    /// its cap). The log is the Agent's: it spans the revisions the Agent ran here.
+    pub async fn read_logs(
+        &self,
+        rev: &RevisionTarget,
+        query: &LogQuery,
+    ) -> Result<LogChunk, ComputeError> {
+        if self.layout.agent_marker(&rev.agent)?.is_none() {
+            return Ok(LogChunk {
+                entries: Vec::new(),
+                position: None,
+                truncated: false,
+            });
+        }
+        let agent_dir = self.agent_dir(&rev.agent);
+        rotate_log(&agent_dir).await?;
+        let log = GatewayLog::of_agent(&agent_dir);
+        let query = query.clone();
+        let chunk = tokio::task::spawn_blocking(move || log.read(&query))
+            .await
+            .map_err(|e| unavailable(format!("the log read stopped: {e}")))??;
+        // The gateway token never leaves the host, even inside the lines.
+        let token = layout::token(&agent_dir)?;
+        Ok(chunk.without_value(token.expose()))
+    }
+}
+
+/// Rotates the Agent's gateway log when it reached [`LOG_ROTATE_BYTES`] (off the async threads:
+/// it copies up to that much).
+async fn rotate_log(agent_dir: &Path) -> Result<(), ComputeError> {
+    let log = GatewayLog::of_agent(agent_dir);
+    tokio::task::spawn_blocking(move || log.rotate_if_over(LOG_ROTATE_BYTES))
+        .await
+        .map_err(|e| unavailable(format!("the log rotation stopped: {e}")))??;
+    Ok(())
 }

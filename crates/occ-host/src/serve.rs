@@ -86,7 +86,10 @@ async fn run(request: HostRequest, process: HostProcess) -> Result<HostValue, Co
     // Reads do not wait behind a long activation (the host's reads are safe beside its own
     // writes); everything that changes the host takes its turn.
     let _lock = match operation {
-        HostOp::Observe { .. } | HostOp::GatewayAccess { .. } => None,
+        HostOp::Observe { .. }
+        | HostOp::RuntimeReport { .. }
+        | HostOp::GatewayAccess { .. }
+        | HostOp::ReadLogs { .. } => None,
         _ => Some(
             host_lock(
                 &settings.root,
@@ -163,12 +166,18 @@ async fn run(request: HostRequest, process: HostProcess) -> Result<HostValue, Co
             }
             .into(),
         },
+        HostOp::RuntimeReport { revision } => HostValue::Report {
+            report: host.runtime_report(&revision).await?,
+        },
         HostOp::GatewayAccess { agent } => match host.gateway_port(&agent)? {
             Some((port, token)) => HostValue::Gateway {
                 port,
                 token: token.expose().to_owned(),
             },
             None => HostValue::NoGateway,
+        },
+        HostOp::ReadLogs { revision, query } => HostValue::Logs {
+            chunk: host.read_logs(&revision, &query).await?,
         },
     })
 }

@@ -11,8 +11,11 @@ use std::ops::RangeInclusive;
 use std::path::PathBuf;
 
 use occ_core::ReasonCode;
-use occ_core::compute::{AgentTarget, ComputeError, NamespaceTarget, RevisionTarget};
+use occ_core::compute::{
+    AgentTarget, ComputeError, LogChunk, LogQuery, NamespaceTarget, RevisionTarget,
+};
 use occ_core::resource::{WorkspaceFileName, WorkspaceSetup};
+use occ_core::runtime_report::RuntimeReport;
 use occ_core::{AgentId, NamespaceId};
 use serde::{Deserialize, Serialize};
 
@@ -26,7 +29,7 @@ pub const REQUEST_MAX_BYTES: u64 = 1024 * 1024;
 /// The version of the request/reply format between the SSH Driver and `occ compute-host`. The
 /// format is internal: the host's `occ` must be the same build as the controller's, so both this
 /// number and the occ version ([`OCC_VERSION`]) must match ([`check_version`]).
-pub const WIRE_PROTOCOL: u32 = 1;
+pub const WIRE_PROTOCOL: u32 = 2;
 
 /// This build's occ version.
 pub const OCC_VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -271,10 +274,22 @@ pub enum HostOp {
         /// The revision.
         revision: Box<RevisionTarget>,
     },
+    /// [`crate::Host::runtime_report`]
+    RuntimeReport {
+        /// The revision.
+        revision: Box<RevisionTarget>,
+    },
     /// The Agent's gateway port and credential ([`crate::Host::gateway_port`]).
     GatewayAccess {
         /// The Agent.
         agent: AgentTarget,
+    },
+    /// [`crate::Host::read_logs`]
+    ReadLogs {
+        /// The revision.
+        revision: Box<RevisionTarget>,
+        /// What to read.
+        query: LogQuery,
     },
 }
 
@@ -292,7 +307,9 @@ impl HostOp {
             }
             | Self::StopRevision { revision }
             | Self::RetireRevision { revision }
-            | Self::Observe { revision } => &revision.agent.namespace_id,
+            | Self::Observe { revision }
+            | Self::RuntimeReport { revision }
+            | Self::ReadLogs { revision, .. } => &revision.agent.namespace_id,
             Self::DeleteAgent { agent } | Self::GatewayAccess { agent } => &agent.namespace_id,
         }
     }
@@ -309,7 +326,9 @@ impl HostOp {
             Self::RetireRevision { .. } => "retire-revision",
             Self::DeleteAgent { .. } => "delete-agent",
             Self::Observe { .. } => "observe",
+            Self::RuntimeReport { .. } => "runtime-report",
             Self::GatewayAccess { .. } => "gateway-access",
+            Self::ReadLogs { .. } => "read-logs",
         }
     }
 }
@@ -407,6 +426,11 @@ pub enum HostValue {
         /// `serving`, `not-running` or `not-current`.
         state: String,
     },
+    /// `runtime-report`.
+    Report {
+        /// What runs for the revision.
+        report: RuntimeReport,
+    },
     /// `gateway-access` for an Agent that has a gateway on the host.
     Gateway {
         /// The gateway's port on the host.
@@ -416,6 +440,11 @@ pub enum HostValue {
     },
     /// `gateway-access` for an Agent without anything on the host.
     NoGateway,
+    /// `read-logs`: raw output lines (the controller redacts them).
+    Logs {
+        /// What the read returned.
+        chunk: LogChunk,
+    },
 }
 
 impl std::fmt::Debug for HostValue {
@@ -427,8 +456,11 @@ impl std::fmt::Debug for HostValue {
                 write!(f, "Readiness {{ ready: {ready}, code: {code:?} }}")
             }
             Self::Runtime { state } => write!(f, "Runtime {{ state: {state:?} }}"),
+            Self::Report { report } => write!(f, "Report {{ report: {report:?} }}"),
             Self::Gateway { port, .. } => write!(f, "Gateway {{ port: {port}, .. }}"),
             Self::NoGateway => f.write_str("NoGateway"),
+            // Raw output may hold secrets: never in a log line.
+            Self::Logs { chunk } => write!(f, "Logs {{ entries: {}, .. }}", chunk.entries.len()),
         }
     }
 }

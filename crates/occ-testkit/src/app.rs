@@ -59,8 +59,10 @@ pub struct Reply {
     pub status: StatusCode,
     /// Headers.
     pub headers: HeaderMap,
-    /// JSON body (`Null` when empty).
+    /// JSON body (`Null` when empty or not JSON).
     pub body: Value,
+    /// The body as text (for the routes that answer text).
+    pub text: String,
 }
 
 impl Reply {
@@ -130,6 +132,9 @@ pub struct TestAppOptions {
     pub workspace: Option<Arc<dyn occ_controller::workspace_files::WorkspaceAccess>>,
     /// What the selected Compute Driver supports (default: the process Driver's).
     pub compute: Option<ComputeSelection>,
+    /// The Compute Driver the runtime routes describe deployments and read logs through (none:
+    /// the runtime route answers 503, the logs route 501).
+    pub runtime: Option<Arc<dyn occ_drivers::compute::Compute>>,
 }
 
 impl TestApp {
@@ -203,6 +208,14 @@ impl TestApp {
                 Arc::into_inner(controller)
                     .expect("not shared yet")
                     .with_workspace_access(access),
+            ),
+            None => controller,
+        };
+        let controller = match options.runtime {
+            Some(compute) => Arc::new(
+                Arc::into_inner(controller)
+                    .expect("not shared yet")
+                    .with_runtime_access(compute),
             ),
             None => controller,
         };
@@ -512,6 +525,7 @@ impl TestApp {
             status,
             headers,
             body,
+            text: String::from_utf8_lossy(&bytes).into_owned(),
         }
     }
 

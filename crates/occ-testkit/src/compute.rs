@@ -9,10 +9,15 @@ use std::time::Duration;
 
 use occ_core::ReasonCode;
 use occ_core::resource::WorkspaceSetup;
+use occ_core::runtime_report::{
+    ContainerState, EventType, GATEWAY_CONTAINER, Plane, RuntimeContainer, RuntimeEvent,
+    RuntimePod, WorkloadRole,
+};
 use occ_core::{AgentId, NamespaceId, RevisionId};
 use occ_drivers::compute::{
     AgentTarget, Compute, ComputeError, ComputeSelection, Convergence, GatewayAccess, GatewayExit,
-    NamespaceTarget, Readiness, RevisionContext, RevisionTarget, RuntimeState, SecretText,
+    LogChunk, LogEntry, LogGap, LogPosition, LogQuery, NamespaceTarget, Readiness, RevisionContext,
+    RevisionTarget, RuntimeReport, RuntimeState, SecretText,
 };
 use tokio::sync::broadcast;
 
@@ -35,6 +40,8 @@ pub enum Verb {
     Retire,
     /// `delete_agent`
     DeleteAgent,
+    /// `runtime_report`
+    Report,
 }
 
 /// One recorded call.
@@ -59,6 +66,13 @@ pub enum Scripted {
     Delay(Duration),
 }
 
+/// A revision's output in the double.
+#[derive(Default)]
+struct FakeOutput {
+    stream: u64,
+    lines: Vec<String>,
+}
+
 /// The double.
 pub struct FakeCompute {
     selection: ComputeSelection,
@@ -71,6 +85,9 @@ pub struct FakeCompute {
     documents: Mutex<HashMap<RevisionId, serde_json::Map<String, serde_json::Value>>>,
     setups: Mutex<HashMap<RevisionId, Option<WorkspaceSetup>>>,
     script: Mutex<HashMap<Verb, VecDeque<Scripted>>>,
+    /// Each revision's output, one line per entry (a gap where [`FakeCompute::replace_output`]
+    /// started it over).
+    output: Mutex<HashMap<RevisionId, FakeOutput>>,
     /// Exit reports, when it claims to make them.
     exits: Option<broadcast::Sender<GatewayExit>>,
 }
@@ -95,8 +112,24 @@ impl FakeCompute {
             documents: Mutex::new(HashMap::new()),
             setups: Mutex::new(HashMap::new()),
             script: Mutex::new(HashMap::new()),
+            output: Mutex::new(HashMap::new()),
             exits: None,
         }
+    }
+
+    /// Appends lines to the revision's output ([`Compute::read_logs`]).
+    pub fn write_output(&self, rev: &RevisionId, lines: &[&str]) {
+        let mut output = self.output.lock().expect("lock");
+        let entry = output.entry(rev.clone()).or_default();
+        entry.lines.extend(lines.iter().map(|l| (*l).to_owned()));
+    }
+
+    /// Starts the revision's output over (a new stream: a follow read reports the gap).
+    pub fn replace_output(&self, rev: &RevisionId) {
+        let mut output = self.output.lock().expect("lock");
+        let entry = output.entry(rev.clone()).or_default();
+        entry.stream += 1;
+        entry.lines.clear();
     }
 
     /// Reports gateway exits ([`Compute::gateway_exits`]), as the process Driver does.
@@ -160,6 +193,15 @@ impl FakeCompute {
         rev: &RevisionId,
     ) -> Option<serde_json::Map<String, serde_json::Value>> {
         self.documents.lock().expect("lock").get(rev).cloned()
+    }
+
+    /// Makes `rev` the revision serving `agent`, as if it had been activated (tests that set
+    /// platform state directly).
+    pub fn assume_serving(&self, agent: &AgentId, rev: &RevisionId) {
+        self.serving
+            .lock()
+            .expect("lock")
+            .insert(agent.clone(), rev.clone());
     }
 
     /// Simulates a crash of `agent`'s gateway that nothing reports (the maintenance pass finds
@@ -402,4 +444,84 @@ impl Compute for FakeCompute {
             token: SecretText::new("fake".into()),
         }))
     }
+
+    /// The serving revision as one running gateway Pod whose one event's message is
+    /// [`FAKE_EVENT_MESSAGE`] (nothing for another revision).
+    async fn runtime_report(&self, rev: &RevisionTarget) -> Result<RuntimeReport, ComputeError> {
+        self.scripted(Verb::Report).await?;
+        if self.serving(&rev.agent.agent_id).as_ref() != Some(&rev.revision_id) {
+            return Ok(RuntimeReport::default());
+        }
+        let started = occ_core::Timestamp::now();
+        Ok(RuntimeReport {
+            pods: vec![RuntimePod {
+                role: WorkloadRole::Gateway,
+                cluster: Plane::Control,
+                name: rev.revision_id.as_str().replace('_', "-"),
+                uid: "4242-1".into(),
+                phase: "Running".into(),
+                ready: true,
+                created_at: Some(started),
+                containers: vec![RuntimeContainer {
+                    name: GATEWAY_CONTAINER.into(),
+                    state: ContainerState::Running,
+                    reason: None,
+                    ready: true,
+                    restart_count: 0,
+                    started_at: Some(started),
+                    last_termination: None,
+                }],
+                events: vec![RuntimeEvent {
+                    kind: EventType::Normal,
+                    container: Some(GATEWAY_CONTAINER.into()),
+                    reason: "Started".into(),
+                    message: FAKE_EVENT_MESSAGE.into(),
+                    count: 1,
+                    last_observed_at: Some(started),
+                }],
+            }],
+            history_from_driver: false,
+        })
+    }
+
+    /// Positions count lines; the stream is the number of replacements.
+    async fn read_logs(
+        &self,
+        rev: &RevisionTarget,
+        query: &LogQuery,
+    ) -> Result<LogChunk, ComputeError> {
+        let output = self.output.lock().expect("lock");
+        let Some(log) = output.get(&rev.revision_id) else {
+            return Ok(LogChunk {
+                entries: Vec::new(),
+                position: None,
+                truncated: false,
+            });
+        };
+        let stream = log.stream.to_string();
+        let mut entries = Vec::new();
+        let start = match &query.after {
+            None => log.lines.len().saturating_sub(query.tail_lines),
+            Some(p) if p.stream == stream => (p.offset as usize).min(log.lines.len()),
+            Some(_) => {
+                entries.push(LogEntry::Gap(LogGap::StreamReplaced));
+                0
+            }
+        };
+        entries.extend(log.lines[start..].iter().cloned().map(LogEntry::Line));
+        Ok(LogChunk {
+            entries,
+            position: Some(LogPosition {
+                stream,
+                generation: 0,
+                offset: log.lines.len() as u64,
+            }),
+            truncated: false,
+        })
+    }
 }
+
+/// The message of the fake gateway's event: it carries a credential-shaped value, which must
+/// never come back through the API.
+pub const FAKE_EVENT_MESSAGE: &str =
+    "started with Authorization: Bearer fake-bearer-0123456789abcdef and sk-fakefakefakefakefake01";

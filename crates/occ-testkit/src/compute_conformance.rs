@@ -148,6 +148,20 @@ pub async fn lifecycle_in(compute: &dyn Compute, (ns, agent): (NamespaceTarget, 
         .await
         .expect("activate rev1");
     assert_eq!(observe(compute, &rev1).await, RuntimeState::Serving);
+    // The runtime report shows its workload ready and running, and survives sanitizing
+    // (names and uids in the published patterns) as the API serves it.
+    let report = compute
+        .runtime_report(&rev1)
+        .await
+        .expect("runtime_report rev1")
+        .sanitized(&occ_core::redact::Redactor::default());
+    assert!(
+        report.pods.iter().any(|p| p.ready
+            && p.containers
+                .iter()
+                .any(|c| c.state == occ_core::runtime_report::ContainerState::Running)),
+        "{report:?}"
+    );
     let mut session = connect(compute, &agent).await.expect("hello-ok from rev1");
     let note = format!("written through the gateway of {}\n", rev1.revision_id);
     session

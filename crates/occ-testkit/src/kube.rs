@@ -520,6 +520,32 @@ fn selector_matches(selector: &str, object: &Value) -> bool {
         })
 }
 
+/// Whether an object satisfies an equality field selector (`involvedObject.uid=…`, dotted
+/// paths into the object; `!=` for inequality).
+fn field_selector_matches(selector: &str, object: &Value) -> bool {
+    let field = |path: &str| {
+        path.split('.')
+            .try_fold(object, |v, key| v.get(key))
+            .and_then(Value::as_str)
+    };
+    selector
+        .split(',')
+        .map(str::trim)
+        .filter(|r| !r.is_empty())
+        .all(|requirement| {
+            if let Some((k, v)) = requirement.split_once("!=") {
+                field(k.trim()) != Some(v.trim())
+            } else if let Some((k, v)) = requirement
+                .split_once("==")
+                .or_else(|| requirement.split_once('='))
+            {
+                field(k.trim()) == Some(v.trim())
+            } else {
+                false
+            }
+        })
+}
+
 fn merge_patch(target: &mut Value, patch: &Value) {
     if let Value::Object(p) = patch {
         if !target.is_object() {
@@ -726,6 +752,7 @@ fn serve(
     match verb {
         "list" => {
             let selector = query_param(query, "labelSelector").unwrap_or_default();
+            let fields = query_param(query, "fieldSelector").unwrap_or_default();
             let items: Vec<Value> = st
                 .objects
                 .iter()
@@ -733,6 +760,7 @@ fn serve(
                     r == resource
                         && (namespace.is_empty() || n == namespace)
                         && selector_matches(&selector, o)
+                        && field_selector_matches(&fields, o)
                 })
                 .map(|(_, o)| o.clone())
                 .collect();
@@ -1275,6 +1303,19 @@ mod tests {
         assert!(!selector_matches("c", &o));
         assert!(!selector_matches("!a", &o));
         assert!(selector_matches("", &o));
+    }
+
+    #[test]
+    fn field_selectors_match_dotted_paths() {
+        let event = json!({"involvedObject": {"uid": "u-1", "kind": "Pod"}});
+        assert!(field_selector_matches("", &event));
+        assert!(field_selector_matches("involvedObject.uid=u-1", &event));
+        assert!(field_selector_matches(
+            "involvedObject.uid=u-1,involvedObject.kind!=Node",
+            &event
+        ));
+        assert!(!field_selector_matches("involvedObject.uid=u-2", &event));
+        assert!(!field_selector_matches("involvedObject.name=u-1", &event));
     }
 
     #[test]

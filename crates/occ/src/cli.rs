@@ -180,6 +180,149 @@ pub enum AgentCmd {
     /// The Agent's live workspace files (AGENTS.md, SOUL.md, IDENTITY.md, USER.md).
     #[command(subcommand)]
     Files(FilesCmd),
+    /// What runs for a revision: its workloads (Pods; the gateway process or unit on the
+    /// process and SSH Drivers), their containers, restarts, last exit and events.
+    Runtime {
+        id: String,
+        /// The revision (`rev_…`); default: a newer revision than the active one while it has
+        /// workloads, else the active revision, else the latest.
+        #[arg(long, value_name = "REVISION")]
+        revision: Option<String>,
+    },
+    /// Print a revision's runtime output (redacted by occ).
+    Logs(LogsArgs),
+}
+
+/// `occ agent logs …`
+#[derive(Debug, Args)]
+pub struct LogsArgs {
+    id: String,
+    /// The revision (`rev_…`); default: a newer revision than the active one while it has
+    /// workloads, else the active revision, else the latest.
+    #[arg(long, value_name = "REVISION")]
+    revision: Option<String>,
+    /// `gateway` or `agent`.
+    #[arg(long, default_value = "gateway")]
+    source: String,
+    /// Lines of the first page (1–1000).
+    #[arg(long)]
+    tail: Option<u16>,
+    /// Only lines at most this old: `90s`, `10m`, `2h` (up to 24h).
+    #[arg(long)]
+    since: Option<String>,
+    /// Leave out lines below this level: `error`, `warn`, `info`, `debug`.
+    #[arg(long)]
+    level: Option<String>,
+    /// Keep polling for new output (every 2 s) until Ctrl-C.
+    #[arg(short = 'f', long)]
+    follow: bool,
+    /// Write the records as text to FILE instead of printing them.
+    #[arg(long, value_name = "FILE", conflicts_with = "follow")]
+    download: Option<PathBuf>,
+}
+
+/// `--since` as seconds: a number with an `s`, `m` or `h` suffix, up to a day.
+fn since_seconds(text: &str) -> anyhow::Result<u64> {
+    let (number, unit) = text.split_at(text.len().saturating_sub(1));
+    let factor = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        _ => anyhow::bail!("--since {text}: use a number with s, m or h (e.g. 10m)"),
+    };
+    let seconds = number
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(factor))
+        .filter(|s| (1..=86_400).contains(s))
+        .ok_or_else(|| anyhow!("--since {text}: between 1s and 24h"))?;
+    Ok(seconds)
+}
+
+/// One record as a text line (gaps stand out).
+fn log_line(record: &Value) -> String {
+    if record["type"] == "gap" {
+        return format!(
+            "-- gap: {} ({}) --",
+            record["reason"].as_str().unwrap_or("?"),
+            record["remedy"].as_str().unwrap_or("")
+        );
+    }
+    let subsystem = record["subsystem"]
+        .as_str()
+        .map(|s| format!(" [{s}]"))
+        .unwrap_or_default();
+    format!(
+        "{} {}{subsystem} {}",
+        record["time"].as_str().unwrap_or("-"),
+        record["level"].as_str().unwrap_or("unknown"),
+        record["message"].as_str().unwrap_or("")
+    )
+}
+
+/// `occ agent logs`: one page, a download, or a follow loop that resumes with the cursor and
+/// ends cleanly on Ctrl-C.
+async fn agent_logs(c: &Client, base: &str, args: LogsArgs) -> anyhow::Result<()> {
+    let revision = match args.revision {
+        Some(r) => r,
+        None => default_runtime_revision(c, &format!("{base}/{}", args.id)).await?,
+    };
+    let mut query = vec![format!("source={}", args.source)];
+    if let Some(tail) = args.tail {
+        query.push(format!("tailLines={tail}"));
+    }
+    if let Some(since) = &args.since {
+        query.push(format!("sinceSeconds={}", since_seconds(since)?));
+    }
+    if let Some(level) = &args.level {
+        query.push(format!("minLevel={level}"));
+    }
+    let path = format!(
+        "{base}/{}/deployments/{revision}/runtime/logs?{}",
+        args.id,
+        query.join("&")
+    );
+    if let Some(file) = &args.download {
+        let text = c
+            .fetch(Method::GET, &format!("{path}&download=true"), None)
+            .await?
+            .unwrap_or_default();
+        std::fs::write(file, &text).with_context(|| format!("writing {}", file.display()))?;
+        eprintln!("Wrote {} bytes to {}.", text.len(), file.display());
+        return Ok(());
+    }
+    let mut cursor: Option<String> = None;
+    loop {
+        let url = match &cursor {
+            Some(cursor) => format!("{path}&cursor={cursor}"),
+            None => path.clone(),
+        };
+        let page = tokio::select! {
+            page = c.call(Method::GET, &url, None) => page?,
+            _ = tokio::signal::ctrl_c(), if args.follow => return Ok(()),
+        };
+        match c.output {
+            Output::Table => {
+                for record in page["records"].as_array().into_iter().flatten() {
+                    println!("{}", log_line(record));
+                }
+            }
+            _ => c.print(&page, &[])?,
+        }
+        if !args.follow {
+            return Ok(());
+        }
+        if let Some(next) = page["cursor"].as_str() {
+            cursor = Some(next.to_owned());
+        }
+        // A page cut at its byte bound has more waiting: ask again at once.
+        if page["truncated"] != Value::Bool(true) {
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_secs(2)) => {}
+                _ = tokio::signal::ctrl_c() => return Ok(()),
+            }
+        }
+    }
 }
 
 /// Following an admitted deployment.
@@ -311,6 +454,20 @@ impl Client {
         path: &str,
         body: Option<Value>,
     ) -> anyhow::Result<Value> {
+        let Some(bytes) = self.fetch(method, path, body).await? else {
+            return Ok(Value::Null);
+        };
+        let doc: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        Ok(doc.get("data").cloned().unwrap_or(Value::Null))
+    }
+
+    /// Sends a request; returns the body of a success (`None` for 204), or the API's error.
+    async fn fetch(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> anyhow::Result<Option<Vec<u8>>> {
         let mut req = self.http.request(method, format!("{}{path}", self.base));
         if let Some(key) = &self.key {
             req = req.header("x-api-key", key);
@@ -331,10 +488,10 @@ impl Client {
             .to_owned();
         let bytes = resp.bytes().await.context("reading the response")?;
         if status.as_u16() == 204 {
-            return Ok(Value::Null);
+            return Ok(None);
         }
-        let doc: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
         if !status.is_success() {
+            let doc: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
             return Err(ApiFailure {
                 status: status.as_u16(),
                 code: doc["error"]["code"]
@@ -349,7 +506,7 @@ impl Client {
             }
             .into());
         }
-        Ok(doc.get("data").cloned().unwrap_or(Value::Null))
+        Ok(Some(bytes.to_vec()))
     }
 
     /// Reports a deletion that returned no body: a sentence for tables, `{id, deleted}` for
@@ -589,6 +746,7 @@ pub async fn agent(c: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
                 &[],
             )
         }
+        AgentCmd::Logs(args) => agent_logs(c, &base, args).await,
         AgentCmd::List => c.print(&c.call(Method::GET, &base, None).await?, AGENT_COLUMNS),
         AgentCmd::Get { id } => c.print(
             &c.call(Method::GET, &format!("{base}/{id}"), None).await?,
@@ -640,6 +798,27 @@ pub async fn agent(c: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
                 .await?,
             &[],
         ),
+        AgentCmd::Runtime { id, revision } => {
+            let agent = format!("{base}/{id}");
+            let revision = match revision {
+                Some(revision) => revision,
+                None => default_runtime_revision(c, &agent).await?,
+            };
+            let runtime = c
+                .call(
+                    Method::GET,
+                    &format!("{agent}/deployments/{revision}/runtime"),
+                    None,
+                )
+                .await?;
+            match c.output {
+                Output::Table => {
+                    println!("{}", runtime_table(&runtime).trim_end());
+                    Ok(())
+                }
+                _ => c.print(&runtime, &[]),
+            }
+        }
         AgentCmd::Deploy { id, follow } => {
             let rev = c
                 .call(Method::POST, &format!("{base}/{id}/deploy"), None)
@@ -657,6 +836,102 @@ pub async fn agent(c: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
             admitted(c, &format!("{base}/{id}"), &rev, &follow).await
         }
     }
+}
+
+/// The revision `occ agent runtime` describes without `--revision`, as the reference's CLI
+/// chooses it: the latest revision while it is newer than the active one and has workloads
+/// (a deployment in progress or failing), else the active revision, else the latest.
+async fn default_runtime_revision(c: &Client, agent: &str) -> anyhow::Result<String> {
+    let active = c.call(Method::GET, agent, None).await?["activeRevisionId"]
+        .as_str()
+        .map(str::to_owned);
+    let revisions = c
+        .call(Method::GET, &format!("{agent}/revisions"), None)
+        .await?;
+    let latest = revisions
+        .as_array()
+        .into_iter()
+        .flatten()
+        .max_by_key(|r| r["revision"].as_u64().unwrap_or(0))
+        .and_then(|r| r["id"].as_str())
+        .map(str::to_owned);
+    match (active, latest) {
+        (Some(active), Some(latest)) if latest != active => {
+            let runtime = c
+                .call(
+                    Method::GET,
+                    &format!("{agent}/deployments/{latest}/runtime"),
+                    None,
+                )
+                .await?;
+            let has_workloads = runtime["pods"].as_array().is_some_and(|p| !p.is_empty());
+            Ok(if has_workloads { latest } else { active })
+        }
+        (Some(active), _) => Ok(active),
+        (None, Some(latest)) => Ok(latest),
+        (None, None) => Err(anyhow!("the Agent has no revision; deploy it first")),
+    }
+}
+
+/// `occ agent runtime` as text: the revision, then one line per container of each workload and
+/// the workload's events.
+fn runtime_table(runtime: &Value) -> String {
+    let mut out = format!(
+        "Revision {} observed at {}\n",
+        cell(&runtime["revisionId"]),
+        cell(&runtime["observedAt"])
+    );
+    let pods = runtime["pods"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    if pods.is_empty() {
+        out.push_str("No workload runs for this revision.\n");
+        return out;
+    }
+    let rows: Vec<Value> = pods
+        .iter()
+        .flat_map(|pod| {
+            pod["containers"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(move |c| {
+                    serde_json::json!({
+                        "pod": pod["name"], "phase": pod["phase"], "ready": pod["ready"],
+                        "container": c["name"], "state": c["state"], "reason": c["reason"],
+                        "restarts": c["restartCount"], "startedAt": c["startedAt"],
+                        "lastExit": c["lastTermination"]["reason"],
+                    })
+                })
+        })
+        .collect();
+    out.push_str(&table(
+        &Value::Array(rows),
+        &[
+            "pod",
+            "phase",
+            "ready",
+            "container",
+            "state",
+            "reason",
+            "restarts",
+            "startedAt",
+            "lastExit",
+        ],
+    ));
+    let events: Vec<Value> = pods
+        .iter()
+        .flat_map(|pod| pod["events"].as_array().into_iter().flatten().cloned())
+        .collect();
+    if !events.is_empty() {
+        out.push_str("\n\nEvents:\n");
+        out.push_str(&table(
+            &Value::Array(events),
+            &["lastObservedAt", "type", "reason", "count", "message"],
+        ));
+    }
+    out
 }
 
 /// Prints an admitted revision, or follows its deployment with `--wait`.
@@ -756,6 +1031,40 @@ pub async fn iam(c: &Client, cmd: IamCmd) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn runtime_tables_list_containers_and_events() {
+        let runtime = serde_json::json!({
+            "revisionId": "rev_1", "observedAt": "2026-01-01T00:00:00.000Z",
+            "pods": [{"name": "rev-1", "phase": "Running", "ready": true, "containers": [
+                {"name": "gateway", "state": "running", "reason": null, "restartCount": 2,
+                 "startedAt": "2026-01-01T00:00:00.000Z",
+                 "lastTermination": {"reason": "exit status 1", "exitCode": 1, "finishedAt": null}}],
+              "events": [{"type": "Warning", "reason": "GatewayExited", "count": 1,
+                          "message": "the gateway exited (exit status 1)", "lastObservedAt": null}]}],
+            "sources": []
+        });
+        let text = runtime_table(&runtime);
+        assert!(text.starts_with("Revision rev_1 observed at 2026-01-01T00:00:00.000Z\n"));
+        assert!(
+            text.contains("rev-1  Running  true   gateway    running  -       2"),
+            "{text}"
+        );
+        assert!(text.contains("exit status 1"), "{text}");
+        assert!(text.contains("GatewayExited"), "{text}");
+        let empty = serde_json::json!({"revisionId": "rev_1", "observedAt": "x", "pods": []});
+        assert!(runtime_table(&empty).contains("No workload runs"));
+    }
+
+    #[test]
+    fn since_takes_seconds_minutes_and_hours_up_to_a_day() {
+        assert_eq!(since_seconds("90s").unwrap(), 90);
+        assert_eq!(since_seconds("10m").unwrap(), 600);
+        assert_eq!(since_seconds("24h").unwrap(), 86_400);
+        for bad in ["", "10", "0s", "25h", "m", "-1m", "1d"] {
+            assert!(since_seconds(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn tables() {

@@ -123,7 +123,8 @@ pub async fn namespace_hooks(
 }
 
 /// Builds the application from validated settings. With `files_through`, the controller serves
-/// live workspace files through that Compute's gateways (the API; the worker needs none).
+/// live workspace files through that Compute's gateways and describes deployments' runtime
+/// through it (the API; the worker needs neither).
 pub async fn controller(
     settings: &PlatformSettings,
     sessions: SessionSettings,
@@ -185,7 +186,9 @@ pub async fn controller(
         controller_settings,
     );
     Ok(match files_through {
-        Some(compute) => controller.with_workspace_access(Arc::new(GatewayWorkspace::new(compute))),
+        Some(compute) => controller
+            .with_runtime_access(compute.clone())
+            .with_workspace_access(Arc::new(GatewayWorkspace::new(compute))),
         None => controller,
     })
 }

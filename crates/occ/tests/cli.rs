@@ -568,6 +568,21 @@ fn end_to_end(backend: Backend) {
     let status = cli.yaml(&["agent", "deployment-status", &agt, &rev_id]);
     assert_eq!(str_of(&status, "status"), "queued");
 
+    // ---- runtime: no active revision, so the latest; nothing runs for it (no worker) ----
+    let runtime = cli.json(&["agent", "runtime", &agt]);
+    assert_eq!(str_of(&runtime, "revisionId"), rev_id);
+    assert_eq!(runtime["pods"], json!([]));
+    assert_eq!(runtime["sources"][0]["unavailableCode"], "NO_POD");
+    let table = cli.table(&["agent", "runtime", &agt, "--revision", &rev_id]);
+    assert!(
+        table.starts_with(&format!("Revision {rev_id} observed at ")),
+        "{table}"
+    );
+    assert!(
+        table.contains("No workload runs for this revision."),
+        "{table}"
+    );
+
     // ---- revisions ----
     let table = cli.table(&["agent", "revisions", &agt]);
     let mut lines = table.lines();

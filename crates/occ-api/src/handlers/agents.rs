@@ -1,4 +1,5 @@
-//! `/namespaces/{namespaceId}/agents`, deploy, stop, revisions, redeploy and deployment status.
+//! `/namespaces/{namespaceId}/agents`, deploy, stop, revisions, redeploy, deployment status,
+//! runtime and diagnostics.
 
 use axum::extract::State;
 use axum::response::IntoResponse;
@@ -9,7 +10,10 @@ use crate::extract::{AGENT_CREATE_LIMIT, Ctx, DEFAULT_LIMIT, JsonBody, NoBody, P
 use crate::inputs::{AgentCreateBody, AgentUpdateBody};
 use crate::openapi::{Data, ErrorBody};
 use crate::state::AppState;
-use crate::views::{AgentRuntimeView, AgentView, DeploymentView, RevisionView};
+use crate::views::{
+    AgentRuntimeView, AgentView, DeploymentRuntimeView, DeploymentView, DiagnosticsView,
+    RevisionView,
+};
 
 /// Agents the caller may read.
 #[utoipa::path(get, path = "/namespaces/{namespaceId}/agents", operation_id = "listAgents", tag = "Agents",
@@ -224,4 +228,41 @@ pub async fn get_agent_deployment(
         .deployment_get(&ctx.req, p.ns()?, p.agent()?, p.revision()?)
         .await?;
     Ok(ok(DeploymentView::from(&status)))
+}
+
+/// What runs for a deployment now, as its Compute Driver reports it: Pods (process and SSH
+/// Drivers: the gateway process or unit as one Pod), containers, restarts, last exit, events.
+#[utoipa::path(get, path = "/namespaces/{namespaceId}/agents/{agentId}/deployments/{deploymentId}/runtime", operation_id = "getAgentDeploymentRuntime", tag = "Agents",
+    params(("namespaceId" = String, Path), ("agentId" = String, Path), ("deploymentId" = String, Path)),
+    responses((status = 200, body = Data<DeploymentRuntimeView>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn get_agent_deployment_runtime(
+    State(s): State<AppState>,
+    p: Params,
+    ctx: Ctx,
+) -> Result<impl IntoResponse, ApiError> {
+    let runtime = s
+        .controller
+        .deployment_runtime(&ctx.req, p.ns()?, p.agent()?, p.revision()?)
+        .await?;
+    Ok(ok(DeploymentRuntimeView::from(&runtime)))
+}
+
+/// Why a deployment failed or is stuck: its reconciliation's reason code, and whether its
+/// workload exists, runs, is ready and has exited.
+#[utoipa::path(post, path = "/namespaces/{namespaceId}/agents/{agentId}/deployments/{deploymentId}/diagnostics", operation_id = "diagnoseAgentDeployment", tag = "Agents",
+    params(("namespaceId" = String, Path), ("agentId" = String, Path), ("deploymentId" = String, Path)),
+    responses((status = 200, body = Data<DiagnosticsView>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn diagnose_agent_deployment(
+    State(s): State<AppState>,
+    p: Params,
+    ctx: Ctx,
+    _: NoBody,
+) -> Result<impl IntoResponse, ApiError> {
+    let diagnostics = s
+        .controller
+        .deployment_diagnostics(&ctx.req, p.ns()?, p.agent()?, p.revision()?)
+        .await?;
+    Ok(ok(DiagnosticsView::from(&diagnostics)))
 }

@@ -5,6 +5,7 @@ pub mod auth;
 pub mod configurations;
 pub mod iam;
 pub mod namespaces;
+pub mod runtime_logs;
 pub mod secrets;
 pub mod service_accounts;
 pub mod workspace;

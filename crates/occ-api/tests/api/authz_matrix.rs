@@ -412,6 +412,46 @@ fn rows() -> Vec<Row> {
             body: none,
             expect: R,
         },
+        // No Compute Driver is wired to this app: an authorized caller gets 503 for the
+        // runtime, and diagnostics whose runtime checks are `unknown`.
+        Row {
+            op: "getAgentDeploymentRuntime",
+            method: Method::GET,
+            path: |f| {
+                format!(
+                    "/namespaces/{}/agents/{}/deployments/{}/runtime",
+                    f.ns, f.agt, f.rev
+                )
+            },
+            body: none,
+            expect: [401, 403, 403, 403, 503, 503],
+        },
+        Row {
+            op: "diagnoseAgentDeployment",
+            method: Method::POST,
+            path: |f| {
+                format!(
+                    "/namespaces/{}/agents/{}/deployments/{}/diagnostics",
+                    f.ns, f.agt, f.rev
+                )
+            },
+            body: none,
+            expect: [401, 403, 403, 403, 200, 200],
+        },
+        // Log text needs read_logs (administer stands in): read or operate are not enough. No
+        // Compute reads logs in this app, so the administrator gets 501 after the decision.
+        Row {
+            op: "getAgentDeploymentRuntimeLogs",
+            method: Method::GET,
+            path: |f| {
+                format!(
+                    "/namespaces/{}/agents/{}/deployments/{}/runtime/logs?source=gateway",
+                    f.ns, f.agt, f.rev
+                )
+            },
+            body: none,
+            expect: [401, 403, 403, 403, 403, 501],
+        },
         Row {
             op: "getAgentRuntime",
             method: Method::GET,

@@ -13,5 +13,7 @@ mod framing;
 mod kubernetes;
 mod redeploy;
 mod resources;
+mod runtime;
+mod runtime_logs;
 mod snapshots;
 mod workspace;

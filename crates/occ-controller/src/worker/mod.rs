@@ -22,6 +22,8 @@ pub mod lease;
 mod namespaces;
 mod revisions;
 
+pub(crate) use revisions::revision_target;
+
 use std::sync::Arc;
 use std::time::Duration;
 

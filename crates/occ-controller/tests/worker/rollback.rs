@@ -287,3 +287,68 @@ async fn a_redeployed_revision_activates_the_document_its_source_froze() {
         "{calls:?}"
     );
 }
+
+/// Diagnostics of a first deployment the gateway refused: the failing step carries the reason
+/// code the deployment failed with, and the runtime checks say nothing runs for it.
+#[tokio::test]
+async fn diagnostics_name_the_cause_of_a_failed_deployment() {
+    let compute = Arc::new(FakeCompute::new());
+    let app = TestApp::with(
+        Backend::Sqlite,
+        occ_testkit::app::TestAppOptions {
+            runtime: Some(compute.clone()),
+            ..Default::default()
+        },
+    )
+    .await;
+    let worker = Worker::new(app.controller.clone(), compute.clone(), settings());
+    let f = Fixture::of(app, compute, worker);
+    f.drain().await;
+    let (_, agent) = f.agent("a1").await;
+    f.compute.script(Verb::Activate, Scripted::Fail(refused()));
+    let rev = f.deploy(&agent).await;
+    f.drain().await;
+    let r = f
+        .call(
+            Method::POST,
+            &format!(
+                "/namespaces/{}/agents/{agent}/deployments/{rev}/diagnostics",
+                f.ns
+            ),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    let checks: Vec<(String, String, String)> = r.data()["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .map(|c| {
+            (
+                format!(
+                    "{}/{}",
+                    c["component"].as_str().unwrap(),
+                    c["check"].as_str().unwrap()
+                ),
+                c["state"].as_str().unwrap().to_owned(),
+                c["code"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        checks[..2],
+        [
+            (
+                "deployment/reconcile".to_owned(),
+                "failed".to_owned(),
+                "RUNTIME_CONFIGURATION_INVALID".to_owned()
+            ),
+            (
+                "runtime/workload".to_owned(),
+                "failed".to_owned(),
+                "NO_WORKLOAD".to_owned()
+            ),
+        ],
+        "{checks:?}"
+    );
+}

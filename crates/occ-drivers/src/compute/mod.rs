@@ -27,9 +27,11 @@ pub mod process;
 pub mod ssh;
 
 pub use occ_core::compute::{
-    AgentTarget, ComputeError, Convergence, FailureClass, GatewayExit, NamespaceTarget,
+    AgentTarget, ComputeError, Convergence, FailureClass, GatewayExit, LOG_READ_MAX_BYTES,
+    LOG_TAIL_MAX_LINES, LogChunk, LogEntry, LogGap, LogPosition, LogQuery, NamespaceTarget,
     OUTPUT_LINES, Readiness, RevisionContext, RevisionTarget, RuntimeState, SecretText,
 };
+pub use occ_core::runtime_report::RuntimeReport;
 pub use selection::ComputeSelection;
 
 /// Where the worker or API reaches an Agent's gateway over the native protocol.
@@ -125,6 +127,21 @@ pub trait Compute: Send + Sync + 'static {
         &self,
         agent: &AgentTarget,
     ) -> Result<Option<GatewayAccess>, ComputeError>;
+
+    /// The revision's workloads as they run now, for operators (`GET …/runtime`): Kubernetes
+    /// Pods with their container statuses and Events, or the host Drivers' gateway process or
+    /// unit as one Pod. Raw: the caller adds what occ recorded and sanitizes it
+    /// ([`RuntimeReport::with_recorded`], [`RuntimeReport::sanitized`]). Nothing for a revision
+    /// that is not installed. Read-only.
+    async fn runtime_report(&self, rev: &RevisionTarget) -> Result<RuntimeReport, ComputeError>;
+    /// One bounded read ([`LOG_READ_MAX_BYTES`]) of the revision's gateway output: raw lines
+    /// (never redacted here: the caller redacts) and explicit gaps, with the position the next
+    /// follow read resumes at. Nothing is stored.
+    async fn read_logs(
+        &self,
+        rev: &RevisionTarget,
+        query: &LogQuery,
+    ) -> Result<LogChunk, ComputeError>;
 }
 
 /// Work other Drivers do around a Namespace's Compute lifecycle (the reference's

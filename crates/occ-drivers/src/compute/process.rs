@@ -14,7 +14,8 @@ use occ_host::{Host, HostOptions, LocalSettings};
 
 use super::{
     AgentTarget, Compute, ComputeError, ComputeSelection, Convergence, GatewayAccess, GatewayExit,
-    NamespaceTarget, Readiness, RevisionContext, RevisionTarget, RuntimeState,
+    LogChunk, LogQuery, NamespaceTarget, Readiness, RevisionContext, RevisionTarget, RuntimeReport,
+    RuntimeState,
 };
 
 /// Settings of the process Driver.
@@ -132,5 +133,17 @@ impl Compute for ProcessCompute {
                 url: format!("ws://127.0.0.1:{port}"),
                 token,
             }))
+    }
+
+    async fn runtime_report(&self, rev: &RevisionTarget) -> Result<RuntimeReport, ComputeError> {
+        self.host.runtime_report(rev).await
+    }
+
+    async fn read_logs(
+        &self,
+        rev: &RevisionTarget,
+        query: &LogQuery,
+    ) -> Result<LogChunk, ComputeError> {
+        self.host.read_logs(rev, query).await
     }
 }

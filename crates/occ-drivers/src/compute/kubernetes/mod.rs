@@ -25,8 +25,10 @@
 //! Objects at these names that are not occ's are refused, never adopted or overwritten.
 
 mod forward;
+mod logs;
 mod objects;
 mod pods;
+mod report;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -47,7 +49,8 @@ use serde_json::{Value, json};
 
 use super::{
     AgentTarget, Compute, ComputeError, ComputeSelection, Convergence, GatewayAccess, GatewayExit,
-    NamespaceHook as _, NamespaceTarget, Readiness, RevisionContext, RevisionTarget, RuntimeState,
+    LOG_READ_MAX_BYTES, LogChunk, LogEntry, LogGap, LogPosition, LogQuery, NamespaceHook as _,
+    NamespaceTarget, Readiness, RevisionContext, RevisionTarget, RuntimeReport, RuntimeState,
     SecretText,
 };
 use crate::DriverError;
@@ -700,5 +703,17 @@ impl Compute for KubernetesCompute {
             url: format!("ws://127.0.0.1:{port}"),
             token: self.token(agent).await?,
         }))
+    }
+
+    async fn runtime_report(&self, rev: &RevisionTarget) -> Result<RuntimeReport, ComputeError> {
+        self.revision_report(rev).await
+    }
+
+    async fn read_logs(
+        &self,
+        rev: &RevisionTarget,
+        query: &LogQuery,
+    ) -> Result<LogChunk, ComputeError> {
+        self.read_pod_logs(rev, query).await
     }
 }

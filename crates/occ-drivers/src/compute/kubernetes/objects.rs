@@ -28,7 +28,7 @@ use crate::kubernetes::{
 pub const GATEWAY_PORT: u16 = 18789;
 pub(super) const LABEL_AGENT: &str = "openclaw.dev/agent";
 /// The name of the gateway's container in the Pod template.
-const GATEWAY_CONTAINER: &str = "gateway";
+pub(super) const GATEWAY_CONTAINER: &str = "gateway";
 const LABEL_REVISION: &str = "openclaw.dev/revision";
 pub(super) const ANNOTATION_REVISION_ID: &str = "openclaw.dev/revision-id";
 const ANNOTATION_REVISION: &str = "openclaw.dev/revision-number";

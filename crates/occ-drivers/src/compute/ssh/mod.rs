@@ -34,7 +34,8 @@ use transport::{Transport, interpret, target};
 
 use super::{
     AgentTarget, Compute, ComputeError, ComputeSelection, Convergence, GatewayAccess, GatewayExit,
-    NamespaceTarget, Readiness, RevisionContext, RevisionTarget, RuntimeState, SecretText,
+    LogChunk, LogQuery, NamespaceTarget, Readiness, RevisionContext, RevisionTarget, RuntimeReport,
+    RuntimeState, SecretText,
 };
 
 /// The SSH Compute Driver.
@@ -297,6 +298,35 @@ impl Compute for SshCompute {
             }
             HostValue::NoGateway => Ok(None),
             other => Err(unexpected("gateway-access", &other)),
+        }
+    }
+
+    async fn runtime_report(&self, rev: &RevisionTarget) -> Result<RuntimeReport, ComputeError> {
+        match self
+            .call(HostOp::RuntimeReport {
+                revision: Box::new(rev.clone()),
+            })
+            .await?
+        {
+            HostValue::Report { report } => Ok(report),
+            other => Err(unexpected("runtime-report", &other)),
+        }
+    }
+
+    async fn read_logs(
+        &self,
+        rev: &RevisionTarget,
+        query: &LogQuery,
+    ) -> Result<LogChunk, ComputeError> {
+        match self
+            .call(HostOp::ReadLogs {
+                revision: Box::new(rev.clone()),
+                query: query.clone(),
+            })
+            .await?
+        {
+            HostValue::Logs { chunk } => Ok(chunk),
+            other => Err(unexpected("read-logs", &other)),
         }
     }
 }

@@ -25,8 +25,9 @@ struct Tunnel {
     _stdin: tokio::process::ChildStdin,
 }
 
-/// Largest reply read from the host.
-const STDOUT_LIMIT: usize = 64 * 1024;
+/// Largest reply read from the host: a log read carries up to 1 MiB of output, which JSON
+/// escaping can grow several times.
+const STDOUT_LIMIT: usize = 8 * 1024 * 1024;
 /// How much of ssh's stderr is kept for messages.
 const STDERR_LIMIT: usize = 4 * 1024;
 
