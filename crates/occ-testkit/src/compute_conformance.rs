@@ -16,8 +16,8 @@ use occ_core::ReasonCode;
 use occ_core::resource::{AdmittedSpec, ExecutionMode, Generation, HarnessAuth, HarnessDescriptor};
 use occ_core::{AgentId, ConfigurationId, IamId, NamespaceId, RevisionId};
 use occ_drivers::compute::{
-    AgentTarget, Compute, Convergence, NamespaceTarget, OUTPUT_LINES, Readiness, RevisionContext,
-    RevisionTarget, RuntimeState,
+    AgentTarget, Compute, Convergence, LOG_TAIL_MAX_LINES, LogChunk, LogEntry, LogQuery,
+    NamespaceTarget, OUTPUT_LINES, Readiness, RevisionContext, RevisionTarget, RuntimeState,
 };
 use occ_gateway::{Endpoint, GatewayError, Session};
 use serde_json::{Value, json};
@@ -342,6 +342,7 @@ pub async fn rollback(compute: &dyn Compute, with_output: bool) -> RollbackFigur
             "the output is not folded into the message: {}",
             failure.message
         );
+        captured_output_holds(compute, &agent, &rev2, &failure.output).await;
     }
 
     for _ in 0..2 {
@@ -371,6 +372,69 @@ pub async fn rollback(compute: &dyn Compute, with_output: bool) -> RollbackFigur
         failed_activation,
         outage,
     }
+}
+
+/// The failed revision's captured output, read through [`Compute::read_logs`], holds the lines
+/// the failure carried; a follow read from its position delivers nothing twice; the gateway
+/// token never leaves the Driver.
+async fn captured_output_holds(
+    compute: &dyn Compute,
+    agent: &AgentTarget,
+    rev: &RevisionTarget,
+    failure_output: &[String],
+) {
+    let line_entries = |chunk: &LogChunk| -> Vec<String> {
+        chunk
+            .entries
+            .iter()
+            .filter_map(|e| match e {
+                LogEntry::Line(line) => Some(line.clone()),
+                LogEntry::Gap(_) => None,
+            })
+            .collect()
+    };
+    let tail = compute
+        .read_logs(
+            rev,
+            &LogQuery {
+                after: None,
+                tail_lines: LOG_TAIL_MAX_LINES,
+                previous: false,
+            },
+        )
+        .await
+        .expect("read_logs of the failed revision");
+    let lines = line_entries(&tail);
+    let last = failure_output.last().expect("the failure has output");
+    assert!(
+        lines.iter().any(|l| l.contains(last.trim())),
+        "the captured output holds the failure's last line {last:?}: {lines:?}"
+    );
+    let access = compute
+        .gateway_access(agent)
+        .await
+        .expect("gateway_access")
+        .expect("the Agent has a gateway credential");
+    assert!(
+        lines.iter().all(|l| !l.contains(access.token.expose())),
+        "the gateway token never leaves the Driver"
+    );
+    let position = tail.position.clone().expect("a position to follow from");
+    let next = compute
+        .read_logs(
+            rev,
+            &LogQuery {
+                after: Some(position),
+                tail_lines: 1,
+                previous: false,
+            },
+        )
+        .await
+        .expect("a follow read");
+    assert!(
+        !line_entries(&next).iter().any(|l| l.contains(last.trim())),
+        "a follow read from the tail's position does not deliver the failure's last words again"
+    );
 }
 
 /// Refusals every Driver makes: an execution mode it does not run is a permanent failure.

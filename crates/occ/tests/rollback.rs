@@ -8,13 +8,23 @@
 //!   deployed: the new revision fails with the runtime's reason, the gateway's last output lines
 //!   and a message saying revision 1 was restored; `activeRevisionId` stays revision 1, the
 //!   rollback is audited, and the workspace files answer 200 again (the figures printed are the
-//!   longest window in which they did not, as seen by a client polling every 100 ms).
+//!   longest window in which they did not, as seen by a client polling every 100 ms);
+//! - the operator learns why from occ alone: the failed revision's diagnostics name the failing
+//!   step and reason code, and its runtime logs hold the gateway's own account of the failure.
+//!
+//! On SQLite the serving revision's runtime and logs routes are also proven against the real
+//! gateway's captured output: canaries planted among its lines (a bound Secret's exact value, an
+//! `sk-…` key, a bearer header, a PEM private key split over lines, the gateway token) never come
+//! back through a page, a follow or a download, and a follow delivers every line exactly once
+//! or an explicit gap, across a real rotation of the log and a real gateway restart.
 
 mod support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+
+use std::io::Write as _;
 
 use occ_store::Backend;
 use reqwest::{Method, StatusCode};
@@ -60,6 +70,344 @@ async fn longest_outage(s: Arc<Stack>, agent: String, done: Arc<AtomicBool>) -> 
     longest
 }
 
+/// The exact value of the Secret the Agent's Configuration binds: it must never come back.
+const BOUND_SECRET: &str = "plain-canary-value-4d9e2b71c0";
+
+/// Credentials by pattern, one of them a PEM private key split over lines.
+const PATTERN_CANARIES: [&str; 4] = [
+    "sk-canaryabcdefghijklmnopqrstuvwxyz0123",
+    "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJjYW5hcnkifQ.c2lnbmF0dXJlY2FuYXJ5",
+    "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCcanarybody",
+    "Y2FuYXJ5LXNlY29uZC1wZW0tbGluZQ==",
+];
+
+/// Lets the Agent's own principal operate the Secret it is bound to (admission checks it).
+async fn grant_secret(s: &Stack, agent: &str, secret: &str) {
+    let role = s
+        .send(
+            Method::POST,
+            &format!("/namespaces/{}/iam/roles", s.ns),
+            Some(json!({"name": "secret-operator", "permissions": [{"action": "operate", "resourceKind": "secret"}]})),
+        )
+        .await["data"]["id"]
+        .as_str()
+        .expect("role id")
+        .to_owned();
+    s.send(
+        Method::POST,
+        &format!("/namespaces/{}/iam/access-bindings", s.ns),
+        Some(
+            json!({"subjectKind": "identity", "subjectId": format!("service-agent-{agent}"),
+                    "roleId": role, "resourceKind": "secret", "resourceId": secret}),
+        ),
+    )
+    .await;
+}
+
+/// The good document, with a Secret bound into the gateway's environment; returns the
+/// Configuration and the Secret.
+async fn bound_configuration(s: &Stack) -> (String, String) {
+    let secret = s
+        .send(
+            Method::POST,
+            &format!("/namespaces/{}/secrets", s.ns),
+            Some(json!({"name": "canary", "value": BOUND_SECRET})),
+        )
+        .await["data"]["id"]
+        .as_str()
+        .expect("secret id")
+        .to_owned();
+    let configuration = s
+        .send(
+            Method::POST,
+            &format!("/namespaces/{}/configurations", s.ns),
+            Some(json!({
+                "kind": "agent",
+                "values": good_document(),
+                "secretBindings": {"CANARY_TOKEN": {"source": {"kind": "secret", "namespaceId": s.ns, "id": secret}}},
+            })),
+        )
+        .await["data"]["id"]
+        .as_str()
+        .expect("configuration id")
+        .to_owned();
+    (configuration, secret)
+}
+
+/// Appends lines to the Agent's captured output as the gateway does (`O_APPEND`).
+fn write_output(s: &Stack, agent: &str, lines: &[String]) {
+    let mut log = std::fs::OpenOptions::new()
+        .append(true)
+        .open(s.agent_dir(agent).join("logs/gateway.log"))
+        .expect("the Agent's gateway log");
+    let mut text = lines.join("\n");
+    text.push('\n');
+    log.write_all(text.as_bytes()).expect("append");
+}
+
+/// One page of the logs route (waiting out a 429 as its `Retry-After` says).
+async fn logs(s: &Stack, agent: &str, rev: &str, query: &str) -> Value {
+    let path = format!(
+        "/namespaces/{}/agents/{agent}/deployments/{rev}/runtime/logs?source=gateway&{query}",
+        s.ns
+    );
+    loop {
+        let res = s
+            .http
+            .get(format!("{}{path}", s.url))
+            .header("x-api-key", &s.key)
+            .send()
+            .await
+            .expect("logs request");
+        if res.status() == StatusCode::TOO_MANY_REQUESTS {
+            let wait: u64 = res.headers()["retry-after"]
+                .to_str()
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .expect("Retry-After in seconds");
+            tokio::time::sleep(Duration::from_secs(wait)).await;
+            continue;
+        }
+        let status = res.status();
+        let text = res.text().await.expect("body");
+        assert_eq!(status, StatusCode::OK, "{path}: {text}");
+        return serde_json::from_str(&text).expect("json");
+    }
+}
+
+/// What a `--follow` client sees: records in order, until `until` holds for the records so far.
+struct Follow {
+    cursor: String,
+    records: Vec<Value>,
+}
+
+impl Follow {
+    async fn start(s: &Stack, agent: &str, rev: &str) -> Self {
+        let page = logs(s, agent, rev, "tailLines=1000").await;
+        Self {
+            cursor: page["data"]["cursor"].as_str().expect("cursor").to_owned(),
+            records: page["data"]["records"].as_array().expect("records").clone(),
+        }
+    }
+
+    async fn until(
+        &mut self,
+        s: &Stack,
+        agent: &str,
+        rev: &str,
+        what: &str,
+        done: impl Fn(&[Value]) -> bool,
+    ) {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while !done(&self.records) {
+            assert!(Instant::now() < deadline, "follow never saw {what}");
+            let page = logs(s, agent, rev, &format!("cursor={}", self.cursor)).await;
+            self.cursor = page["data"]["cursor"].as_str().expect("cursor").to_owned();
+            let new = page["data"]["records"].as_array().expect("records");
+            if new.is_empty() {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+            self.records.extend(new.iter().cloned());
+        }
+    }
+}
+
+fn messages(records: &[Value]) -> Vec<&str> {
+    records
+        .iter()
+        .filter(|r| r["type"] == "line")
+        .filter_map(|r| r["message"].as_str())
+        .collect()
+}
+
+/// The numbers of the lines `marker-N-…` in delivery order, each gap as `None`.
+fn numbered(records: &[Value], marker: &str) -> Vec<Option<u64>> {
+    records
+        .iter()
+        .filter_map(|r| {
+            if r["type"] == "gap" {
+                return Some(None);
+            }
+            let rest = r["message"].as_str()?.strip_prefix(marker)?;
+            Some(rest.split('-').next().and_then(|n| n.parse().ok()))
+        })
+        .collect()
+}
+
+/// Every numbered line arrives once and in order; where numbers are missing a gap says so.
+fn exactly_once_or_gap(seen: &[Option<u64>], total: u64) {
+    let mut next = 0;
+    let mut gap_since_last = false;
+    for n in seen {
+        match n {
+            None => gap_since_last = true,
+            Some(n) => {
+                assert!(
+                    *n == next || (*n > next && gap_since_last),
+                    "line {n} after line {next} without a gap record (duplicate or silent loss)"
+                );
+                next = n + 1;
+                gap_since_last = false;
+            }
+        }
+    }
+    assert_eq!(next, total, "the last numbered line arrived");
+}
+
+fn assert_no_canary(text: &str, token: &str) {
+    for canary in PATTERN_CANARIES
+        .iter()
+        .copied()
+        .chain([BOUND_SECRET, token])
+    {
+        assert!(!text.contains(canary), "{canary} came back: {text}");
+    }
+}
+
+/// The serving revision's runtime and logs routes over the real gateway's captured output (see
+/// the module docs).
+async fn runtime_and_logs_of_a_serving_gateway(s: &Stack, agent: &str, rev: &str) {
+    let runtime = s
+        .get(&format!(
+            "/namespaces/{}/agents/{agent}/deployments/{rev}/runtime",
+            s.ns
+        ))
+        .await;
+    let container = &runtime["data"]["pods"][0]["containers"][0];
+    assert_eq!(container["name"], "gateway", "{runtime}");
+    assert_eq!(container["state"], "running", "{runtime}");
+
+    // The real gateway's own lines are there, classified.
+    let mut follow = Follow::start(s, agent, rev).await;
+    follow
+        .until(s, agent, rev, "the gateway's own structured lines", |r| {
+            r.iter().any(|r| r["kind"] == "openclaw")
+        })
+        .await;
+
+    // Canaries among the gateway's lines, every one of them numbered.
+    let token =
+        std::fs::read_to_string(s.agent_dir(agent).join("gateway-token")).expect("gateway token");
+    let token = token.trim();
+    let planted = vec![
+        "canary-0-provider key sk-canaryabcdefghijklmnopqrstuvwxyz0123".to_owned(),
+        "canary-1-Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJjYW5hcnkifQ.c2lnbmF0dXJlY2FuYXJ5".to_owned(),
+        format!("canary-2-bound secret {BOUND_SECRET} in the environment"),
+        format!("canary-3-gateway token={token}"),
+        "-----BEGIN PRIVATE KEY-----".to_owned(),
+        "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCcanarybody".to_owned(),
+        "Y2FuYXJ5LXNlY29uZC1wZW0tbGluZQ==".to_owned(),
+        "-----END PRIVATE KEY-----".to_owned(),
+        "canary-4-after the key".to_owned(),
+    ];
+    write_output(s, agent, &planted);
+    follow
+        .until(s, agent, rev, "the planted lines", |r| {
+            numbered(r, "canary-").contains(&Some(4))
+        })
+        .await;
+    exactly_once_or_gap(&numbered(&follow.records, "canary-"), 5);
+    let page = logs(s, agent, rev, "tailLines=1000").await;
+    assert_no_canary(&page.to_string(), token);
+    assert_no_canary(&Value::Array(follow.records.clone()).to_string(), token);
+    let download = s
+        .http
+        .get(format!(
+            "{}/namespaces/{}/agents/{agent}/deployments/{rev}/runtime/logs?source=gateway&tailLines=1000&download=true",
+            s.url, s.ns
+        ))
+        .header("x-api-key", &s.key)
+        .send()
+        .await
+        .expect("download");
+    assert_eq!(download.status(), StatusCode::OK);
+    assert!(
+        download.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/plain"),
+        "{:?}",
+        download.headers()
+    );
+    assert!(
+        download.headers()["content-disposition"]
+            .to_str()
+            .unwrap()
+            .starts_with("attachment"),
+        "{:?}",
+        download.headers()
+    );
+    let text = download.text().await.expect("download body");
+    assert!(text.contains("canary-4-after the key"), "{text}");
+    assert_no_canary(&text, token);
+
+    // Past the cap the log is rotated (by the next read); the follow finishes the rotated copy,
+    // then says where the copy and the truncation may have lost lines.
+    let filler: Vec<String> = (0..60_000)
+        .map(|n| format!("filler-{n}-{}", "x".repeat(64)))
+        .collect();
+    write_output(s, agent, &filler);
+    write_output(s, agent, &["after-0-rotation".to_owned()]);
+    follow
+        .until(s, agent, rev, "the line after the rotation", |r| {
+            messages(r).contains(&"after-0-rotation")
+        })
+        .await;
+    exactly_once_or_gap(&numbered(&follow.records, "filler-"), 60_000);
+    let gaps: Vec<&Value> = follow
+        .records
+        .iter()
+        .filter(|r| r["type"] == "gap")
+        .collect();
+    assert!(
+        gaps.iter().all(|g| g["reason"] == "buffer_lost"),
+        "the only gap is the rotation's: {gaps:?}"
+    );
+    assert!(
+        s.agent_dir(agent).join("logs/gateway.log.1").exists(),
+        "the log was rotated"
+    );
+
+    // A gateway restart: the new gateway appends to the same log, so nothing is lost or repeated.
+    let dir = s.agent_dir(agent);
+    let before = support::record(&dir).expect("gateway.json")["pid"]
+        .as_u64()
+        .expect("the gateway's pid");
+    if let Some(pid) = i32::try_from(before)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    {
+        rustix::process::kill_process_group(pid, rustix::process::Signal::KILL).unwrap();
+    }
+    s.wait_for("the restarted gateway to answer", async || {
+        support::record(&dir).is_some_and(|r| r["pid"].as_u64() != Some(before))
+            && s.call(Method::GET, &file(s, agent), None).await.0 == StatusCode::OK
+    })
+    .await;
+    write_output(s, agent, &["after-1-restart".to_owned()]);
+    follow
+        .until(s, agent, rev, "the line after the restart", |r| {
+            messages(r).contains(&"after-1-restart")
+        })
+        .await;
+    exactly_once_or_gap(&numbered(&follow.records, "after-"), 2);
+    exactly_once_or_gap(&numbered(&follow.records, "canary-"), 5);
+    assert_no_canary(&Value::Array(follow.records.clone()).to_string(), token);
+    let runtime = s
+        .get(&format!(
+            "/namespaces/{}/agents/{agent}/deployments/{rev}/runtime",
+            s.ns
+        ))
+        .await;
+    assert!(
+        runtime["data"]["pods"][0]["containers"][0]["restartCount"]
+            .as_u64()
+            .unwrap_or_default()
+            >= 1,
+        "the restart is counted: {runtime}"
+    );
+}
+
 #[expect(
     clippy::print_stderr,
     reason = "the figures docs/ARCHITECTURE.md cites"
@@ -67,14 +415,18 @@ async fn longest_outage(s: Arc<Stack>, agent: String, done: Arc<AtomicBool>) -> 
 async fn a_bad_configuration_never_takes_a_serving_agent_down(backend: Backend, ports: &str) {
     let _turn = GATEWAYS.lock().await;
     let s = Arc::new(Stack::start(backend, ports).await);
-    let cfg = s.configuration(good_document()).await;
+    let (cfg, secret) = bound_configuration(&s).await;
     let agent = s.agent("steady", &cfg).await;
+    grant_secret(&s, &agent, &secret).await;
     let rev1 = s.deploy(&agent).await;
     let d = s.settled(&agent, &rev1).await;
     assert_eq!(d["status"], "succeeded", "{d}");
     let (status, body) = s.call(Method::GET, &file(&s, &agent), None).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let cfg_path = format!("/namespaces/{}/configurations/{cfg}", s.ns);
+    if backend == Backend::Sqlite {
+        runtime_and_logs_of_a_serving_gateway(&s, &agent, &rev1).await;
+    }
 
     // ---- a typo the runtime's schema rejects never gets past the PATCH ----
     let mut typo = good_document();
@@ -140,6 +492,38 @@ async fn a_bad_configuration_never_takes_a_serving_agent_down(backend: Backend, 
     assert!(
         !output.is_empty() && output.len() <= 20,
         "the gateway's last output lines: {d}"
+    );
+
+    // The operator finds out why without a shell: the diagnostics name the failing step and
+    // code, and the failed revision's logs hold the gateway's own account of the failure.
+    let diagnostics = s
+        .send(
+            Method::POST,
+            &format!(
+                "/namespaces/{}/agents/{agent}/deployments/{rev2}/diagnostics",
+                s.ns
+            ),
+            None,
+        )
+        .await;
+    let checks = diagnostics["data"]["checks"].as_array().expect("checks");
+    assert!(
+        checks.iter().any(|c| c["component"] == "deployment"
+            && c["check"] == "reconcile"
+            && c["state"] == "failed"
+            && c["code"] == error["code"]),
+        "{diagnostics}"
+    );
+    let page = s
+        .get(&format!(
+            "/namespaces/{}/agents/{agent}/deployments/{rev2}/runtime/logs?source=gateway&tailLines=1000",
+            s.ns
+        ))
+        .await;
+    let messages = page["data"]["records"].to_string().to_lowercase();
+    assert!(
+        messages.contains("tls") || messages.contains("cert"),
+        "the failed gateway's own words about TLS: {page}"
     );
 
     // The Agent names the revision that serves, and it answers.
