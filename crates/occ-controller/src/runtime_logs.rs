@@ -303,33 +303,43 @@ fn verify_cursor(key: &[u8], cursor: &str) -> Option<CursorClaims> {
 }
 
 fn cursor_invalid() -> Error {
-    Error::invalid_field(
-        "/query/cursor",
-        DetailCode::InvalidValue,
+    Error::new(
+        ErrorCode::RuntimeLogsCursorInvalid,
         "The runtime log cursor is invalid for this caller and view. Start a new view.",
     )
+    .with_detail("/query/cursor", DetailCode::InvalidValue)
 }
 
 fn source_unavailable() -> Error {
-    Error::invalid_field(
-        "/query/source",
-        DetailCode::InvalidValue,
+    Error::new(
+        ErrorCode::RuntimeLogsSourceUnavailable,
         "This Agent version has no such runtime log source.",
     )
+    .with_detail("/query/source", DetailCode::InvalidValue)
+}
+
+fn pod_invalid() -> Error {
+    Error::new(
+        ErrorCode::RuntimeLogsPodInvalid,
+        "The Pod is not a current Pod of this Agent version and source.",
+    )
+    .with_detail("/query/pod", DetailCode::InvalidValue)
 }
 
 /// A Driver failure as the caller sees it: fixed messages, never the Driver's text.
 fn read_failure(e: ComputeError) -> Error {
-    let message = match e.code {
-        ReasonCode::RuntimeLogsClusterRbac => {
-            "The cluster denied the runtime log read (RUNTIME_LOGS_CLUSTER_RBAC). Ask a platform operator to grant occ pods/log."
-        }
-        ReasonCode::RuntimeLogsSourceUnavailable => {
-            return source_unavailable();
-        }
-        _ => "Runtime logs are unavailable (RUNTIME_LOGS_UNAVAILABLE). Try again shortly.",
+    let error = match e.code {
+        ReasonCode::RuntimeLogsClusterRbac => Error::new(
+            ErrorCode::RuntimeLogsClusterRbac,
+            "The cluster denied the runtime log read. Ask a platform operator to grant occ pods/log.",
+        ),
+        ReasonCode::RuntimeLogsSourceUnavailable => return source_unavailable(),
+        _ => Error::new(
+            ErrorCode::RuntimeLogsUnavailable,
+            "The runtime cannot be reached for its logs. Try again shortly.",
+        ),
     };
-    Error::unavailable(message).with_internal(e.to_string())
+    error.with_internal(e.to_string())
 }
 
 impl Controller {
@@ -347,7 +357,12 @@ impl Controller {
             self.runtime_logs_now(req, ns, agent_id, revision_id, ask),
         )
         .await
-        .map_err(|_| Error::unavailable("The runtime log read did not finish in time"))?
+        .map_err(|_| {
+            Error::new(
+                ErrorCode::RuntimeLogsTimeout,
+                "The runtime log read did not finish in time. Try again or read fewer lines.",
+            )
+        })?
     }
 
     async fn runtime_logs_now(
@@ -388,13 +403,14 @@ impl Controller {
             ));
         };
         let source = ask.source.unwrap_or(LogSource::Gateway);
-        if source != LogSource::Gateway
-            || revision.spec.harness.mode != ExecutionMode::Embedded
-            || ask.pod.is_some()
-        {
-            // An embedded Agent runs in its gateway: it has no Harness, no Sandbox and (on the
-            // hosts) no Pods to choose from.
+        if source != LogSource::Gateway || revision.spec.harness.mode != ExecutionMode::Embedded {
+            // An embedded Agent runs in its gateway: it has no Harness and no Sandbox.
             return Err(source_unavailable());
+        }
+        if ask.pod.is_some() {
+            // occ reads the revision's newest Pod (on the hosts its one gateway): no other Pod is
+            // a current Pod of the revision's source.
+            return Err(pod_invalid());
         }
         let now = chrono_now();
         let resumed = match (&ask.cursor, ask.download) {
@@ -421,7 +437,7 @@ impl Controller {
             .spend(req.caller.principal_id.as_str())
         {
             return Err(Error::new(
-                ErrorCode::RateLimited,
+                ErrorCode::RuntimeLogsRateLimited,
                 "Too many runtime log requests. Wait for Retry-After and try again.",
             )
             .with_retry_after(wait));
@@ -440,8 +456,9 @@ impl Controller {
             audit_in_own_transaction(&self.store, &event)
                 .await
                 .map_err(|e| {
-                    Error::unavailable(
-                        "The view could not be audited (RUNTIME_LOGS_AUDIT_UNAVAILABLE), so no output was read.",
+                    Error::new(
+                        ErrorCode::RuntimeLogsAuditUnavailable,
+                        "The view could not be audited, so no output was read. Try again.",
                     )
                     .with_internal(e.to_string())
                 })?;
@@ -523,8 +540,10 @@ impl Controller {
                 // A deleted Secret's value can no longer be named; patterns still apply.
                 Err(DriverError::NotFound) => {}
                 Err(e) => {
-                    return Err(Error::unavailable(
-                        "Runtime logs are unavailable (RUNTIME_LOGS_UNAVAILABLE). Try again shortly.",
+                    // Without the values redaction is incomplete: read nothing.
+                    return Err(Error::new(
+                        ErrorCode::RuntimeLogsUnavailable,
+                        "Runtime logs are unavailable. Try again shortly.",
                     )
                     .with_internal(format!("secret driver: {e}")));
                 }

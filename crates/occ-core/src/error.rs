@@ -54,6 +54,22 @@ pub enum ErrorCode {
     DependencyUnavailable,
     /// 503: a write was dispatched and its outcome cannot be confirmed.
     UnknownOutcome,
+    /// 400: a runtime log cursor that is not this caller's, view's or source's, or was altered.
+    RuntimeLogsCursorInvalid,
+    /// 400: a Pod that is not a current Pod of the revision and source.
+    RuntimeLogsPodInvalid,
+    /// 400: the revision has no such runtime log source.
+    RuntimeLogsSourceUnavailable,
+    /// 429: too many runtime log reads by this caller.
+    RuntimeLogsRateLimited,
+    /// 503: the cluster denied occ the log read.
+    RuntimeLogsClusterRbac,
+    /// 503: the runtime or cluster cannot be reached for its logs.
+    RuntimeLogsUnavailable,
+    /// 503: the view could not be audited, so nothing was read.
+    RuntimeLogsAuditUnavailable,
+    /// 504: the log read did not finish in time.
+    RuntimeLogsTimeout,
 }
 
 impl ErrorCode {
@@ -77,13 +93,24 @@ impl ErrorCode {
             ErrorCode::NotImplemented => "NOT_IMPLEMENTED",
             ErrorCode::DependencyUnavailable => "DEPENDENCY_UNAVAILABLE",
             ErrorCode::UnknownOutcome => "UNKNOWN_OUTCOME",
+            ErrorCode::RuntimeLogsCursorInvalid => "RUNTIME_LOGS_CURSOR_INVALID",
+            ErrorCode::RuntimeLogsPodInvalid => "RUNTIME_LOGS_POD_INVALID",
+            ErrorCode::RuntimeLogsSourceUnavailable => "RUNTIME_LOGS_SOURCE_UNAVAILABLE",
+            ErrorCode::RuntimeLogsRateLimited => "RUNTIME_LOGS_RATE_LIMITED",
+            ErrorCode::RuntimeLogsClusterRbac => "RUNTIME_LOGS_CLUSTER_RBAC",
+            ErrorCode::RuntimeLogsUnavailable => "RUNTIME_LOGS_UNAVAILABLE",
+            ErrorCode::RuntimeLogsAuditUnavailable => "RUNTIME_LOGS_AUDIT_UNAVAILABLE",
+            ErrorCode::RuntimeLogsTimeout => "RUNTIME_LOGS_TIMEOUT",
         }
     }
 
     /// The HTTP status this code is answered with.
     pub fn http_status(self) -> u16 {
         match self {
-            ErrorCode::InvalidRequest => 400,
+            ErrorCode::InvalidRequest
+            | ErrorCode::RuntimeLogsCursorInvalid
+            | ErrorCode::RuntimeLogsPodInvalid
+            | ErrorCode::RuntimeLogsSourceUnavailable => 400,
             ErrorCode::Unauthenticated => 401,
             ErrorCode::Forbidden => 403,
             ErrorCode::NotFound => 404,
@@ -95,10 +122,15 @@ impl ErrorCode {
             | ErrorCode::NamespaceNotEmpty => 409,
             ErrorCode::PayloadTooLarge => 413,
             ErrorCode::UnsupportedMediaType => 415,
-            ErrorCode::RateLimited => 429,
+            ErrorCode::RateLimited | ErrorCode::RuntimeLogsRateLimited => 429,
             ErrorCode::InternalError => 500,
             ErrorCode::NotImplemented => 501,
-            ErrorCode::DependencyUnavailable | ErrorCode::UnknownOutcome => 503,
+            ErrorCode::DependencyUnavailable
+            | ErrorCode::UnknownOutcome
+            | ErrorCode::RuntimeLogsClusterRbac
+            | ErrorCode::RuntimeLogsUnavailable
+            | ErrorCode::RuntimeLogsAuditUnavailable => 503,
+            ErrorCode::RuntimeLogsTimeout => 504,
         }
     }
 }

@@ -42,6 +42,8 @@ pub enum Verb {
     DeleteAgent,
     /// `runtime_report`
     Report,
+    /// `read_logs`
+    ReadLogs,
 }
 
 /// One recorded call.
@@ -490,6 +492,7 @@ impl Compute for FakeCompute {
         rev: &RevisionTarget,
         query: &LogQuery,
     ) -> Result<LogChunk, ComputeError> {
+        self.scripted(Verb::ReadLogs).await?;
         let output = self.output.lock().expect("lock");
         let Some(log) = output.get(&rev.revision_id) else {
             return Ok(LogChunk {

@@ -260,6 +260,9 @@ fn log_line(record: &Value) -> String {
     )
 }
 
+/// How often `occ agent logs -f` asks for more output when it has caught up.
+const FOLLOW_POLL: Duration = Duration::from_secs(1);
+
 /// `occ agent logs`: one page, a download, or a follow loop that resumes with the cursor and
 /// ends cleanly on Ctrl-C.
 async fn agent_logs(c: &Client, base: &str, args: LogsArgs) -> anyhow::Result<()> {
@@ -298,8 +301,38 @@ async fn agent_logs(c: &Client, base: &str, args: LogsArgs) -> anyhow::Result<()
             None => path.clone(),
         };
         let page = tokio::select! {
-            page = c.call(Method::GET, &url, None) => page?,
+            page = c.call(Method::GET, &url, None) => page,
             _ = tokio::signal::ctrl_c(), if args.follow => return Ok(()),
+        };
+        let page = match page {
+            Ok(page) => page,
+            Err(e) if args.follow => {
+                let Some(failure) = e.downcast_ref::<ApiFailure>() else {
+                    return Err(e);
+                };
+                let wait = match (failure.status, failure.code.as_str()) {
+                    (429, _) => {
+                        let secs = failure.retry_after.unwrap_or(1);
+                        eprintln!("notice: rate limited; retrying in {secs} s");
+                        Duration::from_secs(secs)
+                    }
+                    (504, _) => {
+                        eprintln!("notice: the read timed out; retrying");
+                        FOLLOW_POLL
+                    }
+                    (400, "RUNTIME_LOGS_CURSOR_INVALID") if cursor.is_some() => {
+                        eprintln!("notice: the cursor was refused; starting a new view");
+                        cursor = None;
+                        continue;
+                    }
+                    _ => return Err(e),
+                };
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => continue,
+                    _ = tokio::signal::ctrl_c() => return Ok(()),
+                }
+            }
+            Err(e) => return Err(e),
         };
         match c.output {
             Output::Table => {
@@ -315,10 +348,11 @@ async fn agent_logs(c: &Client, base: &str, args: LogsArgs) -> anyhow::Result<()
         if let Some(next) = page["cursor"].as_str() {
             cursor = Some(next.to_owned());
         }
-        // A page cut at its byte bound has more waiting: ask again at once.
+        // A page cut at its byte bound has more waiting: ask again at once. Otherwise poll
+        // every second, half the route's per-caller refill rate.
         if page["truncated"] != Value::Bool(true) {
             tokio::select! {
-                _ = tokio::time::sleep(Duration::from_secs(2)) => {}
+                _ = tokio::time::sleep(FOLLOW_POLL) => {}
                 _ = tokio::signal::ctrl_c() => return Ok(()),
             }
         }
@@ -393,6 +427,8 @@ pub struct ApiFailure {
     code: String,
     message: String,
     request_id: String,
+    /// Seconds the API asked to wait (`Retry-After`).
+    retry_after: Option<u64>,
 }
 
 impl std::fmt::Display for ApiFailure {
@@ -486,6 +522,11 @@ impl Client {
             .and_then(|v| v.to_str().ok())
             .unwrap_or("-")
             .to_owned();
+        let retry_after = resp
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse().ok());
         let bytes = resp.bytes().await.context("reading the response")?;
         if status.as_u16() == 204 {
             return Ok(None);
@@ -503,6 +544,7 @@ impl Client {
                     .unwrap_or("(no message)")
                     .to_owned(),
                 request_id,
+                retry_after,
             }
             .into());
         }

@@ -6,10 +6,12 @@
 use std::sync::Arc;
 
 use http::{Method, StatusCode};
+use occ_core::ReasonCode;
 use occ_core::authz::{Action, Permission, ResourceKind};
+use occ_drivers::compute::ComputeError;
 use occ_store::audit::AuditFilter;
 use occ_testkit::app::{Credential, TestApp, TestAppOptions};
-use occ_testkit::compute::FakeCompute;
+use occ_testkit::compute::{FakeCompute, Scripted, Verb};
 
 use crate::common::{agent, configuration, expect};
 
@@ -193,22 +195,23 @@ async fn a_page_follow_and_download_are_classified_redacted_and_resume_exactly()
 async fn bad_queries_sources_and_cursors_are_refused() {
     let f = fixture().await;
     let admin = f.app.admin();
-    for query in [
-        "",
-        "source=gateway&tailLines=0",
-        "source=gateway&tailLines=1001",
-        "source=gateway&sinceSeconds=90000",
-        "source=gateway&minLevel=trace",
-        "source=gateway&unknown=1",
-        "source=sandbox",
-        "source=agent",
-        "source=gateway&pod=gw-0",
-        &format!("source=gateway&cursor=v1.e30.{}", "A".repeat(43)),
+    let forged = format!("source=gateway&cursor=v1.e30.{}", "A".repeat(43));
+    for (query, code) in [
+        ("", "INVALID_REQUEST"),
+        ("source=gateway&tailLines=0", "INVALID_REQUEST"),
+        ("source=gateway&tailLines=1001", "INVALID_REQUEST"),
+        ("source=gateway&sinceSeconds=90000", "INVALID_REQUEST"),
+        ("source=gateway&minLevel=trace", "INVALID_REQUEST"),
+        ("source=gateway&unknown=1", "INVALID_REQUEST"),
+        ("source=sandbox", "RUNTIME_LOGS_SOURCE_UNAVAILABLE"),
+        ("source=agent", "RUNTIME_LOGS_SOURCE_UNAVAILABLE"),
+        ("source=gateway&pod=gw-0", "RUNTIME_LOGS_POD_INVALID"),
+        (forged.as_str(), "RUNTIME_LOGS_CURSOR_INVALID"),
     ] {
         let reply = f.get(query, &admin).await;
         assert_eq!(
-            reply.status,
-            StatusCode::BAD_REQUEST,
+            (reply.status, reply.body["error"]["code"].as_str()),
+            (StatusCode::BAD_REQUEST, Some(code)),
             "{query}: {}",
             reply.body
         );
@@ -234,6 +237,7 @@ async fn bad_queries_sources_and_cursors_are_refused() {
         .get(&format!("source=gateway&cursor={cursor}"), &other)
         .await;
     assert_eq!(foreign.status, StatusCode::BAD_REQUEST, "{}", foreign.body);
+    assert_eq!(foreign.body["error"]["code"], "RUNTIME_LOGS_CURSOR_INVALID");
     let mut altered = cursor.clone().into_bytes();
     let at = 5;
     altered[at] = if altered[at] == b'a' { b'b' } else { b'a' };
@@ -345,4 +349,42 @@ async fn a_caller_past_its_burst_is_told_when_to_return() {
     }
     let limited = limited.expect("the limiter answered 429");
     assert!(limited.headers.contains_key(http::header::RETRY_AFTER));
+    assert_eq!(limited.body["error"]["code"], "RUNTIME_LOGS_RATE_LIMITED");
+}
+
+/// A Driver that cannot read: the reference's codes with fixed messages, never the Driver's text.
+#[tokio::test]
+async fn driver_failures_are_the_references_codes_without_the_drivers_text() {
+    let f = fixture().await;
+    let admin = f.app.admin();
+    for (reason, code) in [
+        (
+            ReasonCode::RuntimeLogsClusterRbac,
+            "RUNTIME_LOGS_CLUSTER_RBAC",
+        ),
+        (
+            ReasonCode::DependencyUnavailable,
+            "RUNTIME_LOGS_UNAVAILABLE",
+        ),
+    ] {
+        f.compute.script(
+            Verb::ReadLogs,
+            Scripted::Fail(ComputeError::transient(
+                reason,
+                "pods \"gw-secret-name\" is forbidden: User \"system:sa\" cannot get",
+            )),
+        );
+        let reply = f.get("source=gateway", &admin).await;
+        assert_eq!(
+            (reply.status, reply.body["error"]["code"].as_str()),
+            (StatusCode::SERVICE_UNAVAILABLE, Some(code)),
+            "{}",
+            reply.body
+        );
+        assert!(
+            !reply.body.to_string().contains("gw-secret-name"),
+            "{}",
+            reply.body
+        );
+    }
 }
