@@ -21,6 +21,7 @@ use occ_drivers::compute::Compute;
 
 use crate::authorization::found;
 use crate::deployments::{DeploymentState, DeploymentStatus, deployment_status_in};
+use crate::runtime_logs::handed_secret_metas;
 use crate::worker::revision_target;
 use crate::{Controller, Request};
 
@@ -91,6 +92,8 @@ struct Gathered {
     target: occ_core::compute::RevisionTarget,
     status: DeploymentStatus,
     recorded: Option<AgentRuntime>,
+    /// The Secrets the revision hands its runtime: their exact values are redacted too.
+    secrets: Vec<occ_core::resource::SecretMeta>,
 }
 
 impl Controller {
@@ -124,16 +127,22 @@ impl Controller {
         let revision = found(tx.revision_get(ns, agent_id, id).await?)?;
         let status = deployment_status_in(&mut tx, ns, agent_id, id).await?;
         let recorded = tx.agent_runtime_get(ns, agent_id).await?;
+        let secrets = handed_secret_metas(&mut tx, ns, &revision).await?;
         drop(tx);
         Ok(Gathered {
             target: revision_target(&agent, &revision),
             status,
             recorded,
+            secrets,
         })
     }
 
     /// The Driver's report of the gathered revision, with what occ recorded, sanitized.
-    async fn report(&self, gathered: &Gathered) -> Result<RuntimeReport, ComputeError> {
+    async fn report(
+        &self,
+        gathered: &Gathered,
+        redactor: &Redactor,
+    ) -> Result<RuntimeReport, ComputeError> {
         let compute = self.runtime.as_ref().ok_or_else(|| {
             ComputeError::transient(
                 occ_core::ReasonCode::DependencyUnavailable,
@@ -154,7 +163,7 @@ impl Controller {
                 gathered.recorded.as_ref(),
                 gathered.target.revision_id.as_str(),
             )
-            .sanitized(&Redactor::default()))
+            .sanitized(redactor))
     }
 
     /// The revision's workloads as its Compute Driver reports them now (503 when the Driver
@@ -176,8 +185,10 @@ impl Controller {
             )
             .await?;
         let observed_at = Timestamp::now();
+        // Fail closed: without the values the report could show one.
+        let redactor = Redactor::new(self.handed_values(ns, &gathered.secrets).await?);
         let report = self
-            .report(&gathered)
+            .report(&gathered, &redactor)
             .await
             .map_err(|e| Error::unavailable(format!("runtime report: {e}")))?;
         Ok(DeploymentRuntime {
@@ -201,7 +212,8 @@ impl Controller {
             .gather(req, ns, agent, id, "openclaw.agent_deployments.diagnose")
             .await?;
         let observed_at = Timestamp::now();
-        let report = self.report(&gathered).await;
+        // The checks carry codes only, never output: patterns are enough.
+        let report = self.report(&gathered, &Redactor::default()).await;
         let mut checks = vec![reconcile_check(&gathered.status, observed_at)];
         checks.extend(runtime_checks(report, observed_at));
         checks.push(exits_check(

@@ -389,12 +389,7 @@ impl Controller {
             .await?;
         let agent = found(tx.agent_get(ns, agent_id).await?)?;
         let revision = found(tx.revision_get(ns, agent_id, revision_id).await?)?;
-        let mut secrets = Vec::new();
-        for id in handed_secrets(&revision) {
-            if let Some(meta) = tx.secret_get(ns, &id).await? {
-                secrets.push(meta);
-            }
-        }
+        let secrets = handed_secret_metas(&mut tx, ns, &revision).await?;
         drop(tx);
         let Some(compute) = &self.runtime else {
             return Err(Error::new(
@@ -522,7 +517,7 @@ impl Controller {
 
     /// The exact values the revision was handed (bound Secrets, the harness credential), read
     /// through the Secret Driver; one that cannot be read now refuses the page (fail closed).
-    async fn handed_values(
+    pub(crate) async fn handed_values(
         &self,
         ns: &NamespaceId,
         secrets: &[occ_core::resource::SecretMeta],
@@ -551,6 +546,22 @@ impl Controller {
         }
         Ok(values)
     }
+}
+
+/// The metadata of the Secrets whose values a revision hands its runtime (a deleted one is
+/// skipped: its value can no longer be named).
+pub(crate) async fn handed_secret_metas(
+    tx: &mut occ_store::Tx,
+    ns: &NamespaceId,
+    revision: &AgentRevision,
+) -> Result<Vec<occ_core::resource::SecretMeta>, Error> {
+    let mut secrets = Vec::new();
+    for id in handed_secrets(revision) {
+        if let Some(meta) = tx.secret_get(ns, &id).await? {
+            secrets.push(meta);
+        }
+    }
+    Ok(secrets)
 }
 
 /// The Secrets whose values a revision hands its runtime.
