@@ -3,7 +3,7 @@
 // suggested actions.
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { diagnosisSummary, failingCheck, outputLines, stepName, suggestedActions } from '../../crates/occ-api/console/assets/diagnosis.js';
+import { diagnosisSummary, failingCheck, outputLineText, outputLines, stepName, suggestedActions } from '../../crates/occ-api/console/assets/diagnosis.js';
 
 const check = (component, name, state, code) => ({ component, check: name, state, checkedAt: '2026-12-02T03:00:00.000Z', ...(code ? { code } : {}) });
 const failedStartup = {
@@ -36,6 +36,19 @@ test('the output lines are the ones recorded with the failure (strings only)', (
   assert.deepEqual(outputLines(failedDeployment), ['Error: ENOTDIR: not a directory, open \'/dev/null/x/cert.pem\'']);
   assert.deepEqual(outputLines({ status: 'failed', error: { code: 'X', message: 'y' } }), []);
   assert.deepEqual(outputLines(null), []);
+});
+
+test('structured OpenClaw lines read as time, level and message; other text stays as it is', () => {
+  const structured = JSON.stringify({
+    0: 'Gateway failed to start: gateway tls: cert/key missing.',
+    _meta: { runtime: 'node', logLevelName: 'ERROR', name: 'openclaw' },
+    time: '2026-12-02T03:02:22.563+00:00',
+    message: 'Gateway failed to start: gateway tls: cert/key missing.',
+  });
+  assert.equal(outputLineText(structured), '2026-12-02T03:02:22.563+00:00 error Gateway failed to start: gateway tls: cert/key missing.');
+  assert.equal(outputLineText('{"not": "openclaw"}'), '{"not": "openclaw"}');
+  assert.equal(outputLineText('{broken'), '{broken');
+  assert.equal(outputLineText('plain text'), 'plain text');
 });
 
 test('actions: one per distinct code, the restore noted, a fallback when no code has its own', () => {

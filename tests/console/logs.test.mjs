@@ -4,7 +4,7 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  LEVEL_CHIPS, MAX_RECORDS, appendPage, defaultRevision, downloadName, gapLabel, logsQuery, matchesFilter, recordText, retryDelay,
+  LEVEL_CHIPS, MAX_RECORDS, appendPage, defaultRevision, downloadName, gapLabel, lineParts, logsQuery, matchesFilter, recordText, retryDelay,
 } from '../../crates/occ-api/console/assets/logs.js';
 
 const revisions = [{ id: 'rev_1', revision: 1 }, { id: 'rev_3', revision: 3 }, { id: 'rev_2', revision: 2 }];
@@ -42,7 +42,9 @@ test('the level chips map to minLevel, All to none', () => {
 test('records read as rows: lines, gaps and withheld counts', () => {
   assert.equal(recordText(line('listening on 127.0.0.1:18789', { subsystem: 'gateway' })),
     '2026-12-02T03:00:00.000Z info [gateway] listening on 127.0.0.1:18789');
-  assert.equal(recordText(line('plain text', { time: null, level: 'unknown', kind: 'text' })), '- unknown plain text');
+  assert.equal(recordText(line('plain text', { time: null, level: 'unknown', kind: 'text' })), 'plain text', 'what a line does not say is left out');
+  assert.deepEqual(lineParts(line('m', { level: 'warn', subsystem: 'ws' })),
+    { time: '2026-12-02T03:00:00.000Z', level: 'warn', subsystem: '[ws]', message: 'm' });
   assert.equal(recordText(line('long', { truncated: true })), '2026-12-02T03:00:00.000Z info long …(cut)');
   assert.equal(gapLabel(gap('window_exceeded')), 'lines lost: window_exceeded');
   assert.equal(gapLabel(gap('stream_replaced')), 'log started over: stream_replaced');

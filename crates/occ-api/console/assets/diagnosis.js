@@ -65,10 +65,29 @@ export function suggestedActions(checks, deployment) {
   return unique;
 }
 
+/**
+ * One recorded output line as people read it: OpenClaw's structured log lines (JSON with
+ * `_meta`, as the logs route classifies them) as `time level message`, other text as it is.
+ */
+export function outputLineText(line) {
+  if (!line.trimStart().startsWith('{')) return line;
+  let value;
+  try {
+    value = JSON.parse(line);
+  } catch {
+    return line;
+  }
+  const meta = value && value._meta;
+  if (!meta || typeof meta !== 'object' || typeof value.message !== 'string') return line;
+  const level = typeof meta.logLevelName === 'string' ? meta.logLevelName.toLowerCase() : '';
+  const time = typeof value.time === 'string' ? value.time : '';
+  return [time, level, value.message].filter(Boolean).join(' ');
+}
+
 /** The gateway's last output lines the failed deployment recorded (redacted by occ). */
 export function outputLines(deployment) {
   const output = deployment && deployment.error && deployment.error.data && deployment.error.data.output;
-  return Array.isArray(output) ? output.filter((line) => typeof line === 'string') : [];
+  return Array.isArray(output) ? output.filter((line) => typeof line === 'string').map(outputLineText) : [];
 }
 
 /**

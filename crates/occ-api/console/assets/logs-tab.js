@@ -9,7 +9,7 @@ import { api, apiText, paths } from './api.js';
 import { h, replace, when } from './dom.js';
 import {
   FOLLOW_INTERVAL_MS, LEVEL_CHIPS, MAX_RECORDS, SINCE_CHOICES, TAIL_SIZES,
-  appendPage, defaultRevision, downloadName, logsQuery, matchesFilter, recordText, retryDelay,
+  appendPage, defaultRevision, downloadName, lineParts, logsQuery, matchesFilter, recordText, retryDelay,
 } from './logs.js';
 import { canAgent, ctx, showError } from './shell.js';
 
@@ -40,13 +40,15 @@ export function logsDeniedNotice(id) {
 
 /**
  * The revision shown first: the latest one when it is newer than the active one and has
- * workloads (the runtime route needs `operate`; unreadable counts as none).
+ * workloads (the runtime route needs Agent `operate` and `read`; unreadable counts as none).
  */
 async function initialRevision(ns, agent, revisions) {
   let latest = null;
   for (const r of revisions) if (!latest || r.revision > latest.revision) latest = r;
   let latestHasWorkloads = false;
-  if (latest && agent.activeRevisionId && latest.id !== agent.activeRevisionId) {
+  // Asked only of a caller it would not refuse: every refusal is an audited denial.
+  const mayReadRuntime = canAgent(agent.id, 'operate') && canAgent(agent.id, 'read');
+  if (mayReadRuntime && latest && agent.activeRevisionId && latest.id !== agent.activeRevisionId) {
     try {
       const runtime = (await api('GET', paths.deploymentRuntime(ns, agent.id, latest.id))).data;
       latestHasWorkloads = Array.isArray(runtime.pods) && runtime.pods.length > 0;
@@ -149,11 +151,16 @@ export async function renderLogs(panel, { ns, agent, revisions, scope, wanted })
   }
 
   function row(record) {
-    return h('div', {
+    const attrs = {
       class: `log-row log-${record.type}${record.type === 'line' ? ` level-${record.level}` : ''}`,
       dataset: { type: record.type, level: record.level || '' },
       hidden: !matchesFilter(record, filterInput.value),
-    }, recordText(record));
+    };
+    if (record.type !== 'line') return h('div', attrs, recordText(record));
+    const { time, level, subsystem, message } = lineParts(record);
+    const part = (cls, text) => (text ? [h('span', { class: cls }, text), ' '] : null);
+    return h('div', attrs, part('log-time', time), part('log-level', level), part('log-subsystem', subsystem),
+      h('span', { class: 'log-message' }, message));
   }
 
   /** Appends a page's records (and drops the oldest beyond the bound), keeping the scroll. */

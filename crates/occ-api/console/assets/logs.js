@@ -77,15 +77,27 @@ export function gapLabel(record) {
   return `${GAP_WORDS[record.reason] || 'gap'}: ${record.reason}`;
 }
 
+/**
+ * The parts of a line's row, each empty when the line does not say it: time, level (`unknown`
+ * is left out), subsystem and message (marked when occ cut it).
+ */
+export function lineParts(record) {
+  return {
+    time: record.time || '',
+    level: record.level && record.level !== 'unknown' ? record.level : '',
+    subsystem: record.subsystem ? `[${record.subsystem}]` : '',
+    message: `${record.message}${record.truncated ? ' …(cut)' : ''}`,
+  };
+}
+
 /** One record as the text of its row. */
 export function recordText(record) {
   if (record.type === 'gap') return `— ${gapLabel(record)} — ${record.remedy || ''}`.trimEnd();
   if (record.type === 'withheld') {
     return `— ${record.count} ${record.count === 1 ? 'line' : 'lines'} withheld: ${record.reason} —`;
   }
-  const subsystem = record.subsystem ? ` [${record.subsystem}]` : '';
-  const cut = record.truncated ? ' …(cut)' : '';
-  return `${record.time || '-'} ${record.level || 'unknown'}${subsystem} ${record.message}${cut}`;
+  const { time, level, subsystem, message } = lineParts(record);
+  return [time, level, subsystem, message].filter(Boolean).join(' ');
 }
 
 /**
