@@ -393,6 +393,8 @@ test('the web console, end to end', { timeout: 15 * 60_000 }, async (t) => {
       fs.appendFileSync(path.join(DATA, 'compute/namespaces', ns, 'agents', agentId, 'logs/gateway.log'), `${marker}\n`);
       const markerRow = page.locator('#logs-output .log-line', { hasText: marker });
       await markerRow.waitFor({ timeout: 20_000 });
+      assert.ok(await page.$eval('#logs-output', (el) => el.scrollHeight - el.scrollTop - el.clientHeight < 24),
+        'following keeps the newest line in view');
       const deadline = Date.now() + 20_000;
       while (reads.length - viewStart < 4) {
         assert.ok(Date.now() < deadline, `only ${reads.length - viewStart - 1} follow polls in 20 s`);

@@ -163,9 +163,12 @@ export async function renderLogs(panel, { ns, agent, revisions, scope, wanted })
       h('span', { class: 'log-message' }, message));
   }
 
+  /** Whether the newest row is in view (then it stays in view as rows come and go). */
+  const atBottom = () => output.scrollHeight - output.scrollTop - output.clientHeight < 24;
+
   /** Appends a page's records (and drops the oldest beyond the bound), keeping the scroll. */
   function show(page) {
-    const atBottom = output.scrollHeight - output.scrollTop - output.clientHeight < 24;
+    const followNewest = atBottom();
     const { records: kept, dropped } = appendPage(records, page, MAX_RECORDS);
     const added = (page.records || []).slice(-MAX_RECORDS);
     records = kept;
@@ -173,7 +176,7 @@ export async function renderLogs(panel, { ns, agent, revisions, scope, wanted })
     for (let i = 0; i < dropped && output.firstChild; i += 1) output.firstChild.remove();
     output.append(...added.map(row));
     if (!records.length) output.append(h('p', { class: 'empty log-empty' }, 'No output for this revision yet.'));
-    if (atBottom) output.scrollTop = output.scrollHeight;
+    if (followNewest) output.scrollTop = output.scrollHeight;
   }
 
   /** Asks for one page of `theView`; waits out 429s. Resolves the page, or null when stale. */
@@ -296,10 +299,12 @@ export async function renderLogs(panel, { ns, agent, revisions, scope, wanted })
 
   filterInput.addEventListener('input', () => {
     const filter = filterInput.value;
+    const followNewest = atBottom();
     records.forEach((record, i) => {
       const el = output.children[i];
       if (el) el.hidden = !matchesFilter(record, filter);
     });
+    if (followNewest) output.scrollTop = output.scrollHeight;
     renderStatus();
   });
   for (const control of [revisionSelect, sourceSelect, tailSelect, sinceSelect]) {
