@@ -1,11 +1,14 @@
 // The web console end to end, in headless Chromium against `occ dev` with real OpenClaw
 // gateways (started by scripts/console-e2e.sh, which sets OCC_URL and OCC_DATA_DIR):
 // sign in → create an Agent with an edited USER.md → deploy → see it running → its four files
-// right away (within 10 s) → edit AGENTS.md and save → reload and see it → stop → see it
-// stopped → deploy a new version → roll back to the first revision → delete; a stale defaults identity shows the reload message;
-// an unknown write outcome disables Save until the file is reloaded; a read-only user sees no
-// enabled mutating control and gets the API's 403 explained when it forces one. Screenshots of
-// each main page go to docs/console/.
+// right away (within 10 s) → edit AGENTS.md and save → reload and see it → its gateway's output
+// in the Logs tab (level chip, text filter, follow with the cursor and no duplicate, download)
+// → stop → see it stopped → deploy a new version → roll back to the first revision → deploy a
+// version whose gateway cannot start and diagnose it → delete; a stale defaults identity shows
+// the reload message; an unknown write outcome disables Save until the file is reloaded; a
+// read-only user sees no enabled mutating control, is told it may not read the logs, and gets
+// the API's 403 explained when it forces a control. Screenshots of each main page go to
+// docs/console/.
 
 import test from 'node:test';
 import assert from 'node:assert/strict';
@@ -334,6 +337,107 @@ test('the web console, end to end', { timeout: 15 * 60_000 }, async (t) => {
     assert.ok(!(await page.inputValue('#ws-soul-md')).includes('Calm.'), 'reload shows what the file really holds');
   });
 
+  await step('the Logs tab: gateway lines, a level chip, the text filter, follow without duplicates, download', async () => {
+    const revisions = (await pageApi(page, 'GET', `/namespaces/${ns}/agents/${agentId}/revisions`)).body.data;
+    const reads = []; // every JSON page of the logs route, in the order answered
+    const onResponse = (r) => {
+      if (!r.url().includes('/runtime/logs?') || r.url().includes('download=true')) return;
+      reads.push({ url: new URL(r.url()), status: r.status(), body: r.json().catch(() => null) });
+    };
+    const logsPage = (test) => page.waitForResponse((r) => r.url().includes('/runtime/logs?') && test(new URL(r.url())));
+    /** Does `action`, and resolves the records of the new view it starts, once drawn. */
+    const newView = async (action, test) => {
+      const [response] = await Promise.all([logsPage(test), typeof action === 'string' ? page.click(action) : action()]);
+      assert.equal(response.status(), 200);
+      const { records } = (await response.json()).data;
+      await page.waitForFunction((n) => !document.querySelector('#logs-output .loading')
+        && document.querySelectorAll('#logs-output > div').length === n, records.length);
+      return records;
+    };
+    page.on('response', onResponse);
+    try {
+      // a deep link to the tab (which also clears the earlier step's alert)
+      const records = await newView(() => page.goto(`${agentUrl}&tab=logs`), (u) => u.searchParams.get('tailLines') === '200');
+      assert.equal(await page.getAttribute('#tab-logs', 'aria-selected'), 'true');
+      assert.ok(records.some((r) => r.type === 'line'), 'the running gateway has written lines');
+      assert.equal(await page.inputValue('#logs-revision'), revisions[0].id, 'the active revision by default');
+
+      // a level chip asks occ for that level and up (lines of no stated level stay)
+      await newView('#logs-level-error', (u) => u.searchParams.get('minLevel') === 'error');
+      assert.equal(await page.getAttribute('#logs-level-error', 'aria-pressed'), 'true');
+      assert.equal(await page.getAttribute('#logs-level-all', 'aria-pressed'), 'false');
+      const levels = await page.$$eval('#logs-output .log-line', (rows) => rows.map((r) => r.dataset.level));
+      assert.ok(levels.every((l) => l === 'error' || l === 'unknown'), `levels shown: ${[...new Set(levels)]}`);
+      await newView('#logs-level-all', (u) => !u.searchParams.has('minLevel') && !u.searchParams.has('cursor'));
+
+      // the text filter hides the rows that do not contain it, on the client
+      const texts = await page.$$eval('#logs-output .log-line', (rows) => rows.map((r) => r.textContent));
+      const wanted = texts[texts.length - 1].slice(-12).trim();
+      const before = reads.length;
+      await page.fill('#logs-filter', wanted);
+      const visible = await page.$$eval('#logs-output .log-line:not([hidden])', (rows) => rows.map((r) => r.textContent));
+      assert.ok(visible.length >= 1, 'the row the filter came from shows');
+      assert.ok(visible.every((x) => x.toLowerCase().includes(wanted.toLowerCase())), `every row shown contains “${wanted}”`);
+      assert.match(await page.locator('#logs-status').textContent(), /matching/);
+      await page.fill('#logs-filter', 'no line says this 9f2c');
+      assert.equal(await page.locator('#logs-output .log-line:not([hidden])').count(), 0);
+      await page.fill('#logs-filter', '');
+      assert.equal(reads.length, before, 'filtering asks occ for nothing');
+
+      // follow: each poll resumes the previous page's cursor, and each record shows once
+      const viewStart = reads.length - 1;
+      await page.click('#logs-follow');
+      assert.equal(await page.getAttribute('#logs-follow', 'aria-pressed'), 'true');
+      // the gateway writes a line (appended to its captured output, as its own writes are)
+      const marker = `console e2e follow marker ${Date.now()}`;
+      fs.appendFileSync(path.join(DATA, 'compute/namespaces', ns, 'agents', agentId, 'logs/gateway.log'), `${marker}\n`);
+      const markerRow = page.locator('#logs-output .log-line', { hasText: marker });
+      await markerRow.waitFor({ timeout: 20_000 });
+      assert.ok(await page.$eval('#logs-output', (el) => el.scrollHeight - el.scrollTop - el.clientHeight < 24),
+        'following keeps the newest line in view');
+      const deadline = Date.now() + 20_000;
+      while (reads.length - viewStart < 4) {
+        assert.ok(Date.now() < deadline, `only ${reads.length - viewStart - 1} follow polls in 20 s`);
+        await page.waitForTimeout(250);
+      }
+      await page.click('#logs-follow');
+      assert.equal(await page.getAttribute('#logs-follow', 'aria-pressed'), 'false');
+      await page.waitForTimeout(1500); // a poll already sent is still drawn
+      const view = reads.slice(viewStart);
+      const bodies = await Promise.all(view.map((r) => r.body));
+      for (let i = 1; i < view.length; i += 1) {
+        assert.equal(view[i].status, 200, JSON.stringify(bodies[i]));
+        const previous = bodies.slice(0, i).reverse().find((b) => b.data.cursor).data.cursor;
+        assert.equal(view[i].url.searchParams.get('cursor'), previous, `poll ${i} resumes the cursor of the page before`);
+        assert.equal(view[i].url.searchParams.get('tailLines'), null, 'a poll asks for no tail');
+      }
+      const delivered = bodies.reduce((n, b) => n + b.data.records.length, 0);
+      assert.equal(await page.locator('#logs-output > div').count(), delivered,
+        'every record delivered is one row: nothing twice, nothing left out');
+      assert.equal(await markerRow.count(), 1, 'the new line shows once, however many polls followed');
+      const followed = bodies.slice(1).reduce((n, b) => n + b.data.records.length, 0);
+      t.diagnostic(`follow: ${view.length - 1} polls delivered ${followed} new records`);
+      await shot(page, 'agent-logs', { fullPage: true });
+
+      // leaving the tab stops the polls
+      await page.click('#logs-follow');
+      await page.click('#tab-configuration');
+      const left = reads.length;
+      await page.waitForTimeout(4500);
+      assert.equal(reads.length, left, 'no poll after the tab was left');
+
+      // download: the same records as a text file
+      await newView('#tab-logs', (u) => u.searchParams.has('tailLines'));
+      const [download] = await Promise.all([page.waitForEvent('download'), page.click('#logs-download')]);
+      assert.equal(download.suggestedFilename(), `${agentId}-${revisions[0].id}-gateway.log`);
+      const text = fs.readFileSync(await download.path(), 'utf8');
+      assert.ok(text.length > 0, 'the download is not empty');
+      assert.ok(text.endsWith('\n'));
+    } finally {
+      page.off('response', onResponse);
+    }
+  });
+
   await step('a read-only user sees no enabled mutating control and gets the 403 explained', async () => {
     // the administrator grants read on the Namespace and on this Agent, its Configuration and
     // its revisions (exact bindings, as the Namespace IAM API makes them)
@@ -368,9 +472,19 @@ test('the web console, end to end', { timeout: 15 * 60_000 }, async (t) => {
       await viewer.locator(`#agents-table a`).first().click();
       await waitState(viewer, 'running');
       assert.equal(await viewer.locator('#view-only').isVisible(), true);
-      for (const tab of ['configuration', 'activity', 'files']) {
+      let logReads = 0;
+      viewer.on('request', (r) => { if (/\/deployments\/[^/]+\/runtime/.test(r.url())) logReads += 1; });
+      for (const tab of ['configuration', 'activity', 'files', 'logs']) {
         await viewer.click(`#tab-${tab}`);
         await viewer.locator(`#panel-${tab} .loading`).waitFor({ state: 'detached' });
+        if (tab === 'logs') {
+          // without read_logs the tab says so, its controls are disabled and occ is not asked
+          await viewer.locator('#logs-denied').waitFor();
+          assert.match(await viewer.locator('#logs-denied').textContent(), /read_logs/);
+          assert.equal(await viewer.isDisabled('#logs-follow'), true);
+          assert.equal(await viewer.isDisabled('#logs-download'), true);
+          assert.equal(logReads, 0, 'no runtime or log request was sent');
+        }
         if (tab === 'files') {
           await viewer.locator('#reload-user-md:not([disabled])').waitFor({ timeout: 60_000 });
           assert.equal(await viewer.inputValue('#ws-user-md'), USER_MD, 'the viewer reads the files');
@@ -478,7 +592,7 @@ test('the web console, end to end', { timeout: 15 * 60_000 }, async (t) => {
     await page.locator(`#agents-table tr[data-agent="${agentId}"] [data-state="running"]`).waitFor();
     await shot(page, 'agents');
     await page.setViewportSize({ width: 390, height: 844 });
-    for (const url of [`${URL_BASE}/console/agents?namespace=${ns}`, `${agentUrl}&tab=files`, `${URL_BASE}/console/agents/new?namespace=${ns}`]) {
+    for (const url of [`${URL_BASE}/console/agents?namespace=${ns}`, `${agentUrl}&tab=files`, `${agentUrl}&tab=logs`, `${URL_BASE}/console/agents/new?namespace=${ns}`]) {
       await page.goto(url);
       await page.locator('#main h1').waitFor();
       await page.waitForLoadState('networkidle');
@@ -509,9 +623,44 @@ test('the web console, end to end', { timeout: 15 * 60_000 }, async (t) => {
     }, null, { timeout: 60_000 });
   });
 
-  await step('delete the Agent with confirmation', async () => {
+  await step('a version whose gateway cannot start fails; Diagnose names the cause', async () => {
     await page.goto(`${agentUrl}&tab=configuration`);
     await waitState(page, 'running');
+    await page.locator('#create-version').click();
+    await page.fill('#configuration-editor', JSON.stringify({
+      agents: { defaults: { model: { primary: 'openai/gpt-5-mini' } } },
+      // valid for the schema, but the gateway cannot read a certificate under a file
+      gateway: { tls: { enabled: true, autoGenerate: false, certPath: '/dev/null/occ-console/cert.pem', keyPath: '/dev/null/occ-console/key.pem' } },
+    }, null, 2));
+    await page.click('#deploy');
+    await waitState(page, 'failed', DEPLOY_TIMEOUT);
+    await page.click('#tab-activity');
+    const failedRow = page.locator('#activity-table tbody tr[data-revision="4"][data-status="failed"]');
+    await failedRow.waitFor();
+    // only a failed deployment offers a diagnosis
+    assert.equal(await page.locator('#activity-table [id^="diagnose-"]').count(), 1);
+    await page.click('#diagnose-4');
+    await page.locator('#diagnosis-code code').waitFor({ timeout: 30_000 });
+    const code = await page.locator('#diagnosis-code').textContent();
+    assert.match(code, /^(RUNTIME_STARTUP_FAILED|RUNTIME_CONFIGURATION_INVALID)$/);
+    assert.equal(await page.locator('#diagnosis-step').textContent(), 'Deployment: reconciliation');
+    assert.match(await page.locator('#diagnosis-message').textContent(), /Revision 3, which served before, was restored/);
+    assert.ok((await page.locator('pre#diagnosis-output').textContent()).trim().length > 0, 'the gateway\'s last output lines');
+    assert.match(await page.locator('#diagnosis-output').textContent(), /cert|tls|key/i, 'the output names the certificate problem');
+    const actions = await page.$$eval('#diagnosis-actions li', (lis) => lis.map((li) => li.textContent));
+    assert.ok(actions.some((a) => /restored the revision that served before/.test(a)), actions.join('\n'));
+    assert.ok(actions.length >= 2, actions.join('\n'));
+    await shot(page, 'agent-diagnosis', { fullPage: true });
+    // the panel opens the failed revision's logs
+    await page.click('#diagnosis-logs');
+    assert.equal(await page.getAttribute('#tab-logs', 'aria-selected'), 'true');
+    const revision4 = (await pageApi(page, 'GET', `/namespaces/${ns}/agents/${agentId}/revisions`)).body.data.find((r) => r.revision === 4);
+    assert.equal(await page.inputValue('#logs-revision'), revision4.id);
+  });
+
+  await step('delete the Agent with confirmation', async () => {
+    await page.goto(`${agentUrl}&tab=configuration`);
+    await waitState(page, 'failed');
     await page.click('#delete-agent');
     await confirmDialog(page, 'Permanently delete Agent');
     await page.waitForURL(new RegExp(`/console/agents\\?namespace=${ns}$`), { timeout: 180_000 });

@@ -63,6 +63,10 @@ static ASSETS: &[Asset] = assets![
     ("signin.js", JS),
     ("agents.js", JS),
     ("agent.js", JS),
+    ("logs.js", JS),
+    ("logs-tab.js", JS),
+    ("diagnosis.js", JS),
+    ("diagnosis-panel.js", JS),
     ("namespaces.js", JS),
     ("favicon.svg", "image/svg+xml"),
 ];

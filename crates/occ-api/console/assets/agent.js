@@ -1,12 +1,14 @@
 // One Agent: its state and actions (Stop Agent, Delete Agent and their refreshes), the gateway
-// as the worker last observed it (state, restarts, last exit), the deploy progress, and three
+// as the worker last observed it (state, restarts, last exit), the deploy progress, and four
 // tabs — Configuration (view, Create new version, Deploy new version), Deployment activity
-// (revisions, newest first, each with Roll back to this revision) and Workspace files (one
-// editor per file).
+// (revisions, newest first, each with Roll back to this revision, and Diagnose on a failed one),
+// Workspace files (one editor per file) and Logs (`logs-tab.js`).
 
 import { api, paths } from './api.js';
 import { confirmDialog, h, replace, when } from './dom.js';
 import { FILES, fileKey, jsonEditor, lf, loadLatest } from './agents.js';
+import { diagnosisPanel } from './diagnosis-panel.js';
+import { renderLogs } from './logs-tab.js';
 import { STATES, canRollBackTo, isPending, isTransitional, lifecycleState, runtimeSummary } from './lifecycle.js';
 import {
   actionButton, badge, canAgent, canConfiguration, clearAlert, ctx, href, navigate, page, showError, showStatus,
@@ -16,6 +18,7 @@ const TABS = [
   { id: 'configuration', label: 'Configuration' },
   { id: 'activity', label: 'Deployment activity' },
   { id: 'files', label: 'Workspace files' },
+  { id: 'logs', label: 'Logs' },
 ];
 
 function describeDeployment(d) {
@@ -115,6 +118,10 @@ export async function agentPage({ scope, params: [agentId] }) {
 
   let polling = false;
   let tabOnUpdate = null;
+  /** Stops what the tab on screen runs by itself (the Logs tab's follow), when it is left. */
+  let tabOnLeave = null;
+  /** The revision the Logs tab opens on next (set from the Diagnostics panel), or null. */
+  let logsRevision = null;
   let announcedState = state;
 
   async function refreshAgent() {
@@ -279,7 +286,9 @@ export async function agentPage({ scope, params: [agentId] }) {
     params.set('tab', TABS[index].id);
     history.replaceState(null, '', `${location.pathname}?${params}`);
     tabOnUpdate = null;
-    const renderers = { configuration: renderConfiguration, activity: renderActivity, files: renderFiles };
+    if (tabOnLeave) tabOnLeave();
+    tabOnLeave = null;
+    const renderers = { configuration: renderConfiguration, activity: renderActivity, files: renderFiles, logs: renderLogsTab };
     try {
       await renderers[TABS[index].id](panels[index]);
     } catch (e) {
@@ -417,7 +426,17 @@ export async function agentPage({ scope, params: [agentId] }) {
 
   async function renderActivity(panel) {
     const body = h('div', { class: 'table-wrap' }, h('p', { class: 'loading' }, 'Loading deployments…'));
-    replace(panel, h('h2', {}, 'Deployment activity'), body);
+    const diagnosis = diagnosisPanel({
+      ns,
+      agentId,
+      openLogs: (revisionId) => {
+        logsRevision = revisionId;
+        select('logs', { focus: true });
+      },
+    });
+    replace(panel, h('h2', {}, 'Deployment activity'), body, diagnosis.section);
+    // Diagnostics read the workload (Agent operate and read, as the runtime route).
+    const mayDiagnose = canAgent(agent.id, 'operate');
     const draw = async () => {
       const list = [...(await api('GET', paths.revisions(ns, agentId))).data].sort((a, b) => b.revision - a.revision);
       const deployments = await Promise.all(list.map((r) => api('GET', paths.deployment(ns, agentId, r.id)).then((x) => x.data)));
@@ -443,6 +462,12 @@ export async function agentPage({ scope, params: [agentId] }) {
             onclick: () => rollBack(r),
           });
           rollback.setAttribute('aria-label', `Roll back to revision #${r.revision}`);
+          const diagnose = d.status === 'failed'
+            ? h('button', {
+              type: 'button', class: 'secondary', id: `diagnose-${r.revision}`, disabled: !mayDiagnose,
+              'aria-label': `Diagnose revision #${r.revision}`, onclick: () => diagnosis.diagnose(r, d),
+            }, 'Diagnose')
+            : null;
           return h('tr', { dataset: { revision: String(r.revision), status: d.status } },
             h('td', { 'data-label': 'Revision' }, `#${r.revision} `, h('code', { class: 'small' }, r.id),
               r.redeployedFromRevisionId ? h('span', { class: 'hint' }, ` rolled back to ${source ? `#${source.revision}` : r.redeployedFromRevisionId}`) : null),
@@ -450,11 +475,19 @@ export async function agentPage({ scope, params: [agentId] }) {
             h('td', { 'data-label': 'Status' }, h('span', { class: `badge deploy-${d.status}` }, describeDeployment(d))),
             h('td', { 'data-label': 'Progress or error' }, note),
             h('td', { 'data-label': 'Admitted' }, when(r.createdAt)),
-            h('td', { 'data-label': 'Actions' }, rollback));
+            h('td', { 'data-label': 'Actions' }, h('div', { class: 'row-actions' }, rollback, diagnose)));
         }))));
     };
     await draw();
     tabOnUpdate = () => draw();
+  }
+
+  // -- Logs
+
+  async function renderLogsTab(panel) {
+    const wanted = logsRevision;
+    logsRevision = null;
+    tabOnLeave = await renderLogs(panel, { ns, agent, revisions, scope, wanted });
   }
 
   // -- Workspace files
@@ -574,5 +607,5 @@ export async function agentPage({ scope, params: [agentId] }) {
   renderSummary();
   await select(wanted);
   if (isTransitional(state) || deleteRequested || (runtime && runtime.state === 'restarting')) await refreshAgent();
-  scope.onDispose(() => { tabOnUpdate = null; });
+  scope.onDispose(() => { tabOnUpdate = null; tabOnLeave = null; });
 }

@@ -5,13 +5,15 @@
 
 /** An error answered by the API (or a network failure, status 0). */
 export class ApiError extends Error {
-  constructor({ status, code, message, requestId, details }) {
+  constructor({ status, code, message, requestId, details, retryAfter }) {
     super(message);
     this.name = 'ApiError';
     this.status = status;
     this.code = code;
     this.requestId = requestId || null;
     this.details = Array.isArray(details) ? details : [];
+    /** Seconds to wait before asking again (429's `Retry-After`), or null. */
+    this.retryAfter = retryAfter || null;
   }
 }
 
@@ -23,11 +25,11 @@ export function setUnauthenticatedHandler(handler) {
 }
 
 /**
- * Calls the API. Resolves `{data, requestId, status}`; rejects with an ApiError carrying the
- * envelope's code, message, details and request id (also read from `x-request-id`).
+ * Sends a request; resolves the Response when it succeeded, rejects with an ApiError carrying
+ * the envelope's code, message, details and request id (also read from `x-request-id`).
  */
-export async function api(method, path, body) {
-  const init = { method, credentials: 'same-origin', headers: { accept: 'application/json' } };
+async function send(method, path, body, accept) {
+  const init = { method, credentials: 'same-origin', headers: { accept } };
   if (body !== undefined) {
     init.headers['content-type'] = 'application/json';
     init.body = JSON.stringify(body);
@@ -42,30 +44,48 @@ export async function api(method, path, body) {
       message: `occ could not be reached (${e.message}). Nothing was retried; check the current state before trying again.`,
     });
   }
-  const headerId = response.headers.get('x-request-id');
-  let doc = null;
-  const text = await response.text();
-  if (text) {
-    try {
-      doc = JSON.parse(text);
-    } catch {
-      doc = null;
-    }
+  if (response.ok) return response;
+  const doc = parse(await response.text());
+  const error = (doc && doc.error) || {};
+  const retryAfter = Number.parseInt(response.headers.get('retry-after') || '', 10);
+  const err = new ApiError({
+    status: response.status,
+    code: error.code || `HTTP_${response.status}`,
+    message: error.message || response.statusText || 'The request failed',
+    requestId: (doc && doc.meta && doc.meta.requestId) || response.headers.get('x-request-id'),
+    details: error.details,
+    retryAfter: Number.isFinite(retryAfter) ? retryAfter : null,
+  });
+  if (response.status === 401 && !path.startsWith('/api/auth/')) onUnauthenticated(err);
+  throw err;
+}
+
+function parse(text) {
+  if (!text) return null;
+  try {
+    return JSON.parse(text);
+  } catch {
+    return null;
   }
-  const requestId = (doc && doc.meta && doc.meta.requestId) || headerId;
-  if (!response.ok) {
-    const error = (doc && doc.error) || {};
-    const err = new ApiError({
-      status: response.status,
-      code: error.code || `HTTP_${response.status}`,
-      message: error.message || response.statusText || 'The request failed',
-      requestId,
-      details: error.details,
-    });
-    if (response.status === 401 && !path.startsWith('/api/auth/')) onUnauthenticated(err);
-    throw err;
-  }
+}
+
+/**
+ * Calls the API. Resolves `{data, requestId, status}`; rejects with an ApiError (see `send`).
+ */
+export async function api(method, path, body) {
+  const response = await send(method, path, body, 'application/json');
+  const doc = parse(await response.text());
+  const requestId = (doc && doc.meta && doc.meta.requestId) || response.headers.get('x-request-id');
   return { data: doc ? doc.data : null, requestId, status: response.status };
+}
+
+/**
+ * Fetches a text attachment (a runtime log download). Resolves `{text, disposition}` with the
+ * `Content-Disposition` header; errors are answered as JSON envelopes, rejected as by `api`.
+ */
+export async function apiText(path) {
+  const response = await send('GET', path, undefined, 'text/plain, application/json');
+  return { text: await response.text(), disposition: response.headers.get('content-disposition') };
 }
 
 const seg = encodeURIComponent;
@@ -90,5 +110,8 @@ export const paths = {
   redeploy: (ns, agt, rev) => `/namespaces/${seg(ns)}/agents/${seg(agt)}/revisions/${seg(rev)}/redeploy`,
   runtime: (ns, agt) => `/namespaces/${seg(ns)}/agents/${seg(agt)}/runtime`,
   deployment: (ns, agt, rev) => `/namespaces/${seg(ns)}/agents/${seg(agt)}/deployments/${seg(rev)}`,
+  deploymentRuntime: (ns, agt, rev) => `/namespaces/${seg(ns)}/agents/${seg(agt)}/deployments/${seg(rev)}/runtime`,
+  runtimeLogs: (ns, agt, rev, query) => `/namespaces/${seg(ns)}/agents/${seg(agt)}/deployments/${seg(rev)}/runtime/logs?${query}`,
+  diagnostics: (ns, agt, rev) => `/namespaces/${seg(ns)}/agents/${seg(agt)}/deployments/${seg(rev)}/diagnostics`,
   file: (ns, agt, name) => `/namespaces/${seg(ns)}/agents/${seg(agt)}/workspace/files/${seg(name)}`,
 };
