@@ -260,6 +260,12 @@ export async function renderLogs(panel, { ns, agent, revisions, scope, wanted })
     } catch (e) {
       if (theView !== view) return;
       if (e.status === 403) return refuse(e);
+      if (e.code === 'RUNTIME_LOGS_CURSOR_INVALID') {
+        // The cursor outlived its view (a restarted occ with another secret, or altered):
+        // start over, as the CLI does, rather than stop following.
+        await startView();
+        return;
+      }
       setFollow(false);
       showError(e, 'Following the runtime logs');
     }
