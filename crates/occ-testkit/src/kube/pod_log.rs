@@ -43,7 +43,7 @@ impl FakeState {
         pod: &str,
         container: &str,
     ) -> String {
-        let id = format!("containerd://{}", uuid::Uuid::new_v4().simple());
+        let id = self.new_container_instance();
         let now = now_rfc3339();
         let version = self.next_version();
         let object = pod_object(self, namespace, pod);
@@ -81,7 +81,6 @@ impl FakeState {
         entry["started"] = json!(true);
         object["status"]["phase"] = json!("Running");
         object["metadata"]["resourceVersion"] = json!(version);
-        self.container_logs.insert(id.clone(), Vec::new());
         id
     }
 
@@ -114,6 +113,25 @@ impl FakeState {
         entry["ready"] = json!(false);
         entry["started"] = json!(false);
         object["metadata"]["resourceVersion"] = json!(version);
+    }
+
+    /// A new container id with an empty log, for a caller that writes the Pod's status itself
+    /// (the test kubelet).
+    pub(crate) fn new_container_instance(&mut self) -> String {
+        let id = format!("containerd://{}", uuid::Uuid::new_v4().simple());
+        self.container_logs.insert(id.clone(), Vec::new());
+        id
+    }
+
+    /// Appends a line, stamped now, to the log of container instance `id`.
+    pub(crate) fn append_instance_log(&mut self, id: &str, line: &str) {
+        self.container_logs
+            .entry(id.to_owned())
+            .or_default()
+            .push(LogLine {
+                at: Utc::now(),
+                text: line.to_owned(),
+            });
     }
 
     /// Appends a line to the running instance of `container` (its time: `at`).
