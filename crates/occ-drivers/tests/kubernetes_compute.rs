@@ -586,3 +586,359 @@ async fn the_runtime_report_lists_the_revisions_pods_and_their_own_events() {
         "{sanitized:?}"
     );
 }
+
+/// Reading the gateway's output through `pods/log` (no gateways run: Pods are seeded as the
+/// Deployment controller creates them and their container instances driven by the fake).
+mod pod_logs {
+    use super::*;
+    use occ_drivers::compute::{
+        ComputeError, LOG_READ_MAX_BYTES, LogChunk, LogEntry, LogQuery, RevisionTarget,
+    };
+
+    struct Fixture {
+        fake: FakeKube,
+        compute: KubernetesCompute,
+        rev: RevisionTarget,
+        tenant: String,
+        token: String,
+    }
+
+    /// A prepared revision (its token Secret exists) and a Pod of it, not started yet.
+    async fn fixture() -> Fixture {
+        let fake = FakeKube::start().await;
+        let compute = driver(&fake);
+        let (ns, agent) = conformance::targets();
+        compute.ensure_namespace(&ns).await.expect("ensure");
+        let tenant = tenant_namespace_name(&ns.id);
+        let rev = revision(&compute, &agent, 1, document("gpt-5"));
+        compute
+            .prepare_revision(&rev, &RevisionContext::default())
+            .await
+            .expect("prepare");
+        let secret = format!(
+            "gw-token-{}",
+            occ_drivers::kubernetes::short_hash(agent.agent_id.as_str(), 12)
+        );
+        let stored = fake.object("secrets", &tenant, &secret).expect("token");
+        let token = String::from_utf8(
+            base64::Engine::decode(
+                &base64::engine::general_purpose::STANDARD,
+                stored["data"]["token"].as_str().expect("token data"),
+            )
+            .expect("base64"),
+        )
+        .expect("utf-8");
+        let fixture = Fixture {
+            fake,
+            compute,
+            rev,
+            tenant,
+            token,
+        };
+        fixture.seed_pod("gw-1", "2026-01-02T03:04:05Z");
+        fixture
+    }
+
+    impl Fixture {
+        fn seed_pod(&self, name: &str, created: &str) {
+            self.fake.seed(
+                "pods",
+                &self.tenant,
+                json!({
+                    "apiVersion": "v1", "kind": "Pod",
+                    "metadata": {
+                        "name": name, "creationTimestamp": created,
+                        "labels": {"openclaw.dev/agent": self.rev.agent.agent_id.as_str()},
+                        "annotations": {"openclaw.dev/revision-id": self.rev.revision_id.as_str()},
+                    },
+                    "spec": {"containers": [
+                        {"name": "gateway", "image": "i"},
+                        {"name": "log-shipper", "image": "j"},
+                    ]},
+                    "status": {"phase": "Pending"},
+                }),
+            );
+        }
+
+        fn write(&self, pod: &str, line: &str) {
+            self.fake.append_pod_log(&self.tenant, pod, "gateway", line);
+        }
+
+        async fn read(&self, after: Option<&LogChunk>, previous: bool) -> LogChunk {
+            self.try_read(after, previous).await.expect("read logs")
+        }
+
+        async fn try_read(
+            &self,
+            after: Option<&LogChunk>,
+            previous: bool,
+        ) -> Result<LogChunk, ComputeError> {
+            self.compute
+                .read_logs(
+                    &self.rev,
+                    &LogQuery {
+                        after: after.and_then(|c| c.position.clone()),
+                        tail_lines: 3,
+                        previous,
+                    },
+                )
+                .await
+        }
+
+        /// The query of the last `pods/log` request, as (key, value) pairs.
+        fn last_log_query(&self) -> BTreeMap<String, String> {
+            let sent = self
+                .fake
+                .requests()
+                .into_iter()
+                .rfind(|r| r.resource == "pods/log")
+                .expect("a pods/log request");
+            assert_eq!(
+                (sent.verb.as_str(), sent.namespace.as_str()),
+                ("get", self.tenant.as_str())
+            );
+            url_query(&sent.query)
+        }
+    }
+
+    fn url_query(query: &str) -> BTreeMap<String, String> {
+        query
+            .split('&')
+            .filter_map(|kv| kv.split_once('='))
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect()
+    }
+
+    fn lines(chunk: &LogChunk) -> Vec<&str> {
+        chunk
+            .entries
+            .iter()
+            .filter_map(|e| match e {
+                LogEntry::Line(l) => Some(l.as_str()),
+                LogEntry::Gap(_) => None,
+            })
+            .collect()
+    }
+
+    fn entries(chunk: &LogChunk) -> Vec<String> {
+        chunk
+            .entries
+            .iter()
+            .map(|e| match e {
+                LogEntry::Line(l) => l.clone(),
+                LogEntry::Gap(g) => format!("<{g:?}>"),
+            })
+            .collect()
+    }
+
+    /// The first page is the tail; following with the returned position delivers each line
+    /// written since exactly once, also lines sharing one timestamp split across reads; the
+    /// request is the gateway container's, timestamped and bounded.
+    #[tokio::test]
+    async fn a_tail_page_then_a_follow_delivers_each_line_exactly_once() {
+        let f = fixture().await;
+        let empty = f.read(None, false).await;
+        assert_eq!(
+            (empty.entries.len(), &empty.position),
+            (0, &None),
+            "not started"
+        );
+        f.fake.start_container(&f.tenant, "gw-1", "gateway");
+        for i in 1..=5 {
+            f.write("gw-1", &format!("line {i}"));
+        }
+        let page = f.read(None, false).await;
+        assert_eq!(lines(&page), ["line 3", "line 4", "line 5"]);
+        assert!(!page.truncated);
+        let query = f.last_log_query();
+        assert_eq!(query.get("container").map(String::as_str), Some("gateway"));
+        assert_eq!(query.get("timestamps").map(String::as_str), Some("true"));
+        assert_eq!(query.get("tailLines").map(String::as_str), Some("3"));
+        assert_eq!(
+            query.get("limitBytes"),
+            Some(&LOG_READ_MAX_BYTES.to_string())
+        );
+        assert!(!query.contains_key("sinceSeconds"), "{query:?}");
+        assert!(!query.contains_key("previous"), "{query:?}");
+
+        // Nothing new: nothing delivered, the position stays.
+        let idle = f.read(Some(&page), false).await;
+        assert!(idle.entries.is_empty(), "{idle:?}");
+        assert_eq!(idle.position, page.position);
+        let query = f.last_log_query();
+        assert!(query.contains_key("sinceSeconds"), "{query:?}");
+        assert!(!query.contains_key("tailLines"), "{query:?}");
+
+        // Three lines with one timestamp, two of them read before the third is written.
+        let at = chrono::Utc::now();
+        f.fake
+            .append_pod_log_at(&f.tenant, "gw-1", "gateway", at, "same 1");
+        f.fake
+            .append_pod_log_at(&f.tenant, "gw-1", "gateway", at, "same 2");
+        let first = f.read(Some(&idle), false).await;
+        assert_eq!(lines(&first), ["same 1", "same 2"]);
+        f.fake
+            .append_pod_log_at(&f.tenant, "gw-1", "gateway", at, "same 3");
+        f.write("gw-1", "after");
+        let second = f.read(Some(&first), false).await;
+        assert_eq!(lines(&second), ["same 3", "after"]);
+        let third = f.read(Some(&second), false).await;
+        assert!(third.entries.is_empty(), "{third:?}");
+    }
+
+    /// `previous` reads the last terminated instance (also while the gateway waits to restart
+    /// after crashing on its first run) and is refused with RUNTIME_LOGS_SOURCE_UNAVAILABLE
+    /// when there is none.
+    #[tokio::test]
+    async fn previous_reads_the_last_terminated_instance_and_is_refused_without_one() {
+        let f = fixture().await;
+        f.fake.start_container(&f.tenant, "gw-1", "gateway");
+        f.write("gw-1", "first run");
+        let refused = f.try_read(None, true).await.expect_err("no previous");
+        assert_eq!(
+            (refused.class, refused.code),
+            (
+                FailureClass::Transient,
+                ReasonCode::RuntimeLogsSourceUnavailable
+            )
+        );
+        f.fake.stop_container(&f.tenant, "gw-1", "gateway", 1);
+        assert_eq!(lines(&f.read(None, true).await), ["first run"]);
+        assert_eq!(
+            f.last_log_query().get("previous").map(String::as_str),
+            Some("true")
+        );
+        assert_eq!(lines(&f.read(None, false).await), ["first run"]);
+        f.fake.start_container(&f.tenant, "gw-1", "gateway");
+        f.write("gw-1", "second run");
+        assert_eq!(lines(&f.read(None, true).await), ["first run"]);
+        assert_eq!(lines(&f.read(None, false).await), ["second run"]);
+    }
+
+    /// A crashed instance is read to its end; the next instance comes after an explicit
+    /// `stream_replaced` gap, and so does a new Pod replacing the old one.
+    #[tokio::test]
+    async fn a_restart_or_a_replaced_pod_gives_a_stream_replaced_gap_then_the_new_lines() {
+        let f = fixture().await;
+        f.fake.start_container(&f.tenant, "gw-1", "gateway");
+        f.write("gw-1", "a");
+        let page = f.read(None, false).await;
+        f.write("gw-1", "b (last words)");
+        f.fake.stop_container(&f.tenant, "gw-1", "gateway", 1);
+        let finished = f.read(Some(&page), false).await;
+        assert_eq!(entries(&finished), ["b (last words)"]);
+        f.fake.start_container(&f.tenant, "gw-1", "gateway");
+        f.write("gw-1", "c");
+        let restarted = f.read(Some(&finished), false).await;
+        assert_eq!(entries(&restarted), ["<StreamReplaced>", "c"]);
+        f.write("gw-1", "d");
+        let next = f.read(Some(&restarted), false).await;
+        assert_eq!(entries(&next), ["d"]);
+
+        // A new Pod of the revision (the Deployment recreated it): its own output, after a gap.
+        f.seed_pod("gw-2", "2026-01-02T03:09:00Z");
+        f.fake.start_container(&f.tenant, "gw-2", "gateway");
+        f.write("gw-2", "new pod");
+        let replaced = f.read(Some(&next), false).await;
+        assert_eq!(entries(&replaced), ["<StreamReplaced>", "new pod"]);
+        assert_eq!(
+            f.fake
+                .requests()
+                .into_iter()
+                .rfind(|r| r.resource == "pods/log")
+                .map(|r| r.name)
+                .as_deref(),
+            Some("gw-2")
+        );
+    }
+
+    /// An answer cut at the read bound is `truncated` and never delivers the partial line; a
+    /// follow whose window is all delivered output beyond one read makes progress from the
+    /// newest lines instead of repeating itself.
+    #[tokio::test]
+    async fn a_cut_read_is_truncated_without_a_partial_line_and_follow_gets_past_it() {
+        let f = fixture().await;
+        f.fake.start_container(&f.tenant, "gw-1", "gateway");
+        let filler = "x".repeat(1100);
+        let line = |i: usize| format!("{i:05} {filler}");
+        for i in 0..1200 {
+            f.write("gw-1", &line(i));
+        }
+        let page = f
+            .compute
+            .read_logs(
+                &f.rev,
+                &LogQuery {
+                    after: None,
+                    tail_lines: 1000,
+                    previous: false,
+                },
+            )
+            .await
+            .expect("tail");
+        assert!(page.truncated);
+        let got = lines(&page);
+        assert!(got.len() < 1000 && got.len() > 900, "{}", got.len());
+        let expected: Vec<String> = (200..200 + got.len()).map(line).collect();
+        assert_eq!(got, expected, "whole lines from the tail's start, in order");
+
+        for i in 1200..1205 {
+            f.write("gw-1", &line(i));
+        }
+        let mut after = page;
+        let mut delivered = Vec::new();
+        for _ in 0..3 {
+            let next = f
+                .compute
+                .read_logs(
+                    &f.rev,
+                    &LogQuery {
+                        after: after.position.clone(),
+                        tail_lines: 1000,
+                        previous: false,
+                    },
+                )
+                .await
+                .expect("follow");
+            delivered.extend(lines(&next).into_iter().map(str::to_owned));
+            after = next;
+        }
+        let rest: Vec<String> = (200 + expected.len()..1205).map(line).collect();
+        assert_eq!(delivered, rest, "every remaining line once");
+    }
+
+    /// The gateway token never leaves the Driver, wherever it appears in a line.
+    #[tokio::test]
+    async fn the_gateway_token_never_appears_in_returned_lines() {
+        let f = fixture().await;
+        f.fake.start_container(&f.tenant, "gw-1", "gateway");
+        f.write("gw-1", &format!("auth token={} accepted", f.token));
+        f.write("gw-1", &format!("{0}{0}", f.token));
+        let page = f.read(None, false).await;
+        assert_eq!(page.entries.len(), 2);
+        for line in lines(&page) {
+            assert!(!line.contains(&f.token), "{line}");
+            assert!(line.contains(occ_core::redact::REDACTED), "{line}");
+        }
+    }
+
+    /// A cluster that denies `pods/log` is RUNTIME_LOGS_CLUSTER_RBAC.
+    #[tokio::test]
+    async fn a_denied_pods_log_read_is_a_cluster_rbac_failure() {
+        let f = fixture().await;
+        f.fake.start_container(&f.tenant, "gw-1", "gateway");
+        f.fake.deny("get", "pods/log");
+        let err = f.try_read(None, false).await.expect_err("denied");
+        assert_eq!(
+            (err.class, err.code),
+            (FailureClass::Transient, ReasonCode::RuntimeLogsClusterRbac)
+        );
+        let sent = f
+            .fake
+            .requests()
+            .into_iter()
+            .rfind(|r| r.resource == "pods/log")
+            .expect("sent");
+        assert_eq!(sent.status, 403);
+    }
+}

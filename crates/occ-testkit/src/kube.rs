@@ -33,6 +33,11 @@
 //! message, as from the real kubelet. It is logged as verb `create` on resource
 //! `pods/portforward` and obeys [`FakeKube::deny`] and [`FakeKube::fail_next`] for them.
 //!
+//! `GET /api/v1/namespaces/{ns}/pods/{name}/log` answers like the API server and kubelet, from
+//! container instances the test (or the test kubelet) starts and writes to: see the `pod_log`
+//! module ([`FakeKube::start_container`], [`FakeKube::append_pod_log`]). It is logged as verb
+//! `get` on resource `pods/log` and obeys [`FakeKube::deny`] and [`FakeKube::fail_next`].
+//!
 //! It does not implement watches, field managers, admission or garbage collection.
 
 use std::collections::{BTreeMap, HashSet};
@@ -44,6 +49,8 @@ use axum::extract::{Request, State};
 use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
+
+mod pod_log;
 
 /// One request as the fake saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,6 +93,8 @@ pub(crate) struct FakeState {
     pub(crate) objects: BTreeMap<(String, String, String), Value>,
     /// (namespace, pod) → container port → local loopback port, for portforward.
     pub(crate) pod_ports: BTreeMap<(String, String), BTreeMap<u16, u16>>,
+    /// Container id → that container instance's output, oldest line first (`pods/log`).
+    pub(crate) container_logs: BTreeMap<String, Vec<pod_log::LogLine>>,
     denied: HashSet<(String, String)>,
     faults: Vec<Fault>,
     latency: Duration,
@@ -486,6 +495,10 @@ fn route(path: &str) -> Option<(String, String, String)> {
         ["namespaces", ns, plural, name] => Some((owned(plural), owned(ns), owned(name))),
         [plural] => Some((owned(plural), String::new(), String::new())),
         [plural, name] => Some((owned(plural), String::new(), owned(name))),
+        // The one subresource served through the common path (portforward upgrades apart).
+        ["namespaces", ns, "pods", name, "log"] => {
+            Some(("pods/log".into(), owned(ns), owned(name)))
+        }
         _ => None,
     }
 }
@@ -645,6 +658,7 @@ async fn handle(State(state): State<Arc<Mutex<FakeState>>>, request: Request) ->
     };
     let verb = verb_of(&method, &name);
     let response_code;
+    let mut text_body = None;
     let response = if let Some(code) = st.take_fault(verb, &resource) {
         response_code = code;
         let reason = if code == 429 {
@@ -662,6 +676,18 @@ async fn handle(State(state): State<Arc<Mutex<FakeState>>>, request: Request) ->
                 "{resource} is forbidden: User \"test\" cannot {verb} resource \"{resource}\" in namespace \"{namespace}\""
             ),
         )
+    } else if resource == "pods/log" && verb == "get" {
+        match pod_log::read(&st, &namespace, &name, &query) {
+            Ok(text) => {
+                response_code = 200;
+                text_body = Some(text);
+                Value::Null
+            }
+            Err((code, refusal)) => {
+                response_code = code;
+                refusal
+            }
+        }
     } else {
         let (code, resp) = serve(
             &mut st,
@@ -686,7 +712,10 @@ async fn handle(State(state): State<Arc<Mutex<FakeState>>>, request: Request) ->
         body: parsed_body,
         status: response_code,
     });
-    respond(response_code, response)
+    match text_body {
+        Some(text) => ([(axum::http::header::CONTENT_TYPE, "text/plain")], text).into_response(),
+        None => respond(response_code, response),
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -1332,6 +1361,11 @@ mod tests {
             route("/api/v1/namespaces/n"),
             Some(("namespaces".into(), String::new(), "n".into()))
         );
+        assert_eq!(
+            route("/api/v1/namespaces/x/pods/p/log"),
+            Some(("pods/log".into(), "x".into(), "p".into()))
+        );
+        assert_eq!(route("/api/v1/namespaces/x/pods/p/exec"), None);
         assert_eq!(route("/healthz"), None);
     }
 
@@ -1554,6 +1588,52 @@ mod client_tests {
             && r.name == "p"
             && r.status == 101
             && r.query.contains("ports=8080")));
+    }
+
+    #[tokio::test]
+    async fn pod_logs_reach_the_client_as_text_and_are_logged_and_deniable() {
+        let fake = FakeKube::start().await;
+        seed_namespace(&fake, "ns");
+        seed_pod(&fake, "ns", "p", "Pending");
+        let api: Api<Pod> = Api::namespaced(client(&fake), "ns");
+        let params = kube::api::LogParams {
+            timestamps: true,
+            limit_bytes: Some(1000),
+            ..Default::default()
+        };
+        assert_eq!(api.logs("p", &params).await.expect("unscheduled"), "");
+        fake.start_container("ns", "p", "c");
+        fake.append_pod_log("ns", "p", "c", "hello ünïcode");
+        let text = api.logs("p", &params).await.expect("logs");
+        let (time, line) = text.split_once(' ').expect("timestamped");
+        assert!(
+            chrono::DateTime::parse_from_rfc3339(time).is_ok() && time.len() == 30,
+            "{time}"
+        );
+        assert_eq!(line, "hello ünïcode\n");
+        let logged = fake.requests().pop().expect("logged");
+        assert_eq!(
+            (
+                logged.verb.as_str(),
+                logged.resource.as_str(),
+                logged.name.as_str()
+            ),
+            ("get", "pods/log", "p")
+        );
+        assert!(logged.query.contains("limitBytes=1000"), "{logged:?}");
+        let status = |r: Result<String, kube::Error>| match r {
+            Err(kube::Error::Api(status)) => (status.code, status.message),
+            other => panic!("expected an API error, got {other:?}"),
+        };
+        let previous = kube::api::LogParams {
+            previous: true,
+            ..Default::default()
+        };
+        assert_eq!(status(api.logs("p", &previous).await).0, 400);
+        assert_eq!(status(api.logs("missing", &params).await).0, 404);
+        fake.deny("get", "pods/log");
+        assert_eq!(status(api.logs("p", &params).await).0, 403);
+        assert_eq!(fake.requests().pop().expect("logged").status, 403);
     }
 
     #[tokio::test]

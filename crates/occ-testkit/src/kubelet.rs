@@ -14,6 +14,10 @@
 //!   the container's `--port` reaches it, and the Deployment's status reports it ready. When
 //!   the process exits, the Pod is `Failed`, the Deployment not ready, and the container is
 //!   restarted (its `restartCount` in the Pod status grows), as with `restartPolicy: Always`.
+//!   Each start is a new container instance (its `containerID` in the status, and in
+//!   `lastState.terminated` once it exited): the gateway's stdout and stderr go, line by line,
+//!   to the Pod directory's `gateway.log` and to that instance's log in the fake, which
+//!   `pods/log` serves.
 //! - `spec.replicas` 0, or the Deployment deleted: the gateway is killed and the Pod deleted.
 //!
 //! The Deployment status it writes (only when it changes, advancing `resourceVersion`, never
@@ -533,6 +537,8 @@ async fn run_pod(ctx: PodCtx) {
             }
         };
         let pid = child.id();
+        let container_id = lock(&ctx.inner.state).new_container_instance();
+        feed_output(&ctx, &mut child, &container_id);
         {
             let mut shared = lock(&ctx.shared);
             shared.pid = pid;
@@ -571,6 +577,7 @@ async fn run_pod(ctx: PodCtx) {
                                 "containerStatuses": [{
                                     "name": name, "ready": true, "started": true,
                                     "restartCount": restarts,
+                                    "containerID": container_id,
                                     "state": {"running": {"startedAt": now}},
                                 }],
                             });
@@ -604,7 +611,8 @@ async fn run_pod(ctx: PodCtx) {
                 "containerStatuses": [{
                     "name": name, "ready": false, "started": false,
                     "restartCount": restarts + 1,
-                    "lastState": {"terminated": {"exitCode": code}},
+                    "containerID": container_id,
+                    "lastState": {"terminated": {"exitCode": code, "containerID": container_id}},
                     "state": {"waiting": {"reason": "CrashLoopBackOff"}},
                 }],
             });
@@ -1056,21 +1064,72 @@ fn start_gateway(
         .map_err(|e| e.to_string())?;
         cmd.env("OPENCLAW_CONFIG_PATH", &rendered);
     }
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(ctx.dir.join("gateway.log"))
-        .map_err(|e| e.to_string())?;
-    let log_err = log.try_clone().map_err(|e| e.to_string())?;
     cmd.envs(occ_host::snapshot::GATEWAY_FIXED_ENV)
         .env(MARKER_ENV, &ctx.uid)
         .current_dir(&prepared.workdir)
         .stdin(Stdio::null())
-        .stdout(Stdio::from(log))
-        .stderr(Stdio::from(log_err))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(false);
     cmd.spawn().map_err(|e| format!("spawn the gateway: {e}"))
+}
+
+/// Copies the gateway's stdout and stderr, line by line, to the Pod directory's `gateway.log`
+/// and to the fake's log of container instance `container_id`, where `pods/log` serves it as a
+/// container runtime would.
+fn feed_output(ctx: &PodCtx, child: &mut tokio::process::Child, container_id: &str) {
+    use tokio::io::{AsyncBufReadExt as _, AsyncRead};
+
+    fn copy(
+        stream: impl AsyncRead + Unpin + Send + 'static,
+        file: Option<std::fs::File>,
+        state: Arc<Mutex<FakeState>>,
+        container_id: String,
+    ) {
+        tokio::spawn(async move {
+            use std::io::Write as _;
+            let mut reader = tokio::io::BufReader::new(stream);
+            let mut file = file;
+            let mut line = Vec::new();
+            loop {
+                line.clear();
+                match reader.read_until(b'\n', &mut line).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) => {}
+                }
+                if let Some(f) = file.as_mut() {
+                    let _ = f.write_all(&line);
+                }
+                let text = String::from_utf8_lossy(&line);
+                let text = text.strip_suffix('\n').unwrap_or(&text);
+                lock(&state).append_instance_log(&container_id, text);
+            }
+        });
+    }
+    let log = || {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(ctx.dir.join("gateway.log"))
+            .ok()
+    };
+    if let Some(stdout) = child.stdout.take() {
+        copy(
+            stdout,
+            log(),
+            ctx.inner.state.clone(),
+            container_id.to_owned(),
+        );
+    }
+    if let Some(stderr) = child.stderr.take() {
+        copy(
+            stderr,
+            log(),
+            ctx.inner.state.clone(),
+            container_id.to_owned(),
+        );
+    }
 }
 
 fn free_port() -> u16 {
@@ -1380,6 +1439,21 @@ mod tests {
         .expect("handshake through portforward");
         assert!(!hello.server_version.is_empty());
         bridge.abort();
+
+        // The gateway's output, served by pods/log and kept in the Pod directory.
+        let output = pods
+            .logs(&pod_name, &Default::default())
+            .await
+            .expect("pods/log");
+        let first = output.lines().next().expect("the gateway wrote output");
+        let kept = std::fs::read_to_string(
+            kubelet
+                .pod_dir(NS, "agent")
+                .expect("pod dir")
+                .join("gateway.log"),
+        )
+        .expect("gateway.log");
+        assert!(kept.contains(first), "{first:?} not in {kept:?}");
 
         // A crash: the Deployment is not ready, then the kubelet restarts the gateway.
         let killed = kubelet

@@ -1,13 +1,17 @@
 //! Reading a revision's gateway output through `pods/log` (current or `previous` container),
 //! with timestamps so a follow read resumes after the last delivered line.
 //!
-//! `pods/log` has no byte offsets: a [`LogPosition`] names the Pod's uid and the container's
-//! restart count (`stream`), the time of the last delivered line in nanoseconds (`offset`) and
-//! how many delivered lines carry exactly that time (`generation`). A follow read asks for a
-//! window from a second before that time and drops what it already delivered.
+//! `pods/log` has no byte offsets: a [`LogPosition`] names the Pod's uid and the container
+//! instance the read returned (`stream`, from the container id the kubelet serves, chosen from
+//! the Pod's container status as the kubelet chooses it), the time of the last delivered line in
+//! nanoseconds (`offset`) and how many delivered lines carry exactly that time (`generation`). A
+//! follow read asks for a window from a second before that time and drops what it already
+//! delivered. A container that crashed and waits to restart still serves the instance that
+//! crashed, so a follow read finishes that instance's output before the next instance's
+//! `stream_replaced` gap.
 
 use chrono::{DateTime, Utc};
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 use kube::api::{Api, LogParams};
 use occ_core::ReasonCode;
 
@@ -25,27 +29,20 @@ impl KubernetesCompute {
         rev: &RevisionTarget,
         query: &LogQuery,
     ) -> Result<LogChunk, ComputeError> {
+        let nothing_yet = LogChunk {
+            entries: Vec::new(),
+            position: None,
+            truncated: false,
+        };
         let pods = self.agent_pods(&rev.agent).await?;
         let Some(pod) = newest_pod_of(&pods, rev.revision_id.as_str()) else {
-            return Ok(LogChunk {
-                entries: Vec::new(),
-                position: None,
-                truncated: false,
-            });
+            return Ok(nothing_yet);
         };
         let (Some(name), Some(uid)) = (&pod.metadata.name, &pod.metadata.uid) else {
             return Err(unavailable("the revision's Pod has no name or uid yet"));
         };
-        let restarts = restart_count(pod);
-        let instance = if query.previous {
-            restarts.checked_sub(1).ok_or_else(|| {
-                ComputeError::transient(
-                    ReasonCode::RuntimeLogsSourceUnavailable,
-                    "the gateway container has not restarted: there is no previous output",
-                )
-            })?
-        } else {
-            restarts
+        let Some(instance) = served_instance(gateway_status(pod), query.previous)? else {
+            return Ok(nothing_yet);
         };
         let stream = format!("{uid}:{instance}");
         let resume = query.after.as_ref().filter(|p| p.stream == stream);
@@ -62,26 +59,54 @@ impl KubernetesCompute {
         }
         let names = self.names(&rev.agent).await?;
         let api: Api<Pod> = self.api(&names.tenant);
-        let text = self
-            .kube
-            .call("get pods/log", || api.logs(name, &params))
-            .await
-            .map_err(|e| match e {
-                KubeFailure::Forbidden(m) => {
-                    ComputeError::transient(ReasonCode::RuntimeLogsClusterRbac, m)
-                }
-                other => other.into_compute("get pods/log"),
-            })?;
+        let read = |params: LogParams| {
+            let api = api.clone();
+            async move {
+                self.kube
+                    .call("get pods/log", || api.logs(name, &params))
+                    .await
+                    .map_err(|e| match e {
+                        KubeFailure::Forbidden(m) => {
+                            ComputeError::transient(ReasonCode::RuntimeLogsClusterRbac, m)
+                        }
+                        // The kubelet refuses a container whose state changed since the Pod
+                        // was listed (it is starting, or its instance was replaced): read again.
+                        KubeFailure::Invalid(m) => unavailable(&m),
+                        other => other.into_compute("get pods/log"),
+                    })
+            }
+        };
+        let text = read(params.clone()).await?;
         let mut entries = Vec::new();
         if query.after.is_some() && resume.is_none() {
             entries.push(LogEntry::Gap(LogGap::StreamReplaced));
         }
-        let cut = text.len() as u64 >= LOG_READ_MAX_BYTES;
-        let (lines, last) = new_lines(&text, resume, cut);
-        if resume.is_some() && cut && lines.is_empty() {
-            // The window since the last delivered line holds more than one read: what lies
-            // between is not reachable any more through a time window.
-            entries.push(LogEntry::Gap(LogGap::WindowExceeded));
+        let mut cut = text.len() as u64 >= LOG_READ_MAX_BYTES;
+        let (mut lines, mut last) = new_lines(&text, resume, cut);
+        if let Some(resumed) = resume
+            && cut
+            && lines.is_empty()
+        {
+            // The window since the last delivered line holds more than one read, all of it
+            // delivered already: a time window cannot get past it. Read the newest lines
+            // instead (fewer until they fit one read), and say output is missing when they
+            // start after the last delivered line.
+            params.since_seconds = None;
+            let mut tail_lines = query.tail_lines.max(1);
+            let tail = loop {
+                params.tail_lines = Some(tail_lines as i64);
+                let tail = read(params.clone()).await?;
+                if (tail.len() as u64) < LOG_READ_MAX_BYTES || tail_lines == 1 {
+                    break tail;
+                }
+                tail_lines = tail_lines.div_ceil(2);
+            };
+            cut = tail.len() as u64 >= LOG_READ_MAX_BYTES;
+            let first = tail.lines().find_map(|line| split_timestamp(line).0);
+            if first.is_none_or(|at| at > resumed.offset) {
+                entries.push(LogEntry::Gap(LogGap::WindowExceeded));
+            }
+            (lines, last) = new_lines(&tail, resume, cut);
         }
         entries.extend(lines.into_iter().map(LogEntry::Line));
         let position = last.map(|(at, count)| LogPosition {
@@ -114,12 +139,43 @@ fn newest_pod_of<'a>(pods: &'a [Pod], revision_id: &str) -> Option<&'a Pod> {
         .max_by_key(|p| p.metadata.creation_timestamp.clone())
 }
 
-fn restart_count(pod: &Pod) -> u64 {
+fn gateway_status(pod: &Pod) -> Option<&ContainerStatus> {
     pod.status
         .as_ref()
         .and_then(|s| s.container_statuses.as_ref())
         .and_then(|c| c.iter().find(|c| c.name == GATEWAY_CONTAINER))
-        .map_or(0, |c| u64::try_from(c.restart_count).unwrap_or(0))
+}
+
+/// The container id of the instance a `pods/log` read returns, chosen as the kubelet chooses it
+/// (`validateContainerLogStatus`): `previous` is the last terminated instance; otherwise the
+/// running one, else the terminated one, else the last terminated one (a container waiting to
+/// restart after a crash). `None`: the gateway has not started yet, there is no output. A
+/// `previous` read without a terminated instance is refused.
+fn served_instance(
+    status: Option<&ContainerStatus>,
+    previous: bool,
+) -> Result<Option<String>, ComputeError> {
+    let id = |id: Option<&String>| id.filter(|id| !id.is_empty()).cloned();
+    let state = status.and_then(|s| s.state.as_ref());
+    let last = status
+        .and_then(|s| s.last_state.as_ref())
+        .and_then(|l| l.terminated.as_ref())
+        .and_then(|t| id(t.container_id.as_ref()));
+    if previous {
+        return last.map(Some).ok_or_else(|| {
+            ComputeError::transient(
+                ReasonCode::RuntimeLogsSourceUnavailable,
+                "the gateway container has not terminated before: there is no previous output",
+            )
+        });
+    }
+    if state.is_some_and(|s| s.running.is_some()) {
+        return Ok(status.and_then(|s| id(s.container_id.as_ref())));
+    }
+    if let Some(terminated) = state.and_then(|s| s.terminated.as_ref()) {
+        return Ok(id(terminated.container_id.as_ref()).or(last));
+    }
+    Ok(last)
 }
 
 /// Seconds back to (and a little before) `nanos`, as `sinceSeconds` wants them.
@@ -215,6 +271,51 @@ mod tests {
             new_lines(text, Some(&resume), false).0,
             Vec::<String>::new()
         );
+    }
+
+    fn status(value: serde_json::Value) -> ContainerStatus {
+        let mut status = serde_json::json!({
+            "name": "gateway", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
+        });
+        status
+            .as_object_mut()
+            .expect("object")
+            .extend(value.as_object().expect("object").clone());
+        serde_json::from_value(status).expect("container status")
+    }
+
+    #[test]
+    fn the_instance_read_is_the_one_the_kubelet_serves() {
+        let running = status(serde_json::json!({"containerID": "c://2",
+            "state": {"running": {}},
+            "lastState": {"terminated": {"exitCode": 1, "containerID": "c://1"}}}));
+        assert_eq!(
+            served_instance(Some(&running), false).unwrap().as_deref(),
+            Some("c://2")
+        );
+        assert_eq!(
+            served_instance(Some(&running), true).unwrap().as_deref(),
+            Some("c://1")
+        );
+        // Crashed on its first run and waiting to restart (restartCount still 0): both reads
+        // serve the instance that crashed.
+        let crashed = status(serde_json::json!({"containerID": "c://1",
+            "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+            "lastState": {"terminated": {"exitCode": 1, "containerID": "c://1"}}}));
+        assert_eq!(
+            served_instance(Some(&crashed), false).unwrap().as_deref(),
+            Some("c://1")
+        );
+        assert_eq!(
+            served_instance(Some(&crashed), true).unwrap().as_deref(),
+            Some("c://1")
+        );
+        let starting =
+            status(serde_json::json!({"state": {"waiting": {"reason": "ContainerCreating"}}}));
+        assert_eq!(served_instance(Some(&starting), false).unwrap(), None);
+        assert_eq!(served_instance(None, false).unwrap(), None);
+        let refused = served_instance(Some(&starting), true).expect_err("no previous");
+        assert_eq!(refused.code, ReasonCode::RuntimeLogsSourceUnavailable);
     }
 
     #[test]
