@@ -180,10 +180,10 @@ struct Reader {
 }
 
 impl Reader {
-    fn spawn(mut command: Command) -> Self {
+    fn spawn(mut command: Command, stderr: &Path) -> Self {
         let mut child = command
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(std::fs::File::create(stderr).expect("stderr file"))
             .kill_on_drop(true)
             .spawn()
             .expect("spawn reader");
@@ -225,10 +225,11 @@ async fn follow(stack: &Stack, agent: &str, log: &Path, lines: usize) {
         .env("OCC_SERVICE_KEY_FILE", stack.dir.path().join("key.json"))
         .env("OCC_NAMESPACE", &stack.ns)
         .env("NO_COLOR", "1");
-    let mut through_occ = Reader::spawn(cli);
+    let cli_stderr = stack.dir.path().join("cli-follow.stderr");
+    let mut through_occ = Reader::spawn(cli, &cli_stderr);
     let mut tail = Command::new("tail");
     tail.args(["-F", "-n", "0"]).arg(log);
-    let mut direct = Reader::spawn(tail);
+    let mut direct = Reader::spawn(tail, &stack.dir.path().join("tail.stderr"));
     // Both are reading before the first numbered line.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let mut written = Vec::new();
@@ -238,7 +239,8 @@ async fn follow(stack: &Stack, agent: &str, log: &Path, lines: usize) {
             log,
             &format!(
                 "{}\n",
-                openclaw_line(n).replace("handled", &format!("follow-{n} handled"))
+                // line 1 has no credential: the marker is never redacted
+                openclaw_line(1).replace("handled request 1", &format!("follow-{n} handled"))
             ),
         );
         // Not in step with the CLI's poll.
@@ -248,9 +250,12 @@ async fn follow(stack: &Stack, agent: &str, log: &Path, lines: usize) {
     let delays = |arrivals: HashMap<usize, Instant>, who: &str| -> Vec<f64> {
         (0..lines)
             .map(|n| {
-                let at = arrivals
-                    .get(&n)
-                    .unwrap_or_else(|| panic!("{who} never showed line {n}"));
+                let at = arrivals.get(&n).unwrap_or_else(|| {
+                    panic!(
+                        "{who} never showed line {n}; its stderr: {}",
+                        std::fs::read_to_string(&cli_stderr).unwrap_or_default()
+                    )
+                });
                 at.duration_since(written[n]).as_secs_f64() * 1000.0
             })
             .collect()
