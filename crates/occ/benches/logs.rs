@@ -66,7 +66,7 @@ fn round2(v: f64) -> f64 {
 
 /// A line as OpenClaw's JSON file logger writes it; every tenth carries a credential.
 fn openclaw_line(n: usize) -> String {
-    let message = if n % 10 == 0 {
+    let message = if n.is_multiple_of(10) {
         format!("provider call {n} with key sk-bench{n:0>32} failed, retrying")
     } else {
         format!("handled request {n} for channel main in 12 ms; queue depth 0, sessions 1")
