@@ -222,16 +222,22 @@ export async function renderLogs(panel, { ns, agent, revisions, scope, wanted })
       if (!page) return;
       output.replaceChildren();
       cursor = page.cursor || null;
-      show(page);
-      note = `read ${when(page.observedAt)}`;
-      renderStatus();
-      if (following) schedule(page.truncated ? 0 : FOLLOW_INTERVAL_MS);
+      received(page);
     } catch (e) {
       if (theView !== view) return;
       if (e.status === 403) return refuse(e);
       replace(output, h('p', { class: 'field-error' }, `Could not read the output: ${e.code} — ${e.message}`));
       showError(e, 'Reading the runtime logs');
     }
+  }
+
+  /** Shows a page and, when following, asks for the next one (at once after a page cut at its
+   * byte bound: more is waiting). */
+  function received(page) {
+    show(page);
+    note = `read ${when(page.observedAt)}`;
+    renderStatus();
+    if (following) schedule(page.truncated ? 0 : FOLLOW_INTERVAL_MS);
   }
 
   function schedule(ms) {
@@ -252,11 +258,7 @@ export async function renderLogs(panel, { ns, agent, revisions, scope, wanted })
       const page = await fetchPage(theView, logsQuery({ source, minLevel, cursor }));
       if (!page) return;
       cursor = page.cursor || cursor;
-      show(page);
-      note = `read ${when(page.observedAt)}`;
-      renderStatus();
-      // A page cut at its byte bound has more waiting: ask again at once.
-      if (following) schedule(page.truncated ? 0 : FOLLOW_INTERVAL_MS);
+      received(page);
     } catch (e) {
       if (theView !== view) return;
       if (e.status === 403) return refuse(e);

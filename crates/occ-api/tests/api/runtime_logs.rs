@@ -73,20 +73,7 @@ async fn fixture() -> F {
     let ns = app.default_ns.to_string();
     let cfg = configuration(&app, &ns, &admin).await;
     let agt = agent(&app, &ns, &cfg, "logs", &admin).await;
-    let rev = expect(
-        app.call(
-            Method::POST,
-            &format!("/namespaces/{ns}/agents/{agt}/deploy"),
-            &admin,
-            None,
-        )
-        .await,
-        StatusCode::ACCEPTED,
-    )
-    .data()["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let rev = app.deploy_as(&admin, &agt).await;
     let revision_id = rev.parse().unwrap();
     compute.write_output(
         &revision_id,
