@@ -126,6 +126,10 @@ struct Inner {
     state: Arc<Mutex<FakeState>>,
     root: PathBuf,
     pods: Mutex<BTreeMap<(String, String), PodRun>>,
+    /// Every gateway process group ever started, so that dropping the kubelet can wait for
+    /// all their members (a gateway's children outlive its leader by a moment) before it
+    /// removes the directories they write to.
+    groups: Mutex<Vec<u32>>,
 }
 
 /// A running test kubelet; dropping it kills its gateways and removes its directories.
@@ -155,6 +159,7 @@ impl FakeKubelet {
             state: kube.shared(),
             root: root.path().to_owned(),
             pods: Mutex::new(BTreeMap::new()),
+            groups: Mutex::new(Vec::new()),
         });
         let task = tokio::spawn({
             let inner = inner.clone();
@@ -225,9 +230,25 @@ impl Drop for FakeKubelet {
             let mut st = lock(&self.inner.state);
             st.pod_ports.retain(|(_, pod), _| *pod != run.pod);
         }
+        let groups = lock(&self.inner.groups).clone();
+        for &group in &groups {
+            kill_group(group);
+        }
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while pids.iter().any(|pid| alive(*pid)) && std::time::Instant::now() < deadline {
+        while (pids.iter().any(|pid| alive(*pid)) || groups.iter().any(|g| group_alive(*g)))
+            && std::time::Instant::now() < deadline
+        {
             std::thread::sleep(Duration::from_millis(50));
+        }
+        // A task aborted mid-poll on another worker thread may still create a file while the
+        // tree is being removed; a second pass removes it.
+        for _ in 0..20 {
+            match std::fs::remove_dir_all(&self.inner.root) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                _ => break,
+            }
         }
     }
 }
@@ -537,6 +558,9 @@ async fn run_pod(ctx: PodCtx) {
             }
         };
         let pid = child.id();
+        if let Some(pid) = pid {
+            lock(&ctx.inner.groups).push(pid);
+        }
         let container_id = lock(&ctx.inner.state).new_container_instance();
         feed_output(&ctx, &mut child, &container_id);
         {
@@ -1158,6 +1182,26 @@ fn alive(pid: u32) -> bool {
             .is_some_and(|state| state != "Z" && state != "X"),
         Err(_) => false,
     }
+}
+
+/// Whether process group `group` still has a live (not zombie) member.
+fn group_alive(group: u32) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    entries.flatten().any(|entry| {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            return false;
+        };
+        // Fields after the command: state, ppid, pgrp.
+        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+            return false;
+        };
+        let mut fields = rest.split_whitespace();
+        let state = fields.next();
+        let pgrp = fields.nth(1);
+        pgrp == Some(group.to_string().as_str()) && !matches!(state, Some("Z" | "X"))
+    })
 }
 
 async fn wait_gone(pid: u32) {
