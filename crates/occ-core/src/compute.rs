@@ -105,6 +105,20 @@ pub struct RevisionContext {
     pub workspace_setup: Option<WorkspaceSetup>,
 }
 
+impl RevisionContext {
+    /// A redactor for the workload's output: the values this context hands the workload (its
+    /// bound Secrets, the harness credential) and the gateway `token`, besides the patterns.
+    pub fn output_redactor(&self, token: &str) -> crate::redact::Redactor {
+        crate::redact::Redactor::new(
+            self.environment
+                .values()
+                .map(SecretText::expose)
+                .chain(self.harness_credential.as_ref().map(SecretText::expose))
+                .chain([token]),
+        )
+    }
+}
+
 /// The outcome of a Namespace verb that did not fail outright.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Convergence {
@@ -329,6 +343,32 @@ impl LogChunk {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_output_redactor_removes_what_the_context_hands_out() {
+        let ctx = RevisionContext {
+            environment: [(
+                "PROVIDER_KEY".to_owned(),
+                SecretText::new("bound-secret-value-42".into()),
+            )]
+            .into(),
+            harness_credential: Some(SecretText::new("harness-credential-77".into())),
+            workspace_setup: None,
+        };
+        let lines = ctx.output_redactor("gateway-token-0123").lines([
+            "key bound-secret-value-42 refused",
+            "harness harness-credential-77 and gateway-token-0123",
+            "Error: ENOENT cert.pem",
+        ]);
+        assert_eq!(
+            lines,
+            [
+                format!("key {} refused", crate::redact::REDACTED),
+                format!("harness {0} and {0}", crate::redact::REDACTED),
+                "Error: ENOENT cert.pem".to_owned(),
+            ]
+        );
+    }
 
     #[test]
     fn a_driver_removes_its_own_credential_from_every_line() {

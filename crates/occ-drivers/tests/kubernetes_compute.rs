@@ -99,7 +99,7 @@ async fn conformance_suite_on_kubernetes() {
     let compute = driver(&fake);
     conformance::lifecycle(&compute).await;
     conformance::refusals(&compute).await;
-    let figures = conformance::rollback(&compute, false).await;
+    let figures = conformance::rollback(&compute).await;
     eprintln!("Kubernetes rollback: {figures:?}");
 }
 

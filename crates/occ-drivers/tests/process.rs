@@ -132,7 +132,7 @@ async fn a_revision_that_cannot_start_is_rolled_back() {
     let runtime = tokio::task::spawn_blocking(runtime_root).await.unwrap();
     let _turn = GATEWAYS.lock().await;
     let driver = Driver::new(runtime);
-    let figures = conformance::rollback(&driver.compute, true).await;
+    let figures = conformance::rollback(&driver.compute).await;
     eprintln!("process rollback: {figures:?}");
     assert!(recorded_gateways(driver.root.path()).is_empty());
 }

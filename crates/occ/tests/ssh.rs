@@ -215,7 +215,7 @@ async fn conformance_suite_over_ssh() {
     let compute = driver(&sshd, &host, &programs, (29900, 29909), sshd.known_hosts());
     conformance::lifecycle(&compute).await;
     conformance::refusals(&compute).await;
-    let figures = conformance::rollback(&compute, true).await;
+    let figures = conformance::rollback(&compute).await;
     eprintln!("SSH rollback: {figures:?}");
     assert!(recorded_gateways(host.path()).is_empty());
     // Deleting the Agents removed their accounts.

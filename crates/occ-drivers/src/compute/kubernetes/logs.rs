@@ -18,9 +18,10 @@ use occ_core::ReasonCode;
 use super::objects::{ANNOTATION_REVISION_ID, GATEWAY_CONTAINER};
 use super::{
     ComputeError, KubernetesCompute, LOG_READ_MAX_BYTES, LogChunk, LogEntry, LogGap, LogPosition,
-    LogQuery, RevisionTarget,
+    LogQuery, RevisionContext, RevisionTarget,
 };
 use crate::kubernetes::{KubeFailure, annotation};
+use occ_core::compute::OUTPUT_LINES;
 
 impl KubernetesCompute {
     /// One bounded read of the revision's newest Pod's gateway container.
@@ -126,6 +127,36 @@ impl KubernetesCompute {
         }
         // The gateway token is the Driver's own credential: it never leaves the Driver.
         .without_value(token.expose()))
+    }
+}
+
+impl KubernetesCompute {
+    /// The last output lines of a gateway that exited during startup (the instance that
+    /// exited: a container waiting to restart still serves it), redacted, for the activation's
+    /// error. Best effort: a failure to read them leaves the error without output.
+    pub(super) async fn startup_output(
+        &self,
+        rev: &RevisionTarget,
+        ctx: &RevisionContext,
+    ) -> Vec<String> {
+        let query = LogQuery {
+            after: None,
+            tail_lines: OUTPUT_LINES,
+            previous: false,
+        };
+        let chunk = match self.read_pod_logs(rev, &query).await {
+            Ok(chunk) => chunk,
+            Err(e) => {
+                tracing::debug!(revision = %rev.revision_id, code = ?e.code, "no startup output");
+                return Vec::new();
+            }
+        };
+        let lines = chunk.entries.into_iter().filter_map(|entry| match entry {
+            LogEntry::Line(line) => Some(line),
+            LogEntry::Gap(_) => None,
+        });
+        // The Driver already removed the gateway token from the lines.
+        ctx.output_redactor("").lines(lines)
     }
 }
 

@@ -509,15 +509,15 @@ impl KubernetesCompute {
                 // Kubernetes restarts it for ever (CrashLoopBackOff): say so now, so the worker
                 // can put the previous revision back instead of waiting out the deadline.
                 let message = format!(
-                    "the gateway of {} exited during startup (exit code {code}); its log is \
-                     logs/gateway.log on the Agent's volume",
+                    "the gateway of {} exited during startup (exit code {code})",
                     rev.revision_id
                 );
-                return Err(if code == EXIT_CONFIGURATION_INVALID {
+                let error = if code == EXIT_CONFIGURATION_INVALID {
                     ComputeError::permanent(ReasonCode::RuntimeConfigurationInvalid, message)
                 } else {
                     ComputeError::transient(ReasonCode::RuntimeStartupFailed, message)
-                });
+                };
+                return Err(error.with_output(self.startup_output(rev, ctx).await));
             }
             if tokio::time::Instant::now() >= deadline {
                 return Err(ComputeError::transient(
