@@ -191,6 +191,14 @@ pub enum AgentCmd {
     },
     /// Print a revision's runtime output (redacted by occ).
     Logs(LogsArgs),
+    /// Why a deployment failed or is stuck: its checks, its error and the gateway's last
+    /// output lines (redacted by occ).
+    Diagnose {
+        id: String,
+        /// The deployment's revision (`rev_…`); default: the latest revision.
+        #[arg(long, value_name = "REVISION")]
+        revision: Option<String>,
+    },
 }
 
 /// `occ agent logs …`
@@ -789,6 +797,7 @@ pub async fn agent(c: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
             )
         }
         AgentCmd::Logs(args) => agent_logs(c, &base, args).await,
+        AgentCmd::Diagnose { id, revision } => agent_diagnose(c, &base, &id, revision).await,
         AgentCmd::List => c.print(&c.call(Method::GET, &base, None).await?, AGENT_COLUMNS),
         AgentCmd::Get { id } => c.print(
             &c.call(Method::GET, &format!("{base}/{id}"), None).await?,
@@ -887,18 +896,9 @@ async fn default_runtime_revision(c: &Client, agent: &str) -> anyhow::Result<Str
     let active = c.call(Method::GET, agent, None).await?["activeRevisionId"]
         .as_str()
         .map(str::to_owned);
-    let revisions = c
-        .call(Method::GET, &format!("{agent}/revisions"), None)
-        .await?;
-    let latest = revisions
-        .as_array()
-        .into_iter()
-        .flatten()
-        .max_by_key(|r| r["revision"].as_u64().unwrap_or(0))
-        .and_then(|r| r["id"].as_str())
-        .map(str::to_owned);
-    match (active, latest) {
-        (Some(active), Some(latest)) if latest != active => {
+    let latest = latest_revision(c, agent).await?;
+    match active {
+        Some(active) if latest != active => {
             let runtime = c
                 .call(
                     Method::GET,
@@ -909,10 +909,114 @@ async fn default_runtime_revision(c: &Client, agent: &str) -> anyhow::Result<Str
             let has_workloads = runtime["pods"].as_array().is_some_and(|p| !p.is_empty());
             Ok(if has_workloads { latest } else { active })
         }
-        (Some(active), _) => Ok(active),
-        (None, Some(latest)) => Ok(latest),
-        (None, None) => Err(anyhow!("the Agent has no revision; deploy it first")),
+        Some(active) => Ok(active),
+        None => Ok(latest),
     }
+}
+
+/// `occ agent diagnose`: the diagnostics of a deployment (an audited `POST`) next to the
+/// deployment's own state and error.
+async fn agent_diagnose(
+    c: &Client,
+    base: &str,
+    id: &str,
+    revision: Option<String>,
+) -> anyhow::Result<()> {
+    let agent = format!("{base}/{id}");
+    let revision = match revision {
+        Some(revision) => revision,
+        None => latest_revision(c, &agent).await?,
+    };
+    let deployment_path = format!("{agent}/deployments/{revision}");
+    let diagnostics = c
+        .call(
+            Method::POST,
+            &format!("{deployment_path}/diagnostics"),
+            None,
+        )
+        .await?;
+    let deployment = c.call(Method::GET, &deployment_path, None).await?;
+    match c.output {
+        Output::Table => {
+            println!(
+                "{}",
+                diagnosis_text(id, &revision, &diagnostics, &deployment).trim_end()
+            );
+            Ok(())
+        }
+        _ => c.print(
+            &serde_json::json!({"diagnostics": diagnostics, "deployment": deployment}),
+            &[],
+        ),
+    }
+}
+
+/// The Agent's latest revision (the newest deployment).
+async fn latest_revision(c: &Client, agent: &str) -> anyhow::Result<String> {
+    let revisions = c
+        .call(Method::GET, &format!("{agent}/revisions"), None)
+        .await?;
+    revisions
+        .as_array()
+        .into_iter()
+        .flatten()
+        .max_by_key(|r| r["revision"].as_u64().unwrap_or(0))
+        .and_then(|r| r["id"].as_str())
+        .map(str::to_owned)
+        .ok_or_else(|| anyhow!("the Agent has no revision; deploy it first"))
+}
+
+/// `occ agent diagnose` as text: the deployment's state, the first failed check (the step it
+/// stopped at), its error and output lines, every check, and where to read more.
+fn diagnosis_text(agent: &str, revision: &str, diagnostics: &Value, deployment: &Value) -> String {
+    let checks = diagnostics["checks"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let mut out = format!(
+        "Deployment {revision}: {}\n",
+        deployment["status"].as_str().unwrap_or("unknown")
+    );
+    match checks.iter().find(|c| c["state"] == "failed") {
+        Some(failed) => out.push_str(&format!(
+            "Failing step: {}/{} ({})\n",
+            cell(&failed["component"]),
+            cell(&failed["check"]),
+            cell(&failed["code"])
+        )),
+        None => out.push_str("No check failed.\n"),
+    }
+    let error = &deployment["error"];
+    if error.is_object() {
+        out.push_str(&format!(
+            "Error: {} {}\n",
+            cell(&error["code"]),
+            cell(&error["message"])
+        ));
+        if error["data"]["rolledBack"] == true {
+            out.push_str("The revision that served before was restored and keeps serving.\n");
+        }
+        let output = error["data"]["output"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        if !output.is_empty() {
+            out.push_str("\nLast output lines:\n");
+            for line in output {
+                out.push_str(&format!("  {}\n", line.as_str().unwrap_or_default()));
+            }
+        }
+    }
+    out.push_str("\nChecks:\n");
+    out.push_str(&table(
+        &Value::Array(checks.to_vec()),
+        &["component", "check", "state", "code", "checkedAt"],
+    ));
+    out.push_str(&format!(
+        "\n\nMore: occ agent logs {agent} --revision {revision}; occ agent runtime {agent} \
+         --revision {revision}\n"
+    ));
+    out
 }
 
 /// `occ agent runtime` as text: the revision, then one line per container of each workload and
@@ -1096,6 +1200,51 @@ mod tests {
         assert!(text.contains("GatewayExited"), "{text}");
         let empty = serde_json::json!({"revisionId": "rev_1", "observedAt": "x", "pods": []});
         assert!(runtime_table(&empty).contains("No workload runs"));
+    }
+
+    #[test]
+    fn a_diagnosis_names_the_failing_step_the_error_and_the_output() {
+        let diagnostics = serde_json::json!({"revisionId": "rev_2", "observedAt": "x", "checks": [
+            {"component": "deployment", "check": "reconcile", "state": "failed",
+             "code": "RUNTIME_STARTUP_FAILED", "checkedAt": null},
+            {"component": "runtime", "check": "workload", "state": "succeeded",
+             "checkedAt": null},
+        ]});
+        let deployment = serde_json::json!({"status": "failed", "error": {
+            "code": "RUNTIME_STARTUP_FAILED", "message": "the gateway exited during startup",
+            "data": {"rolledBack": true, "output": ["Error: ENOENT cert.pem"]}}});
+        let text = diagnosis_text("agt_1", "rev_2", &diagnostics, &deployment);
+        assert!(text.starts_with("Deployment rev_2: failed\n"), "{text}");
+        assert!(
+            text.contains("Failing step: deployment/reconcile (RUNTIME_STARTUP_FAILED)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("Error: RUNTIME_STARTUP_FAILED the gateway exited during startup"),
+            "{text}"
+        );
+        assert!(text.contains("restored"), "{text}");
+        assert!(text.contains("  Error: ENOENT cert.pem\n"), "{text}");
+        assert!(
+            text.lines().any(|l| l.split_whitespace().take(3).eq([
+                "runtime",
+                "workload",
+                "succeeded"
+            ])),
+            "{text}"
+        );
+        assert!(
+            text.contains("occ agent logs agt_1 --revision rev_2"),
+            "{text}"
+        );
+        let healthy = diagnosis_text(
+            "agt_1",
+            "rev_1",
+            &serde_json::json!({"checks": []}),
+            &serde_json::json!({"status": "succeeded"}),
+        );
+        assert!(healthy.contains("No check failed."), "{healthy}");
+        assert!(!healthy.contains("Error:"), "{healthy}");
     }
 
     #[test]

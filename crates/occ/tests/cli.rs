@@ -583,6 +583,21 @@ fn end_to_end(backend: Backend) {
         "{table}"
     );
 
+    // ---- diagnose: the latest revision's checks next to its deployment ----
+    let diagnosis = cli.json(&["agent", "diagnose", &agt]);
+    assert_eq!(str_of(&diagnosis["diagnostics"], "revisionId"), rev_id);
+    assert!(diagnosis["diagnostics"]["checks"].is_array(), "{diagnosis}");
+    assert_eq!(str_of(&diagnosis["deployment"], "status"), "queued");
+    let table = cli.table(&["agent", "diagnose", &agt, "--revision", &rev_id]);
+    assert!(
+        table.starts_with(&format!("Deployment {rev_id}: queued\n")),
+        "{table}"
+    );
+    assert!(
+        table.contains(&format!("occ agent logs {agt} --revision {rev_id}")),
+        "{table}"
+    );
+
     // ---- revisions ----
     let table = cli.table(&["agent", "revisions", &agt]);
     let mut lines = table.lines();
