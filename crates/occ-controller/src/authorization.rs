@@ -22,7 +22,7 @@ use std::borrow::BorrowMut;
 use std::sync::Arc;
 
 use occ_core::audit::{AuditEvent, AuditKind, AuditOutcome};
-use occ_core::authz::{Action, Caller, Decision, Evidence, ResourceRef, decide};
+use occ_core::authz::{Action, Caller, Decision, Evidence, ResourceRef, decide_standing_in};
 use occ_core::resource::Installation;
 use occ_core::{Error, ErrorCode, IamId, InstallationId, NamespaceId};
 use occ_store::iam::PolicySnapshot;
@@ -247,16 +247,11 @@ impl Controller {
             _ => Arc::new(session.policy_snapshot(principal).await?),
         };
         // The first action's denial is the one recorded: the others only stand in for it.
-        let mut denial = None;
-        for alternative in actions {
-            match decide_on(&snapshot, key_namespace, *alternative, resource) {
+        let (reason, records) =
+            match decide_on(&snapshot, key_namespace, action, &actions[1..], resource) {
                 Decision::Allowed(evidence) => return Ok((tx, evidence)),
-                Decision::Denied { reason, records } => {
-                    denial.get_or_insert((reason, records));
-                }
-            }
-        }
-        let (reason, records) = denial.expect("at least one action was decided");
+                Decision::Denied { reason, records } => (reason, records),
+            };
         drop(tx);
         let event = self
             .event(req, AuditKind::AuthorizationDenial, audit_action, resource, AuditOutcome::Denied)
@@ -284,7 +279,14 @@ impl Controller {
         action: Action,
         resource: &ResourceRef,
     ) -> bool {
-        decide_on(snapshot, caller.key_namespace.as_ref(), action, resource).is_allowed()
+        decide_on(
+            snapshot,
+            caller.key_namespace.as_ref(),
+            action,
+            &[],
+            resource,
+        )
+        .is_allowed()
     }
 
     /// The actions, of those `resource`'s kind supports, that the caller may do on it — the same
@@ -308,7 +310,8 @@ impl Controller {
     }
 }
 
-/// The decision on a policy snapshot: the only call of `decide`.
+/// The decision on a policy snapshot: the only call of `decide_standing_in` (and so of
+/// `decide`).
 #[expect(
     clippy::disallowed_methods,
     reason = "the choke point is where decisions are made"
@@ -317,14 +320,16 @@ fn decide_on(
     snapshot: &PolicySnapshot,
     key_namespace: Option<&NamespaceId>,
     action: Action,
+    stand_ins: &[Action],
     resource: &ResourceRef,
 ) -> Decision {
-    decide(
+    decide_standing_in(
         snapshot.identity.as_ref(),
         key_namespace,
         snapshot.grants.iter().map(|g| (&g.binding, &g.role)),
         &snapshot.restrictions,
         action,
+        stand_ins,
         resource,
     )
 }

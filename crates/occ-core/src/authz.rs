@@ -333,7 +333,9 @@ mod tests {
     }
 }
 
-pub use decision::{AuthMethod, Caller, Decision, Evidence, PolicyRecords, decide};
+pub use decision::{
+    AuthMethod, Caller, Decision, Evidence, PolicyRecords, decide, decide_standing_in,
+};
 
 mod decision {
     //! The native IAM decision (spec/api.md §5.3), evaluated on a fresh policy snapshot.
@@ -440,6 +442,11 @@ mod decision {
         }
     }
 
+    /// The denial reason when no binding grants the action.
+    const NOT_GRANTED: &str = "no explicit scoped binding";
+    /// The denial reason when a Restriction denies the action.
+    const RESTRICTED: &str = "denied by a restriction";
+
     /// Decides whether `identity` may perform `action` on `resource`, given its bindings (with
     /// their Roles) and all Restrictions. No action implies another; Restrictions always win.
     pub fn decide<'g>(
@@ -488,20 +495,89 @@ mod decision {
         records.role_ids.sort();
         records.role_ids.dedup();
         if records.binding_ids.is_empty() {
-            return Decision::deny("no explicit scoped binding", records);
+            return Decision::deny(NOT_GRANTED, records);
         }
-        for r in restrictions {
-            let scope_ok = r.namespace_id.is_none() || r.namespace_id.as_ref() == ns;
-            let target_ok = r.resource_id.as_deref().is_none_or(|id| id == resource.id);
-            if scope_ok && target_ok && r.action == action && r.resource_kind == resource.kind {
-                records.restriction_ids.push(r.id.to_string());
-            }
-        }
-        records.restriction_ids.sort();
+        records.restriction_ids = restricting(restrictions, action, resource);
         if !records.restriction_ids.is_empty() {
-            return Decision::deny("denied by a restriction", records);
+            return Decision::deny(RESTRICTED, records);
         }
         Decision::Allowed(Evidence(records))
+    }
+
+    /// [`decide`] for `action`, where each of `stand_ins` allows in its place when `action`
+    /// itself is not granted (`administer` standing in for `read_logs`). A Restriction on
+    /// `action` denies its stand-ins too; a denial is `action`'s own.
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the same decision, reached only through the choke point"
+    )]
+    pub fn decide_standing_in<'g>(
+        identity: Option<&Identity>,
+        key_namespace: Option<&NamespaceId>,
+        grants: impl IntoIterator<Item = (&'g AccessBinding, &'g Role)> + Clone,
+        restrictions: &[Restriction],
+        action: Action,
+        stand_ins: &[Action],
+        resource: &ResourceRef,
+    ) -> Decision {
+        let own = decide(
+            identity,
+            key_namespace,
+            grants.clone(),
+            restrictions,
+            action,
+            resource,
+        );
+        let Decision::Denied { reason, records } = own else {
+            return own;
+        };
+        // Not granted: a stand-in may allow, unless a Restriction denies the action itself.
+        if reason == NOT_GRANTED {
+            let restriction_ids = restricting(restrictions, action, resource);
+            if !restriction_ids.is_empty() {
+                return Decision::deny(
+                    RESTRICTED,
+                    PolicyRecords {
+                        restriction_ids,
+                        ..records
+                    },
+                );
+            }
+            for stand_in in stand_ins {
+                let decision = decide(
+                    identity,
+                    key_namespace,
+                    grants.clone(),
+                    restrictions,
+                    *stand_in,
+                    resource,
+                );
+                if decision.is_allowed() {
+                    return decision;
+                }
+            }
+        }
+        Decision::Denied { reason, records }
+    }
+
+    /// The ids (sorted) of the Restrictions that deny `action` on `resource`, whoever asks.
+    fn restricting(
+        restrictions: &[Restriction],
+        action: Action,
+        resource: &ResourceRef,
+    ) -> Vec<String> {
+        let ns = resource.namespace_id.as_ref();
+        let mut ids: Vec<String> = restrictions
+            .iter()
+            .filter(|r| {
+                let scope_ok = r.namespace_id.is_none() || r.namespace_id.as_ref() == ns;
+                let target_ok = r.resource_id.as_deref().is_none_or(|id| id == resource.id);
+                scope_ok && target_ok && r.action == action && r.resource_kind == resource.kind
+            })
+            .map(|r| r.id.to_string())
+            .collect();
+        ids.sort();
+        ids
     }
 
     #[cfg(test)]
@@ -517,7 +593,7 @@ mod decision {
 
         fn pairs(
             grants: &[(AccessBinding, Role)],
-        ) -> impl Iterator<Item = (&AccessBinding, &Role)> {
+        ) -> impl Iterator<Item = (&AccessBinding, &Role)> + Clone {
             grants.iter().map(|(b, r)| (b, r))
         }
         use crate::{AgentId, InstallationId};
@@ -623,6 +699,76 @@ mod decision {
             };
             assert_eq!(reason, "denied by a restriction");
             assert_eq!(records.restriction_ids.len(), 1);
+        }
+
+        #[test]
+        fn a_stand_in_allows_unless_a_restriction_denies_the_action_itself() {
+            let who = identity(None);
+            let admin = role(None, administrator_permissions());
+            let grants = vec![(binding(&who, &admin, None, None), admin.clone())];
+            let ns = NamespaceId::generate();
+            let agent = ResourceRef::exact(ResourceKind::Agent, &ns, AgentId::generate());
+            let restriction = |action| Restriction {
+                id: IamId::generate_restriction(),
+                namespace_id: Some(ns.clone()),
+                action,
+                resource_kind: ResourceKind::Agent,
+                resource_id: None,
+                created_at: Timestamp::now(),
+            };
+            let read_logs = |restrictions: &[Restriction]| {
+                decide_standing_in(
+                    Some(&who),
+                    None,
+                    pairs(&grants),
+                    restrictions,
+                    Action::ReadLogs,
+                    &[Action::Administer],
+                    &agent,
+                )
+            };
+            assert!(read_logs(&[]).is_allowed(), "administer stands in");
+            let Decision::Denied { reason, records } = read_logs(&[restriction(Action::ReadLogs)])
+            else {
+                panic!("a restriction on read_logs denies its stand-in too");
+            };
+            assert_eq!(reason, "denied by a restriction");
+            assert_eq!(records.restriction_ids.len(), 1);
+            assert!(
+                !read_logs(&[restriction(Action::Administer)]).is_allowed(),
+                "a restricted stand-in does not allow"
+            );
+            // A caller granted read_logs itself keeps it when only administer is restricted.
+            let reader = role(
+                None,
+                vec![Permission::new(Action::ReadLogs, ResourceKind::Agent)],
+            );
+            let reader_grants = vec![(binding(&who, &reader, None, None), reader.clone())];
+            assert!(
+                decide_standing_in(
+                    Some(&who),
+                    None,
+                    pairs(&reader_grants),
+                    &[restriction(Action::Administer)],
+                    Action::ReadLogs,
+                    &[Action::Administer],
+                    &agent,
+                )
+                .is_allowed()
+            );
+            // No grant at all: the action's own denial.
+            let Decision::Denied { reason, .. } = decide_standing_in(
+                Some(&who),
+                None,
+                pairs(&[]),
+                &[],
+                Action::ReadLogs,
+                &[Action::Administer],
+                &agent,
+            ) else {
+                panic!("nothing granted");
+            };
+            assert_eq!(reason, "no explicit scoped binding");
         }
 
         #[test]

@@ -319,6 +319,38 @@ async fn authorization_and_missing_revisions() {
         "{}",
         reply.status
     );
+
+    // A Restriction on read_logs denies the administrator, whose administer otherwise stands
+    // in for it; the denial names the Restriction.
+    assert_eq!(f.get("source=gateway", &admin).await.status, StatusCode::OK);
+    let restriction = occ_core::iam::Restriction {
+        id: occ_core::IamId::generate_restriction(),
+        namespace_id: Some(f.app.default_ns.clone()),
+        action: Action::ReadLogs,
+        resource_kind: ResourceKind::Agent,
+        resource_id: Some(f.agt.clone()),
+        created_at: occ_core::Timestamp::now(),
+    };
+    let mut tx = occ_testkit::begin_setup(&f.app.store).await;
+    tx.restriction_insert(&restriction).await.unwrap();
+    tx.commit().await.unwrap();
+    let views = f.views().await;
+    let denied = f.get("source=gateway", &admin).await;
+    assert_eq!(denied.status, StatusCode::FORBIDDEN);
+    assert_eq!(f.views().await, views, "a denial opens no view");
+    let mut tx = f.app.store.begin_read().await.unwrap();
+    let denials = tx
+        .audit_list(&AuditFilter::default())
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.kind.as_str() == "authorization_denial")
+        .map(|e| serde_json::to_string(&e.details).unwrap())
+        .collect::<Vec<_>>();
+    assert!(
+        denials.iter().any(|d| d.contains(restriction.id.as_str())),
+        "the denial is audited with the Restriction: {denials:?}"
+    );
 }
 
 #[tokio::test]
