@@ -464,17 +464,36 @@ async fn a_missing_runtime_is_a_clear_permanent_failure() {
     );
 }
 
+/// The first of `n` consecutive loopback ports that are free now, below the kernel's ephemeral
+/// range (outgoing connections take ports there) and away from the fixed ranges of other tests
+/// and of `occ dev` (28000-28999 and up): a fixed range collided with other processes on a busy
+/// machine.
+fn free_port_run(n: u16) -> u16 {
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos()
+        ^ std::process::id();
+    (0..200u32)
+        .map(|i| 21_000 + ((seed.wrapping_add(i * 7919)) % 6_000) as u16)
+        .find(|base| {
+            (*base..base + n).all(|port| std::net::TcpListener::bind(("127.0.0.1", port)).is_ok())
+        })
+        .expect("a run of free loopback ports")
+}
+
 #[tokio::test]
 async fn ports_never_collide_and_busy_ports_are_skipped() {
     let runtime = tokio::task::spawn_blocking(runtime_root).await.unwrap();
     let root = tempfile::tempdir().unwrap();
     let mut s = settings(root.path(), runtime);
-    s.host.port_range = 29300..=29303;
+    let base = free_port_run(4);
+    s.host.port_range = base..=base + 3;
     let compute = ProcessCompute::new(s.clone()).unwrap();
     let (ns, first) = targets();
     compute.ensure_namespace(&ns).await.unwrap();
     // Something else listens on the first port of the range.
-    let squatter = std::net::TcpListener::bind(("127.0.0.1", 29300)).unwrap();
+    let squatter = std::net::TcpListener::bind(("127.0.0.1", base)).unwrap();
     let mut ports = Vec::new();
     for agent in [first.clone(), targets().1, targets().1] {
         let agent = occ_drivers::compute::AgentTarget {
@@ -497,14 +516,8 @@ async fn ports_never_collide_and_busy_ports_are_skipped() {
         ports.push(access.url);
     }
     drop(squatter);
-    assert_eq!(
-        ports,
-        vec![
-            "ws://127.0.0.1:29301",
-            "ws://127.0.0.1:29302",
-            "ws://127.0.0.1:29303"
-        ]
-    );
+    let url = |port: u16| format!("ws://127.0.0.1:{port}");
+    assert_eq!(ports, vec![url(base + 1), url(base + 2), url(base + 3)]);
     // A restarted Driver sees the allocations on disk: the next Agent gets the free port.
     let again = ProcessCompute::new(s.clone()).unwrap();
     let (_, fourth) = targets();
@@ -519,7 +532,7 @@ async fn ports_never_collide_and_busy_ports_are_skipped() {
         .unwrap();
     assert_eq!(
         again.gateway_access(&fourth).await.unwrap().unwrap().url,
-        "ws://127.0.0.1:29300"
+        url(base)
     );
     // The range is exhausted now.
     let (_, fifth) = targets();
