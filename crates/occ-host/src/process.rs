@@ -5,8 +5,7 @@
 
 use std::path::Path;
 
-use occ_core::compute::{OUTPUT_LINES, RevisionContext, SecretText};
-use occ_core::redact::Redactor;
+use occ_core::compute::{OUTPUT_LINES, RevisionContext};
 
 /// How many log lines a startup failure reports.
 const LOG_TAIL_LINES: usize = 12;
@@ -81,18 +80,14 @@ pub(crate) fn log_tail(path: &Path) -> String {
 /// anything occ handed the gateway (bound Secret values, the harness credential, the gateway
 /// token) or any other credential shape [`Redactor`] knows.
 pub(crate) fn startup_output(log: &Path, ctx: &RevisionContext, token: &str) -> Vec<String> {
-    let handed_out = ctx
-        .environment
-        .values()
-        .map(SecretText::expose)
-        .chain(ctx.harness_credential.as_ref().map(|c| c.expose()))
-        .chain([token]);
-    Redactor::new(handed_out).lines(log_lines(log, OUTPUT_LINES))
+    ctx.output_redactor(token)
+        .lines(log_lines(log, OUTPUT_LINES))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use occ_core::compute::SecretText;
 
     #[test]
     fn startup_output_is_the_redacted_end_of_the_log() {
