@@ -72,7 +72,10 @@ pub fn harness_key_variable(rev: &RevisionTarget) -> Result<&'static str, Comput
 
 /// The snapshot a revision runs with: the admitted document plus the settings a Driver owns
 /// (listener, token authentication from `OPENCLAW_GATEWAY_TOKEN`, workspace, log file, no
-/// update checks or catalog refreshes).
+/// update checks or catalog refreshes). With a `log_file` the Driver also captures the
+/// gateway's stdout and stderr into that file, so OpenClaw's console logger is silenced
+/// (`logging.consoleLevel: "silent"`): each message lands once, as the file's JSON line, while
+/// what bypasses the logger (fatal errors, crash traces, Node's warnings) still lands as text.
 pub fn render_snapshot(
     rev: &RevisionTarget,
     port: u16,
@@ -90,7 +93,9 @@ pub fn render_snapshot(
         json!({"mode": "token", "token": "${OPENCLAW_GATEWAY_TOKEN}"}),
     );
     if let Some(file) = log_file {
-        object_at(&mut doc, "logging").insert("file".into(), json!(file));
+        let logging = object_at(&mut doc, "logging");
+        logging.insert("file".into(), json!(file));
+        logging.insert("consoleLevel".into(), json!("silent"));
     }
     object_at(&mut doc, "update").insert("checkOnStart".into(), json!(false));
     object_at(object_at(&mut doc, "models"), "catalogRefresh")
