@@ -277,7 +277,7 @@ pub(crate) fn prune_revision_logs(
                 .map_or(0, |marker| marker.revision);
         others.push((number, dir));
     }
-    others.sort_by(|a, b| b.0.cmp(&a.0));
+    others.sort_by_key(|(number, _)| std::cmp::Reverse(*number));
     let room = LOG_REVISIONS_KEPT.saturating_sub(keep.len());
     for (_, dir) in others.into_iter().skip(room) {
         remove_dir(&dir)?;
