@@ -37,7 +37,7 @@ use crate::logs::{GatewayLog, LOG_ROTATE_BYTES, prune_revision_logs};
 use crate::report;
 use crate::runtime::{OpenclawRuntime, RuntimeError};
 use crate::seed::{self, AsAgent};
-use crate::snapshot::{GatewayBind, render_snapshot};
+use crate::snapshot::{GatewayBind, render_snapshot, same_but_log_capture};
 use crate::systemd::{self, SystemdSupervision, UnitAccount};
 
 /// How a host runs its gateways.
@@ -388,8 +388,7 @@ impl Host {
             });
         }
         let rendered = self.render(rev, &agent_dir, marker.port);
-        let bytes = serde_json::to_vec_pretty(&Value::Object(rendered))
-            .map_err(|e| unavailable(e.to_string()))?;
+        let bytes = serde_json::to_vec_pretty(&rendered).map_err(|e| unavailable(e.to_string()))?;
         let hash = hex::encode(sha2::Sha256::digest(&bytes));
         let dir = revision_dir(&agent_dir, &rev.revision_id);
         let expected = RevisionMarker {
@@ -399,6 +398,12 @@ impl Host {
         };
         match read_json::<RevisionMarker>(&dir.join("revision.json"))? {
             Some(existing) if existing == expected => return Ok(Readiness::Ready),
+            // Rendered by an older occ (before per-revision capture): rendered again below.
+            Some(existing)
+                if existing.revision_id == expected.revision_id
+                    && existing.revision == expected.revision
+                    && stored_snapshot(&dir)?
+                        .is_some_and(|stored| same_but_log_capture(&stored, &rendered)) => {}
             Some(_) => {
                 return Err(ComputeError::permanent(
                     ReasonCode::SnapshotMismatch,
@@ -695,6 +700,23 @@ impl Host {
         Ok(chunk.without_value(token.expose()))
     }
 }
+
+/// The snapshot in the revision directory `dir`, if it holds one (written by occ: root's, in a
+/// directory only root writes).
+fn stored_snapshot(dir: &Path) -> Result<Option<serde_json::Map<String, Value>>, ComputeError> {
+    let path = dir.join("openclaw.json");
+    let Some(bytes) =
+        fsutil::read_bounded(&path, SNAPSHOT_LIMIT).map_err(|e| io_error("read", &path, e))?
+    else {
+        return Ok(None);
+    };
+    Ok(serde_json::from_slice::<Value>(&bytes)
+        .ok()
+        .and_then(|doc| doc.as_object().cloned()))
+}
+
+/// Largest snapshot read back (far above any admitted document).
+const SNAPSHOT_LIMIT: u64 = 16 * 1024 * 1024;
 
 /// Rotates the revision's gateway log when it reached [`LOG_ROTATE_BYTES`] (off the async
 /// threads: it copies up to that much).
