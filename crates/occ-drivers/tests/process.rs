@@ -191,6 +191,50 @@ async fn snapshots_adoption_crash_and_stop() {
     assert_eq!(mode(&snapshot1), 0o600);
     // The native setup seeded the workspace with the stock files.
     assert!(dir.join("state/workspace/AGENTS.md").is_file());
+    // The revision's own log file, the console silenced (the Driver captures it in that file).
+    let log1 = dir
+        .join("logs")
+        .join(rev1.revision_id.as_str())
+        .join("gateway.log");
+    assert_eq!(
+        frozen["logging"],
+        json!({"file": log1.display().to_string(), "consoleLevel": "silent"})
+    );
+    // A snapshot an older occ rendered (the Agent-level log, no consoleLevel) is rendered
+    // again; one of another document is refused.
+    let marker1 = snapshot1.with_file_name("revision.json");
+    let (frozen_bytes, marker_bytes) = (
+        std::fs::read(&snapshot1).unwrap(),
+        std::fs::read(&marker1).unwrap(),
+    );
+    let older_render = |doc: &Value| {
+        let mut marker: Value = serde_json::from_slice(&marker_bytes).unwrap();
+        marker["configurationHash"] = json!("0".repeat(64));
+        std::fs::write(&marker1, serde_json::to_vec(&marker).unwrap()).unwrap();
+        std::fs::write(&snapshot1, serde_json::to_vec_pretty(doc).unwrap()).unwrap();
+    };
+    let mut legacy = frozen.clone();
+    legacy["logging"] = json!({"file": dir.join("logs/gateway.log").display().to_string()});
+    older_render(&legacy);
+    assert_eq!(
+        compute.prepare_revision(&rev1, &ctx).await.unwrap(),
+        Readiness::Ready
+    );
+    assert_eq!(std::fs::read(&snapshot1).unwrap(), frozen_bytes);
+    assert_eq!(std::fs::read(&marker1).unwrap(), marker_bytes);
+    let mut other = legacy.clone();
+    other["agents"]["defaults"]["model"]["primary"] = json!("openai/another");
+    older_render(&other);
+    assert_eq!(
+        compute
+            .prepare_revision(&rev1, &ctx)
+            .await
+            .expect_err("another document under the revision's id")
+            .code,
+        ReasonCode::SnapshotMismatch
+    );
+    std::fs::write(&snapshot1, &frozen_bytes).unwrap();
+    std::fs::write(&marker1, &marker_bytes).unwrap();
 
     compute.activate_revision(&rev1, &ctx).await.unwrap();
     let pid1 = gateway_pid(&dir);

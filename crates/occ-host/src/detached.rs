@@ -30,6 +30,7 @@ use crate::layout::{
     self, answers, installed_and_served, is_current, mark_served, open_output, read_dir, read_json,
     remove_file, revision_dir, write_json,
 };
+use crate::logs::GatewayLog;
 use crate::process::{
     Signal, is_same_process, port_is_free, process_start_time, signal_group, startup_output,
 };
@@ -239,7 +240,7 @@ pub(crate) async fn start(
     }
     let token = layout::token(agent_dir)?;
     let snapshot = revision_dir(agent_dir, &rev.revision_id).join("openclaw.json");
-    let log_path = agent_dir.join("logs/gateway.log");
+    let log_path = GatewayLog::of_revision(agent_dir, &rev.revision_id).current_path();
     let (log, log_err) = open_output(&log_path, account)?;
     let mut cmd = runtime.command();
     cmd.arg("gateway")

@@ -15,12 +15,12 @@ use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use occ_core::ReasonCode;
 use occ_core::compute::{
     AgentTarget, ComputeError, Convergence, GatewayExit, LogChunk, LogQuery, NamespaceTarget,
     Readiness, RevisionContext, RevisionTarget, RuntimeState, SecretText,
 };
 use occ_core::runtime_report::RuntimeReport;
+use occ_core::{ReasonCode, RevisionId};
 use serde_json::Value;
 use sha2::Digest as _;
 
@@ -29,15 +29,15 @@ use crate::detached::{self, Launch};
 use crate::failure::{io_error, ownership, unavailable};
 use crate::fsutil;
 use crate::layout::{
-    self, Layout, NamespaceMarker, RevisionMarker, create_dir, current, is_current, read_dir,
-    read_json, remove_dir, remove_file, revision_dir, share_with_group, switch_current, write_json,
-    write_new,
+    self, Layout, NamespaceMarker, RevisionMarker, create_dir, current, ensure_revision_log_dir,
+    is_current, read_dir, read_json, remove_dir, remove_file, revision_dir, share_with_group,
+    switch_current, write_json, write_new,
 };
-use crate::logs::{GatewayLog, LOG_ROTATE_BYTES};
+use crate::logs::{GatewayLog, LOG_ROTATE_BYTES, prune_revision_logs};
 use crate::report;
 use crate::runtime::{OpenclawRuntime, RuntimeError};
 use crate::seed::{self, AsAgent};
-use crate::snapshot::{GatewayBind, render_snapshot};
+use crate::snapshot::{GatewayBind, render_snapshot, same_but_log_capture};
 use crate::systemd::{self, SystemdSupervision, UnitAccount};
 
 /// How a host runs its gateways.
@@ -228,7 +228,10 @@ impl Host {
         agent_dir: &Path,
         port: u16,
     ) -> serde_json::Map<String, Value> {
-        let log = agent_dir.join("logs/gateway.log").display().to_string();
+        let log = GatewayLog::of_revision(agent_dir, &rev.revision_id)
+            .current_path()
+            .display()
+            .to_string();
         let workspace = agent_dir.join("state/workspace").display().to_string();
         render_snapshot(
             rev,
@@ -385,8 +388,7 @@ impl Host {
             });
         }
         let rendered = self.render(rev, &agent_dir, marker.port);
-        let bytes = serde_json::to_vec_pretty(&Value::Object(rendered))
-            .map_err(|e| unavailable(e.to_string()))?;
+        let bytes = serde_json::to_vec_pretty(&rendered).map_err(|e| unavailable(e.to_string()))?;
         let hash = hex::encode(sha2::Sha256::digest(&bytes));
         let dir = revision_dir(&agent_dir, &rev.revision_id);
         let expected = RevisionMarker {
@@ -396,6 +398,12 @@ impl Host {
         };
         match read_json::<RevisionMarker>(&dir.join("revision.json"))? {
             Some(existing) if existing == expected => return Ok(Readiness::Ready),
+            // Rendered by an older occ (before per-revision capture): rendered again below.
+            Some(existing)
+                if existing.revision_id == expected.revision_id
+                    && existing.revision == expected.revision
+                    && stored_snapshot(&dir)?
+                        .is_some_and(|stored| same_but_log_capture(&stored, &rendered)) => {}
             Some(_) => {
                 return Err(ComputeError::permanent(
                     ReasonCode::SnapshotMismatch,
@@ -446,7 +454,7 @@ impl Host {
             .agent_marker(&rev.agent)?
             .ok_or_else(|| unavailable("the Agent directory vanished"))?;
         let agent_dir = self.agent_dir(&rev.agent);
-        rotate_log(&agent_dir).await?;
+        self.prepare_revision_log(rev, &agent_dir).await?;
         if let Some(sd) = self.systemd() {
             return self
                 .activate_unit(sd, rev, ctx, &agent_dir, marker.port)
@@ -468,6 +476,25 @@ impl Host {
             account,
         )
         .await
+    }
+
+    /// The revision's log directory before its gateway starts: created (the Agent's, with an
+    /// account), its log rotated when it reached its cap, and the logs of all but the last few
+    /// revisions removed. The installed revision's log stays: a failed activation puts it back.
+    async fn prepare_revision_log(
+        &self,
+        rev: &RevisionTarget,
+        agent_dir: &Path,
+    ) -> Result<(), ComputeError> {
+        let account = self.account(&rev.agent).await?;
+        ensure_revision_log_dir(agent_dir, &rev.revision_id, account)?;
+        rotate_log(agent_dir, &rev.revision_id).await?;
+        let installed = current(agent_dir)?.and_then(|id| id.parse::<RevisionId>().ok());
+        let mut keep = vec![&rev.revision_id];
+        if let Some(installed) = installed.as_ref().filter(|id| **id != rev.revision_id) {
+            keep.push(installed);
+        }
+        prune_revision_logs(agent_dir, &keep)
     }
 
     /// What the revision's gateway is started with.
@@ -594,14 +621,14 @@ impl Host {
         Ok(())
     }
 
-    /// What runs for the revision right now. Also caps the Agent's log (observing is the
+    /// What runs for the revision right now. Also caps the revision's log (observing is the
     /// worker's regular look at a running Agent).
     pub async fn observe(&self, rev: &RevisionTarget) -> Result<RuntimeState, ComputeError> {
         let agent_dir = self.agent_dir(&rev.agent);
         if !agent_dir.exists() {
             return Ok(RuntimeState::NotRunning);
         }
-        rotate_log(&agent_dir).await?;
+        rotate_log(&agent_dir, &rev.revision_id).await?;
         if !is_current(&agent_dir, &rev.revision_id)? {
             return Ok(RuntimeState::NotCurrent);
         }
@@ -646,8 +673,9 @@ impl Host {
             history_from_driver: false,
         })
     }
-    /// One bounded read of the Agent's captured gateway output (rotated first when it reached
-    /// its cap). The log is the Agent's: it spans the revisions the Agent ran here.
+    /// One bounded read of the revision's captured gateway output (rotated first when it
+    /// reached its cap): only what the revision's own gateways wrote; nothing for a revision
+    /// that never ran here (or whose log was pruned).
     pub async fn read_logs(
         &self,
         rev: &RevisionTarget,
@@ -661,8 +689,8 @@ impl Host {
             });
         }
         let agent_dir = self.agent_dir(&rev.agent);
-        rotate_log(&agent_dir).await?;
-        let log = GatewayLog::of_agent(&agent_dir);
+        rotate_log(&agent_dir, &rev.revision_id).await?;
+        let log = GatewayLog::of_revision(&agent_dir, &rev.revision_id);
         let query = query.clone();
         let chunk = tokio::task::spawn_blocking(move || log.read(&query))
             .await
@@ -673,10 +701,27 @@ impl Host {
     }
 }
 
-/// Rotates the Agent's gateway log when it reached [`LOG_ROTATE_BYTES`] (off the async threads:
-/// it copies up to that much).
-async fn rotate_log(agent_dir: &Path) -> Result<(), ComputeError> {
-    let log = GatewayLog::of_agent(agent_dir);
+/// The snapshot in the revision directory `dir`, if it holds one (written by occ: root's, in a
+/// directory only root writes).
+fn stored_snapshot(dir: &Path) -> Result<Option<serde_json::Map<String, Value>>, ComputeError> {
+    let path = dir.join("openclaw.json");
+    let Some(bytes) =
+        fsutil::read_bounded(&path, SNAPSHOT_LIMIT).map_err(|e| io_error("read", &path, e))?
+    else {
+        return Ok(None);
+    };
+    Ok(serde_json::from_slice::<Value>(&bytes)
+        .ok()
+        .and_then(|doc| doc.as_object().cloned()))
+}
+
+/// Largest snapshot read back (far above any admitted document).
+const SNAPSHOT_LIMIT: u64 = 16 * 1024 * 1024;
+
+/// Rotates the revision's gateway log when it reached [`LOG_ROTATE_BYTES`] (off the async
+/// threads: it copies up to that much).
+async fn rotate_log(agent_dir: &Path, rev: &RevisionId) -> Result<(), ComputeError> {
+    let log = GatewayLog::of_revision(agent_dir, rev);
     tokio::task::spawn_blocking(move || log.rotate_if_over(LOG_ROTATE_BYTES))
         .await
         .map_err(|e| unavailable(format!("the log rotation stopped: {e}")))??;

@@ -12,14 +12,18 @@
 //!   current -> revisions/<revId>                   the installed revision (switched on activation)
 //!   gateway.json                                   the running gateway: pid, process start time, revision, port
 //!   served.json                                    the revision that answered the native handshake
-//!   logs/gateway.log                               the gateway's log (stdout, stderr and logging.file)
+//!   logs/setup.log                                 output of the workspace seeding
+//!   logs/<revId>/gateway.log                       the revision's gateway log (stdout, stderr and logging.file),
+//!   logs/<revId>/gateway.log.1, .generation        its rotated copy and rotation count (see `logs`);
+//!                                                  the last few revisions' directories are kept
 //! ```
 //!
 //! Directories are 0700 and files 0600; ids are occ's validated ids. Markers are small JSON
 //! files that are refused (`OWNERSHIP_CONFLICT`) when they are not occ's. With per-Agent
-//! accounts, `home/`, `state/`, `logs/` and `tmp/` belong to the Agent's user, the Agent's
-//! directory and `revisions/` stay root's with mode 0750 for the Agent's group, and the
-//! directories above are 0711.
+//! accounts, `home/`, `state/`, `tmp/` and each `logs/<revId>/` belong to the Agent's user, the
+//! Agent's directory, `revisions/` and `logs/` stay root's with mode 0750 for the Agent's group,
+//! and the directories above are 0711. Agents created before per-revision logs keep their old
+//! `logs/gateway.log` (never read again).
 
 use std::ops::RangeInclusive;
 use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
@@ -277,6 +281,39 @@ pub(crate) fn revision_dir(agent_dir: &Path, rev: &RevisionId) -> PathBuf {
     agent_dir.join("revisions").join(rev.as_str())
 }
 
+/// `logs/<revId>` of an Agent directory: where the revision's gateway output goes.
+pub(crate) fn revision_log_dir(agent_dir: &Path, rev: &RevisionId) -> PathBuf {
+    agent_dir.join("logs").join(rev.as_str())
+}
+
+/// Creates the revision's log directory (`logs/<revId>`) if absent. With an account it is the
+/// Agent's (its gateway writes `logging.file` there), while `logs/` stays root's (0750 for the
+/// Agent's group), so the Agent's user cannot swap a revision's directory for a link to one
+/// root would then read, rotate or append to. Agents created before per-revision logs have a
+/// `logs/` of their own user: it is taken back first.
+pub(crate) fn ensure_revision_log_dir(
+    agent_dir: &Path,
+    rev: &RevisionId,
+    account: Option<Account>,
+) -> Result<PathBuf, ComputeError> {
+    let logs = agent_dir.join("logs");
+    create_dir(&logs)?;
+    if let Some(account) = account {
+        // `logs/` sits in the root-owned Agent directory: its user cannot replace it meanwhile.
+        std::os::unix::fs::lchown(&logs, Some(0), Some(account.gid))
+            .map_err(|e| io_error("chown", &logs, e))?;
+        std::fs::set_permissions(&logs, std::fs::Permissions::from_mode(0o750))
+            .map_err(|e| io_error("chmod", &logs, e))?;
+    }
+    let dir = revision_log_dir(agent_dir, rev);
+    create_dir(&dir)?;
+    if let Some(account) = account {
+        std::os::unix::fs::lchown(&dir, Some(account.uid), Some(account.gid))
+            .map_err(|e| io_error("chown", &dir, e))?;
+    }
+    Ok(dir)
+}
+
 /// The Agent's operator token (`gateway-token`: 64 hex).
 pub(crate) fn token(agent_dir: &Path) -> Result<SecretText, ComputeError> {
     let path = agent_dir.join("gateway-token");
@@ -454,20 +491,23 @@ pub(crate) fn write_if_changed(
 }
 
 /// Hands a freshly built Agent directory (in the root-owned `agents/`, nothing in it writable by
-/// anyone but root so far) to the Agent's account: `home/`, `state/` (the workspace), `logs/` and
-/// `tmp/` become the Agent's, children first, so nothing can be swapped for a link while this
-/// runs; the directory itself and `revisions/` stay root's, readable by the Agent's group only
-/// (0750), so the markers, the token (0600) and the snapshots cannot be changed by the Agent.
+/// anyone but root so far) to the Agent's account: `home/`, `state/` (the workspace) and `tmp/`
+/// become the Agent's, children first, so nothing can be swapped for a link while this runs; the
+/// directory itself, `revisions/` and `logs/` stay root's, readable by the Agent's group only
+/// (0750), so the markers, the token (0600), the snapshots and which directory holds a
+/// revision's log cannot be changed by the Agent (each `logs/<revId>/` is the Agent's, see
+/// [`ensure_revision_log_dir`]).
 fn hand_over_agent_dir(dir: &Path, account: Option<Account>) -> Result<(), ComputeError> {
     let Some(account) = account else {
         return Ok(());
     };
-    for sub in ["state/workspace", "state", "home", "logs", "tmp"] {
+    for sub in ["state/workspace", "state", "home", "tmp"] {
         let path = dir.join(sub);
         std::os::unix::fs::lchown(&path, Some(account.uid), Some(account.gid))
             .map_err(|e| io_error("chown", &path, e))?;
     }
     share_with_group(&dir.join("revisions"), account.gid, 0o750)?;
+    share_with_group(&dir.join("logs"), account.gid, 0o750)?;
     share_with_group(dir, account.gid, 0o750)
 }
 

@@ -1,18 +1,20 @@
-//! An Agent's captured output (`logs/gateway.log`): size-capped rotation, and bounded reads that
-//! resume exactly where the previous read stopped.
+//! A revision's captured output (`logs/<revId>/gateway.log`): size-capped rotation, bounded reads
+//! that resume exactly where the previous read stopped, and the retention of the last few
+//! revisions' logs.
 //!
 //! The gateway holds the log open with `O_APPEND` (its stdout and stderr, and OpenClaw's own
 //! `logging.file`), so renaming the file would not cap it: rotation copies the log to
 //! `gateway.log.1` and truncates it, and the gateway's next write lands at the new end. The
 //! rotation count lives in `gateway.log.generation`, so a reader tells "rotated" from "grew".
-//! Rotation and reads hold a lock on the `logs/` directory (exclusive and shared), so a reader
+//! Rotation and reads hold a lock on the revision's log directory (exclusive and shared), so a reader
 //! never sees the copy without the count or the count without the truncation. A line the gateway
 //! writes between the copy and the truncation is lost; a reader crossing a rotation therefore
 //! reports a [`LogGap::BufferLost`] instead of claiming it saw everything.
 //!
 //! Every file is opened without following symbolic links and must be a plain file with one
-//! name: with per-Agent accounts `logs/` belongs to the Agent's user, who must not turn a read or
-//! a rotation by root into one of another file.
+//! name: with per-Agent accounts `logs/<revId>/` belongs to the Agent's user, who must not turn a
+//! read or a rotation by root into one of another file (`logs/` itself is root's, so the
+//! revision directories cannot be swapped for links).
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read as _, Seek as _, SeekFrom};
@@ -20,32 +22,38 @@ use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use occ_core::ReasonCode;
 use occ_core::compute::{
     ComputeError, LOG_READ_MAX_BYTES, LOG_TAIL_MAX_LINES, LogChunk, LogEntry, LogGap, LogPosition,
     LogQuery,
 };
+use occ_core::{ReasonCode, RevisionId};
 
 use crate::failure::ownership;
 use crate::fsutil;
+use crate::layout::{
+    RevisionMarker, read_dir, read_json, remove_dir, revision_dir, revision_log_dir,
+};
 
-/// The size at which the gateway's log is rotated (the Agent keeps at most about twice this).
+/// The size at which the gateway's log is rotated (a revision keeps at most about twice this).
 pub(crate) const LOG_ROTATE_BYTES: u64 = 4 * 1024 * 1024;
+
+/// How many revisions' log directories an Agent keeps (see [`prune_revision_logs`]).
+pub(crate) const LOG_REVISIONS_KEPT: usize = 5;
 
 /// How long a rotation or read waits for the other to finish.
 const LOCK_WAIT: Duration = Duration::from_secs(3);
 
-/// The gateway log's files in an Agent's `logs/` directory.
+/// The gateway log's files in a revision's log directory.
 #[derive(Debug, Clone)]
 pub(crate) struct GatewayLog {
     dir: PathBuf,
 }
 
 impl GatewayLog {
-    /// The log of the Agent directory `agent_dir`.
-    pub(crate) fn of_agent(agent_dir: &Path) -> Self {
+    /// The log of revision `rev` in the Agent directory `agent_dir`.
+    pub(crate) fn of_revision(agent_dir: &Path, rev: &RevisionId) -> Self {
         Self {
-            dir: agent_dir.join("logs"),
+            dir: revision_log_dir(agent_dir, rev),
         }
     }
 
@@ -206,8 +214,8 @@ impl GatewayLog {
             .ok_or_else(|| log_error(&path, io::Error::other("not a rotation count")))
     }
 
-    /// Holds a lock (exclusive or shared) on the `logs/` directory until dropped; `None` when the Agent
-    /// has no `logs/` directory (yet).
+    /// Holds a lock (exclusive or shared) on the log directory until dropped; `None` when the
+    /// revision has no log directory (it never ran here).
     fn lock(&self, exclusive: bool) -> Result<Option<File>, ComputeError> {
         let dir = match OpenOptions::new()
             .read(true)
@@ -241,6 +249,40 @@ impl GatewayLog {
         }
         Ok(Some(dir))
     }
+}
+
+/// Removes the log directories of all but the newest [`LOG_REVISIONS_KEPT`] revisions (by
+/// revision number), never those of `keep` (the revision being activated and the one it
+/// replaces, which a rollback may bring back). A directory not named by a revision id is not a
+/// revision's log and is left alone.
+pub(crate) fn prune_revision_logs(
+    agent_dir: &Path,
+    keep: &[&RevisionId],
+) -> Result<(), ComputeError> {
+    let mut others = Vec::new();
+    for dir in read_dir(&agent_dir.join("logs"))? {
+        let Some(rev) = dir
+            .file_name()
+            .and_then(|name| name.to_str())
+            .and_then(|name| name.parse::<RevisionId>().ok())
+        else {
+            continue;
+        };
+        if keep.contains(&&rev) {
+            continue;
+        }
+        // A log without its revision's marker sorts oldest.
+        let number =
+            read_json::<RevisionMarker>(&revision_dir(agent_dir, &rev).join("revision.json"))?
+                .map_or(0, |marker| marker.revision);
+        others.push((number, dir));
+    }
+    others.sort_by_key(|(number, _)| std::cmp::Reverse(*number));
+    let room = LOG_REVISIONS_KEPT.saturating_sub(keep.len());
+    for (_, dir) in others.into_iter().skip(room) {
+        remove_dir(&dir)?;
+    }
+    Ok(())
 }
 
 /// Lines read from an offset.
@@ -373,9 +415,32 @@ mod tests {
 
     fn setup() -> (tempfile::TempDir, GatewayLog) {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("logs")).unwrap();
-        let log = GatewayLog::of_agent(dir.path());
+        let rev = RevisionId::generate();
+        std::fs::create_dir_all(revision_log_dir(dir.path(), &rev)).unwrap();
+        let log = GatewayLog::of_revision(dir.path(), &rev);
         (dir, log)
+    }
+
+    /// A prepared revision `number` of the Agent in `agent_dir` whose gateway wrote `line`.
+    fn ran(agent_dir: &Path, number: u64, line: &str) -> RevisionId {
+        let rev = RevisionId::generate();
+        let snapshot = revision_dir(agent_dir, &rev);
+        std::fs::create_dir_all(&snapshot).unwrap();
+        crate::layout::write_json(
+            &snapshot.join("revision.json"),
+            &RevisionMarker {
+                revision_id: rev.to_string(),
+                revision: number,
+                configuration_hash: "0".repeat(64),
+            },
+        )
+        .unwrap();
+        std::fs::create_dir_all(revision_log_dir(agent_dir, &rev)).unwrap();
+        append(
+            &GatewayLog::of_revision(agent_dir, &rev).current_path(),
+            &format!("{line}\n"),
+        );
+        rev
     }
 
     fn follow(log: &GatewayLog, after: Option<LogPosition>) -> LogChunk {
@@ -401,11 +466,77 @@ mod tests {
     #[test]
     fn a_missing_log_reads_as_nothing() {
         let dir = tempfile::tempdir().unwrap();
-        let log = GatewayLog::of_agent(dir.path());
+        let log = GatewayLog::of_revision(dir.path(), &RevisionId::generate());
         assert_eq!(follow(&log, None), empty_chunk(None));
         let (_dir, log) = setup();
         assert_eq!(follow(&log, None), empty_chunk(None));
         assert!(!log.rotate_if_over(1).unwrap());
+    }
+
+    #[test]
+    fn each_revision_reads_its_own_log_and_one_that_never_ran_reads_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = ran(dir.path(), 1, "from revision 1");
+        let second = ran(dir.path(), 2, "from revision 2");
+        assert_eq!(
+            GatewayLog::of_revision(dir.path(), &first).current_path(),
+            dir.path()
+                .join("logs")
+                .join(first.as_str())
+                .join("gateway.log")
+        );
+        assert_eq!(
+            lines(&follow(&GatewayLog::of_revision(dir.path(), &first), None)),
+            ["from revision 1"]
+        );
+        assert_eq!(
+            lines(&follow(&GatewayLog::of_revision(dir.path(), &second), None)),
+            ["from revision 2"]
+        );
+        // An Agent-level log of an older occ is not any revision's.
+        append(&dir.path().join("logs/gateway.log"), "agent-level\n");
+        let never_ran = GatewayLog::of_revision(dir.path(), &RevisionId::generate());
+        assert_eq!(follow(&never_ran, None), empty_chunk(None));
+        // Rotating one revision's log leaves the other's alone.
+        let first_log = GatewayLog::of_revision(dir.path(), &first);
+        assert!(first_log.rotate_if_over(1).unwrap());
+        assert!(first_log.rotated_path().exists());
+        assert!(
+            !GatewayLog::of_revision(dir.path(), &second)
+                .rotated_path()
+                .exists()
+        );
+    }
+
+    #[test]
+    fn pruning_keeps_the_newest_revisions_and_the_ones_asked_for() {
+        let dir = tempfile::tempdir().unwrap();
+        let agent_dir = dir.path();
+        let revs: Vec<RevisionId> = (1..=8)
+            .map(|n| ran(agent_dir, n, &format!("from revision {n}")))
+            .collect();
+        // Something that is not a revision's log directory is left alone.
+        std::fs::create_dir_all(agent_dir.join("logs/not-a-revision")).unwrap();
+        // Rolling back to revision 2 while revision 8 is installed.
+        prune_revision_logs(agent_dir, &[&revs[1], &revs[7]]).unwrap();
+        let kept: Vec<bool> = revs
+            .iter()
+            .map(|rev| revision_log_dir(agent_dir, rev).exists())
+            .collect();
+        assert_eq!(
+            kept,
+            [false, true, false, false, true, true, true, true],
+            "revisions 2 and 8 and the newest three others"
+        );
+        assert_eq!(LOG_REVISIONS_KEPT, kept.iter().filter(|k| **k).count());
+        assert!(agent_dir.join("logs/not-a-revision").exists());
+        // The snapshots are not the logs' to remove.
+        assert!(revs.iter().all(|rev| revision_dir(agent_dir, rev).exists()));
+        // Idempotent.
+        prune_revision_logs(agent_dir, &[&revs[1], &revs[7]]).unwrap();
+        assert!(revision_log_dir(agent_dir, &revs[4]).exists());
+        // A directory with no logs at all is nothing to prune.
+        prune_revision_logs(&agent_dir.join("elsewhere"), &[&revs[0]]).unwrap();
     }
 
     #[test]

@@ -72,7 +72,10 @@ pub fn harness_key_variable(rev: &RevisionTarget) -> Result<&'static str, Comput
 
 /// The snapshot a revision runs with: the admitted document plus the settings a Driver owns
 /// (listener, token authentication from `OPENCLAW_GATEWAY_TOKEN`, workspace, log file, no
-/// update checks or catalog refreshes).
+/// update checks or catalog refreshes). With a `log_file` the Driver also captures the
+/// gateway's stdout and stderr into that file, so OpenClaw's console logger is silenced
+/// (`logging.consoleLevel: "silent"`): each message lands once, as the file's JSON line, while
+/// what bypasses the logger (fatal errors, crash traces, Node's warnings) still lands as text.
 pub fn render_snapshot(
     rev: &RevisionTarget,
     port: u16,
@@ -90,7 +93,9 @@ pub fn render_snapshot(
         json!({"mode": "token", "token": "${OPENCLAW_GATEWAY_TOKEN}"}),
     );
     if let Some(file) = log_file {
-        object_at(&mut doc, "logging").insert("file".into(), json!(file));
+        let logging = object_at(&mut doc, "logging");
+        logging.insert("file".into(), json!(file));
+        logging.insert("consoleLevel".into(), json!("silent"));
     }
     object_at(&mut doc, "update").insert("checkOnStart".into(), json!(false));
     object_at(object_at(&mut doc, "models"), "catalogRefresh")
@@ -100,6 +105,21 @@ pub fn render_snapshot(
     doc
 }
 
+/// Whether two snapshots of one revision differ at most in where and how its output is
+/// captured (`logging.file`, `logging.consoleLevel`): a snapshot an older occ rendered (before
+/// per-revision capture) is then re-rendered instead of being refused as another document.
+pub fn same_but_log_capture(stored: &Map<String, Value>, rendered: &Map<String, Value>) -> bool {
+    let without_capture = |doc: &Map<String, Value>| {
+        let mut doc = doc.clone();
+        if let Some(logging) = doc.get_mut("logging").and_then(Value::as_object_mut) {
+            logging.remove("file");
+            logging.remove("consoleLevel");
+        }
+        doc
+    };
+    without_capture(stored) == without_capture(rendered)
+}
+
 /// `doc[key]` as an object, replacing anything that is not one.
 fn object_at<'a>(doc: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<String, Value> {
     let entry = doc.entry(key.to_owned()).or_insert_with(|| json!({}));
@@ -107,4 +127,40 @@ fn object_at<'a>(doc: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<Stri
         *entry = json!({});
     }
     entry.as_object_mut().expect("just made an object")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc(value: Value) -> Map<String, Value> {
+        value.as_object().expect("an object").clone()
+    }
+
+    #[test]
+    fn only_the_log_capture_may_differ_between_renderings_of_a_revision() {
+        let before = doc(json!({
+            "gateway": {"port": 28000},
+            "logging": {"file": "/srv/agent/logs/gateway.log", "level": "debug"},
+        }));
+        let now = doc(json!({
+            "gateway": {"port": 28000},
+            "logging": {
+                "file": "/srv/agent/logs/rev_1/gateway.log",
+                "consoleLevel": "silent",
+                "level": "debug",
+            },
+        }));
+        assert!(same_but_log_capture(&before, &now));
+        let other_level = doc(json!({
+            "gateway": {"port": 28000},
+            "logging": {"file": "/srv/agent/logs/gateway.log", "level": "info"},
+        }));
+        assert!(!same_but_log_capture(&other_level, &now));
+        let other_port = doc(json!({
+            "gateway": {"port": 28001},
+            "logging": {"file": "/srv/agent/logs/gateway.log", "level": "debug"},
+        }));
+        assert!(!same_but_log_capture(&other_port, &now));
+    }
 }

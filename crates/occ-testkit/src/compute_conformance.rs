@@ -362,6 +362,9 @@ pub async fn rollback(compute: &dyn Compute) -> RollbackFigures {
     let outage = started.elapsed();
     assert_eq!(observe(compute, &rev1).await, RuntimeState::Serving);
     assert_eq!(observe(compute, &rev2).await, RuntimeState::NotCurrent);
+    if with_output {
+        each_revision_reads_its_own_output(compute, &rev1, &rev2, &failure.output).await;
+    }
     compute.retire_revision(&rev2).await.expect("retire 2");
     assert_eq!(observe(compute, &rev1).await, RuntimeState::Serving);
     connect(compute, &agent)
@@ -388,16 +391,6 @@ async fn captured_output_holds(
     failure_output: &[String],
     token: &str,
 ) {
-    let line_entries = |chunk: &LogChunk| -> Vec<String> {
-        chunk
-            .entries
-            .iter()
-            .filter_map(|e| match e {
-                LogEntry::Line(line) => Some(line.clone()),
-                LogEntry::Gap(_) => None,
-            })
-            .collect()
-    };
     let tail = compute
         .read_logs(
             rev,
@@ -446,6 +439,69 @@ async fn captured_output_holds(
         !same_stream.iter().any(|l| l.contains(last.trim())),
         "a follow read from the tail's position does not deliver the failure's last words again: \
          {next:?}"
+    );
+}
+
+/// The tail of `rev`'s captured output, lines only.
+async fn tail_lines(compute: &dyn Compute, rev: &RevisionTarget) -> Vec<String> {
+    let chunk = compute
+        .read_logs(
+            rev,
+            &LogQuery {
+                after: None,
+                tail_lines: LOG_TAIL_MAX_LINES,
+                previous: false,
+            },
+        )
+        .await
+        .expect("read_logs");
+    line_entries(&chunk)
+}
+
+/// The lines of a chunk, without its gaps.
+fn line_entries(chunk: &LogChunk) -> Vec<String> {
+    chunk
+        .entries
+        .iter()
+        .filter_map(|e| match e {
+            LogEntry::Line(line) => Some(line.clone()),
+            LogEntry::Gap(_) => None,
+        })
+        .collect()
+}
+
+/// Output is captured per revision: revision 1 (which served, before and after revision 2
+/// failed) reads its own gateway's words (`agent model: openai/one`) and none of the failure
+/// of revision 2, whose output holds that failure and nothing of revision 1.
+async fn each_revision_reads_its_own_output(
+    compute: &dyn Compute,
+    rev1: &RevisionTarget,
+    rev2: &RevisionTarget,
+    failure_output: &[String],
+) {
+    let own_marker = "openai/one";
+    let failure = failure_output
+        .last()
+        .expect("the failure has output")
+        .trim()
+        .to_owned();
+    let first = tail_lines(compute, rev1).await;
+    assert!(
+        first.iter().any(|l| l.contains(own_marker)),
+        "revision 1's output holds its own gateway's lines: {first:?}"
+    );
+    assert!(
+        !first.iter().any(|l| l.contains(&failure)),
+        "revision 1's output holds nothing of revision 2's failure {failure:?}: {first:?}"
+    );
+    let second = tail_lines(compute, rev2).await;
+    assert!(
+        second.iter().any(|l| l.contains(&failure)),
+        "revision 2's output holds its failure {failure:?}: {second:?}"
+    );
+    assert!(
+        !second.iter().any(|l| l.contains(own_marker)),
+        "revision 2's output holds nothing of revision 1: {second:?}"
     );
 }
 

@@ -284,7 +284,7 @@ async fn main() {
     let rev = stack.deploy(&agent).await;
     let d = stack.settled(&agent, &rev).await;
     assert_eq!(d["status"], "succeeded", "deployment failed: {d}");
-    let log: PathBuf = stack.agent_dir(&agent).join("logs/gateway.log");
+    let log: PathBuf = stack.gateway_log(&agent, &rev);
     pages(&stack, &agent, &rev, &log, rounds).await;
     follow(&stack, &agent, &log, lines).await;
 }

@@ -134,12 +134,12 @@ async fn bound_configuration(s: &Stack) -> (String, String) {
     (configuration, secret)
 }
 
-/// Appends lines to the Agent's captured output as the gateway does (`O_APPEND`).
-fn write_output(s: &Stack, agent: &str, lines: &[String]) {
+/// Appends lines to the revision's captured output as the gateway does (`O_APPEND`).
+fn write_output(s: &Stack, agent: &str, rev: &str, lines: &[String]) {
     let mut log = std::fs::OpenOptions::new()
         .append(true)
-        .open(s.agent_dir(agent).join("logs/gateway.log"))
-        .expect("the Agent's gateway log");
+        .open(s.gateway_log(agent, rev))
+        .expect("the revision's gateway log");
     let mut text = lines.join("\n");
     text.push('\n');
     log.write_all(text.as_bytes()).expect("append");
@@ -300,7 +300,7 @@ async fn runtime_and_logs_of_a_serving_gateway(s: &Stack, agent: &str, rev: &str
         "-----END PRIVATE KEY-----".to_owned(),
         "canary-4-after the key".to_owned(),
     ];
-    write_output(s, agent, &planted);
+    write_output(s, agent, rev, &planted);
     follow
         .until(s, agent, rev, "the planted lines", |r| {
             numbered(r, "canary-").contains(&Some(4))
@@ -346,8 +346,8 @@ async fn runtime_and_logs_of_a_serving_gateway(s: &Stack, agent: &str, rev: &str
     let filler: Vec<String> = (0..60_000)
         .map(|n| format!("filler-{n}-{}", "x".repeat(64)))
         .collect();
-    write_output(s, agent, &filler);
-    write_output(s, agent, &["after-0-rotation".to_owned()]);
+    write_output(s, agent, rev, &filler);
+    write_output(s, agent, rev, &["after-0-rotation".to_owned()]);
     follow
         .until(s, agent, rev, "the line after the rotation", |r| {
             messages(r).contains(&"after-0-rotation")
@@ -364,7 +364,7 @@ async fn runtime_and_logs_of_a_serving_gateway(s: &Stack, agent: &str, rev: &str
         "the only gap is the rotation's: {gaps:?}"
     );
     assert!(
-        s.agent_dir(agent).join("logs/gateway.log.1").exists(),
+        s.gateway_log(agent, rev).with_extension("log.1").exists(),
         "the log was rotated"
     );
 
@@ -384,7 +384,7 @@ async fn runtime_and_logs_of_a_serving_gateway(s: &Stack, agent: &str, rev: &str
             && s.call(Method::GET, &file(s, agent), None).await.0 == StatusCode::OK
     })
     .await;
-    write_output(s, agent, &["after-1-restart".to_owned()]);
+    write_output(s, agent, rev, &["after-1-restart".to_owned()]);
     follow
         .until(s, agent, rev, "the line after the restart", |r| {
             messages(r).contains(&"after-1-restart")

@@ -319,6 +319,23 @@ async fn agents_on_one_host_are_separate_users() {
         // The gateway runs as the Agent's user, detached from the ssh session that started it.
         assert_eq!(process_uid(gateway_pid(dir)), meta.uid());
     }
+    // The revision's log directory is the Agent's; `logs/` above it stays root's, so the
+    // Agent's user cannot swap the directory root reads and rotates for a link.
+    let logs_a = std::fs::metadata(dir_a.join("logs")).unwrap();
+    assert_eq!(
+        (
+            logs_a.uid(),
+            logs_a.gid(),
+            logs_a.permissions().mode() & 0o777
+        ),
+        (0, meta_a.gid(), 0o750)
+    );
+    let rev_logs_a =
+        std::fs::metadata(dir_a.join("logs").join(rev_a.revision_id.as_str())).unwrap();
+    assert_eq!(
+        (rev_logs_a.uid(), rev_logs_a.permissions().mode() & 0o777),
+        (meta_a.uid(), 0o700)
+    );
     let denied = cat_as(&user_a, &dir_a.join("gateway-token")).expect_err("the token is root's");
     assert!(denied.contains("Permission denied"), "{denied}");
     // The staged file is in A's workspace, written by A's user; B has the stock file.
@@ -388,7 +405,10 @@ async fn agents_on_one_host_are_separate_users() {
     compute.stop_revision(&rev_a).await.expect("stop a");
     let canary = host.path().join("canary");
     std::fs::write(&canary, "root's").unwrap();
-    let log = dir_a.join("logs/gateway.log");
+    let log = dir_a
+        .join("logs")
+        .join(rev_a.revision_id.as_str())
+        .join("gateway.log");
     std::fs::remove_file(&log).unwrap();
     std::os::unix::fs::symlink(&canary, &log).unwrap();
     std::os::unix::fs::lchown(&log, Some(meta_a.uid()), Some(meta_a.gid())).unwrap();

@@ -22,6 +22,7 @@ use crate::layout::{
     self, AgentMarker, answers, installed_and_served, mark_served, read_json, switch_current,
     write_if_changed,
 };
+use crate::logs::GatewayLog;
 use crate::process::startup_output;
 use crate::workspace_setup::SetupInput;
 
@@ -133,7 +134,7 @@ pub(crate) async fn activate(
     let failed = |code: ReasonCode, message: String| {
         ComputeError::transient(code, format!("{message} (journalctl -u {unit})")).with_output(
             startup_output(
-                &agent_dir.join("logs/gateway.log"),
+                &GatewayLog::of_revision(agent_dir, &rev.revision_id).current_path(),
                 launch.ctx,
                 token.expose(),
             ),

@@ -268,6 +268,14 @@ impl Stack {
             .join(agent)
     }
 
+    /// The file the process Driver captures revision `rev`'s gateway output in.
+    pub fn gateway_log(&self, agent: &str, rev: &str) -> PathBuf {
+        self.agent_dir(agent)
+            .join("logs")
+            .join(rev)
+            .join("gateway.log")
+    }
+
     pub async fn audit_count(&self, action: &str) -> i64 {
         let mut raw = self.db.raw().await;
         raw.count(&format!(
