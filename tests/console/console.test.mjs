@@ -390,7 +390,7 @@ test('the web console, end to end', { timeout: 15 * 60_000 }, async (t) => {
       assert.equal(await page.getAttribute('#logs-follow', 'aria-pressed'), 'true');
       // the gateway writes a line (appended to its captured output, as its own writes are)
       const marker = `console e2e follow marker ${Date.now()}`;
-      fs.appendFileSync(path.join(DATA, 'compute/namespaces', ns, 'agents', agentId, 'logs/gateway.log'), `${marker}\n`);
+      fs.appendFileSync(path.join(DATA, 'compute/namespaces', ns, 'agents', agentId, 'logs', revisions[0].id, 'gateway.log'), `${marker}\n`);
       const markerRow = page.locator('#logs-output .log-line', { hasText: marker });
       await markerRow.waitFor({ timeout: 20_000 });
       assert.ok(await page.$eval('#logs-output', (el) => el.scrollHeight - el.scrollTop - el.clientHeight < 24),
