@@ -321,6 +321,14 @@ pub struct LogChunk {
 }
 
 impl LogChunk {
+    /// The chunk's lines in order, without its gaps.
+    pub fn lines(&self) -> impl Iterator<Item = &str> {
+        self.entries.iter().filter_map(|entry| match entry {
+            LogEntry::Line(line) => Some(line.as_str()),
+            LogEntry::Gap(_) => None,
+        })
+    }
+
     /// Replaces every occurrence of `value` in the lines with [`crate::redact::REDACTED`]: a
     /// Driver removes the credential it owns (the gateway token) before the lines leave it. Only
     /// the exact value: pattern redaction, which tracks PEM blocks across lines, is the

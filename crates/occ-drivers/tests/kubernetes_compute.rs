@@ -710,14 +710,7 @@ mod pod_logs {
     }
 
     fn lines(chunk: &LogChunk) -> Vec<&str> {
-        chunk
-            .entries
-            .iter()
-            .filter_map(|e| match e {
-                LogEntry::Line(l) => Some(l.as_str()),
-                LogEntry::Gap(_) => None,
-            })
-            .collect()
+        chunk.lines().collect()
     }
 
     fn entries(chunk: &LogChunk) -> Vec<String> {

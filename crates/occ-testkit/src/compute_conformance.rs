@@ -383,25 +383,15 @@ pub async fn rollback(compute: &dyn Compute) -> RollbackFigures {
 }
 
 /// The failed revision's captured output, read through [`Compute::read_logs`], holds the lines
-/// the failure carried and nothing of revision 1's; a follow read from its position delivers nothing twice; the gateway
-/// token never leaves the Driver.
+/// the failure carried and nothing of revision 1's; a follow read from its position delivers
+/// nothing twice; the gateway token never leaves the Driver.
 async fn captured_output_holds(
     compute: &dyn Compute,
     rev: &RevisionTarget,
     failure_output: &[String],
     token: &str,
 ) {
-    let tail = compute
-        .read_logs(
-            rev,
-            &LogQuery {
-                after: None,
-                tail_lines: LOG_TAIL_MAX_LINES,
-                previous: false,
-            },
-        )
-        .await
-        .expect("read_logs of the failed revision");
+    let tail = tail_chunk(compute, rev).await;
     let lines = line_entries(&tail);
     let last = failure_output.last().expect("the failure has output");
     assert!(
@@ -446,9 +436,9 @@ async fn captured_output_holds(
     );
 }
 
-/// The tail of `rev`'s captured output, lines only.
-async fn tail_lines(compute: &dyn Compute, rev: &RevisionTarget) -> Vec<String> {
-    let chunk = compute
+/// The longest tail read of `rev`'s captured output.
+async fn tail_chunk(compute: &dyn Compute, rev: &RevisionTarget) -> LogChunk {
+    compute
         .read_logs(
             rev,
             &LogQuery {
@@ -458,20 +448,17 @@ async fn tail_lines(compute: &dyn Compute, rev: &RevisionTarget) -> Vec<String> 
             },
         )
         .await
-        .expect("read_logs");
-    line_entries(&chunk)
+        .expect("read_logs")
+}
+
+/// The tail of `rev`'s captured output, lines only.
+async fn tail_lines(compute: &dyn Compute, rev: &RevisionTarget) -> Vec<String> {
+    line_entries(&tail_chunk(compute, rev).await)
 }
 
 /// The lines of a chunk, without its gaps.
 fn line_entries(chunk: &LogChunk) -> Vec<String> {
-    chunk
-        .entries
-        .iter()
-        .filter_map(|e| match e {
-            LogEntry::Line(line) => Some(line.clone()),
-            LogEntry::Gap(_) => None,
-        })
-        .collect()
+    chunk.lines().map(str::to_owned).collect()
 }
 
 /// The model of the serving revision (`document("one")`), which its gateway names in its

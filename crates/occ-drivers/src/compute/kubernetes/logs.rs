@@ -151,12 +151,8 @@ impl KubernetesCompute {
                 return Vec::new();
             }
         };
-        let lines = chunk.entries.into_iter().filter_map(|entry| match entry {
-            LogEntry::Line(line) => Some(line),
-            LogEntry::Gap(_) => None,
-        });
         // The Driver already removed the gateway token from the lines.
-        ctx.output_redactor("").lines(lines)
+        ctx.output_redactor("").lines(chunk.lines())
     }
 }
 
