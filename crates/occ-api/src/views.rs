@@ -209,8 +209,8 @@ impl From<&Agent> for AgentView {
 fn public_harness_auth(auth: &Option<HarnessAuth>) -> Value {
     match auth {
         None => json!({"method": "runtime"}),
-        Some(HarnessAuth::ApiKey { source }) => {
-            json!({"method": "api_key", "source": {"kind": "secret", "id": source.id}})
+        Some(auth @ (HarnessAuth::ApiKey { source } | HarnessAuth::CodexPat { source })) => {
+            json!({"method": auth.method(), "source": {"kind": "secret", "id": source.id}})
         }
         Some(other) => serde_json::to_value(other).unwrap_or_default(),
     }

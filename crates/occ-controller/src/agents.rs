@@ -103,7 +103,7 @@ impl Controller {
             .authorize_bindings(tx, req, ns, &cfg.secret_bindings, audit_action)
             .await?;
         match harness_auth {
-            Some(HarnessAuth::ApiKey { source }) => {
+            Some(HarnessAuth::ApiKey { source } | HarnessAuth::CodexPat { source }) => {
                 let target = ResourceRef::exact(ResourceKind::Secret, ns, &source.id);
                 tx = self
                     .authorize_in(tx, req, Action::Operate, &target, audit_action)

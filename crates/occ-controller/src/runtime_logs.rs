@@ -572,7 +572,12 @@ fn handed_secrets(rev: &AgentRevision) -> Vec<SecretId> {
         .iter()
         .flat_map(|b| b.values().map(|binding| binding.source.id.clone()))
         .collect();
-    if let Some(HarnessAuth::ApiKey { source }) = &rev.spec.harness_auth {
+    if let Some(source) = rev
+        .spec
+        .harness_auth
+        .as_ref()
+        .and_then(HarnessAuth::secret_source)
+    {
         ids.push(source.id.clone());
     }
     ids

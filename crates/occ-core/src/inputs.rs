@@ -175,8 +175,9 @@ pub fn parse_secret_bindings(
     (problems.items().len() == before).then_some(out)
 }
 
-/// Parses `harnessAuth` (an object or `null`). Supported methods: `runtime`, `api_key` (a Secret
-/// of this Namespace) and `chatgpt_service_account`. `Ok(None)` is an explicit `null`.
+/// Parses `harnessAuth` (an object or `null`). Supported methods: `runtime`, `api_key` and
+/// `codex_pat` (a Secret of this Namespace) and `chatgpt_service_account`; `oauth` and
+/// `credential_source` are a conflict ([`Problems::conflict`]). `Ok(None)` is an explicit `null`.
 pub fn parse_harness_auth(
     v: &Value,
     path: &str,
@@ -194,7 +195,7 @@ pub fn parse_harness_auth(
     let mp = child(path, "method");
     let auth = match method {
         "runtime" => Some(HarnessAuth::Runtime {}),
-        "api_key" => {
+        "api_key" | "codex_pat" => {
             let sp = child(path, "source");
             let source = f
                 .required("source", problems)
@@ -208,7 +209,8 @@ pub fn parse_harness_auth(
                     );
                     None
                 }
-                Some(s) => Some(HarnessAuth::ApiKey { source: s }),
+                Some(source) if method == "api_key" => Some(HarnessAuth::ApiKey { source }),
+                Some(source) => Some(HarnessAuth::CodexPat { source }),
                 None => None,
             }
         }
@@ -220,19 +222,20 @@ pub fn parse_harness_auth(
             .map(|id| HarnessAuth::ChatgptServiceAccount {
                 service_account_id: id,
             }),
-        "codex_pat" | "oauth" | "credential_source" => {
-            problems.push(
-                &mp,
-                DetailCode::InvalidValue,
-                "is not supported by this installation (runtime, api_key, chatgpt_service_account)",
-            );
+        "oauth" | "credential_source" => {
+            // Well-formed methods of the reference whose flows (device login, Sandbox credential
+            // sources) occ does not have yet: a conflict with this installation, not bad input.
+            problems.conflict(format!(
+                "harnessAuth method {method} is not available in this installation yet; use \
+                 api_key or codex_pat (a Secret), chatgpt_service_account or runtime"
+            ));
             return None;
         }
         _ => {
             problems.push(
                 &mp,
                 DetailCode::InvalidValue,
-                "must be one of runtime, api_key, chatgpt_service_account",
+                "must be one of runtime, api_key, codex_pat, chatgpt_service_account",
             );
             return None;
         }
@@ -401,8 +404,46 @@ mod tests {
             Some(Some(HarnessAuth::Runtime {}))
         );
         assert!(p.is_empty());
+        let sec = crate::SecretId::generate();
+        assert_eq!(
+            parse_harness_auth(
+                &json!({"method": "codex_pat", "source": {"kind": "secret", "namespaceId": ns, "id": sec}}),
+                "/h",
+                &ns,
+                &mut p
+            ),
+            Some(Some(HarnessAuth::CodexPat {
+                source: SecretRef::new(ns.clone(), sec.clone())
+            }))
+        );
+        assert!(p.is_empty());
+        // A Secret of another Namespace is invalid for codex_pat as for api_key.
+        let mut p = Problems::new();
+        let other = NamespaceId::generate();
+        assert!(
+            parse_harness_auth(
+                &json!({"method": "codex_pat", "source": {"kind": "secret", "namespaceId": other, "id": sec}}),
+                "/h",
+                &ns,
+                &mut p
+            )
+            .is_none()
+        );
+        assert_eq!(p.items()[0].path, "/h/source/namespaceId");
+        // Methods whose flows occ lacks are a conflict (409) naming the method, not a 400.
+        for later in ["oauth", "credential_source"] {
+            let mut p = Problems::new();
+            assert!(parse_harness_auth(&json!({"method": later}), "/h", &ns, &mut p).is_none());
+            let err = p.into_error();
+            assert_eq!(
+                err.code(),
+                crate::error::ErrorCode::ResourceConflict,
+                "{later}"
+            );
+            assert!(err.message().contains(later), "{}", err.message());
+        }
         for bad in [
-            json!({"method": "oauth"}),
+            json!({"method": "device_code"}),
             json!({"method": "runtime", "x": 1}),
             json!({"method": "api_key"}),
             json!(5),

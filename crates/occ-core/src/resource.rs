@@ -339,6 +339,12 @@ pub enum HarnessAuth {
         /// The Secret holding the key.
         source: SecretRef,
     },
+    /// A Codex personal access token (`at-…`) held in a Secret; dedicated Codex harnesses log
+    /// in with it.
+    CodexPat {
+        /// The Secret holding the token.
+        source: SecretRef,
+    },
     /// A ChatGPT service account.
     #[serde(rename_all = "camelCase")]
     ChatgptServiceAccount {
@@ -348,12 +354,25 @@ pub enum HarnessAuth {
 }
 
 impl HarnessAuth {
-    /// The Secret this auth reads, if any (for reference checks).
-    pub fn secret_id(&self) -> Option<&SecretId> {
+    /// The wire name of the method (`runtime`, `api_key`, …).
+    pub fn method(&self) -> &'static str {
         match self {
-            HarnessAuth::ApiKey { source } => Some(&source.id),
+            HarnessAuth::Runtime {} => "runtime",
+            HarnessAuth::ApiKey { .. } => "api_key",
+            HarnessAuth::CodexPat { .. } => "codex_pat",
+            HarnessAuth::ChatgptServiceAccount { .. } => "chatgpt_service_account",
+        }
+    }
+    /// The Secret holding the credential, if the method reads one.
+    pub fn secret_source(&self) -> Option<&SecretRef> {
+        match self {
+            HarnessAuth::ApiKey { source } | HarnessAuth::CodexPat { source } => Some(source),
             _ => None,
         }
+    }
+    /// The Secret this auth reads, if any (for reference checks).
+    pub fn secret_id(&self) -> Option<&SecretId> {
+        self.secret_source().map(|source| &source.id)
     }
     /// The ServiceAccount this auth uses, if any.
     pub fn service_account_id(&self) -> Option<&ServiceAccountId> {

@@ -73,7 +73,9 @@ pub fn consumed_inputs<'a>(
         .flat_map(|b| b.values())
         .map(|b| Consumed::Secret(&b.source.id));
     let harness = harness_auth.and_then(|auth| match auth {
-        HarnessAuth::ApiKey { source } => Some(Consumed::Secret(&source.id)),
+        HarnessAuth::ApiKey { source } | HarnessAuth::CodexPat { source } => {
+            Some(Consumed::Secret(&source.id))
+        }
         HarnessAuth::ChatgptServiceAccount { service_account_id } => {
             Some(Consumed::ServiceAccount(service_account_id))
         }

@@ -28,6 +28,9 @@ pub struct Problem {
 pub struct Problems {
     items: Vec<Problem>,
     total: usize,
+    /// A well-formed request this installation cannot serve (409), reported only when nothing
+    /// else is wrong with the request.
+    conflict: Option<String>,
 }
 
 impl Problems {
@@ -53,9 +56,16 @@ impl Problems {
         }
     }
 
+    /// Records that a well-formed value asks for something this installation cannot do yet
+    /// (the first one wins): the request answers 409 `RESOURCE_CONFLICT` with `message` unless
+    /// it is also invalid.
+    pub fn conflict(&mut self, message: impl Into<String>) {
+        self.conflict.get_or_insert_with(|| message.into());
+    }
+
     /// Whether nothing was recorded.
     pub fn is_empty(&self) -> bool {
-        self.total == 0
+        self.total == 0 && self.conflict.is_none()
     }
 
     /// The recorded problems.
@@ -72,13 +82,19 @@ impl Problems {
         }
     }
 
-    /// The 400 `INVALID_REQUEST` error naming up to three paths.
+    /// The 400 `INVALID_REQUEST` error naming up to three paths (or the 409 of
+    /// [`Self::conflict`] when that is all there is).
     pub fn into_error(self) -> Error {
         self.into_error_saying("The request is invalid")
     }
 
     /// [`Self::into_error`] with another lead-in than "The request is invalid".
     pub fn into_error_saying(self, lead: &str) -> Error {
+        if self.total == 0
+            && let Some(message) = self.conflict
+        {
+            return Error::conflict(message);
+        }
         let mut parts: Vec<String> = self
             .items
             .iter()

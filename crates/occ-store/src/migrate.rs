@@ -46,6 +46,11 @@ const POSTGRES: &[Migration] = &[
         name: "revision_source",
         sql: include_str!("../migrations/postgres/0004_revision_source.sql"),
     },
+    Migration {
+        version: 5,
+        name: "codex_pat",
+        sql: include_str!("../migrations/postgres/0005_codex_pat.sql"),
+    },
 ];
 
 const SQLITE: &[Migration] = &[
@@ -68,6 +73,11 @@ const SQLITE: &[Migration] = &[
         version: 4,
         name: "revision_source",
         sql: include_str!("../migrations/sqlite/0004_revision_source.sql"),
+    },
+    Migration {
+        version: 5,
+        name: "codex_pat",
+        sql: include_str!("../migrations/sqlite/0005_codex_pat.sql"),
     },
 ];
 

@@ -209,8 +209,8 @@ impl Field<NamespaceId> for SecretBindings {
     }
 }
 
-/// `{method:"runtime"}` | `{method:"api_key", source}` | `{method:"chatgpt_service_account",
-/// serviceAccountId}`.
+/// `{method:"runtime"}` | `{method:"api_key"|"codex_pat", source}` |
+/// `{method:"chatgpt_service_account", serviceAccountId}`.
 impl Field<NamespaceId> for HarnessAuth {
     fn parse(value: &Value, path: &str, ns: &NamespaceId, problems: &mut Problems) -> Option<Self> {
         // `null` never gets here (the body's presence rule owns it), so this is never `Some(None)`
@@ -235,6 +235,14 @@ impl Field<NamespaceId> for HarnessAuth {
                     "",
                     vec![
                         method("api_key"),
+                        property("source", Presence::Required, secret_ref_schema()),
+                    ],
+                ))
+                .item(object_schema(
+                    "HarnessAuthCodexPat",
+                    "",
+                    vec![
+                        method("codex_pat"),
                         property("source", Presence::Required, secret_ref_schema()),
                     ],
                 ))

@@ -348,7 +348,23 @@ fn resources() -> Vec<Resource> {
                     "/error/details/0",
                     json!({"path": "/initialWorkspaceFiles/USER.md", "code": "TOO_LONG"}),
                 ),
-                bad(json!({"name": "b", "configurationId": "{cfg}", "harnessAuth": {"method": "oauth"}})),
+                bad(json!({"name": "b", "configurationId": "{cfg}", "harnessAuth": {"method": "device_code"}})),
+                // reference methods whose flows occ lacks: a clear conflict naming the method
+                refusal(
+                    json!({"name": "b", "configurationId": "{cfg}", "harnessAuth": {"method": "oauth"}}),
+                    S::CONFLICT,
+                )
+                .message("oauth"),
+                refusal(
+                    json!({"name": "b", "configurationId": "{cfg}", "harnessAuth": {"method": "credential_source", "sourceId": "cs_1"}}),
+                    S::CONFLICT,
+                )
+                .message("credential_source"),
+                // codex_pat is accepted as a method: its Secret must exist in this Namespace
+                refusal(
+                    json!({"name": "b", "configurationId": "{cfg}", "harnessAuth": {"method": "codex_pat", "source": {"kind": "secret", "namespaceId": "{ns}", "id": unknown("sec")}}}),
+                    S::NOT_FOUND,
+                ),
             ],
             patches: vec![
                 Patch {

@@ -86,12 +86,7 @@ impl ComputeSelection {
                 mode.as_str()
             ));
         }
-        let method = match auth {
-            Some(HarnessAuth::Runtime {}) => "runtime",
-            Some(HarnessAuth::ApiKey { .. }) => "api_key",
-            Some(HarnessAuth::ChatgptServiceAccount { .. }) => "chatgpt_service_account",
-            None => return None,
-        };
+        let method = auth.map(HarnessAuth::method)?;
         (!self.harness_auth_methods.contains(&method)).then(|| {
             format!(
                 "The {} Compute Driver cannot deliver harnessAuth method {method}",

@@ -1030,6 +1030,7 @@ pub async fn agent_invariants_hold(db: TestDb) {
     let lonely = AgentId::generate();
     // harness auth referencing a Secret must carry the referencing column
     let auth = json!({"method": "api_key", "source": {"kind": "secret", "namespaceId": w.ns.id, "id": occ_core::SecretId::generate()}});
+    let pat = json!({"method": "codex_pat", "source": {"kind": "secret", "namespaceId": w.ns.id, "id": occ_core::SecretId::generate()}});
     check(
         &mut db.raw().await,
         [
@@ -1078,6 +1079,19 @@ pub async fn agent_invariants_hold(db: TestDb) {
                 "harness auth naming a Secret without its column",
                 Naming("agents_harness_auth_references"),
                 update(&format!("harness_auth = '{auth}'")),
+            ),
+            case(
+                "a codex_pat naming a Secret without its column",
+                Naming("agents_harness_auth_references"),
+                update(&format!("harness_auth = '{pat}'")),
+            ),
+            case(
+                "a Secret column without a method that reads one",
+                Naming("agents_harness_auth_references"),
+                update(&format!(
+                    "harness_auth = '{{\"method\":\"runtime\"}}', harness_auth_secret_id = '{}'",
+                    pat["source"]["id"].as_str().unwrap()
+                )),
             ),
             case(
                 "harness auth with a malformed source",

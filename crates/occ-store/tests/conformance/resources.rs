@@ -148,6 +148,23 @@ pub async fn resources_round_trip(db: TestDb) {
     ));
     tx.rollback().await.unwrap();
 
+    // A Codex access token in a Secret is stored and referenced the same way (migration 5).
+    let mut tx = occ_testkit::begin_setup(&store).await;
+    let pat = AgentDraft {
+        harness_auth: Some(HarnessAuth::CodexPat {
+            source: SecretRef::new(ns.clone(), secret.id.clone()),
+        }),
+        ..draft.clone()
+    };
+    assert!(tx.agent_update_draft(&ns, &w.agent.id, &pat).await.unwrap());
+    let agent = tx.agent_get(&ns, &w.agent.id).await.unwrap().unwrap();
+    assert_eq!(agent.harness_auth, pat.harness_auth);
+    assert!(matches!(
+        tx.secret_delete(&ns, &secret.id).await,
+        Err(StoreError::Reference { .. })
+    ));
+    tx.rollback().await.unwrap();
+
     let mut tx = occ_testkit::begin_setup(&store).await;
     let auth = HarnessAuth::ChatgptServiceAccount {
         service_account_id: sa.id.clone(),

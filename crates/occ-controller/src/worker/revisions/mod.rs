@@ -373,7 +373,12 @@ impl Worker {
                 ctx.environment.insert(name.clone(), value);
             }
         }
-        if let Some(HarnessAuth::ApiKey { source }) = &rev.spec.harness_auth {
+        if let Some(source) = rev
+            .spec
+            .harness_auth
+            .as_ref()
+            .and_then(HarnessAuth::secret_source)
+        {
             match self.secret_value(read, rev, &source.id).await {
                 Ok(value) => ctx.harness_credential = Some(value),
                 Err(ReasonCode::SecretBindingUnavailable) => {
