@@ -352,6 +352,7 @@ impl Controller {
         let document = self.basis_document(ns, &basis).await?;
         let document =
             occ_core::native::check_stored_document(document, &configuration_id, generation)?;
+        occ_core::native::harness::require_harness(&document, mode, &configuration_id, generation)?;
         let uses_secrets = !secret_bindings.is_empty() || harness_auth.secret_id().is_some();
         let spec = AdmittedSpec {
             configuration_id: configuration_id.clone(),

@@ -65,6 +65,8 @@ pub struct ControllerSettings {
     pub harness_id: String,
     /// The pinned OpenClaw version.
     pub harness_version: String,
+    /// Version of the pinned Codex harness that dedicated revisions freeze (id `codex`).
+    pub codex_version: String,
     /// Lifetime of a sign-in session.
     pub session_ttl: Duration,
     /// Secret for session keys (`GET /api/auth/session` → `sessionKey`).
@@ -77,13 +79,19 @@ pub struct ControllerSettings {
 }
 
 impl ControllerSettings {
-    /// The harness descriptor for an execution mode.
+    /// The harness descriptor for an execution mode: OpenClaw inside the gateway for embedded
+    /// Agents, the pinned Codex harness for dedicated ones.
     pub fn harness(&self, mode: occ_core::resource::ExecutionMode) -> HarnessDescriptor {
-        HarnessDescriptor {
-            id: self.harness_id.clone(),
-            version: self.harness_version.clone(),
-            mode,
-        }
+        let (id, version) = match mode {
+            occ_core::resource::ExecutionMode::Embedded => {
+                (self.harness_id.clone(), self.harness_version.clone())
+            }
+            occ_core::resource::ExecutionMode::Dedicated => (
+                occ_core::native::harness::CODEX_RUNTIME.to_owned(),
+                self.codex_version.clone(),
+            ),
+        };
+        HarnessDescriptor { id, version, mode }
     }
 }
 

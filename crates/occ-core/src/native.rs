@@ -20,6 +20,7 @@
 //! Problems are reported at JSON pointers under `base` (e.g. `/values`), never with values.
 
 mod env_ref;
+pub mod harness;
 pub mod schema;
 
 use serde_json::{Map, Value};

@@ -176,6 +176,7 @@ impl TestApp {
         let settings = ControllerSettings {
             harness_id: "openclaw".into(),
             harness_version: "2026.9.6".into(),
+            codex_version: "0.154.0".into(),
             session_ttl: Duration::from_secs(3600),
             auth_secret: b"test-secret-test-secret-test-secret".to_vec(),
             backends: vec![occ_controller::BackendConfig {

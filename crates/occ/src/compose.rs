@@ -32,6 +32,9 @@ use crate::settings::{
 
 /// The pinned OpenClaw release.
 pub const OPENCLAW_VERSION: &str = "2026.9.6";
+/// The pinned Codex harness (`@openai/codex`, brought by `@openclaw/codex` 2026.9.5), frozen
+/// into dedicated revisions.
+pub const CODEX_VERSION: &str = "0.154.0";
 
 /// Opens the store and checks its schema is current.
 pub async fn open_store(url: &str, max_connections: u32) -> anyhow::Result<Store> {
@@ -166,6 +169,7 @@ pub async fn controller(
     let controller_settings = ControllerSettings {
         harness_id: "openclaw".into(),
         harness_version: OPENCLAW_VERSION.into(),
+        codex_version: CODEX_VERSION.into(),
         session_ttl: sessions.ttl,
         auth_secret: sessions.secret,
         backends: settings

@@ -4,6 +4,11 @@
 
 use occ_core::resource::{ComputeIdentity, ExecutionMode, HarnessAuth};
 
+/// What a dedicated Codex harness can log in with: an API key or a Codex access token, each from
+/// a Secret (`chatgpt_service_account` needs a credential occ's ServiceAccounts do not hold yet;
+/// `runtime` would leave the harness without any).
+pub const DEDICATED_AUTH_METHODS: [&str; 2] = ["api_key", "codex_pat"];
+
 /// The Compute Driver selected by the installation settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ComputeSelection {
@@ -11,8 +16,11 @@ pub struct ComputeSelection {
     pub identity: ComputeIdentity,
     /// Execution modes it can run.
     pub execution_modes: Vec<ExecutionMode>,
-    /// Harness authentication methods it can deliver.
+    /// Harness authentication methods it can deliver to an embedded Agent's gateway.
     pub harness_auth_methods: Vec<&'static str>,
+    /// Harness authentication methods a dedicated Codex harness logs in with (used only when
+    /// `execution_modes` has `dedicated`).
+    pub dedicated_auth_methods: Vec<&'static str>,
     /// Whether it delivers a Configuration's Secret bindings to the workload.
     pub delivers_secrets: bool,
     /// Whether a Namespace may adopt an existing Kubernetes namespace (`existingNamespace`).
@@ -31,6 +39,7 @@ impl ComputeSelection {
             },
             execution_modes: vec![ExecutionMode::Embedded],
             harness_auth_methods: vec!["runtime", "api_key"],
+            dedicated_auth_methods: DEDICATED_AUTH_METHODS.to_vec(),
             delivers_secrets: true,
             adopts_existing_namespaces: false,
         }
@@ -46,6 +55,7 @@ impl ComputeSelection {
             },
             execution_modes: vec![ExecutionMode::Embedded],
             harness_auth_methods: vec!["runtime"],
+            dedicated_auth_methods: Vec::new(),
             delivers_secrets: false,
             adopts_existing_namespaces: false,
         }
@@ -61,6 +71,7 @@ impl ComputeSelection {
             },
             execution_modes: vec![ExecutionMode::Embedded],
             harness_auth_methods: vec!["runtime", "api_key"],
+            dedicated_auth_methods: DEDICATED_AUTH_METHODS.to_vec(),
             delivers_secrets: true,
             adopts_existing_namespaces: true,
         }
@@ -87,11 +98,59 @@ impl ComputeSelection {
             ));
         }
         let method = auth.map(HarnessAuth::method)?;
-        (!self.harness_auth_methods.contains(&method)).then(|| {
+        let methods = match mode {
+            ExecutionMode::Embedded => &self.harness_auth_methods,
+            ExecutionMode::Dedicated => &self.dedicated_auth_methods,
+        };
+        (!methods.contains(&method)).then(|| {
             format!(
-                "The {} Compute Driver cannot deliver harnessAuth method {method}",
-                self.identity.implementation
+                "The {} Compute Driver cannot deliver harnessAuth method {method} to an Agent \
+                 with executionMode {} (it can deliver {})",
+                self.identity.implementation,
+                mode.as_str(),
+                methods.join(", ")
             )
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use occ_core::resource::SecretRef;
+    use occ_core::{NamespaceId, SecretId};
+
+    use super::*;
+
+    fn secret() -> SecretRef {
+        SecretRef::new(NamespaceId::generate(), SecretId::generate())
+    }
+
+    #[test]
+    fn methods_are_checked_per_execution_mode() {
+        let mut process = ComputeSelection::process();
+        let pat = HarnessAuth::CodexPat { source: secret() };
+        let key = HarnessAuth::ApiKey { source: secret() };
+        // a Codex access token logs a dedicated harness in; an embedded gateway cannot use it
+        let refusal = process
+            .refusal(ExecutionMode::Embedded, Some(&pat))
+            .unwrap();
+        assert!(refusal.contains("codex_pat"), "{refusal}");
+        assert!(refusal.contains("embedded"), "{refusal}");
+        assert_eq!(process.refusal(ExecutionMode::Embedded, Some(&key)), None);
+        // a Driver without dedicated execution refuses the mode before any method
+        let refusal = process
+            .refusal(ExecutionMode::Dedicated, Some(&pat))
+            .unwrap();
+        assert!(refusal.contains("dedicated execution"), "{refusal}");
+        process.execution_modes.push(ExecutionMode::Dedicated);
+        assert_eq!(process.refusal(ExecutionMode::Dedicated, Some(&pat)), None);
+        assert_eq!(process.refusal(ExecutionMode::Dedicated, Some(&key)), None);
+        let refusal = process
+            .refusal(ExecutionMode::Dedicated, Some(&HarnessAuth::Runtime {}))
+            .unwrap();
+        assert!(refusal.contains("api_key, codex_pat"), "{refusal}");
+        // SSH keeps refusing dedicated execution, as the reference does
+        let ssh = ComputeSelection::ssh();
+        assert!(ssh.refusal(ExecutionMode::Dedicated, Some(&pat)).is_some());
     }
 }

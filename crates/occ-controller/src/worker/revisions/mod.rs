@@ -26,8 +26,8 @@ use occ_core::ReasonCode;
 use occ_core::audit::{AuditKind, AuditOutcome};
 use occ_core::authz::{Action, ResourceKind, ResourceRef};
 use occ_core::resource::{
-    Agent, AgentRevision, DesiredRuntimeState, HarnessAuth, NamespaceStatus, RuntimeObservation,
-    SecretMeta, WorkspaceSetup,
+    Agent, AgentRevision, DesiredRuntimeState, ExecutionMode, HarnessAuth, NamespaceStatus,
+    RuntimeObservation, SecretMeta, WorkspaceSetup,
 };
 use occ_core::work::{NewWork, WorkKey, WorkTarget};
 use occ_core::{Error, IamId, SecretId};
@@ -125,6 +125,10 @@ impl Worker {
                     })
                     .await?;
                 progress.stopped = Some(stopped);
+            }
+            Step::StopPredecessors => {
+                let stopped = self.effect(claim, self.stop_earlier(read)).await?;
+                progress.predecessors_stopped = Some(stopped);
             }
             Step::Prepare => {
                 let prepared = self
@@ -246,19 +250,29 @@ impl Worker {
         Ok(restored)
     }
 
-    /// Retires every revision of the Agent admitted before this one and pinned to this
-    /// Compute.
-    async fn retire_earlier(&self, read: &RevisionRead) -> Result<(), ComputeError> {
-        let ours = &self.compute.selection().identity;
+    /// The revisions of the Agent admitted before this one and pinned to this Compute.
+    fn earlier<'a>(&self, read: &'a RevisionRead) -> impl Iterator<Item = RevisionTarget> + 'a {
+        let ours = self.compute.selection().identity.clone();
         let facts = &read.facts;
-        for earlier in read
-            .revisions
+        read.revisions
             .iter()
-            .filter(|r| r.revision < facts.revision.revision && &r.spec.compute == ours)
-        {
-            self.compute
-                .retire_revision(&revision_target(&facts.agent, earlier))
-                .await?;
+            .filter(move |r| r.revision < facts.revision.revision && r.spec.compute == ours)
+            .map(|r| revision_target(&facts.agent, r))
+    }
+
+    /// Retires every earlier revision ([`Self::earlier`]).
+    async fn retire_earlier(&self, read: &RevisionRead) -> Result<(), ComputeError> {
+        for earlier in self.earlier(read) {
+            self.compute.retire_revision(&earlier).await?;
+        }
+        Ok(())
+    }
+
+    /// Stops every earlier revision ([`Self::earlier`]) and waits for each, before an exclusive
+    /// (dedicated) candidate is prepared.
+    async fn stop_earlier(&self, read: &RevisionRead) -> Result<(), ComputeError> {
+        for earlier in self.earlier(read) {
+            self.compute.stop_revision(&earlier).await?;
         }
         Ok(())
     }
@@ -294,7 +308,10 @@ impl Worker {
                 None => return Ok(Err(Outcome::permanent(ReasonCode::InvalidActiveRevision))),
             },
         };
-        let newer_admitted = revisions.iter().any(|r| r.revision > revision.revision);
+        let newer = || revisions.iter().filter(|r| r.revision > revision.revision);
+        let newer_admitted = newer().next().is_some();
+        let newer_dedicated_admitted =
+            newer().any(|r| r.spec.harness.mode == ExecutionMode::Dedicated);
         let facts = Facts {
             kind,
             namespace_ready: ns.status == NamespaceStatus::Ready && ns.deleted_at.is_none(),
@@ -304,6 +321,7 @@ impl Worker {
             revision,
             active,
             newer_admitted,
+            newer_dedicated_admitted,
         };
         let predecessor = facts.predecessor().cloned();
         let mut secrets = BTreeMap::new();

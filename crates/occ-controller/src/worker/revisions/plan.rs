@@ -9,10 +9,17 @@
 //! revision, leaves the pointer on it, and fails the new one with the activation's reason.
 //! The pointer moves only once the new revision serves, so `activeRevisionId` never names a
 //! revision that did not start.
+//!
+//! A dedicated revision replaces its predecessors exclusively, as the reference does: the pass
+//! stops every earlier revision before preparing it (a harness keeps one workspace and one
+//! node identity per Agent), accepts the downtime, and never rolls back; the pointer stays on
+//! the stopped predecessor until the new revision serves, and maintenance never restarts a
+//! revision once a later dedicated one was admitted.
 
 use occ_core::ReasonCode;
 use occ_core::resource::{
-    Agent, AgentRevision, AgentStatus, ComputeIdentity, DesiredRuntimeState, HarnessDescriptor,
+    Agent, AgentRevision, AgentStatus, ComputeIdentity, DesiredRuntimeState, ExecutionMode,
+    HarnessDescriptor,
 };
 use occ_drivers::compute::{ComputeError, FailureClass, Readiness, RuntimeState};
 use serde_json::{Value, json};
@@ -40,6 +47,9 @@ pub(crate) struct Facts {
     pub active: Option<AgentRevision>,
     /// Whether a later revision of the Agent has been admitted.
     pub newer_admitted: bool,
+    /// Whether a later dedicated revision of the Agent has been admitted (it replaces this one
+    /// exclusively, so this one is not restarted).
+    pub newer_dedicated_admitted: bool,
     /// The harness this installation approves for the revision's execution mode.
     pub approved_harness: HarnessDescriptor,
     /// The identity of the Compute Driver this worker drives.
@@ -49,6 +59,11 @@ pub(crate) struct Facts {
 impl Facts {
     pub(crate) fn is_active(&self) -> bool {
         self.agent.active_revision_id.as_ref() == Some(&self.revision.id)
+    }
+
+    /// Whether this revision replaces its predecessors exclusively (dedicated execution).
+    pub(crate) fn exclusive(&self) -> bool {
+        self.revision.spec.harness.mode == ExecutionMode::Dedicated
     }
 
     fn wants_running(&self) -> bool {
@@ -73,6 +88,8 @@ pub(crate) struct Progress {
     pub context: Option<Result<(), Outcome>>,
     /// Stopping the candidate because a stop won.
     pub stopped: Option<Result<(), ComputeError>>,
+    /// Stopping every earlier revision before an exclusive (dedicated) candidate is prepared.
+    pub predecessors_stopped: Option<Result<(), ComputeError>>,
     /// `prepare_revision`.
     pub prepared: Option<Result<Readiness, ComputeError>>,
     /// The desired state read again just before activation: still running?
@@ -108,6 +125,8 @@ pub(crate) enum Step {
     /// A stop or delete admitted after this deploy wins: stop the candidate (and retire the
     /// earlier revisions when nothing else serves).
     StopCandidate { retire_earlier: bool },
+    /// Stop every earlier revision of the Agent (exclusive replacement).
+    StopPredecessors,
     /// `prepare_revision`.
     Prepare,
     /// Read the desired state again before touching what serves.
@@ -160,7 +179,9 @@ pub(crate) fn plan(facts: &Facts, progress: &Progress) -> Step {
     }
     let is_active = facts.is_active();
     if facts.kind == PassKind::Maintenance
-        && (!is_active || facts.agent.desired_runtime_state != DesiredRuntimeState::Running)
+        && (!is_active
+            || facts.agent.desired_runtime_state != DesiredRuntimeState::Running
+            || facts.newer_dedicated_admitted)
     {
         return Finish::with(Outcome::done(ReasonCode::RevisionMaintenanceSuperseded));
     }
@@ -197,6 +218,13 @@ pub(crate) fn plan(facts: &Facts, progress: &Progress) -> Step {
             // A later deploy of the same Agent is queued behind this one in its lane: starting
             // this revision would only be replaced at once.
             return Finish::with(Outcome::done(ReasonCode::RevisionSuperseded));
+        }
+    }
+    if facts.exclusive() && !is_active {
+        match &progress.predecessors_stopped {
+            None => return Step::StopPredecessors,
+            Some(Err(e)) => return Finish::with(Outcome::from_compute(e)),
+            Some(Ok(())) => {}
         }
     }
     match &progress.prepared {
@@ -317,6 +345,18 @@ fn activation_failed(facts: &Facts, progress: &Progress, e: &ComputeError) -> St
         // Nothing to go back to: the pointer already names this revision.
         return Finish::with(failure_of_serving(facts, e));
     }
+    if facts.exclusive() {
+        // Its predecessors were stopped before it was prepared: there is nothing serving to go
+        // back to. Its own failure is final (the operator deploys again); anything else is
+        // retried within the item's attempts.
+        return Finish::with(match Outcome::from_compute(e) {
+            Outcome::Permanent(code, _) | Outcome::Retry(code) if workload_failed(e) => {
+                let data = (!e.output.is_empty()).then(|| json!({"output": e.output.clone()}));
+                Outcome::Permanent(code, data)
+            }
+            other => other,
+        });
+    }
     if !workload_failed(e) {
         // Still converging, or a dependency (transport, API server) failed before the new
         // revision could fail on its own: look again or retry within the item's attempts.
@@ -421,6 +461,7 @@ mod tests {
             revision,
             active: None,
             newer_admitted: false,
+            newer_dedicated_admitted: false,
             approved_harness: harness(),
             compute: compute(),
         }
@@ -490,6 +531,111 @@ mod tests {
                 }),
                 rolled_back: false,
             })
+        );
+    }
+
+    /// `facts` with its candidate (and the approved harness) in dedicated execution.
+    fn dedicated(mut facts: Facts) -> Facts {
+        let codex = HarnessDescriptor {
+            id: "codex".into(),
+            version: "0.154.0".into(),
+            mode: ExecutionMode::Dedicated,
+        };
+        facts.revision.spec.harness = codex.clone();
+        facts.approved_harness = codex;
+        facts
+    }
+
+    #[test]
+    fn a_dedicated_deploy_stops_every_predecessor_before_it_prepares() {
+        let facts = dedicated(redeploy());
+        let mut p = ready();
+        p.prepared = None;
+        p.still_wanted = None;
+        assert_eq!(plan(&facts, &p), Step::StopPredecessors);
+        // a predecessor that does not stop: the pass retries, nothing is prepared
+        let failed = ComputeError::transient(ReasonCode::AgentGatewayUnavailable, "no answer");
+        p.predecessors_stopped = Some(Err(failed));
+        assert_eq!(
+            outcome(plan(&facts, &p)),
+            Outcome::retry(ReasonCode::AgentGatewayUnavailable)
+        );
+        p.predecessors_stopped = Some(Ok(()));
+        assert_eq!(plan(&facts, &p), Step::Prepare);
+        // also on a first deploy (earlier revisions may have been stopped, not retired)
+        let first = dedicated(first_deploy());
+        assert_eq!(
+            plan(
+                &first,
+                &Progress {
+                    prepared: None,
+                    ..ready()
+                }
+            ),
+            Step::StopPredecessors
+        );
+        // an embedded deploy never stops what serves before its replacement is ready
+        assert_eq!(
+            plan(
+                &redeploy(),
+                &Progress {
+                    prepared: None,
+                    ..ready()
+                }
+            ),
+            Step::Prepare
+        );
+        // an already active dedicated revision (a redelivered deploy) stops nothing
+        let mut active = dedicated(maintenance());
+        active.kind = PassKind::Deploy;
+        assert_eq!(
+            plan(
+                &active,
+                &Progress {
+                    prepared: None,
+                    ..ready()
+                }
+            ),
+            Step::Prepare
+        );
+    }
+
+    #[test]
+    fn a_failed_dedicated_activation_is_final_and_never_rolls_back() {
+        let facts = dedicated(redeploy());
+        let mut p = ready();
+        p.predecessors_stopped = Some(Ok(()));
+        let mut e = ComputeError::transient(ReasonCode::RuntimeStartupFailed, "exited");
+        e.output = vec!["codex: probe failed".into()];
+        p.activated = Some(Err(e));
+        assert_eq!(
+            outcome(plan(&facts, &p)),
+            Outcome::Permanent(
+                ReasonCode::RuntimeStartupFailed,
+                Some(json!({"output": ["codex: probe failed"]}))
+            )
+        );
+        // a dependency failure is retried (still no rollback)
+        p.activated = Some(Err(ComputeError::transient(
+            ReasonCode::DependencyUnavailable,
+            "api server",
+        )));
+        assert_eq!(
+            outcome(plan(&facts, &p)),
+            Outcome::retry(ReasonCode::DependencyUnavailable)
+        );
+    }
+
+    #[test]
+    fn maintenance_never_restarts_a_revision_a_dedicated_one_replaces() {
+        let mut facts = maintenance();
+        facts.newer_admitted = true;
+        // an embedded successor replaces it only once it serves: keep this one up meanwhile
+        assert_eq!(plan(&facts, &Progress::default()), Step::Authorize);
+        facts.newer_dedicated_admitted = true;
+        assert_eq!(
+            outcome(plan(&facts, &Progress::default())),
+            Outcome::done(ReasonCode::RevisionMaintenanceSuperseded)
         );
     }
 
