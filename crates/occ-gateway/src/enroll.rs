@@ -1,7 +1,8 @@
 //! Enrollment of an OpenClaw node host into a gateway, over one [`Session`] (occ's backend
 //! operator connection, which holds `operator.admin`).
 //!
-//! Three calls, each bounded by [`ENROLLMENT_CALL_TIMEOUT`]:
+//! Three calls, each bounded by [`ENROLLMENT_CALL_TIMEOUT`] (or
+//! [`NodeEnrollment::with_call_timeout`]):
 //! 1. [`NodeEnrollment::create_setup`]: `device.pair.setupCode` with the node-only bootstrap
 //!    profile; the reply must echo the requested public URL and grant `node` access.
 //! 2. [`NodeEnrollment::setup_status`]: `device.pair.setupStatus`; `completion` (or
@@ -157,12 +158,25 @@ fn non_empty_str<'a>(object: &'a Value, key: &str) -> Option<&'a str> {
 #[derive(Debug)]
 pub struct NodeEnrollment<'s> {
     session: &'s mut Session,
+    call_timeout: Duration,
 }
 
 impl<'s> NodeEnrollment<'s> {
-    /// Uses `session` (connected with `operator.admin`) for the calls.
+    /// Uses `session` (connected with `operator.admin`) for the calls, each bounded by
+    /// [`ENROLLMENT_CALL_TIMEOUT`].
     pub fn new(session: &'s mut Session) -> NodeEnrollment<'s> {
-        NodeEnrollment { session }
+        NodeEnrollment {
+            session,
+            call_timeout: ENROLLMENT_CALL_TIMEOUT,
+        }
+    }
+
+    /// Another bound for each call (a caller with less time left).
+    pub fn with_call_timeout(self, call_timeout: Duration) -> NodeEnrollment<'s> {
+        NodeEnrollment {
+            call_timeout,
+            ..self
+        }
     }
 
     /// `device.pair.setupCode {bootstrapProfile: "node", includeQr: false, publicUrl}`: a new
@@ -175,7 +189,7 @@ impl<'s> NodeEnrollment<'s> {
             .call(
                 METHOD,
                 json!({"bootstrapProfile": "node", "includeQr": false, "publicUrl": public_url}),
-                ENROLLMENT_CALL_TIMEOUT,
+                self.call_timeout,
             )
             .await?;
         if reply.get("access").and_then(Value::as_str) != Some("node") {
@@ -218,11 +232,7 @@ impl<'s> NodeEnrollment<'s> {
         const METHOD: &str = "device.pair.setupStatus";
         let reply = self
             .session
-            .call(
-                METHOD,
-                json!({"setupId": setup_id}),
-                ENROLLMENT_CALL_TIMEOUT,
-            )
+            .call(METHOD, json!({"setupId": setup_id}), self.call_timeout)
             .await?;
         if !reply.is_object() {
             return Err(invalid(METHOD, "the reply is not an object"));
@@ -258,7 +268,7 @@ impl<'s> NodeEnrollment<'s> {
         const METHOD: &str = "node.describe";
         let reply = self
             .session
-            .call(METHOD, json!({"nodeId": node_id}), ENROLLMENT_CALL_TIMEOUT)
+            .call(METHOD, json!({"nodeId": node_id}), self.call_timeout)
             .await?;
         if reply.get("nodeId").and_then(Value::as_str) != Some(node_id) {
             return Err(invalid(METHOD, "nodeId differs from the requested node"));
@@ -568,6 +578,33 @@ mod tests {
         assert!(!err.is_transient());
         let err = enrollment.describe(DEVICE).await.unwrap_err();
         assert!(err.is_transient(), "{err:?}");
+        session.close().await;
+    }
+
+    #[tokio::test]
+    async fn every_call_is_bounded_and_a_timeout_is_transient() {
+        let gw = FakeGateway::start(|_, mut peer| async move {
+            peer.handshake().await;
+            // read requests (and their cancels), never answer
+            peer.linger().await;
+        })
+        .await;
+        let mut session = connect(&gw).await;
+        let mut enrollment =
+            NodeEnrollment::new(&mut session).with_call_timeout(Duration::from_millis(300));
+        let started = tokio::time::Instant::now();
+        let err = enrollment.create_setup(URL).await.unwrap_err();
+        assert_eq!(err, EnrollmentError::Gateway(GatewayError::Timeout));
+        assert!(err.is_transient());
+        let err = enrollment.setup_status(SETUP_ID).await.unwrap_err();
+        assert_eq!(err, EnrollmentError::Gateway(GatewayError::Timeout));
+        let err = enrollment.describe(DEVICE).await.unwrap_err();
+        assert_eq!(err, EnrollmentError::Gateway(GatewayError::Timeout));
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "{:?}",
+            started.elapsed()
+        );
         session.close().await;
     }
 }
