@@ -4,7 +4,8 @@
 //! Every frame the client sends is checked against the gateway protocol's JSON Schema
 //! (`tests/fixtures/protocol-subset.schema.json`, the subset of `@openclaw/gateway-protocol`
 //! patched to the 2026.9.6 runtime): `RequestFrame`, plus `ConnectParams`,
-//! `AgentsFilesGetParams` / `AgentsFilesSetParams` / `AgentsFilesListParams` for those
+//! `AgentsFilesGetParams` / `AgentsFilesSetParams` / `AgentsFilesListParams`,
+//! `DevicePairSetupCodeParams` / `DevicePairSetupStatusParams` / `NodeDescribeParams` for those
 //! methods. The schema has no definition for the `cancel` frame; its shape
 //! (`{"type":"cancel","id":"<non-empty>"}`, nothing else) is checked by hand. A violation is
 //! recorded and fails the test when its [`FakeGateway`] is dropped.
@@ -31,6 +32,9 @@ struct Schemas {
     files_get: jsonschema::Validator,
     files_set: jsonschema::Validator,
     files_list: jsonschema::Validator,
+    setup_code: jsonschema::Validator,
+    setup_status: jsonschema::Validator,
+    node_describe: jsonschema::Validator,
 }
 
 static SCHEMAS: LazyLock<Schemas> = LazyLock::new(|| {
@@ -49,6 +53,9 @@ static SCHEMAS: LazyLock<Schemas> = LazyLock::new(|| {
         files_get: compile("AgentsFilesGetParams"),
         files_set: compile("AgentsFilesSetParams"),
         files_list: compile("AgentsFilesListParams"),
+        setup_code: compile("DevicePairSetupCodeParams"),
+        setup_status: compile("DevicePairSetupStatusParams"),
+        node_describe: compile("NodeDescribeParams"),
     }
 });
 
@@ -71,6 +78,9 @@ pub(crate) fn check_client_frame(frame: &Value) -> Result<(), String> {
                 Some("agents.files.get") => Some(&s.files_get),
                 Some("agents.files.set") => Some(&s.files_set),
                 Some("agents.files.list") => Some(&s.files_list),
+                Some("device.pair.setupCode") => Some(&s.setup_code),
+                Some("device.pair.setupStatus") => Some(&s.setup_status),
+                Some("node.describe") => Some(&s.node_describe),
                 _ => None,
             };
             if let Some(validator) = method_schema {
@@ -345,6 +355,60 @@ pub(crate) fn set_payload(name: &str, content: &str) -> Value {
     let mut payload = file_payload(name, content);
     payload["ok"] = json!(true);
     payload
+}
+
+/// A `device.pair.setupCode` answer as the 2026.9.6 gateway sends it for the node profile.
+pub(crate) fn setup_code_payload(public_url: &str, setup_code: &str, expires_at_ms: u64) -> Value {
+    json!({"setupId":"134c2c2e-78ba-4019-873a-5cef384f3d87","expiresAtMs":expires_at_ms,
+        "setupCode":setup_code,"gatewayUrl":public_url,"auth":"token",
+        "urlSource":"request.publicUrl","access":"node"})
+}
+
+/// A `device.pair.setupStatus` answer once the node paired (`key` is `completion` or
+/// `deliveryUncertain`).
+pub(crate) fn setup_status_payload(key: &str, setup_id: &str, device_id: &str) -> Value {
+    json!({key: {"setupId":setup_id,"deviceId":device_id,"deviceName":"vm","access":"node",
+        "ts":1_796_201_930_132u64}})
+}
+
+/// A `node.describe` answer as the 2026.9.6 gateway sends it.
+pub(crate) fn node_describe_payload(node_id: &str, connected: bool, commands: &[&str]) -> Value {
+    json!({"ts":1_796_201_932_755u64,"nodeId":node_id,"displayName":"vm","platform":"linux",
+        "version":"2026.9.6","clientId":"node-host","clientMode":"node","caps":["file"],
+        "commands":commands,"approvalState":"approved","paired":true,"connected":connected})
+}
+
+impl FakeGateway {
+    /// A gateway whose every connection does the handshake, then answers its requests in
+    /// order from `script` (`method`, `Ok(payload)` or `Err(error shape)`), asserting each
+    /// method, and sends every request's params to `params`.
+    pub async fn scripted(
+        script: Vec<(&'static str, Result<Value, Value>)>,
+        params: tokio::sync::mpsc::UnboundedSender<Value>,
+    ) -> FakeGateway {
+        let script = Arc::new(script);
+        FakeGateway::start(move |_, mut peer| {
+            let script = script.clone();
+            let params = params.clone();
+            async move {
+                peer.handshake().await;
+                for (expected, answer) in script.iter() {
+                    let Some(frame) = peer.recv().await else {
+                        return;
+                    };
+                    assert_eq!(frame["method"], *expected, "{frame}");
+                    let _ = params.send(frame["params"].clone());
+                    let id = frame["id"].as_str().expect("id").to_owned();
+                    match answer {
+                        Ok(payload) => peer.res_ok(&id, payload.clone()).await,
+                        Err(error) => peer.res_err(&id, error.clone()).await,
+                    }
+                }
+                peer.linger().await;
+            }
+        })
+        .await
+    }
 }
 
 #[cfg(test)]

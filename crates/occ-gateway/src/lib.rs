@@ -22,6 +22,8 @@
 //!   operation and pooled, verified connections keyed by URL and credential.
 //! - [`Session`]: one connection; [`Session::connect`] is one attempt, [`Session::call`] one
 //!   request, [`Session::file_get`] / [`Session::file_set`] the `agents.files.*` methods.
+//! - [`NodeEnrollment`]: pairing a node host (`device.pair.setupCode`/`setupStatus`,
+//!   `node.describe`) for dedicated execution, with strict reply checks ([`EnrollmentError`]).
 //! - [`wait_ready`]: readiness — retries [`Session::connect`] on transient errors.
 //! - [`GatewayError`]: every failure, classified; [`GatewayError::is_transient`] tells retry
 //!   from give-up.
@@ -33,6 +35,7 @@
 
 mod conn;
 mod endpoint;
+mod enroll;
 mod error;
 mod files;
 mod frames;
@@ -45,6 +48,10 @@ mod workspace_file;
 mod fake;
 
 pub use endpoint::{Auth, Endpoint};
+pub use enroll::{
+    ENROLLMENT_CALL_TIMEOUT, EnrollmentError, NODE_COMMANDS, NodeEnrollment, NodeSetup, NodeStatus,
+    SetupCode, SetupCompletion,
+};
 pub use error::{DEFAULT_RETRY_AFTER, GatewayError, MAX_RETRY_AFTER};
 pub use files::{
     DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS, FileClient, FileClientSettings, FileClientStats,

@@ -170,7 +170,16 @@ impl TestGateway {
     /// Sets up and spawns a gateway, then waits until it answers `hello-ok`
     /// ([`READY_DEADLINE`]). Panics (after stopping it) if it does not get ready.
     pub async fn start(runtime: &OpenclawRuntime) -> TestGateway {
-        let mut gateway = TestGateway::spawn(runtime).await;
+        TestGateway::start_with(runtime, |_| {}).await
+    }
+
+    /// [`Self::start`] with the rendered config changed by `customize` before the gateway
+    /// first reads it.
+    pub async fn start_with(
+        runtime: &OpenclawRuntime,
+        customize: impl FnOnce(&mut serde_json::Value),
+    ) -> TestGateway {
+        let mut gateway = TestGateway::spawn_with(runtime, customize).await;
         gateway.ready(READY_DEADLINE).await;
         gateway
     }
@@ -181,6 +190,14 @@ impl TestGateway {
     /// `TMPDIR`, `OPENCLAW_STATE_DIR`, `OPENCLAW_CONFIG_PATH`, the embedding preset,
     /// `OPENCLAW_NO_AUTO_UPDATE`, `DO_NOT_TRACK` and `OPENCLAW_GATEWAY_TOKEN`.
     pub async fn spawn(runtime: &OpenclawRuntime) -> TestGateway {
+        TestGateway::spawn_with(runtime, |_| {}).await
+    }
+
+    /// [`Self::spawn`] with the rendered config changed by `customize`.
+    pub async fn spawn_with(
+        runtime: &OpenclawRuntime,
+        customize: impl FnOnce(&mut serde_json::Value),
+    ) -> TestGateway {
         let dir = tempfile::Builder::new()
             .prefix("occ-gw")
             .tempdir()
@@ -228,7 +245,8 @@ impl TestGateway {
         // 2. The config, read-only.
         let port = free_loopback_port();
         let config_path = config_dir.join("openclaw.json");
-        let config = render_config(port, &workspace, &state);
+        let mut config = render_config(port, &workspace, &state);
+        customize(&mut config);
         fs::write(
             &config_path,
             serde_json::to_vec_pretty(&config).expect("config json"),
@@ -254,6 +272,25 @@ impl TestGateway {
             dir,
             child: Some(child),
         }
+    }
+
+    /// Rewrites the config the running gateway reads (as a Driver would: a new file renamed
+    /// over the old one, same read-only mode), changed by `change`.
+    pub fn update_config(&self, change: impl FnOnce(&mut serde_json::Value)) {
+        let text = fs::read_to_string(&self.config_path).expect("read config");
+        let mut config: serde_json::Value = serde_json::from_str(&text).expect("config json");
+        change(&mut config);
+        let dir = self.config_path.parent().expect("config dir");
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o750)).expect("chmod");
+        let next = dir.join("openclaw.json.next");
+        fs::write(
+            &next,
+            serde_json::to_vec_pretty(&config).expect("config json"),
+        )
+        .expect("write config");
+        fs::set_permissions(&next, fs::Permissions::from_mode(0o440)).expect("chmod");
+        fs::rename(&next, &self.config_path).expect("replace config");
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o550)).expect("chmod");
     }
 
     /// Stops the gateway and starts it again on the same directories, port and token (a

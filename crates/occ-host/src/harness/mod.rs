@@ -1,0 +1,3 @@
+//! The dedicated (Codex harness) execution of the process Driver.
+
+pub mod render;
