@@ -234,6 +234,56 @@ async fn deploy_refusals() {
             .unwrap()
             .contains("embedded")
     );
+    // an embedded Agent whose Configuration selects the Codex harness: 400 naming the path,
+    // and no revision is admitted
+    let r = app
+        .call(
+            Method::POST,
+            &format!("/namespaces/{ns}/configurations"),
+            &admin,
+            Some(json!({"kind": "agent", "values": {
+                "agents": {"defaults": {"model": "codex/gpt-5.6-sol",
+                    "models": {"codex/gpt-5.6-sol": {"agentRuntime": {"id": "codex"}}}}}}})),
+        )
+        .await;
+    let codex_cfg = expect(r, StatusCode::CREATED).data()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mismatched = agent(&app, &ns, &codex_cfg, "mismatched", &admin).await;
+    let r = app
+        .call(
+            Method::POST,
+            &format!("/namespaces/{ns}/agents/{mismatched}/deploy"),
+            &admin,
+            None,
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::BAD_REQUEST, "INVALID_REQUEST")
+    );
+    assert_eq!(
+        r.body["error"]["details"][0]["path"],
+        "/values/agents/defaults/models/codex~1gpt-5.6-sol/agentRuntime/id"
+    );
+    assert!(
+        r.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("executionMode embedded"),
+        "{}",
+        r.body
+    );
+    let r = app
+        .call(
+            Method::GET,
+            &format!("/namespaces/{ns}/agents/{mismatched}/revisions"),
+            &admin,
+            None,
+        )
+        .await;
+    assert_eq!(expect(r, StatusCode::OK).data().as_array().unwrap().len(), 0);
     // a body on deploy is refused
     let ok_agent = agent(&app, &ns, &cfg, "fine", &admin).await;
     assert_eq!(
