@@ -3,7 +3,10 @@
 //! The primary model (`agents.defaults.model`, a `"<provider>/<model>"` string or
 //! `{primary}`) names its runtime in `agents.defaults.models.<model>.agentRuntime.id`: `codex`
 //! runs in a dedicated Codex harness, `openclaw` (also when unset) inside the gateway. A
-//! mismatch with the Agent's `executionMode` is a 400 naming the path. For dedicated Agents the
+//! mismatch with the Agent's `executionMode` is a 400 naming the path. The model itself is not
+//! checked here: with the pinned gateway and plugin a dedicated Agent's model is
+//! `openai/<model>` (served through Codex's own `openai` provider, no `models.providers` entry
+//! needed), while the reference's guide writes `codex/<model>` with a placeholder provider. For dedicated Agents the
 //! Codex plugin's app-server wiring (`plugins.entries.codex.config.appServer.url`/`authToken`)
 //! belongs to the Compute Driver: a user may leave it out or write the reference's placeholders,
 //! nothing else.
@@ -102,42 +105,9 @@ pub fn check_harness(
         _ => {}
     }
     if mode == ExecutionMode::Dedicated {
-        check_declared_model(document, primary.as_deref(), base, problems);
         check_app_server_wiring(document, base, problems);
     }
     (problems.items().len() == before).then_some(HarnessSelection { primary, runtime })
-}
-
-/// A dedicated Agent's primary model must be declared by its provider, so the gateway can hand
-/// the turn to the Codex plugin.
-fn check_declared_model(
-    document: &Map<String, Value>,
-    primary: Option<&str>,
-    base: &str,
-    problems: &mut Problems,
-) {
-    let Some((provider, model)) = primary.and_then(|p| p.split_once('/')) else {
-        return;
-    };
-    let providers_path = child(&child(base, "models"), "providers");
-    let declared = document
-        .get("models")
-        .and_then(|m| get(m, "providers"))
-        .and_then(|p| get(p, provider))
-        .and_then(|p| get(p, "models"))
-        .and_then(Value::as_array)
-        .is_some_and(|models| {
-            models
-                .iter()
-                .any(|m| get(m, "id").and_then(Value::as_str) == Some(model))
-        });
-    if !declared {
-        problems.push(
-            child(&child(&providers_path, provider), "models"),
-            DetailCode::Required,
-            "must declare the primary model's id for an Agent with executionMode dedicated",
-        );
-    }
 }
 
 fn check_app_server_wiring(document: &Map<String, Value>, base: &str, problems: &mut Problems) {
@@ -236,6 +206,16 @@ mod tests {
     }
 
     #[test]
+    fn the_pinned_plugins_openai_form_needs_no_provider_entry() {
+        let doc = json!({"agents": {"defaults": {"model": "openai/gpt-5.6-sol",
+            "models": {"openai/gpt-5.6-sol": {"agentRuntime": {"id": "codex"}}}}}});
+        assert_eq!(
+            check(doc, ExecutionMode::Dedicated).unwrap().runtime,
+            CODEX_RUNTIME
+        );
+    }
+
+    #[test]
     fn embedded_and_dedicated_never_mix() {
         let err = check(dedicated_doc(), ExecutionMode::Embedded).unwrap_err();
         assert_eq!(
@@ -261,7 +241,7 @@ mod tests {
     }
 
     #[test]
-    fn unknown_runtimes_undeclared_models_and_foreign_wiring_are_named() {
+    fn unknown_runtimes_and_foreign_wiring_are_named() {
         let mut doc = dedicated_doc();
         doc["agents"]["defaults"]["models"]["codex/gpt-5.6-sol"]["agentRuntime"]["id"] =
             json!("claude");
@@ -273,11 +253,6 @@ mod tests {
                 "must be openclaw or codex".into()
             )]
         );
-
-        let mut doc = dedicated_doc();
-        doc["models"]["providers"]["codex"]["models"] = json!([{"id": "other", "name": "o"}]);
-        let err = check(doc, ExecutionMode::Dedicated).unwrap_err();
-        assert_eq!(err[0].0, "/values/models/providers/codex/models");
 
         let mut doc = dedicated_doc();
         let wiring = &mut doc["plugins"]["entries"]["codex"]["config"]["appServer"];
