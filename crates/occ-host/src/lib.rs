@@ -18,6 +18,7 @@ pub mod account;
 mod detached;
 mod failure;
 pub mod fsutil;
+pub mod harness;
 mod host;
 mod layout;
 mod logs;
