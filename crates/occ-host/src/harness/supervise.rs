@@ -1,7 +1,7 @@
 //! The launcher's long-running children: each started when it may start, its output written
 //! to the launcher's log with its name as prefix, restarted after it exits with backoff
 //! (1 s doubling to 30 s, back to 1 s after a run of at least a minute), and stopped on
-//! shutdown (SIGTERM, 10 s, SIGKILL). Children are bound to the launcher's life: started
+//! shutdown (SIGTERM to its process group, 10 s, SIGKILL). Children are bound to the launcher's life: started
 //! through `setpriv --pdeathsig KILL` when the host has it (util-linux; occ forbids the unsafe
 //! `pre_exec` a direct `prctl` would need), killed when their handle drops, and the node host
 //! also exits when its stdin (held by the launcher) closes.
@@ -166,6 +166,9 @@ fn spawn(
         })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
+        // Its own group: the node host runs a second process (`openclaw-node`), and a stop
+        // must reach both.
+        .process_group(0)
         .kill_on_drop(true);
     let mut process = cmd.spawn()?;
     if let Some(out) = process.stdout.take() {
@@ -201,13 +204,17 @@ async fn copy_lines<R: tokio::io::AsyncRead + Unpin>(
     }
 }
 
-/// SIGTERM, up to [`STOP_GRACE`], then SIGKILL; waits for the exit either way.
+/// SIGTERM to the child's process group, up to [`STOP_GRACE`] for the child to exit, then
+/// SIGKILL to the group; waits for the exit either way. What is left in the group after the
+/// child exited is killed too.
 async fn stop(process: &mut tokio::process::Child, name: &str, log: &HarnessLog) {
-    if let Some(pid) = process.id().and_then(|id| i32::try_from(id).ok()) {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(pid),
-            nix::sys::signal::Signal::SIGTERM,
-        );
+    use nix::sys::signal::{Signal, killpg};
+    let group = process
+        .id()
+        .and_then(|id| i32::try_from(id).ok())
+        .map(nix::unistd::Pid::from_raw);
+    if let Some(group) = group {
+        let _ = killpg(group, Signal::SIGTERM);
     }
     match tokio::time::timeout(STOP_GRACE, process.wait()).await {
         Ok(_) => log.line(name, "stopped"),
@@ -216,6 +223,9 @@ async fn stop(process: &mut tokio::process::Child, name: &str, log: &HarnessLog)
             let _ = process.wait().await;
             log.line(name, "killed after the stop grace");
         }
+    }
+    if let Some(group) = group {
+        let _ = killpg(group, Signal::SIGKILL);
     }
 }
 
