@@ -492,13 +492,17 @@ fn write_codex_config(input: &LaunchInput) -> std::io::Result<()> {
     write_private(&input.codex_home.join("config.toml"), config.as_bytes())
 }
 
-/// The text of `config.toml` (values checked by [`LaunchInput::validate`]).
+/// The text of `config.toml` (values checked by [`LaunchInput::validate`]). With an endpoint,
+/// both providers point at it: the probe uses `openai-compatible` (the default provider), while
+/// the gateway's Codex plugin starts threads on Codex's built-in `openai` provider for an
+/// `openai/<model>`, which only `openai_base_url` redirects.
 fn codex_config(model: Option<&ModelEndpoint>) -> String {
     let mut text = String::from("cli_auth_credentials_store = \"file\"\n");
     if let Some(model) = model {
         if let Some(name) = &model.model {
             text.push_str(&format!("model = \"{name}\"\n"));
         }
+        text.push_str(&format!("openai_base_url = \"{}\"\n", model.base_url));
         text.push_str(&format!(
             "model_provider = \"openai-compatible\"\n\n\
              [model_providers.openai-compatible]\n\
@@ -737,7 +741,11 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("base_url = \"http://127.0.0.1:9/v1\""),
+            text.contains("\nbase_url = \"http://127.0.0.1:9/v1\""),
+            "{text}"
+        );
+        assert!(
+            text.contains("\nopenai_base_url = \"http://127.0.0.1:9/v1\""),
             "{text}"
         );
         assert!(text.contains("wire_api = \"responses\""), "{text}");
