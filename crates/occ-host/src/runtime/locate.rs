@@ -26,15 +26,16 @@ const OPENCLAW_PACKAGE_REL: &str = "gateway/node_modules/openclaw/package.json";
 /// The Codex harness's directory (its own `npm ci`), relative to an install root.
 pub const CODEX_DIR: &str = "codex";
 /// The Codex harness plugin's package directory, relative to [`CODEX_DIR`].
-const CODEX_PLUGIN_IN_DIR: &str = "node_modules/@openclaw/codex";
+pub const CODEX_PLUGIN_IN_DIR: &str = "node_modules/@openclaw/codex";
 /// The native Codex binary, relative to [`CODEX_DIR`] (the `@openai/codex` launcher script
 /// only finds and spawns it; occ runs it directly so signals reach Codex itself).
-pub(crate) const CODEX_BIN_IN_DIR: &str =
+pub const CODEX_BIN_IN_DIR: &str =
     "node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex";
 /// Helper programs Codex expects on its `PATH` (`rg`), relative to [`CODEX_DIR`].
 const CODEX_PATH_IN_DIR: &str =
     "node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/codex-path";
-const CODEX_PACKAGE_IN_DIR: &str = "node_modules/@openai/codex/package.json";
+/// The Codex CLI's `package.json` (its version is the pinned Codex), relative to [`CODEX_DIR`].
+pub const CODEX_PACKAGE_IN_DIR: &str = "node_modules/@openai/codex/package.json";
 /// `PATH` for the host's programs when occ itself runs without one.
 pub const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
