@@ -4,10 +4,11 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use occ_host::harness::launch::{
-    AppServerInput, LoginInput, ModelEndpoint, NodeInput, run as run_launcher,
+use occ_host::harness::launch::run as run_launcher;
+use occ_host::harness::{
+    AppServerInput, FailureCode, LaunchInput, LaunchPhase, LaunchStatus, LoginInput, LoginMethod,
+    ModelEndpoint, NodeInput,
 };
-use occ_host::harness::{FailureCode, LaunchInput, LaunchPhase, LaunchStatus, LoginMethod};
 use occ_testkit::fake_model::{Failure, FakeModel};
 use sha2::Digest as _;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};

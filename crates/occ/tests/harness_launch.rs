@@ -6,8 +6,10 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use occ_host::harness::launch::{AppServerInput, LoginInput, ModelEndpoint, NodeInput};
-use occ_host::harness::{LaunchInput, LaunchPhase, LaunchStatus, LoginMethod};
+use occ_host::harness::{
+    AppServerInput, LaunchInput, LaunchPhase, LaunchStatus, LoginInput, LoginMethod, ModelEndpoint,
+    NodeInput,
+};
 use occ_testkit::fake_model::FakeModel;
 
 const KEY: &str = "sk-harness-cli-test-0123456789";

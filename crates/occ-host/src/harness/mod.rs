@@ -3,14 +3,17 @@
 //! one bounded probe turn, then supervises `codex app-server` (WebSocket, capability-token
 //! auth) and the OpenClaw node host that serves the gateway's workspace operations.
 //!
-//! Children: [`probe`] (login and the probe turn, classified), [`supervise`] (restarts with
-//! backoff, prefixed output, stop). [`launch`] uses both; neither uses it.
+//! Modules, one direction: `input` (the launch input and status: data and checks) ←
+//! `probe` (login and the probe turn, classified) and `supervise` (the log, restarts with
+//! backoff, prefixed output, stop) ← [`launch`] (the phases and the children's commands).
 
+mod input;
 pub mod launch;
 mod probe;
 mod supervise;
 
-pub use launch::{
-    FailureCode, LAUNCH_INPUT_MAX_BYTES, LaunchError, LaunchInput, LaunchPhase, LaunchStatus,
-    LoginMethod, NODE_COMMANDS, read_launch_input,
+pub use input::{
+    AppServerInput, FailureCode, LAUNCH_INPUT_MAX_BYTES, LaunchError, LaunchInput, LaunchPhase,
+    LaunchStatus, LoginInput, LoginMethod, ModelEndpoint, NodeInput, read_launch_input,
 };
+pub use launch::NODE_COMMANDS;

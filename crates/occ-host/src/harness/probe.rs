@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
 
-use super::launch::{FailureCode, LoginInput, LoginMethod};
+use super::input::{FailureCode, LoginInput, LoginMethod};
 use crate::fsutil;
 
 /// Bound on one probe attempt (the plan's 30 s; one retry, only after a timeout).

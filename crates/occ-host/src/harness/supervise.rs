@@ -7,14 +7,14 @@
 //! also exits when its stdin (held by the launcher) closes.
 
 use std::ffi::OsString;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, BufReader};
 use tokio::sync::watch;
-
-use super::launch::HarnessLog;
 
 const BACKOFF_FIRST: Duration = Duration::from_secs(1);
 const BACKOFF_MAX: Duration = Duration::from_secs(30);
@@ -26,6 +26,36 @@ pub(super) const STOP_GRACE: Duration = Duration::from_secs(10);
 const READY_POLL: Duration = Duration::from_secs(1);
 /// Bound on one logged output line (the rest of the line is dropped).
 const LINE_MAX: u64 = 16 * 1024;
+
+/// The launcher's log file: its own lines and its children's, each prefixed. Shared by the
+/// supervisors; `O_APPEND`, so a supervisor that also captures the launcher's stdout may
+/// write the same file.
+#[derive(Debug, Clone)]
+pub(super) struct HarnessLog(Arc<Mutex<std::fs::File>>);
+
+impl HarnessLog {
+    /// Opens (creates 0600, appends; never through a symbolic link) the log file.
+    pub(super) fn open(path: &Path) -> std::io::Result<Self> {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(path)?;
+        Ok(Self(Arc::new(Mutex::new(file))))
+    }
+
+    /// Appends `<prefix>: <line>`; a failing write is dropped (the log must not stop the
+    /// harness).
+    pub(super) fn line(&self, prefix: &str, line: &str) {
+        let mut file = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = writeln!(file, "{prefix}: {line}");
+    }
+}
 
 /// One supervised program.
 pub(super) struct Child {
