@@ -356,6 +356,62 @@ mod tests {
         assert!(text.contains("wire_api = \"responses\""), "{text}");
     }
 
+    /// The preload appends `--pair-if-needed <code>` to the argv OpenClaw parses, while the
+    /// process's real command line (`/proc/<pid>/cmdline`, world-readable) and environment
+    /// never carry the code; without the file nothing is added. Real Node of the test runtime.
+    #[test]
+    fn the_preload_hands_the_code_to_argv_only() {
+        let runtime = occ_testkit::runtime::shared_runtime();
+        let tmp = tempfile::tempdir().expect("tmp");
+        let preload = tmp.path().join("occ-node-pair.cjs");
+        std::fs::write(&preload, NODE_PAIR_PRELOAD).expect("preload");
+        let script = tmp.path().join("show.cjs");
+        std::fs::write(
+            &script,
+            "const fs = require('node:fs');\n\
+             console.log(JSON.stringify({argv: process.argv.slice(2),\n\
+               cmdline: fs.readFileSync('/proc/self/cmdline', 'utf8'),\n\
+               environ: fs.readFileSync('/proc/self/environ', 'utf8'),\n\
+               env: process.env.OCC_NODE_SETUP_CODE_FILE ?? null}));\n",
+        )
+        .expect("script");
+        let code_file = tmp.path().join("setup-code");
+        let run = || {
+            let out = std::process::Command::new(&runtime.node)
+                .arg("--require")
+                .arg(&preload)
+                .arg(&script)
+                .args(["node", "run"])
+                .env_clear()
+                .env("OCC_NODE_SETUP_CODE_FILE", &code_file)
+                .output()
+                .expect("node");
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            serde_json::from_slice::<serde_json::Value>(&out.stdout).expect("json")
+        };
+        let without = run();
+        assert_eq!(without["argv"], serde_json::json!(["node", "run"]));
+        std::fs::write(&code_file, "c0de-SECRET\n").expect("code");
+        let with = run();
+        assert_eq!(
+            with["argv"],
+            serde_json::json!(["node", "run", "--pair-if-needed", "c0de-SECRET"])
+        );
+        for place in ["cmdline", "environ"] {
+            let text = with[place].as_str().expect(place);
+            assert!(!text.contains("c0de-SECRET"), "{place}: {text}");
+        }
+        assert_eq!(
+            with["env"],
+            serde_json::Value::Null,
+            "the variable is removed"
+        );
+    }
+
     #[test]
     fn the_node_waits_for_a_code_or_a_paired_state() {
         let tmp = tempfile::tempdir().expect("tmp");
