@@ -3,7 +3,9 @@
 //! It lives in `<workspace root>/target/openclaw-runtime` (or `$OCC_OPENCLAW_RUNTIME`), so
 //! `cargo clean` removes it and every test binary reuses it. The first test that needs it
 //! installs it with [`occ_host::runtime::install`] (npm registry, ~25 s with a warm npm
-//! cache, ~840 MB); the install lock makes concurrent test processes wait for one another.
+//! cache, ~1.2 GB with the Codex harness; a runtime installed before the harness was pinned is
+//! completed with the harness only, ~5 s warm); the install lock makes concurrent test
+//! processes wait for one another.
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;

@@ -10,6 +10,7 @@ mod cli;
 mod compose;
 mod compute_host;
 mod dev;
+mod harness_launch;
 mod metrics;
 mod migrate;
 mod runtime;
@@ -48,6 +49,10 @@ enum Command {
     /// The host side of the SSH Compute Driver: one JSON operation on stdin, one reply line.
     #[command(hide = true)]
     ComputeHost,
+    /// A dedicated Agent's harness: workspace, Codex login and probe, then the Codex
+    /// app-server and the OpenClaw node host, supervised until SIGTERM.
+    #[command(hide = true)]
+    HarnessLaunch(harness_launch::HarnessLaunchArgs),
     /// The Installation.
     #[command(subcommand)]
     Installation(cli::InstallationCmd),
@@ -93,6 +98,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Runtime(cmd) => runtime::run(cmd).await,
         Command::WorkspaceSetup(args) => workspace_setup::run(args).await,
         Command::ComputeHost => compute_host::run().await,
+        Command::HarnessLaunch(args) => harness_launch::run(args).await,
         Command::Installation(cmd) => cli::installation(&client()?, cmd).await,
         Command::Namespace(cmd) => cli::namespace(&client()?, cmd).await,
         Command::Configuration(cmd) => cli::configuration(&client()?, cmd).await,
@@ -117,6 +123,7 @@ async fn main() -> ExitCode {
             | Command::Dev(_)
             | Command::WorkspaceSetup(_)
             | Command::ComputeHost
+            | Command::HarnessLaunch(_)
     );
     if server_side {
         init_logging();

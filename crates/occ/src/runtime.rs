@@ -1,5 +1,5 @@
-//! `occ runtime install`: installs the pinned OpenClaw runtime (Node.js and openclaw from the
-//! npm registry) that the process Compute Driver runs gateways with, and checks that it prints
+//! `occ runtime install`: installs the pinned OpenClaw runtime (Node.js, openclaw and the Codex
+//! harness from the npm registry) that the process Compute Driver runs gateways with, and checks that it prints
 //! the configuration schema this build validates Configurations with.
 //! `occ runtime schema`: prints that schema as the installed runtime prints it.
 #![allow(
@@ -16,7 +16,9 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use occ_core::native::schema::PINNED_SCHEMA;
-use occ_host::runtime::{self, NODE_VERSION, OPENCLAW_VERSION, OpenclawRuntime};
+use occ_host::runtime::{
+    self, CODEX_PLUGIN_VERSION, CODEX_VERSION, NODE_VERSION, OPENCLAW_VERSION, OpenclawRuntime,
+};
 
 /// How long `openclaw config schema` may take (a few seconds on an idle machine).
 const SCHEMA_TIMEOUT: Duration = Duration::from_secs(180);
@@ -97,6 +99,11 @@ async fn install(args: RuntimeDir) -> anyhow::Result<()> {
     println!("root     {}", rt.root.display());
     println!("node bin {}", rt.node.display());
     println!("entry    {}", rt.entry.display());
+    println!("codex    {CODEX_VERSION} {}", rt.codex_bin().display());
+    println!(
+        "plugin   @openclaw/codex {CODEX_PLUGIN_VERSION} {}",
+        rt.codex_plugin_dir().display()
+    );
     println!("schema   the embedded configuration schema");
     Ok(())
 }

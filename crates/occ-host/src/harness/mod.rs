@@ -1,3 +1,23 @@
-//! The dedicated (Codex harness) execution of the process Driver.
+//! Dedicated (Codex harness) execution. The harness of a dedicated Agent: `occ harness-launch`
+//! ([`launch`]) initialises the Agent's workspace, logs Codex in with the revision's credential
+//! (on stdin, never argv or env), runs one bounded probe turn, then supervises `codex app-server`
+//! (WebSocket, capability-token auth) and the OpenClaw node host that serves the gateway's
+//! workspace operations. [`render`] sets the Driver-owned keys of the dedicated gateway's
+//! configuration.
+//!
+//! Modules, one direction: `input` (the launch input and status: data and checks) ←
+//! `probe` (login and the probe turn, classified) and `supervise` (the log, restarts with
+//! backoff, prefixed output, stop) ← [`launch`] (the phases and the children's commands).
 
+mod input;
+pub mod launch;
+mod probe;
 pub mod render;
+mod supervise;
+
+pub use input::{
+    AppServerInput, FailureCode, LAUNCH_INPUT_MAX_BYTES, LaunchError, LaunchInput, LaunchPhase,
+    LaunchStatus, LoginInput, LoginMethod, ModelEndpoint, NodeInput, read_launch_input,
+};
+/// The commands the node host offers the gateway (workspace files, memory and skills).
+pub use occ_gateway::NODE_COMMANDS;

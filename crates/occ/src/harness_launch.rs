@@ -1,0 +1,30 @@
+//! `occ harness-launch --input <launch.json>` (hidden): a dedicated Agent's harness — workspace
+//! initialisation, Codex login and probe, then `codex app-server` and the OpenClaw node host,
+//! supervised until SIGTERM or SIGINT (exit 0 once every child has stopped). The work is
+//! [`occ_host::harness::launch`]; this is the command line and the signal.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use occ_host::harness::{launch, read_launch_input};
+use tokio::sync::watch;
+
+/// Arguments of `occ harness-launch` (the input file holds paths and ports, never a secret).
+#[derive(Debug, Args)]
+pub struct HarnessLaunchArgs {
+    /// The launch input (JSON, written by occ's Compute Driver).
+    #[arg(long, value_name = "FILE")]
+    input: PathBuf,
+}
+
+/// Runs the launcher until a stop signal.
+pub async fn run(args: HarnessLaunchArgs) -> anyhow::Result<()> {
+    let input = read_launch_input(&args.input)?;
+    let (stop, stopped) = watch::channel(false);
+    tokio::spawn(async move {
+        crate::serve::shutdown_signal().await;
+        let _ = stop.send(true);
+    });
+    launch::run(&input, &crate::settings::program_path(), stopped).await?;
+    Ok(())
+}
