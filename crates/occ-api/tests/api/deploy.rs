@@ -283,7 +283,10 @@ async fn deploy_refusals() {
             None,
         )
         .await;
-    assert_eq!(expect(r, StatusCode::OK).data().as_array().unwrap().len(), 0);
+    assert_eq!(
+        expect(r, StatusCode::OK).data().as_array().unwrap().len(),
+        0
+    );
     // a body on deploy is refused
     let ok_agent = agent(&app, &ns, &cfg, "fine", &admin).await;
     assert_eq!(
