@@ -6,9 +6,14 @@
 //! Modules, one direction: `input` (the launch input and status: data and checks) ←
 //! `probe` (login and the probe turn, classified) and `supervise` (the log, restarts with
 //! backoff, prefixed output, stop) ← [`launch`] (the phases and the children's commands).
+//!
+//! The gateway side: [`plugin`] lays out a gateway's state directory so that it loads the
+//! runtime's Codex plugin as a trusted plugin (which its agent harness needs), without an
+//! install; the Driver calls it when it prepares the gateway.
 
 mod input;
 pub mod launch;
+pub mod plugin;
 mod probe;
 mod supervise;
 
@@ -17,3 +22,4 @@ pub use input::{
     LaunchStatus, LoginInput, LoginMethod, ModelEndpoint, NodeInput, read_launch_input,
 };
 pub use launch::NODE_COMMANDS;
+pub use plugin::{PluginTrustError, trust_codex_plugin};
