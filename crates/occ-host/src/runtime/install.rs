@@ -864,6 +864,19 @@ esac
         assert_eq!(npm_calls(&log), 8);
         assert!(!root.join(CODEX_DIR).join("stale").exists());
         OpenclawRuntime::locate(&root, &path()).expect("locate");
+        // a harness without the plugin's peer link (installed before occ made it): completed
+        let peer = root.join(CODEX_DIR).join(CODEX_PLUGIN_PEER_LINK);
+        fs::remove_file(&peer).expect("rm peer link");
+        let err = OpenclawRuntime::locate(&root, &path()).unwrap_err();
+        assert!(err.to_string().contains("openclaw package"), "{err}");
+        install_with(&root, &path(), &opts, &quiet)
+            .await
+            .expect("relink");
+        assert_eq!(npm_calls(&log), 6);
+        assert_eq!(
+            fs::canonicalize(&peer).expect("peer resolves"),
+            fs::canonicalize(root.join("gateway/node_modules/openclaw")).expect("openclaw")
+        );
     }
 
     /// A Codex binary of another version fails the install, naming the step.
