@@ -43,11 +43,10 @@ pub const CODEX_NPM_CACHE: &str = "npm-cache";
 /// The plugin's link to its peer dependency `openclaw`, relative to [`CODEX_DIR`]: the gateway
 /// audits it before it loads the plugin ("missing-openclaw-peer-link" otherwise), and
 /// `openclaw plugins install` makes the same link in the projects it installs.
-pub(crate) const CODEX_PLUGIN_PEER_LINK: &str =
-    "node_modules/@openclaw/codex/node_modules/openclaw";
+pub const CODEX_PLUGIN_PEER_LINK: &str = "node_modules/@openclaw/codex/node_modules/openclaw";
 /// The link's target, relative to the link's directory: the gateway's `openclaw` package one
 /// level above [`CODEX_DIR`], so the link holds when a staged directory is renamed into place.
-pub(crate) const CODEX_PLUGIN_PEER_TARGET: &str = "../../../../../gateway/node_modules/openclaw";
+pub const CODEX_PLUGIN_PEER_TARGET: &str = "../../../../../gateway/node_modules/openclaw";
 /// `PATH` for the host's programs when occ itself runs without one.
 pub const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
