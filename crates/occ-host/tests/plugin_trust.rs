@@ -184,6 +184,7 @@ fn gateway_output(gateway: &TestGateway) -> String {
 /// one Codex turn), longer under load: ignored by default.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "real gateway + Codex app-server, over 60 s"]
+#[expect(clippy::print_stderr, reason = "the figures of the run, for the log")]
 async fn a_gateway_trusts_the_runtime_plugin_and_answers_through_codex() {
     let started = Instant::now();
     let runtime = tokio::task::spawn_blocking(|| occ_testkit::runtime::shared_runtime().clone())
