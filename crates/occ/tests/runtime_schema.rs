@@ -108,8 +108,9 @@ fn fake_runtime(root: &Path, schema: &str) {
     std::fs::create_dir_all(codex_bin.parent().expect("parent")).expect("mkdir");
     std::fs::write(&codex_bin, "").expect("codex");
     std::fs::create_dir_all(codex.join(CODEX_NPM_CACHE)).expect("npm cache");
-    std::os::unix::fs::symlink(CODEX_PLUGIN_PEER_TARGET, codex.join(CODEX_PLUGIN_PEER_LINK))
-        .expect("peer link");
+    let peer = codex.join(CODEX_PLUGIN_PEER_LINK);
+    std::fs::create_dir_all(peer.parent().expect("parent")).expect("mkdir");
+    std::os::unix::fs::symlink(CODEX_PLUGIN_PEER_TARGET, &peer).expect("peer link");
     std::fs::write(
         root.join(MARKER_FILE),
         format!(
