@@ -7,10 +7,11 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use occ_host::harness::launch::{
-    AppServerInput, LoginInput, ModelEndpoint, NodeInput, run as run_launcher,
+use occ_host::harness::launch::run as run_launcher;
+use occ_host::harness::{
+    AppServerInput, LaunchInput, LaunchPhase, LaunchStatus, LoginInput, LoginMethod, ModelEndpoint,
+    NodeInput, trust_codex_plugin,
 };
-use occ_host::harness::{LaunchInput, LaunchPhase, LaunchStatus, LoginMethod, trust_codex_plugin};
 use occ_testkit::fake_model::FakeModel;
 use occ_testkit::gateway::{READY_DEADLINE, TestGateway};
 use sha2::Digest as _;
