@@ -61,6 +61,8 @@ pub struct TestGateway {
     pub config_path: PathBuf,
     /// The gateway's stdout and stderr.
     pub output_path: PathBuf,
+    /// Environment added by [`TestGateway::spawn_configured`], kept for [`TestGateway::respawn`].
+    extra_env: Vec<(String, String)>,
     child: Option<tokio::process::Child>,
 }
 
@@ -120,6 +122,7 @@ fn spawn_gateway(
     root: &Path,
     config: &Path,
     token: &str,
+    extra_env: &[(String, String)],
     output: &Path,
 ) -> tokio::process::Child {
     let out = fs::OpenOptions::new()
@@ -136,6 +139,7 @@ fn spawn_gateway(
             &root.join("tmp"),
         ))
         .env("OPENCLAW_GATEWAY_TOKEN", token)
+        .envs(extra_env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(out.try_clone().expect("output fd"))
         .stderr(out)
@@ -190,13 +194,24 @@ impl TestGateway {
     /// `TMPDIR`, `OPENCLAW_STATE_DIR`, `OPENCLAW_CONFIG_PATH`, the embedding preset,
     /// `OPENCLAW_NO_AUTO_UPDATE`, `DO_NOT_TRACK` and `OPENCLAW_GATEWAY_TOKEN`.
     pub async fn spawn(runtime: &OpenclawRuntime) -> TestGateway {
-        TestGateway::spawn_with(runtime, |_| {}).await
+        TestGateway::spawn_configured(runtime, |_, _| {}, Vec::new()).await
     }
 
     /// [`Self::spawn`] with the rendered config changed by `customize`.
     pub async fn spawn_with(
         runtime: &OpenclawRuntime,
         customize: impl FnOnce(&mut serde_json::Value),
+    ) -> TestGateway {
+        TestGateway::spawn_configured(runtime, |config, _| customize(config), Vec::new()).await
+    }
+
+    /// [`Self::spawn`] with `prepare` run on the rendered config and the (still empty) state
+    /// directory before the config is written read-only and the gateway starts, and
+    /// `extra_env` added to the gateway's environment.
+    pub async fn spawn_configured(
+        runtime: &OpenclawRuntime,
+        prepare: impl FnOnce(&mut serde_json::Value, &Path),
+        extra_env: Vec<(String, String)>,
     ) -> TestGateway {
         let dir = tempfile::Builder::new()
             .prefix("occ-gw")
@@ -246,7 +261,7 @@ impl TestGateway {
         let port = free_loopback_port();
         let config_path = config_dir.join("openclaw.json");
         let mut config = render_config(port, &workspace, &state);
-        customize(&mut config);
+        prepare(&mut config, &state);
         fs::write(
             &config_path,
             serde_json::to_vec_pretty(&config).expect("config json"),
@@ -258,7 +273,14 @@ impl TestGateway {
         // 3. The gateway.
         let token = random_token();
         let output_path = root.join("gateway.out");
-        let child = spawn_gateway(runtime, root, &config_path, &token, &output_path);
+        let child = spawn_gateway(
+            runtime,
+            root,
+            &config_path,
+            &token,
+            &extra_env,
+            &output_path,
+        );
         let pid = child.id().expect("gateway pid");
         spawn_watcher(pid, root, &state);
         TestGateway {
@@ -270,6 +292,7 @@ impl TestGateway {
             config_path,
             output_path,
             dir,
+            extra_env,
             child: Some(child),
         }
     }
@@ -303,6 +326,7 @@ impl TestGateway {
             self.dir.path(),
             &self.config_path,
             self.endpoint.token().unwrap_or_default(),
+            &self.extra_env,
             &self.output_path,
         );
         self.pid = child.id().expect("gateway pid");

@@ -8,9 +8,14 @@
 //! Modules, one direction: `input` (the launch input and status: data and checks) ←
 //! `probe` (login and the probe turn, classified) and `supervise` (the log, restarts with
 //! backoff, prefixed output, stop) ← [`launch`] (the phases and the children's commands).
+//!
+//! The gateway side: [`plugin`] lays out a gateway's state directory so that it loads the
+//! runtime's Codex plugin as a trusted plugin (which its agent harness needs), without an
+//! install; the Driver calls it when it prepares the gateway.
 
 mod input;
 pub mod launch;
+pub mod plugin;
 mod probe;
 pub mod render;
 mod supervise;
@@ -21,3 +26,4 @@ pub use input::{
 };
 /// The commands the node host offers the gateway (workspace files, memory and skills).
 pub use occ_gateway::NODE_COMMANDS;
+pub use plugin::{PluginTrustError, trust_codex_plugin};

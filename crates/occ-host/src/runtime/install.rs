@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt as _};
 
 use super::locate::{
-    CODEX_BIN_IN_DIR, CODEX_DIR, CODEX_NPM_CACHE, CODEX_PLUGIN_VERSION, CODEX_VERSION, ENTRY_REL,
-    MARKER_FILE, NODE_REL, NODE_VERSION, OPENCLAW_VERSION, OpenclawRuntime, RuntimeError, io_err,
-    path_with_first,
+    CODEX_BIN_IN_DIR, CODEX_DIR, CODEX_NPM_CACHE, CODEX_PLUGIN_PEER_LINK, CODEX_PLUGIN_PEER_TARGET,
+    CODEX_PLUGIN_VERSION, CODEX_VERSION, ENTRY_REL, MARKER_FILE, NODE_REL, NODE_VERSION,
+    OPENCLAW_VERSION, OpenclawRuntime, RuntimeError, io_err, path_with_first,
 };
 
 const NODE_PACKAGE_JSON: &str = include_str!("../../../../runtime/node/package.json");
@@ -305,6 +305,9 @@ async fn install_codex(
     let mut args = vec!["cache", "add"];
     args.extend(specs.iter().map(String::as_str));
     run_npm_with(step, npm, &args, dir, search_path, Some(&cache), options).await?;
+    link_codex_plugin_peer(dir).map_err(io_err(
+        "link the Codex plugin to the gateway's openclaw package",
+    ))?;
     let step = "check codex --version";
     let mut cmd = tokio::process::Command::new(dir.join(CODEX_BIN_IN_DIR));
     cmd.arg("--version").env_clear();
@@ -335,6 +338,17 @@ fn codex_cache_specs() -> Vec<String> {
             Some(format!("{name}@{}", entry["version"].as_str()?))
         })
         .collect()
+}
+
+/// The plugin's peer link ([`CODEX_PLUGIN_PEER_LINK`]) in the Codex directory `dir`, made once
+/// here so that no gateway has to install the plugin itself (`harness::plugin`).
+fn link_codex_plugin_peer(dir: &Path) -> io::Result<()> {
+    let link = dir.join(CODEX_PLUGIN_PEER_LINK);
+    if let Some(parent) = link.parent() {
+        fs::create_dir_all(parent)?;
+    }
+    crate::fsutil::remove_if_exists(&link)?;
+    std::os::unix::fs::symlink(CODEX_PLUGIN_PEER_TARGET, &link)
 }
 
 /// Adds the Codex harness to a runtime whose Node and openclaw are in place (under the install
@@ -850,6 +864,19 @@ esac
         assert_eq!(npm_calls(&log), 8);
         assert!(!root.join(CODEX_DIR).join("stale").exists());
         OpenclawRuntime::locate(&root, &path()).expect("locate");
+        // a harness without the plugin's peer link (installed before occ made it): completed
+        let peer = root.join(CODEX_DIR).join(CODEX_PLUGIN_PEER_LINK);
+        fs::remove_file(&peer).expect("rm peer link");
+        let err = OpenclawRuntime::locate(&root, &path()).unwrap_err();
+        assert!(err.to_string().contains("openclaw package"), "{err}");
+        install_with(&root, &path(), &opts, &quiet)
+            .await
+            .expect("relink");
+        assert_eq!(npm_calls(&log), 10, "the harness again: npm ci and cache add");
+        assert_eq!(
+            fs::canonicalize(&peer).expect("peer resolves"),
+            fs::canonicalize(root.join("gateway/node_modules/openclaw")).expect("openclaw")
+        );
     }
 
     /// A Codex binary of another version fails the install, naming the step.

