@@ -11,9 +11,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use occ_host::runtime::{
-    CODEX_BIN_IN_DIR, CODEX_DIR, CODEX_NPM_CACHE, CODEX_PACKAGE_IN_DIR, CODEX_PLUGIN_IN_DIR,
-    CODEX_PLUGIN_PEER_LINK, CODEX_PLUGIN_PEER_TARGET, CODEX_PLUGIN_VERSION, CODEX_VERSION,
-    ENTRY_REL, MARKER_FILE, NODE_REL, NODE_VERSION, OPENCLAW_VERSION,
+    CODEX_BIN_IN_DIR, CODEX_DIR, CODEX_PACKAGE_IN_DIR, CODEX_PLUGIN_IN_DIR, CODEX_PLUGIN_PEER_LINK,
+    CODEX_PLUGIN_PEER_TARGET, CODEX_PLUGIN_VERSION, CODEX_VERSION, ENTRY_REL, MARKER_FILE,
+    NODE_REL, NODE_VERSION, OPENCLAW_VERSION,
 };
 use occ_testkit::runtime::{AgentReachablePrograms, shared_runtime};
 use serde_json::Value;
@@ -107,7 +107,6 @@ fn fake_runtime(root: &Path, schema: &str) {
     let codex_bin = codex.join(CODEX_BIN_IN_DIR);
     std::fs::create_dir_all(codex_bin.parent().expect("parent")).expect("mkdir");
     std::fs::write(&codex_bin, "").expect("codex");
-    std::fs::create_dir_all(codex.join(CODEX_NPM_CACHE)).expect("npm cache");
     let peer = codex.join(CODEX_PLUGIN_PEER_LINK);
     std::fs::create_dir_all(peer.parent().expect("parent")).expect("mkdir");
     std::os::unix::fs::symlink(CODEX_PLUGIN_PEER_TARGET, &peer).expect("peer link");

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt as _};
 
 use super::locate::{
-    CODEX_BIN_IN_DIR, CODEX_DIR, CODEX_NPM_CACHE, CODEX_PLUGIN_PEER_LINK, CODEX_PLUGIN_PEER_TARGET,
+    CODEX_BIN_IN_DIR, CODEX_DIR, CODEX_PLUGIN_PEER_LINK, CODEX_PLUGIN_PEER_TARGET,
     CODEX_PLUGIN_VERSION, CODEX_VERSION, ENTRY_REL, MARKER_FILE, NODE_REL, NODE_VERSION,
     OPENCLAW_VERSION, OpenclawRuntime, RuntimeError, io_err, path_with_first,
 };
@@ -274,11 +274,8 @@ fn write_manifests(dir: &Path, files: [(&str, &str); 2]) -> Result<(), RuntimeEr
 
 /// `npm ci` of the Codex lockfile into `dir` (the plugin, the Codex CLI and its native binary:
 /// about 340 MB, no install scripts), then checks that the binary runs and is the pinned one.
-/// Its npm cache is `dir/npm-cache`, completed with the registry metadata of the plugin's
-/// packages (`npm cache add`; `npm ci` stores tarballs only): a gateway's state directory can
-/// then get the plugin with `openclaw plugins install npm:@openclaw/codex@<pin>` offline
-/// (`npm_config_offline=true`, `npm_config_cache` = that cache), the one way found for
-/// gateway 2026.9.6 to trust it (see docs/ARCHITECTURE.md).
+/// Gateways load the plugin from here, trusted through their own managed npm root
+/// (`harness::plugin`), so nothing is installed per gateway.
 async fn install_codex(
     dir: &Path,
     npm: &Path,
@@ -298,13 +295,7 @@ async fn install_codex(
         "{step}: installing the Codex harness plugin {CODEX_PLUGIN_VERSION} and Codex \
          {CODEX_VERSION} from the npm registry (about 340 MB)"
     ));
-    let cache = dir.join(CODEX_NPM_CACHE);
-    run_npm_with(step, npm, NPM_CI, dir, search_path, Some(&cache), options).await?;
-    let step = "npm cache add (codex)";
-    let specs = codex_cache_specs();
-    let mut args = vec!["cache", "add"];
-    args.extend(specs.iter().map(String::as_str));
-    run_npm_with(step, npm, &args, dir, search_path, Some(&cache), options).await?;
+    run_npm(step, npm, dir, search_path, options).await?;
     link_codex_plugin_peer(dir).map_err(io_err(
         "link the Codex plugin to the gateway's openclaw package",
     ))?;
@@ -319,25 +310,6 @@ async fn install_codex(
         });
     }
     Ok(())
-}
-
-/// `name@version` of every package of the Codex lockfile but the optional ones (other
-/// platforms' binaries, which share the `@openai/codex` metadata), for `npm cache add`.
-fn codex_cache_specs() -> Vec<String> {
-    let lock: serde_json::Value = serde_json::from_str(CODEX_PACKAGE_LOCK).unwrap_or_default();
-    let Some(packages) = lock["packages"].as_object() else {
-        return Vec::new();
-    };
-    packages
-        .iter()
-        .filter(|(key, entry)| !key.is_empty() && entry["optional"] != true)
-        .filter_map(|(key, entry)| {
-            let name = entry["name"]
-                .as_str()
-                .or_else(|| key.rsplit("node_modules/").next())?;
-            Some(format!("{name}@{}", entry["version"].as_str()?))
-        })
-        .collect()
 }
 
 /// The plugin's peer link ([`CODEX_PLUGIN_PEER_LINK`]) in the Codex directory `dir`, made once
@@ -512,32 +484,13 @@ async fn run_npm(
     path: &OsStr,
     options: &InstallOptions,
 ) -> Result<(), RuntimeError> {
-    run_npm_with(step, npm, NPM_CI, dir, path, None, options).await
-}
-
-/// `npm ci` as the install runs it.
-const NPM_CI: &[&str] = &["ci", "--no-audit", "--no-fund", "--ignore-scripts"];
-
-/// `npm <args>` in `dir`; with `cache`, that npm cache instead of the user's.
-async fn run_npm_with(
-    step: &str,
-    npm: &Path,
-    args: &[&str],
-    dir: &Path,
-    path: &OsStr,
-    cache: Option<&Path>,
-    options: &InstallOptions,
-) -> Result<(), RuntimeError> {
     let started = Instant::now();
     let mut cmd = tokio::process::Command::new(npm);
-    cmd.args(args)
+    cmd.args(NPM_CI)
         .current_dir(dir)
         .env("PATH", path)
         .env("npm_config_update_notifier", "false")
         .envs(options.npm_env.iter().map(|(k, v)| (k, v)));
-    if let Some(cache) = cache {
-        cmd.env("npm_config_cache", cache);
-    }
     run(step, &mut cmd, options.step_timeout).await?;
     tracing::debug!(
         step,
@@ -546,6 +499,9 @@ async fn run_npm_with(
     );
     Ok(())
 }
+
+/// `npm ci` as the install runs it.
+const NPM_CI: &[&str] = &["ci", "--no-audit", "--no-fund", "--ignore-scripts"];
 
 /// Runs a command to completion (bounded by `timeout`; the child is killed by PID on expiry);
 /// returns its stdout tail, or a [`RuntimeError::Step`] with the tails of both streams.
@@ -682,7 +638,7 @@ case "$(basename "$PWD")" in
     printf '{{"name":"openclaw","version":"{OPENCLAW_VERSION}"}}' > node_modules/openclaw/package.json
     touch node_modules/openclaw/openclaw.mjs ;;
   codex|.codex-staging)
-    mkdir -p npm-cache node_modules/@openclaw/codex node_modules/@openai/codex "$(dirname {CODEX_BIN_IN_DIR})"
+    mkdir -p node_modules/@openclaw/codex node_modules/@openai/codex "$(dirname {CODEX_BIN_IN_DIR})"
     printf '{{"name":"@openclaw/codex","version":"{CODEX_PLUGIN_VERSION}"}}' > node_modules/@openclaw/codex/package.json
     printf '{{"name":"@openai/codex","version":"{CODEX_VERSION}"}}' > node_modules/@openai/codex/package.json
     printf '#!/bin/sh\necho "codex-cli {CODEX_VERSION}"\n' > {CODEX_BIN_IN_DIR}
@@ -731,8 +687,7 @@ esac
         assert_eq!(rt.entry, root.join(ENTRY_REL));
         assert!(rt.codex_bin().is_file());
         assert!(rt.codex_plugin_dir().join("package.json").is_file());
-        assert!(rt.codex_npm_cache().is_dir());
-        assert_eq!(npm_calls(&log), 4);
+        assert_eq!(npm_calls(&log), 3);
         assert!(root.join(MARKER_FILE).is_file());
         assert_eq!(
             fs::metadata(root.join(MARKER_FILE))
@@ -755,7 +710,7 @@ esac
         install_with(&root, &path(), &opts, &quiet)
             .await
             .expect("again");
-        assert_eq!(npm_calls(&log), 4);
+        assert_eq!(npm_calls(&log), 3);
         // nothing but the runtime and its lock next to it
         let mut names: Vec<String> = fs::read_dir(tmp.path())
             .expect("ls")
@@ -777,7 +732,7 @@ esac
             install_with(&root, &path, &opts, &quiet)
         );
         assert_eq!(a.expect("a"), b.expect("b"));
-        assert_eq!(npm_calls(&log), 4);
+        assert_eq!(npm_calls(&log), 3);
     }
 
     #[tokio::test]
@@ -796,7 +751,7 @@ esac
         install_with(&root, &path(), &opts, &quiet)
             .await
             .expect("redo");
-        assert_eq!(npm_calls(&log), 8);
+        assert_eq!(npm_calls(&log), 6);
         assert!(!tmp.path().join(".rt.staging-1").exists());
         OpenclawRuntime::locate(&root, &path()).expect("locate");
         // another version's marker is not ours either
@@ -837,7 +792,7 @@ esac
         let rt = install_with(&root, &path(), &opts, &progress)
             .await
             .expect("complete");
-        assert_eq!(npm_calls(&log), 6, "only the harness was installed");
+        assert_eq!(npm_calls(&log), 4, "only the harness was installed");
         assert_eq!(inode(&root.join(ENTRY_REL)), gateway_inode, "gateway kept");
         assert!(rt.codex_bin().is_file());
         assert!(!root.join(CODEX_STAGING).exists());
@@ -861,7 +816,7 @@ esac
         install_with(&root, &path(), &opts, &quiet)
             .await
             .expect("replace");
-        assert_eq!(npm_calls(&log), 8);
+        assert_eq!(npm_calls(&log), 5);
         assert!(!root.join(CODEX_DIR).join("stale").exists());
         OpenclawRuntime::locate(&root, &path()).expect("locate");
         // a harness without the plugin's peer link (installed before occ made it): completed
@@ -872,7 +827,7 @@ esac
         install_with(&root, &path(), &opts, &quiet)
             .await
             .expect("relink");
-        assert_eq!(npm_calls(&log), 10, "the harness again: npm ci and cache add");
+        assert_eq!(npm_calls(&log), 6, "the harness again: npm ci");
         assert_eq!(
             fs::canonicalize(&peer).expect("peer resolves"),
             fs::canonicalize(root.join("gateway/node_modules/openclaw")).expect("openclaw")
@@ -994,20 +949,6 @@ esac
             CODEX_VERSION
         );
         assert!(CODEX_PACKAGE_JSON.contains(CODEX_PLUGIN_VERSION));
-        let mut specs = codex_cache_specs();
-        specs.sort();
-        assert_eq!(
-            specs,
-            [
-                format!("@openai/codex@{CODEX_VERSION}"),
-                format!("@openclaw/codex@{CODEX_PLUGIN_VERSION}"),
-                "semver@7.8.5".into(),
-                "smol-toml@1.8.0".into(),
-                "typebox@1.3.30".into(),
-                "ws@8.21.3".into(),
-                "zod@4.5.4".into(),
-            ]
-        );
         assert!(NODE_PACKAGE_JSON.contains(NODE_VERSION));
     }
 

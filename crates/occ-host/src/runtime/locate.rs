@@ -36,10 +36,6 @@ const CODEX_PATH_IN_DIR: &str =
     "node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/codex-path";
 /// The Codex CLI's `package.json` (its version is the pinned Codex), relative to [`CODEX_DIR`].
 pub const CODEX_PACKAGE_IN_DIR: &str = "node_modules/@openai/codex/package.json";
-/// The npm cache that holds the plugin's packages (tarballs and registry metadata), relative to
-/// [`CODEX_DIR`]: what a gateway's offline `openclaw plugins install npm:@openclaw/codex@…`
-/// reads.
-pub const CODEX_NPM_CACHE: &str = "npm-cache";
 /// The plugin's link to its peer dependency `openclaw`, relative to [`CODEX_DIR`]: the gateway
 /// audits it before it loads the plugin ("missing-openclaw-peer-link" otherwise), and
 /// `openclaw plugins install` makes the same link in the projects it installs.
@@ -138,13 +134,6 @@ impl OpenclawRuntime {
                 &codex,
             )));
         }
-        let cache = runtime.codex_npm_cache();
-        if !cache.is_dir() {
-            return Err(not_installed(format!(
-                "the Codex plugin's npm cache {} is missing",
-                cache.display()
-            )));
-        }
         for (rel, want) in [
             (format!("{CODEX_DIR}/{CODEX_PACKAGE_IN_DIR}"), CODEX_VERSION),
             (
@@ -212,12 +201,6 @@ impl OpenclawRuntime {
     /// through a link in its state directory (`harness::plugin`).
     pub fn codex_plugin_dir(&self) -> PathBuf {
         self.root.join(CODEX_DIR).join(CODEX_PLUGIN_IN_DIR)
-    }
-
-    /// The npm cache a gateway's state directory installs the Codex plugin from, offline
-    /// (`npm_config_cache`; the spec is `npm:@openclaw/codex@`[`CODEX_PLUGIN_VERSION`]).
-    pub fn codex_npm_cache(&self) -> PathBuf {
-        self.root.join(CODEX_DIR).join(CODEX_NPM_CACHE)
     }
 
     /// `PATH` for Codex processes: its helper programs (`rg`) first, then

@@ -13,7 +13,6 @@
 //!                                                         its peer, linked by install()
 //! <root>/codex/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex
 //!                                                         Codex CODEX_VERSION (native)
-//! <root>/codex/npm-cache/                                 npm cache of the plugin's packages
 //!                                                         (a gateway installs it offline)
 //! <root>/.occ-runtime-complete                            written last by install()
 //! <root>.lock                                             install lock (sibling of root)
@@ -36,8 +35,7 @@ mod locate;
 
 pub use install::{InstallOptions, install, install_with};
 pub use locate::{
-    CODEX_BIN_IN_DIR, CODEX_DIR, CODEX_NPM_CACHE, CODEX_PACKAGE_IN_DIR, CODEX_PLUGIN_IN_DIR,
-    CODEX_PLUGIN_PEER_LINK, CODEX_PLUGIN_PEER_TARGET, CODEX_PLUGIN_VERSION, CODEX_VERSION,
-    DEFAULT_PATH, ENTRY_REL, MARKER_FILE, NODE_REL, NODE_VERSION, OPENCLAW_VERSION,
-    OpenclawRuntime, RuntimeError,
+    CODEX_BIN_IN_DIR, CODEX_DIR, CODEX_PACKAGE_IN_DIR, CODEX_PLUGIN_IN_DIR, CODEX_PLUGIN_PEER_LINK,
+    CODEX_PLUGIN_PEER_TARGET, CODEX_PLUGIN_VERSION, CODEX_VERSION, DEFAULT_PATH, ENTRY_REL,
+    MARKER_FILE, NODE_REL, NODE_VERSION, OPENCLAW_VERSION, OpenclawRuntime, RuntimeError,
 };
