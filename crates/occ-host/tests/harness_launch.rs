@@ -1,15 +1,13 @@
 //! The harness launcher against the real pinned Codex (the test kit's runtime) and the fake
 //! model; no gateway (the node host waits for a setup code that never comes).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use occ_host::harness::launch::run as run_launcher;
-use occ_host::harness::{
-    AppServerInput, FailureCode, LaunchInput, LaunchPhase, LaunchStatus, LoginInput, LoginMethod,
-    ModelEndpoint, NodeInput,
-};
+use occ_host::harness::{FailureCode, LaunchInput, LaunchPhase, LaunchStatus};
 use occ_testkit::fake_model::{Failure, FakeModel};
+use occ_testkit::harness::launch_input;
 use sha2::Digest as _;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::sync::watch;
@@ -26,52 +24,9 @@ fn path() -> std::ffi::OsString {
     std::env::var_os("PATH").unwrap_or_else(|| occ_host::runtime::DEFAULT_PATH.into())
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
-}
-
-/// A launcher layout under `dir` (as the process Driver lays it out), the credential written
-/// 0600.
-fn launch_input(dir: &Path, runtime: &Path, model: &FakeModel) -> LaunchInput {
-    use std::os::unix::fs::PermissionsExt as _;
-    let credential = dir.join("revision/credential");
-    std::fs::create_dir_all(credential.parent().expect("parent")).expect("mkdir");
-    std::fs::write(&credential, format!("{KEY}\n")).expect("credential");
-    std::fs::set_permissions(&credential, std::fs::Permissions::from_mode(0o600)).expect("chmod");
-    let harness = dir.join("harness");
-    LaunchInput {
-        runtime_dir: runtime.to_path_buf(),
-        workspace: harness.join("workspace"),
-        home: harness.join("home"),
-        codex_home: harness.join("codex-home"),
-        tmp_dir: harness.join("tmp"),
-        log_file: harness.join("logs/harness.log"),
-        status_file: harness.join("run/status.json"),
-        workspace_setup: None,
-        login: LoginInput {
-            method: LoginMethod::ApiKey,
-            credential_file: credential,
-        },
-        model: Some(ModelEndpoint {
-            base_url: model.base_url(),
-            model: None,
-        }),
-        app_server: AppServerInput {
-            host: "127.0.0.1".parse().expect("ip"),
-            port: free_port(),
-            token_sha256: hex::encode(sha2::Sha256::digest(APP_SERVER_TOKEN.as_bytes())),
-        },
-        node: NodeInput {
-            gateway_host: "127.0.0.1".into(),
-            gateway_port: free_port(),
-            state_dir: harness.join("node/rev1"),
-            setup_code_file: dir.join("revision/setup-code"),
-        },
-    }
+/// SHA-256 (hex) of the app-server token the test presents.
+fn token_sha256() -> String {
+    hex::encode(sha2::Sha256::digest(APP_SERVER_TOKEN.as_bytes()))
 }
 
 struct Launcher {
@@ -80,7 +35,6 @@ struct Launcher {
 }
 
 async fn start(input: &LaunchInput) -> Launcher {
-    std::fs::create_dir_all(input.status_file.parent().expect("parent")).expect("run dir");
     let (stop, stopped) = watch::channel(false);
     let input = input.clone();
     let task = tokio::spawn(async move { run_launcher(&input, &path(), stopped).await });
@@ -202,7 +156,7 @@ async fn login_probe_app_server_restart_and_stop() {
     let model = FakeModel::start().await;
     model.reply("READY");
     let tmp = tempfile::tempdir().expect("tmp");
-    let input = launch_input(tmp.path(), &runtime, &model);
+    let input = launch_input(tmp.path(), &runtime, &model, KEY, token_sha256());
     let launcher = start(&input).await;
 
     let status = settled_status(&input).await;
@@ -302,7 +256,7 @@ async fn a_refused_key_is_held_as_authentication_failed() {
         message: "Incorrect API key provided".into(),
     }));
     let tmp = tempfile::tempdir().expect("tmp");
-    let input = launch_input(tmp.path(), &runtime, &model);
+    let input = launch_input(tmp.path(), &runtime, &model, KEY, token_sha256());
     let launcher = start(&input).await;
 
     let status = settled_status(&input).await;

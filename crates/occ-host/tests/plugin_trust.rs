@@ -8,12 +8,10 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use occ_host::harness::launch::run as run_launcher;
-use occ_host::harness::{
-    AppServerInput, LaunchInput, LaunchPhase, LaunchStatus, LoginInput, LoginMethod, ModelEndpoint,
-    NodeInput, trust_codex_plugin,
-};
+use occ_host::harness::{LaunchInput, LaunchPhase, LaunchStatus, trust_codex_plugin};
 use occ_testkit::fake_model::FakeModel;
 use occ_testkit::gateway::{READY_DEADLINE, TestGateway};
+use occ_testkit::harness::launch_input;
 use sha2::Digest as _;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::sync::watch;
@@ -39,52 +37,9 @@ fn path() -> std::ffi::OsString {
     std::env::var_os("PATH").unwrap_or_else(|| occ_host::runtime::DEFAULT_PATH.into())
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
-}
-
-/// The harness launcher's layout under `dir`; its node host waits for a setup code that never
-/// comes (this test needs only the app-server).
-fn launch_input(dir: &Path, runtime: &Path, model: &FakeModel) -> LaunchInput {
-    use std::os::unix::fs::PermissionsExt as _;
-    let credential = dir.join("revision/credential");
-    std::fs::create_dir_all(credential.parent().expect("parent")).expect("mkdir");
-    std::fs::write(&credential, format!("{KEY}\n")).expect("credential");
-    std::fs::set_permissions(&credential, std::fs::Permissions::from_mode(0o600)).expect("chmod");
-    let harness = dir.join("harness");
-    LaunchInput {
-        runtime_dir: runtime.to_path_buf(),
-        workspace: harness.join("workspace"),
-        home: harness.join("home"),
-        codex_home: harness.join("codex-home"),
-        tmp_dir: harness.join("tmp"),
-        log_file: harness.join("logs/harness.log"),
-        status_file: harness.join("run/status.json"),
-        workspace_setup: None,
-        login: LoginInput {
-            method: LoginMethod::ApiKey,
-            credential_file: credential,
-        },
-        model: Some(ModelEndpoint {
-            base_url: model.base_url(),
-            model: None,
-        }),
-        app_server: AppServerInput {
-            host: "127.0.0.1".parse().expect("ip"),
-            port: free_port(),
-            token_sha256: hex::encode(sha2::Sha256::digest(APP_SERVER_TOKEN.as_bytes())),
-        },
-        node: NodeInput {
-            gateway_host: "127.0.0.1".into(),
-            gateway_port: free_port(),
-            state_dir: harness.join("node/rev1"),
-            setup_code_file: dir.join("revision/setup-code"),
-        },
-    }
+/// SHA-256 (hex) of the app-server token the gateway presents.
+fn token_sha256() -> String {
+    hex::encode(sha2::Sha256::digest(APP_SERVER_TOKEN.as_bytes()))
 }
 
 /// Waits until the launcher runs (probe turn done, app-server started) and the app-server
@@ -193,8 +148,7 @@ async fn a_gateway_trusts_the_runtime_plugin_and_answers_through_codex() {
         .expect("runtime");
     let model = FakeModel::start().await;
     let tmp = tempfile::tempdir().expect("tmp");
-    let input = launch_input(tmp.path(), &runtime.root, &model);
-    std::fs::create_dir_all(input.status_file.parent().expect("parent")).expect("run dir");
+    let input = launch_input(tmp.path(), &runtime.root, &model, KEY, token_sha256());
     let (stop, stopped) = watch::channel(false);
     let launcher = {
         let input = input.clone();

@@ -18,6 +18,7 @@ pub mod configuration_conformance;
 pub mod fake_model;
 pub mod gateway;
 pub mod golden;
+pub mod harness;
 pub mod kube;
 pub mod kubelet;
 pub mod occ_process;

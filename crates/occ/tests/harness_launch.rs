@@ -2,59 +2,14 @@
 //! refused input exits non-zero without echoing the file. Real Codex from the test kit's
 //! runtime and the fake model; no gateway.
 
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use occ_host::harness::{
-    AppServerInput, LaunchInput, LaunchPhase, LaunchStatus, LoginInput, LoginMethod, ModelEndpoint,
-    NodeInput,
-};
+use occ_host::harness::{LaunchPhase, LaunchStatus};
 use occ_testkit::fake_model::FakeModel;
+use occ_testkit::harness::launch_input;
 
 const KEY: &str = "sk-harness-cli-test-0123456789";
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
-}
-
-fn launch_input(dir: &Path, runtime: &Path, model: &FakeModel) -> LaunchInput {
-    let credential = dir.join("credential");
-    std::fs::write(&credential, KEY).expect("credential");
-    LaunchInput {
-        runtime_dir: runtime.to_path_buf(),
-        workspace: dir.join("workspace"),
-        home: dir.join("home"),
-        codex_home: dir.join("codex-home"),
-        tmp_dir: dir.join("tmp"),
-        log_file: dir.join("harness.log"),
-        status_file: dir.join("status.json"),
-        workspace_setup: None,
-        login: LoginInput {
-            method: LoginMethod::ApiKey,
-            credential_file: credential,
-        },
-        model: Some(ModelEndpoint {
-            base_url: model.base_url(),
-            model: None,
-        }),
-        app_server: AppServerInput {
-            host: "127.0.0.1".parse().expect("ip"),
-            port: free_port(),
-            token_sha256: "0".repeat(64),
-        },
-        node: NodeInput {
-            gateway_host: "127.0.0.1".into(),
-            gateway_port: free_port(),
-            state_dir: dir.join("node"),
-            setup_code_file: dir.join("setup-code"),
-        },
-    }
-}
 
 fn alive(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
@@ -78,7 +33,7 @@ async fn sigterm_stops_the_launcher_and_its_children() {
     let model = FakeModel::start().await;
     model.reply("READY");
     let tmp = tempfile::tempdir().expect("tmp");
-    let input = launch_input(tmp.path(), &runtime, &model);
+    let input = launch_input(tmp.path(), &runtime, &model, KEY, "0".repeat(64));
     let input_file = tmp.path().join("launch.json");
     std::fs::write(&input_file, serde_json::to_vec(&input).expect("json")).expect("write");
     let mut launcher = Command::new(env!("CARGO_BIN_EXE_occ"))
