@@ -669,6 +669,37 @@ test('the web console, end to end', { timeout: 15 * 60_000 }, async (t) => {
     assert.equal((await pageApi(page, 'GET', `/namespaces/${ns}/agents/${agentId}`)).status, 404);
   });
 
+  await step('create form: dedicated execution asks for the harness credential Secret', async () => {
+    const secret = (await pageApi(page, 'POST', `/namespaces/${ns}/secrets`, { name: 'codex-key', value: 'sk-console-dedicated-0123456789' })).body.data;
+    await page.goto(`${URL_BASE}/console/agents/new?namespace=${ns}`);
+    await page.locator('#create-agent-form').waitFor();
+    // occ dev's process Compute Driver runs both modes; embedded needs no credential
+    assert.deepEqual(await page.$$eval('#execution-mode option', (os) => os.map((o) => o.value)), ['embedded', 'dedicated']);
+    assert.equal(await page.isHidden('#harness-auth-panel'), true);
+    await page.selectOption('#execution-mode', 'dedicated');
+    assert.equal(await page.isVisible('#harness-auth-panel'), true);
+    await page.fill('#agent-name', 'coder');
+    // without the Secret's id nothing is sent
+    await page.click('#create-agent-submit');
+    await page.locator('#harness-auth-secret[aria-invalid="true"]').waitFor();
+    await page.selectOption('#harness-auth-method', 'codex_pat');
+    await page.fill('#harness-auth-secret', secret.id);
+    const created = page.waitForResponse((r) => r.url().endsWith(`/namespaces/${ns}/agents`) && r.request().method() === 'POST');
+    await page.click('#create-agent-submit');
+    const response = await created;
+    assert.equal(response.status(), 201);
+    const sent = JSON.parse(response.request().postData());
+    assert.equal(sent.executionMode, 'dedicated');
+    assert.deepEqual(sent.harnessAuth, { method: 'codex_pat', source: { kind: 'secret', namespaceId: ns, id: secret.id } });
+    const agent = (await response.json()).data;
+    assert.equal(agent.executionMode, 'dedicated');
+    assert.equal(agent.harnessAuth.method, 'codex_pat');
+    assert.ok(!JSON.stringify(agent).includes('sk-console-dedicated'), 'the Secret value is never shown');
+    await page.waitForURL(/\/console\/agents\/agt_[0-9a-f-]+\?/);
+    // a draft: removed again without a deploy
+    assert.ok((await pageApi(page, 'DELETE', `/namespaces/${ns}/agents/${agent.id}`)).status < 300);
+  });
+
   await step('sign out', async () => {
     await page.click('#sign-out');
     await page.locator('#sign-in-email').waitFor();

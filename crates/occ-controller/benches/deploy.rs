@@ -95,6 +95,7 @@ fn main() {
                     path: std::env::var_os("PATH").unwrap_or_default(),
                 },
                 maintenance_interval: None,
+                dedicated: None,
             })
             .unwrap(),
         );

@@ -25,7 +25,7 @@ use hmac::{Hmac, KeyInit, Mac as _};
 use occ_core::audit::{AuditKind, AuditOutcome};
 use occ_core::authz::{Action, ResourceKind, ResourceRef};
 use occ_core::compute::{
-    LOG_TAIL_MAX_LINES, LogChunk, LogEntry, LogGap, LogPosition, LogQuery, SecretText,
+    LOG_TAIL_MAX_LINES, LogChunk, LogEntry, LogGap, LogPosition, LogQuery, LogWorkload, SecretText,
 };
 use occ_core::error::DetailCode;
 use occ_core::redact::{LineRedactor, Redactor};
@@ -398,10 +398,13 @@ impl Controller {
             ));
         };
         let source = ask.source.unwrap_or(LogSource::Gateway);
-        if source != LogSource::Gateway || revision.spec.harness.mode != ExecutionMode::Embedded {
-            // An embedded Agent runs in its gateway: it has no Harness and no Sandbox.
-            return Err(source_unavailable());
-        }
+        let workload = match (source, revision.spec.harness.mode) {
+            (LogSource::Gateway, _) => LogWorkload::Gateway,
+            // A dedicated revision's Codex harness; an embedded Agent runs in its gateway.
+            (LogSource::Agent, ExecutionMode::Dedicated) => LogWorkload::Harness,
+            // No Sandbox Driver.
+            _ => return Err(source_unavailable()),
+        };
         if ask.pod.is_some() {
             // occ reads the revision's newest Pod (on the hosts its one gateway): no other Pod is
             // a current Pod of the revision's source.
@@ -466,6 +469,7 @@ impl Controller {
         }
         .clamp(1, LOG_TAIL_MAX_LINES);
         let query = LogQuery {
+            workload,
             after: resumed.as_ref().map(|c| c.at.clone()),
             tail_lines: tail,
             previous: ask.previous,

@@ -283,6 +283,28 @@ pub struct LogQuery {
     /// The previous instance's output (a restarted container), where the Driver keeps it.
     #[serde(default)]
     pub previous: bool,
+    /// Whose output: the gateway's, or a dedicated revision's harness.
+    #[serde(default, skip_serializing_if = "LogWorkload::is_gateway")]
+    pub workload: LogWorkload,
+}
+
+/// The workload of a revision whose output is read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogWorkload {
+    /// The OpenClaw gateway.
+    #[default]
+    Gateway,
+    /// The Codex harness of a dedicated revision (a Driver without one answers
+    /// `RUNTIME_LOGS_SOURCE_UNAVAILABLE`).
+    Harness,
+}
+
+impl LogWorkload {
+    /// Whether this is the gateway (the default, left off the wire).
+    pub fn is_gateway(&self) -> bool {
+        *self == Self::Gateway
+    }
 }
 
 /// Why output between two delivered lines is missing.

@@ -96,8 +96,18 @@ reason_codes! {
     RuntimeNotInstalled = "RUNTIME_NOT_INSTALLED",
     /// OpenClaw refused the Agent's configuration.
     RuntimeConfigurationInvalid = "RUNTIME_CONFIGURATION_INVALID",
-    /// The runtime's model probe failed (recorded by earlier builds).
+    /// The runtime's model probe failed (a dedicated harness's probe turn).
     RuntimeModelProbeFailed = "RUNTIME_MODEL_PROBE_FAILED",
+    /// The dedicated harness's probe turn timed out.
+    RuntimeModelProbeTimeout = "RUNTIME_MODEL_PROBE_TIMEOUT",
+    /// The model endpoint refused the dedicated harness's credential.
+    RuntimeAuthenticationFailed = "RUNTIME_AUTHENTICATION_FAILED",
+    /// The dedicated harness could not log Codex in with its credential.
+    RuntimeLoginFailed = "RUNTIME_LOGIN_FAILED",
+    /// The dedicated harness is not running yet (progress).
+    HarnessNotReady = "HARNESS_NOT_READY",
+    /// The gateway refused or garbled the harness's node enrollment.
+    WorkspaceNodeEnrollmentFailed = "WORKSPACE_NODE_ENROLLMENT_FAILED",
     /// Another process holds the gateway's port.
     GatewayPortInUse = "GATEWAY_PORT_IN_USE",
     /// No free gateway port is left.
@@ -230,6 +240,7 @@ impl ReasonCode {
                 | RuntimeStartupFailed
                 | WorkspaceSetupFailed
                 | GatewayPortInUse
+                | HarnessNotReady
         )
     }
 
@@ -282,6 +293,22 @@ impl ReasonCode {
                 "A Secret the revision needs is missing or unreadable."
             }
             InvalidHarnessAuth => "The Agent's harnessAuth cannot be delivered to its runtime.",
+            RuntimeAuthenticationFailed => {
+                "The model endpoint refused the Agent's harness credential; fix the Secret and deploy again."
+            }
+            RuntimeLoginFailed => {
+                "The Codex harness could not log in with the Agent's harness credential."
+            }
+            RuntimeModelProbeFailed => {
+                "The Codex harness's probe turn against the model endpoint failed; error.data.output has its last output lines."
+            }
+            RuntimeModelProbeTimeout => {
+                "The Codex harness's probe turn got no answer from the model endpoint in time."
+            }
+            HarnessNotReady => "The Agent's Codex harness is not ready yet.",
+            WorkspaceNodeEnrollmentFailed => {
+                "The Agent's gateway did not enroll the harness's workspace node."
+            }
             MaxAttemptsExhausted => "The deployment failed after its maximum number of attempts.",
             _ => DEPLOYMENT_ENDED,
         }

@@ -677,6 +677,7 @@ mod pod_logs {
                 .read_logs(
                     &self.rev,
                     &LogQuery {
+                        workload: Default::default(),
                         after: after.and_then(|c| c.position.clone()),
                         tail_lines: 3,
                         previous,
@@ -862,6 +863,7 @@ mod pod_logs {
             .read_logs(
                 &f.rev,
                 &LogQuery {
+                    workload: Default::default(),
                     after: None,
                     tail_lines: 1000,
                     previous: false,
@@ -886,6 +888,7 @@ mod pod_logs {
                 .read_logs(
                     &f.rev,
                     &LogQuery {
+                        workload: Default::default(),
                         after: after.position.clone(),
                         tail_lines: 1000,
                         previous: false,

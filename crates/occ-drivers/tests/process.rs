@@ -73,6 +73,7 @@ fn settings(root: &Path, runtime_root: PathBuf) -> ProcessSettings {
             path: std::env::var_os("PATH").unwrap_or_default(),
         },
         maintenance_interval: None,
+        dedicated: None,
     }
 }
 

@@ -32,7 +32,7 @@ use crate::layout::{
 };
 use crate::logs::GatewayLog;
 use crate::process::{
-    Signal, is_same_process, port_is_free, process_start_time, signal_group, startup_output,
+    is_same_process, port_is_free, process_start_time, startup_output, stop_group,
 };
 use crate::runtime::OpenclawRuntime;
 use crate::snapshot::{GATEWAY_FIXED_ENV, GatewayBind, harness_key_variable};
@@ -158,26 +158,7 @@ pub(crate) async fn stop(agent_dir: &Path, stop_timeout: Duration) -> Result<(),
             start_time: record.start_time,
         };
         write_json(&agent_dir.join(STOP_REQUEST), &request)?;
-        signal_group(record.pid, Signal::Term);
-        let deadline = tokio::time::Instant::now() + stop_timeout;
-        while is_same_process(record.pid, record.start_time) {
-            if tokio::time::Instant::now() >= deadline {
-                tracing::warn!(pid = record.pid, "gateway did not stop in time; killing it");
-                signal_group(record.pid, Signal::Kill);
-                let kill_deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-                while is_same_process(record.pid, record.start_time) {
-                    if tokio::time::Instant::now() >= kill_deadline {
-                        return Err(unavailable(format!(
-                            "gateway process {} does not exit",
-                            record.pid
-                        )));
-                    }
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        stop_group(record.pid, record.start_time, stop_timeout, "gateway").await?;
     }
     remove_file(&agent_dir.join("gateway.json"))?;
     remove_file(&agent_dir.join("served.json"))?;
@@ -205,6 +186,18 @@ pub(crate) struct Launch<'a> {
     pub stop_timeout: Duration,
     /// Where an exit nobody asked for is reported, once the gateway served.
     pub exits: &'a tokio::sync::broadcast::Sender<GatewayExit>,
+    /// Set for a dedicated revision: the gateway reads its mutable runtime config and gets the
+    /// app-server token, never the harness credential.
+    pub dedicated: Option<DedicatedGateway<'a>>,
+}
+
+/// What a dedicated revision's gateway is started with beyond an embedded one's.
+#[derive(Clone, Copy)]
+pub(crate) struct DedicatedGateway<'a> {
+    /// The runtime copy of the snapshot (the node binding is written into it once enrolled).
+    pub config: &'a Path,
+    /// The app-server token (`APP_SERVER_TOKEN`, referenced by the config).
+    pub app_server_token: &'a occ_core::compute::SecretText,
 }
 
 /// Starts the gateway for `launch.rev` in its own process group with a clean environment (as
@@ -226,6 +219,7 @@ pub(crate) async fn start(
         ready_timeout,
         stop_timeout,
         exits,
+        dedicated,
     } = launch;
     // The helpers of a gateway that was just killed may hold its socket for a few seconds.
     let deadline = tokio::time::Instant::now() + PORT_RELEASE_WAIT;
@@ -239,7 +233,10 @@ pub(crate) async fn start(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let token = layout::token(agent_dir)?;
-    let snapshot = revision_dir(agent_dir, &rev.revision_id).join("openclaw.json");
+    let snapshot = match &dedicated {
+        Some(dedicated) => dedicated.config.to_path_buf(),
+        None => revision_dir(agent_dir, &rev.revision_id).join("openclaw.json"),
+    };
     let log_path = GatewayLog::of_revision(agent_dir, &rev.revision_id).current_path();
     let (log, log_err) = open_output(&log_path, account)?;
     let mut cmd = runtime.command();
@@ -267,8 +264,16 @@ pub(crate) async fn start(
     for (name, value) in &ctx.environment {
         cmd.env(name, value.expose());
     }
-    if let Some(credential) = &ctx.harness_credential {
-        cmd.env(harness_key_variable(rev)?, credential.expose());
+    match &dedicated {
+        // The credential is the harness's alone.
+        Some(dedicated) => {
+            cmd.env("APP_SERVER_TOKEN", dedicated.app_server_token.expose());
+        }
+        None => {
+            if let Some(credential) = &ctx.harness_credential {
+                cmd.env(harness_key_variable(rev)?, credential.expose());
+            }
+        }
     }
     let mut child = cmd
         .spawn()

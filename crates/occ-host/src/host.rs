@@ -7,8 +7,14 @@
 //! per-Agent accounts ([`HostOptions::accounts`]), each as its Agent's own user and group;
 //! they are supervised detached (`detached`) or by systemd units ([`crate::systemd`]).
 //! Readiness is a native `hello-ok` with the operator role and scopes. Stop keeps the
-//! workspace and state, delete removes them. Only embedded execution: the gateway runs
-//! OpenClaw itself.
+//! workspace and state, delete removes them.
+//!
+//! Dedicated execution ([`HostOptions::dedicated`], detached supervision without accounts: the
+//! process Driver) runs a second workload per Agent, the Codex harness (`occ harness-launch`,
+//! [`crate::harness`]): it starts before the gateway (the gateway's Codex plugin reads the
+//! app-server's model catalog when it loads), gets the credential in a private file, and its
+//! node host is enrolled into the gateway, which then serves the workspace from it. The gateway
+//! gets no model credential. Stop is gateway, then harness.
 
 use std::ffi::OsString;
 use std::ops::RangeInclusive;
@@ -16,18 +22,25 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use occ_core::compute::{
-    AgentTarget, ComputeError, Convergence, GatewayExit, LogChunk, LogQuery, NamespaceTarget,
-    Readiness, RevisionContext, RevisionTarget, RuntimeState, SecretText,
+    AgentTarget, ComputeError, Convergence, GatewayExit, LogChunk, LogQuery, LogWorkload,
+    NamespaceTarget, Readiness, RevisionContext, RevisionTarget, RuntimeState, SecretText,
 };
+use occ_core::resource::ExecutionMode;
 use occ_core::runtime_report::RuntimeReport;
 use occ_core::{ReasonCode, RevisionId};
 use serde_json::Value;
 use sha2::Digest as _;
 
 use crate::account::{self, Account, Accounts};
-use crate::detached::{self, Launch};
+use crate::detached::{self, DedicatedGateway, Launch};
 use crate::failure::{io_error, ownership, unavailable};
 use crate::fsutil;
+use crate::harness::dedicated::{
+    HarnessDirs, LaunchFiles, app_server_token, enroll, reports_running, wait_running,
+    write_launch_files, write_runtime_config,
+};
+use crate::harness::render::{DedicatedWiring, render_dedicated};
+use crate::harness::workload::{self, HarnessLaunch};
 use crate::layout::{
     self, Layout, NamespaceMarker, RevisionMarker, create_dir, current, ensure_revision_log_dir,
     is_current, read_dir, read_json, remove_dir, remove_file, revision_dir, share_with_group,
@@ -93,6 +106,21 @@ pub struct HostOptions {
     pub accounts: Option<AccountSettings>,
     /// How gateways are supervised.
     pub supervision: Supervision,
+    /// Dedicated execution (the Codex harness next to the gateway), when this host offers it.
+    pub dedicated: Option<DedicatedSettings>,
+}
+
+/// How a host runs the Codex harness of dedicated Agents.
+#[derive(Debug, Clone)]
+pub struct DedicatedSettings {
+    /// The `occ` binary whose hidden `harness-launch` subcommand runs each harness.
+    pub launcher: PathBuf,
+    /// The OpenAI-compatible endpoint Codex sends model calls to (`OCC_CODEX_BASE_URL`), or
+    /// Codex's default.
+    pub model_base_url: Option<String>,
+    /// How long a harness may take from its start to a running app-server (workspace
+    /// initialisation, login and the probe turn).
+    pub ready_timeout: Duration,
 }
 
 impl HostOptions {
@@ -103,6 +131,7 @@ impl HostOptions {
             bind: GatewayBind::Loopback,
             accounts: None,
             supervision: Supervision::Detached,
+            dedicated: None,
         }
     }
 }
@@ -131,6 +160,14 @@ impl Host {
             return Err(ComputeError::permanent(
                 ReasonCode::InvalidHostSettings,
                 "systemd supervision needs per-Agent accounts",
+            ));
+        }
+        if options.dedicated.is_some()
+            && (options.accounts.is_some() || !matches!(options.supervision, Supervision::Detached))
+        {
+            return Err(ComputeError::permanent(
+                ReasonCode::InvalidHostSettings,
+                "dedicated execution runs detached, without per-Agent accounts",
             ));
         }
         if let Some(accounts) = &options.accounts
@@ -217,7 +254,26 @@ impl Host {
     ) -> Result<bool, ComputeError> {
         match self.systemd() {
             Some(sd) => systemd::serving(sd, agent, agent_dir, &rev.revision_id).await,
+            None if rev.execution_mode() == ExecutionMode::Dedicated => {
+                Ok(detached::serving(agent_dir, &rev.revision_id).await?
+                    && harness_serving(agent_dir, &rev.revision_id)?)
+            }
             None => detached::serving(agent_dir, &rev.revision_id).await,
+        }
+    }
+
+    /// The dedicated settings when `rev` is dedicated (refused when this host offers only
+    /// embedded execution); `None` for an embedded revision.
+    fn dedicated_for(
+        &self,
+        rev: &RevisionTarget,
+    ) -> Result<Option<&DedicatedSettings>, ComputeError> {
+        if rev.execution_mode() == ExecutionMode::Embedded {
+            return Ok(None);
+        }
+        match &self.options.dedicated {
+            Some(settings) => Ok(Some(settings)),
+            None => rev.require_embedded(&self.options.driver_id).map(|()| None),
         }
     }
 
@@ -232,7 +288,13 @@ impl Host {
             .current_path()
             .display()
             .to_string();
-        let workspace = agent_dir.join("state/workspace").display().to_string();
+        // A dedicated Agent's workspace is the harness's (Codex's working directory; the
+        // gateway's file operations reach it through the node).
+        let workspace = match rev.execution_mode() {
+            ExecutionMode::Dedicated => HarnessDirs::of(agent_dir).workspace(),
+            ExecutionMode::Embedded => agent_dir.join("state/workspace"),
+        };
+        let workspace = workspace.display().to_string();
         render_snapshot(
             rev,
             port,
@@ -249,6 +311,7 @@ impl Host {
             sd.remove(&marker.namespace_id, &marker.agent_id).await?;
         }
         detached::stop(dir, self.settings.stop_timeout).await?;
+        workload::stop(dir, self.settings.stop_timeout).await?;
         remove_dir(dir)?;
         if let (Some(marker), Some(accounts)) = (marker, &self.accounts) {
             accounts
@@ -353,12 +416,14 @@ impl Host {
         rev: &RevisionTarget,
         ctx: &RevisionContext,
     ) -> Result<Readiness, ComputeError> {
-        rev.require_embedded("process")?;
+        let dedicated = self.dedicated_for(rev)?;
         let runtime = self.runtime()?;
         let account = self.account(&rev.agent).await?;
         let marker = self.layout.ensure_agent(&rev.agent, account).await?;
         let agent_dir = self.agent_dir(&rev.agent);
         match &ctx.workspace_setup {
+            // The harness initialises a dedicated Agent's workspace itself.
+            _ if dedicated.is_some() => {}
             Some(setup) => {
                 let as_agent = match (account, &self.options.accounts) {
                     (Some(account), Some(accounts)) => Some(AsAgent {
@@ -387,7 +452,19 @@ impl Host {
                 code: ReasonCode::RevisionSuperseded,
             });
         }
-        let rendered = self.render(rev, &agent_dir, marker.port);
+        let mut rendered = self.render(rev, &agent_dir, marker.port);
+        if dedicated.is_some() {
+            let harness_port = self.layout.ensure_harness_port(&rev.agent).await?;
+            render_dedicated(
+                &mut rendered,
+                &DedicatedWiring {
+                    app_server_url: &format!("ws://127.0.0.1:{harness_port}"),
+                    node: None,
+                },
+            );
+            crate::harness::trust_codex_plugin(&runtime, &agent_dir.join("state"))
+                .map_err(|e| unavailable(format!("cannot trust the Codex plugin: {e}")))?;
+        }
         let bytes = serde_json::to_vec_pretty(&rendered).map_err(|e| unavailable(e.to_string()))?;
         let hash = hex::encode(sha2::Sha256::digest(&bytes));
         let dir = revision_dir(&agent_dir, &rev.revision_id);
@@ -455,6 +532,11 @@ impl Host {
             .ok_or_else(|| unavailable("the Agent directory vanished"))?;
         let agent_dir = self.agent_dir(&rev.agent);
         self.prepare_revision_log(rev, &agent_dir).await?;
+        if let Some(settings) = self.dedicated_for(rev)? {
+            return self
+                .activate_dedicated(settings, rev, ctx, &agent_dir, &marker)
+                .await;
+        }
         if let Some(sd) = self.systemd() {
             return self
                 .activate_unit(sd, rev, ctx, &agent_dir, marker.port)
@@ -516,7 +598,89 @@ impl Host {
             ready_timeout: self.settings.ready_timeout,
             stop_timeout: self.settings.stop_timeout,
             exits: &self.exits,
+            dedicated: None,
         }
+    }
+
+    /// Activation of a dedicated revision: the harness (launch input and credential written,
+    /// `occ harness-launch` started, its app-server up), then the gateway with the runtime copy
+    /// of the snapshot, then the node enrollment. An installed revision whose gateway, harness
+    /// and node all serve is left alone; anything else of the Agent is stopped and started over.
+    async fn activate_dedicated(
+        &self,
+        settings: &DedicatedSettings,
+        rev: &RevisionTarget,
+        ctx: &RevisionContext,
+        agent_dir: &Path,
+        marker: &layout::AgentMarker,
+    ) -> Result<(), ComputeError> {
+        if self.serving(&rev.agent, agent_dir, rev).await? {
+            return Ok(());
+        }
+        let harness_port = marker
+            .harness_port
+            .ok_or_else(|| unavailable("the Agent has no harness port"))?;
+        let dirs = HarnessDirs::of(agent_dir);
+        remove_file(&enrolled_marker(&dirs, &rev.revision_id))?;
+        detached::stop(agent_dir, self.settings.stop_timeout).await?;
+        workload::stop(agent_dir, self.settings.stop_timeout).await?;
+        switch_current(agent_dir, &rev.revision_id)?;
+        let runtime = self.runtime()?;
+        let app_server = app_server_token(agent_dir)?;
+        let gateway_token = layout::token(agent_dir)?;
+        let input = write_launch_files(
+            &dirs,
+            rev,
+            ctx,
+            &LaunchFiles {
+                runtime_dir: &runtime.root,
+                model_base_url: settings.model_base_url.as_deref(),
+                app_server_port: harness_port,
+                app_server_token: &app_server,
+                gateway_port: marker.port,
+            },
+        )?;
+        let snapshot = revision_dir(agent_dir, &rev.revision_id).join("openclaw.json");
+        let paired = write_runtime_config(&dirs, &snapshot, rev)?;
+        let home = dirs.home();
+        let record = workload::start(HarnessLaunch {
+            program: &settings.launcher,
+            input: &input,
+            path: &self.settings.path,
+            output: &dirs.log(&rev.revision_id),
+            cwd: &home,
+            agent_dir,
+            rev,
+            exits: &self.exits,
+        })?;
+        let started = async {
+            wait_running(
+                &dirs,
+                rev,
+                ctx,
+                gateway_token.expose(),
+                harness_port,
+                || crate::process::is_same_process(record.pid, record.start_time),
+                settings.ready_timeout,
+            )
+            .await?;
+            let config = dirs.runtime_config(&rev.revision_id);
+            let mut launch = self.launch(&runtime, rev, ctx, agent_dir, marker.port);
+            launch.dedicated = Some(DedicatedGateway {
+                config: &config,
+                app_server_token: &app_server,
+            });
+            detached::start(launch, None).await?;
+            let endpoint = occ_gateway::Endpoint::loopback(marker.port, gateway_token.expose());
+            enroll(&dirs, rev, &snapshot, &endpoint, paired).await
+        };
+        if let Err(e) = started.await {
+            // Nothing half-started stays: the next attempt starts both again.
+            detached::stop(agent_dir, self.settings.stop_timeout).await?;
+            workload::stop(agent_dir, self.settings.stop_timeout).await?;
+            return Err(e);
+        }
+        write_json(&enrolled_marker(&dirs, &rev.revision_id), &rev.revision_id)
     }
 
     /// Activation under systemd ([`systemd::activate`]).
@@ -590,6 +754,9 @@ impl Host {
             if detached::runs(&agent_dir, &rev.revision_id)? {
                 detached::stop(&agent_dir, self.settings.stop_timeout).await?;
             }
+            if workload::live_of(&agent_dir, &rev.revision_id)?.is_some() {
+                workload::stop(&agent_dir, self.settings.stop_timeout).await?;
+            }
             return Ok(());
         }
         if let Some(sd) = self.systemd() {
@@ -597,14 +764,20 @@ impl Host {
                 .await?;
         }
         detached::stop(&agent_dir, self.settings.stop_timeout).await?;
+        // The harness after its gateway: the gateway never runs without its app-server.
+        workload::stop(&agent_dir, self.settings.stop_timeout).await?;
         remove_file(&agent_dir.join("current"))
     }
 
     /// Stops the revision if installed; its snapshot stays as the record of what ran until the
     /// Agent is deleted.
     pub async fn retire_revision(&self, rev: &RevisionTarget) -> Result<(), ComputeError> {
-        // A retired revision never runs again.
-        self.stop_revision(rev).await
+        // A retired revision never runs again: its harness's credential and setup code go.
+        self.stop_revision(rev).await?;
+        if self.layout.agent_marker(&rev.agent)?.is_some() {
+            HarnessDirs::of(&self.agent_dir(&rev.agent)).retire(&rev.revision_id)?;
+        }
+        Ok(())
     }
 
     /// Removes everything the Agent has here (gateway, workspace, state, account).
@@ -629,6 +802,9 @@ impl Host {
             return Ok(RuntimeState::NotRunning);
         }
         rotate_log(&agent_dir, &rev.revision_id).await?;
+        if rev.execution_mode() == ExecutionMode::Dedicated {
+            rotate(GatewayLog::of_harness(&agent_dir, &rev.revision_id)).await?;
+        }
         if !is_current(&agent_dir, &rev.revision_id)? {
             return Ok(RuntimeState::NotCurrent);
         }
@@ -668,8 +844,15 @@ impl Host {
             },
         };
         let ready = self.serving(&rev.agent, &agent_dir, rev).await?;
+        let mut pods = vec![report::gateway_pod(&rev.revision_id, observed, ready)];
+        if rev.execution_mode() == ExecutionMode::Dedicated
+            && let Some(harness) = workload::recorded_for(&agent_dir, &rev.revision_id)?
+        {
+            let running = harness.live && harness_serving(&agent_dir, &rev.revision_id)?;
+            pods.push(report::harness_pod(&rev.revision_id, harness, running));
+        }
         Ok(RuntimeReport {
-            pods: vec![report::gateway_pod(&rev.revision_id, observed, ready)],
+            pods,
             history_from_driver: false,
         })
     }
@@ -689,8 +872,22 @@ impl Host {
             });
         }
         let agent_dir = self.agent_dir(&rev.agent);
-        rotate_log(&agent_dir, &rev.revision_id).await?;
-        let log = GatewayLog::of_revision(&agent_dir, &rev.revision_id);
+        let log = match query.workload {
+            LogWorkload::Gateway => {
+                rotate_log(&agent_dir, &rev.revision_id).await?;
+                GatewayLog::of_revision(&agent_dir, &rev.revision_id)
+            }
+            LogWorkload::Harness if rev.execution_mode() == ExecutionMode::Dedicated => {
+                rotate(GatewayLog::of_harness(&agent_dir, &rev.revision_id)).await?;
+                GatewayLog::of_harness(&agent_dir, &rev.revision_id)
+            }
+            LogWorkload::Harness => {
+                return Err(ComputeError::permanent(
+                    ReasonCode::RuntimeLogsSourceUnavailable,
+                    "an embedded revision has no harness",
+                ));
+            }
+        };
         let query = query.clone();
         let chunk = tokio::task::spawn_blocking(move || log.read(&query))
             .await
@@ -715,13 +912,32 @@ fn stored_snapshot(dir: &Path) -> Result<Option<serde_json::Map<String, Value>>,
         .and_then(|doc| doc.as_object().cloned()))
 }
 
+/// `harness/run/<revId>/enrolled`: the revision's node was enrolled and bound (written last by
+/// an activation, removed first by the next).
+fn enrolled_marker(dirs: &HarnessDirs, rev: &RevisionId) -> PathBuf {
+    dirs.run(rev).join("enrolled")
+}
+
+/// Whether the dedicated revision's harness runs (live launcher, app-server and node running)
+/// and its node was enrolled.
+fn harness_serving(agent_dir: &Path, rev: &RevisionId) -> Result<bool, ComputeError> {
+    let dirs = HarnessDirs::of(agent_dir);
+    Ok(workload::live_of(agent_dir, rev)?.is_some()
+        && reports_running(&dirs, rev)
+        && enrolled_marker(&dirs, rev).is_file())
+}
+
 /// Largest snapshot read back (far above any admitted document).
 const SNAPSHOT_LIMIT: u64 = 16 * 1024 * 1024;
 
 /// Rotates the revision's gateway log when it reached [`LOG_ROTATE_BYTES`] (off the async
 /// threads: it copies up to that much).
 async fn rotate_log(agent_dir: &Path, rev: &RevisionId) -> Result<(), ComputeError> {
-    let log = GatewayLog::of_revision(agent_dir, rev);
+    rotate(GatewayLog::of_revision(agent_dir, rev)).await
+}
+
+/// Rotates `log` when it reached [`LOG_ROTATE_BYTES`], off the async threads.
+async fn rotate(log: GatewayLog) -> Result<(), ComputeError> {
     tokio::task::spawn_blocking(move || log.rotate_if_over(LOG_ROTATE_BYTES))
         .await
         .map_err(|e| unavailable(format!("the log rotation stopped: {e}")))??;

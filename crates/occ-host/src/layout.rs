@@ -63,6 +63,10 @@ pub(crate) struct AgentMarker {
     pub agent_id: String,
     pub service_principal_id: String,
     pub port: u16,
+    /// The port of the app-server of a dedicated Agent's harness (allocated on its first
+    /// dedicated revision, then fixed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub harness_port: Option<u16>,
 }
 
 /// `revision.json`
@@ -215,6 +219,7 @@ impl Layout {
             agent_id: agent.agent_id.to_string(),
             service_principal_id: agent.service_principal_id.to_string(),
             port,
+            harness_port: None,
         };
         write_json(&staging.join("agent.json"), &marker)?;
         hand_over_agent_dir(&staging, account)?;
@@ -223,6 +228,28 @@ impl Layout {
             .map_err(|e| io_error("sync", &dir, e))?;
         drop(lock);
         Ok(marker)
+    }
+
+    /// The Agent's harness port, allocated (and recorded in its marker) on first use.
+    pub async fn ensure_harness_port(&self, agent: &AgentTarget) -> Result<u16, ComputeError> {
+        let found = |marker: Option<AgentMarker>| {
+            marker.ok_or_else(|| unavailable("the Agent directory vanished"))
+        };
+        if let Some(port) = found(self.agent_marker(agent)?)?.harness_port {
+            return Ok(port);
+        }
+        let _turn = self.allocation.lock().await;
+        let lock = self.lock_file()?;
+        let mut marker = found(self.agent_marker(agent)?)?;
+        if let Some(port) = marker.harness_port {
+            return Ok(port);
+        }
+        let port = self.allocate_port()?;
+        marker.harness_port = Some(port);
+        let dir = self.agent_dir(&agent.namespace_id, &agent.agent_id);
+        write_json(&dir.join("agent.json"), &marker)?;
+        drop(lock);
+        Ok(port)
     }
 
     fn lock_file(&self) -> Result<std::fs::File, ComputeError> {
@@ -244,6 +271,7 @@ impl Layout {
         for agent in self.agent_dirs()? {
             if let Some(marker) = read_json::<AgentMarker>(&agent.join("agent.json"))? {
                 taken.insert(marker.port);
+                taken.extend(marker.harness_port);
             }
         }
         self.port_range

@@ -33,4 +33,5 @@ pub mod wire;
 pub mod workspace_setup;
 
 pub use detached::recorded_gateways;
-pub use host::{AccountSettings, Host, HostOptions, LocalSettings, Supervision};
+pub use harness::workload::recorded_harnesses;
+pub use host::{AccountSettings, DedicatedSettings, Host, HostOptions, LocalSettings, Supervision};

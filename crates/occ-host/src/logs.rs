@@ -43,31 +43,42 @@ pub(crate) const LOG_REVISIONS_KEPT: usize = 5;
 /// How long a rotation or read waits for the other to finish.
 const LOCK_WAIT: Duration = Duration::from_secs(3);
 
-/// The gateway log's files in a revision's log directory.
+/// A workload's log files in a revision's log directory: the gateway's (`gateway.log`) or, for
+/// a dedicated revision, its harness launcher's (`harness.log`, same rotation and reads).
 #[derive(Debug, Clone)]
 pub(crate) struct GatewayLog {
     dir: PathBuf,
+    name: &'static str,
 }
 
 impl GatewayLog {
-    /// The log of revision `rev` in the Agent directory `agent_dir`.
+    /// The gateway log of revision `rev` in the Agent directory `agent_dir`.
     pub(crate) fn of_revision(agent_dir: &Path, rev: &RevisionId) -> Self {
         Self {
             dir: revision_log_dir(agent_dir, rev),
+            name: "gateway",
         }
     }
 
-    /// The log the gateway appends to.
+    /// The harness log of the dedicated revision `rev`.
+    pub(crate) fn of_harness(agent_dir: &Path, rev: &RevisionId) -> Self {
+        Self {
+            dir: revision_log_dir(agent_dir, rev),
+            name: "harness",
+        }
+    }
+
+    /// The log the workload appends to.
     pub(crate) fn current_path(&self) -> PathBuf {
-        self.dir.join("gateway.log")
+        self.dir.join(format!("{}.log", self.name))
     }
 
     fn rotated_path(&self) -> PathBuf {
-        self.dir.join("gateway.log.1")
+        self.dir.join(format!("{}.log.1", self.name))
     }
 
     fn generation_path(&self) -> PathBuf {
-        self.dir.join("gateway.log.generation")
+        self.dir.join(format!("{}.log.generation", self.name))
     }
 
     /// Rotates the log when it reached `cap` bytes. `false` when there is nothing to rotate.
@@ -445,6 +456,7 @@ mod tests {
 
     fn follow(log: &GatewayLog, after: Option<LogPosition>) -> LogChunk {
         log.read(&LogQuery {
+            workload: Default::default(),
             after,
             tail_lines: 1000,
             previous: false,
@@ -545,6 +557,7 @@ mod tests {
         append(&log.current_path(), "one\ntwo\r\nthree\npart");
         let chunk = log
             .read(&LogQuery {
+                workload: Default::default(),
                 after: None,
                 tail_lines: 2,
                 previous: false,
@@ -636,6 +649,7 @@ mod tests {
         std::fs::write(&target, "root only\n").unwrap();
         std::os::unix::fs::symlink(&target, log.current_path()).unwrap();
         let read = log.read(&LogQuery {
+            workload: Default::default(),
             after: None,
             tail_lines: 10,
             previous: false,

@@ -51,6 +51,38 @@ pub(crate) fn signal_group(pid: u32, signal: Signal) {
     }
 }
 
+/// Stops the process group led by `(pid, start_time)` (occ started it with `process_group(0)`):
+/// SIGTERM, wait, SIGKILL after `stop_timeout`, wait. `what` names it in logs and errors.
+pub(crate) async fn stop_group(
+    pid: u32,
+    start_time: u64,
+    stop_timeout: std::time::Duration,
+    what: &str,
+) -> Result<(), occ_core::compute::ComputeError> {
+    use std::time::Duration;
+    use tokio::time::Instant;
+    signal_group(pid, Signal::Term);
+    let deadline = Instant::now() + stop_timeout;
+    while is_same_process(pid, start_time) {
+        if Instant::now() >= deadline {
+            tracing::warn!(pid, "{what} did not stop in time; killing it");
+            signal_group(pid, Signal::Kill);
+            let kill_deadline = Instant::now() + Duration::from_secs(5);
+            while is_same_process(pid, start_time) {
+                if Instant::now() >= kill_deadline {
+                    return Err(crate::failure::unavailable(format!(
+                        "{what} process {pid} does not exit"
+                    )));
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(())
+}
+
 /// Whether nothing listens on `127.0.0.1:<port>` now.
 pub(crate) fn port_is_free(port: u16) -> bool {
     std::net::TcpListener::bind(("127.0.0.1", port)).is_ok()

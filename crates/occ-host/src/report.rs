@@ -104,6 +104,26 @@ pub(crate) fn gateway_pod(rev: &RevisionId, observed: Observed, ready: bool) -> 
     }
 }
 
+/// The container name of a dedicated revision's harness.
+pub(crate) const HARNESS_CONTAINER: &str = "harness";
+
+/// The harness Pod of a dedicated `rev` (its `occ harness-launch` process as occ recorded it):
+/// role `agent`, one `harness` container; `ready` is whether it runs its app-server and node.
+pub(crate) fn harness_pod(rev: &RevisionId, harness: RecordedGateway, ready: bool) -> RuntimePod {
+    let pid = harness.pid;
+    let mut pod = gateway_pod(rev, Observed::Process(harness), ready);
+    pod.role = WorkloadRole::Agent;
+    pod.name = format!("{}-harness", pod_name(rev));
+    for container in &mut pod.containers {
+        container.name = HARNESS_CONTAINER.into();
+    }
+    for event in &mut pod.events {
+        event.container = Some(HARNESS_CONTAINER.into());
+        event.message = format!("occ started the harness as process {pid}");
+    }
+    pod
+}
+
 /// `rev_…` as a DNS-label style name (`rev-…`).
 fn pod_name(rev: &RevisionId) -> String {
     rev.as_str().replace('_', "-")

@@ -81,6 +81,8 @@ async fn run(request: HostRequest, process: HostProcess) -> Result<HostValue, Co
                 setup_program: process.setup_program,
             }),
             supervision,
+            // SSH hosts run embedded execution only.
+            dedicated: None,
         },
     )?;
     // Reads do not wait behind a long activation (the host's reads are safe beside its own

@@ -32,12 +32,11 @@ fn rendered_snapshot() -> serde_json::Map<String, Value> {
 
 const NODE_ID: &str = "b5fadac901d6693f3e4825d7fa5383f492e5124acd9c1a096f600275a5537b57";
 
-fn render(codex_plugin_dir: &str) -> serde_json::Map<String, Value> {
+fn render() -> serde_json::Map<String, Value> {
     let mut snapshot = rendered_snapshot();
     render_dedicated(
         &mut snapshot,
         &DedicatedWiring {
-            codex_plugin_dir,
             app_server_url: "ws://127.0.0.1:41000",
             node: Some(NodeWorkspace {
                 node_id: NODE_ID,
@@ -50,7 +49,7 @@ fn render(codex_plugin_dir: &str) -> serde_json::Map<String, Value> {
 
 #[test]
 fn dedicated_gateway_configuration_matches_the_golden_file() {
-    let snapshot = render("/opt/occ/openclaw-runtime/codex/node_modules/@openclaw/codex");
+    let snapshot = render();
     occ_testkit::golden::assert_golden(
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata"),
         "dedicated-openclaw.json",
@@ -64,6 +63,9 @@ async fn validate(config: &serde_json::Map<String, Value>) -> (bool, String, Str
         .await
         .expect("runtime");
     let scratch = tempfile::tempdir().expect("scratch");
+    // The gateway's state directory as the Driver lays it out: the Codex plugin trusted.
+    occ_host::harness::trust_codex_plugin(runtime, &scratch.path().join("state"))
+        .expect("trust the plugin");
     std::fs::write(
         scratch.path().join("openclaw.json"),
         serde_json::to_vec(config).expect("json"),
@@ -99,15 +101,12 @@ async fn validate(config: &serde_json::Map<String, Value>) -> (bool, String, Str
     )
 }
 
-/// The pinned gateway accepts the rendered keys (the bundled `file-transfer` plugin's schema
-/// is checked; the Codex plugin is not installed here, so its entry is only warned about), and
-/// the validator does inspect them: the binding without `remoteRoot` is refused.
+/// The pinned gateway accepts the rendered keys with the Codex plugin trusted as the Driver
+/// lays it out (so both the bundled `file-transfer` plugin's schema and the Codex plugin's are
+/// checked), and the validator does inspect them: the binding without `remoteRoot` is refused.
 #[tokio::test]
 async fn the_pinned_gateway_accepts_the_rendered_configuration() {
-    // An existing directory without the plugin: with a load path that does not exist the
-    // validator leaves every plugin's configuration uninspected.
-    let no_plugin = tempfile::tempdir().expect("dir");
-    let snapshot = render(no_plugin.path().to_str().expect("utf-8"));
+    let snapshot = render();
     let (valid, issues, warnings) = validate(&snapshot).await;
     assert!(valid, "issues: {issues}; warnings: {warnings}");
     assert!(!warnings.contains("file-transfer"), "{warnings}");

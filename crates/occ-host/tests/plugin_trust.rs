@@ -10,10 +10,9 @@ use std::time::{Duration, Instant};
 use occ_host::harness::launch::run as run_launcher;
 use occ_host::harness::{LaunchInput, LaunchPhase, LaunchStatus, trust_codex_plugin};
 use occ_testkit::fake_model::FakeModel;
-use occ_testkit::gateway::{READY_DEADLINE, TestGateway};
+use occ_testkit::gateway::{READY_DEADLINE, TestGateway, chat_completion};
 use occ_testkit::harness::launch_input;
 use sha2::Digest as _;
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::sync::watch;
 
 const KEY: &str = "sk-plugin-trust-test-0123456789abcdef";
@@ -92,41 +91,6 @@ fn add_codex_harness(config: &mut serde_json::Value, workspace: &Path, app_serve
     });
 }
 
-/// `POST /v1/chat/completions` (HTTP/1.1, connection closed by the server): status and body.
-async fn chat(port: u16, token: &str, text: &str) -> (u16, String) {
-    let body = serde_json::json!({
-        "model": "openclaw",
-        "messages": [{"role": "user", "content": text}],
-    })
-    .to_string();
-    let request = format!(
-        "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\
-         Authorization: Bearer {token}\r\nContent-Type: application/json\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .expect("connect to the gateway");
-    stream.write_all(request.as_bytes()).await.expect("send");
-    let mut response = Vec::new();
-    tokio::time::timeout(Duration::from_secs(240), stream.read_to_end(&mut response))
-        .await
-        .expect("the chat completion answers within 240 s")
-        .expect("read");
-    let response = String::from_utf8_lossy(&response).into_owned();
-    let status = response
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let body = response
-        .split_once("\r\n\r\n")
-        .map_or("", |(_, b)| b)
-        .to_owned();
-    (status, body)
-}
-
 fn gateway_output(gateway: &TestGateway) -> String {
     let log =
         std::fs::read_to_string(gateway.state_dir.join("logs/gateway.log")).unwrap_or_default();
@@ -173,7 +137,8 @@ async fn a_gateway_trusts_the_runtime_plugin_and_answers_through_codex() {
     let ready_after = started.elapsed();
 
     let token = gateway.endpoint.token().unwrap_or_default().to_owned();
-    let (status, body) = chat(gateway.port, &token, "hi").await;
+    let (status, body) =
+        chat_completion(gateway.port, &token, "hi", Duration::from_secs(240)).await;
     let output = gateway_output(&gateway);
     assert_eq!(
         status, 200,

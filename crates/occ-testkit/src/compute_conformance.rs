@@ -411,6 +411,7 @@ async fn captured_output_holds(
         .read_logs(
             rev,
             &LogQuery {
+                workload: Default::default(),
                 after: Some(position),
                 tail_lines: 1,
                 previous: false,
@@ -442,6 +443,7 @@ async fn tail_chunk(compute: &dyn Compute, rev: &RevisionTarget) -> LogChunk {
         .read_logs(
             rev,
             &LogQuery {
+                workload: Default::default(),
                 after: None,
                 tail_lines: LOG_TAIL_MAX_LINES,
                 previous: false,

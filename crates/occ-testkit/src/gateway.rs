@@ -492,3 +492,41 @@ fn spawn_watcher(pid: u32, dir: &Path, state: &Path) {
         .expect("spawn the gateway watcher");
     assert!(status.success(), "gateway watcher shell failed");
 }
+
+/// `POST /v1/chat/completions` to a gateway on loopback `port` with its operator `token` (one
+/// user message `text`, model `openclaw`), over HTTP/1.1 with the connection closed by the
+/// server, bounded by `wait`: the status (0 when there is none) and the body.
+pub async fn chat_completion(port: u16, token: &str, text: &str, wait: Duration) -> (u16, String) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let body = serde_json::json!({
+        "model": "openclaw",
+        "messages": [{"role": "user", "content": text}],
+    })
+    .to_string();
+    let request = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\
+         Authorization: Bearer {token}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect to the gateway");
+    stream.write_all(request.as_bytes()).await.expect("send");
+    let mut response = Vec::new();
+    tokio::time::timeout(wait, stream.read_to_end(&mut response))
+        .await
+        .expect("the chat completion answers in time")
+        .expect("read");
+    let response = String::from_utf8_lossy(&response).into_owned();
+    let status = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = response
+        .split_once("\r\n\r\n")
+        .map_or("", |(_, b)| b)
+        .to_owned();
+    (status, body)
+}

@@ -19,11 +19,11 @@ use occ_drivers::configuration::{
 };
 use occ_drivers::kubernetes::{KubeClient, TenantAccess, TenantNamespaces};
 use occ_drivers::secret::{KubernetesSecretDriver, LocalSecretDriver, SecretDriver};
-use occ_host::LocalSettings;
 use occ_host::runtime::OpenclawRuntime;
 use occ_host::snapshot::GatewayBind;
 use occ_host::wire::HostSettings;
 use occ_host::workspace_setup;
+use occ_host::{DedicatedSettings, LocalSettings};
 use occ_store::{Store, StoreOptions};
 
 use crate::settings::{
@@ -232,6 +232,9 @@ pub fn app_state(
 /// How long a starting gateway may take to answer the native handshake (a cold start takes
 /// ~11 s on two idle cores, several times that on a loaded machine).
 const GATEWAY_READY_TIMEOUT: Duration = Duration::from_secs(180);
+/// How long a dedicated Agent's harness may take to run its app-server: workspace setup, Codex
+/// login and a probe turn (two bounded attempts against the model endpoint).
+const HARNESS_READY_TIMEOUT: Duration = Duration::from_secs(240);
 /// How long a stopping gateway may take before it is killed.
 const GATEWAY_STOP_TIMEOUT: Duration = Duration::from_secs(15);
 
@@ -339,6 +342,13 @@ pub async fn compute(settings: &PlatformSettings) -> anyhow::Result<Arc<dyn Comp
             path: crate::settings::program_path(),
         },
         maintenance_interval: Some(settings.compute.maintenance_interval),
+        // Dedicated Agents' harnesses are this binary's `harness-launch`.
+        dedicated: Some(DedicatedSettings {
+            launcher: std::env::current_exe()
+                .map_err(|e| anyhow::anyhow!("cannot locate the occ binary: {e}"))?,
+            model_base_url: settings.compute.codex_base_url.clone(),
+            ready_timeout: HARNESS_READY_TIMEOUT,
+        }),
     })
     .map_err(|e| anyhow::anyhow!("OCC_PROCESS_ROOT: {e}"))?;
     Ok(Arc::new(process))

@@ -196,6 +196,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
             maintenance_interval: Duration::from_secs(15),
             ssh: None,
             kubernetes: None,
+            codex_base_url: crate::settings::codex_base_url(process_env("OCC_CODEX_BASE_URL"))?,
         },
         metrics: metrics_address,
     };

@@ -261,8 +261,26 @@ export async function createAgentPage() {
   const mode = h('select', { id: 'execution-mode' }, modes.map((m) => h('option', { value: m }, m)));
   const modeField = field({
     label: 'Execution mode', control: mode, pointer: '/executionMode',
-    hint: 'What the installation\'s Compute Driver runs: embedded runs the gateway as one process.',
+    hint: 'What the installation\'s Compute Driver runs: embedded runs the gateway as one process; dedicated runs a Codex harness beside the gateway (the Configuration must select a Codex model).',
   });
+  // A dedicated Agent's Codex harness logs in with a credential from a Secret of the Namespace;
+  // only the harness receives it, never the gateway.
+  const authMethod = h('select', { id: 'harness-auth-method' },
+    h('option', { value: 'api_key' }, 'api_key — an OpenAI API key'),
+    h('option', { value: 'codex_pat' }, 'codex_pat — a Codex access token'));
+  const authMethodField = field({
+    label: 'Harness credential', control: authMethod, pointer: '/harnessAuth/method',
+    hint: 'How the dedicated Codex harness logs in.',
+  });
+  const authSecret = h('input', { type: 'text', id: 'harness-auth-secret', autocomplete: 'off', spellcheck: 'false', placeholder: 'sec_…' });
+  const authSecretField = field({
+    label: 'Credential Secret id', control: authSecret, pointer: '/harnessAuth/source',
+    hint: 'The Secret of this Namespace that holds the key or token (`occ secret list`).',
+  });
+  const authPanel = h('div', { class: 'subpanel', id: 'harness-auth-panel' }, authMethodField, authSecretField);
+  function syncMode() { authPanel.hidden = mode.value !== 'dedicated'; }
+  mode.addEventListener('change', syncMode);
+  syncMode();
 
   const defaultsId = h('input', { type: 'hidden', id: 'workspace-defaults-id', value: defaults ? defaults.id : '' });
   const fileFields = FILES.map((file) => {
@@ -298,7 +316,7 @@ export async function createAgentPage() {
 
   const submit = h('button', { type: 'submit', id: 'create-agent-submit', disabled: !canCreate, 'data-mutating': true }, 'Create Agent');
   const form = h('form', { class: 'stack', novalidate: true, id: 'create-agent-form' },
-    h('fieldset', {}, h('legend', {}, 'Agent'), nameField, modeField),
+    h('fieldset', {}, h('legend', {}, 'Agent'), nameField, modeField, authPanel),
     h('fieldset', { id: 'configuration-fieldset', dataset: { pointer: '/configurationId' } },
       h('legend', {}, 'Configuration'),
       h('div', { class: 'choices' },
@@ -314,7 +332,7 @@ export async function createAgentPage() {
           'Reload stock files'))),
     h('div', { class: 'actions' }, submit, link('/console/agents', 'Cancel', undefined, { class: 'button secondary' })));
 
-  const allFields = [nameField, otherField, modeField, ...fileFields];
+  const allFields = [nameField, otherField, modeField, authMethodField, authSecretField, ...fileFields];
   function clearErrors() {
     for (const f of allFields) setFieldError(f, null);
     editor.clear();
@@ -338,6 +356,11 @@ export async function createAgentPage() {
     if (!name.value.trim()) {
       setFieldError(nameField, 'Enter a name.');
       name.focus();
+      return;
+    }
+    if (mode.value === 'dedicated' && !authSecret.value.trim()) {
+      setFieldError(authSecretField, 'Enter the id of the Secret that holds the harness credential.');
+      authSecret.focus();
       return;
     }
     submit.disabled = true;
@@ -378,7 +401,9 @@ export async function createAgentPage() {
         name: name.value.trim(),
         configurationId,
         executionMode: mode.value,
-        harnessAuth: { method: 'runtime' },
+        harnessAuth: mode.value === 'dedicated'
+          ? { method: authMethod.value, source: { kind: 'secret', namespaceId: ctx.ns, id: authSecret.value.trim() } }
+          : { method: 'runtime' },
         initialWorkspaceFiles: files,
       };
       if (defaultsId.value) body.workspaceDefaultsId = defaultsId.value;

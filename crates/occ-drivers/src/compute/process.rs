@@ -6,11 +6,14 @@
 //! there). The SSH Compute Driver ([`super::ssh`]) is the remote transport over the same code.
 //!
 //! Gateways run detached in their own process group, so a worker restart does not stop them; a
-//! restarted worker re-adopts a running gateway. Only embedded execution.
+//! restarted worker re-adopts a running gateway. With [`ProcessSettings::dedicated`] it also
+//! runs dedicated execution: each dedicated Agent's Codex harness as a second process group
+//! (see [`occ_host::Host`]).
 
 use std::time::Duration;
 
-use occ_host::{Host, HostOptions, LocalSettings};
+use occ_core::resource::ExecutionMode;
+use occ_host::{DedicatedSettings, Host, HostOptions, LocalSettings};
 
 use super::{
     AgentTarget, Compute, ComputeError, ComputeSelection, Convergence, GatewayAccess, GatewayExit,
@@ -25,6 +28,8 @@ pub struct ProcessSettings {
     pub host: LocalSettings,
     /// Maintenance passes (crash detection and restart).
     pub maintenance_interval: Option<Duration>,
+    /// Dedicated execution (the Codex harness), when offered.
+    pub dedicated: Option<DedicatedSettings>,
 }
 
 /// The process Compute Driver.
@@ -37,10 +42,16 @@ pub struct ProcessCompute {
 impl ProcessCompute {
     /// The Driver over `settings`; creates the root (0700).
     pub fn new(settings: ProcessSettings) -> Result<Self, ComputeError> {
-        let selection = ComputeSelection::process();
+        let mut selection = ComputeSelection::process();
+        if settings.dedicated.is_some() {
+            selection.execution_modes.push(ExecutionMode::Dedicated);
+        }
         let host = Host::new(
             settings.host.clone(),
-            HostOptions::local(selection.identity.id.clone()),
+            HostOptions {
+                dedicated: settings.dedicated.clone(),
+                ..HostOptions::local(selection.identity.id.clone())
+            },
         )?;
         Ok(Self {
             selection,

@@ -187,7 +187,7 @@ impl LaunchInput {
             return Err("node.gatewayHost must be a host name or address".into());
         }
         if let Some(model) = &self.model {
-            check_base_url(&model.base_url)?;
+            check_model_base_url(&model.base_url).map_err(|e| format!("model.baseUrl {e}"))?;
             if let Some(name) = &model.model
                 && (name.is_empty() || name.chars().any(|c| c.is_whitespace() || c == '"'))
             {
@@ -198,21 +198,23 @@ impl LaunchInput {
     }
 }
 
-/// `http(s)://authority/path` with no user info, no quotes or whitespace (it lands in TOML).
-fn check_base_url(url: &str) -> Result<(), String> {
+/// Checks a model endpoint for Codex (`OCC_CODEX_BASE_URL`, the launch input's
+/// `model.baseUrl`): `http(s)://authority/path` with no user info, no quotes or whitespace (it
+/// lands in TOML). The error says what is wrong, without the value.
+pub fn check_model_base_url(url: &str) -> Result<(), String> {
     let rest = url
         .strip_prefix("http://")
         .or_else(|| url.strip_prefix("https://"))
-        .ok_or("model.baseUrl must start with http:// or https://")?;
+        .ok_or("must start with http:// or https://")?;
     let authority = rest.split('/').next().unwrap_or_default();
     if authority.is_empty() || authority.contains('@') {
-        return Err("model.baseUrl must name a host and carry no credentials".into());
+        return Err("must name a host and carry no credentials".into());
     }
     if url
         .chars()
         .any(|c| c.is_whitespace() || c.is_control() || matches!(c, '"' | '\\'))
     {
-        return Err("model.baseUrl must not contain whitespace, quotes or backslashes".into());
+        return Err("must not contain whitespace, quotes or backslashes".into());
     }
     Ok(())
 }

@@ -264,6 +264,7 @@ fn app_server_child(input: &LaunchInput, runtime: &OpenclawRuntime) -> Child {
 /// launcher's end of its stdin closes (`--parent-stdin`).
 fn node_child(input: &LaunchInput, runtime: &OpenclawRuntime) -> std::io::Result<Child> {
     std::fs::create_dir_all(&input.tmp_dir)?;
+    write_node_config(input)?;
     let preload = input.tmp_dir.join("occ-node-pair.cjs");
     fsutil::write_atomic(&preload, NODE_PAIR_PRELOAD.as_bytes(), false)?;
     let node = &input.node;
@@ -306,6 +307,53 @@ fn node_child(input: &LaunchInput, runtime: &OpenclawRuntime) -> std::io::Result
         ready: Some(Box::new(move || node_may_start(&state_dir, &code_file))),
         search_path: runtime.search_path.clone(),
     })
+}
+
+/// Names the workspace in the node host's own configuration (its `main` agent's workspace): the
+/// node serves `workspace.memory` / `workspace.skills` only for a workspace its configuration
+/// owns ("Workspace does not belong to this node" otherwise, which fails every chat turn of the
+/// gateway). Anything else the node keeps there is left as it is.
+fn write_node_config(input: &LaunchInput) -> std::io::Result<()> {
+    fsutil::ensure_private_dir(&input.node.state_dir)?;
+    let path = input.node.state_dir.join("openclaw.json");
+    let mut config = fsutil::read_bounded(&path, 1024 * 1024)?
+        .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
+        .filter(serde_json::Value::is_object)
+        .unwrap_or_else(|| serde_json::json!({}));
+    // The gateway's binding names the canonical path (`remoteRoot`); the node compares exactly.
+    let workspace = std::fs::canonicalize(&input.workspace)
+        .unwrap_or_else(|_| input.workspace.clone())
+        .display()
+        .to_string();
+    if config
+        .pointer("/agents/defaults/workspace")
+        .and_then(|w| w.as_str())
+        == Some(&workspace)
+    {
+        return Ok(());
+    }
+    let agents = config
+        .as_object_mut()
+        .expect("an object")
+        .entry("agents")
+        .or_insert_with(|| serde_json::json!({}));
+    if !agents.is_object() {
+        *agents = serde_json::json!({});
+    }
+    let defaults = agents
+        .as_object_mut()
+        .expect("an object")
+        .entry("defaults")
+        .or_insert_with(|| serde_json::json!({}));
+    if !defaults.is_object() {
+        *defaults = serde_json::json!({});
+    }
+    defaults
+        .as_object_mut()
+        .expect("an object")
+        .insert("workspace".into(), workspace.into());
+    let bytes = serde_json::to_vec_pretty(&config).map_err(std::io::Error::other)?;
+    fsutil::write_atomic(&path, &bytes, false)
 }
 
 /// The node host starts once there is a setup code to pair with, or a state directory a

@@ -9,20 +9,27 @@
 //! `probe` (login and the probe turn, classified) and `supervise` (the log, restarts with
 //! backoff, prefixed output, stop) ← [`launch`] (the phases and the children's commands).
 //!
+//! The host side: `dedicated` (the harness's files, readiness and node enrollment) and
+//! `workload` (the launcher as a detached process group) are what [`crate::Host`] runs a
+//! dedicated revision with.
+//!
 //! The gateway side: [`plugin`] lays out a gateway's state directory so that it loads the
 //! runtime's Codex plugin as a trusted plugin (which its agent harness needs), without an
 //! install; the Driver calls it when it prepares the gateway.
 
+pub(crate) mod dedicated;
 mod input;
 pub mod launch;
 pub mod plugin;
 mod probe;
 pub mod render;
 mod supervise;
+pub mod workload;
 
 pub use input::{
     AppServerInput, FailureCode, LAUNCH_INPUT_MAX_BYTES, LaunchError, LaunchInput, LaunchPhase,
-    LaunchStatus, LoginInput, LoginMethod, ModelEndpoint, NodeInput, read_launch_input,
+    LaunchStatus, LoginInput, LoginMethod, ModelEndpoint, NodeInput, check_model_base_url,
+    read_launch_input,
 };
 /// The commands the node host offers the gateway (workspace files, memory and skills).
 pub use occ_gateway::NODE_COMMANDS;

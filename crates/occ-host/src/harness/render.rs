@@ -1,8 +1,9 @@
 //! The Driver-owned keys of a dedicated revision's gateway configuration, on top of the
 //! rendered snapshot ([`crate::snapshot::render_snapshot`]).
 //!
-//! A dedicated gateway loads the Codex plugin (from the runtime's plugin directory, never
-//! installed per Agent) and reaches the harness's app-server over WebSocket with the token the
+//! A dedicated gateway loads the Codex plugin of the runtime (trusted through its state
+//! directory's npm root, [`super::plugin::trust_codex_plugin`]; never installed per Agent and
+//! never named in `plugins.load.paths`, which would leave it untrusted) and reaches the harness's app-server over WebSocket with the token the
 //! gateway receives as `APP_SERVER_TOKEN` (the value never enters a file). The node host of the
 //! harness serves the workspace: the gateway admits exactly the node commands of
 //! [`NODE_COMMANDS`] (set before any setup code is issued, so the node pairs with them), and
@@ -39,8 +40,6 @@ pub struct NodeWorkspace<'a> {
 /// What a dedicated revision's gateway is wired to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DedicatedWiring<'a> {
-    /// The directory of the Codex plugin in the installed runtime (`plugins.load.paths`).
-    pub codex_plugin_dir: &'a str,
     /// The harness's app-server, e.g. `ws://127.0.0.1:PORT`.
     pub app_server_url: &'a str,
     /// The paired node, once enrollment is done (`None` while preparing).
@@ -48,17 +47,13 @@ pub struct DedicatedWiring<'a> {
 }
 
 /// Sets the Driver-owned keys of a dedicated revision in `snapshot`: the Codex plugin allowed,
-/// loaded from [`DedicatedWiring::codex_plugin_dir`], enabled and pointed at the app-server
+/// enabled and pointed at the app-server
 /// (the user's other `appServer` keys — `mode`, `approvalPolicy`, `sandbox` — are kept), the
 /// node command allowlist, and with a node the workspace binding ([`bind_node_workspace`]).
 pub fn render_dedicated(snapshot: &mut Map<String, Value>, wiring: &DedicatedWiring<'_>) {
     let plugins = object_at(snapshot, "plugins");
     push_unique(array_at(plugins, "allow"), CODEX_PLUGIN_ID);
     push_unique(array_at(plugins, "allow"), FILE_TRANSFER_PLUGIN_ID);
-    push_unique(
-        array_at(object_at(plugins, "load"), "paths"),
-        wiring.codex_plugin_dir,
-    );
     let codex = object_at(object_at(plugins, "entries"), CODEX_PLUGIN_ID);
     codex.insert("enabled".into(), json!(true));
     let app_server = object_at(object_at(codex, "config"), "appServer");
@@ -137,7 +132,6 @@ mod tests {
     use super::*;
 
     const WIRING: DedicatedWiring<'static> = DedicatedWiring {
-        codex_plugin_dir: "/rt/codex/node_modules/@openclaw/codex",
         app_server_url: "ws://127.0.0.1:41000",
         node: None,
     };
@@ -155,7 +149,6 @@ mod tests {
             json!({
                 "plugins": {
                     "allow": ["codex", "file-transfer"],
-                    "load": {"paths": ["/rt/codex/node_modules/@openclaw/codex"]},
                     "entries": {"codex": {"enabled": true, "config": {"appServer": {
                         "transport": "websocket", "url": "ws://127.0.0.1:41000",
                         "authToken": "${APP_SERVER_TOKEN}"}}}},
@@ -189,7 +182,8 @@ mod tests {
         );
         assert_eq!(
             plugins["load"]["paths"],
-            json!(["/rt/codex/node_modules/@openclaw/codex", "/extra"])
+            json!(["/rt/codex/node_modules/@openclaw/codex", "/extra"]),
+            "a user's own load paths are kept"
         );
         assert_eq!(plugins["entries"]["memory-core"], json!({"enabled": true}));
         assert_eq!(plugins["entries"]["codex"]["enabled"], json!(true));
@@ -214,10 +208,6 @@ mod tests {
         assert_eq!(
             snapshot["plugins"]["allow"],
             json!(["codex", "file-transfer"])
-        );
-        assert_eq!(
-            snapshot["plugins"]["load"]["paths"],
-            json!([WIRING.codex_plugin_dir])
         );
         assert_eq!(
             snapshot["plugins"]["entries"]["codex"]["config"]["appServer"]["transport"],

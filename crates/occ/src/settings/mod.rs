@@ -17,8 +17,8 @@ mod worker;
 mod tests;
 
 pub use platform::{
-    ComputeSettings, ConfigurationStore, PlatformSettings, SecretStore, dev_metrics_address,
-    prepare_database_url,
+    ComputeSettings, ConfigurationStore, PlatformSettings, SecretStore, codex_base_url,
+    dev_metrics_address, prepare_database_url,
 };
 pub use server::ServerSettings;
 pub(crate) use source::port_range;

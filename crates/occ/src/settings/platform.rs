@@ -35,6 +35,21 @@ pub struct ComputeSettings {
     pub ssh: Option<SshComputeSettings>,
     /// The Kubernetes Compute Driver's workloads, when `OCC_COMPUTE_DRIVER=kubernetes`.
     pub kubernetes: Option<KubernetesComputeSettings>,
+    /// Where dedicated Agents' Codex harnesses send model calls (`OCC_CODEX_BASE_URL`, an
+    /// OpenAI-compatible Responses endpoint); `None`: Codex's default.
+    pub codex_base_url: Option<String>,
+}
+
+/// `OCC_CODEX_BASE_URL`, checked (`http(s)://host[:port]/path`, no credentials in it).
+pub fn codex_base_url(value: Option<String>) -> anyhow::Result<Option<String>> {
+    match value.filter(|v| !v.is_empty()) {
+        None => Ok(None),
+        Some(url) => {
+            occ_host::harness::check_model_base_url(&url)
+                .map_err(|e| anyhow!("OCC_CODEX_BASE_URL {e}"))?;
+            Ok(Some(url))
+        }
+    }
 }
 
 /// What every occ process needs.
@@ -206,6 +221,7 @@ impl PlatformSettings {
                 maintenance_interval: Duration::from_millis(maintenance_ms),
                 ssh,
                 kubernetes: kubernetes_compute,
+                codex_base_url: codex_base_url(env("OCC_CODEX_BASE_URL"))?,
             },
             metrics,
         })

@@ -140,6 +140,7 @@ impl KubernetesCompute {
         ctx: &RevisionContext,
     ) -> Vec<String> {
         let query = LogQuery {
+            workload: Default::default(),
             after: None,
             tail_lines: OUTPUT_LINES,
             previous: false,

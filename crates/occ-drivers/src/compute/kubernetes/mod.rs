@@ -714,6 +714,13 @@ impl Compute for KubernetesCompute {
         rev: &RevisionTarget,
         query: &LogQuery,
     ) -> Result<LogChunk, ComputeError> {
+        if !query.workload.is_gateway() {
+            // This Driver runs no dedicated harness yet.
+            return Err(ComputeError::permanent(
+                ReasonCode::RuntimeLogsSourceUnavailable,
+                "the Kubernetes Compute Driver runs no harness for this revision",
+            ));
+        }
         self.read_pod_logs(rev, query).await
     }
 }
