@@ -245,7 +245,8 @@ fn selection(settings: &PlatformSettings) -> ComputeSelection {
     } else if settings.compute.ssh.is_some() {
         ComputeSelection::ssh()
     } else {
-        ComputeSelection::process()
+        // `compute` always gives the process Driver its harness launcher (this binary).
+        occ_drivers::compute::process::selection(true)
     }
 }
 

@@ -32,6 +32,16 @@ pub struct ProcessSettings {
     pub dedicated: Option<DedicatedSettings>,
 }
 
+/// What the process Driver runs: embedded execution, and dedicated execution when it is given
+/// [`DedicatedSettings`] (admission in an API process that builds no Driver asks this too).
+pub fn selection(dedicated: bool) -> ComputeSelection {
+    let mut selection = ComputeSelection::process();
+    if dedicated {
+        selection.execution_modes.push(ExecutionMode::Dedicated);
+    }
+    selection
+}
+
 /// The process Compute Driver.
 pub struct ProcessCompute {
     selection: ComputeSelection,
@@ -42,10 +52,7 @@ pub struct ProcessCompute {
 impl ProcessCompute {
     /// The Driver over `settings`; creates the root (0700).
     pub fn new(settings: ProcessSettings) -> Result<Self, ComputeError> {
-        let mut selection = ComputeSelection::process();
-        if settings.dedicated.is_some() {
-            selection.execution_modes.push(ExecutionMode::Dedicated);
-        }
+        let selection = selection(settings.dedicated.is_some());
         let host = Host::new(
             settings.host.clone(),
             HostOptions {
