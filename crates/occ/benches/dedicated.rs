@@ -150,7 +150,7 @@ async fn main() {
         host: LocalSettings {
             root: root.path().to_path_buf(),
             runtime_root,
-            port_range: 29600..=29699,
+            port_range: 29600..=29649,
             ready_timeout: Duration::from_secs(180),
             stop_timeout: Duration::from_secs(10),
             path: std::env::var_os("PATH").unwrap_or_default(),
@@ -180,6 +180,11 @@ async fn main() {
             let rev = match mode {
                 ExecutionMode::Embedded => embedded(&compute, &agent),
                 ExecutionMode::Dedicated => dedicated(&compute, &agent),
+            };
+            // The embedded gateway runs without a model credential (harnessAuth `runtime`).
+            let ctx = match mode {
+                ExecutionMode::Embedded => RevisionContext::default(),
+                ExecutionMode::Dedicated => ctx.clone(),
             };
             let started = Instant::now();
             compute.prepare_revision(&rev, &ctx).await.expect("prepare");

@@ -92,7 +92,7 @@ async fn a_user_deploys_a_dedicated_codex_agent_on_occ_dev() {
     let env: Vec<(String, String)> = vec![
         ("OCC_LOG".into(), "info".into()),
         ("OCC_CODEX_BASE_URL".into(), model.base_url()),
-        ("OCC_PROCESS_PORT_RANGE".into(), "29700-29799".into()),
+        ("OCC_PROCESS_PORT_RANGE".into(), "29650-29699".into()),
     ];
     let args = [
         "dev",
