@@ -50,23 +50,36 @@ pub(crate) struct GatewayRecord {
     pub port: u16,
 }
 
-/// `stopping.json`: the exact process [`stop`] is stopping, so its exit is not reported as a
-/// crash. Left in place (the next stop overwrites it; another process never matches it).
+/// A stop request file: the exact process occ is stopping, so its exit is not reported as a
+/// crash. Left in place (the next stop overwrites it; another process never matches it). The
+/// gateway's is `stopping.json`; the harness launcher's has its own (`harness::workload`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct StopRequest {
+pub(crate) struct StopRequest {
     pid: u32,
     start_time: u64,
+}
+
+impl StopRequest {
+    /// Records at `path` that occ is stopping the process `(pid, start_time)`.
+    pub(crate) fn write(path: &Path, pid: u32, start_time: u64) -> Result<(), ComputeError> {
+        write_json(path, &StopRequest { pid, start_time })
+    }
+
+    /// Whether the request at `path` names the process `(pid, start_time)`.
+    pub(crate) fn names(path: &Path, pid: u32, start_time: u64) -> bool {
+        matches!(
+            read_json::<StopRequest>(path),
+            Ok(Some(request)) if request == StopRequest { pid, start_time }
+        )
+    }
 }
 
 const STOP_REQUEST: &str = "stopping.json";
 
 /// Whether [`stop`] asked the process `(pid, start_time)` to exit.
 fn stop_requested(agent_dir: &Path, pid: u32, start_time: u64) -> bool {
-    matches!(
-        read_json::<StopRequest>(&agent_dir.join(STOP_REQUEST)),
-        Ok(Some(request)) if request == StopRequest { pid, start_time }
-    )
+    StopRequest::names(&agent_dir.join(STOP_REQUEST), pid, start_time)
 }
 
 /// The gateway process recorded for the Agent, if it is still that exact process.
@@ -153,11 +166,7 @@ pub(crate) async fn adopt(
 pub(crate) async fn stop(agent_dir: &Path, stop_timeout: Duration) -> Result<(), ComputeError> {
     if let Some(record) = live(agent_dir)? {
         tracing::info!(pid = record.pid, revision = %record.revision_id, "stopping gateway");
-        let request = StopRequest {
-            pid: record.pid,
-            start_time: record.start_time,
-        };
-        write_json(&agent_dir.join(STOP_REQUEST), &request)?;
+        StopRequest::write(&agent_dir.join(STOP_REQUEST), record.pid, record.start_time)?;
         stop_group(record.pid, record.start_time, stop_timeout, "gateway").await?;
     }
     remove_file(&agent_dir.join("gateway.json"))?;

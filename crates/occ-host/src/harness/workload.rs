@@ -17,6 +17,7 @@ use occ_core::compute::{ComputeError, GatewayExit, RevisionTarget};
 use occ_core::{RevisionId, Timestamp};
 use serde::{Deserialize, Serialize};
 
+use crate::detached::StopRequest;
 use crate::failure::unavailable;
 use crate::layout::{open_output, read_json, remove_file, write_json};
 use crate::process::{is_same_process, process_start_time, stop_group};
@@ -34,18 +35,8 @@ const RECORD: &str = "harness.json";
 /// `harness-stopping.json`: the exact launcher [`stop`] is stopping (its exit is no crash).
 const STOP_REQUEST: &str = "harness-stopping.json";
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct StopRequest {
-    pid: u32,
-    start_time: u64,
-}
-
 fn stop_requested(agent_dir: &Path, pid: u32, start_time: u64) -> bool {
-    matches!(
-        read_json::<StopRequest>(&agent_dir.join(STOP_REQUEST)),
-        Ok(Some(request)) if request == StopRequest { pid, start_time }
-    )
+    StopRequest::names(&agent_dir.join(STOP_REQUEST), pid, start_time)
 }
 
 /// The launcher recorded for the Agent, if it is still that exact process.
@@ -90,13 +81,7 @@ pub(crate) fn live_of(
 pub(crate) async fn stop(agent_dir: &Path, stop_timeout: Duration) -> Result<(), ComputeError> {
     if let Some(record) = live(agent_dir)? {
         tracing::info!(pid = record.pid, revision = %record.revision_id, "stopping harness");
-        write_json(
-            &agent_dir.join(STOP_REQUEST),
-            &StopRequest {
-                pid: record.pid,
-                start_time: record.start_time,
-            },
-        )?;
+        StopRequest::write(&agent_dir.join(STOP_REQUEST), record.pid, record.start_time)?;
         stop_group(record.pid, record.start_time, stop_timeout, "harness").await?;
     }
     remove_file(&agent_dir.join(RECORD))
