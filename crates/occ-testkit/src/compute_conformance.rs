@@ -74,6 +74,31 @@ pub fn revision(
     }
 }
 
+/// [`revision`] frozen for dedicated execution with the pinned Codex harness, logging in with an
+/// `api_key` from a Secret of the Agent's Namespace (the Secret id is only a reference here: the
+/// caller hands the key itself in the revision context).
+pub fn dedicated_revision(
+    compute: &dyn Compute,
+    agent: &AgentTarget,
+    number: u64,
+    document: Value,
+) -> RevisionTarget {
+    let mut rev = revision(compute, agent, number, document);
+    rev.spec.harness = HarnessDescriptor {
+        id: "codex".into(),
+        version: occ_host::runtime::CODEX_VERSION.into(),
+        mode: ExecutionMode::Dedicated,
+    };
+    rev.spec.harness_auth = Some(HarnessAuth::ApiKey {
+        source: occ_core::resource::SecretRef {
+            kind: occ_core::resource::SecretRefKind::Secret,
+            namespace_id: agent.namespace_id.clone(),
+            id: occ_core::SecretId::generate(),
+        },
+    });
+    rev
+}
+
 /// A small valid document; `marker` makes revisions distinguishable.
 pub fn document(marker: &str) -> Value {
     json!({

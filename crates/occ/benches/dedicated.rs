@@ -14,12 +14,11 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use occ_core::SecretId;
-use occ_core::resource::{ExecutionMode, HarnessAuth, SecretRef, SecretRefKind};
+use occ_core::resource::ExecutionMode;
 use occ_drivers::compute::process::{ProcessCompute, ProcessSettings};
 use occ_drivers::compute::{AgentTarget, Compute, RevisionContext, RevisionTarget, SecretText};
 use occ_host::{DedicatedSettings, LocalSettings};
-use occ_testkit::compute_conformance::{revision, targets};
+use occ_testkit::compute_conformance::{dedicated_revision, revision, targets};
 use occ_testkit::fake_model::FakeModel;
 use serde_json::json;
 
@@ -45,25 +44,14 @@ fn embedded(compute: &dyn Compute, agent: &AgentTarget) -> RevisionTarget {
 }
 
 fn dedicated(compute: &dyn Compute, agent: &AgentTarget) -> RevisionTarget {
-    let mut rev = revision(
+    dedicated_revision(
         compute,
         agent,
         1,
         json!({"gateway": {"controlUi": {"enabled": false}},
                "agents": {"defaults": {"model": MODEL, "skipBootstrap": true,
                    "models": {MODEL: {"agentRuntime": {"id": "codex"}}}}}}),
-    );
-    rev.spec.harness.id = "codex".into();
-    rev.spec.harness.version = "0.154.0".into();
-    rev.spec.harness.mode = ExecutionMode::Dedicated;
-    rev.spec.harness_auth = Some(HarnessAuth::ApiKey {
-        source: SecretRef {
-            kind: SecretRefKind::Secret,
-            namespace_id: agent.namespace_id.clone(),
-            id: SecretId::generate(),
-        },
-    });
-    rev
+    )
 }
 
 /// The pids of `root` and every process below it.

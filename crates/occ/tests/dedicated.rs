@@ -19,10 +19,10 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use occ_core::ReasonCode;
 use occ_core::compute::{LogEntry, LogQuery, LogWorkload};
-use occ_core::resource::{ExecutionMode, HarnessAuth, SecretRef, SecretRefKind};
+use occ_core::resource::ExecutionMode;
 use occ_core::runtime_report::WorkloadRole;
-use occ_core::{ReasonCode, SecretId};
 use occ_drivers::compute::process::{ProcessCompute, ProcessSettings};
 use occ_drivers::compute::{
     AgentTarget, Compute, FailureClass, Readiness, RevisionContext, RevisionTarget, RuntimeState,
@@ -30,7 +30,7 @@ use occ_drivers::compute::{
 };
 use occ_gateway::{Endpoint, NodeEnrollment, Session};
 use occ_host::{DedicatedSettings, LocalSettings, recorded_gateways};
-use occ_testkit::compute_conformance::{revision, targets};
+use occ_testkit::compute_conformance::{self, targets};
 use occ_testkit::fake_model::{Failure, FakeModel};
 use occ_testkit::gateway::chat_completion;
 use serde_json::{Value, json};
@@ -55,18 +55,7 @@ fn document() -> Value {
 }
 
 fn dedicated_revision(compute: &dyn Compute, agent: &AgentTarget, number: u64) -> RevisionTarget {
-    let mut rev = revision(compute, agent, number, document());
-    rev.spec.harness.id = "codex".into();
-    rev.spec.harness.version = "0.154.0".into();
-    rev.spec.harness.mode = ExecutionMode::Dedicated;
-    rev.spec.harness_auth = Some(HarnessAuth::ApiKey {
-        source: SecretRef {
-            kind: SecretRefKind::Secret,
-            namespace_id: agent.namespace_id.clone(),
-            id: SecretId::generate(),
-        },
-    });
-    rev
+    compute_conformance::dedicated_revision(compute, agent, number, document())
 }
 
 fn context(key: &str) -> RevisionContext {
