@@ -34,6 +34,7 @@ fn driver(fake: &FakeKube) -> KubernetesCompute {
             storage_class: None,
             activation_timeout: Duration::from_secs(240),
             stop_timeout: Duration::from_secs(60),
+            dedicated: None,
         },
         TenantNamespaces::namespaces_only(fake.occ_client()),
     )
@@ -393,6 +394,7 @@ async fn conformance_suite_on_a_real_cluster() {
             storage_class: None,
             activation_timeout: Duration::from_secs(600),
             stop_timeout: Duration::from_secs(120),
+            dedicated: None,
         },
         TenantNamespaces::namespaces_only(kube),
     );

@@ -105,7 +105,7 @@ pub(crate) fn gateway_pod(rev: &RevisionId, observed: Observed, ready: bool) -> 
 }
 
 /// The container name of a dedicated revision's harness.
-pub(crate) const HARNESS_CONTAINER: &str = "harness";
+pub const HARNESS_CONTAINER: &str = "harness";
 
 /// The harness Pod of a dedicated `rev` (its `occ harness-launch` process as occ recorded it):
 /// role `agent`, one `harness` container; `ready` is whether it runs its app-server and node.

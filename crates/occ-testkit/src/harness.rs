@@ -44,6 +44,7 @@ pub fn launch_input(
         codex_home: harness.join("codex-home"),
         tmp_dir: harness.join("tmp"),
         log_file: harness.join("logs/harness.log"),
+        log_stdout: false,
         status_file: harness.join("run/status.json"),
         workspace_setup: None,
         login: LoginInput {

@@ -311,6 +311,7 @@ pub async fn compute(settings: &PlatformSettings) -> anyhow::Result<Arc<dyn Comp
                 activation_timeout: k.activation_timeout,
                 // Includes the Pod's termination grace period.
                 stop_timeout: GATEWAY_STOP_TIMEOUT * 4,
+                dedicated: None,
             },
             tenants,
         )));

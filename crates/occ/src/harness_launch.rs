@@ -28,3 +28,26 @@ pub async fn run(args: HarnessLaunchArgs) -> anyhow::Result<()> {
     launch::run(&input, &crate::settings::program_path(), stopped).await?;
     Ok(())
 }
+
+/// Arguments of `occ codex-plugin-trust` (hidden): a dedicated gateway's init step where occ
+/// cannot lay out the gateway's state directory itself (a Kubernetes init container).
+#[derive(Debug, Args)]
+pub struct CodexPluginTrustArgs {
+    /// The gateway's state directory (`OPENCLAW_STATE_DIR`).
+    #[arg(long, env = "OPENCLAW_STATE_DIR", value_name = "DIR")]
+    state_dir: PathBuf,
+    /// The OpenClaw runtime carrying the Codex plugin.
+    #[arg(long, env = "OCC_OPENCLAW_RUNTIME", value_name = "DIR")]
+    runtime_dir: PathBuf,
+}
+
+/// Makes the gateway using `--state-dir` trust the runtime's Codex plugin (idempotent).
+pub async fn trust_plugin(args: CodexPluginTrustArgs) -> anyhow::Result<()> {
+    let runtime = occ_host::runtime::OpenclawRuntime::locate(
+        &args.runtime_dir,
+        &crate::settings::program_path(),
+    )?;
+    occ_host::harness::trust_codex_plugin(&runtime, &args.state_dir)?;
+    tracing::info!(state_dir = %args.state_dir.display(), "the Codex plugin is trusted");
+    Ok(())
+}

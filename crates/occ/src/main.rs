@@ -53,6 +53,9 @@ enum Command {
     /// app-server and the OpenClaw node host, supervised until SIGTERM.
     #[command(hide = true)]
     HarnessLaunch(harness_launch::HarnessLaunchArgs),
+    /// A dedicated gateway's state directory trusts the runtime's Codex plugin (an init step).
+    #[command(hide = true)]
+    CodexPluginTrust(harness_launch::CodexPluginTrustArgs),
     /// The Installation.
     #[command(subcommand)]
     Installation(cli::InstallationCmd),
@@ -99,6 +102,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::WorkspaceSetup(args) => workspace_setup::run(args).await,
         Command::ComputeHost => compute_host::run().await,
         Command::HarnessLaunch(args) => harness_launch::run(args).await,
+        Command::CodexPluginTrust(args) => harness_launch::trust_plugin(args).await,
         Command::Installation(cmd) => cli::installation(&client()?, cmd).await,
         Command::Namespace(cmd) => cli::namespace(&client()?, cmd).await,
         Command::Configuration(cmd) => cli::configuration(&client()?, cmd).await,
@@ -124,6 +128,7 @@ async fn main() -> ExitCode {
             | Command::WorkspaceSetup(_)
             | Command::ComputeHost
             | Command::HarnessLaunch(_)
+            | Command::CodexPluginTrust(_)
     );
     if server_side {
         init_logging();

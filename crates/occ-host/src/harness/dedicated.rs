@@ -26,15 +26,17 @@ use std::time::{Duration, Instant};
 
 use occ_core::ReasonCode;
 use occ_core::compute::{ComputeError, RevisionContext, RevisionTarget, SecretText};
-use occ_core::resource::HarnessAuth;
-use occ_gateway::{EnrollmentError, NodeEnrollment, Session};
+use occ_gateway::{NodeSetup, Session};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sha2::Digest as _;
 
+use super::enroll::{
+    NODE_CONNECT_WAIT, held_failure, login_method, node_ready, pair, primary_model_id,
+    wait_binding_applied,
+};
 use super::input::{
-    AppServerInput, FailureCode, LaunchInput, LaunchPhase, LaunchStatus, LoginInput, LoginMethod,
-    ModelEndpoint, NodeInput,
+    AppServerInput, LaunchInput, LaunchPhase, LaunchStatus, LoginInput, ModelEndpoint, NodeInput,
 };
 use super::render::{NodeWorkspace, bind_node_workspace};
 use crate::failure::{io_error, unavailable};
@@ -45,12 +47,6 @@ use crate::workspace_setup::SetupInput;
 
 /// Largest snapshot or status read back.
 const FILE_LIMIT: u64 = 16 * 1024 * 1024;
-/// How long a paired node may take to (re)connect with all its commands.
-const NODE_CONNECT_WAIT: Duration = Duration::from_secs(45);
-/// How long the node host may take to use a setup code.
-const SETUP_WAIT: Duration = Duration::from_secs(60);
-/// How long the gateway may take to apply a rewritten runtime config.
-const BINDING_APPLY_WAIT: Duration = Duration::from_secs(30);
 /// How long occ's enrollment session may take to connect.
 const SESSION_CONNECT: Duration = Duration::from_secs(15);
 
@@ -145,34 +141,6 @@ pub(crate) fn app_server_token(agent_dir: &Path) -> Result<SecretText, ComputeEr
     Ok(SecretText::new(token))
 }
 
-/// The `harnessAuth` method the launcher logs in with.
-fn login_method(rev: &RevisionTarget) -> Result<LoginMethod, ComputeError> {
-    match &rev.spec.harness_auth {
-        Some(HarnessAuth::ApiKey { .. }) => Ok(LoginMethod::ApiKey),
-        Some(HarnessAuth::CodexPat { .. }) => Ok(LoginMethod::CodexPat),
-        other => Err(ComputeError::permanent(
-            ReasonCode::InvalidHarnessAuth,
-            format!(
-                "a dedicated harness logs in with api_key or codex_pat, not {}",
-                other.as_ref().map_or("none", HarnessAuth::method)
-            ),
-        )),
-    }
-}
-
-/// The model id of the Configuration's primary model (`openai/<id>` → `<id>`), for the probe.
-fn primary_model_id(rev: &RevisionTarget) -> Option<String> {
-    let model = rev
-        .spec
-        .configuration
-        .get("agents")?
-        .get("defaults")?
-        .get("model")?;
-    let primary = model.get("primary").unwrap_or(model).as_str()?;
-    let id = primary.split_once('/').map_or(primary, |(_, id)| id);
-    (!id.is_empty() && !id.chars().any(|c| c.is_whitespace() || c == '"')).then(|| id.to_owned())
-}
-
 /// What [`write_launch_files`] needs besides the revision.
 pub(crate) struct LaunchFiles<'a> {
     pub runtime_dir: &'a Path,
@@ -219,6 +187,7 @@ pub(crate) fn write_launch_files(
         codex_home: root.join("codex-home"),
         tmp_dir: root.join("tmp"),
         log_file: dirs.log(&rev.revision_id),
+        log_stdout: false,
         status_file: dirs.status_file(&rev.revision_id),
         workspace_setup,
         login: LoginInput {
@@ -317,33 +286,6 @@ pub(crate) fn reports_running(dirs: &HarnessDirs, rev: &occ_core::RevisionId) ->
     )
 }
 
-/// A held launcher failure as the deployment's error.
-fn held_failure(code: FailureCode) -> ComputeError {
-    let (reason, message) = match code {
-        FailureCode::WorkspaceSetupFailed => (
-            ReasonCode::WorkspaceSetupFailed,
-            "the harness could not initialise the Agent's workspace",
-        ),
-        FailureCode::LoginFailed => (
-            ReasonCode::RuntimeLoginFailed,
-            "Codex could not log in with the Agent's harness credential",
-        ),
-        FailureCode::AuthenticationFailed => (
-            ReasonCode::RuntimeAuthenticationFailed,
-            "the model endpoint refused the Agent's harness credential",
-        ),
-        FailureCode::ModelProbeFailed => (
-            ReasonCode::RuntimeModelProbeFailed,
-            "the harness's probe turn against the model endpoint failed",
-        ),
-        FailureCode::ModelProbeTimeout => (
-            ReasonCode::RuntimeModelProbeTimeout,
-            "the harness's probe turn got no answer from the model endpoint in time",
-        ),
-    };
-    ComputeError::permanent(reason, message)
-}
-
 /// Waits until the launcher of `rev` runs its children and the app-server accepts connections:
 /// a held failure is its permanent error; a launcher that exits or takes longer than `wait` is
 /// transient `HARNESS_NOT_READY`. Each error carries the log's redacted tail.
@@ -392,14 +334,6 @@ pub(crate) async fn wait_running(
     }
 }
 
-fn enrollment_error(e: EnrollmentError) -> ComputeError {
-    if e.is_transient() {
-        ComputeError::transient(ReasonCode::WorkspaceNodePending, e.to_string())
-    } else {
-        ComputeError::permanent(ReasonCode::WorkspaceNodeEnrollmentFailed, e.to_string())
-    }
-}
-
 /// Makes the gateway serve the workspace from the harness's node: a node already paired (named in
 /// the runtime config from the start) only has to connect with its commands; otherwise a setup
 /// code goes to the launcher's private file, the paired device is recorded and bound into the
@@ -439,37 +373,21 @@ async fn enroll_over(
         // The gateway no longer knows the node (or it cannot reconnect): pair anew.
         tracing::warn!(device_id = %device_id, "the recorded node did not reconnect; pairing again");
     }
-    let mut enrollment = NodeEnrollment::new(session);
-    let setup = enrollment
-        .create_setup(&endpoint.url)
-        .await
-        .map_err(enrollment_error)?;
     let code_file = dirs.setup_code_file(&rev.revision_id);
-    fsutil::write_atomic(
-        &code_file,
-        setup.setup_code.expose_secret().as_bytes(),
-        false,
+    let device_id = pair(
+        session,
+        &endpoint.url,
+        async |setup: &NodeSetup| {
+            fsutil::write_atomic(
+                &code_file,
+                setup.setup_code.expose_secret().as_bytes(),
+                false,
+            )
+            .map_err(|e| io_error("write", &code_file, e))
+        },
+        async || remove_file(&code_file),
     )
-    .map_err(|e| io_error("write", &code_file, e))?;
-    let deadline = Instant::now() + SETUP_WAIT;
-    let completion = loop {
-        if let Some(done) = enrollment
-            .setup_status(&setup.setup_id)
-            .await
-            .map_err(enrollment_error)?
-        {
-            break done;
-        }
-        if Instant::now() >= deadline {
-            return Err(ComputeError::transient(
-                ReasonCode::WorkspaceNodePending,
-                format!("the harness's node did not pair in {SETUP_WAIT:?}"),
-            ));
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    };
-    remove_file(&code_file)?;
-    let device_id = completion.device_id;
+    .await?;
     write_json(
         &dirs.node_record(),
         &NodeRecord {
@@ -485,66 +403,4 @@ async fn enroll_over(
         ));
     }
     wait_binding_applied(session, &device_id).await
-}
-
-/// Polls `node.describe` until the node is connected with every command, up to `wait`.
-async fn node_ready(
-    session: &mut Session,
-    device_id: &str,
-    wait: Duration,
-) -> Result<bool, ComputeError> {
-    let deadline = Instant::now() + wait;
-    loop {
-        match NodeEnrollment::new(session).describe(device_id).await {
-            Ok(status) if status.is_ready() => return Ok(true),
-            Ok(_) => {}
-            // An unknown node is an error answer: not (yet) known, keep looking until the bound.
-            Err(EnrollmentError::Gateway(e)) if !e.is_transient() => {
-                tracing::debug!(error = %e, "node.describe");
-            }
-            Err(e) => return Err(enrollment_error(e)),
-        }
-        if Instant::now() >= deadline {
-            return Ok(false);
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-}
-
-/// Waits until the gateway runs with the runtime config that binds `device_id`: `config.get`
-/// reports the file it applied naming the node.
-async fn wait_binding_applied(session: &mut Session, device_id: &str) -> Result<(), ComputeError> {
-    let deadline = Instant::now() + BINDING_APPLY_WAIT;
-    loop {
-        let reply = session
-            .call("config.get", serde_json::json!({}), Duration::from_secs(10))
-            .await
-            .map_err(|e| {
-                ComputeError::transient(ReasonCode::WorkspaceNodeBindingPending, e.to_string())
-            })?;
-        if binding_applied(&reply, device_id) {
-            return Ok(());
-        }
-        if Instant::now() >= deadline {
-            return Err(ComputeError::transient(
-                ReasonCode::WorkspaceNodeBindingPending,
-                format!("the gateway did not apply the node binding in {BINDING_APPLY_WAIT:?}"),
-            ));
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-}
-
-/// Whether a `config.get` reply shows the applied config binding the workspace to `device_id`.
-fn binding_applied(reply: &Value, device_id: &str) -> bool {
-    let applied = reply.get("appliedConfigHash").and_then(Value::as_str);
-    let on_disk = reply.get("configRevisionHash").and_then(Value::as_str);
-    let names_node = ["config", "resolved", "parsed"].iter().any(|key| {
-        reply
-            .get(*key)
-            .and_then(|c| c.pointer("/plugins/entries/file-transfer/config/workspaces/main/nodeId"))
-            .and_then(Value::as_str)
-            == Some(device_id)
-    });
-    names_node && applied.is_some() && applied == on_disk
 }

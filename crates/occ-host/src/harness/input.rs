@@ -28,6 +28,10 @@ pub struct LaunchInput {
     pub tmp_dir: PathBuf,
     /// The launcher's log: its phase lines and its children's output, prefixed.
     pub log_file: PathBuf,
+    /// Also write each log line to standard output (a container's log, where occ cannot read
+    /// the file).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub log_stdout: bool,
     /// The status file (`{phase, code}`).
     pub status_file: PathBuf,
     /// A staged workspace setup input (private file); without it the workspace gets the stock
@@ -274,6 +278,48 @@ pub enum FailureCode {
     ModelProbeTimeout,
 }
 
+impl FailureCode {
+    const ALL: [Self; 5] = [
+        Self::WorkspaceSetupFailed,
+        Self::LoginFailed,
+        Self::AuthenticationFailed,
+        Self::ModelProbeFailed,
+        Self::ModelProbeTimeout,
+    ];
+
+    /// The code's wire name (as in the status file), e.g. `AUTHENTICATION_FAILED`.
+    pub fn wire(self) -> &'static str {
+        match self {
+            Self::WorkspaceSetupFailed => "WORKSPACE_SETUP_FAILED",
+            Self::LoginFailed => "LOGIN_FAILED",
+            Self::AuthenticationFailed => "AUTHENTICATION_FAILED",
+            Self::ModelProbeFailed => "MODEL_PROBE_FAILED",
+            Self::ModelProbeTimeout => "MODEL_PROBE_TIMEOUT",
+        }
+    }
+
+    /// The code of a wire name.
+    pub fn from_wire(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|c| c.wire() == name)
+    }
+
+    /// The launcher's log line announcing a held failure (after the `harness: ` prefix).
+    pub fn held_line(self) -> String {
+        format!("{HELD_LINE_PREFIX}{}", self.wire())
+    }
+
+    /// The held failure a launcher log announces (its last such line), if any: where occ
+    /// cannot read the status file (a container), the log says it.
+    pub fn held_in_log(log: &str) -> Option<Self> {
+        log.lines().rev().find_map(|line| {
+            let rest = line.trim_end().strip_prefix("harness: ")?;
+            Self::from_wire(rest.strip_prefix(HELD_LINE_PREFIX)?)
+        })
+    }
+}
+
+const HELD_LINE_PREFIX: &str = "held failure code=";
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -380,6 +426,26 @@ mod tests {
         );
         std::fs::write(&path, serde_json::to_vec(&sample()).expect("json")).expect("write");
         read_launch_input(&path).expect("valid file");
+    }
+
+    #[test]
+    fn wire_names_are_the_status_file_names_and_the_log_announces_them() {
+        for code in FailureCode::ALL {
+            assert_eq!(
+                serde_json::to_value(code).expect("json"),
+                serde_json::json!(code.wire())
+            );
+            assert_eq!(FailureCode::from_wire(code.wire()), Some(code));
+            let log = format!("harness: probe failed\nharness: {}\n", code.held_line());
+            assert_eq!(FailureCode::held_in_log(&log), Some(code));
+        }
+        assert_eq!(FailureCode::from_wire("authentication_failed"), None);
+        assert_eq!(
+            FailureCode::held_in_log("node: held failure code=LOGIN_FAILED\n"),
+            None,
+            "only the launcher's own lines count"
+        );
+        assert_eq!(FailureCode::held_in_log("harness: phase=probe ok\n"), None);
     }
 
     #[test]

@@ -57,16 +57,17 @@ pub async fn run(
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), LaunchError> {
     let runtime = OpenclawRuntime::locate(&input.runtime_dir, search_path)?;
-    let log = HarnessLog::open(&input.log_file).map_err(|source| LaunchError::Io {
-        step: format!("open {}", input.log_file.display()),
-        source,
-    })?;
+    let log =
+        HarnessLog::open(&input.log_file, input.log_stdout).map_err(|source| LaunchError::Io {
+            step: format!("open {}", input.log_file.display()),
+            source,
+        })?;
     let status = StatusFile(&input.status_file);
     match prepare(input, &runtime, &log, &status).await {
         Ok(()) => {}
         Err(code) => {
             // Held: alive and unready until stopped; occ reads the code.
-            log.line("harness", &format!("held failure code={code:?}"));
+            log.line("harness", &code.held_line());
             until_stopped(&mut shutdown).await;
             return Ok(());
         }

@@ -9,6 +9,9 @@
 //! `probe` (login and the probe turn, classified) and `supervise` (the log, restarts with
 //! backoff, prefixed output, stop) ← [`launch`] (the phases and the children's commands).
 //!
+//! Every Driver: [`enroll`] (login method, held failures, node pairing and binding over an
+//! operator session, the setup code delivered the Driver's way).
+//!
 //! The host side: `dedicated` (the harness's files, readiness and node enrollment) and
 //! `workload` (the launcher as a detached process group) are what [`crate::Host`] runs a
 //! dedicated revision with.
@@ -18,6 +21,7 @@
 //! install; the Driver calls it when it prepares the gateway.
 
 pub(crate) mod dedicated;
+pub mod enroll;
 mod input;
 pub mod launch;
 pub mod plugin;
@@ -26,6 +30,8 @@ pub mod render;
 mod supervise;
 pub mod workload;
 
+/// The harness container's name in runtime reports (and a Kubernetes Pod).
+pub use crate::report::HARNESS_CONTAINER;
 pub use input::{
     AppServerInput, FailureCode, LAUNCH_INPUT_MAX_BYTES, LaunchError, LaunchInput, LaunchPhase,
     LaunchStatus, LoginInput, LoginMethod, ModelEndpoint, NodeInput, check_model_base_url,

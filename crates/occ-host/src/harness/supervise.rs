@@ -31,11 +31,15 @@ const LINE_MAX: u64 = 16 * 1024;
 /// supervisors; `O_APPEND`, so a supervisor that also captures the launcher's stdout may
 /// write the same file.
 #[derive(Debug, Clone)]
-pub(super) struct HarnessLog(Arc<Mutex<std::fs::File>>);
+pub(super) struct HarnessLog {
+    file: Arc<Mutex<std::fs::File>>,
+    tee_stdout: bool,
+}
 
 impl HarnessLog {
-    /// Opens (creates 0600, appends; never through a symbolic link) the log file.
-    pub(super) fn open(path: &Path) -> std::io::Result<Self> {
+    /// Opens (creates 0600, appends; never through a symbolic link) the log file; with
+    /// `tee_stdout` each line also goes to standard output.
+    pub(super) fn open(path: &Path, tee_stdout: bool) -> std::io::Result<Self> {
         use std::os::unix::fs::OpenOptionsExt as _;
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)?;
@@ -46,14 +50,21 @@ impl HarnessLog {
             .mode(0o600)
             .custom_flags(libc::O_NOFOLLOW)
             .open(path)?;
-        Ok(Self(Arc::new(Mutex::new(file))))
+        Ok(Self {
+            file: Arc::new(Mutex::new(file)),
+            tee_stdout,
+        })
     }
 
     /// Appends `<prefix>: <line>`; a failing write is dropped (the log must not stop the
     /// harness).
     pub(super) fn line(&self, prefix: &str, line: &str) {
-        let mut file = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut file = self.file.lock().unwrap_or_else(|e| e.into_inner());
         let _ = writeln!(file, "{prefix}: {line}");
+        if self.tee_stdout {
+            // Under the file's lock, so lines from different children do not interleave.
+            let _ = writeln!(std::io::stdout().lock(), "{prefix}: {line}");
+        }
     }
 }
 

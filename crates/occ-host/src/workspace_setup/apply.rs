@@ -41,7 +41,8 @@ pub async fn run(
 }
 
 /// Step 7: deletes the input file after a successful application; a file that is already gone,
-/// or cannot be deleted because of permissions or a read-only mount, is fine.
+/// or cannot be deleted because of permissions, a read-only mount or a file mount (a Pod's
+/// `subPath`), is fine.
 pub fn remove_input_file(input_file: &Path) -> Result<(), SetupError> {
     match fs::remove_file(input_file) {
         Ok(()) => Ok(()),
@@ -49,7 +50,7 @@ pub fn remove_input_file(input_file: &Path) -> Result<(), SetupError> {
             if e.kind() == io::ErrorKind::NotFound
                 || matches!(
                     e.raw_os_error(),
-                    Some(libc::EROFS | libc::EACCES | libc::EPERM)
+                    Some(libc::EROFS | libc::EACCES | libc::EPERM | libc::EBUSY)
                 ) =>
         {
             Ok(())

@@ -15,7 +15,8 @@ use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 use kube::api::{Api, LogParams};
 use occ_core::ReasonCode;
 
-use super::objects::{ANNOTATION_REVISION_ID, GATEWAY_CONTAINER};
+use super::objects::ANNOTATION_REVISION_ID;
+use super::pods::Workload;
 use super::{
     ComputeError, KubernetesCompute, LOG_READ_MAX_BYTES, LogChunk, LogEntry, LogGap, LogPosition,
     LogQuery, RevisionContext, RevisionTarget,
@@ -24,31 +25,33 @@ use crate::kubernetes::{KubeFailure, annotation};
 use occ_core::compute::OUTPUT_LINES;
 
 impl KubernetesCompute {
-    /// One bounded read of the revision's newest Pod's gateway container.
+    /// One bounded read of the revision's newest `workload` Pod's container.
     pub(super) async fn read_pod_logs(
         &self,
         rev: &RevisionTarget,
         query: &LogQuery,
+        workload: Workload,
     ) -> Result<LogChunk, ComputeError> {
         let nothing_yet = LogChunk {
             entries: Vec::new(),
             position: None,
             truncated: false,
         };
-        let pods = self.agent_pods(&rev.agent).await?;
+        let pods = self.workload_pods(&rev.agent, workload).await?;
         let Some(pod) = newest_pod_of(&pods, rev.revision_id.as_str()) else {
             return Ok(nothing_yet);
         };
         let (Some(name), Some(uid)) = (&pod.metadata.name, &pod.metadata.uid) else {
             return Err(unavailable("the revision's Pod has no name or uid yet"));
         };
-        let Some(instance) = served_instance(gateway_status(pod), query.previous)? else {
+        let Some(instance) = served_instance(container_status(pod, workload), query.previous)?
+        else {
             return Ok(nothing_yet);
         };
         let stream = format!("{uid}:{instance}");
         let resume = query.after.as_ref().filter(|p| p.stream == stream);
         let mut params = LogParams {
-            container: Some(GATEWAY_CONTAINER.into()),
+            container: Some(workload.container().into()),
             previous: query.previous,
             timestamps: true,
             limit_bytes: Some(LOG_READ_MAX_BYTES as i64),
@@ -131,13 +134,14 @@ impl KubernetesCompute {
 }
 
 impl KubernetesCompute {
-    /// The last output lines of a gateway that exited during startup (the instance that
-    /// exited: a container waiting to restart still serves it), redacted, for the activation's
-    /// error. Best effort: a failure to read them leaves the error without output.
+    /// The last output lines of a `workload` container that failed during startup (the instance
+    /// that exited: a container waiting to restart still serves it), redacted, for the
+    /// activation's error. Best effort: a failure to read them leaves the error without output.
     pub(super) async fn startup_output(
         &self,
         rev: &RevisionTarget,
         ctx: &RevisionContext,
+        workload: Workload,
     ) -> Vec<String> {
         let query = LogQuery {
             workload: Default::default(),
@@ -145,7 +149,7 @@ impl KubernetesCompute {
             tail_lines: OUTPUT_LINES,
             previous: false,
         };
-        let chunk = match self.read_pod_logs(rev, &query).await {
+        let chunk = match self.read_pod_logs(rev, &query, workload).await {
             Ok(chunk) => chunk,
             Err(e) => {
                 tracing::debug!(revision = %rev.revision_id, code = ?e.code, "no startup output");
@@ -167,11 +171,11 @@ fn newest_pod_of<'a>(pods: &'a [Pod], revision_id: &str) -> Option<&'a Pod> {
         .max_by_key(|p| p.metadata.creation_timestamp.clone())
 }
 
-fn gateway_status(pod: &Pod) -> Option<&ContainerStatus> {
+fn container_status(pod: &Pod, workload: Workload) -> Option<&ContainerStatus> {
     pod.status
         .as_ref()
         .and_then(|s| s.container_statuses.as_ref())
-        .and_then(|c| c.iter().find(|c| c.name == GATEWAY_CONTAINER))
+        .and_then(|c| c.iter().find(|c| c.name == workload.container()))
 }
 
 /// The container id of the instance a `pods/log` read returns, chosen as the kubelet chooses it
@@ -193,7 +197,7 @@ fn served_instance(
         return last.map(Some).ok_or_else(|| {
             ComputeError::transient(
                 ReasonCode::RuntimeLogsSourceUnavailable,
-                "the gateway container has not terminated before: there is no previous output",
+                "the container has not terminated before: there is no previous output",
             )
         });
     }

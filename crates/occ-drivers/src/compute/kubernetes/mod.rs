@@ -24,7 +24,9 @@
 //!
 //! Objects at these names that are not occ's are refused, never adopted or overwritten.
 
+mod dedicated;
 mod forward;
+mod harness;
 mod logs;
 mod objects;
 mod pods;
@@ -41,6 +43,7 @@ use kube::api::{Api, ListParams, PostParams};
 use occ_core::ReasonCode;
 use occ_core::RevisionId;
 use occ_core::compute::EXIT_CONFIGURATION_INVALID;
+use occ_core::resource::ExecutionMode;
 use occ_core::resource::WorkspaceSetup;
 use occ_host::snapshot::harness_key_variable;
 use serde::Serialize;
@@ -59,11 +62,24 @@ use crate::kubernetes::{
     tenant_namespace_name, tenant_namespace_of,
 };
 use forward::Forwards;
+pub use harness::{APP_SERVER_PORT, KubernetesDedicatedSettings, ModelEgress};
 use objects::{
     ANNOTATION_TEMPLATE, LABEL_AGENT, Names, foreign, installed, meta, owned, pod_refusal,
     setup_secret_data, typed,
 };
 pub use objects::{GATEWAY_PORT, KubernetesComputeSettings};
+use pods::Workload;
+
+/// What the Kubernetes Driver runs: embedded execution, and dedicated execution when its
+/// settings have [`KubernetesDedicatedSettings`] (admission in an API process that builds no
+/// Driver asks this too).
+pub fn selection(dedicated: bool) -> ComputeSelection {
+    let mut selection = ComputeSelection::kubernetes();
+    if dedicated {
+        selection.execution_modes.push(ExecutionMode::Dedicated);
+    }
+    selection
+}
 
 /// The Kubernetes Compute Driver.
 pub struct KubernetesCompute {
@@ -83,7 +99,7 @@ impl KubernetesCompute {
         tenants: TenantNamespaces,
     ) -> Self {
         Self {
-            selection: ComputeSelection::kubernetes(),
+            selection: selection(settings.dedicated.is_some()),
             tenants,
             kube,
             settings,
@@ -244,17 +260,33 @@ impl KubernetesCompute {
         with_setup: bool,
         with_environment: bool,
     ) -> Deployment {
-        objects::deployment(&self.settings, tenant, rev, with_setup, with_environment)
+        objects::deployment(
+            &self.settings,
+            tenant,
+            rev,
+            with_setup,
+            with_environment,
+            None,
+        )
     }
 
     async fn deployment_of(&self, agent: &AgentTarget) -> Result<Option<Deployment>, ComputeError> {
         let names = self.names(agent).await?;
+        self.owned_deployment(agent, &names.gateway).await
+    }
+
+    /// The Agent's Deployment `name` (its gateway's or its harness's), refusing a foreign one.
+    async fn owned_deployment(
+        &self,
+        agent: &AgentTarget,
+        name: &str,
+    ) -> Result<Option<Deployment>, ComputeError> {
+        let names = self.names(agent).await?;
         let api: Api<Deployment> = self.api(&names.tenant);
-        match self.get(&api, &names.gateway, "get deployments").await? {
-            Some(d) if !owned(&d.metadata, agent) => Err(foreign(format!(
-                "deployment {} is not this Agent's",
-                names.gateway
-            ))),
+        match self.get(&api, name, "get deployments").await? {
+            Some(d) if !owned(&d.metadata, agent) => {
+                Err(foreign(format!("deployment {name} is not this Agent's")))
+            }
             other => Ok(other),
         }
     }
@@ -296,6 +328,7 @@ impl KubernetesCompute {
         replicas: i32,
     ) -> Result<(), ComputeError> {
         let names = self.names(agent).await?;
+        let name = d.metadata.name.clone().unwrap_or_default();
         let api: Api<Deployment> = self.api(&names.tenant);
         if let Some(spec) = d.spec.as_mut() {
             spec.replicas = Some(replicas);
@@ -303,9 +336,7 @@ impl KubernetesCompute {
         d.status = None;
         let post = PostParams::default();
         self.kube
-            .call("update deployments", || {
-                api.replace(&names.gateway, &post, &d)
-            })
+            .call("update deployments", || api.replace(&name, &post, &d))
             .await
             .map(|_| ())
             .map_err(|e| e.into_compute("update deployments"))
@@ -322,7 +353,7 @@ impl KubernetesCompute {
         ctx: &RevisionContext,
         replacing: Option<&RevisionId>,
     ) -> Result<Readiness, ComputeError> {
-        rev.require_embedded("Kubernetes")?;
+        let dedicated = self.dedicated_for(rev, ctx)?;
         let agent = &rev.agent;
         let names = self.names(agent).await?;
         if let Some(d) = self.deployment_of(agent).await?
@@ -403,7 +434,12 @@ impl KubernetesCompute {
             .iter()
             .map(|(k, v)| (k.clone(), v.expose().to_owned()))
             .collect();
-        if let Some(credential) = &ctx.harness_credential {
+        // A dedicated revision's credential reaches only its harness.
+        if let Some(credential) = ctx
+            .harness_credential
+            .as_ref()
+            .filter(|_| dedicated.is_none())
+        {
             environment.insert(
                 harness_key_variable(rev)?.to_owned(),
                 credential.expose().to_owned(),
@@ -418,7 +454,11 @@ impl KubernetesCompute {
             )
             .await?;
         }
-        let snapshot = serde_json::to_string(&Value::Object(objects::render(rev)))
+        let rendered = match dedicated {
+            Some(_) => harness::render_gateway(rev, &names, None),
+            None => objects::render(rev),
+        };
+        let snapshot = serde_json::to_string(&Value::Object(rendered))
             .map_err(|e| ComputeError::permanent(ReasonCode::SnapshotInvalid, e.to_string()))?;
         let configmaps: Api<ConfigMap> = self.api(&names.tenant);
         let stored = self
@@ -441,6 +481,9 @@ impl KubernetesCompute {
                 ),
             ));
         }
+        if let Some(dedicated) = dedicated {
+            self.prepare_harness(rev, ctx, dedicated).await?;
+        }
         Ok(Readiness::Ready)
     }
 
@@ -454,17 +497,34 @@ impl KubernetesCompute {
         self.prepare_over(rev, ctx, replacing)
             .await?
             .activatable()?;
+        if rev.execution_mode() == ExecutionMode::Dedicated {
+            return self.activate_dedicated(rev, ctx).await;
+        }
         let names = self.names(&rev.agent).await?;
         let with_environment = !ctx.environment.is_empty() || ctx.harness_credential.is_some();
-        let mut desired = self.deployment(
+        let desired = self.deployment(
             &names.tenant,
             rev,
             ctx.workspace_setup.is_some(),
             with_environment,
         );
+        self.apply_deployment(&rev.agent, desired).await?;
+        self.wait_gateway(rev, ctx).await?;
+        self.seal_setup(rev, ctx).await
+    }
+
+    /// Creates the Agent's Deployment `desired`, or replaces the current one unless it already
+    /// runs the same template with its one replica.
+    async fn apply_deployment(
+        &self,
+        agent: &AgentTarget,
+        mut desired: Deployment,
+    ) -> Result<(), ComputeError> {
+        let names = self.names(agent).await?;
+        let name = desired.metadata.name.clone().unwrap_or_default();
         let api: Api<Deployment> = self.api(&names.tenant);
         let post = PostParams::default();
-        match self.deployment_of(&rev.agent).await? {
+        match self.owned_deployment(agent, &name).await? {
             None => {
                 self.kube
                     .call("create deployments", || api.create(&post, &desired))
@@ -479,14 +539,21 @@ impl KubernetesCompute {
                 {
                     desired.metadata.resource_version = current.metadata.resource_version.clone();
                     self.kube
-                        .call("update deployments", || {
-                            api.replace(&names.gateway, &post, &desired)
-                        })
+                        .call("update deployments", || api.replace(&name, &post, &desired))
                         .await
                         .map_err(|e| e.into_compute("update deployments"))?;
                 }
             }
         }
+        Ok(())
+    }
+
+    /// Waits until the gateway of `rev` rolled out and answers, or says why it cannot.
+    async fn wait_gateway(
+        &self,
+        rev: &RevisionTarget,
+        ctx: &RevisionContext,
+    ) -> Result<(), ComputeError> {
         let deadline = tokio::time::Instant::now() + self.settings.activation_timeout;
         loop {
             let current = self.deployment_of(&rev.agent).await?;
@@ -503,9 +570,9 @@ impl KubernetesCompute {
             if let Some(d) = &current
                 && self.serving_from(rev, d, Duration::from_secs(10)).await?
             {
-                return self.seal_setup(rev, ctx).await;
+                return Ok(());
             }
-            if let Some(code) = self.exited_during_startup(&rev.agent, rev).await? {
+            if let Some(code) = self.exited_during_startup(rev, Workload::Gateway).await? {
                 // Kubernetes restarts it for ever (CrashLoopBackOff): say so now, so the worker
                 // can put the previous revision back instead of waiting out the deadline.
                 let message = format!(
@@ -517,7 +584,9 @@ impl KubernetesCompute {
                 } else {
                     ComputeError::transient(ReasonCode::RuntimeStartupFailed, message)
                 };
-                return Err(error.with_output(self.startup_output(rev, ctx).await));
+                return Err(
+                    error.with_output(self.startup_output(rev, ctx, Workload::Gateway).await)
+                );
             }
             if tokio::time::Instant::now() >= deadline {
                 return Err(ComputeError::transient(
@@ -600,20 +669,8 @@ impl Compute for KubernetesCompute {
     }
 
     async fn stop_revision(&self, rev: &RevisionTarget) -> Result<(), ComputeError> {
-        let Some(d) = self.deployment_of(&rev.agent).await? else {
-            return Ok(());
-        };
-        if installed(&d).map(|(id, _)| id) != Some(rev.revision_id.to_string()) {
-            return Ok(());
-        }
-        if d.spec.as_ref().and_then(|s| s.replicas) != Some(0) {
-            self.set_replicas(&rev.agent, d, 0).await?;
-        }
-        let names = self.names(&rev.agent).await?;
-        self.forwards
-            .close(&names.tenant, Some(&names.gateway))
-            .await;
-        self.wait_no_pods(&rev.agent).await
+        // Gateway, then a dedicated revision's harness (absent for embedded ones).
+        self.stop_dedicated(rev).await
     }
 
     async fn retire_revision(&self, rev: &RevisionTarget) -> Result<(), ComputeError> {
@@ -621,7 +678,8 @@ impl Compute for KubernetesCompute {
         let names = self.names(&rev.agent).await?;
         let secrets: Api<Secret> = self.api(&names.tenant);
         self.delete_owned(&secrets, &rev.agent, &names.environment(rev), "secrets")
-            .await
+            .await?;
+        self.retire_harness(rev).await
     }
 
     async fn delete_agent(&self, agent: &AgentTarget) -> Result<(), ComputeError> {
@@ -632,7 +690,8 @@ impl Compute for KubernetesCompute {
         self.forwards
             .close(&names.tenant, Some(&names.gateway))
             .await;
-        self.wait_no_pods(agent).await?;
+        self.wait_no_pods(agent, Workload::Gateway).await?;
+        self.delete_harness(agent).await?;
         // Revision objects (snapshots, environment) by label, then the Agent's own.
         let selector = format!("{LABEL_AGENT}={}", agent.agent_id);
         let params = ListParams::default().labels(&selector);
@@ -675,7 +734,11 @@ impl Compute for KubernetesCompute {
         if installed(&d).map(|(id, _)| id) != Some(rev.revision_id.to_string()) {
             return Ok(RuntimeState::NotCurrent);
         }
-        Ok(if self.serving(rev, Duration::from_secs(5)).await? {
+        let serving = match rev.execution_mode() {
+            ExecutionMode::Dedicated => self.dedicated_serving(rev).await?,
+            _ => self.serving(rev, Duration::from_secs(5)).await?,
+        };
+        Ok(if serving {
             RuntimeState::Serving
         } else {
             RuntimeState::NotRunning
@@ -714,13 +777,16 @@ impl Compute for KubernetesCompute {
         rev: &RevisionTarget,
         query: &LogQuery,
     ) -> Result<LogChunk, ComputeError> {
-        if !query.workload.is_gateway() {
-            // This Driver runs no dedicated harness yet.
+        let workload = if query.workload.is_gateway() {
+            Workload::Gateway
+        } else if rev.execution_mode() == ExecutionMode::Dedicated {
+            Workload::Harness
+        } else {
             return Err(ComputeError::permanent(
                 ReasonCode::RuntimeLogsSourceUnavailable,
-                "the Kubernetes Compute Driver runs no harness for this revision",
+                "an embedded revision runs no harness",
             ));
-        }
-        self.read_pod_logs(rev, query).await
+        };
+        self.read_pod_logs(rev, query, workload).await
     }
 }

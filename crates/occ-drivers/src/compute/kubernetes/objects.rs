@@ -16,8 +16,10 @@ use occ_host::snapshot::{GATEWAY_FIXED_ENV, render_snapshot};
 use occ_host::workspace_setup::SetupInput;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
-use sha2::Digest as _;
 
+use super::harness::{
+    APP_SERVER_TOKEN_KEY, HarnessNames, KubernetesDedicatedSettings, WORKSPACE_MOUNT, workload,
+};
 use crate::compute::{AgentTarget, ComputeError, RevisionTarget};
 use crate::kubernetes::{
     ANNOTATION_NAMESPACE_ID, LABEL_MANAGED_BY, LABEL_NAMESPACE, MANAGED_BY, annotation, label,
@@ -29,9 +31,9 @@ pub const GATEWAY_PORT: u16 = 18789;
 pub(super) const LABEL_AGENT: &str = "openclaw.dev/agent";
 /// The name of the gateway's container in the Pod template.
 pub(super) const GATEWAY_CONTAINER: &str = "gateway";
-const LABEL_REVISION: &str = "openclaw.dev/revision";
+pub(super) const LABEL_REVISION: &str = "openclaw.dev/revision";
 pub(super) const ANNOTATION_REVISION_ID: &str = "openclaw.dev/revision-id";
-const ANNOTATION_REVISION: &str = "openclaw.dev/revision-number";
+pub(super) const ANNOTATION_REVISION: &str = "openclaw.dev/revision-number";
 pub(super) const ANNOTATION_TEMPLATE: &str = "openclaw.dev/template-hash";
 const STATE_MOUNT: &str = "/var/lib/openclaw";
 const CONFIG_MOUNT: &str = "/etc/openclaw";
@@ -55,6 +57,8 @@ pub struct KubernetesComputeSettings {
     pub activation_timeout: Duration,
     /// How long stop and delete wait for the Pod to go.
     pub stop_timeout: Duration,
+    /// Dedicated (Codex harness) execution; `None`: embedded only.
+    pub dedicated: Option<KubernetesDedicatedSettings>,
 }
 
 pub(super) fn foreign(what: String) -> ComputeError {
@@ -68,6 +72,8 @@ pub(super) struct Names {
     pub token: String,
     pub state: String,
     pub setup: String,
+    /// A dedicated Agent's harness objects.
+    pub harness: HarnessNames,
 }
 
 impl Names {
@@ -79,6 +85,7 @@ impl Names {
             token: format!("gw-token-{h}"),
             state: format!("gw-state-{h}"),
             setup: format!("gw-setup-{h}"),
+            harness: HarnessNames::of(agent),
         }
     }
     pub fn snapshot(&self, rev: &RevisionTarget) -> String {
@@ -148,13 +155,37 @@ pub(super) fn render(rev: &RevisionTarget) -> Map<String, Value> {
     )
 }
 
-/// The Agent's Deployment serving `rev`.
+/// What the gateway of a dedicated revision runs with besides the embedded template.
+pub(super) struct DedicatedGateway {
+    /// The ConfigMap of its configuration: the snapshot, or the runtime copy bound to the
+    /// paired node.
+    pub config_map: String,
+}
+
+/// The container security context of every occ container.
+pub(super) fn container_security() -> Value {
+    json!({
+        "allowPrivilegeEscalation": false,
+        "readOnlyRootFilesystem": true,
+        "runAsNonRoot": true,
+        "capabilities": {"drop": ["ALL"]},
+    })
+}
+
+/// The Pod security context of every occ Pod.
+pub(super) fn pod_security() -> Value {
+    json!({"runAsNonRoot": true, "runAsUser": POD_USER, "runAsGroup": POD_USER,
+           "fsGroup": POD_USER, "seccompProfile": {"type": "RuntimeDefault"}})
+}
+
+/// The Agent's gateway Deployment serving `rev` (a dedicated revision's with `dedicated`).
 pub(super) fn deployment(
     settings: &KubernetesComputeSettings,
     tenant: &str,
     rev: &RevisionTarget,
     with_setup: bool,
     with_environment: bool,
+    dedicated: Option<&DedicatedGateway>,
 ) -> Deployment {
     let names = Names::of(&rev.agent, tenant.to_owned());
     let runtime = settings.runtime_dir.trim_end_matches('/');
@@ -177,12 +208,13 @@ pub(super) fn deployment(
             .iter()
             .map(|(k, v)| json!({"name": k, "value": v})),
     );
-    let security = json!({
-        "allowPrivilegeEscalation": false,
-        "readOnlyRootFilesystem": true,
-        "runAsNonRoot": true,
-        "capabilities": {"drop": ["ALL"]},
-    });
+    if dedicated.is_some() {
+        env.push(
+            json!({"name": "APP_SERVER_TOKEN", "valueFrom": {"secretKeyRef":
+            {"name": names.harness.transport, "key": APP_SERVER_TOKEN_KEY}}}),
+        );
+    }
+    let security = container_security();
     let mut gateway = json!({
         "name": GATEWAY_CONTAINER,
         "image": settings.image,
@@ -203,14 +235,41 @@ pub(super) fn deployment(
     if with_environment {
         gateway["envFrom"] = json!([{"secretRef": {"name": names.environment(rev)}}]);
     }
+    let config_map = dedicated.map_or_else(|| names.snapshot(rev), |d| d.config_map.clone());
     let mut volumes = vec![
-        json!({"name": "config", "configMap": {"name": names.snapshot(rev),
+        json!({"name": "config", "configMap": {"name": config_map,
                 "items": [{"key": "openclaw.json", "path": "openclaw.json"}]}}),
         json!({"name": "state", "persistentVolumeClaim": {"claimName": names.state}}),
         json!({"name": "tmp", "emptyDir": {}}),
     ];
     let mut init = Vec::new();
-    if with_setup {
+    if dedicated.is_some() {
+        // The workspace lives in the harness's Pod (the node serves it); the gateway only
+        // needs the path to exist under its read-only root.
+        gateway["volumeMounts"]
+            .as_array_mut()
+            .expect("mounts")
+            .push(json!({"name": "workspace", "mountPath": WORKSPACE_MOUNT}));
+        volumes.push(json!({"name": "workspace", "emptyDir": {}}));
+        init.push(json!({
+            "name": "codex-plugin-trust",
+            "image": settings.image,
+            "command": [settings.occ_binary, "codex-plugin-trust"],
+            "env": [
+                {"name": "HOME", "value": STATE_MOUNT},
+                {"name": "TMPDIR", "value": "/tmp"},
+                {"name": "PATH", "value": format!("{node_bin}:/usr/local/bin:/usr/bin:/bin")},
+                {"name": "OPENCLAW_STATE_DIR", "value": format!("{STATE_MOUNT}/state")},
+                {"name": "OCC_OPENCLAW_RUNTIME", "value": runtime},
+            ],
+            "volumeMounts": [
+                {"name": "state", "mountPath": STATE_MOUNT},
+                {"name": "tmp", "mountPath": "/tmp"},
+            ],
+            "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
+            "securityContext": security,
+        }));
+    } else if with_setup {
         volumes.push(json!({"name": "setup", "secret": {"secretName": names.setup}}));
         init.push(json!({
             "name": "workspace-setup",
@@ -246,34 +305,13 @@ pub(super) fn deployment(
             "serviceAccountName": names.gateway,
             "automountServiceAccountToken": false,
             "enableServiceLinks": false,
-            "securityContext": {"runAsNonRoot": true, "runAsUser": POD_USER, "runAsGroup": POD_USER,
-                                 "fsGroup": POD_USER, "seccompProfile": {"type": "RuntimeDefault"}},
+            "securityContext": pod_security(),
             "initContainers": init,
             "containers": [gateway],
             "volumes": volumes,
         },
     });
-    let hash = hex::encode(sha2::Sha256::digest(template.to_string().as_bytes()));
-    let mut meta = meta(&names.gateway, &names.tenant, &rev.agent, None);
-    meta.annotations.get_or_insert_default().extend([
-        (ANNOTATION_TEMPLATE.to_owned(), hash),
-        (
-            ANNOTATION_REVISION_ID.to_owned(),
-            rev.revision_id.to_string(),
-        ),
-        (ANNOTATION_REVISION.to_owned(), rev.revision.to_string()),
-    ]);
-    typed(json!({
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": meta,
-        "spec": {
-            "replicas": 1,
-            "strategy": {"type": "Recreate"},
-            "selector": {"matchLabels": {LABEL_AGENT: rev.agent.agent_id.to_string()}},
-            "template": template,
-        },
-    }))
+    workload(&names, &names.gateway, rev, &pod_labels, template)
 }
 
 /// The revision the Agent's Deployment is set to serve, with its number.
@@ -299,12 +337,12 @@ pub(super) fn pod_refusal(d: &Deployment) -> Option<String> {
         })
 }
 
-/// The exit code of a Pod's gateway container that terminated (now, or last before a restart).
-pub(super) fn gateway_exit_code(pod: &Pod) -> Option<i32> {
+/// The exit code of a Pod's `container` that terminated (now, or last before a restart).
+pub(super) fn exit_code(pod: &Pod, container: &str) -> Option<i32> {
     let statuses = pod.status.as_ref()?.container_statuses.as_ref()?;
     statuses
         .iter()
-        .filter(|c| c.name == GATEWAY_CONTAINER)
+        .filter(|c| c.name == container)
         .find_map(|c| {
             let terminated = |state: &Option<ContainerState>| {
                 state

@@ -1,5 +1,6 @@
-//! The gateway Pods of an Agent: which one serves which revision, whether a new revision's
-//! container died during startup, the gateway's token, and the port-forward occ reaches it by.
+//! The Pods of an Agent's workloads (its gateway; a dedicated Agent's harness too): which one
+//! serves which revision, whether a new revision's container died during startup, the
+//! gateway's token, and the port-forward occ reaches it by.
 
 use std::time::Duration;
 
@@ -8,18 +9,63 @@ use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::api::{Api, ListParams};
 use occ_core::ReasonCode;
 
+use super::harness::{HARNESS_CONTAINER, LABEL_HARNESS_AGENT};
 use super::objects::{
-    ANNOTATION_REVISION_ID, LABEL_AGENT, foreign, gateway_exit_code, installed, owned, rolled_out,
+    ANNOTATION_REVISION_ID, GATEWAY_CONTAINER, LABEL_AGENT, exit_code, foreign, installed, owned,
+    rolled_out,
 };
 use super::{AgentTarget, ComputeError, KubernetesCompute, RevisionTarget, SecretText};
 use crate::kubernetes::annotation;
 
+/// One of an Agent's workloads: its Pods' label and container.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Workload {
+    /// The OpenClaw gateway.
+    Gateway,
+    /// A dedicated Agent's Codex harness.
+    Harness,
+}
+
+impl Workload {
+    /// The label naming the Agent on the workload's Pods.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Gateway => LABEL_AGENT,
+            Self::Harness => LABEL_HARNESS_AGENT,
+        }
+    }
+    /// The workload's container.
+    pub fn container(self) -> &'static str {
+        match self {
+            Self::Gateway => GATEWAY_CONTAINER,
+            Self::Harness => HARNESS_CONTAINER,
+        }
+    }
+    /// Its name in messages.
+    pub fn what(self) -> &'static str {
+        match self {
+            Self::Gateway => "gateway",
+            Self::Harness => "harness",
+        }
+    }
+}
+
 impl KubernetesCompute {
-    /// The Agent's Pods (of every revision).
+    /// The Agent's gateway Pods (of every revision).
     pub(super) async fn agent_pods(&self, agent: &AgentTarget) -> Result<Vec<Pod>, ComputeError> {
+        self.workload_pods(agent, Workload::Gateway).await
+    }
+
+    /// The Pods of one of the Agent's workloads (of every revision).
+    pub(super) async fn workload_pods(
+        &self,
+        agent: &AgentTarget,
+        workload: Workload,
+    ) -> Result<Vec<Pod>, ComputeError> {
         let names = self.names(agent).await?;
         let pods: Api<Pod> = self.api(&names.tenant);
-        let params = ListParams::default().labels(&format!("{LABEL_AGENT}={}", agent.agent_id));
+        let params =
+            ListParams::default().labels(&format!("{}={}", workload.label(), agent.agent_id));
         let list = self
             .kube
             .call("list pods", || pods.list(&params))
@@ -28,38 +74,52 @@ impl KubernetesCompute {
         Ok(list.items)
     }
 
-    /// The running, ready Pod of the Agent's current template, if any.
+    /// The running, ready gateway Pod of the Agent's current template, if any.
     pub(super) async fn serving_pod(
         &self,
         agent: &AgentTarget,
         revision_id: &str,
     ) -> Result<Option<String>, ComputeError> {
-        Ok(self.agent_pods(agent).await?.into_iter().find_map(|p| {
-            let status = p.status.as_ref()?;
-            let ready = status
-                .conditions
-                .as_ref()?
-                .iter()
-                .any(|c| c.type_ == "Ready" && c.status == "True");
-            let revision = annotation(&p.metadata, ANNOTATION_REVISION_ID)?;
-            (p.metadata.deletion_timestamp.is_none()
-                && status.phase.as_deref() == Some("Running")
-                && ready
-                && revision == revision_id)
-                .then(|| p.metadata.name.clone())
-                .flatten()
-        }))
+        self.ready_pod(agent, Workload::Gateway, revision_id).await
     }
 
-    /// The exit code of the revision's gateway container if it has exited since its Pod
+    /// The running, ready Pod of `revision_id`'s `workload`, if any.
+    pub(super) async fn ready_pod(
+        &self,
+        agent: &AgentTarget,
+        workload: Workload,
+        revision_id: &str,
+    ) -> Result<Option<String>, ComputeError> {
+        Ok(self
+            .workload_pods(agent, workload)
+            .await?
+            .into_iter()
+            .find_map(|p| {
+                let status = p.status.as_ref()?;
+                let ready = status
+                    .conditions
+                    .as_ref()?
+                    .iter()
+                    .any(|c| c.type_ == "Ready" && c.status == "True");
+                let revision = annotation(&p.metadata, ANNOTATION_REVISION_ID)?;
+                (p.metadata.deletion_timestamp.is_none()
+                    && status.phase.as_deref() == Some("Running")
+                    && ready
+                    && revision == revision_id)
+                    .then(|| p.metadata.name.clone())
+                    .flatten()
+            }))
+    }
+
+    /// The exit code of the revision's `workload` container if it has exited since its Pod
     /// started (it has not served: the caller checked that first).
     pub(super) async fn exited_during_startup(
         &self,
-        agent: &AgentTarget,
         rev: &RevisionTarget,
+        workload: Workload,
     ) -> Result<Option<i32>, ComputeError> {
         Ok(self
-            .agent_pods(agent)
+            .workload_pods(&rev.agent, workload)
             .await?
             .iter()
             .filter(|p| {
@@ -67,35 +127,40 @@ impl KubernetesCompute {
                     && annotation(&p.metadata, ANNOTATION_REVISION_ID)
                         == Some(rev.revision_id.as_str())
             })
-            .find_map(gateway_exit_code))
+            .find_map(|p| exit_code(p, workload.container())))
     }
 
     pub(super) async fn token(&self, agent: &AgentTarget) -> Result<SecretText, ComputeError> {
         let names = self.names(agent).await?;
+        self.stored_token(agent, &names.token, "token").await
+    }
+
+    /// A 64-hex token the Driver made and keeps in the Agent's Secret `name` under `key`.
+    pub(super) async fn stored_token(
+        &self,
+        agent: &AgentTarget,
+        name: &str,
+        key: &str,
+    ) -> Result<SecretText, ComputeError> {
+        let names = self.names(agent).await?;
         let api: Api<Secret> = self.api(&names.tenant);
-        let secret = self
-            .get(&api, &names.token, "get secrets")
-            .await?
-            .ok_or_else(|| {
-                ComputeError::transient(
-                    ReasonCode::GatewayTokenMissing,
-                    "the gateway token Secret is missing",
-                )
-            })?;
+        let secret = self.get(&api, name, "get secrets").await?.ok_or_else(|| {
+            ComputeError::transient(
+                ReasonCode::GatewayTokenMissing,
+                format!("the token Secret {name} is missing"),
+            )
+        })?;
         if !owned(&secret.metadata, agent) {
-            return Err(foreign(format!(
-                "secret {} is not this Agent's",
-                names.token
-            )));
+            return Err(foreign(format!("secret {name} is not this Agent's")));
         }
         secret
             .data
             .as_ref()
-            .and_then(|d| d.get("token"))
+            .and_then(|d| d.get(key))
             .and_then(|t| String::from_utf8(t.0.clone()).ok())
             .filter(|t| t.len() == 64 && t.bytes().all(|b| b.is_ascii_hexdigit()))
             .map(SecretText::new)
-            .ok_or_else(|| foreign(format!("secret {} holds no valid token", names.token)))
+            .ok_or_else(|| foreign(format!("secret {name} holds no valid token")))
     }
 
     /// A local port forwarded to the gateway of `agent`'s Pod `pod` ([`Forwards::open`]).
@@ -144,11 +209,16 @@ impl KubernetesCompute {
         Ok(occ_gateway::wait_ready(&endpoint, wait).await.is_ok())
     }
 
-    /// Waits until no Pod of the Agent remains.
-    pub(super) async fn wait_no_pods(&self, agent: &AgentTarget) -> Result<(), ComputeError> {
+    /// Waits until no Pod of the Agent's `workload` remains.
+    pub(super) async fn wait_no_pods(
+        &self,
+        agent: &AgentTarget,
+        workload: Workload,
+    ) -> Result<(), ComputeError> {
         let names = self.names(agent).await?;
         let pods: Api<Pod> = self.api(&names.tenant);
-        let params = ListParams::default().labels(&format!("{LABEL_AGENT}={}", agent.agent_id));
+        let params =
+            ListParams::default().labels(&format!("{}={}", workload.label(), agent.agent_id));
         let deadline = tokio::time::Instant::now() + self.settings.stop_timeout;
         loop {
             let list = self
@@ -163,7 +233,8 @@ impl KubernetesCompute {
                 return Err(ComputeError::transient(
                     ReasonCode::GatewayStopPending,
                     format!(
-                        "the gateway Pod of {} has not terminated yet",
+                        "the {} Pod of {} has not terminated yet",
+                        workload.what(),
                         agent.agent_id
                     ),
                 ));

@@ -1,6 +1,6 @@
-//! The runtime report of a revision on Kubernetes: its gateway Pods (by the Agent label and
-//! the revision annotation), their container statuses, and each Pod's own Events (listed by
-//! `involvedObject.uid`).
+//! The runtime report of a revision on Kubernetes: its gateway Pods and a dedicated revision's
+//! harness Pods (by their Agent label and the revision annotation), their container statuses,
+//! and each Pod's own Events (listed by `involvedObject.uid`).
 
 use k8s_openapi::api::core::v1::{ContainerStatus, Event, Pod};
 use kube::api::{Api, ListParams};
@@ -10,7 +10,10 @@ use occ_core::runtime_report::{
     RuntimeReport, Termination, WorkloadRole,
 };
 
+use occ_core::resource::ExecutionMode;
+
 use super::objects::ANNOTATION_REVISION_ID;
+use super::pods::Workload;
 use super::{ComputeError, KubernetesCompute, RevisionTarget};
 use crate::kubernetes::annotation;
 
@@ -20,15 +23,26 @@ impl KubernetesCompute {
         &self,
         rev: &RevisionTarget,
     ) -> Result<RuntimeReport, ComputeError> {
-        let pods: Vec<Pod> = self
+        let of_revision = |p: &Pod| {
+            annotation(&p.metadata, ANNOTATION_REVISION_ID) == Some(rev.revision_id.as_str())
+        };
+        let mut pods: Vec<(Pod, WorkloadRole)> = self
             .agent_pods(&rev.agent)
             .await?
             .into_iter()
-            .filter(|p| {
-                annotation(&p.metadata, ANNOTATION_REVISION_ID) == Some(rev.revision_id.as_str())
-            })
-            .take(MAX_PODS)
+            .filter(of_revision)
+            .map(|p| (p, WorkloadRole::Gateway))
             .collect();
+        if rev.execution_mode() == ExecutionMode::Dedicated {
+            pods.extend(
+                self.workload_pods(&rev.agent, Workload::Harness)
+                    .await?
+                    .into_iter()
+                    .filter(of_revision)
+                    .map(|p| (p, WorkloadRole::Agent)),
+            );
+        }
+        pods.truncate(MAX_PODS);
         if pods.is_empty() {
             return Ok(RuntimeReport::default());
         }
@@ -38,7 +52,7 @@ impl KubernetesCompute {
             pods: Vec::new(),
             history_from_driver: true,
         };
-        for pod in pods {
+        for (pod, role) in pods {
             let uid = pod.metadata.uid.clone().unwrap_or_default();
             let params = ListParams::default().fields(&format!("involvedObject.uid={uid}"));
             let events = self
@@ -47,7 +61,7 @@ impl KubernetesCompute {
                 .await
                 .map_err(|e| e.into_compute("list events"))?
                 .items;
-            report.pods.push(pod_report(&pod, events));
+            report.pods.push(pod_report(&pod, role, events));
         }
         Ok(report)
     }
@@ -58,7 +72,7 @@ fn time(t: &k8s_openapi::jiff::Timestamp) -> Option<Timestamp> {
 }
 
 /// One Pod with its (already listed) Events, oldest first.
-fn pod_report(pod: &Pod, events: Vec<Event>) -> RuntimePod {
+fn pod_report(pod: &Pod, role: WorkloadRole, events: Vec<Event>) -> RuntimePod {
     let uid = pod.metadata.uid.clone().unwrap_or_default();
     let status = pod.status.as_ref();
     let ready = status
@@ -75,7 +89,7 @@ fn pod_report(pod: &Pod, events: Vec<Event>) -> RuntimePod {
         .collect();
     events.sort_by_key(|e| e.last_observed_at);
     RuntimePod {
-        role: WorkloadRole::Gateway,
+        role,
         cluster: Plane::Control,
         name: pod.metadata.name.clone().unwrap_or_default(),
         uid,
