@@ -79,6 +79,11 @@ use tokio::sync::Semaphore;
 
 use crate::kube::{FakeKube, FakeState};
 
+mod harness;
+mod services;
+
+pub use harness::MAX_HARNESSES;
+
 /// At most this many gateways run at once in one test process.
 pub const MAX_GATEWAYS: usize = 3;
 /// How long a gateway may take to answer the handshake.
@@ -106,12 +111,36 @@ pub struct KubeletGateway {
     pub ready: bool,
 }
 
+/// Container path → host path, longest container path first.
+type Mounts = Vec<(String, PathBuf)>;
+
 /// What a Pod's task shares with the kubelet.
 #[derive(Default)]
 struct PodShared {
     pid: Option<u32>,
     port: Option<u16>,
     ready: bool,
+    /// A harness container's running launcher.
+    harness: Option<harness::HarnessRun>,
+}
+
+/// What a new Pod waits for before it starts (`Recreate`): its predecessor gone.
+enum Predecessor {
+    /// A gateway process (leader of its group).
+    Process(u32),
+    /// A stopping harness launcher.
+    Harness(tokio::task::JoinHandle<()>),
+}
+
+impl Predecessor {
+    async fn gone(self) {
+        match self {
+            Predecessor::Process(pid) => wait_gone(pid).await,
+            Predecessor::Harness(task) => {
+                let _ = tokio::time::timeout(Duration::from_secs(30), task).await;
+            }
+        }
+    }
 }
 
 struct PodRun {
@@ -130,6 +159,11 @@ struct Inner {
     /// all their members (a gateway's children outlive its leader by a moment) before it
     /// removes the directories they write to.
     groups: Mutex<Vec<u32>>,
+    /// kube-proxy's listeners.
+    services: services::ServiceProxies,
+    /// The claim-backed mounts of each running Pod (for paths one Pod names in another's
+    /// volume: a dedicated gateway's workspace is its harness's).
+    claim_mounts: Mutex<BTreeMap<(String, String), Mounts>>,
 }
 
 /// A running test kubelet; dropping it kills its gateways and removes its directories.
@@ -160,6 +194,8 @@ impl FakeKubelet {
             root: root.path().to_owned(),
             pods: Mutex::new(BTreeMap::new()),
             groups: Mutex::new(Vec::new()),
+            services: services::ServiceProxies::default(),
+            claim_mounts: Mutex::new(BTreeMap::new()),
         });
         let task = tokio::spawn({
             let inner = inner.clone();
@@ -195,6 +231,23 @@ impl FakeKubelet {
             .collect()
     }
 
+    /// The harness containers running now: `(namespace, deployment, pod, ready)`.
+    pub fn harnesses(&self) -> Vec<(String, String, String, bool)> {
+        lock(&self.inner.pods)
+            .iter()
+            .filter_map(|((namespace, deployment), run)| {
+                let shared = lock(&run.shared);
+                shared.harness.as_ref()?;
+                Some((
+                    namespace.clone(),
+                    deployment.clone(),
+                    run.pod.clone(),
+                    shared.ready,
+                ))
+            })
+            .collect()
+    }
+
     /// Kills the gateway of a Deployment (SIGKILL to its process group), as a crash would;
     /// the kubelet restarts it. Returns the PID killed.
     pub fn kill_gateway(&self, namespace: &str, deployment: &str) -> Option<u32> {
@@ -203,6 +256,11 @@ impl FakeKubelet {
         let pid = lock(&run.shared).pid?;
         kill_group(pid);
         Some(pid)
+    }
+
+    /// The host directory standing for claim `claim` in `namespace`.
+    pub fn claim_dir(&self, namespace: &str, claim: &str) -> PathBuf {
+        self.inner.root.join("pvc").join(namespace).join(claim)
     }
 
     /// The directory of a Deployment's current Pod (volumes, `gateway.log`, the rewritten
@@ -221,8 +279,13 @@ impl Drop for FakeKubelet {
             .into_values()
             .collect();
         let mut pids = Vec::new();
+        self.inner.services.abort_all();
         for run in runs {
             run.task.abort();
+            if let Some(harness) = lock(&run.shared).harness.take() {
+                // Its children are killed below, by their environment.
+                drop(harness.stop());
+            }
             if let Some(pid) = lock(&run.shared).pid {
                 kill_group(pid);
                 pids.push(pid);
@@ -234,6 +297,9 @@ impl Drop for FakeKubelet {
         for &group in &groups {
             kill_group(group);
         }
+        // A harness's children (Codex, the node host) clear their environment but get HOME and
+        // state directories under the kubelet's root.
+        crate::occ_process::kill_processes_with_env(&self.inner.root.display().to_string());
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         while (pids.iter().any(|pid| alive(*pid)) || groups.iter().any(|g| group_alive(*g)))
             && std::time::Instant::now() < deadline
@@ -346,27 +412,42 @@ fn write_deployment_status(inner: &Inner, ns: &str, name: &str, exists: bool, re
     object["metadata"]["resourceVersion"] = json!(version);
 }
 
-/// Stops a Pod: aborts its task, kills its gateway's process group, deletes the Pod object and
-/// its port registrations. Returns the PID still to wait for.
-fn stop_pod(inner: &Inner, ns: &str, run: PodRun) -> Option<u32> {
+/// Stops a Pod: aborts its task, kills its gateway's process group (or stops its harness),
+/// deletes the Pod object and its port registrations. Returns what is still to wait for.
+fn stop_pod(inner: &Inner, ns: &str, run: PodRun) -> Option<Predecessor> {
     run.task.abort();
     let pid = lock(&run.shared).pid;
     if let Some(pid) = pid {
         kill_group(pid);
     }
+    let harness = lock(&run.shared)
+        .harness
+        .take()
+        .map(harness::HarnessRun::stop);
+    lock(&inner.claim_mounts).remove(&(ns.to_owned(), run.pod.clone()));
     let mut st = lock(&inner.state);
     st.objects
         .remove(&("pods".to_owned(), ns.to_owned(), run.pod.clone()));
     st.pod_ports.remove(&(ns.to_owned(), run.pod.clone()));
     drop(st);
     let dir = run.dir;
+    let (gone_tx, gone) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(async move {
         if let Some(pid) = pid {
             wait_gone(pid).await;
         }
+        if let Some(harness) = harness {
+            let _ = tokio::time::timeout(Duration::from_secs(30), harness).await;
+        }
+        let _ = gone_tx.send(());
         let _ = tokio::fs::remove_dir_all(&dir).await;
     });
-    pid
+    match pid {
+        Some(pid) => Some(Predecessor::Process(pid)),
+        None => Some(Predecessor::Harness(tokio::spawn(async move {
+            let _ = gone.await;
+        }))),
+    }
 }
 
 fn start_pod(
@@ -375,7 +456,7 @@ fn start_pod(
     deployment: &str,
     object: &Value,
     hash: u64,
-    predecessor: Option<u32>,
+    predecessor: Option<Predecessor>,
 ) -> PodRun {
     let suffix: String = uuid::Uuid::new_v4().simple().to_string()[..5].to_owned();
     let pod = format!("{deployment}-{suffix}");
@@ -391,8 +472,8 @@ fn start_pod(
         uid: uuid::Uuid::new_v4().to_string(),
     };
     let task = tokio::spawn(async move {
-        if let Some(pid) = predecessor {
-            wait_gone(pid).await;
+        if let Some(predecessor) = predecessor {
+            predecessor.gone().await;
         }
         run_pod(ctx).await;
     });
@@ -509,6 +590,10 @@ async fn run_pod(ctx: PodCtx) {
                         )
                     })
                 }
+                InitContainer::TrustPlugin { state_dir } => {
+                    occ_host::harness::trust_codex_plugin(&runtime, state_dir)
+                        .map_err(|e| format!("codex-plugin-trust: {e}"))
+                }
                 InitContainer::Unsupported { name } => {
                     let message = format!("the test kubelet cannot run init container {name}");
                     ctx.set_status(|s| {
@@ -539,6 +624,20 @@ async fn run_pod(ctx: PodCtx) {
                 }
             }
         }
+    }
+    lock(&ctx.inner.claim_mounts).insert(
+        (ctx.ns.clone(), ctx.pod.clone()),
+        prepared.claim_mounts.clone(),
+    );
+    tokio::spawn(refresh_volumes(
+        ctx.inner.clone(),
+        ctx.key(),
+        ctx.template.clone(),
+        ctx.dir.clone(),
+    ));
+    if let Some(container) = &prepared.harness {
+        harness::run(&ctx, container).await;
+        return;
     }
     // The gateway container, restarted whenever it exits.
     let mut restarts: u32 = 0;
@@ -649,6 +748,7 @@ async fn run_pod(ctx: PodCtx) {
 
 enum InitContainer {
     Setup { input: PathBuf, workspace: PathBuf },
+    TrustPlugin { state_dir: PathBuf },
     Unsupported { name: String },
 }
 
@@ -664,8 +764,12 @@ struct Prepared {
     /// The host path of the gateway's config, if any.
     config: Option<PathBuf>,
     mounts: Vec<(String, PathBuf)>,
+    /// The mounts backed by a claim.
+    claim_mounts: Vec<(String, PathBuf)>,
     token: String,
     container_port: u16,
+    /// A harness container instead of a gateway.
+    harness: Option<harness::HarnessContainer>,
 }
 
 fn decode(value: &Value) -> Result<Vec<u8>, String> {
@@ -777,6 +881,74 @@ fn rewrite_json(value: &mut Value, mounts: &[(String, PathBuf)], dir: &Path, key
     }
 }
 
+/// Keeps a running Pod's Secret and ConfigMap volumes (those mounted as directories) in step
+/// with their sources, as the kubelet's periodic sync does: changed keys rewritten, vanished
+/// ones removed. Ends when the Pod object is gone.
+async fn refresh_volumes(
+    inner: Arc<Inner>,
+    key: (String, String, String),
+    template: Value,
+    dir: PathBuf,
+) {
+    let spec = &template["spec"];
+    // A file mount (`subPath`) is never refreshed.
+    let file_mounted: Vec<String> = spec["containers"]
+        .as_array()
+        .into_iter()
+        .chain(spec["initContainers"].as_array())
+        .flatten()
+        .flat_map(|c| c["volumeMounts"].as_array().cloned().unwrap_or_default())
+        .filter(|m| m["subPath"].as_str().is_some_and(|s| !s.is_empty()))
+        .filter_map(|m| m["name"].as_str().map(str::to_owned))
+        .collect();
+    loop {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let st = lock(&inner.state);
+        if !st.objects.contains_key(&key) {
+            return;
+        }
+        for volume in spec["volumes"].as_array().into_iter().flatten() {
+            let name = volume["name"].as_str().unwrap_or_default();
+            if file_mounted.iter().any(|m| m == name) {
+                continue;
+            }
+            // Volumes that pick `items` are not refreshed (none of occ's changes in place).
+            let (resource, source) = if let Some(cm) = volume.get("configMap")
+                && cm.get("items").is_none()
+            {
+                ("configmaps", cm["name"].as_str())
+            } else if let Some(secret) = volume.get("secret")
+                && secret.get("items").is_none()
+            {
+                ("secrets", secret["secretName"].as_str())
+            } else {
+                continue;
+            };
+            let files =
+                source_files(&st, &key.1, resource, source.unwrap_or_default()).unwrap_or_default();
+            let volume_dir = dir.join("volumes").join(name);
+            // Changed files only, each replaced at once (a reader never sees half of one).
+            for (key, bytes) in &files {
+                let path = volume_dir.join(key);
+                if std::fs::read(&path).ok().as_ref() != Some(bytes) {
+                    let tmp = volume_dir.join(format!("..{key}.tmp"));
+                    if std::fs::write(&tmp, bytes).is_ok() {
+                        let _ = std::fs::rename(&tmp, &path);
+                    }
+                }
+            }
+            if let Ok(entries) = std::fs::read_dir(&volume_dir) {
+                for entry in entries.flatten() {
+                    let file = entry.file_name().to_string_lossy().into_owned();
+                    if !files.contains_key(&file) {
+                        let _ = std::fs::remove_file(entry.path());
+                    }
+                }
+            }
+        }
+    }
+}
+
 fn resolve_env(
     st: &FakeState,
     ctx: &PodCtx,
@@ -855,6 +1027,13 @@ fn argv(container: &Value) -> Vec<String> {
         .collect()
 }
 
+/// Whether a container's argv runs `occ <subcommand>`.
+fn is_occ_command(container: &Value, subcommand: &str) -> bool {
+    argv(container)
+        .windows(2)
+        .any(|w| w[1] == subcommand && Path::new(&w[0]).file_name().is_some_and(|n| n == "occ"))
+}
+
 /// Whether a container invokes `occ workspace-setup`.
 pub fn is_workspace_setup(container: &Value) -> bool {
     let argv = argv(container);
@@ -902,6 +1081,24 @@ fn prepare(st: &FakeState, ctx: &PodCtx) -> Result<Prepared, String> {
             dir
         } else if volume.get("emptyDir").is_some() {
             std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+            dir
+        } else if let Some(projected) = volume.get("projected") {
+            std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+            for source in projected["sources"].as_array().into_iter().flatten() {
+                let token = &source["serviceAccountToken"];
+                let Some(path) = token["path"].as_str() else {
+                    return Err(format!("volume {name}: unsupported projected source"));
+                };
+                // Stands for the token the kubelet would request: who, for whom, how long.
+                let text = format!(
+                    "fake-service-account-token namespace={} serviceAccount={} audience={} expirationSeconds={}",
+                    ctx.ns,
+                    spec["serviceAccountName"].as_str().unwrap_or("default"),
+                    token["audience"].as_str().unwrap_or_default(),
+                    token["expirationSeconds"].as_i64().unwrap_or(3600),
+                );
+                std::fs::write(dir.join(path), text).map_err(|e| e.to_string())?;
+            }
             dir
         } else {
             return Err(format!("volume {name}: unsupported volume source"));
@@ -957,6 +1154,17 @@ fn prepare(st: &FakeState, ctx: &PodCtx) -> Result<Prepared, String> {
     for container in spec["initContainers"].as_array().into_iter().flatten() {
         let name = container["name"].as_str().unwrap_or_default().to_owned();
         init_names.push(name.clone());
+        if is_occ_command(container, "codex-plugin-trust") {
+            let mounts = mounts_of(container)?;
+            let env = resolve_env(st, ctx, container)?;
+            let state_dir = env
+                .iter()
+                .find(|(n, _)| n == "OPENCLAW_STATE_DIR")
+                .map(|(k, v)| PathBuf::from(map_env(&mounts, k, v)))
+                .ok_or_else(|| format!("init container {name}: OPENCLAW_STATE_DIR is required"))?;
+            init.push(InitContainer::TrustPlugin { state_dir });
+            continue;
+        }
         if !is_workspace_setup(container) {
             init.push(InitContainer::Unsupported { name });
             continue;
@@ -978,8 +1186,50 @@ fn prepare(st: &FakeState, ctx: &PodCtx) -> Result<Prepared, String> {
         };
         init.push(InitContainer::Setup { input, workspace });
     }
-    // The gateway container.
     let containers = spec["containers"].as_array().cloned().unwrap_or_default();
+    let claim_mounts = |container: &Value| -> Vec<(String, PathBuf)> {
+        let claims: Vec<&str> = spec["volumes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|v| v.get("persistentVolumeClaim").is_some())
+            .filter_map(|v| v["name"].as_str())
+            .collect();
+        let mounted: Vec<&str> = container["volumeMounts"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|m| m["name"].as_str().is_some_and(|n| claims.contains(&n)))
+            .filter_map(|m| m["mountPath"].as_str())
+            .collect();
+        mounts_of(container)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|(path, _)| mounted.contains(&path.as_str()))
+            .collect()
+    };
+    // A harness container.
+    if let Some(container) = containers.iter().find(|c| harness::is_harness(&argv(c))) {
+        let name = container["name"].as_str().unwrap_or("harness").to_owned();
+        let mounts = mounts_of(container)?;
+        let runtime_root = crate::runtime::runtime_root();
+        let harness = harness::prepare(&name, &argv(container), &mounts, &runtime_root, &ctx.dir)?;
+        return Ok(Prepared {
+            init,
+            init_names,
+            gateway_name: name,
+            args: Vec::new(),
+            env: Vec::new(),
+            workdir: ctx.dir.clone(),
+            config: None,
+            claim_mounts: claim_mounts(container),
+            mounts,
+            token: String::new(),
+            container_port: harness.container_port,
+            harness: Some(harness),
+        });
+    }
+    // The gateway container.
     let container = containers
         .iter()
         .find(|c| c["name"] == json!("gateway"))
@@ -1050,9 +1300,11 @@ fn prepare(st: &FakeState, ctx: &PodCtx) -> Result<Prepared, String> {
         env,
         workdir,
         config,
+        claim_mounts: claim_mounts(container),
         mounts,
         token,
         container_port,
+        harness: None,
     })
 }
 
@@ -1072,7 +1324,19 @@ fn start_gateway(
             .map_err(|e| format!("read the gateway config {}: {e}", config.display()))?;
         let mut doc: Value = serde_json::from_str(&text)
             .map_err(|e| format!("the gateway config is not JSON: {e}"))?;
-        rewrite_json(&mut doc, &prepared.mounts, &ctx.dir, "");
+        // A path under another Pod's claim mount (same namespace) is that claim's (canonical,
+        // as a node host compares it), before the Pod's own mounts: on a cluster a dedicated
+        // gateway and its harness both name `/workspace`, which the harness's node serves.
+        let mut mounts: Vec<(String, PathBuf)> = lock(&ctx.inner.claim_mounts)
+            .iter()
+            .filter(|((ns, pod), _)| *ns == ctx.ns && *pod != ctx.pod)
+            .flat_map(|(_, mounts)| mounts.clone())
+            .map(|(path, host)| (path, std::fs::canonicalize(&host).unwrap_or(host)))
+            .collect();
+        mounts.sort_by_key(|(path, _)| std::cmp::Reverse(path.len()));
+        mounts.extend(prepared.mounts.iter().cloned());
+        rewrite_json(&mut doc, &mounts, &ctx.dir, "");
+        services::rewrite_urls(&ctx.inner, &ctx.ns, &mut doc);
         if !doc.is_object() {
             return Err("the gateway config is not a JSON object".into());
         }

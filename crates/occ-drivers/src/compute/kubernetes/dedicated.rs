@@ -373,9 +373,9 @@ impl KubernetesCompute {
             );
             self.apply_deployment(&rev.agent, desired).await?;
             self.wait_gateway(rev, ctx).await?;
-            let mut session = self.operator_session(rev).await?;
+            let (mut session, url) = self.operator_session(rev).await?;
             let outcome = self
-                .enroll(&mut session, rev, &names, node.as_deref(), paired_now)
+                .enroll(&mut session, &url, rev, &names, node.as_deref(), paired_now)
                 .await;
             session.close().await;
             match outcome? {
@@ -386,8 +386,12 @@ impl KubernetesCompute {
         }
     }
 
-    /// A native session to the revision's serving gateway through the port-forward.
-    async fn operator_session(&self, rev: &RevisionTarget) -> Result<Session, ComputeError> {
+    /// A native session to the revision's serving gateway through the port-forward, and the
+    /// forward's URL.
+    async fn operator_session(
+        &self,
+        rev: &RevisionTarget,
+    ) -> Result<(Session, String), ComputeError> {
         let unavailable =
             |m: String| ComputeError::transient(ReasonCode::AgentGatewayUnavailable, m);
         let pod = self
@@ -399,7 +403,7 @@ impl KubernetesCompute {
         let endpoint = occ_gateway::Endpoint::loopback(port, token.expose());
         Session::connect(&endpoint, SESSION_CONNECT)
             .await
-            .map(|(session, _)| session)
+            .map(|(session, _)| (session, endpoint.url.clone()))
             .map_err(|e| unavailable(format!("enrollment session: {e}")))
     }
 
@@ -409,6 +413,7 @@ impl KubernetesCompute {
     async fn enroll(
         &self,
         session: &mut Session,
+        public_url: &str,
         rev: &RevisionTarget,
         names: &Names,
         node: Option<&str>,
@@ -430,10 +435,11 @@ impl KubernetesCompute {
                 "the recorded node did not reconnect; pairing again"
             );
         }
-        let public_url = format!("ws://{}.{}.svc:{GATEWAY_PORT}", names.gateway, names.tenant);
+        // The gateway accepts only a loopback or private address for a plain `ws://` code; the
+        // node host connects by its own `--host/--port` (the gateway Service) anyway.
         let device_id = pair(
             session,
-            &public_url,
+            public_url,
             async |setup: &NodeSetup| self.deliver_setup_code(rev, names, setup).await,
             async || self.withdraw_setup_code(&rev.agent, names).await,
         )
