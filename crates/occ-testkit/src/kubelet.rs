@@ -46,6 +46,19 @@
 //!   the `WORKSPACE_SETUP_FAILED <kind>: <message>` line as the init container's termination
 //!   message, and it is retried every 5 s. Any other init container marks the Pod `Failed` for
 //!   good (until the template changes).
+//! - A container running `occ harness-launch --input F` (a dedicated Agent's harness) runs the
+//!   launcher in process (see `kubelet/harness.rs`): F read through the mounts, its paths mapped,
+//!   the app-server on a free port, Ready once that port accepts; at most [`MAX_HARNESSES`].
+//!   The init container `occ codex-plugin-trust` runs [`occ_host::harness::trust_codex_plugin`]
+//!   on its `OPENCLAW_STATE_DIR`.
+//! - Services: kube-proxy (`kubelet/services.rs`): Service host names in a gateway's config or
+//!   a launch input become a local listener forwarding to a ready Pod behind the Service.
+//!   NetworkPolicies are not enforced.
+//! - Secret and ConfigMap volumes mounted as directories (no `items`) follow their source while
+//!   the Pod runs (changed files replaced at once, vanished ones removed); `projected`
+//!   `serviceAccountToken` sources are files `fake-service-account-token namespace=… …`.
+//! - A gateway config path under another Pod's claim mount in the namespace maps to that claim
+//!   (a dedicated gateway's `/workspace` is its harness's).
 //! - The container named `gateway` (or the only container) runs OpenClaw: its
 //!   `command`+`args` must contain `gateway run` (whatever precedes it, e.g. `node
 //!   /app/openclaw.mjs`, is replaced by the shared runtime's node and entry); `--port P` is

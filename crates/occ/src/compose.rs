@@ -10,7 +10,9 @@ use occ_api::{ApiSettings, AppState};
 use occ_controller::workspace_files::GatewayWorkspace;
 use occ_controller::{BackendConfig, Controller, ControllerSettings, WorkspaceDefaults};
 use occ_core::NamespaceId;
-use occ_drivers::compute::kubernetes::{KubernetesCompute, KubernetesComputeSettings};
+use occ_drivers::compute::kubernetes::{
+    KubernetesCompute, KubernetesComputeSettings, KubernetesDedicatedSettings,
+};
 use occ_drivers::compute::process::{ProcessCompute, ProcessSettings};
 use occ_drivers::compute::ssh::{SshCompute, SshHost, SshSettings};
 use occ_drivers::compute::{Compute, ComputeSelection, NamespaceHook};
@@ -241,7 +243,8 @@ const GATEWAY_STOP_TIMEOUT: Duration = Duration::from_secs(15);
 /// What admission needs to know about the Compute Driver the settings select.
 fn selection(settings: &PlatformSettings) -> ComputeSelection {
     if settings.compute.kubernetes.is_some() {
-        ComputeSelection::kubernetes()
+        // Dedicated execution runs the harness from the gateway image (this binary).
+        occ_drivers::compute::kubernetes::selection(true)
     } else if settings.compute.ssh.is_some() {
         ComputeSelection::ssh()
     } else {
@@ -311,7 +314,13 @@ pub async fn compute(settings: &PlatformSettings) -> anyhow::Result<Arc<dyn Comp
                 activation_timeout: k.activation_timeout,
                 // Includes the Pod's termination grace period.
                 stop_timeout: GATEWAY_STOP_TIMEOUT * 4,
-                dedicated: None,
+                dedicated: Some(KubernetesDedicatedSettings {
+                    model_base_url: settings.compute.codex_base_url.clone(),
+                    harness_storage: k.harness_storage.clone(),
+                    token_audience: k.harness_token_audience.clone(),
+                    model_egress: k.model_egress.clone(),
+                    ready_timeout: HARNESS_READY_TIMEOUT,
+                }),
             },
             tenants,
         )));

@@ -116,3 +116,61 @@ fn an_unknown_input_field_is_refused_without_its_value() {
     assert!(stderr.contains("unknown field"), "{stderr}");
     assert!(!stderr.contains("sk-never-echoed"), "{stderr}");
 }
+
+/// `occ codex-plugin-trust` (a dedicated gateway's init container on Kubernetes) lays out the
+/// state directory named by `OPENCLAW_STATE_DIR` to trust the runtime's Codex plugin, twice
+/// without harm; a runtime that is not there fails with a message naming it.
+#[tokio::test]
+async fn codex_plugin_trust_lays_out_the_state_directory() {
+    let runtime =
+        tokio::task::spawn_blocking(|| occ_testkit::runtime::shared_runtime().root.clone())
+            .await
+            .expect("runtime");
+    let tmp = tempfile::tempdir().expect("tmp");
+    let state = tmp.path().join("state");
+    for _ in 0..2 {
+        let out = Command::new(env!("CARGO_BIN_EXE_occ"))
+            .arg("codex-plugin-trust")
+            .env("OPENCLAW_STATE_DIR", &state)
+            .env("OCC_OPENCLAW_RUNTIME", &runtime)
+            .env("NO_COLOR", "1")
+            .output()
+            .expect("occ codex-plugin-trust");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let manifest: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(state.join("npm/package.json")).expect("package.json"),
+    )
+    .expect("json");
+    assert!(
+        manifest["dependencies"]["@openclaw/codex"].is_string(),
+        "{manifest}"
+    );
+    let link = state.join("npm/node_modules/@openclaw/codex");
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .expect("link")
+            .file_type()
+            .is_symlink()
+    );
+    assert!(
+        link.join("package.json").is_file(),
+        "the link reaches the plugin"
+    );
+
+    let missing = tmp.path().join("no-runtime");
+    let out = Command::new(env!("CARGO_BIN_EXE_occ"))
+        .arg("codex-plugin-trust")
+        .env("OPENCLAW_STATE_DIR", tmp.path().join("other"))
+        .env("OCC_OPENCLAW_RUNTIME", &missing)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("occ codex-plugin-trust");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("no-runtime"), "{stderr}");
+}

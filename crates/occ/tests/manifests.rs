@@ -624,8 +624,9 @@ fn cluster_wide_occ_has_exactly_what_the_api_and_the_worker_need() {
     );
     // The worker's calls in crates/occ-drivers/src/compute/kubernetes/: get/create/delete of
     // each per-Agent object, replace (update) of the Deployment and of Secrets, label-selected
-    // lists of revision ConfigMaps and Secrets (deletion) and of Pods, port-forwards (a
-    // WebSocket GET: `get`, plus `create` since Kubernetes 1.35).
+    // lists of revision ConfigMaps and Secrets (deletion) and of Pods, a failed start's
+    // pods/log, port-forwards (a WebSocket GET: `get`, plus `create` since Kubernetes 1.35);
+    // for dedicated Agents Services and the merge patches of the harness claim and Pod.
     assert_eq!(
         roles["occ-tenant-compute"],
         [
@@ -645,10 +646,11 @@ fn cluster_wide_occ_has_exactly_what_the_api_and_the_worker_need() {
             rule(
                 "",
                 "persistentvolumeclaims",
-                &["get", "create", "delete"],
+                &["get", "create", "patch", "delete"],
                 None
             ),
             rule("", "serviceaccounts", &["get", "create", "delete"], None),
+            rule("", "services", &["get", "create", "delete"], None),
             rule(
                 "",
                 "resourcequotas",
@@ -661,18 +663,21 @@ fn cluster_wide_occ_has_exactly_what_the_api_and_the_worker_need() {
                 &["get", "create", "list", "delete"],
                 None
             ),
-            rule("", "pods", &["list"], None),
+            rule("", "pods", &["list", "patch"], None),
+            rule("", "pods/log", &["get"], None),
             rule("", "pods/portforward", &["get", "create"], None),
         ]
     );
     // The API's `gateway_access`: the Deployment (deployment_of), the Pods (serving_pod), the
-    // token Secret (token) and the port-forward (forward).
+    // token Secret (token) and the port-forward (forward); runtime reports (Events) and logs.
     assert_eq!(
         roles["occ-tenant-gateway-access"],
         [
             rule("apps", "deployments", &["get"], None),
             rule("", "secrets", &["get"], None),
             rule("", "pods", &["list"], None),
+            rule("", "pods/log", &["get"], None),
+            rule("", "events", &["list"], None),
             rule("", "pods/portforward", &["get", "create"], None),
         ]
     );
@@ -704,11 +709,11 @@ fn cluster_wide_occ_has_exactly_what_the_api_and_the_worker_need() {
             assert!(!has("watch"), "{what}: no watch");
             if has("list") {
                 // Cluster-wide only namespaces; in tenant namespaces what the Kubernetes
-                // Compute Driver finds by an Agent's label.
+                // Compute Driver finds by an Agent's label (and a Pod's Events by its uid).
                 let listable: &[&str] = match name.as_str() {
                     "occ-api" | "occ-worker" => &["namespaces"],
                     "occ-tenant-compute" => &["configmaps", "secrets", "pods", "networkpolicies"],
-                    "occ-tenant-gateway-access" => &["pods"],
+                    "occ-tenant-gateway-access" => &["pods", "events"],
                     _ => &[],
                 };
                 for resource in &resources {
@@ -737,12 +742,19 @@ fn cluster_wide_occ_has_exactly_what_the_api_and_the_worker_need() {
                     "serviceaccounts",
                     "resourcequotas",
                     "networkpolicies",
+                    "services",
                     "pods",
+                    "pods/log",
                     "pods/portforward",
                 ],
-                "occ-tenant-gateway-access" => {
-                    &["deployments", "secrets", "pods", "pods/portforward"]
-                }
+                "occ-tenant-gateway-access" => &[
+                    "deployments",
+                    "secrets",
+                    "pods",
+                    "pods/log",
+                    "events",
+                    "pods/portforward",
+                ],
                 n if n.starts_with("occ-tenant-") => &["configmaps", "secrets"],
                 _ => &["namespaces", "rolebindings", "clusterroles"],
             };
@@ -753,13 +765,24 @@ fn cluster_wide_occ_has_exactly_what_the_api_and_the_worker_need() {
                 );
             }
             // Pods are made by the Deployment controller, never by occ, and occ never runs
-            // anything in them.
+            // anything in them; the worker only annotates a harness Pod (a setup code's nudge).
             if resources.iter().any(|r| r == "pods") {
-                assert_eq!(r.verbs, strings(&["list"]), "{what}: Pods are only listed");
+                let expected: &[&str] = if name == "occ-tenant-compute" {
+                    &["list", "patch"]
+                } else {
+                    &["list"]
+                };
+                assert_eq!(r.verbs, strings(expected), "{what}: Pods are only listed");
             }
+            // Merge patches only where occ records an annotation: a harness Pod's and claim's.
+            let patchable = name == "occ-tenant-compute"
+                && resources
+                    .iter()
+                    .all(|r| r == "pods" || r == "persistentvolumeclaims");
             for v in &r.verbs {
                 assert!(
-                    !["patch", "deletecollection", "impersonate"].contains(&v.as_str()),
+                    !["deletecollection", "impersonate"].contains(&v.as_str())
+                        && (v != "patch" || patchable),
                     "{what}: {v}"
                 );
             }

@@ -28,6 +28,15 @@ pub struct KubernetesComputeSettings {
     /// `OCC_KUBERNETES_TENANT_QUOTA` (`resource=quantity,…`; unset: none): the ResourceQuota
     /// `occ-quota` of every tenant namespace.
     pub tenant_quota: Option<occ_drivers::kubernetes::TenantQuota>,
+    /// `OCC_KUBERNETES_HARNESS_STORAGE` (default `10Gi`): each dedicated Agent's harness claim
+    /// (workspace, Codex home, node identity).
+    pub harness_storage: String,
+    /// `OCC_KUBERNETES_HARNESS_TOKEN_AUDIENCE` (default `occ`): the audience of the projected
+    /// service-principal token only harness Pods mount.
+    pub harness_token_audience: String,
+    /// `OCC_KUBERNETES_MODEL_EGRESS` (`CIDR:PORT,…`; unset: any public IPv4 address on 443):
+    /// where harness Pods may send model calls (their NetworkPolicy).
+    pub model_egress: Vec<occ_drivers::compute::kubernetes::ModelEgress>,
 }
 
 /// Settings shared by the Kubernetes Drivers.
@@ -86,13 +95,34 @@ pub(super) fn kubernetes_compute_settings(
         file.kubernetes_state_storage.take(),
     )
     .unwrap_or_else(|| "10Gi".into());
-    let quantity = state_storage
-        .strip_suffix("Gi")
-        .or_else(|| state_storage.strip_suffix("Mi"))
-        .or_else(|| state_storage.strip_suffix("Ti"));
-    if !quantity.is_some_and(|q| !q.is_empty() && q.bytes().all(|b| b.is_ascii_digit())) {
-        bail!("OCC_KUBERNETES_STATE_STORAGE: {state_storage:?} is not a quantity like 10Gi");
+    storage_quantity("OCC_KUBERNETES_STATE_STORAGE", &state_storage)?;
+    let harness_storage = pick(
+        "OCC_KUBERNETES_HARNESS_STORAGE",
+        file.kubernetes_harness_storage.take(),
+    )
+    .unwrap_or_else(|| "10Gi".into());
+    storage_quantity("OCC_KUBERNETES_HARNESS_STORAGE", &harness_storage)?;
+    let harness_token_audience = pick(
+        "OCC_KUBERNETES_HARNESS_TOKEN_AUDIENCE",
+        file.kubernetes_harness_token_audience.take(),
+    )
+    .unwrap_or_else(|| "occ".into());
+    if harness_token_audience.is_empty()
+        || harness_token_audience
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control())
+    {
+        bail!(
+            "OCC_KUBERNETES_HARNESS_TOKEN_AUDIENCE: {harness_token_audience:?} is not an audience"
+        );
     }
+    let model_egress = pick(
+        "OCC_KUBERNETES_MODEL_EGRESS",
+        file.kubernetes_model_egress.take(),
+    )
+    .map(|text| model_egress(&text).map_err(|e| anyhow!("OCC_KUBERNETES_MODEL_EGRESS: {e}")))
+    .transpose()?
+    .unwrap_or_default();
     let storage_class = pick(
         "OCC_KUBERNETES_STORAGE_CLASS",
         file.kubernetes_storage_class.take(),
@@ -120,7 +150,54 @@ pub(super) fn kubernetes_compute_settings(
         storage_class,
         activation_timeout: Duration::from_secs(timeout),
         tenant_quota,
+        harness_storage,
+        harness_token_audience,
+        model_egress,
     })
+}
+
+/// A storage quantity like `10Gi` (`Mi`, `Gi`, `Ti`).
+fn storage_quantity(var: &str, value: &str) -> anyhow::Result<()> {
+    let quantity = value
+        .strip_suffix("Gi")
+        .or_else(|| value.strip_suffix("Mi"))
+        .or_else(|| value.strip_suffix("Ti"));
+    if !quantity.is_some_and(|q| !q.is_empty() && q.bytes().all(|b| b.is_ascii_digit())) {
+        bail!("{var}: {value:?} is not a quantity like 10Gi");
+    }
+    Ok(())
+}
+
+/// `CIDR:PORT[,CIDR:PORT…]`: where dedicated harnesses may send model calls.
+fn model_egress(text: &str) -> Result<Vec<occ_drivers::compute::kubernetes::ModelEgress>, String> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|item| !item.is_empty())
+        .map(|item| {
+            let (cidr, port) = item
+                .rsplit_once(':')
+                .ok_or_else(|| format!("{item:?} is not CIDR:PORT"))?;
+            let (address, bits) = cidr
+                .split_once('/')
+                .ok_or_else(|| format!("{cidr:?} is not a CIDR block"))?;
+            let address: std::net::IpAddr = address
+                .parse()
+                .map_err(|_| format!("{cidr:?} is not a CIDR block"))?;
+            let max = if address.is_ipv4() { 32 } else { 128 };
+            if !bits.parse::<u8>().is_ok_and(|b| b <= max) {
+                return Err(format!("{cidr:?} is not a CIDR block"));
+            }
+            let port = port
+                .parse::<u16>()
+                .ok()
+                .filter(|p| *p > 0)
+                .ok_or_else(|| format!("{port:?} is not a port"))?;
+            Ok(occ_drivers::compute::kubernetes::ModelEgress {
+                cidr: cidr.to_owned(),
+                port,
+            })
+        })
+        .collect()
 }
 
 /// The Kubernetes Drivers' settings: authentication and the ServiceAccounts granted access in

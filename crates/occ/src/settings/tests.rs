@@ -127,7 +127,63 @@ fn the_kubernetes_compute_driver_settings() {
         ("/opt/occ/runtime", "/usr/local/bin/occ", "10Gi")
     );
     assert_eq!(k.activation_timeout, Duration::from_secs(300));
+    assert_eq!(
+        (
+            k.harness_storage.as_str(),
+            k.harness_token_audience.as_str()
+        ),
+        ("10Gi", "occ")
+    );
+    assert!(k.model_egress.is_empty());
     assert!(w.platform.kubernetes.is_some());
+    let mut egress = base.to_vec();
+    egress.push((
+        "OCC_KUBERNETES_MODEL_EGRESS",
+        "203.0.113.0/24:443, 10.0.0.5/32:8080",
+    ));
+    egress.push(("OCC_KUBERNETES_HARNESS_STORAGE", "40Gi"));
+    let k = WorkerProcessSettings::load(&env_of(&egress))
+        .unwrap()
+        .platform
+        .compute
+        .kubernetes
+        .unwrap();
+    assert_eq!(k.harness_storage, "40Gi");
+    assert_eq!(
+        k.model_egress
+            .iter()
+            .map(|e| format!("{}:{}", e.cidr, e.port))
+            .collect::<Vec<_>>(),
+        ["203.0.113.0/24:443", "10.0.0.5/32:8080"]
+    );
+    for (var, bad, why) in [
+        ("OCC_KUBERNETES_MODEL_EGRESS", "203.0.113.0/24", "CIDR:PORT"),
+        (
+            "OCC_KUBERNETES_MODEL_EGRESS",
+            "203.0.113.0:443",
+            "CIDR block",
+        ),
+        (
+            "OCC_KUBERNETES_MODEL_EGRESS",
+            "203.0.113.0/33:443",
+            "CIDR block",
+        ),
+        (
+            "OCC_KUBERNETES_MODEL_EGRESS",
+            "api.openai.com/32:443",
+            "CIDR block",
+        ),
+        ("OCC_KUBERNETES_MODEL_EGRESS", "10.0.0.0/8:0", "port"),
+        ("OCC_KUBERNETES_HARNESS_STORAGE", "40GB", "quantity"),
+        ("OCC_KUBERNETES_HARNESS_TOKEN_AUDIENCE", "a b", "audience"),
+    ] {
+        let mut pairs = base.to_vec();
+        pairs.push((var, bad));
+        let err = WorkerProcessSettings::load(&env_of(&pairs))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(var) && err.contains(why), "{bad}: {err}");
+    }
     for (drop, name) in [
         (
             "OCC_KUBERNETES_GATEWAY_IMAGE",

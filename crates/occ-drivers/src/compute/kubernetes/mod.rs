@@ -1,5 +1,6 @@
 //! The Kubernetes Compute Driver: each Agent's OpenClaw gateway is a one-replica Deployment in
-//! its occ Namespace's tenant namespace (embedded execution).
+//! its occ Namespace's tenant namespace; a dedicated Agent's Codex harness is a second one
+//! (`dedicated` and `harness`: its objects, enrollment through the forward).
 //!
 //! Per Agent (names from `h12 = sha256(agent id)[0:12]`, every object labelled
 //! `app.kubernetes.io/managed-by=occ`, `openclaw.dev/namespace`, `openclaw.dev/agent`):
@@ -21,6 +22,10 @@
 //! - Deployment `gw-<h12>` (1 replica, `Recreate`, restricted Pod security) whose Pod template
 //!   names the active revision. Activation replaces the template, waits for the rollout and
 //!   then for a native `hello-ok` through a forward; stop scales to 0.
+//!
+//! A dedicated revision adds the harness's ServiceAccount, transport and setup-code Secrets,
+//! claim, Services, NetworkPolicies, per-revision credential Secret and launch input, and
+//! Deployment `hx-<h12>` (see `dedicated.rs`, `harness.rs` and docs/ARCHITECTURE.md).
 //!
 //! Objects at these names that are not occ's are refused, never adopted or overwritten.
 
