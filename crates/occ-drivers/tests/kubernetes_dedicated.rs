@@ -5,15 +5,14 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::Api;
-use occ_core::compute::{LogQuery, LogWorkload};
-use occ_core::runtime_report::WorkloadRole;
-use occ_drivers::compute::RuntimeState;
-use occ_gateway::NodeEnrollment;
-use occ_testkit::gateway::chat_completion;
+use occ_drivers::compute::RevisionTarget;
+use occ_testkit::compute_conformance::{DEDICATED_KEY, DedicatedSite, dedicated_lifecycle};
+use occ_testkit::fake_model::FakeModel;
+use occ_testkit::kubelet::FakeKubelet;
 
 use occ_core::ReasonCode;
 use occ_core::resource::ExecutionMode;
@@ -456,299 +455,162 @@ async fn dedicated_refusals_leave_nothing_running() {
     );
 }
 
-const KEY: &str = "sk-k8s-dedicated-key-0123456789abcdef";
-const WRONG_KEY: &str = "sk-k8s-dedicated-wrong-9876543210fedcba";
-const MODEL: &str = "openai/gpt-5.6-sol";
-
-/// The Configuration a user writes for a dedicated Agent (the Driver wires the app-server).
-fn chat_document() -> Value {
-    json!({
-        "gateway": {"controlUi": {"enabled": false},
-            "http": {"endpoints": {"chatCompletions": {"enabled": true}}}},
-        "agents": {"defaults": {"model": MODEL, "skipBootstrap": true,
-            "models": {MODEL: {"agentRuntime": {"id": "codex"}}},
-            "modelPolicy": {"allow": [MODEL]}}},
-        "plugins": {"entries": {"codex": {"enabled": true, "config": {"appServer": {
-            "transport": "websocket", "url": "${APP_SERVER_URL}",
-            "authToken": "${APP_SERVER_TOKEN}"}}}}},
-    })
+/// What the Kubernetes Driver's dedicated case sees on this machine: the test kubelet's claim
+/// directories and gateway ports, and the Kubernetes-only checks.
+struct KubeSite<'a> {
+    fake: &'a FakeKube,
+    kubelet: &'a FakeKubelet,
 }
 
-fn key_context(key: &str) -> RevisionContext {
-    RevisionContext {
-        harness_credential: Some(SecretText::new(key.into())),
-        ..RevisionContext::default()
+impl KubeSite<'_> {
+    fn names(agent: &AgentTarget) -> (String, String, String) {
+        let h = short_hash(agent.agent_id.as_str(), 12);
+        (
+            tenant_namespace_name(&agent.namespace_id),
+            format!("gw-{h}"),
+            format!("hx-{h}"),
+        )
     }
 }
 
-fn harness_lines(chunk: &occ_drivers::compute::LogChunk) -> Vec<String> {
-    chunk.lines().map(str::to_owned).collect()
-}
+#[async_trait::async_trait]
+impl DedicatedSite for KubeSite<'_> {
+    fn harness_workspace(&self, agent: &AgentTarget) -> PathBuf {
+        let (tenant, _, hx) = Self::names(agent);
+        self.kubelet
+            .claim_dir(&tenant, &hx.replacen("hx-", "hx-state-", 1))
+            .join("workspace")
+    }
 
-/// The Kubernetes side of the issue's lifecycle, with real processes through the test kubelet
-/// (the harness launcher in process with the real Codex and node host, real gateways, the fake
-/// model): deploy → the probe carried the Agent's key; the gateway Pod's process has no key;
-/// the node is recorded on the harness claim and serves the seven commands; a workspace file
-/// written through the gateway lands on the harness claim; a chat turn is answered through the
-/// app-server Service; only the harness has the projected token; a redeploy reuses the node
-/// (no second pairing); retirement removes the credential Secret; a wrong key fails the deploy
-/// permanently with no key in the output and both workloads scaled down; delete leaves nothing.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[expect(clippy::print_stderr, reason = "the figures of the run, for the log")]
-async fn a_dedicated_agent_runs_as_two_deployments() {
-    tokio::task::spawn_blocking(occ_testkit::runtime::shared_runtime)
-        .await
-        .expect("runtime");
-    let fake = FakeKube::start().await;
-    let kubelet = occ_testkit::kubelet::FakeKubelet::start(&fake);
-    let model = occ_testkit::fake_model::FakeModel::start().await;
-    let mut dedicated = dedicated_settings();
-    dedicated.model_base_url = Some(model.base_url());
-    dedicated.model_egress = Vec::new();
-    let compute = driver(&fake, Some(dedicated));
-    let (ns, agent) = fixed_targets();
-    compute.ensure_namespace(&ns).await.expect("namespace");
-    let tenant = tenant_namespace_name(&ns.id);
-    let h = short_hash(agent.agent_id.as_str(), 12);
-    let (gw, hx) = (format!("gw-{h}"), format!("hx-{h}"));
-    let failure_output = |kubelet: &occ_testkit::kubelet::FakeKubelet| {
-        let read = |d: &str, f: &str| {
-            kubelet
-                .pod_dir(&tenant, d)
-                .and_then(|dir| {
-                    let mut text = String::new();
-                    for entry in std::fs::read_dir(&dir).ok()?.flatten() {
-                        if entry.file_name().to_string_lossy().starts_with(f) {
-                            text.push_str(
-                                &std::fs::read_to_string(entry.path()).unwrap_or_default(),
-                            );
-                        }
-                    }
-                    Some(text)
-                })
-                .unwrap_or_default()
+    fn gateway_http_port(&self, agent: &AgentTarget) -> u16 {
+        let (_, gw, _) = Self::names(agent);
+        self.kubelet
+            .gateways()
+            .into_iter()
+            .find(|g| g.deployment == gw && g.ready)
+            .expect("a ready gateway")
+            .port
+    }
+
+    /// The gateway's process holds no key; only the harness Pod has the projected
+    /// service-principal token; the paired node is recorded on the harness claim.
+    async fn first_activation(&self, _compute: &dyn Compute, rev: &RevisionTarget) {
+        let (tenant, gw, hx) = Self::names(&rev.agent);
+        let gateway_pid = self
+            .kubelet
+            .gateways()
+            .into_iter()
+            .find(|g| g.deployment == gw)
+            .expect("gateway")
+            .pid;
+        for file in ["environ", "cmdline"] {
+            let bytes = std::fs::read(format!("/proc/{gateway_pid}/{file}")).expect("proc");
+            assert!(
+                !bytes
+                    .windows(DEDICATED_KEY.len())
+                    .any(|w| w == DEDICATED_KEY.as_bytes()),
+                "the key is in the gateway's {file}"
+            );
+        }
+        let token = std::fs::read_to_string(
+            self.kubelet
+                .pod_dir(&tenant, &hx)
+                .expect("harness pod")
+                .join("volumes/service-principal/token"),
+        )
+        .expect("projected token");
+        assert!(
+            token.contains(&format!("serviceAccount={hx} audience=occ")),
+            "{token}"
+        );
+        assert!(
+            !self
+                .kubelet
+                .pod_dir(&tenant, &gw)
+                .expect("gateway pod")
+                .join("volumes/service-principal")
+                .exists()
+        );
+        let claims: Api<PersistentVolumeClaim> =
+            Api::namespaced(self.fake.occ_client().client(), &tenant);
+        let claim = claims
+            .get(&hx.replacen("hx-", "hx-state-", 1))
+            .await
+            .expect("claim");
+        assert!(
+            claim
+                .metadata
+                .annotations
+                .is_some_and(|a| a.contains_key("openclaw.dev/node-device-id")),
+            "the paired node is recorded on the harness claim"
+        );
+    }
+
+    fn diagnostics(&self, agent: &AgentTarget) -> String {
+        let (tenant, gw, hx) = Self::names(agent);
+        let read = |deployment: &str, prefix: &str| {
+            let Some(dir) = self.kubelet.pod_dir(&tenant, deployment) else {
+                return String::new();
+            };
+            let mut text = String::new();
+            for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+                if entry.file_name().to_string_lossy().starts_with(prefix) {
+                    text.push_str(&std::fs::read_to_string(entry.path()).unwrap_or_default());
+                }
+            }
+            text
         };
         format!(
             "--- harness ---\n{}\n--- gateway ---\n{}",
             read(&hx, "harness-"),
             read(&gw, "gateway.log")
         )
+    }
+}
+
+/// The dedicated case of the Compute conformance suite on Kubernetes, with real processes
+/// through the test kubelet (the harness launcher in process with the real Codex and node host,
+/// real gateways, the fake model), plus what only Kubernetes shows: the checks of
+/// [`KubeSite::first_activation`], one pairing for the whole run (a redeploy's node reconnects:
+/// the setup-code Secret is written once and emptied once), and nothing of the Agent left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[expect(clippy::print_stderr, reason = "the figures of the run, for the log")]
+async fn dedicated_conformance_on_kubernetes() {
+    tokio::task::spawn_blocking(occ_testkit::runtime::shared_runtime)
+        .await
+        .expect("runtime");
+    let fake = FakeKube::start().await;
+    let kubelet = FakeKubelet::start(&fake);
+    let model = FakeModel::start().await;
+    let mut dedicated = dedicated_settings();
+    dedicated.model_base_url = Some(model.base_url());
+    dedicated.model_egress = Vec::new();
+    let compute = driver(&fake, Some(dedicated));
+    let site = KubeSite {
+        fake: &fake,
+        kubelet: &kubelet,
     };
+    let figures = dedicated_lifecycle(&compute, &model, &site).await;
 
-    // 1. Deploy.
-    let started = Instant::now();
-    let rev1 = dedicated_revision(&compute, &agent, 1, chat_document());
-    let ctx = key_context(KEY);
-    compute
-        .prepare_revision(&rev1, &ctx)
-        .await
-        .expect("prepare");
-    if let Err(e) = compute.activate_revision(&rev1, &ctx).await {
-        panic!("activation failed: {e:?}\n{}", failure_output(&kubelet));
-    }
-    let activated_after = started.elapsed();
-    assert_eq!(
-        compute.observe(&rev1).await.expect("observe"),
-        RuntimeState::Serving
-    );
-    assert!(
-        model.requests().iter().any(|r| r.bearer() == Some(KEY)),
-        "the probe turn carried the Agent's key"
-    );
-    let report = compute.runtime_report(&rev1).await.expect("report");
-    let roles: Vec<_> = report.pods.iter().map(|p| (p.role, p.ready)).collect();
-    assert_eq!(
-        roles,
-        [(WorkloadRole::Gateway, true), (WorkloadRole::Agent, true)],
-        "{report:?}"
-    );
-    let output = compute
-        .read_logs(
-            &rev1,
-            &LogQuery {
-                after: None,
-                tail_lines: 500,
-                previous: false,
-                workload: LogWorkload::Harness,
-            },
-        )
-        .await
-        .expect("harness log");
-    let lines = harness_lines(&output);
-    assert!(
-        lines.iter().any(|l| l.contains("phase=probe outcome=ok")),
-        "{lines:?}"
-    );
-    assert!(!lines.iter().any(|l| l.contains(KEY)));
-
-    // The gateway's process has no key; only the harness Pod has the service-principal token.
-    let gateway_pid = kubelet
-        .gateways()
+    let setup_writes: Vec<_> = fake
+        .requests()
         .into_iter()
-        .find(|g| g.deployment == gw)
-        .expect("gateway")
-        .pid;
-    for file in ["environ", "cmdline"] {
-        let bytes = std::fs::read(format!("/proc/{gateway_pid}/{file}")).expect("proc");
-        assert!(
-            !bytes.windows(KEY.len()).any(|w| w == KEY.as_bytes()),
-            "the key is in the gateway's {file}"
-        );
-    }
-    let token = std::fs::read_to_string(
-        kubelet
-            .pod_dir(&tenant, &hx)
-            .expect("harness pod")
-            .join("volumes/service-principal/token"),
-    )
-    .expect("projected token");
-    assert!(
-        token.contains(&format!("serviceAccount={hx} audience=occ")),
-        "{token}"
-    );
-    assert!(
-        !kubelet
-            .pod_dir(&tenant, &gw)
-            .expect("gateway pod")
-            .join("volumes/service-principal")
-            .exists()
-    );
-
-    // 2. The node: recorded on the harness claim, connected with its seven commands.
-    let claims: Api<PersistentVolumeClaim> = Api::namespaced(fake.occ_client().client(), &tenant);
-    let device_id = claims
-        .get(&format!("hx-state-{h}"))
-        .await
-        .expect("claim")
-        .metadata
-        .annotations
-        .and_then(|a| a.get("openclaw.dev/node-device-id").cloned())
-        .expect("the paired node is recorded");
-    let mut session = conformance_connect(&compute, &agent).await;
-    let status = NodeEnrollment::new(&mut session)
-        .describe(&device_id)
-        .await
-        .expect("node.describe");
-    assert!(status.is_ready(), "{status:?}");
-
-    // 3. A workspace file written through the gateway lands on the harness's claim.
-    let content = "# Soul\nWritten through the gateway Pod to the harness Pod.\n";
-    session
-        .file_set("main", "SOUL.md", content, None, Duration::from_secs(30))
-        .await
-        .expect("file set");
-    let on_claim = std::fs::read_to_string(
-        kubelet
-            .claim_dir(&tenant, &format!("hx-state-{h}"))
-            .join("workspace/SOUL.md"),
-    )
-    .expect("on the harness claim");
+        .filter(|r| {
+            r.resource == "secrets"
+                && r.verb == "update"
+                && r.body.as_ref().is_some_and(|b| {
+                    b["metadata"]["name"]
+                        .as_str()
+                        .is_some_and(|n| n.starts_with("hx-node-setup-"))
+                })
+        })
+        .collect();
     assert_eq!(
-        on_claim,
-        content,
-        "config: {}",
-        std::fs::read_to_string(
-            kubelet
-                .pod_dir(&tenant, &gw)
-                .expect("gw")
-                .join("openclaw.json")
-        )
-        .unwrap_or_default()
+        setup_writes.len(),
+        2,
+        "one setup code delivered and withdrawn for the whole run"
     );
-    session.close().await;
-
-    // 4. A chat turn to the gateway (its HTTP endpoint, on the kubelet's local port), answered
-    // by the model through the app-server Service.
-    let token = compute
-        .gateway_access(&agent)
-        .await
-        .expect("access")
-        .expect("serving")
-        .token;
-    let chat_started = Instant::now();
-    let (code, body) = chat_completion(
-        gateway_port(&kubelet, &gw),
-        token.expose(),
-        "hi",
-        Duration::from_secs(240),
-    )
-    .await;
-    assert_eq!(code, 200, "chat: {body}\n{}", failure_output(&kubelet));
-    assert!(body.contains("Hello from the fake model."), "{body}");
-    let chat_after = chat_started.elapsed();
-
-    // 5. A redeploy reuses the node: no second setup code.
-    compute.stop_revision(&rev1).await.expect("stop rev1");
     assert!(kubelet.harnesses().is_empty() && kubelet.gateways().is_empty());
-    let rev2 = dedicated_revision(&compute, &agent, 2, chat_document());
-    compute
-        .prepare_revision(&rev2, &ctx)
-        .await
-        .expect("prepare 2");
-    fake.clear_requests();
-    let redeployed = Instant::now();
-    if let Err(e) = compute.activate_revision(&rev2, &ctx).await {
-        panic!("redeploy failed: {e:?}\n{}", failure_output(&kubelet));
-    }
-    let redeploy_after = redeployed.elapsed();
-    assert!(
-        !fake.requests().iter().any(|r| r.verb == "update"
-            && r.body
-                .as_ref()
-                .is_some_and(|b| b["metadata"]["name"] == format!("hx-node-setup-{h}"))),
-        "no setup code was issued again"
-    );
-    compute.retire_revision(&rev1).await.expect("retire rev1");
-    let secrets = fake.names("secrets", &tenant);
-    assert!(
-        !secrets.iter().any(
-            |n| n.ends_with(&short_hash(rev1.revision_id.as_str(), 12)) && n.contains("-cred-")
-        ),
-        "{secrets:?}"
-    );
-    let (code, body) = chat_completion(
-        gateway_port(&kubelet, &gw),
-        token.expose(),
-        "v2",
-        Duration::from_secs(240),
-    )
-    .await;
-    assert_eq!(code, 200, "chat on revision 2: {body}");
-
-    // 6. A wrong key: permanent RUNTIME_AUTHENTICATION_FAILED, no key shown, both scaled down.
-    compute.stop_revision(&rev2).await.expect("stop rev2");
-    model.fail_with(Some(occ_testkit::fake_model::Failure {
-        status: 401,
-        code: "invalid_api_key".into(),
-        message: "Incorrect API key provided.".into(),
-    }));
-    let rev3 = dedicated_revision(&compute, &agent, 3, chat_document());
-    let wrong = key_context(WRONG_KEY);
-    compute
-        .prepare_revision(&rev3, &wrong)
-        .await
-        .expect("prepare 3");
-    let err = compute
-        .activate_revision(&rev3, &wrong)
-        .await
-        .expect_err("a wrong key fails");
-    assert_eq!(
-        (err.class, err.code),
-        (
-            FailureClass::Permanent,
-            ReasonCode::RuntimeAuthenticationFailed
-        ),
-        "{err:?}"
-    );
-    assert!(!format!("{err:?} {:?}", err.output).contains(WRONG_KEY));
-    assert!(
-        kubelet.harnesses().is_empty(),
-        "the held harness is stopped"
-    );
-    model.fail_with(None);
-
-    // 7. Delete leaves nothing of the Agent.
-    compute.delete_agent(&agent).await.expect("delete");
     for resource in [
         "deployments",
         "configmaps",
@@ -759,36 +621,12 @@ async fn a_dedicated_agent_runs_as_two_deployments() {
         "persistentvolumeclaims",
         "pods",
     ] {
-        let names = fake.names(resource, &tenant);
-        assert!(
-            !names.iter().any(|n| n.contains(&h)),
-            "{resource}: {names:?}"
-        );
+        let left: Vec<String> = fake
+            .all_names(resource)
+            .into_iter()
+            .filter(|n| n.starts_with("gw-") || n.starts_with("hx-"))
+            .collect();
+        assert!(left.is_empty(), "{resource}: {left:?}");
     }
-    eprintln!(
-        "kubernetes dedicated: activated in {:.1} s (pairing and a gateway re-roll included), \
-         chat answered in {:.1} s, redeploy {:.1} s",
-        activated_after.as_secs_f64(),
-        chat_after.as_secs_f64(),
-        redeploy_after.as_secs_f64()
-    );
-}
-
-/// The local port the kubelet runs Deployment `deployment`'s gateway on.
-fn gateway_port(kubelet: &occ_testkit::kubelet::FakeKubelet, deployment: &str) -> u16 {
-    kubelet
-        .gateways()
-        .into_iter()
-        .find(|g| g.deployment == deployment && g.ready)
-        .expect("a ready gateway")
-        .port
-}
-
-async fn conformance_connect(
-    compute: &KubernetesCompute,
-    agent: &AgentTarget,
-) -> occ_gateway::Session {
-    occ_testkit::compute_conformance::connect(compute, agent)
-        .await
-        .expect("session")
+    eprintln!("kubernetes dedicated: {figures:?}");
 }

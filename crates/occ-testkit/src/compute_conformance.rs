@@ -8,7 +8,10 @@
 //! answers the native handshake with the Agent's credential (`gateway_access`), that preparing
 //! never disturbs what serves, that every verb is idempotent, and that the workspace survives
 //! stop and resume. It starts three gateways. [`rollback`] checks that a revision whose gateway
-//! cannot start is undone by `restore_revision` and measures the outage.
+//! cannot start is undone by `restore_revision` and measures the outage. [`dedicated_lifecycle`]
+//! is the dedicated (Codex harness) case.
+
+mod dedicated;
 
 use std::time::Duration;
 
@@ -21,6 +24,11 @@ use occ_drivers::compute::{
 };
 use occ_gateway::{Endpoint, GatewayError, Session};
 use serde_json::{Value, json};
+
+pub use dedicated::{
+    DEDICATED_KEY, DEDICATED_WRONG_KEY, DedicatedFigures, DedicatedSite, dedicated_document,
+    dedicated_lifecycle, key_context,
+};
 
 /// The OpenClaw version revisions are admitted for.
 pub const HARNESS_VERSION: &str = "2026.9.6";

@@ -353,6 +353,16 @@ impl FakeKube {
             .collect()
     }
 
+    /// Names of the stored objects of a resource in every namespace.
+    pub fn all_names(&self, resource: &str) -> Vec<String> {
+        self.state()
+            .objects
+            .keys()
+            .filter(|(r, _, _)| r == resource)
+            .map(|(_, _, name)| name.clone())
+            .collect()
+    }
+
     /// Stores an object as if someone else had created it (uid, resourceVersion and creation
     /// time assigned when missing). Returns the stored object.
     pub fn seed(&self, resource: &str, namespace: &str, mut object: Value) -> Value {
