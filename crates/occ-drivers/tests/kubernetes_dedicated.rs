@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::Api;
-use occ_drivers::compute::RevisionTarget;
+use occ_drivers::compute::{RevisionTarget, RuntimeState};
 use occ_testkit::compute_conformance::{DEDICATED_KEY, DedicatedSite, dedicated_lifecycle};
 use occ_testkit::fake_model::FakeModel;
 use occ_testkit::kubelet::FakeKubelet;
@@ -463,6 +463,23 @@ struct KubeSite<'a> {
 }
 
 impl KubeSite<'_> {
+    /// The harness Pod of `hx`, whether its container is ready, and its restart count.
+    fn harness_instance(&self, tenant: &str, hx: &str) -> (String, bool, i64) {
+        let (_, _, pod, _) = self
+            .kubelet
+            .harnesses()
+            .into_iter()
+            .find(|(ns, d, ..)| ns == tenant && d == hx)
+            .unwrap_or_default();
+        let object = self.fake.object("pods", tenant, &pod).unwrap_or_default();
+        let status = &object["status"]["containerStatuses"][0];
+        (
+            pod,
+            status["ready"] == serde_json::json!(true),
+            status["restartCount"].as_i64().unwrap_or(0),
+        )
+    }
+
     fn names(agent: &AgentTarget) -> (String, String, String) {
         let h = short_hash(agent.agent_id.as_str(), 12);
         (
@@ -493,8 +510,10 @@ impl DedicatedSite for KubeSite<'_> {
     }
 
     /// The gateway's process holds no key; only the harness Pod has the projected
-    /// service-principal token; the paired node is recorded on the harness claim.
-    async fn first_activation(&self, _compute: &dyn Compute, rev: &RevisionTarget) {
+    /// service-principal token; the paired node is recorded on the harness claim; a harness
+    /// container that exits is restarted by the kubelet alone, and the gateway's Codex plugin
+    /// and the node host reconnect to it (the revision serves and answers again, no re-pairing).
+    async fn first_activation(&self, compute: &dyn Compute, rev: &RevisionTarget) {
         let (tenant, gw, hx) = Self::names(&rev.agent);
         let gateway_pid = self
             .kubelet
@@ -541,8 +560,77 @@ impl DedicatedSite for KubeSite<'_> {
             claim
                 .metadata
                 .annotations
+                .as_ref()
                 .is_some_and(|a| a.contains_key("openclaw.dev/node-device-id")),
             "the paired node is recorded on the harness claim"
+        );
+
+        let (harness_pod, ..) = self.harness_instance(&tenant, &hx);
+        assert!(self.kubelet.end_harness_container(&tenant, &hx));
+        let deadline = std::time::Instant::now() + Duration::from_secs(180);
+        loop {
+            let (pod, ready, restarts) = self.harness_instance(&tenant, &hx);
+            if ready && restarts >= 1 {
+                assert_eq!(pod, harness_pod, "the container restarted in its Pod");
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the harness container came back\n{}",
+                self.diagnostics(&rev.agent)
+            );
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(120);
+        while compute.observe(rev).await.expect("observe") != RuntimeState::Serving {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the revision serves again after a harness restart"
+            );
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        let mut session = occ_testkit::compute_conformance::connect(compute, &rev.agent)
+            .await
+            .expect("session");
+        let node = claim
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get("openclaw.dev/node-device-id").cloned())
+            .expect("node");
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let status = occ_gateway::NodeEnrollment::new(&mut session)
+                .describe(&node)
+                .await;
+            if status.as_ref().is_ok_and(|s| s.is_ready()) {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the node reconnected after the harness restart: {status:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        session.close().await;
+        let token = compute
+            .gateway_access(&rev.agent)
+            .await
+            .expect("access")
+            .expect("serving")
+            .token;
+        let (code, body) = occ_testkit::gateway::chat_completion(
+            self.gateway_http_port(&rev.agent),
+            token.expose(),
+            "after the harness restarted",
+            Duration::from_secs(240),
+        )
+        .await;
+        assert_eq!(
+            code,
+            200,
+            "chat after a harness restart: {body}\n{}",
+            self.diagnostics(&rev.agent)
         );
     }
 

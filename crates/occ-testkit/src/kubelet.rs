@@ -261,6 +261,20 @@ impl FakeKubelet {
             .collect()
     }
 
+    /// Ends the harness container of a Deployment (its launcher stops its children and
+    /// returns), as a container exit would; the kubelet starts it again. False without one.
+    pub fn end_harness_container(&self, namespace: &str, deployment: &str) -> bool {
+        let pods = lock(&self.inner.pods);
+        let Some(run) = pods.get(&(namespace.to_owned(), deployment.to_owned())) else {
+            return false;
+        };
+        let Some(harness) = lock(&run.shared).harness.take() else {
+            return false;
+        };
+        drop(harness.stop());
+        true
+    }
+
     /// Kills the gateway of a Deployment (SIGKILL to its process group), as a crash would;
     /// the kubelet restarts it. Returns the PID killed.
     pub fn kill_gateway(&self, namespace: &str, deployment: &str) -> Option<u32> {
