@@ -118,6 +118,17 @@ pub enum SecretCmd {
     Get { id: String },
     /// Delete a Secret.
     Delete { id: String },
+    /// Let an Agent use this Secret (what its deploy needs when its Configuration binds the
+    /// Secret or its harness logs in with it): binds a Role with `operate` on Secrets to the
+    /// Agent's service principal on this one Secret, creating the Role `secret-user` if the
+    /// Namespace has none. Idempotent.
+    Grant {
+        /// The Secret (`sec_…`).
+        id: String,
+        /// The Agent (`agt_…`).
+        #[arg(long)]
+        agent: String,
+    },
 }
 
 /// `occ service-account …`
@@ -437,6 +448,8 @@ pub struct ApiFailure {
     request_id: String,
     /// Seconds the API asked to wait (`Retry-After`).
     retry_after: Option<u64>,
+    /// What the user can do about it, when the CLI knows.
+    hint: Option<String>,
 }
 
 impl std::fmt::Display for ApiFailure {
@@ -445,7 +458,32 @@ impl std::fmt::Display for ApiFailure {
             f,
             "HTTP {} {}: {} (request {})",
             self.status, self.code, self.message, self.request_id
-        )
+        )?;
+        if let Some(hint) = &self.hint {
+            write!(f, "\n  {hint}")?;
+        }
+        Ok(())
+    }
+}
+
+/// A deploy refused because the Agent's service principal may not use a Secret gets the one
+/// command that allows it (the API names the principal and the Secret in its 403).
+fn with_grant_hint(error: anyhow::Error, agent: &str) -> anyhow::Error {
+    match error.downcast::<ApiFailure>() {
+        Ok(mut failure) => {
+            let denied = failure
+                .message
+                .split_once("is not allowed to operate secret ")
+                .map(|(_, rest)| rest.trim_end_matches('.').trim().to_owned())
+                .filter(|_| failure.status == 403);
+            if let Some(secret) = denied {
+                failure.hint = Some(format!(
+                    "to let the Agent use the Secret: occ secret grant {secret} --agent {agent}"
+                ));
+            }
+            failure.into()
+        }
+        Err(other) => other,
     }
 }
 
@@ -553,6 +591,7 @@ impl Client {
                     .to_owned(),
                 request_id,
                 retry_after,
+                hint: None,
             }
             .into());
         }
@@ -740,8 +779,75 @@ pub async fn secret(c: &Client, cmd: SecretCmd) -> anyhow::Result<()> {
                 .await?;
             return c.deleted("Secret", &id);
         }
+        SecretCmd::Grant { id, agent } => {
+            let binding = grant_secret(c, &id, &agent).await?;
+            return c.print(
+                &binding,
+                &["id", "subjectId", "roleId", "resourceKind", "resourceId"],
+            );
+        }
     };
     c.print(&v, &["id", "name"])
+}
+
+/// The name of the Role `occ secret grant` creates when the Namespace has none that grants
+/// exactly `operate` on Secrets.
+const SECRET_USER_ROLE: &str = "secret-user";
+
+/// Binds a Role with exactly `operate` on Secrets to Agent `agent`'s service principal on
+/// Secret `secret` (reusing such a Role and an existing identical binding); returns the binding.
+async fn grant_secret(c: &Client, secret: &str, agent: &str) -> anyhow::Result<Value> {
+    let ns = c.ns()?;
+    // Both must exist (a clear 404 otherwise); the principal is the Agent's own.
+    c.call(
+        Method::GET,
+        &format!("/namespaces/{ns}/secrets/{secret}"),
+        None,
+    )
+    .await?;
+    let principal = c
+        .call(
+            Method::GET,
+            &format!("/namespaces/{ns}/agents/{agent}"),
+            None,
+        )
+        .await?
+        .get("servicePrincipalId")
+        .and_then(Value::as_str)
+        .map_or_else(|| format!("service-agent-{agent}"), str::to_owned);
+    let operate_on_secrets = json!([{"action": "operate", "resourceKind": "secret"}]);
+    let roles_path = format!("/namespaces/{ns}/iam/roles");
+    let roles = c.call(Method::GET, &roles_path, None).await?;
+    let existing = roles
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|r| r["permissions"] == operate_on_secrets);
+    let role_id = match existing {
+        Some(role) => role["id"].as_str().unwrap_or_default().to_owned(),
+        None => c
+            .call(
+                Method::POST,
+                &roles_path,
+                Some(json!({"name": SECRET_USER_ROLE, "permissions": operate_on_secrets})),
+            )
+            .await?["id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+    };
+    let bindings_path = format!("/namespaces/{ns}/iam/access-bindings");
+    let wanted = json!({"subjectKind": "identity", "subjectId": principal, "roleId": role_id,
+                        "resourceKind": "secret", "resourceId": secret});
+    let bindings = c.call(Method::GET, &bindings_path, None).await?;
+    if let Some(found) = bindings.as_array().into_iter().flatten().find(|b| {
+        ["subjectId", "roleId", "resourceKind", "resourceId"]
+            .iter()
+            .all(|k| b[*k] == wanted[*k])
+    }) {
+        return Ok(found.clone());
+    }
+    c.call(Method::POST, &bindings_path, Some(wanted)).await
 }
 
 /// `occ service-account …`
@@ -873,7 +979,8 @@ pub async fn agent(c: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
         AgentCmd::Deploy { id, follow } => {
             let rev = c
                 .call(Method::POST, &format!("{base}/{id}/deploy"), None)
-                .await?;
+                .await
+                .map_err(|e| with_grant_hint(e, &id))?;
             admitted(c, &format!("{base}/{id}"), &rev, &follow).await
         }
         AgentCmd::Rollback { id, to, follow } => {

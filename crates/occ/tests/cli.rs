@@ -526,6 +526,12 @@ fn end_to_end(backend: Backend) {
     let err = cli.fails(&["agent", "deploy", &agt]);
     assert_api_error(&err, 403, "FORBIDDEN");
     assert!(err.contains(&agent_sp), "the 403 names the Agent SP: {err}");
+    assert!(
+        err.contains(&format!("occ secret grant {sec_id} --agent {agt}")),
+        "the refusal says how to grant: {err}"
+    );
+    // `occ secret grant` reuses a Role that grants exactly `operate` on Secrets, binds it to the
+    // Agent's principal on this Secret, and is idempotent.
     let role_file = write_json(
         dir.path(),
         "role.json",
@@ -533,14 +539,35 @@ fn end_to_end(backend: Backend) {
     );
     let role = cli.json(&["iam", "role", "create", "--file", &role_file]);
     let role_id = str_of(&role, "id").to_owned();
-    let binding_file = write_json(
-        dir.path(),
-        "binding.json",
-        &json!({"subjectKind": "identity", "subjectId": agent_sp, "roleId": role_id,
-                "resourceKind": "secret", "resourceId": sec_id}),
+    let err = cli.fails(&[
+        "secret",
+        "grant",
+        "sec_00000000-0000-4000-8000-000000000000",
+        "--agent",
+        &agt,
+    ]);
+    assert_api_error(&err, 404, "NOT_FOUND");
+    let binding = cli.json(&["secret", "grant", &sec_id, "--agent", &agt]);
+    assert_eq!(
+        (
+            str_of(&binding, "subjectId"),
+            str_of(&binding, "roleId"),
+            str_of(&binding, "resourceKind"),
+            str_of(&binding, "resourceId")
+        ),
+        (
+            agent_sp.as_str(),
+            role_id.as_str(),
+            "secret",
+            sec_id.as_str()
+        )
     );
-    let binding = cli.json(&["iam", "access-binding", "create", "--file", &binding_file]);
-    assert_eq!(str_of(&binding, "subjectId"), agent_sp);
+    let again = cli.json(&["secret", "grant", &sec_id, "--agent", &agt]);
+    assert_eq!(
+        str_of(&again, "id"),
+        str_of(&binding, "id"),
+        "granting twice binds once"
+    );
     let table = cli.table(&["iam", "access-binding", "list"]);
     assert!(table.starts_with("ID "), "{table}");
     assert!(table.contains(&agent_sp), "{table}");

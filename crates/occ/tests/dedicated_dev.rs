@@ -193,36 +193,8 @@ async fn a_user_deploys_a_dedicated_codex_agent_on_occ_dev() {
     );
     let agent_id = agent["id"].as_str().expect("agt id").to_owned();
     // The Agent's principal may use exactly that Secret (deploy checks it, 403 otherwise).
-    let role = occ_json(
-        &[
-            "iam",
-            "role",
-            "create",
-            "--file",
-            &write(
-                dir.path(),
-                "role.json",
-                &json!({"name": "secret-user",
-                    "permissions": [{"action": "operate", "resourceKind": "secret"}]}),
-            ),
-        ],
-        &cli,
-    );
-    occ_json(
-        &[
-            "iam",
-            "access-binding",
-            "create",
-            "--file",
-            &write(
-                dir.path(),
-                "binding.json",
-                &json!({"subjectKind": "identity", "subjectId": format!("service-agent-{agent_id}"),
-                    "roleId": role["id"], "resourceKind": "secret", "resourceId": secret_id}),
-            ),
-        ],
-        &cli,
-    );
+    let binding = occ_json(&["secret", "grant", &secret_id, "--agent", &agent_id], &cli);
+    assert_eq!(binding["subjectId"], format!("service-agent-{agent_id}"));
     let deployed = Command::new(OCC)
         .args(["agent", "deploy", &agent_id, "--wait"])
         .env_clear()
