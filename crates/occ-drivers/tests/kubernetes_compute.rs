@@ -308,7 +308,8 @@ async fn every_object_is_the_reviewed_one_and_foreign_objects_are_refused() {
 }
 
 /// Initial workspace files reach the workspace through the init container before the gateway
-/// starts; a later revision's template carries no setup once it completed.
+/// starts; a later revision's template carries no setup once it completed; a session through
+/// the port-forward survives being idle longer than the API client's call deadline.
 #[tokio::test]
 async fn staged_workspace_files_are_applied_before_the_gateway_starts() {
     let fake = FakeKube::start().await;
@@ -335,6 +336,14 @@ async fn staged_workspace_files_are_applied_before_the_gateway_starts() {
         .expect("read USER.md")
         .expect("exists");
     assert_eq!(file.content, "# USER.md\n\nStaged for Kubernetes.\n");
+    // The same session, idle for longer than an API call's 10 s deadline, still answers: the
+    // forward's stream has no read timeout (a pooled session, a long model turn).
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    session
+        .file_get("main", "USER.md", Duration::from_secs(10))
+        .await
+        .expect("the forwarded session survives 12 s idle")
+        .expect("exists");
     session.close().await;
     // Served: the setup Secret keeps only the identity, no file text.
     let tenant = tenant_namespace_name(&ns.id);

@@ -97,6 +97,10 @@ impl From<KubeFailure> for DriverError {
 #[derive(Clone)]
 pub struct KubeClient {
     client: kube::Client,
+    /// The same API server without a read timeout, for long-lived streams (port-forwards):
+    /// `CALL_TIMEOUT` as a read timeout would cut any forwarded connection idle for longer
+    /// (a pooled gateway session, a model turn that takes a while).
+    streams: kube::Client,
     /// The tenant namespace of each occ Namespace found so far, shared by the clones (the
     /// Drivers of one process): a Namespace's placement never changes while it exists, so
     /// only the first use pays the label-selected list.
@@ -148,10 +152,15 @@ impl KubeClient {
         // One retry policy, ours (`call`): it also covers 500 and transport failures and keeps
         // each call's attempts bounded and visible.
         config.default_retry = false;
+        let mut streams_config = config.clone();
+        streams_config.read_timeout = None;
         let client = kube::Client::try_from(config)
+            .map_err(|e| DriverError::Configuration(format!("Kubernetes client: {e}")))?;
+        let streams = kube::Client::try_from(streams_config)
             .map_err(|e| DriverError::Configuration(format!("Kubernetes client: {e}")))?;
         Ok(Self {
             client,
+            streams,
             tenants: Default::default(),
         })
     }
@@ -257,6 +266,11 @@ impl KubeClient {
     /// The underlying client, for typed `Api`s.
     pub fn client(&self) -> kube::Client {
         self.client.clone()
+    }
+
+    /// The client for long-lived streams (port-forwards): no read timeout.
+    pub fn stream_client(&self) -> kube::Client {
+        self.streams.clone()
     }
 
     /// Runs one API call under the policy: a deadline per attempt; up to three attempts when the

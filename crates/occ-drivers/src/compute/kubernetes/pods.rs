@@ -170,8 +170,10 @@ impl KubernetesCompute {
         pod: &str,
     ) -> Result<u16, ComputeError> {
         let names = self.names(agent).await?;
+        // A forwarded connection may sit idle (a pooled session) or wait long for an answer.
+        let pods = Api::namespaced(self.kube.stream_client(), &names.tenant);
         self.forwards
-            .open(self.api(&names.tenant), (names.tenant, names.gateway), pod)
+            .open(pods, (names.tenant, names.gateway), pod)
             .await
     }
 
