@@ -23,6 +23,8 @@ pub const DEFAULT_LIMIT: usize = 64 * 1024;
 pub const AGENT_CREATE_LIMIT: usize = 448 * 1024;
 /// Workspace file PUT body limit.
 pub const WORKSPACE_PUT_LIMIT: usize = 48 * 1024;
+/// Chat body limit: a 16 KiB message can grow about 3× when JSON-escaped.
+pub const CHAT_LIMIT: usize = 48 * 1024;
 /// Secret create and update body limit: a value of the documented maximum (65 536 bytes) can
 /// grow 6× when JSON-escaped (`\u0001` per byte), plus room for the name and the object around it.
 /// The reference's 64 KiB default would refuse values it documents as valid.

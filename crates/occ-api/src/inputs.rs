@@ -188,6 +188,16 @@ request_body! {
 }
 
 request_body! {
+    /// `POST …/agents/{agentId}/chat`: `{message, sessionKey?}`.
+    pub struct ChatBody {
+        /// 1..16 KiB of UTF-8, not blank.
+        required "message" => message: ChatMessage,
+        /// The conversation to continue (default `occ-chat`).
+        optional "sessionKey" => session_key: ChatSessionKey,
+    }
+}
+
+request_body! {
     /// `POST /api/auth/service-keys`.
     pub struct ServiceKeyCreateBody {
         /// A non-Agent service principal.

@@ -41,7 +41,7 @@ pub use state::{ApiSettings, AppState};
 use envelope::{AUTH_ROUTE_ERRORS, REQUEST_ID};
 use error::ApiError;
 use handlers::{
-    agents, auth, configurations, iam, namespaces, runtime_logs, secrets, service_accounts,
+    agents, auth, chat, configurations, iam, namespaces, runtime_logs, secrets, service_accounts,
     workspace,
 };
 
@@ -98,6 +98,7 @@ pub fn router_and_openapi(state: AppState) -> (axum::Router, utoipa::openapi::Op
             workspace::put_workspace_file
         ))
         .routes(routes!(workspace::get_workspace_defaults))
+        .routes(routes!(chat::chat_with_agent))
         .routes(routes!(iam::list_roles, iam::create_role))
         .routes(routes!(iam::get_role, iam::delete_role))
         .routes(routes!(iam::list_bindings, iam::create_binding))

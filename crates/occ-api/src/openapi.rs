@@ -71,6 +71,23 @@ pub struct WorkspaceFileWritten {
     pub size: u64,
 }
 
+/// The Agent's answer to a chat turn.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ChatView {
+    /// The conversation (send it again to continue).
+    pub session_key: String,
+    /// The reply's text.
+    pub reply: String,
+    /// `provider/model` that answered, when the gateway says.
+    pub model: Option<String>,
+    /// Token usage as the gateway reports it.
+    #[schema(value_type = Option<Object>)]
+    pub usage: Option<serde_json::Value>,
+    /// How long the turn took, in milliseconds.
+    pub duration_ms: u64,
+}
+
 /// The stock workspace files of the pinned OpenClaw.
 #[derive(Serialize, ToSchema)]
 pub struct WorkspaceDefaultsView {

@@ -32,6 +32,7 @@ pub mod agents;
 pub mod auth;
 mod authorization;
 pub mod bootstrap;
+pub mod chat;
 pub mod configurations;
 pub mod deployment_runtime;
 pub mod deployments;
@@ -151,6 +152,8 @@ pub struct Controller {
     sign_in_limiter: SignInLimiter,
     hooks: FaultHooks,
     workspace: Option<Arc<dyn workspace_files::WorkspaceAccess>>,
+    /// How chat turns reach Agents (the chat route).
+    chat: Option<Arc<dyn chat::AgentChat>>,
     /// The Compute Driver the runtime routes ask (`deployment_runtime`, `runtime_logs`).
     runtime: Option<Arc<dyn occ_drivers::compute::Compute>>,
     /// Per-caller limit of the logs route.
@@ -184,6 +187,7 @@ impl Controller {
             sign_in_limiter: SignInLimiter::default(),
             hooks: FaultHooks::default(),
             workspace: None,
+            chat: None,
             runtime: None,
             runtime_log_limiter: runtime_logs::LogRateLimiter::default(),
         }
@@ -195,6 +199,12 @@ impl Controller {
         access: Arc<dyn workspace_files::WorkspaceAccess>,
     ) -> Self {
         self.workspace = Some(access);
+        self
+    }
+
+    /// Gives the controller a way to talk to Agents (the chat route).
+    pub fn with_chat(mut self, chat: Arc<dyn chat::AgentChat>) -> Self {
+        self.chat = Some(chat);
         self
     }
 

@@ -352,14 +352,23 @@ impl GatewayWorkspace {
         Self { compute, client }
     }
 
-    /// The Agent's endpoint as the Compute Driver reports it now.
     async fn endpoint(&self, agent: &AgentTarget, deadline: Instant) -> Result<Endpoint, String> {
-        match tokio::time::timeout_at(deadline, self.compute.gateway_access(agent)).await {
-            Err(_) => Err("the deadline passed while locating the gateway".into()),
-            Ok(Err(e)) => Err(format!("locating the gateway: {e}")),
-            Ok(Ok(None)) => Err("the Compute Driver exposes no gateway for this Agent".into()),
-            Ok(Ok(Some(access))) => Ok(Endpoint::new(access.url, access.token.expose())),
-        }
+        gateway_endpoint(self.compute.as_ref(), agent, deadline).await
+    }
+}
+
+/// The Agent's gateway endpoint as the Compute Driver reports it now (the reason for logs when
+/// there is none).
+pub(crate) async fn gateway_endpoint(
+    compute: &dyn Compute,
+    agent: &AgentTarget,
+    deadline: Instant,
+) -> Result<Endpoint, String> {
+    match tokio::time::timeout_at(deadline, compute.gateway_access(agent)).await {
+        Err(_) => Err("the deadline passed while locating the gateway".into()),
+        Ok(Err(e)) => Err(format!("locating the gateway: {e}")),
+        Ok(Ok(None)) => Err("the Compute Driver exposes no gateway for this Agent".into()),
+        Ok(Ok(Some(access))) => Ok(Endpoint::new(access.url, access.token.expose())),
     }
 }
 

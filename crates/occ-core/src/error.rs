@@ -70,6 +70,10 @@ pub enum ErrorCode {
     RuntimeLogsAuditUnavailable,
     /// 504: the log read did not finish in time.
     RuntimeLogsTimeout,
+    /// The Agent's model failed a chat turn (occ extension).
+    ModelError,
+    /// A chat turn did not finish before its deadline (occ extension).
+    ChatTimeout,
 }
 
 impl ErrorCode {
@@ -101,6 +105,8 @@ impl ErrorCode {
             ErrorCode::RuntimeLogsUnavailable => "RUNTIME_LOGS_UNAVAILABLE",
             ErrorCode::RuntimeLogsAuditUnavailable => "RUNTIME_LOGS_AUDIT_UNAVAILABLE",
             ErrorCode::RuntimeLogsTimeout => "RUNTIME_LOGS_TIMEOUT",
+            ErrorCode::ModelError => "MODEL_ERROR",
+            ErrorCode::ChatTimeout => "CHAT_TIMEOUT",
         }
     }
 
@@ -130,7 +136,8 @@ impl ErrorCode {
             | ErrorCode::RuntimeLogsClusterRbac
             | ErrorCode::RuntimeLogsUnavailable
             | ErrorCode::RuntimeLogsAuditUnavailable => 503,
-            ErrorCode::RuntimeLogsTimeout => 504,
+            ErrorCode::ModelError => 502,
+            ErrorCode::RuntimeLogsTimeout | ErrorCode::ChatTimeout => 504,
         }
     }
 }

@@ -63,6 +63,21 @@ pub(crate) struct ConnOptions {
     /// Close the connection after this long without a request in flight.
     pub idle_timeout: Option<Duration>,
     pub counters: Option<Arc<Counters>>,
+    /// Where the gateway's events go (skipped when `None`), and the interim `accepted`
+    /// answers of two-stage requests ([`Conn::call_final`]) as [`GatewayEvent::ACCEPTED`].
+    pub events: Option<mpsc::UnboundedSender<GatewayEvent>>,
+}
+
+/// One `event` frame from the gateway.
+#[derive(Debug, Clone)]
+pub(crate) struct GatewayEvent {
+    pub event: String,
+    pub payload: Value,
+}
+
+impl GatewayEvent {
+    /// The name under which an interim `{"status":"accepted"}` answer is passed on.
+    pub const ACCEPTED: &'static str = "occ.accepted";
 }
 
 /// How a call failed, by what the gateway may have seen.
@@ -100,6 +115,14 @@ struct Outgoing {
     text: String,
     state: Arc<AtomicU8>,
     reply: oneshot::Sender<Reply>,
+    /// A two-stage request: an answer with `status: "accepted"` is interim, and the request
+    /// stays pending until its final answer.
+    expect_final: bool,
+}
+
+struct Pending {
+    reply: oneshot::Sender<Reply>,
+    expect_final: bool,
 }
 
 enum Command {
@@ -173,6 +196,7 @@ impl Conn {
             rx,
             shared: shared.clone(),
             pending: HashMap::new(),
+            events: options.events,
             idle_timeout: options.idle_timeout,
             silence_limit: tick.saturating_mul(2),
             counters: options.counters,
@@ -235,6 +259,28 @@ impl Conn {
         params: Value,
         deadline: Instant,
     ) -> Result<Value, CallFailure> {
+        self.request(method, params, deadline, false).await
+    }
+
+    /// Like [`Conn::call`] for a two-stage method (`agent`): the gateway first answers
+    /// `{"status": "accepted", …}` (passed to the events channel, if any) and later answers the
+    /// same id with the result, which is what this returns.
+    pub async fn call_final(
+        &self,
+        method: &str,
+        params: Value,
+        deadline: Instant,
+    ) -> Result<Value, CallFailure> {
+        self.request(method, params, deadline, true).await
+    }
+
+    async fn request(
+        &self,
+        method: &str,
+        params: Value,
+        deadline: Instant,
+        expect_final: bool,
+    ) -> Result<Value, CallFailure> {
         if let Some(err) = self.dead() {
             return Err(CallFailure::NotSent(err));
         }
@@ -269,6 +315,7 @@ impl Conn {
             text,
             state: state.clone(),
             reply,
+            expect_final,
         }));
         if queued.is_err() {
             guard.armed = false;
@@ -358,7 +405,8 @@ struct Driver {
     rx: mpsc::UnboundedReceiver<Command>,
     shared: Arc<Shared>,
     /// Requests written (or being written) and awaiting their answer.
-    pending: HashMap<String, oneshot::Sender<Reply>>,
+    pending: HashMap<String, Pending>,
+    events: Option<mpsc::UnboundedSender<GatewayEvent>>,
     idle_timeout: Option<Duration>,
     silence_limit: Duration,
     counters: Option<Arc<Counters>>,
@@ -449,6 +497,7 @@ impl Driver {
             text,
             state,
             reply,
+            expect_final,
         } = out;
         if state
             .compare_exchange(QUEUED, WRITING, Ordering::AcqRel, Ordering::Acquire)
@@ -457,7 +506,13 @@ impl Driver {
             // Abandoned before it was sent: never written.
             return Ok(());
         }
-        self.pending.insert(id.clone(), reply);
+        self.pending.insert(
+            id.clone(),
+            Pending {
+                reply,
+                expect_final,
+            },
+        );
         match tokio::time::timeout(WRITE_TIMEOUT, self.ws.send(Message::text(text))).await {
             Ok(Ok(())) => {
                 state.store(WRITTEN, Ordering::Release);
@@ -470,8 +525,8 @@ impl Driver {
                 // The frame did not completely reach the socket, so the gateway cannot have
                 // read it; the connection is unusable anyway.
                 let err = map_ws_error(e);
-                if let Some(reply) = self.pending.remove(&id) {
-                    let _ = reply.send(Reply::Failed {
+                if let Some(pending) = self.pending.remove(&id) {
+                    let _ = pending.reply.send(Reply::Failed {
                         error: err.clone(),
                         written: false,
                     });
@@ -514,10 +569,24 @@ impl Driver {
                 payload,
                 error,
             } => {
-                let Some(reply) = self.pending.remove(&id) else {
+                let Some(pending) = self.pending.remove(&id) else {
                     tracing::debug!(url = %self.url, %id, "skipping a response to an abandoned or unknown request");
                     return Ok(false);
                 };
+                if ok
+                    && pending.expect_final
+                    && payload.get("status").and_then(Value::as_str) == Some("accepted")
+                {
+                    if let Some(events) = &self.events {
+                        let _ = events.send(GatewayEvent {
+                            event: GatewayEvent::ACCEPTED.into(),
+                            payload,
+                        });
+                    }
+                    self.pending.insert(id, pending);
+                    return Ok(true);
+                }
+                let reply = pending.reply;
                 let answer = if ok {
                     Ok(payload)
                 } else {
@@ -536,7 +605,12 @@ impl Driver {
                         .and_then(Value::as_u64)
                         .map(Duration::from_millis);
                 }
-                tracing::trace!(url = %self.url, %event, "skipping an event");
+                match &self.events {
+                    Some(events) => {
+                        let _ = events.send(GatewayEvent { event, payload });
+                    }
+                    None => tracing::trace!(url = %self.url, %event, "skipping an event"),
+                }
                 Ok(false)
             }
             Decoded::Skip => Ok(false),
@@ -556,8 +630,8 @@ impl Driver {
 
     fn finish(mut self, error: GatewayError) {
         *lock(&self.shared.dead) = Some(error.clone());
-        for (_, reply) in self.pending.drain() {
-            let _ = reply.send(Reply::Failed {
+        for (_, pending) in self.pending.drain() {
+            let _ = pending.reply.send(Reply::Failed {
                 error: error.clone(),
                 written: true,
             });

@@ -488,6 +488,7 @@ impl FileClient {
         let options = ConnOptions {
             idle_timeout: Some(self.inner.settings.idle_timeout),
             counters: Some(self.inner.counters.clone()),
+            events: None,
         };
         let (conn, _hello) = Conn::open(endpoint, deadline, options).await?;
         self.inner

@@ -5,7 +5,8 @@
 //! mode: "backend"}`, role `operator`, scopes `operator.admin` + `operator.read`, **no**
 //! `device` field) and checks the grant in `hello-ok` — a gateway silently clears the scopes of
 //! clients it does not trust, so the grant is always checked. Then it issues requests
-//! (`req`/`res` frames matched by id; events are skipped).
+//! (`req`/`res` frames matched by id; events are skipped, except on a chat turn's own
+//! connection).
 //!
 //! Two ways to authenticate ([`Auth`]): the gateway's shared token in `connect.params.auth`
 //! (loopback gateways of the process Driver), or a header on the WebSocket upgrade with no
@@ -22,6 +23,8 @@
 //!   operation and pooled, verified connections keyed by URL and credential.
 //! - [`Session`]: one connection; [`Session::connect`] is one attempt, [`Session::call`] one
 //!   request, [`Session::file_get`] / [`Session::file_set`] the `agents.files.*` methods.
+//! - [`chat_turn`]: one chat turn with an Agent (`agent`, its `chat` events streamed as
+//!   deltas, `chat.abort` when abandoned), classified by [`ChatError`].
 //! - [`NodeEnrollment`]: pairing a node host (`device.pair.setupCode`/`setupStatus`,
 //!   `node.describe`) for dedicated execution, with strict reply checks ([`EnrollmentError`]).
 //! - [`wait_ready`]: readiness — retries [`Session::connect`] on transient errors.
@@ -33,6 +36,7 @@
 //! them), and [`Endpoint`]'s `Debug` redacts them. Credentials are sent only over `wss://` or
 //! to a loopback address.
 
+mod chat;
 mod conn;
 mod endpoint;
 mod enroll;
@@ -47,6 +51,10 @@ mod workspace_file;
 #[cfg(test)]
 mod fake;
 
+pub use chat::{
+    ChatError, ChatReply, ChatTurn, MAX_CHAT_MESSAGE_BYTES, MAX_SESSION_KEY_BYTES, ModelFailure,
+    chat_turn,
+};
 pub use endpoint::{Auth, Endpoint};
 pub use enroll::{
     ENROLLMENT_CALL_TIMEOUT, EnrollmentError, NODE_COMMANDS, NodeEnrollment, NodeSetup, NodeStatus,

@@ -130,6 +130,8 @@ pub struct TestAppOptions {
     pub secrets: Option<SecretDriver>,
     /// How the controller reaches live workspaces (none: the file routes answer 503).
     pub workspace: Option<Arc<dyn occ_controller::workspace_files::WorkspaceAccess>>,
+    /// How the controller talks to Agents (none: the chat route answers 503 once admitted).
+    pub chat: Option<Arc<dyn occ_controller::chat::AgentChat>>,
     /// What the selected Compute Driver supports (default: the process Driver's).
     pub compute: Option<ComputeSelection>,
     /// The Compute Driver the runtime routes describe deployments and read logs through (none:
@@ -204,6 +206,14 @@ impl TestApp {
             )
             .with_hooks(options.hooks),
         );
+        let controller = match options.chat {
+            Some(chat) => Arc::new(
+                Arc::into_inner(controller)
+                    .expect("not shared yet")
+                    .with_chat(chat),
+            ),
+            None => controller,
+        };
         let controller = match options.workspace {
             Some(access) => Arc::new(
                 Arc::into_inner(controller)

@@ -90,7 +90,12 @@ pub const MODEL_ID: &str = "fake-model";
 impl FakeModel {
     /// Starts on an ephemeral loopback port.
     pub async fn start() -> FakeModel {
-        let listener = TcpListener::bind("127.0.0.1:0")
+        Self::start_on(0).await
+    }
+
+    /// Starts on loopback port `port` (0: any), e.g. again where a stopped one listened.
+    pub async fn start_on(port: u16) -> FakeModel {
+        let listener = TcpListener::bind(("127.0.0.1", port))
             .await
             .expect("bind fake model");
         let addr = listener.local_addr().expect("addr");

@@ -12,6 +12,7 @@
 //!   [`setup`]).
 
 pub mod app;
+pub mod chat;
 pub mod compute;
 pub mod compute_conformance;
 pub mod configuration_conformance;

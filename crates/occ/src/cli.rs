@@ -202,6 +202,25 @@ pub enum AgentCmd {
     },
     /// Print a revision's runtime output (redacted by occ).
     Logs(LogsArgs),
+    /// Let a principal talk to this Agent (`occ agent chat`; service keys need this grant):
+    /// binds a Role with exactly `use` on Agents on this one Agent, creating the Role
+    /// `agent-user` if the Namespace has none. Idempotent.
+    GrantUse {
+        id: String,
+        /// The identity to allow (default: the service principal of the CLI's key).
+        #[arg(long, value_name = "ID")]
+        principal: Option<String>,
+    },
+    /// Send the Agent a message and print its reply as it is produced. Without MESSAGE, an
+    /// interactive conversation: one message per line, Ctrl-D ends it.
+    Chat {
+        id: String,
+        message: Option<String>,
+        /// Continue this conversation (1-64 lowercase letters, digits, '-' or '_'; default
+        /// `occ-chat`).
+        #[arg(long, value_name = "KEY")]
+        session: Option<String>,
+    },
     /// Why a deployment failed or is stuck: its checks, its error and the gateway's last
     /// output lines (redacted by occ).
     Diagnose {
@@ -277,6 +296,83 @@ fn log_line(record: &Value) -> String {
         record["level"].as_str().unwrap_or("unknown"),
         record["message"].as_str().unwrap_or("")
     )
+}
+
+/// How long the CLI waits for a chat turn (the API's own deadline is 120 s).
+const CHAT_WAIT: Duration = Duration::from_secs(150);
+
+/// `occ agent chat`: one turn, or a conversation read line by line from stdin.
+async fn agent_chat(
+    c: &Client,
+    path: &str,
+    message: Option<String>,
+    session: Option<String>,
+) -> anyhow::Result<()> {
+    if let Some(message) = message {
+        return chat_turn(c, path, &message, session.as_deref()).await;
+    }
+    let session = session.unwrap_or_else(|| "occ-chat".into());
+    let interactive = std::io::IsTerminal::is_terminal(&std::io::stdin());
+    let mut lines =
+        tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(tokio::io::stdin()));
+    loop {
+        if interactive {
+            use std::io::Write as _;
+            print!("> ");
+            std::io::stdout().flush()?;
+        }
+        let Some(line) = lines.next_line().await? else {
+            return Ok(());
+        };
+        if line.trim().is_empty() {
+            continue;
+        }
+        chat_turn(c, path, &line, Some(&session)).await?;
+    }
+}
+
+/// One turn: streamed to stdout for people, the whole answer for `-o json|yaml`.
+async fn chat_turn(
+    c: &Client,
+    path: &str,
+    message: &str,
+    session: Option<&str>,
+) -> anyhow::Result<()> {
+    let mut body = serde_json::json!({"message": message});
+    if let Some(session) = session {
+        body["sessionKey"] = session.into();
+    }
+    if !matches!(c.output, Output::Table) {
+        let answer = c
+            .call_with(Method::POST, path, Some(body), CHAT_WAIT)
+            .await?;
+        return c.print(&answer, &[]);
+    }
+    let mut streamed = String::new();
+    let answer = c
+        .stream_events(path, body, CHAT_WAIT, |event, data| {
+            if event == "delta"
+                && let Some(text) = data["text"].as_str()
+            {
+                use std::io::Write as _;
+                print!("{text}");
+                let _ = std::io::stdout().flush();
+                streamed.push_str(text);
+            }
+        })
+        .await?;
+    let reply = answer["reply"].as_str().unwrap_or_default();
+    if streamed.is_empty() {
+        print!("{reply}");
+    }
+    println!();
+    eprintln!(
+        "({}, {} ms, session {})",
+        answer["model"].as_str().unwrap_or("model unknown"),
+        answer["durationMs"],
+        answer["sessionKey"].as_str().unwrap_or("-")
+    );
+    Ok(())
 }
 
 /// How often `occ agent logs -f` asks for more output when it has caught up.
@@ -435,6 +531,8 @@ pub struct Client {
     http: reqwest::Client,
     base: String,
     key: Option<String>,
+    /// The service principal of the key, when its file names it.
+    key_principal: Option<String>,
     namespace: Option<String>,
     output: Output,
 }
@@ -466,6 +564,13 @@ impl std::fmt::Display for ApiFailure {
     }
 }
 
+fn header_text(resp: &reqwest::Response, name: &str) -> Option<String> {
+    resp.headers()
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+}
+
 /// A deploy refused because the Agent's service principal may not use a Secret gets the one
 /// command that allows it (the API names the principal and the Secret in its 403).
 fn with_grant_hint(error: anyhow::Error, agent: &str) -> anyhow::Error {
@@ -487,9 +592,25 @@ fn with_grant_hint(error: anyhow::Error, agent: &str) -> anyhow::Error {
     }
 }
 
+/// A chat refused for a service key without `use` on the Agent gets the command that allows it.
+fn with_use_hint(error: anyhow::Error, agent: &str) -> anyhow::Error {
+    match error.downcast::<ApiFailure>() {
+        Ok(mut failure) => {
+            if failure.status == 403 {
+                failure.hint = Some(format!(
+                    "to let this key talk to the Agent: occ agent grant-use {agent}"
+                ));
+            }
+            failure.into()
+        }
+        Err(other) => other,
+    }
+}
+
 impl std::error::Error for ApiFailure {}
 
-fn read_key(path: &PathBuf) -> anyhow::Result<String> {
+/// The key and, when the file names it, its service principal.
+fn read_key(path: &PathBuf) -> anyhow::Result<(String, Option<String>)> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("--service-key-file {}", path.display()))?;
     let doc: Value =
@@ -500,7 +621,10 @@ fn read_key(path: &PathBuf) -> anyhow::Result<String> {
     if key.is_empty() || key.contains(['\n', '\r']) {
         bail!("{} has an invalid data.key", path.display());
     }
-    Ok(key.to_owned())
+    let principal = doc["data"]["servicePrincipalId"]
+        .as_str()
+        .map(str::to_owned);
+    Ok((key.to_owned(), principal))
 }
 
 impl Client {
@@ -508,7 +632,11 @@ impl Client {
     pub fn new(opts: &ClientOptions) -> anyhow::Result<Self> {
         let (base, _) =
             crate::settings::origin_of(&opts.url).map_err(|e| anyhow!("--url/OCC_URL {e}"))?;
-        let key = opts.service_key_file.as_ref().map(read_key).transpose()?;
+        let key_file = opts.service_key_file.as_ref().map(read_key).transpose()?;
+        let (key, key_principal) = match key_file {
+            Some((key, principal)) => (Some(key), principal),
+            None => (None, None),
+        };
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(opts.timeout_seconds))
             .redirect(reqwest::redirect::Policy::none())
@@ -518,6 +646,7 @@ impl Client {
             http,
             base,
             key,
+            key_principal,
             namespace: opts.namespace.clone(),
             output: opts.output,
         })
@@ -543,6 +672,113 @@ impl Client {
         Ok(doc.get("data").cloned().unwrap_or(Value::Null))
     }
 
+    /// [`Client::call`] with its own time limit.
+    async fn call_with(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+        wait: Duration,
+    ) -> anyhow::Result<Value> {
+        let resp = self.send(method, path, body, Some(wait), None).await?;
+        let bytes = Self::success(resp).await?.unwrap_or_default();
+        let doc: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        Ok(doc.get("data").cloned().unwrap_or(Value::Null))
+    }
+
+    /// POSTs `body` asking for server-sent events; hands each `delta`-like event to `on_event`
+    /// and returns the data of the `final` event (an `error` event is the API's error).
+    async fn stream_events(
+        &self,
+        path: &str,
+        body: Value,
+        wait: Duration,
+        mut on_event: impl FnMut(&str, &Value),
+    ) -> anyhow::Result<Value> {
+        let resp = self
+            .send(
+                Method::POST,
+                path,
+                Some(body),
+                Some(wait),
+                Some("text/event-stream"),
+            )
+            .await?;
+        let request_id = header_text(&resp, "x-request-id").unwrap_or_else(|| "-".into());
+        if !resp.status().is_success() {
+            Self::success(resp).await?;
+            bail!("the API refused the request");
+        }
+        let mut resp = resp;
+        let mut buffer = Vec::new();
+        let (mut event, mut data) = (String::from("message"), String::new());
+        while let Some(chunk) = resp.chunk().await.context("reading the reply")? {
+            buffer.extend_from_slice(&chunk);
+            while let Some(end) = buffer.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = buffer.drain(..=end).collect();
+                let line = String::from_utf8_lossy(&line);
+                let line = line.trim_end_matches(['\n', '\r']);
+                if let Some(name) = line.strip_prefix("event:") {
+                    event = name.trim().to_owned();
+                } else if let Some(more) = line.strip_prefix("data:") {
+                    data.push_str(more.strip_prefix(' ').unwrap_or(more));
+                } else if line.is_empty() && !data.is_empty() {
+                    let value: Value = serde_json::from_str(&data).unwrap_or(Value::Null);
+                    match event.as_str() {
+                        "final" => return Ok(value),
+                        "error" => {
+                            return Err(ApiFailure {
+                                status: 0,
+                                code: value["error"]["code"]
+                                    .as_str()
+                                    .unwrap_or("UNKNOWN")
+                                    .to_owned(),
+                                message: value["error"]["message"]
+                                    .as_str()
+                                    .unwrap_or("(no message)")
+                                    .to_owned(),
+                                request_id,
+                                retry_after: None,
+                                hint: None,
+                            }
+                            .into());
+                        }
+                        other => on_event(other, &value),
+                    }
+                    event = "message".into();
+                    data.clear();
+                }
+            }
+        }
+        bail!("the reply ended before the turn finished (request {request_id})")
+    }
+
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+        wait: Option<Duration>,
+        accept: Option<&str>,
+    ) -> anyhow::Result<reqwest::Response> {
+        let mut req = self.http.request(method, format!("{}{path}", self.base));
+        if let Some(key) = &self.key {
+            req = req.header("x-api-key", key);
+        }
+        if let Some(accept) = accept {
+            req = req.header("accept", accept);
+        }
+        if let Some(wait) = wait {
+            req = req.timeout(wait);
+        }
+        if let Some(body) = body {
+            req = req.json(&body);
+        }
+        req.send()
+            .await
+            .with_context(|| format!("cannot reach {}", self.base))
+    }
+
     /// Sends a request; returns the body of a success (`None` for 204), or the API's error.
     async fn fetch(
         &self,
@@ -550,17 +786,12 @@ impl Client {
         path: &str,
         body: Option<Value>,
     ) -> anyhow::Result<Option<Vec<u8>>> {
-        let mut req = self.http.request(method, format!("{}{path}", self.base));
-        if let Some(key) = &self.key {
-            req = req.header("x-api-key", key);
-        }
-        if let Some(body) = body {
-            req = req.json(&body);
-        }
-        let resp = req
-            .send()
-            .await
-            .with_context(|| format!("cannot reach {}", self.base))?;
+        let resp = self.send(method, path, body, None, None).await?;
+        Self::success(resp).await
+    }
+
+    /// The body of a success (`None` for 204), or the API's error.
+    async fn success(resp: reqwest::Response) -> anyhow::Result<Option<Vec<u8>>> {
         let status = resp.status();
         let request_id = resp
             .headers()
@@ -815,21 +1046,40 @@ async fn grant_secret(c: &Client, secret: &str, agent: &str) -> anyhow::Result<V
         .get("servicePrincipalId")
         .and_then(Value::as_str)
         .map_or_else(|| format!("service-agent-{agent}"), str::to_owned);
-    let operate_on_secrets = json!([{"action": "operate", "resourceKind": "secret"}]);
+    grant_exact(
+        c,
+        &principal,
+        json!([{"action": "operate", "resourceKind": "secret"}]),
+        SECRET_USER_ROLE,
+        ("secret", secret),
+    )
+    .await
+}
+
+/// Binds a Role with exactly `permissions` to `principal` on one resource `(kind, id)`,
+/// reusing such a Role (else creating `role_name`) and an identical binding; returns the binding.
+async fn grant_exact(
+    c: &Client,
+    principal: &str,
+    permissions: Value,
+    role_name: &str,
+    (kind, id): (&str, &str),
+) -> anyhow::Result<Value> {
+    let ns = c.ns()?;
     let roles_path = format!("/namespaces/{ns}/iam/roles");
     let roles = c.call(Method::GET, &roles_path, None).await?;
     let existing = roles
         .as_array()
         .into_iter()
         .flatten()
-        .find(|r| r["permissions"] == operate_on_secrets);
+        .find(|r| r["permissions"] == permissions);
     let role_id = match existing {
         Some(role) => role["id"].as_str().unwrap_or_default().to_owned(),
         None => c
             .call(
                 Method::POST,
                 &roles_path,
-                Some(json!({"name": SECRET_USER_ROLE, "permissions": operate_on_secrets})),
+                Some(json!({"name": role_name, "permissions": permissions})),
             )
             .await?["id"]
             .as_str()
@@ -838,7 +1088,7 @@ async fn grant_secret(c: &Client, secret: &str, agent: &str) -> anyhow::Result<V
     };
     let bindings_path = format!("/namespaces/{ns}/iam/access-bindings");
     let wanted = json!({"subjectKind": "identity", "subjectId": principal, "roleId": role_id,
-                        "resourceKind": "secret", "resourceId": secret});
+                        "resourceKind": kind, "resourceId": id});
     let bindings = c.call(Method::GET, &bindings_path, None).await?;
     if let Some(found) = bindings.as_array().into_iter().flatten().find(|b| {
         ["subjectId", "roleId", "resourceKind", "resourceId"]
@@ -848,6 +1098,34 @@ async fn grant_secret(c: &Client, secret: &str, agent: &str) -> anyhow::Result<V
         return Ok(found.clone());
     }
     c.call(Method::POST, &bindings_path, Some(wanted)).await
+}
+
+/// The name of the Role `occ agent grant-use` creates when the Namespace has none that grants
+/// exactly `use` on Agents.
+const AGENT_USER_ROLE: &str = "agent-user";
+
+/// `occ agent grant-use`: lets `principal` (default: the CLI key's own) talk to one Agent.
+async fn grant_use(c: &Client, agent: &str, principal: Option<String>) -> anyhow::Result<Value> {
+    let principal = principal
+        .or_else(|| c.key_principal.clone())
+        .ok_or_else(|| {
+            anyhow!("--principal is required: the service key file names no servicePrincipalId")
+        })?;
+    // The Agent must exist (a clear 404 otherwise).
+    c.call(
+        Method::GET,
+        &format!("/namespaces/{}/agents/{agent}", c.ns()?),
+        None,
+    )
+    .await?;
+    grant_exact(
+        c,
+        &principal,
+        json!([{"action": "use", "resourceKind": "agent"}]),
+        AGENT_USER_ROLE,
+        ("agent", agent),
+    )
+    .await
 }
 
 /// `occ service-account …`
@@ -903,6 +1181,20 @@ pub async fn agent(c: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
             )
         }
         AgentCmd::Logs(args) => agent_logs(c, &base, args).await,
+        AgentCmd::GrantUse { id, principal } => {
+            let binding = grant_use(c, &id, principal).await?;
+            c.print(
+                &binding,
+                &["id", "subjectId", "roleId", "resourceKind", "resourceId"],
+            )
+        }
+        AgentCmd::Chat {
+            id,
+            message,
+            session,
+        } => agent_chat(c, &format!("{base}/{id}/chat"), message, session)
+            .await
+            .map_err(|e| with_use_hint(e, &id)),
         AgentCmd::Diagnose { id, revision } => agent_diagnose(c, &base, &id, revision).await,
         AgentCmd::List => c.print(&c.call(Method::GET, &base, None).await?, AGENT_COLUMNS),
         AgentCmd::Get { id } => c.print(

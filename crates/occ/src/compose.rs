@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use occ_api::{ApiSettings, AppState};
+use occ_controller::chat::GatewayChat;
 use occ_controller::workspace_files::GatewayWorkspace;
 use occ_controller::{BackendConfig, Controller, ControllerSettings, WorkspaceDefaults};
 use occ_core::NamespaceId;
@@ -194,6 +195,7 @@ pub async fn controller(
     Ok(match files_through {
         Some(compute) => controller
             .with_runtime_access(compute.clone())
+            .with_chat(Arc::new(GatewayChat::new(compute.clone())))
             .with_workspace_access(Arc::new(GatewayWorkspace::new(compute))),
         None => controller,
     })

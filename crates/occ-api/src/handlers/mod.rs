@@ -2,6 +2,7 @@
 
 pub mod agents;
 pub mod auth;
+pub mod chat;
 pub mod configurations;
 pub mod iam;
 pub mod namespaces;

@@ -612,3 +612,73 @@ impl<Cx> Field<Cx> for Unsupported {
         any_schema()
     }
 }
+
+/// Longest chat message, in bytes of UTF-8.
+pub const CHAT_MESSAGE_MAX_BYTES: usize = 16 * 1024;
+
+/// A chat message: 1..16 KiB of UTF-8, not blank, no NUL.
+pub struct ChatMessage(pub String);
+
+impl<Cx> Field<Cx> for ChatMessage {
+    fn parse(value: &Value, path: &str, _: &Cx, problems: &mut Problems) -> Option<Self> {
+        let s = expect_str(value, path, problems)?;
+        if s.len() > CHAT_MESSAGE_MAX_BYTES {
+            problems.push(
+                path,
+                DetailCode::TooLong,
+                "is too long (expected at most 16384 bytes of UTF-8)",
+            );
+            None
+        } else if s.trim().is_empty() {
+            problems.push(path, DetailCode::InvalidFormat, "must not be blank");
+            None
+        } else if s.contains('\0') {
+            problems.push(
+                path,
+                DetailCode::InvalidValue,
+                "must not contain NUL characters",
+            );
+            None
+        } else {
+            Some(Self(s.to_owned()))
+        }
+    }
+    fn schema() -> Schema {
+        string_schema(Some(1), Some(16384), None)
+    }
+}
+
+/// A chat session key: 1..64 characters of lowercase letters, digits, `-` and `_`, starting
+/// with a letter or digit; not one of the gateway's reserved names.
+pub struct ChatSessionKey(pub String);
+
+/// Session names the gateway gives its own meaning.
+const RESERVED_SESSION_KEYS: [&str; 3] = ["main", "global", "unknown"];
+
+impl<Cx> Field<Cx> for ChatSessionKey {
+    fn parse(value: &Value, path: &str, _: &Cx, problems: &mut Problems) -> Option<Self> {
+        let s = expect_str(value, path, problems)?;
+        let well_formed = (1..=64).contains(&s.len())
+            && s.bytes()
+                .next()
+                .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+            && s.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
+        if !well_formed {
+            problems.push(
+                path,
+                DetailCode::InvalidFormat,
+                "must be 1-64 lowercase letters, digits, '-' or '_', starting with a letter or digit",
+            );
+            None
+        } else if RESERVED_SESSION_KEYS.contains(&s) {
+            problems.push(path, DetailCode::InvalidValue, "is reserved by the gateway");
+            None
+        } else {
+            Some(Self(s.to_owned()))
+        }
+    }
+    fn schema() -> Schema {
+        string_schema(Some(1), Some(64), Some("^[a-z0-9][a-z0-9_-]{0,63}$"))
+    }
+}

@@ -485,6 +485,15 @@ fn rows() -> Vec<Row> {
             body: |_| Some(json!({"content": "# USER.md\n"})),
             expect: [401, 403, 403, 403, 503, 503],
         },
+        // Talking to an Agent needs use; administer stands in only for people, and every
+        // caller here is a key: all are refused (the chat tests cover who may).
+        Row {
+            op: "chatWithAgent",
+            method: Method::POST,
+            path: |f| format!("/namespaces/{}/agents/{}/chat", f.ns, f.agt),
+            body: |_| Some(json!({"message": "hello"})),
+            expect: [401, 403, 403, 403, 403, 403],
+        },
         Row {
             op: "getWorkspaceDefaults",
             method: Method::GET,

@@ -5,6 +5,7 @@
 mod auth;
 mod authz_matrix;
 mod bodies;
+mod chat;
 mod common;
 mod configurations;
 mod console;

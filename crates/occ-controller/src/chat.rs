@@ -1,0 +1,328 @@
+//! A chat turn with an Agent (`POST …/agents/{agt}/chat`, an occ extension): one message to
+//! the Agent's running gateway, its reply (streamed as it is produced, when the caller asks).
+//!
+//! Admission needs Agent `use` on the exact Agent (for people, `administer` on it stands in, so
+//! Installation admins may; service keys need `use` granted explicitly) and an
+//! active revision (503 `DEPENDENCY_UNAVAILABLE` otherwise), decided before anything reaches
+//! the gateway and without holding a transaction across the turn. The turn is audited as
+//! `openclaw.agents.chat` (session key, outcome, model, duration; never the message or the
+//! reply) after it ends, or — if the caller goes away first — as abandoned.
+//!
+//! One deadline bounds the turn (the gateway aborts the run when it passes or when the caller
+//! goes away). A model failure is 502 `MODEL_ERROR` naming the provider's status and error
+//! code; a deadline is 504 `CHAT_TIMEOUT`; an unreachable gateway is 503.
+
+use std::sync::Arc;
+
+use occ_core::audit::{AuditEvent, AuditKind, AuditOutcome};
+use occ_core::authz::{Action, AuthMethod, ResourceKind, ResourceRef};
+use occ_core::redact::Redactor;
+use occ_core::resource::Agent;
+use occ_core::{AgentId, Error, ErrorCode, NamespaceId};
+use occ_drivers::compute::{AgentTarget, Compute};
+use occ_gateway::{ChatError, ChatReply, ChatTurn, chat_turn};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use crate::authorization::{audit_in_own_transaction, found};
+use crate::workspace_files::gateway_endpoint;
+use crate::{Controller, Request};
+
+const CHAT_ACTION: &str = "openclaw.agents.chat";
+/// The native agent occ's gateways run.
+const NATIVE_AGENT: &str = "main";
+/// The session a turn joins when the caller names none.
+pub const DEFAULT_SESSION_KEY: &str = "occ-chat";
+
+/// What a caller sends (already validated: 1–16 KiB UTF-8 message, a valid session key).
+#[derive(Debug, Clone)]
+pub struct ChatInput {
+    /// The conversation to continue (or start).
+    pub session_key: String,
+    /// The user's message.
+    pub message: String,
+}
+
+/// The Agent's answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatAnswer {
+    /// The conversation the turn belongs to.
+    pub session_key: String,
+    /// The reply's text.
+    pub reply: String,
+    /// `provider/model` that answered, when the gateway says.
+    pub model: Option<String>,
+    /// Token usage as the gateway reports it.
+    pub usage: Option<serde_json::Value>,
+    /// How long the turn took, measured by occ.
+    pub duration_ms: u64,
+}
+
+/// How the controller reaches an Agent to talk to it (its running gateway, in production).
+#[async_trait::async_trait]
+pub trait AgentChat: Send + Sync {
+    /// Runs one turn before `deadline`, passing pieces of the reply to `deltas` as they come.
+    async fn turn(
+        &self,
+        agent: &AgentTarget,
+        input: &ChatInput,
+        deadline: Instant,
+        deltas: Option<mpsc::UnboundedSender<String>>,
+    ) -> Result<ChatReply, ChatError>;
+}
+
+/// Chat through each Agent's gateway; the endpoint and credential come from the Compute Driver
+/// at every turn.
+pub struct GatewayChat {
+    compute: Arc<dyn Compute>,
+}
+
+impl GatewayChat {
+    /// Chat through `compute`'s gateway endpoints.
+    pub fn new(compute: Arc<dyn Compute>) -> Self {
+        Self { compute }
+    }
+}
+
+#[async_trait::async_trait]
+impl AgentChat for GatewayChat {
+    async fn turn(
+        &self,
+        agent: &AgentTarget,
+        input: &ChatInput,
+        deadline: Instant,
+        deltas: Option<mpsc::UnboundedSender<String>>,
+    ) -> Result<ChatReply, ChatError> {
+        let endpoint = gateway_endpoint(self.compute.as_ref(), agent, deadline)
+            .await
+            .map_err(|reason| {
+                ChatError::Unavailable(occ_gateway::GatewayError::Unreachable(reason))
+            })?;
+        let turn = ChatTurn {
+            agent_id: NATIVE_AGENT,
+            session_key: &input.session_key,
+            message: &input.message,
+        };
+        chat_turn(&endpoint, turn, deadline, deltas).await
+    }
+}
+
+/// The audit record of a turn whose caller went away while it ran.
+struct AbandonedTurn {
+    store: occ_store::Store,
+    event: Option<AuditEvent>,
+}
+
+impl Drop for AbandonedTurn {
+    fn drop(&mut self) {
+        let Some(event) = self.event.take() else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let store = self.store.clone();
+        runtime.spawn(async move {
+            if let Err(e) = audit_in_own_transaction(&store, &event).await {
+                tracing::warn!(error = %e, "abandoned chat turn not audited");
+            }
+        });
+    }
+}
+
+fn target_of(agent: &Agent) -> AgentTarget {
+    AgentTarget {
+        namespace_id: agent.namespace_id.clone(),
+        agent_id: agent.id.clone(),
+        service_principal_id: agent.service_principal_id.clone(),
+    }
+}
+
+/// The public error of a failed turn and the audit reason code.
+fn chat_error(error: &ChatError) -> (Error, &'static str) {
+    match error {
+        ChatError::Model(failure) => {
+            let mut what = String::from("The model failed");
+            if let Some(status) = failure.http_status {
+                what.push_str(&format!(": the provider answered HTTP {status}"));
+            }
+            if let Some(code) = failure.provider_code.as_deref().or(failure.kind.as_deref()) {
+                what.push_str(&format!(" ({code})"));
+            }
+            // The gateway's message may quote the provider's: credential shapes are removed.
+            let detail = Redactor::new(Vec::<String>::new()).line(&failure.message);
+            (
+                Error::new(ErrorCode::ModelError, format!("{what}: {detail}")),
+                "MODEL_ERROR",
+            )
+        }
+        ChatError::Timeout => (
+            Error::new(
+                ErrorCode::ChatTimeout,
+                "The Agent did not answer before the deadline; the turn was stopped",
+            ),
+            "CHAT_TIMEOUT",
+        ),
+        ChatError::Unavailable(e) => (
+            Error::new(
+                ErrorCode::DependencyUnavailable,
+                "The Agent's gateway is unavailable",
+            )
+            .with_internal(format!("chat: {e}")),
+            "DEPENDENCY_UNAVAILABLE",
+        ),
+        ChatError::Interrupted(e) => (
+            Error::new(
+                ErrorCode::DependencyUnavailable,
+                "The connection to the Agent's gateway broke during the turn",
+            )
+            .with_internal(format!("chat interrupted: {e}")),
+            "DEPENDENCY_UNAVAILABLE",
+        ),
+    }
+}
+
+impl Controller {
+    fn chat(&self) -> Result<&Arc<dyn AgentChat>, Error> {
+        self.chat
+            .as_ref()
+            .ok_or_else(|| Error::unavailable("chat is not configured"))
+    }
+
+    /// Runs one chat turn with the Agent (see the module documentation).
+    pub async fn agent_chat(
+        &self,
+        req: &Request,
+        ns: &NamespaceId,
+        id: &AgentId,
+        input: ChatInput,
+        deadline: Instant,
+        deltas: Option<mpsc::UnboundedSender<String>>,
+    ) -> Result<ChatAnswer, Error> {
+        let admitted = self.admit_chat(req, ns, id, deadline).await?;
+        self.run_chat(req, admitted, input, deadline, deltas).await
+    }
+
+    /// Decides whether the caller may talk to the Agent now (Agent `use`, an active revision),
+    /// before `deadline`; refusals are ordinary errors, answered before any reply streams.
+    pub async fn admit_chat(
+        &self,
+        req: &Request,
+        ns: &NamespaceId,
+        id: &AgentId,
+        deadline: Instant,
+    ) -> Result<AdmittedChat, Error> {
+        let target = ResourceRef::exact(ResourceKind::Agent, ns, id);
+        let admitted = tokio::time::timeout_at(deadline, async {
+            // People who administer the Agent may talk to it; a service key needs `use`
+            // granted explicitly, so an automation key never talks to Agents by accident.
+            let (mut tx, _) = match req.caller.method {
+                AuthMethod::Session => {
+                    self.read_authorized_either(
+                        req,
+                        [Action::Use, Action::Administer],
+                        &target,
+                        CHAT_ACTION,
+                    )
+                    .await?
+                }
+                AuthMethod::ApiKey | AuthMethod::Work => {
+                    self.read_authorized(req, Action::Use, &target, CHAT_ACTION)
+                        .await?
+                }
+            };
+            let agent = found(tx.agent_get(ns, id).await?)?;
+            drop(tx);
+            if agent.active_revision_id.is_none() {
+                return Err(Error::new(
+                    ErrorCode::DependencyUnavailable,
+                    "The Agent has no active revision; deploy it first",
+                ));
+            }
+            Ok(agent)
+        })
+        .await
+        .map_err(|_| {
+            Error::new(
+                ErrorCode::ChatTimeout,
+                "The deadline passed before the turn started",
+            )
+        })?;
+        Ok(AdmittedChat {
+            agent: admitted?,
+            target,
+        })
+    }
+
+    /// Runs an admitted turn and audits it (see the module documentation).
+    pub async fn run_chat(
+        &self,
+        req: &Request,
+        admitted: AdmittedChat,
+        input: ChatInput,
+        deadline: Instant,
+        deltas: Option<mpsc::UnboundedSender<String>>,
+    ) -> Result<ChatAnswer, Error> {
+        let chat = self.chat()?;
+        let AdmittedChat { agent, target } = admitted;
+        let event = |outcome: AuditOutcome| {
+            self.event(req, AuditKind::Access, CHAT_ACTION, &target, outcome)
+                .detail("conversation", input.session_key.as_str())
+        };
+        let mut abandoned = AbandonedTurn {
+            store: self.store.clone(),
+            event: Some(event(AuditOutcome::Failure).reason_code("CLIENT_GONE")),
+        };
+        let started = std::time::Instant::now();
+        let outcome = chat
+            .turn(&target_of(&agent), &input, deadline, deltas)
+            .await;
+        abandoned.event = None;
+        let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let recorded = match &outcome {
+            Ok(reply) => event(AuditOutcome::Success)
+                .detail("durationMs", duration_ms)
+                .detail("model", model_name(reply).unwrap_or_default()),
+            Err(e) => {
+                let (_, code) = chat_error(e);
+                event(AuditOutcome::Failure).reason_code(code)
+            }
+        };
+        let audited = audit_in_own_transaction(&self.store, &recorded).await;
+        match outcome {
+            Ok(reply) => {
+                if let Err(e) = audited {
+                    tracing::warn!(error = %e, "chat turn answered but not audited");
+                    return Err(Error::unavailable(format!("audit: {e}")));
+                }
+                Ok(ChatAnswer {
+                    session_key: input.session_key,
+                    model: model_name(&reply),
+                    usage: reply.usage,
+                    reply: reply.text,
+                    duration_ms,
+                })
+            }
+            Err(e) => {
+                tracing::info!(agent_id = %agent.id, error = %e, "chat turn failed");
+                Err(chat_error(&e).0)
+            }
+        }
+    }
+}
+
+/// A turn the caller was allowed to start.
+#[derive(Debug, Clone)]
+pub struct AdmittedChat {
+    agent: Agent,
+    target: ResourceRef,
+}
+
+fn model_name(reply: &ChatReply) -> Option<String> {
+    match (&reply.provider, &reply.model) {
+        (Some(p), Some(m)) if !m.starts_with(&format!("{p}/")) => Some(format!("{p}/{m}")),
+        (_, Some(m)) => Some(m.clone()),
+        (Some(p), None) => Some(p.clone()),
+        (None, None) => None,
+    }
+}
