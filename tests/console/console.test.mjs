@@ -7,9 +7,11 @@
 // version whose gateway cannot start and diagnose it → delete; a stale defaults identity shows
 // the reload message; an unknown write outcome disables Save until the file is reloaded; a
 // read-only user sees no enabled mutating control, is told it may not read the logs, and gets
-// the API's 403 explained when it forces a control. Screenshots of each main page go to
+// the API's 403 explained when it forces a control; Try it sends a message through occ to an
+// Agent whose model (a local fake) gets the bound Secret as its key. Screenshots of each main page go to
 // docs/console/.
 
+import http from 'node:http';
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -92,6 +94,37 @@ async function alertText(page) {
   const alert = page.locator('#alert');
   await alert.waitFor({ state: 'visible' });
   return alert.innerText();
+}
+
+/**
+ * A local OpenAI-compatible model for the Try it step: streamed chat completions answering
+ * `reply`, recording each request's `Authorization` header. Resolves `{url, seen, close}`.
+ */
+async function fakeModel(reply) {
+  const seen = [];
+  const server = http.createServer((req, res) => {
+    let body = '';
+    req.on('data', (c) => { body += c; });
+    req.on('end', () => {
+      seen.push({ path: req.url, authorization: req.headers.authorization || null });
+      if (req.method !== 'POST' || req.url !== '/v1/chat/completions') {
+        res.writeHead(404, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ error: { message: 'unknown route', type: 'not_found', code: 'not_found' } }));
+        return;
+      }
+      const model = (JSON.parse(body || '{}').model) || 'fake-model';
+      const chunk = (delta, finish) => ({ id: 'chatcmpl-console', object: 'chat.completion.chunk', created: 0, model,
+        choices: [{ index: 0, delta, finish_reason: finish }] });
+      res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+      const events = [chunk({ role: 'assistant', content: '' }, null)];
+      for (const word of reply.split(/(?<= )/)) events.push(chunk({ content: word }, null));
+      events.push({ ...chunk({}, 'stop'), usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 } });
+      for (const e of events) res.write(`data: ${JSON.stringify(e)}\n\n`);
+      res.end('data: [DONE]\n\n');
+    });
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { url: `http://127.0.0.1:${server.address().port}/v1`, seen, close: () => server.close() };
 }
 
 test('the web console, end to end', { timeout: 15 * 60_000 }, async (t) => {
@@ -698,6 +731,58 @@ test('the web console, end to end', { timeout: 15 * 60_000 }, async (t) => {
     await page.waitForURL(/\/console\/agents\/agt_[0-9a-f-]+\?/);
     // a draft: removed again without a deploy
     assert.ok((await pageApi(page, 'DELETE', `/namespaces/${ns}/agents/${agent.id}`)).status < 300);
+  });
+
+  await step('Try it: a message through occ, answered by the Agent\'s model with its bound key (after the offer to let the Agent use the Secret)', async () => {
+    const REPLY = 'Hello from the console fake model.';
+    const KEY = 'sk-console-try-it-0123456789abcdef';
+    const model = await fakeModel(REPLY);
+    try {
+      const secret = (await pageApi(page, 'POST', `/namespaces/${ns}/secrets`, { name: 'try-it-key', value: KEY })).body.data;
+      const cfg = (await pageApi(page, 'POST', `/namespaces/${ns}/configurations`, {
+        kind: 'agent',
+        values: {
+          agents: { defaults: { model: { primary: 'fake/fake-model' } } },
+          models: { providers: { fake: { baseUrl: model.url, api: 'openai-completions', apiKey: '${FAKE_API_KEY}',
+            models: [{ id: 'fake-model', name: 'Fake model' }] } } },
+        },
+        secretBindings: { FAKE_API_KEY: { source: { kind: 'secret', namespaceId: ns, id: secret.id } } },
+      })).body.data;
+      const agent = (await pageApi(page, 'POST', `/namespaces/${ns}/agents`, { name: 'talker', configurationId: cfg.id, harnessAuth: { method: 'runtime' } })).body.data;
+      // before a deploy the tab says why it cannot talk yet
+      await page.goto(`${URL_BASE}/console/agents/${agent.id}?namespace=${ns}&tab=chat`);
+      await page.locator('#chat-unavailable').waitFor();
+      await page.click('#tab-configuration');
+      // the Agent may not use the Secret yet: the refusal comes with the offer to grant it
+      await page.click('#deploy');
+      assert.match(await alertText(page), new RegExp(`not allowed to operate secret ${secret.id}`));
+      await page.click('#grant-secret');
+      await waitState(page, 'running', DEPLOY_TIMEOUT);
+      const bindings = (await pageApi(page, 'GET', `/namespaces/${ns}/iam/access-bindings`)).body.data;
+      assert.ok(bindings.some((b) => b.subjectId === agent.servicePrincipalId && b.resourceKind === 'secret' && b.resourceId === secret.id),
+        'the offer bound the Agent\'s principal to exactly this Secret');
+      await page.click('#tab-chat');
+      await page.locator('#chat-message').waitFor({ timeout: 30_000 });
+      await page.fill('#chat-message', 'What can you do?');
+      const sent = page.waitForRequest((r) => r.url().endsWith(`/agents/${agent.id}/chat`));
+      await page.click('#chat-send');
+      const request = await sent;
+      assert.equal((await request.allHeaders()).accept, 'text/event-stream');
+      await page.locator('#chat-log .chat-agent[data-state="done"]').waitFor({ timeout: 120_000 });
+      assert.equal(await page.locator('#chat-log .chat-agent .chat-text').last().textContent(), REPLY);
+      assert.match(await page.locator('#chat-status').textContent(), /fake-model · \d+ ms/);
+      const calls = model.seen.filter((c) => c.path === '/v1/chat/completions');
+      assert.ok(calls.length >= 1, 'the gateway called the model');
+      assert.ok(calls.every((c) => c.authorization === `Bearer ${KEY}`), 'with exactly the Secret\'s value');
+      assert.ok(!(await page.content()).includes(KEY), 'the key is never on the page');
+      await shot(page, 'agent-try-it', { fullPage: true });
+      await page.click('#chat-new');
+      assert.equal(await page.locator('#chat-log li').count(), 0);
+      // cleaned up: the Agent (stopped and deleted) and what it used
+      assert.ok((await pageApi(page, 'DELETE', `/namespaces/${ns}/agents/${agent.id}`)).status < 300);
+    } finally {
+      model.close();
+    }
   });
 
   await step('sign out', async () => {

@@ -65,6 +65,7 @@ static ASSETS: &[Asset] = assets![
     ("agent.js", JS),
     ("logs.js", JS),
     ("logs-tab.js", JS),
+    ("chat-tab.js", JS),
     ("diagnosis.js", JS),
     ("diagnosis-panel.js", JS),
     ("namespaces.js", JS),

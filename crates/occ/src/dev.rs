@@ -287,6 +287,26 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     println!("  occ agent deploy <agt_id> --wait               # resume");
     println!();
     println!(
+        "To have it answer, give it a model: the provider's key as a Secret, bound into the Configuration"
+    );
+    println!(
+        "(baseUrl: your provider's, or a local OpenAI-compatible endpoint such as http://127.0.0.1:8080/v1):"
+    );
+    println!(
+        "  echo '{{\"name\":\"model-key\",\"value\":\"sk-...\"}}' > key.json && occ secret create --file key.json   # note its sec_ id"
+    );
+    println!(
+        "  echo '{{\"values\":{{\"agents\":{{\"defaults\":{{\"model\":{{\"primary\":\"my/my-model\"}}}}}},\"models\":{{\"providers\":{{\"my\":{{\"baseUrl\":\"http://127.0.0.1:8080/v1\",\"api\":\"openai-completions\",\"apiKey\":\"${{MODEL_KEY}}\",\"models\":[{{\"id\":\"my-model\",\"name\":\"My model\"}}]}}}}}}}},\"secretBindings\":{{\"MODEL_KEY\":{{\"source\":{{\"kind\":\"secret\",\"namespaceId\":\"{default_ns}\",\"id\":\"<sec_id>\"}}}}}}}}' > cfg3.json"
+    );
+    println!("  occ configuration update <cfg_id> --file cfg3.json");
+    println!("  occ secret grant <sec_id> --agent <agt_id>     # the Agent may use the Secret");
+    println!("  occ agent grant-use <agt_id>                   # this key may talk to the Agent");
+    println!("  occ agent deploy <agt_id> --wait");
+    println!(
+        "  occ agent chat <agt_id> \"Hello!\"               # the reply streams here (or the console's Try it tab)"
+    );
+    println!();
+    println!(
         "Data in {data}; Ctrl-C stops occ (running gateways keep running and are re-adopted)."
     );
 

@@ -4,7 +4,8 @@
 //! the Agent is created `dedicated` with `harnessAuth` `api_key`, `occ agent deploy --wait`
 //! succeeds (admission, the worker's exclusive replacement, the harness's login and probe turn,
 //! the gateway, the node enrollment), workspace files go through the gateway to the harness's
-//! node, `occ agent logs --source agent` shows the harness's output without the key, and delete
+//! node, `occ agent logs --source agent` shows the harness's output without the key, `occ agent
+//! chat` is answered by the model through the harness, and delete
 //! leaves no process. The process Driver's own lifecycle test (`dedicated.rs`) covers the rest.
 
 use std::path::Path;
@@ -250,6 +251,17 @@ async fn a_user_deploys_a_dedicated_codex_agent_on_occ_dev() {
     );
     assert!(logs.contains("phase=probe outcome=ok"), "{logs}");
     assert!(!logs.contains(KEY));
+
+    // It answers through occ: the turn goes gateway → Codex app-server → the model, which sees
+    // the harness's key.
+    model.reply("Dedicated answer through occ.");
+    let before = model.requests_to("/v1/responses").len();
+    occ(&["agent", "grant-use", &agent_id], &cli);
+    let said = occ(&["agent", "chat", &agent_id, "Hello, Codex?"], &cli);
+    assert_eq!(said.trim(), "Dedicated answer through occ.", "{said}");
+    let turns = model.requests_to("/v1/responses");
+    assert!(turns.len() > before, "the model was not called");
+    assert!(turns[before..].iter().all(|r| r.bearer() == Some(KEY)));
 
     // Delete: nothing of the Agent runs or stays.
     occ(&["agent", "delete", &agent_id], &cli);

@@ -108,6 +108,33 @@ fn first_run_bootstraps_and_a_restart_resumes() {
         banner.contains("occ agent deploy <agt_id> --wait"),
         "{banner}"
     );
+    // The model-credential how-to: its Configuration is valid JSON binding the key from a
+    // Secret into the provider, and the two grants and the chat follow.
+    let printed = banner
+        .lines()
+        .find(|l| l.contains("> cfg3.json"))
+        .expect("the model how-to");
+    let json_text = printed
+        .trim()
+        .strip_prefix("echo '")
+        .and_then(|l| l.strip_suffix("' > cfg3.json"))
+        .expect("echo '…' > cfg3.json");
+    let doc: serde_json::Value = serde_json::from_str(json_text).expect("valid JSON");
+    assert_eq!(
+        doc["values"]["models"]["providers"]["my"]["apiKey"],
+        "${MODEL_KEY}"
+    );
+    assert_eq!(
+        doc["secretBindings"]["MODEL_KEY"]["source"]["namespaceId"],
+        ns.as_str()
+    );
+    for step in [
+        "occ secret grant <sec_id> --agent <agt_id>",
+        "occ agent grant-use <agt_id>",
+        "occ agent chat <agt_id> \"Hello!\"",
+    ] {
+        assert!(banner.contains(step), "{step}: {banner}");
+    }
     let password = std::fs::read_to_string(data.join("admin-password")).unwrap();
     assert!(
         !banner.contains(password.trim()),

@@ -1,14 +1,15 @@
 // One Agent: its state and actions (Stop Agent, Delete Agent and their refreshes), the gateway
-// as the worker last observed it (state, restarts, last exit), the deploy progress, and four
+// as the worker last observed it (state, restarts, last exit), the deploy progress, and five
 // tabs — Configuration (view, Create new version, Deploy new version), Deployment activity
 // (revisions, newest first, each with Roll back to this revision, and Diagnose on a failed one),
-// Workspace files (one editor per file) and Logs (`logs-tab.js`).
+// Workspace files (one editor per file), Logs (`logs-tab.js`) and Try it (`chat-tab.js`).
 
 import { api, paths } from './api.js';
 import { confirmDialog, h, replace, when } from './dom.js';
 import { FILES, fileKey, jsonEditor, lf, loadLatest } from './agents.js';
 import { diagnosisPanel } from './diagnosis-panel.js';
 import { renderLogs } from './logs-tab.js';
+import { renderChat } from './chat-tab.js';
 import { STATES, canRollBackTo, isPending, isTransitional, lifecycleState, runtimeSummary } from './lifecycle.js';
 import {
   actionButton, badge, canAgent, canConfiguration, clearAlert, ctx, href, navigate, page, showError, showStatus,
@@ -19,6 +20,7 @@ const TABS = [
   { id: 'activity', label: 'Deployment activity' },
   { id: 'files', label: 'Workspace files' },
   { id: 'logs', label: 'Logs' },
+  { id: 'chat', label: 'Try it' },
 ];
 
 function describeDeployment(d) {
@@ -242,8 +244,47 @@ export async function agentPage({ scope, params: [agentId] }) {
       return true;
     } catch (e) {
       showError(e, 'Deploying a new version');
+      offerSecretGrant(e);
       return false;
     }
+  }
+
+  /**
+   * A deploy refused because the Agent's own principal may not use a Secret its revision
+   * consumes: offer the one grant that allows it (a Role with exactly `operate` on Secrets,
+   * bound to that principal on that Secret; an existing such Role and binding are reused), then
+   * deploy again. Whether the user may grant it is the API's to decide.
+   */
+  function offerSecretGrant(e) {
+    const denied = e.status === 403 && /is not allowed to operate secret (sec_[0-9a-f-]+)/.exec(e.message || '');
+    if (!denied) return;
+    const secretId = denied[1];
+    const alertBody = document.querySelector('#alert .alert-body');
+    if (!alertBody) return;
+    const button = h('button', { type: 'button', id: 'grant-secret', onclick: async () => {
+      button.disabled = true;
+      try {
+        await grantSecret(secretId);
+        showStatus(`${agent.name} may now use Secret ${secretId}; deploying again.`);
+        await deploy();
+      } catch (err) {
+        showError(err, `Letting ${agent.name} use Secret ${secretId}`);
+      }
+    } }, `Let ${agent.name} use this Secret and deploy`);
+    alertBody.append(h('p', { class: 'grant-offer' },
+      `The Agent's own identity needs the operate permission on Secret ${secretId}. `, button));
+  }
+
+  async function grantSecret(secretId) {
+    const wanted = [{ action: 'operate', resourceKind: 'secret' }];
+    const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
+    const roles = (await api('GET', paths.roles(ns))).data || [];
+    let role = roles.find((r) => same(r.permissions, wanted));
+    if (!role) role = (await api('POST', paths.roles(ns), { name: 'secret-user', permissions: wanted })).data;
+    const binding = { subjectKind: 'identity', subjectId: agent.servicePrincipalId, roleId: role.id, resourceKind: 'secret', resourceId: secretId };
+    const bindings = (await api('GET', paths.bindings(ns))).data || [];
+    const exists = bindings.some((b) => ['subjectId', 'roleId', 'resourceKind', 'resourceId'].every((k) => b[k] === binding[k]));
+    if (!exists) await api('POST', paths.bindings(ns), binding);
   }
 
   /** Admits a new revision from `revision`'s frozen document and identities, once confirmed. */
@@ -288,7 +329,7 @@ export async function agentPage({ scope, params: [agentId] }) {
     tabOnUpdate = null;
     if (tabOnLeave) tabOnLeave();
     tabOnLeave = null;
-    const renderers = { configuration: renderConfiguration, activity: renderActivity, files: renderFiles, logs: renderLogsTab };
+    const renderers = { configuration: renderConfiguration, activity: renderActivity, files: renderFiles, logs: renderLogsTab, chat: renderChatTab };
     try {
       await renderers[TABS[index].id](panels[index]);
     } catch (e) {
@@ -488,6 +529,16 @@ export async function agentPage({ scope, params: [agentId] }) {
     const wanted = logsRevision;
     logsRevision = null;
     tabOnLeave = await renderLogs(panel, { ns, agent, revisions, scope, wanted });
+  }
+
+  // -- Try it
+
+  function renderChatTab(panel) {
+    const canChat = canAgent(agent.id, 'use') || canAgent(agent.id, 'administer');
+    tabOnLeave = renderChat(panel, { ns, agent, canChat });
+    tabOnUpdate = async (previousActive) => {
+      if (Boolean(previousActive) !== Boolean(agent.activeRevisionId)) renderChatTab(panel);
+    };
   }
 
   // -- Workspace files

@@ -113,5 +113,8 @@ export const paths = {
   deploymentRuntime: (ns, agt, rev) => `/namespaces/${seg(ns)}/agents/${seg(agt)}/deployments/${seg(rev)}/runtime`,
   runtimeLogs: (ns, agt, rev, query) => `/namespaces/${seg(ns)}/agents/${seg(agt)}/deployments/${seg(rev)}/runtime/logs?${query}`,
   diagnostics: (ns, agt, rev) => `/namespaces/${seg(ns)}/agents/${seg(agt)}/deployments/${seg(rev)}/diagnostics`,
+  roles: (ns) => `/namespaces/${seg(ns)}/iam/roles`,
+  bindings: (ns) => `/namespaces/${seg(ns)}/iam/access-bindings`,
+  chat: (ns, agt) => `/namespaces/${seg(ns)}/agents/${seg(agt)}/chat`,
   file: (ns, agt, name) => `/namespaces/${seg(ns)}/agents/${seg(agt)}/workspace/files/${seg(name)}`,
 };

@@ -1,0 +1,149 @@
+// The Agent page's "Try it" tab: send the Agent a message through occ and watch its reply
+// arrive (server-sent events of `POST …/agents/{agt}/chat`). The conversation is the gateway's,
+// kept under a session key shown here; "New conversation" starts another. Nothing is stored in
+// the browser and nothing is retried: a failed turn is reported with its code.
+
+import { ApiError, paths } from './api.js';
+import { h, replace } from './dom.js';
+import { showError } from './shell.js';
+
+/** The conversation this page continues until "New conversation". */
+function newSessionKey() {
+  return `console-${Math.random().toString(36).slice(2, 10)}`;
+}
+
+/**
+ * POSTs one message asking for events; calls `onDelta(text)` for each piece of the reply and
+ * resolves the final answer, or rejects with an ApiError (a refusal, or the turn's error event).
+ */
+async function streamTurn(ns, agentId, body, onDelta, signal) {
+  let response;
+  try {
+    response = await fetch(paths.chat(ns, agentId), {
+      method: 'POST', credentials: 'same-origin', signal,
+      headers: { accept: 'text/event-stream', 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+  } catch (e) {
+    throw new ApiError({ status: 0, code: 'NETWORK_ERROR', message: `occ could not be reached (${e.message}).` });
+  }
+  if (!response.ok) {
+    let doc = null;
+    try { doc = JSON.parse(await response.text()); } catch { doc = null; }
+    const error = (doc && doc.error) || {};
+    throw new ApiError({
+      status: response.status,
+      code: error.code || `HTTP_${response.status}`,
+      message: error.message || 'The request failed',
+      requestId: (doc && doc.meta && doc.meta.requestId) || response.headers.get('x-request-id'),
+      details: error.details,
+    });
+  }
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = '';
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += decoder.decode(value, { stream: true });
+    let end;
+    while ((end = buffer.indexOf('\n\n')) >= 0) {
+      const block = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      let event = 'message';
+      let data = '';
+      for (const line of block.split('\n')) {
+        if (line.startsWith('event:')) event = line.slice(6).trim();
+        else if (line.startsWith('data:')) data += line.slice(5).trimStart();
+      }
+      if (!data) continue;
+      const payload = JSON.parse(data);
+      if (event === 'delta') onDelta(payload.text || '');
+      else if (event === 'final') return payload;
+      else if (event === 'error') {
+        const error = payload.error || {};
+        throw new ApiError({ status: 200, code: error.code, message: error.message, requestId: payload.meta && payload.meta.requestId });
+      }
+    }
+  }
+  throw new ApiError({ status: 0, code: 'STREAM_ENDED', message: 'The reply ended before the turn finished.' });
+}
+
+/** Renders the tab into `panel`; returns what stops a turn in flight when the tab is left. */
+export function renderChat(panel, { ns, agent, canChat }) {
+  const heading = h('h2', {}, 'Try it');
+  if (!agent.activeRevisionId) {
+    replace(panel, heading, h('p', { class: 'notice', id: 'chat-unavailable' },
+      'Messages go to the Agent\'s running gateway, and this Agent has no active revision. Deploy it to talk to it.'));
+    return () => {};
+  }
+  if (!canChat) {
+    replace(panel, heading, h('p', { class: 'notice', id: 'chat-forbidden' },
+      'You may not talk to this Agent: that needs the use permission on it (or administer).'));
+    return () => {};
+  }
+  let sessionKey = newSessionKey();
+  let controller = null;
+  const log = h('ol', { class: 'chat-log', id: 'chat-log', 'aria-live': 'polite' });
+  const input = h('textarea', { id: 'chat-message', rows: 3, maxlength: 16384, placeholder: 'Ask the Agent something…', 'aria-label': 'Message' });
+  const session = h('p', { class: 'hint', id: 'chat-session' });
+  const status = h('p', { class: 'file-status', id: 'chat-status', 'aria-live': 'polite' });
+  const send = h('button', { type: 'submit', id: 'chat-send' }, 'Send');
+  const fresh = h('button', { type: 'button', class: 'secondary', id: 'chat-new', onclick: () => {
+    sessionKey = newSessionKey();
+    replace(log);
+    showSession();
+  } }, 'New conversation');
+  const showSession = () => { session.textContent = `Conversation ${sessionKey} (the gateway keeps its history).`; };
+
+  async function onSubmit(event) {
+    event.preventDefault();
+    const message = input.value;
+    if (!message.trim()) {
+      status.textContent = 'Write a message first.';
+      return;
+    }
+    send.disabled = true;
+    fresh.disabled = true;
+    input.value = '';
+    log.append(h('li', { class: 'chat-user' }, h('strong', {}, 'You: '), message));
+    const reply = h('span', { class: 'chat-text' });
+    const item = h('li', { class: 'chat-agent', dataset: { state: 'streaming' } }, h('strong', {}, `${agent.name}: `), reply);
+    log.append(item);
+    status.textContent = 'Waiting for the reply…';
+    controller = new AbortController();
+    try {
+      const answer = await streamTurn(ns, agent.id, { message, sessionKey },
+        (text) => { reply.textContent += text; }, controller.signal);
+      reply.textContent = answer.reply;
+      item.dataset.state = 'done';
+      status.textContent = `${answer.model || 'Model unknown'} · ${answer.durationMs} ms`;
+    } catch (e) {
+      item.dataset.state = 'error';
+      if (e.name === 'AbortError') {
+        reply.textContent += ' (stopped)';
+        status.textContent = 'Stopped.';
+      } else {
+        reply.textContent = `${e.code} — ${e.message}`;
+        status.textContent = `The turn failed${e.requestId ? ` (request ${e.requestId})` : ''}.`;
+        showError(e, 'Talking to the Agent');
+      }
+    } finally {
+      controller = null;
+      send.disabled = false;
+      fresh.disabled = false;
+      input.focus();
+    }
+  }
+
+  showSession();
+  replace(panel, heading,
+    h('p', { class: 'hint' }, 'Send the Agent a message through occ: it goes to the Agent\'s gateway, which asks its model. The reply appears as it is written.'),
+    session,
+    log,
+    h('form', { id: 'chat-form', class: 'chat-form', onsubmit: onSubmit },
+      input,
+      h('div', { class: 'actions' }, send, fresh)),
+    status);
+  return () => { if (controller) controller.abort(); };
+}
