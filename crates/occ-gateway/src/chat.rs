@@ -3,10 +3,14 @@
 //! A turn has a connection of its own (the gateway sends run events to every operator
 //! connection, so a pooled connection would carry other turns' events). The request
 //! `agent {agentId, sessionKey, message, deliver: false, timeout, idempotencyKey}` is answered
-//! twice on its id: first `{status: "accepted", runId}`, then the result (`status` `ok`,
-//! `error` or `timeout`, the reply's payloads and the run's meta: provider, model, usage,
-//! duration). While it runs, `chat` events of the run (`state` `delta` with the text so far,
-//! `final`, `error` with the provider's error, `aborted`) give the reply as it is produced.
+//! twice on its id: first `{status: "accepted", runId}` (the run id is the idempotency key),
+//! then the result: `ok: true` with `status` `ok` (the reply's payloads and the run's meta:
+//! provider, model, usage, duration) or `timeout`, or `ok: false` (`UNAVAILABLE`) when the model
+//! failed. While it runs, `chat` events of the run — sent to every operator connection, so they
+//! are filtered by `runId` — give the reply as it is produced: `delta` and `final` carry the
+//! text so far in `message` (their `deltaText` increments may repeat or merge, so they are not
+//! used), `error` the failure (`errorMessage`, `errorKind` — `timeout` for a deadline —
+//! `errorDetail`), `aborted` a stopped run.
 //!
 //! One deadline bounds the turn. A turn abandoned after it started — deadline, or the caller
 //! dropping the future (a client that went away) — is aborted on the gateway (`chat.abort`);
@@ -211,9 +215,20 @@ pub async fn chat_turn(
         }
         Err(CallFailure::Refused { error, .. }) => {
             guard.armed = false;
-            Err(match run.error.take() {
-                Some(failure) => ChatError::Model(failure),
-                None => ChatError::Unavailable(error),
+            // Refused after the run was accepted: the run failed (the model, as the gateway
+            // reports it). Refused before: the gateway would not run it.
+            Err(match (run.error.take(), &run.run_id) {
+                (Some(failure), _) => ChatError::Model(failure),
+                (None, Some(_)) => ChatError::Model(ModelFailure {
+                    message: match error {
+                        GatewayError::Unavailable { message, .. } => message,
+                        other => other.to_string(),
+                    },
+                    kind: None,
+                    http_status: None,
+                    provider_code: None,
+                }),
+                (None, None) => ChatError::Unavailable(error),
             })
         }
         Err(CallFailure::NotSent(error)) => {
@@ -479,5 +494,133 @@ mod tests {
             )
             .unwrap_err();
         assert!(matches!(err, ChatError::Model(m) if m.message == "boom [redacted]"));
+    }
+
+    use crate::fake::FakeGateway;
+
+    const TURN: ChatTurn<'static> = ChatTurn {
+        agent_id: "main",
+        session_key: "occ-chat",
+        message: "hello",
+    };
+
+    fn soon(secs: u64) -> Instant {
+        Instant::now() + Duration::from_secs(secs)
+    }
+
+    fn event(run: &str, state: &str, text: &str) -> Value {
+        json!({"type": "event", "event": "chat", "payload": {"runId": run, "sessionKey": "agent:main:occ-chat",
+            "state": state, "message": {"role": "assistant", "content": [{"type": "text", "text": text}]}}})
+    }
+
+    #[tokio::test]
+    async fn a_turn_is_the_agent_method_with_its_run_events() {
+        let gw = FakeGateway::start(|_, mut peer| async move {
+            peer.handshake().await;
+            let (id, method, params) = peer.expect_req().await;
+            assert_eq!(method, "agent");
+            assert_eq!(params["agentId"], "main");
+            assert_eq!(params["sessionKey"], "occ-chat");
+            assert_eq!(params["message"], "hello");
+            assert_eq!(params["deliver"], false);
+            let run = params["idempotencyKey"].as_str().unwrap().to_owned();
+            peer.res_ok(&id, json!({"runId": run, "status": "accepted"}))
+                .await;
+            peer.send(event(&run, "delta", "Hi")).await;
+            peer.send(event("someone-else", "delta", "not ours")).await;
+            peer.send(event(&run, "delta", "Hi there")).await;
+            peer.send(event(&run, "final", "Hi there.")).await;
+            peer.res_ok(
+                &id,
+                json!({"runId": run, "status": "ok", "summary": "completed",
+                "result": {"payloads": [{"text": "Hi there."}],
+                    "meta": {"durationMs": 7, "agentMeta": {"provider": "p", "model": "m"}}}}),
+            )
+            .await;
+            peer.linger().await;
+        })
+        .await;
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let reply = chat_turn(&gw.endpoint(), TURN, soon(10), Some(tx))
+            .await
+            .unwrap();
+        assert_eq!(reply.text, "Hi there.");
+        assert_eq!(
+            (reply.provider.as_deref(), reply.model.as_deref()),
+            (Some("p"), Some("m"))
+        );
+        let mut got = Vec::new();
+        while let Some(d) = rx.recv().await {
+            got.push(d);
+        }
+        assert_eq!(got, ["Hi", " there", "."]);
+    }
+
+    #[tokio::test]
+    async fn a_failure_after_acceptance_is_the_model_and_before_it_the_gateway() {
+        let gw = FakeGateway::start(|n, mut peer| async move {
+            peer.handshake().await;
+            let (id, _, params) = peer.expect_req().await;
+            let error = json!({"code": "UNAVAILABLE", "message": "provider returned HTTP 401"});
+            if n == 0 {
+                let run = params["idempotencyKey"].as_str().unwrap().to_owned();
+                peer.res_ok(&id, json!({"runId": run, "status": "accepted"}))
+                    .await;
+                peer.res_err(&id, error).await;
+            } else {
+                peer.res_err(
+                    &id,
+                    json!({"code": "INVALID_REQUEST", "message": "unknown agent"}),
+                )
+                .await;
+            }
+            peer.linger().await;
+        })
+        .await;
+        let err = chat_turn(&gw.endpoint(), TURN, soon(10), None)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, ChatError::Model(m) if m.message.contains("HTTP 401")),
+            "{err:?}"
+        );
+        let err = chat_turn(&gw.endpoint(), TURN, soon(10), None)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ChatError::Unavailable(_)), "{err:?}");
+    }
+
+    #[tokio::test]
+    async fn a_turn_past_its_deadline_is_aborted_on_the_gateway() {
+        let (seen_tx, mut seen) = mpsc::unbounded_channel();
+        let gw = FakeGateway::start(move |_, mut peer| {
+            let seen_tx = seen_tx.clone();
+            async move {
+                peer.handshake().await;
+                let (id, _, params) = peer.expect_req().await;
+                let run = params["idempotencyKey"].as_str().unwrap().to_owned();
+                peer.res_ok(&id, json!({"runId": run, "status": "accepted"}))
+                    .await;
+                // no result: the client gives up, cancels the request and aborts the run
+                peer.expect_cancel(&id).await;
+                let (abort_id, method, params) = peer.expect_req().await;
+                seen_tx.send((method, params, run)).unwrap();
+                peer.res_ok(&abort_id, json!({"ok": true, "aborted": true}))
+                    .await;
+                peer.linger().await;
+            }
+        })
+        .await;
+        let deadline = Instant::now() + Duration::from_millis(500);
+        let err = chat_turn(&gw.endpoint(), TURN, deadline, None)
+            .await
+            .unwrap_err();
+        assert_eq!(err, ChatError::Timeout);
+        let (method, params, run) = tokio::time::timeout(Duration::from_secs(5), seen.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(method, "chat.abort");
+        assert_eq!(params, json!({"sessionKey": "occ-chat", "runId": run}));
     }
 }

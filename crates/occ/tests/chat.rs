@@ -10,6 +10,7 @@
 //! - with `Accept: text/event-stream` the reply arrives as `delta` events whose concatenation
 //!   is the `final` reply, in order; `occ agent chat` streams the same to a terminal;
 //! - a second turn in the same session carries the first exchange to the model (history);
+//!   two turns at once in two sessions each stream only their own reply;
 //! - the provider gone → an error well within the deadline, never a hang;
 //! - the provider refusing the key (HTTP 401) → 502 `MODEL_ERROR` naming the status, quickly;
 //! - the key appears in no response, no occ log line and no audit row; each turn is audited
@@ -232,6 +233,30 @@ async fn an_agent_answers_through_occ_with_its_bound_key() {
     assert_eq!(status, StatusCode::OK, "{body}");
     let fresh = model_messages(fake.requests_to("/v1/chat/completions").last().unwrap());
     assert!(!fresh.contains(FIRST_MESSAGE), "{fresh}");
+
+    // Two turns at once, in two sessions: each stream carries only its own run's deltas.
+    let (a, b) = tokio::join!(
+        chat_stream(
+            &s,
+            &agent,
+            json!({"message": "one", "sessionKey": "parallel-a"})
+        ),
+        chat_stream(
+            &s,
+            &agent,
+            json!({"message": "two", "sessionKey": "parallel-b"})
+        ),
+    );
+    for (status, events) in [a, b] {
+        assert_eq!(status, StatusCode::OK);
+        let (last, deltas) = events.split_last().expect("events");
+        assert_eq!(last.0, "final", "{events:?}");
+        let joined: String = deltas
+            .iter()
+            .map(|(_, d)| d["text"].as_str().unwrap_or_default())
+            .collect();
+        assert_eq!(joined, SECOND_REPLY, "a stream carried another run's text");
+    }
 
     // The CLI streams to the terminal.
     let out = cli(&["agent", "chat", &agent, "hello from the cli"]);
