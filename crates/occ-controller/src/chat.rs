@@ -8,11 +8,16 @@
 //! `openclaw.agents.chat` (session key, outcome, model, duration; never the message or the
 //! reply) after it ends, or — if the caller goes away first — as abandoned.
 //!
+//! A caller may have at most [`MAX_TURNS_PER_CALLER`] turns in flight (per API process): model
+//! turns cost money and hold a gateway connection each, so a runaway client gets 429
+//! `RATE_LIMITED` rather than a queue.
+//!
 //! One deadline bounds the turn (the gateway aborts the run when it passes or when the caller
 //! goes away). A model failure is 502 `MODEL_ERROR` naming the provider's status and error
 //! code; a deadline is 504 `CHAT_TIMEOUT`; an unreachable gateway is 503.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use occ_core::audit::{AuditEvent, AuditKind, AuditOutcome};
 use occ_core::authz::{Action, AuthMethod, ResourceKind, ResourceRef};
@@ -31,6 +36,60 @@ use crate::{Controller, Request};
 const CHAT_ACTION: &str = "openclaw.agents.chat";
 /// The native agent occ's gateways run.
 const NATIVE_AGENT: &str = "main";
+/// Turns one caller may have in flight at once (per API process).
+pub const MAX_TURNS_PER_CALLER: usize = 4;
+/// What a refused caller is told to wait, in seconds.
+const TURN_RETRY_AFTER_SECS: u64 = 2;
+
+/// Turns in flight per caller (replica-local).
+#[derive(Debug, Default)]
+pub struct TurnLimiter {
+    in_flight: Arc<Mutex<HashMap<String, usize>>>,
+}
+
+impl TurnLimiter {
+    /// A slot for one more turn of `caller`, held until the slot is dropped; `None` at the
+    /// limit.
+    fn take(&self, caller: &str) -> Option<TurnSlot> {
+        let mut in_flight = self
+            .in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let count = in_flight.entry(caller.to_owned()).or_insert(0);
+        if *count >= MAX_TURNS_PER_CALLER {
+            return None;
+        }
+        *count += 1;
+        Some(TurnSlot {
+            in_flight: self.in_flight.clone(),
+            caller: caller.to_owned(),
+        })
+    }
+}
+
+/// One turn's place in its caller's limit; released when dropped (the turn ended or its
+/// caller went away).
+#[derive(Debug)]
+struct TurnSlot {
+    in_flight: Arc<Mutex<HashMap<String, usize>>>,
+    caller: String,
+}
+
+impl Drop for TurnSlot {
+    fn drop(&mut self) {
+        let mut in_flight = self
+            .in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(count) = in_flight.get_mut(&self.caller) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                in_flight.remove(&self.caller);
+            }
+        }
+    }
+}
+
 /// The session a turn joins when the caller names none.
 pub const DEFAULT_SESSION_KEY: &str = "occ-chat";
 
@@ -248,9 +307,23 @@ impl Controller {
                 "The deadline passed before the turn started",
             )
         })?;
+        let agent = admitted?;
+        let slot = self
+            .chat_turns
+            .take(req.caller.principal_id.as_str())
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorCode::RateLimited,
+                    format!(
+                        "At most {MAX_TURNS_PER_CALLER} chat turns may run at once per caller; wait for one to finish"
+                    ),
+                )
+                .with_retry_after(TURN_RETRY_AFTER_SECS)
+            })?;
         Ok(AdmittedChat {
-            agent: admitted?,
+            agent,
             target,
+            _slot: slot,
         })
     }
 
@@ -264,7 +337,12 @@ impl Controller {
         deltas: Option<mpsc::UnboundedSender<String>>,
     ) -> Result<ChatAnswer, Error> {
         let chat = self.chat()?;
-        let AdmittedChat { agent, target } = admitted;
+        // The slot is held until this turn ends (or its future is dropped).
+        let AdmittedChat {
+            agent,
+            target,
+            _slot,
+        } = admitted;
         let event = |outcome: AuditOutcome| {
             self.event(req, AuditKind::Access, CHAT_ACTION, &target, outcome)
                 .detail("conversation", input.session_key.as_str())
@@ -311,11 +389,12 @@ impl Controller {
     }
 }
 
-/// A turn the caller was allowed to start.
-#[derive(Debug, Clone)]
+/// A turn the caller was allowed to start, holding its place in the caller's limit.
+#[derive(Debug)]
 pub struct AdmittedChat {
     agent: Agent,
     target: ResourceRef,
+    _slot: TurnSlot,
 }
 
 fn model_name(reply: &ChatReply) -> Option<String> {

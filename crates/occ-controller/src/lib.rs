@@ -154,6 +154,8 @@ pub struct Controller {
     workspace: Option<Arc<dyn workspace_files::WorkspaceAccess>>,
     /// How chat turns reach Agents (the chat route).
     chat: Option<Arc<dyn chat::AgentChat>>,
+    /// Chat turns in flight per caller.
+    chat_turns: chat::TurnLimiter,
     /// The Compute Driver the runtime routes ask (`deployment_runtime`, `runtime_logs`).
     runtime: Option<Arc<dyn occ_drivers::compute::Compute>>,
     /// Per-caller limit of the logs route.
@@ -188,6 +190,7 @@ impl Controller {
             hooks: FaultHooks::default(),
             workspace: None,
             chat: None,
+            chat_turns: chat::TurnLimiter::default(),
             runtime: None,
             runtime_log_limiter: runtime_logs::LogRateLimiter::default(),
         }

@@ -56,6 +56,7 @@ fn wants_stream(headers: &HeaderMap) -> bool {
     responses((status = 200, body = Data<ChatView>, description = "The reply; with Accept: text/event-stream, server-sent events delta {text}, final {sessionKey, reply, model, usage, durationMs} or error {error}"),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 413, body = ErrorBody), (status = 415, body = ErrorBody),
+        (status = 429, body = ErrorBody, description = "RATE_LIMITED: the caller has four turns in flight"),
         (status = 502, body = ErrorBody, description = "The model failed (MODEL_ERROR, naming the provider's status and code)"),
         (status = 503, body = ErrorBody), (status = 504, body = ErrorBody, description = "CHAT_TIMEOUT")))]
 pub async fn chat_with_agent(

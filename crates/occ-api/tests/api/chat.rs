@@ -510,3 +510,45 @@ async fn without_an_active_revision_the_turn_is_503() {
     );
     assert!(f.chat.seen().is_empty());
 }
+
+#[tokio::test]
+async fn a_caller_has_at_most_four_turns_at_once() {
+    let f = fixture(true).await;
+    let user = Credential::Key(f.user.clone());
+    let body = || Some(json!({"message": "slow"}));
+    for _ in 0..4 {
+        f.chat.next(Next::Hang);
+    }
+    {
+        // Four turns that do not end, in flight together.
+        let hung = futures::future::join_all(
+            (0..4).map(|_| f.app.call(Method::POST, &f.path, &user, body())),
+        );
+        tokio::pin!(hung);
+        assert!(
+            tokio::time::timeout(Duration::from_millis(300), &mut hung)
+                .await
+                .is_err()
+        );
+        assert_eq!(f.chat.seen().len(), 4);
+        // A fifth waits its turn: 429 with Retry-After, and it never reached the Agent.
+        let r = f.app.call(Method::POST, &f.path, &user, body()).await;
+        assert_eq!(
+            (r.status, r.code()),
+            (StatusCode::TOO_MANY_REQUESTS, "RATE_LIMITED")
+        );
+        assert_eq!(r.headers["retry-after"], "2");
+        assert_eq!(f.chat.seen().len(), 4);
+        // Another caller is not affected.
+        let session = f.app.admin_session().await;
+        expect(
+            f.app.call(Method::POST, &f.path, &session, body()).await,
+            StatusCode::OK,
+        );
+    }
+    // The four callers went away (their futures dropped above): their places are free again.
+    expect(
+        f.app.call(Method::POST, &f.path, &user, body()).await,
+        StatusCode::OK,
+    );
+}

@@ -1,5 +1,6 @@
 //! The dedicated case of the Compute conformance suite: one dedicated Agent through deploy,
-//! the harness's probe turn, node enrollment, workspace files, a chat turn, redeploy,
+//! the harness's probe turn, node enrollment, workspace files, a chat turn (HTTP, and after the
+//! redeploy also the native `agent` method occ's chat route uses), redeploy,
 //! retirement, a refused credential and delete, checked through the [`Compute`] contract and
 //! the native gateway protocol. What only a Driver can show (where the workspace lives on disk,
 //! a local port for the gateway's HTTP endpoint, Driver-specific checks) comes from
@@ -16,7 +17,7 @@ use occ_drivers::compute::{
     AgentTarget, Compute, FailureClass, LogQuery, Readiness, RevisionContext, RevisionTarget,
     RuntimeState, SecretText,
 };
-use occ_gateway::{NodeEnrollment, Session};
+use occ_gateway::{ChatTurn, Endpoint, NodeEnrollment, Session, chat_turn};
 use serde_json::{Value, json};
 
 use super::{connect, dedicated_revision, observe, targets};
@@ -145,6 +146,30 @@ async fn chat(
     started.elapsed()
 }
 
+/// A turn through the gateway's native `agent` method at the Driver's gateway endpoint — the
+/// path occ's chat route takes (`GatewayChat`), forwards included.
+async fn native_chat(compute: &dyn Compute, site: &dyn DedicatedSite, agent: &AgentTarget) {
+    let access = compute
+        .gateway_access(agent)
+        .await
+        .expect("gateway_access")
+        .expect("a serving gateway");
+    let endpoint = Endpoint::new(access.url, access.token.expose());
+    let turn = ChatTurn {
+        agent_id: "main",
+        session_key: "conformance",
+        message: "again, natively",
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(240);
+    let reply = chat_turn(&endpoint, turn, deadline, None)
+        .await
+        .unwrap_or_else(|e| panic!("native chat turn: {e}\n{}", site.diagnostics(agent)));
+    assert!(
+        reply.text.contains("Hello from the fake model."),
+        "{reply:?}"
+    );
+}
+
 /// Runs the dedicated case against `compute` (whose selection must list `dedicated` and whose
 /// harness calls `model`).
 pub async fn dedicated_lifecycle(
@@ -244,6 +269,7 @@ pub async fn dedicated_lifecycle(
     );
     session.close().await;
     chat(compute, site, &agent, "again").await;
+    native_chat(compute, site, &agent).await;
 
     // A credential the model refuses: permanent, with its reason, the key in no output, and
     // nothing left serving.
