@@ -274,14 +274,14 @@ macro_rules! request_body {
         $(
             $(#[doc = $field_doc:literal])*
             $presence:ident $json:literal => $field:ident: $ty:ty
-        ),+ $(,)?
+        ),* $(,)?
     ) => {
         $(#[doc = $doc])*
         pub struct $name {
             $(
                 $(#[doc = $field_doc])*
                 pub $field: $crate::body::request_body!(@slot $presence $ty),
-            )+
+            )*
         }
 
         impl $crate::body::Field<$cx> for $name {
@@ -291,14 +291,16 @@ macro_rules! request_body {
                 cx: &$cx,
                 problems: &mut occ_core::validate::Problems,
             ) -> Option<Self> {
+                #[allow(unused_mut)] // a body without fields (`{}`) reads nothing
                 let mut fields = $crate::body::Fields::new(value, path, problems);
+                let _ = cx;
                 $(
                     let $field = $crate::body::request_body!(
                         @take $presence $ty, &mut fields, $json, cx, problems
                     );
-                )+
+                )*
                 fields.finish(problems);
-                Some(Self { $($field: $field?,)+ })
+                Some(Self { $($field: $field?,)* })
             }
 
             fn schema() -> utoipa::openapi::schema::Schema {
@@ -312,7 +314,7 @@ macro_rules! request_body {
                             presence: $crate::body::request_body!(@presence $presence),
                             schema: <$ty as $crate::body::Field<$cx>>::schema(),
                         },
-                    )+],
+                    )*],
                 )
             }
         }

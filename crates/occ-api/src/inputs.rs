@@ -83,6 +83,33 @@ request_body! {
 }
 
 request_body! {
+    /// A Secret and a key within it.
+    pub struct CredentialSecretRef {
+        /// The Secret's name.
+        required "name" => name: CredentialSecretName,
+        /// The key.
+        required "key" => key: CredentialSecretKey,
+    }
+}
+
+request_body! {
+    /// `PATCH /namespaces/{namespaceId}/service-accounts/{serviceAccountId}/credential`: a native
+    /// account's credential reference.
+    pub struct ServiceAccountCredentialBody {
+        /// `api_key` | `oauth_access_token`.
+        required "kind" => kind: ReferenceCredentialKind,
+        /// Where the operator keeps it.
+        required "secretRef" => secret_ref: CredentialSecretRef,
+    }
+}
+
+request_body! {
+    /// `POST /namespaces/{namespaceId}/service-accounts/{serviceAccountId}/credentials`: `{}`.
+    pub struct ServiceAccountCredentialIssueBody {
+    }
+}
+
+request_body! {
     /// `POST /namespaces/{namespaceId}/agents`.
     pub struct AgentCreateBody in NamespaceId {
         /// Unique per Namespace.

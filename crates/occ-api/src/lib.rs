@@ -77,6 +77,8 @@ pub fn router_and_openapi(state: AppState) -> (axum::Router, utoipa::openapi::Op
             service_accounts::get_service_account,
             service_accounts::delete_service_account
         ))
+        .routes(routes!(service_accounts::create_service_account_credential))
+        .routes(routes!(service_accounts::update_service_account_credential))
         .routes(routes!(agents::list_agents, agents::create_agent))
         .routes(routes!(
             agents::get_agent,

@@ -16,10 +16,7 @@ use std::borrow::BorrowMut;
 
 use occ_core::authz::{Action, ResourceKind, ResourceRef};
 use occ_core::reason::deployment_message;
-use occ_core::resource::{
-    AdmittedSpec, Agent, AgentRevision, AgentStatus, ConfigurationMeta, DesiredRuntimeState,
-    Generation, SecretBindings,
-};
+use occ_core::resource::{AdmittedSpec, Agent, AgentRevision, AgentStatus, ConfigurationMeta, DesiredRuntimeState, FrozenAccountCredential, Generation, SecretBindings, ServiceAccount, ServiceAccountBinding, ServiceAccountCredentialKind};
 use occ_core::revision::{Consumed, consumed_inputs};
 use occ_core::work::{NewWork, WorkKey, WorkState};
 use occ_core::{AgentId, Error, NamespaceId, ReasonCode, RevisionId, SecretId, Timestamp};
@@ -348,6 +345,27 @@ impl Controller {
         for consumed in consumed_inputs(Some(&secret_bindings), Some(&harness_auth)) {
             tx = self.admit_consumed(tx, req, &agent, consumed).await?;
         }
+        let (backend_id, source_revision_id) = match &basis {
+            Basis::Revision(rev) => (rev.backend_id.clone(), Some(rev.id.clone())),
+            Basis::Configuration(_) => (agent.backend_id.clone(), None),
+        };
+        let account_credential = match harness_auth.service_account_id() {
+            None => None,
+            Some(account) => {
+                let sa = found(tx.service_account_get(ns, account).await?)?;
+                let frozen = freeze_account_credential(&sa, backend_id.as_deref())?;
+                if let Basis::Revision(rev) = &basis
+                    && rev.spec.account_credential.as_ref() != Some(&frozen)
+                {
+                    return Err(Error::conflict(format!(
+                        "ServiceAccount {account} carries another credential than revision {} \
+                         ran with; deploy the Agent's Configuration instead",
+                        rev.revision
+                    )));
+                }
+                Some(frozen)
+            }
+        };
         let generation = basis.generation();
         let document = self.basis_document(ns, &basis).await?;
         let document =
@@ -365,10 +383,7 @@ impl Controller {
             harness_auth: Some(harness_auth),
             secret_driver_id: uses_secrets.then(|| self.secrets.identity().id),
             secret_bindings: (!secret_bindings.is_empty()).then_some(secret_bindings),
-        };
-        let (backend_id, source_revision_id) = match &basis {
-            Basis::Revision(rev) => (rev.backend_id.clone(), Some(rev.id.clone())),
-            Basis::Configuration(_) => (agent.backend_id.clone(), None),
+            account_credential,
         };
         let new = NewRevision {
             id: RevisionId::generate(),
@@ -637,5 +652,50 @@ mod tests {
             "The deployment ended without activating the revision."
         );
         assert_eq!(DeploymentState::Running.as_str(), "running");
+    }
+}
+
+/// What a revision freezes of a `chatgpt_service_account` credential (409 when the account
+/// cannot run a harness: no issued credential, a native reference, or an Agent that does not
+/// select the Backend that issued it).
+fn freeze_account_credential(
+    sa: &ServiceAccount,
+    backend_id: Option<&str>,
+) -> Result<FrozenAccountCredential, Error> {
+    match (&sa.binding, sa.credential_kind) {
+        (
+            Some(ServiceAccountBinding::Managed {
+                backend_id: issuer,
+                workspace_id,
+                credential: Some(credential),
+                ..
+            }),
+            Some(ServiceAccountCredentialKind::AccessToken),
+        ) => {
+            if backend_id != Some(issuer.as_str()) {
+                return Err(Error::conflict(format!(
+                    "ServiceAccount {} holds a credential of Backend {issuer:?}; the Agent must \
+                     select it (backendId {issuer:?})",
+                    sa.id
+                )));
+            }
+            Ok(FrozenAccountCredential {
+                service_account_id: sa.id.clone(),
+                kind: ServiceAccountCredentialKind::AccessToken,
+                backend_id: issuer.clone(),
+                workspace_id: workspace_id.clone(),
+                upstream_credential_id: credential.upstream_credential_id.clone(),
+            })
+        }
+        (_, None) => Err(Error::conflict(format!(
+            "ServiceAccount {} has no credential; issue one with POST \
+             /namespaces/{}/service-accounts/{}/credentials",
+            sa.id, sa.namespace_id, sa.id
+        ))),
+        (_, Some(_)) => Err(Error::conflict(format!(
+            "ServiceAccount {} carries a native credential reference, which a harness cannot \
+             run with: only a credential its Backend issued (access_token) can",
+            sa.id
+        ))),
     }
 }

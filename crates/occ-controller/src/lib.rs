@@ -160,6 +160,8 @@ pub struct Controller {
     runtime: Option<Arc<dyn occ_drivers::compute::Compute>>,
     /// Per-caller limit of the logs route.
     runtime_log_limiter: runtime_logs::LogRateLimiter,
+    /// The Backend's ServiceAccount Driver, when one is configured.
+    accounts: Option<Arc<dyn occ_drivers::service_account::AccountDriver>>,
 }
 
 impl std::fmt::Debug for Controller {
@@ -193,7 +195,18 @@ impl Controller {
             chat_turns: chat::TurnLimiter::default(),
             runtime: None,
             runtime_log_limiter: runtime_logs::LogRateLimiter::default(),
+            accounts: None,
         }
+    }
+
+    /// Gives the controller a Backend's ServiceAccount Driver (provider accounts and issued
+    /// credentials for ServiceAccounts).
+    pub fn with_account_driver(
+        mut self,
+        driver: Arc<dyn occ_drivers::service_account::AccountDriver>,
+    ) -> Self {
+        self.accounts = Some(driver);
+        self
     }
 
     /// Gives the controller access to Agents' live workspaces (the API's file routes).

@@ -239,8 +239,71 @@ pub struct ServiceAccount {
     pub name: Name,
     /// Which kind of credential it carries, if any.
     pub credential_kind: Option<ServiceAccountCredentialKind>,
+    /// Where the account and its credential live (private: never returned).
+    pub binding: Option<ServiceAccountBinding>,
     /// Creation time.
     pub created_at: Timestamp,
+}
+
+/// A ServiceAccount's private binding: the upstream account a Backend's ServiceAccount Driver
+/// made for it and the credential issued to it, or a native credential reference. Stored as
+/// JSON in this shape; never part of a response, an audit record or a revision.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ServiceAccountBinding {
+    /// An account of a Backend (`chatgpt`), with the credential issued to it, if any.
+    #[serde(rename_all = "camelCase")]
+    Managed {
+        /// The Backend whose Driver made the account.
+        backend_id: String,
+        /// The provider workspace the account belongs to.
+        workspace_id: String,
+        /// The provider's id of the account.
+        upstream_account_id: String,
+        /// The issued credential, once issued.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        credential: Option<IssuedCredential>,
+    },
+    /// A native reference to a credential the operator keeps (`PATCH …/credential`).
+    #[serde(rename_all = "camelCase")]
+    Native {
+        /// The Secret's name in the account's Namespace.
+        secret_name: String,
+        /// The key within it.
+        secret_key: String,
+    },
+}
+
+/// A credential a Backend issued to a ServiceAccount: the provider's id for it and where occ's
+/// Secret Driver keeps its value (the access token).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct IssuedCredential {
+    /// The provider's id of the credential.
+    pub upstream_credential_id: String,
+    /// The id the Secret Driver holds the value under (not a user-visible Secret).
+    pub value_id: SecretId,
+    /// The Secret Driver that holds it.
+    pub driver_id: String,
+    /// The Driver's locator of the value.
+    pub locator: String,
+}
+
+/// What a revision freezes of a `chatgpt_service_account` credential: which account and issued
+/// credential it runs with and the workspace Codex is held to. No locator, no value.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FrozenAccountCredential {
+    /// The ServiceAccount.
+    pub service_account_id: ServiceAccountId,
+    /// Always `access_token` (the only kind a harness can run with).
+    pub kind: ServiceAccountCredentialKind,
+    /// The Backend that issued it.
+    pub backend_id: String,
+    /// The provider workspace (`forced_chatgpt_workspace_id`).
+    pub workspace_id: String,
+    /// The provider's id of the credential (a replaced credential no longer matches).
+    pub upstream_credential_id: String,
 }
 
 /// Where an Agent's harness runs relative to its gateway.
@@ -608,6 +671,9 @@ pub struct AdmittedSpec {
     /// The normalized Secret bindings, when there are bindings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_bindings: Option<SecretBindings>,
+    /// The ServiceAccount credential a `chatgpt_service_account` harness runs with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub account_credential: Option<FrozenAccountCredential>,
 }
 
 /// An immutable AgentRevision.

@@ -4,6 +4,8 @@
 //! - [`configuration::ConfigurationDriver`]: where native `openclaw.json` documents live
 //!   (filesystem for development; Kubernetes ConfigMaps later).
 //! - [`secret::SecretDriver`]: where Secret values live (local, encrypted at rest).
+//! - [`service_account::AccountDriver`]: a Backend that makes provider accounts for
+//!   ServiceAccounts and issues their credentials (ChatGPT's workspace Admin API).
 //! - [`compute::ComputeSelection`]: which Compute Driver this installation uses and what it
 //!   supports, as admission needs to know it.
 
@@ -12,6 +14,7 @@ pub mod configuration;
 pub mod error;
 pub mod kubernetes;
 pub mod secret;
+pub mod service_account;
 
 pub use error::DriverError;
 

@@ -136,6 +136,7 @@ async fn admit(
             harness_auth: None,
             secret_driver_id: None,
             secret_bindings: None,
+            account_credential: None,
         },
         source_revision_id: None,
         admitted_at: Timestamp::now(),

@@ -51,6 +51,11 @@ const POSTGRES: &[Migration] = &[
         name: "codex_pat",
         sql: include_str!("../migrations/postgres/0005_codex_pat.sql"),
     },
+    Migration {
+        version: 6,
+        name: "service_account_binding",
+        sql: include_str!("../migrations/postgres/0006_service_account_binding.sql"),
+    },
 ];
 
 const SQLITE: &[Migration] = &[
@@ -78,6 +83,11 @@ const SQLITE: &[Migration] = &[
         version: 5,
         name: "codex_pat",
         sql: include_str!("../migrations/sqlite/0005_codex_pat.sql"),
+    },
+    Migration {
+        version: 6,
+        name: "service_account_binding",
+        sql: include_str!("../migrations/sqlite/0006_service_account_binding.sql"),
     },
 ];
 

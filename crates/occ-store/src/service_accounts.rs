@@ -1,6 +1,7 @@
-//! ServiceAccounts (not IAM principals). No credential value is ever stored here.
+//! ServiceAccounts (not IAM principals). No credential value is ever stored here: an issued
+//! credential's value lives in the Secret Driver, the binding holds only its locator.
 
-use occ_core::resource::{ServiceAccount, ServiceAccountCredentialKind};
+use occ_core::resource::{ServiceAccount, ServiceAccountBinding, ServiceAccountCredentialKind};
 use occ_core::{NamespaceId, ServiceAccountId};
 
 use crate::db::{Row, sql};
@@ -8,7 +9,7 @@ use crate::{Authorized, StoreError, Tx};
 
 macro_rules! sa_cols {
     () => {
-        "id, namespace_id, name, credential_kind, created_at"
+        "id, namespace_id, name, credential_kind, binding, created_at"
     };
 }
 
@@ -24,6 +25,11 @@ fn credential_kind_str(kind: ServiceAccountCredentialKind) -> &'static str {
     }
 }
 
+fn binding_json(b: Option<&ServiceAccountBinding>) -> Result<Option<serde_json::Value>, StoreError> {
+    b.map(|b| serde_json::to_value(b).map_err(|e| StoreError::Corrupt(e.to_string())))
+        .transpose()
+}
+
 fn from_row(r: &Row) -> Result<ServiceAccount, StoreError> {
     let credential_kind = match r.opt_text("credential_kind")? {
         None => None,
@@ -37,6 +43,7 @@ fn from_row(r: &Row) -> Result<ServiceAccount, StoreError> {
         namespace_id: r.parse("namespace_id")?,
         name: r.parse("name")?,
         credential_kind,
+        binding: r.opt_json_as("binding")?,
         created_at: r.time("created_at")?,
     })
 }
@@ -85,16 +92,39 @@ impl Authorized {
     /// Inserts a ServiceAccount; a taken name is a [`StoreError::Conflict`].
     pub async fn service_account_insert(&mut self, sa: &ServiceAccount) -> Result<(), StoreError> {
         self.q(sql!(
-            "INSERT INTO service_accounts (id, namespace_id, name, credential_kind, created_at) VALUES ($1, $2, $3, $4, $5)"
+            "INSERT INTO service_accounts (id, namespace_id, name, credential_kind, binding, created_at) VALUES ($1, $2, $3, $4, $5, $6)"
         ))
         .bind(sa.id.as_str())
         .bind(sa.namespace_id.as_str())
         .bind(sa.name.as_str())
         .bind(sa.credential_kind.map(credential_kind_str))
+        .bind(binding_json(sa.binding.as_ref())?)
         .bind(sa.created_at)
         .execute()
         .await?;
         Ok(())
+    }
+
+    /// Sets the credential a ServiceAccount carries (its kind and private binding).
+    pub async fn service_account_set_credential(
+        &mut self,
+        sa: &ServiceAccount,
+    ) -> Result<(), StoreError> {
+        let n = self
+            .q(sql!(
+                "UPDATE service_accounts SET credential_kind = $3, binding = $4 WHERE namespace_id = $1 AND id = $2"
+            ))
+            .bind(sa.namespace_id.as_str())
+            .bind(sa.id.as_str())
+            .bind(sa.credential_kind.map(credential_kind_str))
+            .bind(binding_json(sa.binding.as_ref())?)
+            .execute()
+            .await?;
+        if n == 1 {
+            Ok(())
+        } else {
+            Err(StoreError::NotFound)
+        }
     }
 
     /// Deletes a ServiceAccount; a reference from an Agent is a [`StoreError::Reference`].

@@ -137,6 +137,9 @@ pub struct TestAppOptions {
     /// The Compute Driver the runtime routes describe deployments and read logs through (none:
     /// the runtime route answers 503, the logs route 501).
     pub runtime: Option<Arc<dyn occ_drivers::compute::Compute>>,
+    /// The Backend's ServiceAccount Driver (none: accounts are native, issuing credentials
+    /// answers 503).
+    pub accounts: Option<Arc<dyn occ_drivers::service_account::AccountDriver>>,
 }
 
 impl TestApp {
@@ -227,6 +230,14 @@ impl TestApp {
                 Arc::into_inner(controller)
                     .expect("not shared yet")
                     .with_runtime_access(compute),
+            ),
+            None => controller,
+        };
+        let controller = match options.accounts {
+            Some(accounts) => Arc::new(
+                Arc::into_inner(controller)
+                    .expect("not shared yet")
+                    .with_account_driver(accounts),
             ),
             None => controller,
         };

@@ -78,6 +78,7 @@ pub fn revision(
             harness_auth: Some(HarnessAuth::Runtime {}),
             secret_driver_id: None,
             secret_bindings: None,
+            account_credential: None,
         },
     }
 }

@@ -50,6 +50,7 @@ pub fn launch_input(
         login: LoginInput {
             method: LoginMethod::ApiKey,
             credential_file: credential,
+            chatgpt_workspace_id: None,
         },
         model: Some(ModelEndpoint {
             base_url: model.base_url(),

@@ -16,6 +16,7 @@ pub mod chat;
 pub mod compute;
 pub mod compute_conformance;
 pub mod configuration_conformance;
+pub mod fake_chatgpt;
 pub mod fake_model;
 pub mod gateway;
 pub mod golden;

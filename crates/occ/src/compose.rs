@@ -185,13 +185,16 @@ pub async fn controller(
             .collect(),
         workspace_defaults: workspace_defaults(&settings.compute.runtime_root),
     };
-    let controller = Controller::new(
+    let mut controller = Controller::new(
         store,
         configurations,
         secrets,
         selection(settings),
         controller_settings,
     );
+    if let Some(accounts) = account_driver(settings)? {
+        controller = controller.with_account_driver(accounts);
+    }
     Ok(match files_through {
         Some(compute) => controller
             .with_runtime_access(compute.clone())
@@ -199,6 +202,36 @@ pub async fn controller(
             .with_workspace_access(Arc::new(GatewayWorkspace::new(compute))),
         None => controller,
     })
+}
+
+/// The installation's ServiceAccount Driver: the `chatgpt` Backend with a workspace and an
+/// admin key, if one is configured (its key file is read once, here).
+fn account_driver(
+    settings: &PlatformSettings,
+) -> anyhow::Result<Option<Arc<dyn occ_drivers::service_account::AccountDriver>>> {
+    use occ_drivers::service_account::chatgpt::{
+        ChatgptAccounts, ChatgptSettings, DEFAULT_API_BASE, MAX_CREDENTIAL_TTL_SECONDS,
+    };
+    let Some(b) = settings.backends.iter().find(|b| b.manages_accounts()) else {
+        return Ok(None);
+    };
+    let (Some(workspace), Some(key_file)) = (&b.workspace_id, &b.admin_key_file) else {
+        anyhow::bail!("backends[{:?}]: workspaceId and adminKeyFile go together", b.id);
+    };
+    let key = std::fs::read_to_string(key_file)
+        .with_context(|| format!("backends[{:?}].adminKeyFile: cannot read it", b.id))?;
+    let accounts = ChatgptAccounts::new(ChatgptSettings {
+        backend_id: b.id.clone(),
+        workspace_id: workspace.clone(),
+        admin_key: occ_drivers::compute::SecretText::new(key.trim_end().to_owned()),
+        credential_ttl_seconds: b.credential_ttl_seconds.unwrap_or(MAX_CREDENTIAL_TTL_SECONDS),
+        api_base: b
+            .api_base_url
+            .clone()
+            .unwrap_or_else(|| DEFAULT_API_BASE.to_owned()),
+    })
+    .map_err(|e| anyhow::anyhow!("backends[{:?}]: {e}", b.id))?;
+    Ok(Some(Arc::new(accounts)))
 }
 
 /// The stock workspace files of the installed runtime; without a runtime (or with one whose

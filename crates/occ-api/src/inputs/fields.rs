@@ -8,10 +8,7 @@ use occ_core::inputs::{
     check_workspace_content, parse_harness_auth, parse_initial_workspace_files,
     parse_secret_bindings,
 };
-use occ_core::resource::{
-    ExecutionMode, HarnessAuth, SecretBindings, WORKSPACE_FILE_MAX_BYTES, WorkspaceFileName,
-    WorkspaceFiles,
-};
+use occ_core::resource::{ExecutionMode, HarnessAuth, SecretBindings, ServiceAccountCredentialKind, WORKSPACE_FILE_MAX_BYTES, WorkspaceFileName, WorkspaceFiles};
 use occ_core::validate::{
     Problems, expect_id, expect_int, expect_name, expect_str, index, type_name,
 };
@@ -327,6 +324,87 @@ impl<Cx> Field<Cx> for KubernetesNamespaceName {
     }
     fn schema() -> Schema {
         string_schema(Some(1), Some(63), Some("^[a-z0-9](?:[-a-z0-9]*[a-z0-9])?$"))
+    }
+}
+
+/// The name of a Secret a native ServiceAccount credential names (a DNS-1123 subdomain).
+pub struct CredentialSecretName(pub String);
+
+impl<Cx> Field<Cx> for CredentialSecretName {
+    fn parse(value: &Value, path: &str, _: &Cx, problems: &mut Problems) -> Option<Self> {
+        let s = expect_str(value, path, problems)?;
+        let label_ok = |l: &str| {
+            !l.is_empty()
+                && l.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+        };
+        let ok = (1..=253).contains(&s.len()) && s.split('.').all(label_ok);
+        if !ok {
+            problems.push(
+                path,
+                DetailCode::InvalidFormat,
+                "must be a Secret name (lowercase DNS subdomain, at most 253 characters)",
+            );
+        }
+        ok.then(|| Self(s.to_owned()))
+    }
+    fn schema() -> Schema {
+        string_schema(
+            None,
+            Some(253),
+            Some("^[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:[.][a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*$"),
+        )
+    }
+}
+
+/// A key within a Secret (`[-._a-zA-Z0-9]+`, not `.` or `..`).
+pub struct CredentialSecretKey(pub String);
+
+impl<Cx> Field<Cx> for CredentialSecretKey {
+    fn parse(value: &Value, path: &str, _: &Cx, problems: &mut Problems) -> Option<Self> {
+        let s = expect_str(value, path, problems)?;
+        let ok = (1..=253).contains(&s.len())
+            && s != "."
+            && s != ".."
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'));
+        if !ok {
+            problems.push(
+                path,
+                DetailCode::InvalidFormat,
+                "must be a Secret key ([-._a-zA-Z0-9], at most 253 characters, not . or ..)",
+            );
+        }
+        ok.then(|| Self(s.to_owned()))
+    }
+    fn schema() -> Schema {
+        string_schema(None, Some(253), Some("^(?![.]{1,2}$)[-._a-zA-Z0-9]+$"))
+    }
+}
+
+/// The kind of a native ServiceAccount credential reference: `api_key` | `oauth_access_token`
+/// (an `access_token` is only ever issued by a Backend).
+pub struct ReferenceCredentialKind(pub ServiceAccountCredentialKind);
+
+impl<Cx> Field<Cx> for ReferenceCredentialKind {
+    fn parse(value: &Value, path: &str, _: &Cx, problems: &mut Problems) -> Option<Self> {
+        match expect_str(value, path, problems)? {
+            "api_key" => Some(Self(ServiceAccountCredentialKind::ApiKey)),
+            "oauth_access_token" => Some(Self(ServiceAccountCredentialKind::OauthAccessToken)),
+            _ => {
+                problems.push(
+                    path,
+                    DetailCode::InvalidValue,
+                    "must be api_key or oauth_access_token",
+                );
+                None
+            }
+        }
+    }
+    fn schema() -> Schema {
+        enum_schema(["api_key", "oauth_access_token"])
     }
 }
 

@@ -16,5 +16,6 @@ mod redeploy;
 mod resources;
 mod runtime;
 mod runtime_logs;
+mod service_accounts;
 mod snapshots;
 mod workspace;

@@ -5,9 +5,9 @@
 use occ_core::resource::{ComputeIdentity, ExecutionMode, HarnessAuth};
 
 /// What a dedicated Codex harness can log in with: an API key or a Codex access token, each from
-/// a Secret (`chatgpt_service_account` needs a credential occ's ServiceAccounts do not hold yet;
-/// `runtime` would leave the harness without any).
-pub const DEDICATED_AUTH_METHODS: [&str; 2] = ["api_key", "codex_pat"];
+/// a Secret, or the credential a Backend issued to a ServiceAccount (`runtime` would leave the
+/// harness without any).
+pub const DEDICATED_AUTH_METHODS: [&str; 3] = ["api_key", "codex_pat", "chatgpt_service_account"];
 
 /// The Compute Driver selected by the installation settings.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -32,11 +32,11 @@ use serde_json::{Map, Value};
 use sha2::Digest as _;
 
 use super::enroll::{
-    NODE_CONNECT_WAIT, held_failure, login_method, node_ready, pair, primary_model_id,
+    NODE_CONNECT_WAIT, held_failure, login_input, login_method, node_ready, pair, primary_model_id,
     wait_binding_applied,
 };
 use super::input::{
-    AppServerInput, LaunchInput, LaunchPhase, LaunchStatus, LoginInput, ModelEndpoint, NodeInput,
+    AppServerInput, LaunchInput, LaunchPhase, LaunchStatus, ModelEndpoint, NodeInput,
 };
 use super::render::{NodeWorkspace, bind_node_workspace};
 use crate::failure::{io_error, unavailable};
@@ -158,7 +158,7 @@ pub(crate) fn write_launch_files(
     ctx: &RevisionContext,
     files: &LaunchFiles<'_>,
 ) -> Result<PathBuf, ComputeError> {
-    let method = login_method(rev)?;
+    login_method(rev)?;
     let credential = ctx.harness_credential.as_ref().ok_or_else(|| {
         ComputeError::permanent(
             ReasonCode::InvalidHarnessAuth,
@@ -190,10 +190,7 @@ pub(crate) fn write_launch_files(
         log_stdout: false,
         status_file: dirs.status_file(&rev.revision_id),
         workspace_setup,
-        login: LoginInput {
-            method,
-            credential_file,
-        },
+        login: login_input(rev, credential_file)?,
         model: files.model_base_url.map(|base_url| ModelEndpoint {
             base_url: base_url.to_owned(),
             model: primary_model_id(rev),

@@ -11,7 +11,7 @@ use occ_core::resource::HarnessAuth;
 use occ_gateway::{EnrollmentError, NodeEnrollment, NodeSetup, Session};
 use serde_json::Value;
 
-use super::input::{FailureCode, LoginMethod};
+use super::input::{FailureCode, LoginInput, LoginMethod};
 
 /// How long a paired node may take to (re)connect with all its commands.
 pub const NODE_CONNECT_WAIT: Duration = Duration::from_secs(45);
@@ -26,14 +26,35 @@ pub fn login_method(rev: &RevisionTarget) -> Result<LoginMethod, ComputeError> {
     match &rev.spec.harness_auth {
         Some(HarnessAuth::ApiKey { .. }) => Ok(LoginMethod::ApiKey),
         Some(HarnessAuth::CodexPat { .. }) => Ok(LoginMethod::CodexPat),
+        Some(HarnessAuth::ChatgptServiceAccount { .. }) if rev.spec.account_credential.is_some() => {
+            Ok(LoginMethod::ChatgptServiceAccount)
+        }
         other => Err(ComputeError::permanent(
             ReasonCode::InvalidHarnessAuth,
             format!(
-                "a dedicated harness logs in with api_key or codex_pat, not {}",
+                "a dedicated harness logs in with api_key, codex_pat or chatgpt_service_account \
+                 (with an issued credential), not {}",
                 other.as_ref().map_or("none", HarnessAuth::method)
             ),
         )),
     }
+}
+
+/// How the launcher logs in: the method, the credential file the Driver delivers, and for a
+/// ChatGPT service account the workspace its revision froze.
+pub fn login_input(
+    rev: &RevisionTarget,
+    credential_file: std::path::PathBuf,
+) -> Result<LoginInput, ComputeError> {
+    Ok(LoginInput {
+        method: login_method(rev)?,
+        credential_file,
+        chatgpt_workspace_id: rev
+            .spec
+            .account_credential
+            .as_ref()
+            .map(|c| c.workspace_id.clone()),
+    })
 }
 
 /// The model id of the Configuration's primary model (`openai/<id>` → `<id>`), for the probe.

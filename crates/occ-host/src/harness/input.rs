@@ -57,6 +57,10 @@ pub struct LoginInput {
     pub method: LoginMethod,
     /// The private file holding the credential (read at each start, never copied).
     pub credential_file: PathBuf,
+    /// The ChatGPT workspace Codex is held to (`forced_chatgpt_workspace_id`): set for
+    /// `chatgpt_service_account`, absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chatgpt_workspace_id: Option<String>,
 }
 
 /// `harnessAuth` methods the launcher logs in with (wire names of `harnessAuth.method`).
@@ -67,6 +71,9 @@ pub enum LoginMethod {
     ApiKey,
     /// A Codex access token (`at-…`): `codex login --with-access-token`.
     CodexPat,
+    /// A ChatGPT service account's access token, held to its workspace:
+    /// `codex -c forced_chatgpt_workspace_id=… login --with-access-token`.
+    ChatgptServiceAccount,
 }
 
 /// An OpenAI-compatible Responses endpoint.
@@ -190,6 +197,17 @@ impl LaunchInput {
         {
             return Err("node.gatewayHost must be a host name or address".into());
         }
+        let workspace = self.login.chatgpt_workspace_id.as_deref();
+        match (self.login.method, workspace) {
+            (LoginMethod::ChatgptServiceAccount, Some(id)) if is_uuid(id) => {}
+            (LoginMethod::ChatgptServiceAccount, _) => {
+                return Err("login.chatgptWorkspaceId must be a UUID for chatgpt_service_account".into());
+            }
+            (_, Some(_)) => {
+                return Err("login.chatgptWorkspaceId is only for chatgpt_service_account".into());
+            }
+            (_, None) => {}
+        }
         if let Some(model) = &self.model {
             check_model_base_url(&model.base_url).map_err(|e| format!("model.baseUrl {e}"))?;
             if let Some(name) = &model.model
@@ -200,6 +218,16 @@ impl LaunchInput {
         }
         Ok(())
     }
+}
+
+/// Whether `s` is a UUID in canonical text form (it lands in TOML and on Codex's command line).
+fn is_uuid(s: &str) -> bool {
+    let groups: Vec<&str> = s.split('-').collect();
+    groups.len() == 5
+        && groups
+            .iter()
+            .zip([8, 4, 4, 4, 12])
+            .all(|(g, n)| g.len() == n && g.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
 /// Checks a model endpoint for Codex (`OCC_CODEX_BASE_URL`, the launch input's
@@ -358,6 +386,20 @@ mod tests {
         let mut pat = sample();
         pat["login"]["method"] = "codex_pat".into();
         assert_eq!(parse(pat).expect("pat").login.method, LoginMethod::CodexPat);
+        // A service account comes with exactly its workspace; nothing else carries one.
+        let mut sa = sample();
+        sa["login"]["method"] = "chatgpt_service_account".into();
+        assert!(parse(sa.clone()).unwrap_err().contains("chatgptWorkspaceId"));
+        sa["login"]["chatgptWorkspaceId"] = "11111111-2222-4333-8444-555555555555".into();
+        assert_eq!(
+            parse(sa.clone()).expect("sa").login.method,
+            LoginMethod::ChatgptServiceAccount
+        );
+        sa["login"]["chatgptWorkspaceId"] = "x\"\nforced_login_method = \"api".into();
+        assert!(parse(sa).unwrap_err().contains("chatgptWorkspaceId"));
+        let mut keyed = sample();
+        keyed["login"]["chatgptWorkspaceId"] = "11111111-2222-4333-8444-555555555555".into();
+        assert!(parse(keyed).unwrap_err().contains("chatgptWorkspaceId"));
     }
 
     #[test]

@@ -189,7 +189,10 @@ fn write_codex_config(input: &LaunchInput) -> std::io::Result<()> {
     for dir in [&input.home, &input.tmp_dir] {
         std::fs::create_dir_all(dir)?;
     }
-    let config = codex_config(input.model.as_ref());
+    let config = codex_config(
+        input.model.as_ref(),
+        input.login.chatgpt_workspace_id.as_deref(),
+    );
     write_private(&input.codex_home.join("config.toml"), config.as_bytes())
 }
 
@@ -197,8 +200,12 @@ fn write_codex_config(input: &LaunchInput) -> std::io::Result<()> {
 /// both providers point at it: the probe uses `openai-compatible` (the default provider), while
 /// the gateway's Codex plugin starts threads on Codex's built-in `openai` provider for an
 /// `openai/<model>`, which only `openai_base_url` redirects.
-fn codex_config(model: Option<&ModelEndpoint>) -> String {
+fn codex_config(model: Option<&ModelEndpoint>, workspace: Option<&str>) -> String {
     let mut text = String::from("cli_auth_credentials_store = \"file\"\n");
+    // The app-server and the probe are held to the account's workspace, as the login was.
+    if let Some(id) = workspace {
+        text.push_str(&format!("forced_chatgpt_workspace_id = \"{id}\"\n"));
+    }
     if let Some(model) = model {
         if let Some(name) = &model.model {
             text.push_str(&format!("model = \"{name}\"\n"));
@@ -371,15 +378,30 @@ mod tests {
     use super::*;
 
     #[test]
+    fn codex_config_holds_a_service_account_to_its_workspace() {
+        let text = codex_config(None, Some("11111111-2222-4333-8444-555555555555"));
+        assert!(
+            text.contains(
+                "\nforced_chatgpt_workspace_id = \"11111111-2222-4333-8444-555555555555\"\n"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn codex_config_names_the_provider_only_with_an_endpoint() {
         assert_eq!(
-            codex_config(None),
+            codex_config(None, None),
             "cli_auth_credentials_store = \"file\"\n"
         );
-        let text = codex_config(Some(&ModelEndpoint {
-            base_url: "http://127.0.0.1:9/v1".into(),
-            model: Some("gpt-5.6-sol".into()),
-        }));
+        let text = codex_config(
+            Some(&ModelEndpoint {
+                base_url: "http://127.0.0.1:9/v1".into(),
+                model: Some("gpt-5.6-sol".into()),
+            }),
+            None,
+        );
+        assert!(!text.contains("forced_chatgpt_workspace_id"), "{text}");
         assert!(text.contains("model = \"gpt-5.6-sol\"\n"), "{text}");
         assert!(
             text.contains("model_provider = \"openai-compatible\""),

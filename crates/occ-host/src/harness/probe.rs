@@ -63,7 +63,13 @@ pub(super) async fn login(settings: &ProbeSettings, login: &LoginInput) -> Resul
     };
     let trimmed = secret.trim_ascii().len();
     let start = secret.len() - secret.trim_ascii_start().len();
-    let result = login_with(settings, login.method, &secret[start..start + trimmed]).await;
+    let result = login_with(
+        settings,
+        login.method,
+        login.chatgpt_workspace_id.as_deref(),
+        &secret[start..start + trimmed],
+    )
+    .await;
     secret.fill(0);
     std::hint::black_box(&secret);
     result
@@ -72,6 +78,7 @@ pub(super) async fn login(settings: &ProbeSettings, login: &LoginInput) -> Resul
 async fn login_with(
     settings: &ProbeSettings,
     method: LoginMethod,
+    workspace: Option<&str>,
     secret: &[u8],
 ) -> Result<(), FailureCode> {
     let flag = match method {
@@ -79,13 +86,23 @@ async fn login_with(
         // Codex access tokens start with `at-`; anything else is refused before Codex sees it.
         LoginMethod::CodexPat if secret.starts_with(b"at-") => "--with-access-token",
         LoginMethod::CodexPat => return Err(FailureCode::LoginFailed),
+        LoginMethod::ChatgptServiceAccount => "--with-access-token",
     };
     if secret.is_empty() || secret.contains(&b'\n') {
         return Err(FailureCode::LoginFailed);
     }
     let mut cmd = settings.command();
-    cmd.args(["-c", "cli_auth_credentials_store=\"file\"", "login", flag])
-        .stdin(Stdio::piped());
+    cmd.args(["-c", "cli_auth_credentials_store=\"file\""]);
+    match (method, workspace) {
+        // Codex refuses a token of any other workspace (and logs out if it ever changes).
+        (LoginMethod::ChatgptServiceAccount, Some(id)) => {
+            cmd.arg("-c")
+                .arg(format!("forced_chatgpt_workspace_id=\"{id}\""));
+        }
+        (LoginMethod::ChatgptServiceAccount, None) => return Err(FailureCode::LoginFailed),
+        _ => {}
+    }
+    cmd.args(["login", flag]).stdin(Stdio::piped());
     let mut child = cmd.spawn().map_err(|_| FailureCode::LoginFailed)?;
     let mut stdin = child.stdin.take().ok_or(FailureCode::LoginFailed)?;
     let (mut out, mut err) = (child.stdout.take(), child.stderr.take());
@@ -324,6 +341,64 @@ mod tests {
         assert_eq!(v.outcome(true), Err(FailureCode::ModelProbeFailed));
     }
 
+    /// With a stand-in `codex` that records its arguments and standard input: a ChatGPT
+    /// service account logs in with its token on stdin only, held to its workspace.
+    #[tokio::test]
+    async fn a_service_account_logs_in_held_to_its_workspace() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let tmp = tempfile::tempdir().expect("tmp");
+        let codex = tmp.path().join("codex");
+        let record = tmp.path().join("record");
+        std::fs::write(
+            &codex,
+            format!(
+                "#!/bin/sh\nprintf '%s\\n' \"$@\" > {0}.args\ncat > {0}.stdin\n",
+                record.display()
+            ),
+        )
+        .expect("write");
+        std::fs::set_permissions(&codex, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        let settings = ProbeSettings {
+            codex,
+            path: "/usr/bin:/bin".into(),
+            home: tmp.path().into(),
+            codex_home: tmp.path().into(),
+            tmp_dir: tmp.path().into(),
+            workspace: tmp.path().into(),
+        };
+        let credential = tmp.path().join("credential");
+        std::fs::write(&credential, "sa-token-0123\n").expect("write");
+        let input = LoginInput {
+            method: LoginMethod::ChatgptServiceAccount,
+            credential_file: credential,
+            chatgpt_workspace_id: Some("11111111-2222-4333-8444-555555555555".into()),
+        };
+        assert_eq!(login(&settings, &input).await, Ok(()));
+        let args = std::fs::read_to_string(tmp.path().join("record.args")).expect("args");
+        assert_eq!(
+            args.lines().collect::<Vec<_>>(),
+            [
+                "-c",
+                "cli_auth_credentials_store=\"file\"",
+                "-c",
+                "forced_chatgpt_workspace_id=\"11111111-2222-4333-8444-555555555555\"",
+                "login",
+                "--with-access-token"
+            ]
+        );
+        let stdin = std::fs::read_to_string(tmp.path().join("record.stdin")).expect("stdin");
+        assert_eq!(stdin, "sa-token-0123");
+        // Without its workspace it does not log in at all.
+        let input = LoginInput {
+            chatgpt_workspace_id: None,
+            ..input
+        };
+        assert_eq!(
+            login(&settings, &input).await,
+            Err(FailureCode::LoginFailed)
+        );
+    }
+
     #[tokio::test]
     async fn a_codex_pat_must_be_an_access_token() {
         let tmp = tempfile::tempdir().expect("tmp");
@@ -336,17 +411,18 @@ mod tests {
             workspace: tmp.path().into(),
         };
         assert_eq!(
-            login_with(&settings, LoginMethod::CodexPat, b"sk-not-a-token").await,
+            login_with(&settings, LoginMethod::CodexPat, None, b"sk-not-a-token").await,
             Err(FailureCode::LoginFailed)
         );
         assert_eq!(
-            login_with(&settings, LoginMethod::ApiKey, b"").await,
+            login_with(&settings, LoginMethod::ApiKey, None, b"").await,
             Err(FailureCode::LoginFailed)
         );
         // A missing credential file is a login failure too.
         let input = LoginInput {
             method: LoginMethod::ApiKey,
             credential_file: tmp.path().join("missing"),
+            chatgpt_workspace_id: None,
         };
         assert_eq!(
             login(&settings, &input).await,

@@ -77,6 +77,7 @@ pub fn revision(agent: &Agent, number: u64) -> AgentRevision {
             harness_auth: None,
             secret_driver_id: None,
             secret_bindings: None,
+            account_credential: None,
         },
         source_revision_id: None,
         created_at: Timestamp::now(),

@@ -44,6 +44,10 @@ pub async fn resources_round_trip(db: TestDb) {
         namespace_id: ns.clone(),
         name: Name::parse("chatgpt").unwrap(),
         credential_kind: Some(ServiceAccountCredentialKind::ApiKey),
+        binding: Some(occ_core::resource::ServiceAccountBinding::Native {
+            secret_name: "provider-key".into(),
+            secret_key: "api-key".into(),
+        }),
         created_at: now,
     };
     let mut tx = occ_testkit::begin_setup(&store).await;

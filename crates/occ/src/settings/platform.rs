@@ -206,6 +206,10 @@ impl PlatformSettings {
             if seen.insert(b.id.clone(), ()).is_some() {
                 bail!("backends: the id {:?} appears twice", b.id);
             }
+            check_backend(b)?;
+        }
+        if backends.iter().filter(|b| b.manages_accounts()).count() > 1 {
+            bail!("backends: at most one chatgpt Backend may have workspaceId and adminKeyFile");
         }
         let metrics = metrics_address(env, file)?;
         Ok(Self {
@@ -295,4 +299,43 @@ pub fn prepare_database_url(url: &str) -> anyhow::Result<Backend> {
         }
     }
     Ok(backend)
+}
+
+/// A Backend's own fields: ServiceAccount fields only on `chatgpt`, and there all of
+/// `workspaceId` and `adminKeyFile` or none.
+fn check_backend(b: &BackendSetting) -> anyhow::Result<()> {
+    let id = &b.id;
+    let account_fields = b.workspace_id.is_some()
+        || b.admin_key_file.is_some()
+        || b.credential_ttl_seconds.is_some()
+        || b.api_base_url.is_some();
+    if b.kind != "chatgpt" {
+        if account_fields {
+            bail!("backends[{id:?}]: workspaceId, adminKeyFile, credentialTtlSeconds and apiBaseUrl are for type chatgpt");
+        }
+        return Ok(());
+    }
+    if !account_fields {
+        return Ok(());
+    }
+    let (Some(workspace), Some(key_file)) = (&b.workspace_id, &b.admin_key_file) else {
+        bail!("backends[{id:?}]: workspaceId and adminKeyFile go together");
+    };
+    if !occ_drivers::service_account::chatgpt::is_workspace_id(workspace) {
+        bail!("backends[{id:?}].workspaceId must be a UUID");
+    }
+    if !key_file.is_absolute() {
+        bail!("backends[{id:?}].adminKeyFile must be an absolute path");
+    }
+    if let Some(ttl) = b.credential_ttl_seconds
+        && !(1..=occ_drivers::service_account::chatgpt::MAX_CREDENTIAL_TTL_SECONDS).contains(&ttl)
+    {
+        bail!("backends[{id:?}].credentialTtlSeconds must be between 1 and 2592000 (30 days)");
+    }
+    if let Some(url) = &b.api_base_url
+        && !(url.starts_with("https://") || url.starts_with("http://"))
+    {
+        bail!("backends[{id:?}].apiBaseUrl must be an http(s) URL");
+    }
+    Ok(())
 }

@@ -105,6 +105,28 @@ pub struct BackendSetting {
     /// Type, e.g. `chatgpt`.
     #[serde(rename = "type")]
     pub kind: String,
+    /// `chatgpt`: the ChatGPT workspace (a UUID) whose Admin API makes ServiceAccounts'
+    /// provider accounts and issues their credentials. With `adminKeyFile`, this Backend is
+    /// the installation's ServiceAccount Driver.
+    #[serde(default, rename = "workspaceId")]
+    pub workspace_id: Option<String>,
+    /// `chatgpt`: a file holding the workspace admin key (one line, absolute path).
+    #[serde(default, rename = "adminKeyFile")]
+    pub admin_key_file: Option<PathBuf>,
+    /// `chatgpt`: lifetime of issued credentials in seconds (1 … 2592000, default 30 days).
+    #[serde(default, rename = "credentialTtlSeconds")]
+    pub credential_ttl_seconds: Option<u64>,
+    /// `chatgpt`: the Admin API base (default `https://api.chatgpt.com/v1`).
+    #[serde(default, rename = "apiBaseUrl")]
+    pub api_base_url: Option<String>,
+}
+
+impl BackendSetting {
+    /// Whether this Backend makes and credentials ServiceAccounts (a `chatgpt` Backend with a
+    /// workspace and an admin key).
+    pub fn manages_accounts(&self) -> bool {
+        self.kind == "chatgpt" && (self.workspace_id.is_some() || self.admin_key_file.is_some())
+    }
 }
 
 /// The environment, as a lookup function (tests pass their own).

@@ -26,11 +26,12 @@ use occ_core::ReasonCode;
 use occ_core::audit::{AuditKind, AuditOutcome};
 use occ_core::authz::{Action, ResourceKind, ResourceRef};
 use occ_core::resource::{
-    Agent, AgentRevision, DesiredRuntimeState, ExecutionMode, HarnessAuth, NamespaceStatus,
-    RuntimeObservation, SecretMeta, WorkspaceSetup,
+    Agent, AgentRevision, DesiredRuntimeState, ExecutionMode, FrozenAccountCredential,
+    HarnessAuth, NamespaceStatus, RuntimeObservation, SecretMeta, ServiceAccount,
+    ServiceAccountBinding, WorkspaceSetup,
 };
 use occ_core::work::{NewWork, WorkKey, WorkTarget};
-use occ_core::{Error, IamId, SecretId};
+use occ_core::{Error, IamId, SecretId, ServiceAccountId};
 use occ_drivers::DriverError;
 use occ_drivers::compute::{
     AgentTarget, ComputeError, RevisionContext, RevisionTarget, SecretText,
@@ -49,6 +50,8 @@ struct RevisionRead {
     revisions: Vec<AgentRevision>,
     /// Metadata of every Secret the revision and its predecessor consume.
     secrets: BTreeMap<SecretId, SecretMeta>,
+    /// The ServiceAccounts whose credentials the revision and its predecessor run with.
+    accounts: BTreeMap<ServiceAccountId, ServiceAccount>,
     /// The Agent's staged workspace setup, if it was created with initial files.
     workspace_setup: Option<WorkspaceSetup>,
     /// Who deployed the predecessor (its restoration runs under that deployment's authority).
@@ -332,6 +335,16 @@ impl Worker {
                 }
             }
         }
+        let mut accounts = BTreeMap::new();
+        for rev in std::iter::once(&facts.revision).chain(predecessor.as_ref()) {
+            if let Some(frozen) = &rev.spec.account_credential
+                && let Some(sa) = tx
+                    .service_account_get(ns_id, &frozen.service_account_id)
+                    .await?
+            {
+                accounts.insert(sa.id.clone(), sa);
+            }
+        }
         let workspace_setup = tx.workspace_setup_get(ns_id, agent_id).await?;
         let predecessor_requester = match &predecessor {
             Some(p) => tx
@@ -345,6 +358,7 @@ impl Worker {
             facts,
             revisions,
             secrets,
+            accounts,
             workspace_setup,
             predecessor_requester,
         }))
@@ -405,6 +419,9 @@ impl Worker {
                 Err(code) => return Err(code_outcome(code)),
             }
         }
+        if let Some(frozen) = &rev.spec.account_credential {
+            ctx.harness_credential = Some(self.account_credential_value(read, rev, frozen).await?);
+        }
         // A completed record (bytes erased) still goes to the Driver, which then only verifies
         // the marker: live edits survive and a lost workspace blocks startup.
         if let Some(setup) = &read.workspace_setup {
@@ -414,6 +431,43 @@ impl Worker {
             ctx.workspace_setup = Some(setup.clone());
         }
         Ok(ctx)
+    }
+
+    /// The access token a `chatgpt_service_account` revision runs with: the credential it froze
+    /// must still be the account's (same provider credential, held by this Secret Driver).
+    async fn account_credential_value(
+        &self,
+        read: &RevisionRead,
+        rev: &AgentRevision,
+        frozen: &FrozenAccountCredential,
+    ) -> Result<SecretText, Outcome> {
+        let unavailable = || Outcome::permanent(ReasonCode::HarnessAuthSourceUnavailable);
+        let Some(ServiceAccountBinding::Managed {
+            credential: Some(credential),
+            ..
+        }) = read
+            .accounts
+            .get(&frozen.service_account_id)
+            .and_then(|sa| sa.binding.as_ref())
+        else {
+            return Err(unavailable());
+        };
+        if credential.upstream_credential_id != frozen.upstream_credential_id {
+            return Err(unavailable());
+        }
+        if credential.driver_id != self.controller.secrets.identity().id {
+            return Err(code_outcome(ReasonCode::SecretDriverMismatch));
+        }
+        self.controller
+            .secrets
+            .with_value(
+                &rev.namespace_id,
+                &credential.value_id,
+                &credential.locator,
+                |v| SecretText::new(v.to_owned()),
+            )
+            .await
+            .map_err(|_| unavailable())
     }
 
     /// One Secret's value, or the reason code why not.

@@ -427,6 +427,7 @@ mod tests {
                 harness_auth: Some(HarnessAuth::Runtime {}),
                 secret_driver_id: None,
                 secret_bindings: None,
+                account_credential: None,
             },
             source_revision_id: None,
             created_at: Timestamp::now(),

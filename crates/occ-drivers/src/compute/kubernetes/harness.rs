@@ -14,9 +14,9 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::Deployment;
 use occ_core::compute::{ComputeError, RevisionTarget, SecretText};
 use occ_core::{ReasonCode, RevisionId};
-use occ_host::harness::enroll::{login_method, primary_model_id};
+use occ_host::harness::enroll::{login_input, primary_model_id};
 use occ_host::harness::render::{DedicatedWiring, NodeWorkspace, render_dedicated};
-use occ_host::harness::{AppServerInput, LaunchInput, LoginInput, ModelEndpoint, NodeInput};
+use occ_host::harness::{AppServerInput, LaunchInput, ModelEndpoint, NodeInput};
 use occ_host::runtime::NODE_REL;
 use occ_host::snapshot::render_snapshot;
 use serde_json::{Map, Value, json};
@@ -192,10 +192,7 @@ pub(super) fn launch_input(
         log_stdout: true,
         status_file: format!("{HARNESS_ROOT}/scratch/status.json").into(),
         workspace_setup: with_setup.then(|| format!("{LAUNCH_DIR}/workspace-setup.json").into()),
-        login: LoginInput {
-            method: login_method(rev)?,
-            credential_file: CREDENTIAL_PATH.into(),
-        },
+        login: login_input(rev, CREDENTIAL_PATH.into())?,
         model: dedicated
             .model_base_url
             .as_ref()
