@@ -16,7 +16,11 @@ use std::borrow::BorrowMut;
 
 use occ_core::authz::{Action, ResourceKind, ResourceRef};
 use occ_core::reason::deployment_message;
-use occ_core::resource::{AdmittedSpec, Agent, AgentRevision, AgentStatus, ConfigurationMeta, DesiredRuntimeState, FrozenAccountCredential, Generation, SecretBindings, ServiceAccount, ServiceAccountBinding, ServiceAccountCredentialKind};
+use occ_core::resource::{
+    AdmittedSpec, Agent, AgentRevision, AgentStatus, ConfigurationMeta, DesiredRuntimeState,
+    FrozenAccountCredential, Generation, SecretBindings, ServiceAccount, ServiceAccountBinding,
+    ServiceAccountCredentialKind,
+};
 use occ_core::revision::{Consumed, consumed_inputs};
 use occ_core::work::{NewWork, WorkKey, WorkState};
 use occ_core::{AgentId, Error, NamespaceId, ReasonCode, RevisionId, SecretId, Timestamp};
@@ -634,27 +638,6 @@ pub(crate) async fn deployment_status_in(
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn rolled_back_failures_say_what_became_of_the_previous_revision() {
-        let restored = serde_json::json!({"rolledBack": true, "previousRevision": 3});
-        assert_eq!(
-            error_message("RUNTIME_STARTUP_FAILED", Some(&restored)),
-            "The Agent's gateway did not start; error.data.output has its last output lines. \
-             Revision 3, which served before, was restored and keeps serving."
-        );
-        // A code of another build keeps the generic message.
-        assert_eq!(
-            error_message("SOME_FUTURE_CODE", None),
-            "The deployment ended without activating the revision."
-        );
-        assert_eq!(DeploymentState::Running.as_str(), "running");
-    }
-}
-
 /// What a revision freezes of a `chatgpt_service_account` credential (409 when the account
 /// cannot run a harness: no issued credential, a native reference, or an Agent that does not
 /// select the Backend that issued it).
@@ -697,5 +680,26 @@ fn freeze_account_credential(
              run with: only a credential its Backend issued (access_token) can",
             sa.id
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rolled_back_failures_say_what_became_of_the_previous_revision() {
+        let restored = serde_json::json!({"rolledBack": true, "previousRevision": 3});
+        assert_eq!(
+            error_message("RUNTIME_STARTUP_FAILED", Some(&restored)),
+            "The Agent's gateway did not start; error.data.output has its last output lines. \
+             Revision 3, which served before, was restored and keeps serving."
+        );
+        // A code of another build keeps the generic message.
+        assert_eq!(
+            error_message("SOME_FUTURE_CODE", None),
+            "The deployment ended without activating the revision."
+        );
+        assert_eq!(DeploymentState::Running.as_str(), "running");
     }
 }

@@ -25,7 +25,9 @@ fn credential_kind_str(kind: ServiceAccountCredentialKind) -> &'static str {
     }
 }
 
-fn binding_json(b: Option<&ServiceAccountBinding>) -> Result<Option<serde_json::Value>, StoreError> {
+fn binding_json(
+    b: Option<&ServiceAccountBinding>,
+) -> Result<Option<serde_json::Value>, StoreError> {
     b.map(|b| serde_json::to_value(b).map_err(|e| StoreError::Corrupt(e.to_string())))
         .transpose()
 }

@@ -145,7 +145,20 @@ impl FakeChatgpt {
     }
 }
 
-type Reply = Result<Response, Response>;
+/// An OpenAI-style error answer.
+struct AdminError(StatusCode, &'static str);
+
+impl IntoResponse for AdminError {
+    fn into_response(self) -> Response {
+        (
+            self.0,
+            Json(json!({"error": {"code": self.1, "message": self.1}})),
+        )
+            .into_response()
+    }
+}
+
+type Reply = Result<Response, AdminError>;
 
 /// Records the call and checks the workspace and the admin key.
 fn admit(
@@ -155,7 +168,7 @@ fn admit(
     ws: &str,
     headers: &HeaderMap,
     body: Value,
-) -> Result<Fault, Response> {
+) -> Result<Fault, AdminError> {
     let authorization = headers
         .get("authorization")
         .and_then(|v| v.to_str().ok())
@@ -180,12 +193,8 @@ fn admit(
     Ok(s.fault)
 }
 
-fn error(status: StatusCode, code: &str) -> Response {
-    (
-        status,
-        Json(json!({"error": {"code": code, "message": code}})),
-    )
-        .into_response()
+fn error(status: StatusCode, code: &'static str) -> AdminError {
+    AdminError(status, code)
 }
 
 fn next_id(s: &mut Shared, prefix: &str) -> String {
@@ -241,7 +250,10 @@ async fn create_credential(
     }
     let id = next_id(&mut s, "cred");
     let token = format!("chatgpt-sa-token-{id}-{}", s.next * 7919);
-    s.accounts.get_mut(&account).expect("account").push(id.clone());
+    s.accounts
+        .get_mut(&account)
+        .expect("account")
+        .push(id.clone());
     s.tokens.insert(id.clone(), token.clone());
     let workspace = match fault {
         Fault::WrongWorkspace => "00000000-0000-4000-8000-000000000000".to_owned(),

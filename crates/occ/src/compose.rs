@@ -216,7 +216,10 @@ fn account_driver(
         return Ok(None);
     };
     let (Some(workspace), Some(key_file)) = (&b.workspace_id, &b.admin_key_file) else {
-        anyhow::bail!("backends[{:?}]: workspaceId and adminKeyFile go together", b.id);
+        anyhow::bail!(
+            "backends[{:?}]: workspaceId and adminKeyFile go together",
+            b.id
+        );
     };
     let key = std::fs::read_to_string(key_file)
         .with_context(|| format!("backends[{:?}].adminKeyFile: cannot read it", b.id))?;
@@ -224,7 +227,9 @@ fn account_driver(
         backend_id: b.id.clone(),
         workspace_id: workspace.clone(),
         admin_key: occ_drivers::compute::SecretText::new(key.trim_end().to_owned()),
-        credential_ttl_seconds: b.credential_ttl_seconds.unwrap_or(MAX_CREDENTIAL_TTL_SECONDS),
+        credential_ttl_seconds: b
+            .credential_ttl_seconds
+            .unwrap_or(MAX_CREDENTIAL_TTL_SECONDS),
         api_base: b
             .api_base_url
             .clone()

@@ -8,7 +8,10 @@ use occ_core::inputs::{
     check_workspace_content, parse_harness_auth, parse_initial_workspace_files,
     parse_secret_bindings,
 };
-use occ_core::resource::{ExecutionMode, HarnessAuth, SecretBindings, ServiceAccountCredentialKind, WORKSPACE_FILE_MAX_BYTES, WorkspaceFileName, WorkspaceFiles};
+use occ_core::resource::{
+    ExecutionMode, HarnessAuth, SecretBindings, ServiceAccountCredentialKind,
+    WORKSPACE_FILE_MAX_BYTES, WorkspaceFileName, WorkspaceFiles,
+};
 use occ_core::validate::{
     Problems, expect_id, expect_int, expect_name, expect_str, index, type_name,
 };

@@ -319,6 +319,26 @@ fn rows() -> Vec<Row> {
             expect: R,
         },
         Row {
+            op: "updateServiceAccountCredential",
+            method: Method::PATCH,
+            path: |f| format!("/namespaces/{}/service-accounts/{}/credential", f.ns, f.sa),
+            body: |_| {
+                Some(
+                    json!({"kind": "api_key", "secretRef": {"name": "provider-key", "key": "api-key"}}),
+                )
+            },
+            expect: ADMIN_ONLY(200),
+        },
+        // Authorized before anything else: without a ServiceAccount Driver the administrator
+        // then learns issuing is unavailable.
+        Row {
+            op: "createServiceAccountCredential",
+            method: Method::POST,
+            path: |f| format!("/namespaces/{}/service-accounts/{}/credentials", f.ns, f.sa),
+            body: |_| Some(json!({})),
+            expect: ADMIN_ONLY(503),
+        },
+        Row {
             op: "deleteServiceAccount",
             method: Method::DELETE,
             path: |f| format!("/namespaces/{}/service-accounts/{}", f.ns, f.sa),

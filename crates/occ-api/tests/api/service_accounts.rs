@@ -137,9 +137,16 @@ async fn a_backend_account_is_made_upstream_and_issued_one_credential() {
             None,
         )
         .await;
-    assert_eq!(list.data()[0]["credential"], json!({"kind": "access_token"}));
+    assert_eq!(
+        list.data()[0]["credential"],
+        json!({"kind": "access_token"})
+    );
     let audit = audit_text(&app).await;
-    for text in [issued.body.to_string(), list.body.to_string(), audit.clone()] {
+    for text in [
+        issued.body.to_string(),
+        list.body.to_string(),
+        audit.clone(),
+    ] {
         assert!(!text.contains(&tokens[0]), "{text}");
         assert!(!text.contains(upstream.as_str()), "{text}");
         assert!(!text.contains("locator"), "{text}");
@@ -157,12 +164,18 @@ async fn a_backend_account_is_made_upstream_and_issued_one_credential() {
             Method::PATCH,
             &format!("/namespaces/{ns}/service-accounts/{sa}/credential"),
             &app.admin(),
-            Some(json!({"kind": "api_key", "secretRef": {"name": "provider-key", "key": "api-key"}})),
+            Some(
+                json!({"kind": "api_key", "secretRef": {"name": "provider-key", "key": "api-key"}}),
+            ),
         )
         .await,
         StatusCode::CONFLICT,
     );
-    assert!(patched.body.to_string().contains("POST"), "{}", patched.body);
+    assert!(
+        patched.body.to_string().contains("POST"),
+        "{}",
+        patched.body
+    );
     assert_eq!(fake.live_tokens().len(), 1);
 
     // Deleting it removes the credential and the account upstream.
@@ -197,7 +210,11 @@ async fn provider_failures_are_503_and_leave_nothing_behind() {
         StatusCode::SERVICE_UNAVAILABLE,
     );
     assert_eq!(refused.code(), "DEPENDENCY_UNAVAILABLE");
-    assert!(refused.body.to_string().contains("HTTP 500"), "{}", refused.body);
+    assert!(
+        refused.body.to_string().contains("HTTP 500"),
+        "{}",
+        refused.body
+    );
     assert!(!refused.body.to_string().contains(ADMIN_KEY));
     let listed = app
         .call(
@@ -250,20 +267,30 @@ async fn without_a_driver_accounts_are_native_and_take_a_reference() {
     let sa = create_account(&app, "native").await;
     let refused = expect(issue(&app, &sa).await, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(refused.code(), "DEPENDENCY_UNAVAILABLE");
-    assert!(refused.body.to_string().contains("ServiceAccount Driver"), "{}", refused.body);
+    assert!(
+        refused.body.to_string().contains("ServiceAccount Driver"),
+        "{}",
+        refused.body
+    );
     let path = format!("/namespaces/{ns}/service-accounts/{sa}/credential");
     let set = expect(
         app.call(
             Method::PATCH,
             &path,
             &app.admin(),
-            Some(json!({"kind": "api_key", "secretRef": {"name": "provider-key", "key": "api-key"}})),
+            Some(
+                json!({"kind": "api_key", "secretRef": {"name": "provider-key", "key": "api-key"}}),
+            ),
         )
         .await,
         StatusCode::OK,
     );
     assert_eq!(set.data()["credential"], json!({"kind": "api_key"}));
-    assert!(!set.body.to_string().contains("provider-key"), "{}", set.body);
+    assert!(
+        !set.body.to_string().contains("provider-key"),
+        "{}",
+        set.body
+    );
     // Replaced by another reference.
     let set = expect(
         app.call(
@@ -275,18 +302,37 @@ async fn without_a_driver_accounts_are_native_and_take_a_reference() {
         .await,
         StatusCode::OK,
     );
-    assert_eq!(set.data()["credential"], json!({"kind": "oauth_access_token"}));
+    assert_eq!(
+        set.data()["credential"],
+        json!({"kind": "oauth_access_token"})
+    );
     // Each field is checked and named.
     for (body, pointer) in [
-        (json!({"kind": "access_token", "secretRef": {"name": "a", "key": "b"}}), "/kind"),
-        (json!({"kind": "api_key", "secretRef": {"name": "Not_A_Name", "key": "b"}}), "/secretRef/name"),
-        (json!({"kind": "api_key", "secretRef": {"name": "a", "key": ".."}}), "/secretRef/key"),
-        (json!({"kind": "api_key", "secretRef": {"name": "a"}}), "/secretRef/key"),
+        (
+            json!({"kind": "access_token", "secretRef": {"name": "a", "key": "b"}}),
+            "/kind",
+        ),
+        (
+            json!({"kind": "api_key", "secretRef": {"name": "Not_A_Name", "key": "b"}}),
+            "/secretRef/name",
+        ),
+        (
+            json!({"kind": "api_key", "secretRef": {"name": "a", "key": ".."}}),
+            "/secretRef/key",
+        ),
+        (
+            json!({"kind": "api_key", "secretRef": {"name": "a"}}),
+            "/secretRef/key",
+        ),
         (json!({"kind": "api_key"}), "/secretRef"),
-        (json!({"kind": "api_key", "secretRef": {"name": "a", "key": "b"}, "value": "sk"}), "/value"),
+        (
+            json!({"kind": "api_key", "secretRef": {"name": "a", "key": "b"}, "value": "sk"}),
+            "/value",
+        ),
     ] {
         let r = expect(
-            app.call(Method::PATCH, &path, &app.admin(), Some(body.clone())).await,
+            app.call(Method::PATCH, &path, &app.admin(), Some(body.clone()))
+                .await,
             StatusCode::BAD_REQUEST,
         );
         assert_eq!(r.code(), "INVALID_REQUEST", "{body}");
@@ -329,7 +375,11 @@ async fn without_a_driver_accounts_are_native_and_take_a_reference() {
         )
         .await;
     for (method, suffix, body) in [
-        (Method::PATCH, "credential", json!({"kind": "api_key", "secretRef": {"name": "a", "key": "b"}})),
+        (
+            Method::PATCH,
+            "credential",
+            json!({"kind": "api_key", "secretRef": {"name": "a", "key": "b"}}),
+        ),
         (Method::POST, "credentials", json!({})),
     ] {
         let r = app
@@ -386,7 +436,11 @@ async fn a_dedicated_deploy_needs_an_issued_credential_and_its_backend_and_freez
         app.call(Method::POST, &deploy, &app.admin(), None).await,
         StatusCode::CONFLICT,
     );
-    assert!(early.body.to_string().contains("no credential"), "{}", early.body);
+    assert!(
+        early.body.to_string().contains("no credential"),
+        "{}",
+        early.body
+    );
 
     let issued = expect(issue(&app, &sa).await, StatusCode::CREATED);
     let token = fake.live_tokens().pop().unwrap();
@@ -402,14 +456,21 @@ async fn a_dedicated_deploy_needs_an_issued_credential_and_its_backend_and_freez
         .await,
         StatusCode::CONFLICT,
     );
-    assert!(refused.body.to_string().contains("backendId"), "{}", refused.body);
+    assert!(
+        refused.body.to_string().contains("backendId"),
+        "{}",
+        refused.body
+    );
 
     let rev = expect(
         app.call(Method::POST, &deploy, &app.admin(), None).await,
         StatusCode::ACCEPTED,
     );
     let text = rev.body.to_string();
-    assert!(!text.contains(&token) && !text.contains("locator"), "{text}");
+    assert!(
+        !text.contains(&token) && !text.contains("locator"),
+        "{text}"
+    );
     assert!(!text.contains("cred-"), "{text}");
     assert_eq!(
         rev.data()["harnessAuth"],
@@ -464,6 +525,12 @@ fn the_frozen_credential_holds_no_locator() {
     let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
     assert_eq!(
         keys,
-        ["backendId", "kind", "serviceAccountId", "upstreamCredentialId", "workspaceId"]
+        [
+            "backendId",
+            "kind",
+            "serviceAccountId",
+            "upstreamCredentialId",
+            "workspaceId"
+        ]
     );
 }

@@ -19,6 +19,7 @@ use occ_testkit::app::{Credential, Reply, TestApp};
 use occ_testkit::compute::{Call, FakeCompute, Scripted, Verb};
 use serde_json::{Value, json};
 
+mod accounts;
 mod exits;
 mod rollback;
 

@@ -130,7 +130,8 @@ impl ChatgptAccounts {
         let status = response.status();
         let body = read_body(response).await;
         if status.is_success() {
-            return body.ok_or_else(|| AccountDriverError(format!("{what} returned an invalid response")));
+            return body
+                .ok_or_else(|| AccountDriverError(format!("{what} returned an invalid response")));
         }
         let code = body
             .as_ref()
@@ -153,7 +154,9 @@ impl ChatgptAccounts {
 /// A path segment (ids are opaque provider strings).
 fn segment(id: &str) -> Result<String, AccountDriverError> {
     if id.is_empty() || id.trim() != id {
-        return Err(AccountDriverError("the ChatGPT account identity is invalid".into()));
+        return Err(AccountDriverError(
+            "the ChatGPT account identity is invalid".into(),
+        ));
     }
     Ok(id
         .bytes()
@@ -219,9 +222,13 @@ impl AccountDriver for ChatgptAccounts {
                             .into(),
                     )
                 })?;
-                Err(AccountDriverError("ChatGPT returned an invalid service account".into()))
+                Err(AccountDriverError(
+                    "ChatGPT returned an invalid service account".into(),
+                ))
             }
-            _ => Err(AccountDriverError("ChatGPT returned an invalid service account".into())),
+            _ => Err(AccountDriverError(
+                "ChatGPT returned an invalid service account".into(),
+            )),
         }
     }
 
@@ -276,9 +283,13 @@ impl AccountDriver for ChatgptAccounts {
                         "ChatGPT returned an invalid credential that could not be revoked".into(),
                     )
                 })?;
-                Err(AccountDriverError("ChatGPT returned an invalid credential".into()))
+                Err(AccountDriverError(
+                    "ChatGPT returned an invalid credential".into(),
+                ))
             }
-            _ => Err(AccountDriverError("ChatGPT returned an invalid credential".into())),
+            _ => Err(AccountDriverError(
+                "ChatGPT returned an invalid credential".into(),
+            )),
         }
     }
 
@@ -302,9 +313,9 @@ impl AccountDriver for ChatgptAccounts {
         let confirmed = reply.get("absent").is_some()
             || (text(&reply, "id") == Some(credential_id)
                 && reply.get("deleted") == Some(&Value::Bool(true)));
-        confirmed.then_some(()).ok_or_else(|| {
-            AccountDriverError("ChatGPT did not confirm credential deletion".into())
-        })
+        confirmed
+            .then_some(())
+            .ok_or_else(|| AccountDriverError("ChatGPT did not confirm credential deletion".into()))
     }
 }
 

@@ -26,7 +26,9 @@ pub fn login_method(rev: &RevisionTarget) -> Result<LoginMethod, ComputeError> {
     match &rev.spec.harness_auth {
         Some(HarnessAuth::ApiKey { .. }) => Ok(LoginMethod::ApiKey),
         Some(HarnessAuth::CodexPat { .. }) => Ok(LoginMethod::CodexPat),
-        Some(HarnessAuth::ChatgptServiceAccount { .. }) if rev.spec.account_credential.is_some() => {
+        Some(HarnessAuth::ChatgptServiceAccount { .. })
+            if rev.spec.account_credential.is_some() =>
+        {
             Ok(LoginMethod::ChatgptServiceAccount)
         }
         other => Err(ComputeError::permanent(

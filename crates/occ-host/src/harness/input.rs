@@ -201,7 +201,9 @@ impl LaunchInput {
         match (self.login.method, workspace) {
             (LoginMethod::ChatgptServiceAccount, Some(id)) if is_uuid(id) => {}
             (LoginMethod::ChatgptServiceAccount, _) => {
-                return Err("login.chatgptWorkspaceId must be a UUID for chatgpt_service_account".into());
+                return Err(
+                    "login.chatgptWorkspaceId must be a UUID for chatgpt_service_account".into(),
+                );
             }
             (_, Some(_)) => {
                 return Err("login.chatgptWorkspaceId is only for chatgpt_service_account".into());
@@ -389,7 +391,11 @@ mod tests {
         // A service account comes with exactly its workspace; nothing else carries one.
         let mut sa = sample();
         sa["login"]["method"] = "chatgpt_service_account".into();
-        assert!(parse(sa.clone()).unwrap_err().contains("chatgptWorkspaceId"));
+        assert!(
+            parse(sa.clone())
+                .unwrap_err()
+                .contains("chatgptWorkspaceId")
+        );
         sa["login"]["chatgptWorkspaceId"] = "11111111-2222-4333-8444-555555555555".into();
         assert_eq!(
             parse(sa.clone()).expect("sa").login.method,

@@ -400,6 +400,44 @@ pub async fn revision_snapshot_shape_is_exact(db: TestDb) {
             ("secret_bindings", json!({})),
         ])),
     ));
+    // A frozen ServiceAccount credential: only an object, only for the account the
+    // revision's chatgpt_service_account auth names.
+    let sa = "sa_0f8fad5b-d9cb-469f-a165-70867728950e";
+    let frozen = json!({"serviceAccountId": sa, "kind": "access_token", "backendId": "chatgpt",
+                        "workspaceId": "7d0a9c1e-3b5f-4e21-9a8c-2f6b4d1e0c3a",
+                        "upstreamCredentialId": "cred-1"});
+    let account_auth = json!({"method": "chatgpt_service_account", "serviceAccountId": sa});
+    cases.push(case(
+        "a frozen credential of the account its auth names",
+        Accepted,
+        insert(with(&[
+            ("harness_auth", account_auth.clone()),
+            ("account_credential", frozen.clone()),
+        ])),
+    ));
+    cases.push(case(
+        "a frozen credential without account auth",
+        Refused,
+        insert(with(&[("account_credential", frozen.clone())])),
+    ));
+    let mut other = frozen;
+    other["serviceAccountId"] = json!("sa_1f8fad5b-d9cb-469f-a165-70867728950e");
+    cases.push(case(
+        "a frozen credential of another account",
+        Refused,
+        insert(with(&[
+            ("harness_auth", account_auth.clone()),
+            ("account_credential", other),
+        ])),
+    ));
+    cases.push(case(
+        "a frozen credential that is not an object",
+        Refused,
+        insert(with(&[
+            ("harness_auth", account_auth),
+            ("account_credential", json!("cred-1")),
+        ])),
+    ));
     check(&mut raw, cases).await;
 }
 

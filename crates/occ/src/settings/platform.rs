@@ -311,7 +311,9 @@ fn check_backend(b: &BackendSetting) -> anyhow::Result<()> {
         || b.api_base_url.is_some();
     if b.kind != "chatgpt" {
         if account_fields {
-            bail!("backends[{id:?}]: workspaceId, adminKeyFile, credentialTtlSeconds and apiBaseUrl are for type chatgpt");
+            bail!(
+                "backends[{id:?}]: workspaceId, adminKeyFile, credentialTtlSeconds and apiBaseUrl are for type chatgpt"
+            );
         }
         return Ok(());
     }

@@ -26,9 +26,9 @@ use occ_core::ReasonCode;
 use occ_core::audit::{AuditKind, AuditOutcome};
 use occ_core::authz::{Action, ResourceKind, ResourceRef};
 use occ_core::resource::{
-    Agent, AgentRevision, DesiredRuntimeState, ExecutionMode, FrozenAccountCredential,
-    HarnessAuth, NamespaceStatus, RuntimeObservation, SecretMeta, ServiceAccount,
-    ServiceAccountBinding, WorkspaceSetup,
+    Agent, AgentRevision, DesiredRuntimeState, ExecutionMode, FrozenAccountCredential, HarnessAuth,
+    NamespaceStatus, RuntimeObservation, SecretMeta, ServiceAccount, ServiceAccountBinding,
+    WorkspaceSetup,
 };
 use occ_core::work::{NewWork, WorkKey, WorkTarget};
 use occ_core::{Error, IamId, SecretId, ServiceAccountId};
