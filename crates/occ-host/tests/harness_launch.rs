@@ -304,3 +304,45 @@ async fn a_refused_key_is_held_as_authentication_failed() {
     let elapsed = launcher.stop().await;
     assert!(elapsed < Duration::from_secs(2), "stopped in {elapsed:?}");
 }
+
+/// A ChatGPT service account logs in with the real Codex held to its workspace
+/// (`-c forced_chatgpt_workspace_id=…` parsed, and written into its configuration). Codex
+/// accepts only an agent-identity JWT it verifies against ChatGPT's production keys, which no
+/// test here can reach, so an issued token is refused at login: held as `LOGIN_FAILED`, before
+/// any model call, with the token nowhere in the launcher's log or status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_account_token_codex_cannot_verify_is_held_as_login_failed() {
+    const TOKEN: &str = "chatgpt-sa-token-cred-0002-15838";
+    const WORKSPACE: &str = "7d0a9c1e-3b5f-4e21-9a8c-2f6b4d1e0c3a";
+    let runtime = runtime_root().await;
+    let model = FakeModel::start().await;
+    let tmp = tempfile::tempdir().expect("tmp");
+    let mut input = launch_input(tmp.path(), &runtime, &model, TOKEN, token_sha256());
+    input.login.method = occ_host::harness::LoginMethod::ChatgptServiceAccount;
+    input.login.chatgpt_workspace_id = Some(WORKSPACE.into());
+    input.validate().expect("valid input");
+    let launcher = start(&input).await;
+
+    let status = settled_status(&input).await;
+    assert_eq!(
+        status,
+        LaunchStatus {
+            phase: LaunchPhase::Login,
+            code: Some(FailureCode::LoginFailed)
+        },
+        "log:\n{}",
+        log_text(&input)
+    );
+    assert!(model.requests_to("/v1/responses").is_empty());
+    let config =
+        std::fs::read_to_string(input.codex_home.join("config.toml")).expect("codex config");
+    assert!(
+        config.contains(&format!("forced_chatgpt_workspace_id = \"{WORKSPACE}\"")),
+        "{config}"
+    );
+    for file in [&input.log_file, &input.status_file] {
+        let text = std::fs::read_to_string(file).expect("read");
+        assert!(!text.contains(TOKEN), "the token is in {}", file.display());
+    }
+    launcher.stop().await;
+}

@@ -760,6 +760,33 @@ fn end_to_end(backend: Backend) {
     // a deletion answered with 204 still prints machine-readable output under -o json/yaml
     let sa = cli.json(&["service-account", "create", "ci"]);
     let sa_id = str_of(&sa, "id");
+    // a native account takes a reference; issuing needs a Backend this server does not have
+    let set = cli.json(&[
+        "service-account",
+        "set-credential",
+        sa_id,
+        "--kind",
+        "api_key",
+        "--secret",
+        "provider-key",
+        "--key",
+        "api-key",
+    ]);
+    assert_eq!(set["credential"], json!({"kind": "api_key"}));
+    let err = cli.fails(&["service-account", "issue-credential", sa_id]);
+    assert_api_error(&err, 503, "DEPENDENCY_UNAVAILABLE");
+    let err = cli.fails(&[
+        "service-account",
+        "set-credential",
+        sa_id,
+        "--kind",
+        "access_token",
+        "--secret",
+        "a",
+        "--key",
+        "b",
+    ]);
+    assert_api_error(&err, 400, "INVALID_REQUEST");
     let gone = cli.json(&["service-account", "delete", sa_id]);
     assert_eq!(gone, json!({"id": sa_id, "deleted": true}));
 

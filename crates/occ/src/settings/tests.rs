@@ -517,6 +517,82 @@ fn yaml_file_is_closed_and_env_wins() {
 }
 
 #[test]
+fn a_chatgpt_backend_makes_the_service_account_driver() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("occ.yaml");
+    let p = path.to_str().unwrap().to_owned();
+    let ws = "7d0a9c1e-3b5f-4e21-9a8c-2f6b4d1e0c3a";
+    let write = |backends: &str| {
+        std::fs::write(
+            &path,
+            format!("database_url: sqlite:///tmp/f.db\ndata_dir: /tmp/d\nbackends:\n{backends}"),
+        )
+        .unwrap();
+    };
+    write(&format!(
+        "  - id: chatgpt\n    type: chatgpt\n    workspaceId: {ws}\n    adminKeyFile: /etc/occ/chatgpt-admin-key\n    credentialTtlSeconds: 86400\n"
+    ));
+    let w = WorkerProcessSettings::load(&env_of(&[("OCC_CONFIG_PATH", &p)])).unwrap();
+    let b = &w.platform.backends[0];
+    assert!(b.manages_accounts());
+    assert_eq!(b.workspace_id.as_deref(), Some(ws));
+    assert_eq!(b.credential_ttl_seconds, Some(86400));
+    // A bare chatgpt Backend (selected by Agents, no accounts made) is still fine.
+    write("  - id: plain\n    type: chatgpt\n");
+    let w = WorkerProcessSettings::load(&env_of(&[("OCC_CONFIG_PATH", &p)])).unwrap();
+    assert!(!w.platform.backends[0].manages_accounts());
+    for (bad, named) in [
+        (
+            format!("  - id: a\n    type: chatgpt\n    workspaceId: {ws}\n"),
+            "go together",
+        ),
+        (
+            "  - id: a\n    type: chatgpt\n    workspaceId: nope\n    adminKeyFile: /k\n"
+                .to_owned(),
+            "workspaceId",
+        ),
+        (
+            format!(
+                "  - id: a\n    type: chatgpt\n    workspaceId: {ws}\n    adminKeyFile: rel/k\n"
+            ),
+            "adminKeyFile",
+        ),
+        (
+            format!(
+                "  - id: a\n    type: chatgpt\n    workspaceId: {ws}\n    adminKeyFile: /k\n    credentialTtlSeconds: 0\n"
+            ),
+            "credentialTtlSeconds",
+        ),
+        (
+            format!(
+                "  - id: a\n    type: chatgpt\n    workspaceId: {ws}\n    adminKeyFile: /k\n    apiBaseUrl: ftp://x\n"
+            ),
+            "apiBaseUrl",
+        ),
+        (
+            format!("  - id: a\n    type: other\n    workspaceId: {ws}\n"),
+            "type chatgpt",
+        ),
+        (
+            format!(
+                "  - id: a\n    type: chatgpt\n    workspaceId: {ws}\n    adminKeyFile: /k\n  - id: b\n    type: chatgpt\n    workspaceId: {ws}\n    adminKeyFile: /k\n"
+            ),
+            "at most one",
+        ),
+        (
+            "  - id: a\n    type: chatgpt\n    adminKey: inline\n".to_owned(),
+            "adminKey",
+        ),
+    ] {
+        write(&bad);
+        let err = WorkerProcessSettings::load(&env_of(&[("OCC_CONFIG_PATH", &p)]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(named), "{named}: {err}");
+    }
+}
+
+#[test]
 fn ssh_hosts_of_particular_namespaces_come_from_the_file() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("occ.yaml");
