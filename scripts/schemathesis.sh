@@ -254,6 +254,13 @@ lines += [
     f"include-path-regex = {q('/workspace/files/')}",
     "checks = { use_after_free = { enabled = false }, not_a_server_error = { enabled = false } }",
     "",
+    # This server has no ServiceAccount Driver (no chatgpt Backend with an admin key): issuing a
+    # credential answers the documented 503 DEPENDENCY_UNAVAILABLE after validation and
+    # authorization, as the reference does without one.
+    "[[operations]]",
+    'include-operation-id = "createServiceAccountCredential"',
+    "checks = { not_a_server_error = { enabled = false } }",
+    "",
     # Runtime logs: without a worker no Agent has a gateway or a log, so a page is empty; the
     # per-caller rate limit answers the documented 429 once the run has spent its burst.
     "[[operations]]",
