@@ -733,6 +733,32 @@ test('the web console, end to end', { timeout: 15 * 60_000 }, async (t) => {
     assert.ok((await pageApi(page, 'DELETE', `/namespaces/${ns}/agents/${agent.id}`)).status < 300);
   });
 
+  await step('create form: a dedicated Agent may run with a ServiceAccount\'s credential', async () => {
+    const account = (await pageApi(page, 'POST', `/namespaces/${ns}/service-accounts`, { name: 'console-runner' })).body.data;
+    await page.goto(`${URL_BASE}/console/agents/new?namespace=${ns}`);
+    await page.locator('#create-agent-form').waitFor();
+    await page.selectOption('#execution-mode', 'dedicated');
+    await page.selectOption('#harness-auth-method', 'chatgpt_service_account');
+    // the Secret field gives way to the ServiceAccount and its Backend
+    assert.equal(await page.isHidden('#harness-auth-secret'), true);
+    assert.equal(await page.isVisible('#harness-auth-account'), true);
+    assert.equal(await page.isVisible('#backend-id'), true);
+    await page.fill('#agent-name', 'account-coder');
+    await page.click('#create-agent-submit');
+    await page.locator('#harness-auth-account[aria-invalid="true"]').waitFor();
+    await page.fill('#harness-auth-account', account.id);
+    const created = page.waitForResponse((r) => r.url().endsWith(`/namespaces/${ns}/agents`) && r.request().method() === 'POST');
+    await page.click('#create-agent-submit');
+    const response = await created;
+    assert.equal(response.status(), 201);
+    const sent = JSON.parse(response.request().postData());
+    assert.deepEqual(sent.harnessAuth, { method: 'chatgpt_service_account', serviceAccountId: account.id });
+    assert.equal(sent.backendId, undefined, 'no Backend named, none sent');
+    const agent = (await response.json()).data;
+    await page.waitForURL(/\/console\/agents\/agt_[0-9a-f-]+\?/);
+    assert.ok((await pageApi(page, 'DELETE', `/namespaces/${ns}/agents/${agent.id}`)).status < 300);
+  });
+
   await step('Try it: a message through occ, answered by the Agent\'s model with its bound key (after the offer to let the Agent use the Secret)', async () => {
     const REPLY = 'Hello from the console fake model.';
     const KEY = 'sk-console-try-it-0123456789abcdef';

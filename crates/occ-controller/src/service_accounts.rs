@@ -13,6 +13,7 @@ use occ_core::authz::{Action, ResourceKind, ResourceRef};
 use occ_core::resource::{
     IssuedCredential, ServiceAccount, ServiceAccountBinding, ServiceAccountCredentialKind,
 };
+use occ_core::work::{WorkKey, WorkState};
 use occ_core::{Error, Name, NamespaceId, SecretId, ServiceAccountId, Timestamp};
 use occ_drivers::service_account::{AccountDriver, AccountDriverError};
 use occ_store::StoreError;
@@ -306,6 +307,11 @@ impl Controller {
             )
             .await?;
         let sa = found(tx.service_account_get(ns, id).await?)?;
+        if let Some(holder) = live_revision_using(&mut tx, ns, id).await? {
+            return Err(Error::conflict(format!(
+                "The ServiceAccount's credential is used by {holder}; stop or redeploy it first"
+            )));
+        }
         let removed = tx
             .binding_delete_targeting(ResourceKind::ServiceAccount, id.as_str())
             .await?;
@@ -358,6 +364,39 @@ impl Controller {
         }
         Ok(tx.commit().await?)
     }
+}
+
+/// What still runs with (or is about to run with) the account's credential though no draft
+/// names the account any more: an active revision, or one whose deployment is queued or
+/// claimed. Inactive and finished revisions do not hold it.
+async fn live_revision_using(
+    tx: &mut occ_store::Authorized,
+    ns: &NamespaceId,
+    id: &ServiceAccountId,
+) -> Result<Option<&'static str>, Error> {
+    for agent in tx.agent_list(ns).await? {
+        for rev in tx.revision_list(ns, &agent.id).await? {
+            let uses = rev
+                .spec
+                .account_credential
+                .as_ref()
+                .is_some_and(|c| &c.service_account_id == id);
+            if !uses {
+                continue;
+            }
+            if agent.active_revision_id.as_ref() == Some(&rev.id) {
+                return Ok(Some("an Agent's active revision"));
+            }
+            let pending = tx
+                .work_get(&WorkKey::revision_reconcile(&rev.id))
+                .await?
+                .is_some_and(|w| matches!(w.state, WorkState::Queued | WorkState::Claimed));
+            if pending {
+                return Ok(Some("a pending deployment"));
+            }
+        }
+    }
+    Ok(None)
 }
 
 const CREATE_AUDIT: &str = "openclaw.service_accounts.create";

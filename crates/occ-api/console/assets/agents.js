@@ -263,11 +263,13 @@ export async function createAgentPage() {
     label: 'Execution mode', control: mode, pointer: '/executionMode',
     hint: 'What the installation\'s Compute Driver runs: embedded runs the gateway as one process; dedicated runs a Codex harness beside the gateway (the Configuration must select a Codex model).',
   });
-  // A dedicated Agent's Codex harness logs in with a credential from a Secret of the Namespace;
-  // only the harness receives it, never the gateway.
+  // A dedicated Agent's Codex harness logs in with a credential from a Secret of the Namespace,
+  // or with the one a Backend issued to a ServiceAccount; only the harness receives it, never
+  // the gateway.
   const authMethod = h('select', { id: 'harness-auth-method' },
     h('option', { value: 'api_key' }, 'api_key — an OpenAI API key'),
-    h('option', { value: 'codex_pat' }, 'codex_pat — a Codex access token'));
+    h('option', { value: 'codex_pat' }, 'codex_pat — a Codex access token'),
+    h('option', { value: 'chatgpt_service_account' }, 'chatgpt_service_account — a ChatGPT service account'));
   const authMethodField = field({
     label: 'Harness credential', control: authMethod, pointer: '/harnessAuth/method',
     hint: 'How the dedicated Codex harness logs in.',
@@ -277,9 +279,26 @@ export async function createAgentPage() {
     label: 'Credential Secret id', control: authSecret, pointer: '/harnessAuth/source',
     hint: 'The Secret of this Namespace that holds the key or token (`occ secret list`).',
   });
-  const authPanel = h('div', { class: 'subpanel', id: 'harness-auth-panel' }, authMethodField, authSecretField);
-  function syncMode() { authPanel.hidden = mode.value !== 'dedicated'; }
+  const authAccount = h('input', { type: 'text', id: 'harness-auth-account', autocomplete: 'off', spellcheck: 'false', placeholder: 'sa_…' });
+  const authAccountField = field({
+    label: 'ServiceAccount id', control: authAccount, pointer: '/harnessAuth/serviceAccountId',
+    hint: 'A ServiceAccount of this Namespace with an issued credential (`occ service-account issue-credential`).',
+  });
+  const backend = h('input', { type: 'text', id: 'backend-id', autocomplete: 'off', spellcheck: 'false', placeholder: 'chatgpt' });
+  const backendField = field({
+    label: 'Backend id', control: backend, pointer: '/backendId',
+    hint: 'The Backend that issued the ServiceAccount\'s credential (its id in the installation settings).',
+  });
+  const authPanel = h('div', { class: 'subpanel', id: 'harness-auth-panel' }, authMethodField, authSecretField, authAccountField, backendField);
+  const byAccount = () => authMethod.value === 'chatgpt_service_account';
+  function syncMode() {
+    authPanel.hidden = mode.value !== 'dedicated';
+    authSecretField.hidden = byAccount();
+    authAccountField.hidden = !byAccount();
+    backendField.hidden = !byAccount();
+  }
   mode.addEventListener('change', syncMode);
+  authMethod.addEventListener('change', syncMode);
   syncMode();
 
   const defaultsId = h('input', { type: 'hidden', id: 'workspace-defaults-id', value: defaults ? defaults.id : '' });
@@ -358,7 +377,12 @@ export async function createAgentPage() {
       name.focus();
       return;
     }
-    if (mode.value === 'dedicated' && !authSecret.value.trim()) {
+    if (mode.value === 'dedicated' && byAccount() && !authAccount.value.trim()) {
+      setFieldError(authAccountField, 'Enter the id of the ServiceAccount whose credential the harness uses.');
+      authAccount.focus();
+      return;
+    }
+    if (mode.value === 'dedicated' && !byAccount() && !authSecret.value.trim()) {
       setFieldError(authSecretField, 'Enter the id of the Secret that holds the harness credential.');
       authSecret.focus();
       return;
@@ -401,11 +425,14 @@ export async function createAgentPage() {
         name: name.value.trim(),
         configurationId,
         executionMode: mode.value,
-        harnessAuth: mode.value === 'dedicated'
-          ? { method: authMethod.value, source: { kind: 'secret', namespaceId: ctx.ns, id: authSecret.value.trim() } }
-          : { method: 'runtime' },
+        harnessAuth: mode.value !== 'dedicated'
+          ? { method: 'runtime' }
+          : byAccount()
+            ? { method: 'chatgpt_service_account', serviceAccountId: authAccount.value.trim() }
+            : { method: authMethod.value, source: { kind: 'secret', namespaceId: ctx.ns, id: authSecret.value.trim() } },
         initialWorkspaceFiles: files,
       };
+      if (mode.value === 'dedicated' && byAccount() && backend.value.trim()) body.backendId = backend.value.trim();
       if (defaultsId.value) body.workspaceDefaultsId = defaultsId.value;
       let agent;
       try {

@@ -507,6 +507,40 @@ async fn a_dedicated_deploy_needs_an_issued_credential_and_its_backend_and_freez
         StatusCode::CONFLICT,
     );
     assert_eq!(held.code(), "RESOURCE_CONFLICT");
+    // No draft names it any more, but the queued deployment still runs with it.
+    for id in [&agt, &other] {
+        let path = format!("/namespaces/{ns}/agents/{id}");
+        let draft = expect(
+            app.call(Method::GET, &path, &app.admin(), None).await,
+            StatusCode::OK,
+        );
+        let cfg = draft.data()["configurationId"].clone();
+        expect(
+            app.call(
+                Method::PATCH,
+                &path,
+                &app.admin(),
+                Some(json!({"configurationId": cfg, "harnessAuth": {"method": "runtime"}})),
+            )
+            .await,
+            StatusCode::OK,
+        );
+    }
+    let pending = expect(
+        app.call(
+            Method::DELETE,
+            &format!("/namespaces/{ns}/service-accounts/{sa}"),
+            &app.admin(),
+            None,
+        )
+        .await,
+        StatusCode::CONFLICT,
+    );
+    assert!(
+        pending.body.to_string().contains("pending deployment"),
+        "{}",
+        pending.body
+    );
     assert_eq!(fake.live_tokens(), vec![token]);
 }
 
