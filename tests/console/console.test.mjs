@@ -759,6 +759,41 @@ test('the web console, end to end', { timeout: 15 * 60_000 }, async (t) => {
     assert.ok((await pageApi(page, 'DELETE', `/namespaces/${ns}/agents/${agent.id}`)).status < 300);
   });
 
+  await step('create form: a model provider key becomes a Secret, a binding in the new Configuration and the Agent\'s grant', async () => {
+    const KEY = 'sk-console-create-form-0123456789';
+    await page.goto(`${URL_BASE}/console/agents/new?namespace=${ns}`);
+    await page.locator('#create-agent-form').waitFor();
+    await page.check('#configuration-new');
+    assert.equal(await page.isHidden('#model-key-panel'), true);
+    await page.check('#model-key-enabled');
+    await page.fill('#agent-name', 'keyed');
+    await page.fill('#model-provider', 'local');
+    await page.fill('#model-base-url', 'http://127.0.0.1:9/v1');
+    await page.selectOption('#model-api', 'openai-completions');
+    await page.fill('#model-id', 'fake-model');
+    // without the key nothing is sent
+    await page.click('#create-agent-submit');
+    await page.locator('#model-key[aria-invalid="true"]').waitFor();
+    await page.fill('#model-key', KEY);
+    const created = page.waitForResponse((r) => r.url().endsWith(`/namespaces/${ns}/agents`) && r.request().method() === 'POST');
+    await page.click('#create-agent-submit');
+    const agent = (await (await created).json()).data;
+    await page.waitForURL(/\/console\/agents\/agt_[0-9a-f-]+\?/);
+    await page.locator('#status', { hasText: 'with its model key in Secret' }).waitFor();
+    const cfg = (await pageApi(page, 'GET', `/namespaces/${ns}/configurations/${agent.configurationId}`)).body.data;
+    const provider = cfg.values.models.providers.local;
+    assert.deepEqual(provider, { baseUrl: 'http://127.0.0.1:9/v1', api: 'openai-completions', apiKey: '${LOCAL_API_KEY}', models: [{ id: 'fake-model', name: 'fake-model' }] });
+    assert.equal(cfg.values.agents.defaults.model.primary, 'local/fake-model');
+    const secretId = cfg.secretBindings.LOCAL_API_KEY.source.id;
+    const secret = (await pageApi(page, 'GET', `/namespaces/${ns}/secrets/${secretId}`)).body.data;
+    assert.equal(secret.name, 'keyed-model-key');
+    const bindings = (await pageApi(page, 'GET', `/namespaces/${ns}/iam/access-bindings`)).body.data;
+    assert.ok(bindings.some((b) => b.subjectId === agent.servicePrincipalId && b.resourceKind === 'secret' && b.resourceId === secretId),
+      'the Agent may use the key\'s Secret');
+    for (const body of [cfg, secret, agent]) assert.ok(!JSON.stringify(body).includes(KEY), 'the key is never shown');
+    assert.ok((await pageApi(page, 'DELETE', `/namespaces/${ns}/agents/${agent.id}`)).status < 300);
+  });
+
   await step('Try it: a message through occ, answered by the Agent\'s model with its bound key (after the offer to let the Agent use the Secret)', async () => {
     const REPLY = 'Hello from the console fake model.';
     const KEY = 'sk-console-try-it-0123456789abcdef';

@@ -66,6 +66,7 @@ static ASSETS: &[Asset] = assets![
     ("logs.js", JS),
     ("logs-tab.js", JS),
     ("chat-tab.js", JS),
+    ("secret-access.js", JS),
     ("diagnosis.js", JS),
     ("diagnosis-panel.js", JS),
     ("namespaces.js", JS),

@@ -10,6 +10,7 @@ import { FILES, fileKey, jsonEditor, lf, loadLatest } from './agents.js';
 import { diagnosisPanel } from './diagnosis-panel.js';
 import { renderLogs } from './logs-tab.js';
 import { renderChat } from './chat-tab.js';
+import { letAgentUseSecret } from './secret-access.js';
 import { STATES, canRollBackTo, isPending, isTransitional, lifecycleState, runtimeSummary } from './lifecycle.js';
 import {
   actionButton, badge, canAgent, canConfiguration, clearAlert, ctx, href, navigate, page, showError, showStatus,
@@ -276,15 +277,7 @@ export async function agentPage({ scope, params: [agentId] }) {
   }
 
   async function grantSecret(secretId) {
-    const wanted = [{ action: 'operate', resourceKind: 'secret' }];
-    const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
-    const roles = (await api('GET', paths.roles(ns))).data || [];
-    let role = roles.find((r) => same(r.permissions, wanted));
-    if (!role) role = (await api('POST', paths.roles(ns), { name: 'secret-user', permissions: wanted })).data;
-    const binding = { subjectKind: 'identity', subjectId: agent.servicePrincipalId, roleId: role.id, resourceKind: 'secret', resourceId: secretId };
-    const bindings = (await api('GET', paths.bindings(ns))).data || [];
-    const exists = bindings.some((b) => ['subjectId', 'roleId', 'resourceKind', 'resourceId'].every((k) => b[k] === binding[k]));
-    if (!exists) await api('POST', paths.bindings(ns), binding);
+    await letAgentUseSecret(ns, agent.servicePrincipalId, secretId);
   }
 
   /** Admits a new revision from `revision`'s frozen document and identities, once confirmed. */

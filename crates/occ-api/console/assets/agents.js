@@ -3,6 +3,7 @@
 import { ApiError, api, paths } from './api.js';
 import { field, h, replace, setFieldError, uid, when } from './dom.js';
 import { STATES, isTransitional, latestRevision, lifecycleState } from './lifecycle.js';
+import { letAgentUseSecret } from './secret-access.js';
 import {
   actionButton, badge, canCollection, clearAlert, ctx, href, link, navigate, page, showError, showStatus,
 } from './shell.js';
@@ -247,7 +248,68 @@ export async function createAgentPage() {
     value: JSON.stringify(STARTER_DOCUMENT, null, 2),
     hint: 'The native OpenClaw configuration document. It becomes generation 1 of a new Configuration.',
   });
-  const newPanel = h('div', { class: 'subpanel', id: 'configuration-new-panel' }, editor.wrapper);
+  // A model provider's key, optional: stored as a Secret, bound into the new Configuration as an
+  // environment variable that the provider's `apiKey` names, and granted to the Agent.
+  const keyEnabled = h('input', { type: 'checkbox', id: 'model-key-enabled' });
+  const providerId = h('input', { type: 'text', id: 'model-provider', value: 'openai', autocomplete: 'off', spellcheck: 'false' });
+  const baseUrl = h('input', { type: 'url', id: 'model-base-url', value: 'https://api.openai.com/v1', autocomplete: 'off', spellcheck: 'false' });
+  const apiStyle = h('select', { id: 'model-api' },
+    h('option', { value: 'openai-responses' }, 'openai-responses'),
+    h('option', { value: 'openai-completions' }, 'openai-completions'));
+  const modelId = h('input', { type: 'text', id: 'model-id', value: 'gpt-5', autocomplete: 'off', spellcheck: 'false' });
+  const modelKey = h('input', { type: 'password', id: 'model-key', autocomplete: 'off' });
+  const providerField = field({ label: 'Provider id', control: providerId, hint: 'Its key under models.providers (lowercase letters, digits, -).' });
+  const baseUrlField = field({ label: 'Base URL', control: baseUrl, hint: 'The provider\'s API, e.g. https://api.openai.com/v1 or a local OpenAI-compatible endpoint such as http://127.0.0.1:8080/v1.' });
+  const apiField = field({ label: 'API', control: apiStyle });
+  const modelField = field({ label: 'Model', control: modelId, hint: 'Becomes the Agent\'s primary model (<provider>/<model>).' });
+  const keyField = field({ label: 'API key', control: modelKey, hint: 'Stored as a Secret of this Namespace; never shown again.' });
+  const keyPanel = h('div', { class: 'subpanel', id: 'model-key-panel' }, providerField, baseUrlField, apiField, modelField, keyField);
+  const keyToggle = h('label', { class: 'check' }, keyEnabled, ' Give the Agent a model provider key');
+  function syncKeyPanel() { keyPanel.hidden = !keyEnabled.checked; }
+  keyEnabled.addEventListener('change', syncKeyPanel);
+  syncKeyPanel();
+  const newPanel = h('div', { class: 'subpanel', id: 'configuration-new-panel' }, editor.wrapper, keyToggle, keyPanel);
+
+  // The key's Secret once stored: kept across submits, so an Agent created on a later attempt
+  // (after its Configuration was made) is still granted it.
+  let modelSecret = null;
+
+  /** The provider section's values, or null after marking what is wrong. */
+  function providerInput() {
+    const provider = providerId.value.trim();
+    if (!/^[a-z0-9][a-z0-9-]{0,62}$/.test(provider)) {
+      setFieldError(providerField, 'Use lowercase letters, digits and -.');
+      return null;
+    }
+    if (!/^https?:\/\/[^\s@/]+/.test(baseUrl.value.trim())) {
+      setFieldError(baseUrlField, 'Enter an http(s) URL without credentials.');
+      return null;
+    }
+    if (!modelId.value.trim()) {
+      setFieldError(modelField, 'Enter the model id.');
+      return null;
+    }
+    if (!modelKey.value) {
+      setFieldError(keyField, 'Enter the provider\'s API key.');
+      return null;
+    }
+    const variable = `${provider.toUpperCase().replace(/-/g, '_')}_API_KEY`;
+    return { provider, baseUrl: baseUrl.value.trim(), api: apiStyle.value, model: modelId.value.trim(), key: modelKey.value, variable };
+  }
+
+  /** The document with the provider wired in: its `apiKey` names the bound variable. */
+  function withProvider(values, p) {
+    const doc = structuredClone(values);
+    doc.models = doc.models || {};
+    doc.models.providers = doc.models.providers || {};
+    doc.models.providers[p.provider] = {
+      baseUrl: p.baseUrl, api: p.api, apiKey: `\${${p.variable}}`, models: [{ id: p.model, name: p.model }],
+    };
+    doc.agents = doc.agents || {};
+    doc.agents.defaults = doc.agents.defaults || {};
+    doc.agents.defaults.model = { primary: `${p.provider}/${p.model}` };
+    return doc;
+  }
 
   function syncConfigurationPanels() {
     existingPanel.hidden = !useExisting.checked;
@@ -391,15 +453,38 @@ export async function createAgentPage() {
     try {
       let configurationId;
       if (useNew.checked) {
-        const values = editor.parse();
+        let values = editor.parse();
         if (!values) return;
+        const provider = keyEnabled.checked ? providerInput() : null;
+        if (keyEnabled.checked && !provider) return;
+        const request = { kind: 'agent', values };
+        if (provider) {
+          try {
+            modelSecret = (await api('POST', paths.secrets(ctx.ns), { name: `${name.value.trim()}-model-key`, value: provider.key })).data;
+          } catch (e) {
+            showError(e, 'Storing the API key');
+            return;
+          }
+          values = withProvider(values, provider);
+          request.values = values;
+          request.secretBindings = { [provider.variable]: { source: { kind: 'secret', namespaceId: ctx.ns, id: modelSecret.id } } };
+        }
         let created;
         try {
-          created = (await api('POST', paths.configurations(ctx.ns), { kind: 'agent', values })).data;
+          created = (await api('POST', paths.configurations(ctx.ns), request)).data;
         } catch (e) {
+          // Nothing half-made stays: the key's Secret goes with the refused Configuration.
+          if (modelSecret) await api('DELETE', paths.secret(ctx.ns, modelSecret.id)).catch(() => {});
+          modelSecret = null;
           if (e instanceof ApiError && editor.showApiDetails(e)) editor.textarea.focus();
           showError(e, 'Creating the Configuration');
           return;
+        }
+        if (provider) {
+          editor.textarea.value = JSON.stringify(values, null, 2);
+          keyEnabled.checked = false;
+          modelKey.value = '';
+          syncKeyPanel();
         }
         configurationId = created.id;
         // From now on the form uses it: submitting again does not create another one.
@@ -443,8 +528,17 @@ export async function createAgentPage() {
         if (e.status === 400 && showDetails(e)) form.querySelector('[aria-invalid="true"]')?.focus();
         return;
       }
+      if (modelSecret) {
+        try {
+          await letAgentUseSecret(ctx.ns, agent.servicePrincipalId, modelSecret.id);
+        } catch (e) {
+          showError(e, `Letting ${agent.name} use Secret ${modelSecret.id}`);
+        }
+      }
       await navigate(href(`/console/agents/${agent.id}`, { tab: 'configuration' }));
-      showStatus(`Agent ${agent.name} created. Deploy it with “Deploy new version”.`);
+      showStatus(modelSecret
+        ? `Agent ${agent.name} created with its model key in Secret ${modelSecret.id}. Deploy it with “Deploy new version”, then try it.`
+        : `Agent ${agent.name} created. Deploy it with “Deploy new version”.`);
     } finally {
       submit.disabled = !canCreate;
     }

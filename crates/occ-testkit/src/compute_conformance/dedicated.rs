@@ -28,7 +28,26 @@ use crate::gateway::chat_completion;
 pub const DEDICATED_KEY: &str = "sk-dedicated-conformance-0123456789abcdef";
 /// A key the fake model refuses.
 pub const DEDICATED_WRONG_KEY: &str = "sk-dedicated-conformance-wrong-9876543210";
+/// An access token a ChatGPT Backend might issue (opaque: not an agent-identity JWT).
+pub const DEDICATED_ACCOUNT_TOKEN: &str = "chatgpt-sa-token-conformance-0123456789";
 const MODEL: &str = "openai/gpt-5.6-sol";
+
+/// A dedicated revision that runs with a ChatGPT service account's issued credential.
+fn account_revision(compute: &dyn Compute, agent: &AgentTarget, number: u64) -> RevisionTarget {
+    let mut rev = dedicated_revision(compute, agent, number, dedicated_document());
+    let account = occ_core::ServiceAccountId::generate();
+    rev.spec.harness_auth = Some(occ_core::resource::HarnessAuth::ChatgptServiceAccount {
+        service_account_id: account.clone(),
+    });
+    rev.spec.account_credential = Some(occ_core::resource::FrozenAccountCredential {
+        service_account_id: account,
+        kind: occ_core::resource::ServiceAccountCredentialKind::AccessToken,
+        backend_id: "chatgpt".into(),
+        workspace_id: crate::fake_chatgpt::WORKSPACE_ID.into(),
+        upstream_credential_id: "cred-conformance".into(),
+    });
+    rev
+}
 
 /// The Configuration a user writes for a dedicated Agent (the Driver fills in the app-server
 /// wiring behind the reference's placeholders); its chat-completions endpoint is on.
@@ -300,6 +319,27 @@ pub async fn dedicated_lifecycle(
     );
     assert!(!format!("{err:?} {:?}", err.output).contains(DEDICATED_WRONG_KEY));
     assert_ne!(observe(compute, &rev3).await, RuntimeState::Serving);
+
+    // A ChatGPT service account's credential reaches Codex's login held to its workspace; Codex
+    // verifies such a token against ChatGPT's production keys, unreachable here, so this one
+    // is refused at login: permanent, with its reason, the token in no output.
+    let rev4 = account_revision(compute, &agent, 4);
+    let token = key_context(DEDICATED_ACCOUNT_TOKEN);
+    compute
+        .prepare_revision(&rev4, &token)
+        .await
+        .expect("prepare 4");
+    let err = compute
+        .activate_revision(&rev4, &token)
+        .await
+        .expect_err("an unverifiable service-account token fails the deploy");
+    assert_eq!(
+        (err.class, err.code),
+        (FailureClass::Permanent, ReasonCode::RuntimeLoginFailed),
+        "{err:?}"
+    );
+    assert!(!format!("{err:?} {:?}", err.output).contains(DEDICATED_ACCOUNT_TOKEN));
+    assert_ne!(observe(compute, &rev4).await, RuntimeState::Serving);
 
     compute.delete_agent(&agent).await.expect("delete");
     compute.delete_agent(&agent).await.expect("delete again");
