@@ -401,7 +401,7 @@ async fn live_revision_using(
 
 const CREATE_AUDIT: &str = "openclaw.service_accounts.create";
 const ISSUE_AUDIT: &str = "openclaw.service_accounts.credentials.create";
-const REFERENCE_AUDIT: &str = "openclaw.service_accounts.credential.update";
+const REFERENCE_AUDIT: &str = "openclaw.service_accounts.update";
 
 fn name_taken() -> Error {
     Error::conflict("A ServiceAccount with this name already exists")
