@@ -31,6 +31,7 @@ pub mod error;
 pub mod extract;
 pub mod handlers;
 pub mod inputs;
+pub mod native_admin_proxy;
 pub mod openapi;
 pub mod state;
 pub mod strict_json;
@@ -41,8 +42,8 @@ pub use state::{ApiSettings, AppState};
 use envelope::{AUTH_ROUTE_ERRORS, REQUEST_ID};
 use error::ApiError;
 use handlers::{
-    agents, auth, chat, configurations, iam, namespaces, runtime_logs, secrets, service_accounts,
-    workspace,
+    agents, auth, chat, configurations, iam, namespaces, native_admin, runtime_logs, secrets,
+    service_accounts, workspace,
 };
 
 /// The generated OpenAPI document and the router that serves it.
@@ -101,6 +102,7 @@ pub fn router_and_openapi(state: AppState) -> (axum::Router, utoipa::openapi::Op
         ))
         .routes(routes!(workspace::get_workspace_defaults))
         .routes(routes!(chat::chat_with_agent))
+        .routes(routes!(native_admin::get_agent_native_admin))
         .routes(routes!(iam::list_roles, iam::create_role))
         .routes(routes!(iam::get_role, iam::delete_role))
         .routes(routes!(iam::list_bindings, iam::create_binding))
@@ -124,12 +126,21 @@ pub fn router_and_openapi(state: AppState) -> (axum::Router, utoipa::openapi::Op
                 async move { envelope::json_response(http::StatusCode::OK, &document) }
             }),
         )
+        .route(
+            occ_controller::native_admin::LAUNCH_PATH,
+            get(native_admin::launch),
+        )
         .merge(console::router())
         // only matched routes: an unknown path or method still answers 404/405
         .route_layer(axum::middleware::from_fn(refuse_body_on_reads))
         .fallback(|| async { error::not_found() })
         .method_not_allowed_fallback(|| async { error::method_not_allowed() })
         .layer(from_fn_with_state(state.clone(), frame))
+        // Outermost: Agent origins never reach the API or the console.
+        .layer(from_fn_with_state(
+            state.clone(),
+            native_admin_proxy::agent_origin,
+        ))
         .with_state(state);
     (router, api)
 }
@@ -187,6 +198,7 @@ async fn frame(State(state): State<AppState>, req: Request, next: Next) -> Respo
         if req.uri().query().is_some()
             && !console::is_console_path(req.uri().path())
             && !runtime_logs::takes_query(req.uri().path())
+            && req.uri().path() != occ_controller::native_admin::LAUNCH_PATH
         {
             return ApiError(Error::invalid_request(
                 "This route accepts no query parameters",

@@ -660,3 +660,39 @@ impl PermissionsView {
         }
     }
 }
+
+/// Whether a person can open an Agent's native Control UI through occ, and where.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NativeAdminStatusView {
+    /// `disabled` | `stopped` | `unsupported` | `unavailable` | `available`.
+    #[schema(value_type = String)]
+    status: occ_controller::native_admin::NativeAdminStatus,
+    /// The Agent's own host (`agent-<opaque>.<domain>`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    host: Option<String>,
+    /// The Agent's browser origin.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    origin: Option<String>,
+    /// The revision the Control UI serves.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    active_revision_id: Option<String>,
+    /// What to open (`available` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    url: Option<String>,
+}
+
+impl From<occ_controller::native_admin::NativeAdminView> for NativeAdminStatusView {
+    fn from(view: occ_controller::native_admin::NativeAdminView) -> Self {
+        let target = view.target;
+        Self {
+            status: view.status,
+            host: target.as_ref().map(|t| t.host.clone()),
+            origin: target.as_ref().map(|t| t.origin.clone()),
+            active_revision_id: target
+                .as_ref()
+                .map(|t| t.active_revision_id.as_str().to_owned()),
+            url: target.and_then(|t| t.url),
+        }
+    }
+}

@@ -269,6 +269,29 @@ impl Controller {
         }))
     }
 
+    /// Authenticates a live session by its id (a credential derived from a session, such as
+    /// the Control UI's Agent-origin pass, names it); `None` when it ended or expired.
+    pub(crate) async fn authenticate_session_id(
+        &self,
+        session_id: &str,
+    ) -> Result<Option<Authenticated>, Error> {
+        let mut tx = self.store.begin_read().await?;
+        let session = tx.session_by_id(session_id, Timestamp::now()).await?;
+        Ok(session.map(|(session, user)| Authenticated {
+            caller: Caller {
+                principal_id: user.principal_id.clone(),
+                method: AuthMethod::Session,
+                key_namespace: None,
+                session_id: Some(session.id.clone()),
+                key_id: None,
+                admission_id: AdmissionDecisionId::generate(),
+            },
+            policy: None,
+            user: Some(user),
+            session: Some(session),
+        }))
+    }
+
     /// A stable, non-credential key of a session (HMAC of its id).
     pub fn session_key(&self, session: &Session) -> String {
         let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(&self.settings.auth_secret)
@@ -331,7 +354,9 @@ impl Controller {
     pub async fn sign_out(&self, session_id: &str) -> Result<(), Error> {
         let mut tx = self.begin_session_change().await?;
         tx.session_delete(session_id).await?;
-        Ok(tx.commit().await?)
+        tx.commit().await?;
+        self.session_ends.ended(session_id);
+        Ok(())
     }
 
     /// A transaction for sign-in sessions: the credential itself (a verified password, the

@@ -189,7 +189,7 @@ impl Drop for AbandonedTurn {
     }
 }
 
-fn target_of(agent: &Agent) -> AgentTarget {
+pub(crate) fn target_of(agent: &Agent) -> AgentTarget {
     AgentTarget {
         namespace_id: agent.namespace_id.clone(),
         agent_id: agent.id.clone(),

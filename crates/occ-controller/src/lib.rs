@@ -39,6 +39,7 @@ pub mod deployments;
 pub mod iam;
 pub mod metrics;
 pub mod namespaces;
+pub mod native_admin;
 pub mod runtime_logs;
 pub mod secrets;
 pub mod service_accounts;
@@ -162,6 +163,12 @@ pub struct Controller {
     runtime_log_limiter: runtime_logs::LogRateLimiter,
     /// The Backend's ServiceAccount Driver, when one is configured.
     accounts: Option<Arc<dyn occ_drivers::service_account::AccountDriver>>,
+    /// Where Agents' Control UIs are offered, when they are.
+    native_admin: Option<native_admin::NativeAdminSettings>,
+    /// Launch tickets already exchanged.
+    redeemed_tickets: native_admin::RedeemedTickets,
+    /// Sessions that ended here, for the Control UI sockets they opened.
+    session_ends: native_admin::SessionEnds,
 }
 
 impl std::fmt::Debug for Controller {
@@ -196,6 +203,9 @@ impl Controller {
             runtime: None,
             runtime_log_limiter: runtime_logs::LogRateLimiter::default(),
             accounts: None,
+            native_admin: None,
+            redeemed_tickets: native_admin::RedeemedTickets::default(),
+            session_ends: native_admin::SessionEnds::default(),
         }
     }
 

@@ -19,6 +19,7 @@
 //!
 //! Problems are reported at JSON pointers under `base` (e.g. `/values`), never with values.
 
+pub mod control_ui;
 mod env_ref;
 pub mod harness;
 pub mod schema;

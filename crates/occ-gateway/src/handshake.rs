@@ -54,7 +54,9 @@ pub(crate) fn connect_params(auth: &Auth) -> Value {
         "scopes": REQUIRED_SCOPES,
     });
     if let Auth::Token(token) = auth {
-        params["auth"] = json!({ "token": token });
+        // One credential answers both gateway modes: a token-mode gateway checks `token`, one
+        // in trusted-proxy mode (its Control UI proxied by occ) checks `password`.
+        params["auth"] = json!({ "token": token, "password": token });
     }
     params
 }
@@ -193,7 +195,7 @@ mod tests {
     #[test]
     fn connect_params_carry_the_token_only_in_token_mode() {
         let p = connect_params(&Auth::Token("tok".into()));
-        assert_eq!(p["auth"], json!({"token": "tok"}));
+        assert_eq!(p["auth"], json!({"token": "tok", "password": "tok"}));
         let p = connect_params(&Auth::EdgeHeader {
             name: "x-api-key".into(),
             value: "k".into(),

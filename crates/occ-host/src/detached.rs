@@ -260,7 +260,7 @@ pub(crate) async fn start(
         .env("TMPDIR", agent_dir.join("tmp"))
         .env("OPENCLAW_STATE_DIR", agent_dir.join("state"))
         .env("OPENCLAW_CONFIG_PATH", &snapshot)
-        .env("OPENCLAW_GATEWAY_TOKEN", token.expose())
+        .env(crate::snapshot::credential_variable(rev), token.expose())
         .envs(GATEWAY_FIXED_ENV)
         .stdin(Stdio::null())
         .stdout(log)

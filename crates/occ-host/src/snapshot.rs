@@ -5,6 +5,7 @@
 
 use occ_core::ReasonCode;
 use occ_core::compute::{ComputeError, RevisionTarget};
+use occ_core::native::control_ui;
 use occ_core::resource::HarnessAuth;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -70,8 +71,19 @@ pub fn harness_key_variable(rev: &RevisionTarget) -> Result<&'static str, Comput
     }
 }
 
+/// The variable a revision's gateway gets its credential in: the shared token, or — when its
+/// Control UI is proxied by occ ([`control_ui`]) — the password occ's own clients present, since
+/// OpenClaw refuses to start in trusted-proxy mode while `OPENCLAW_GATEWAY_TOKEN` is set.
+pub fn credential_variable(rev: &RevisionTarget) -> &'static str {
+    if control_ui::enabled(&rev.spec.configuration) {
+        "OPENCLAW_GATEWAY_PASSWORD"
+    } else {
+        "OPENCLAW_GATEWAY_TOKEN"
+    }
+}
+
 /// The snapshot a revision runs with: the admitted document plus the settings a Driver owns
-/// (listener, token authentication from `OPENCLAW_GATEWAY_TOKEN`, workspace, log file, no
+/// (listener, authentication by the credential in [`credential_variable`], workspace, log file, no
 /// update checks or catalog refreshes). With a `log_file` the Driver also captures the
 /// gateway's stdout and stderr into that file, so OpenClaw's console logger is silenced
 /// (`logging.consoleLevel: "silent"`): each message lands once, as the file's JSON line, while
@@ -88,10 +100,12 @@ pub fn render_snapshot(
     gateway.insert("mode".into(), json!("local"));
     gateway.insert("port".into(), json!(port));
     gateway.insert("bind".into(), json!(bind));
-    gateway.insert(
-        "auth".into(),
-        json!({"mode": "token", "token": "${OPENCLAW_GATEWAY_TOKEN}"}),
-    );
+    let credential = format!("${{{}}}", credential_variable(rev));
+    if control_ui::enabled(&rev.spec.configuration) {
+        control_ui::render_auth(gateway, &credential);
+    } else {
+        gateway.insert("auth".into(), json!({"mode": "token", "token": credential}));
+    }
     if let Some(file) = log_file {
         let logging = object_at(&mut doc, "logging");
         logging.insert("file".into(), json!(file));

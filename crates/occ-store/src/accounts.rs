@@ -93,6 +93,37 @@ impl Tx {
         .transpose()
     }
 
+    /// The unexpired session `id` (and its account): how a credential derived from a session
+    /// (the Control UI's Agent-origin cookie) is checked against sign-out and expiry.
+    pub async fn session_by_id(
+        &mut self,
+        id: &str,
+        now: Timestamp,
+    ) -> Result<Option<(Session, UserAccount)>, StoreError> {
+        let row = self
+            .q(sql!(
+                "SELECT s.id AS session_id, s.user_id, s.expires_at, s.created_at AS session_created_at, \
+                 u.id, u.email, u.name, u.principal_id, u.created_at \
+                 FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.id = $1 AND s.expires_at > $2"
+            ))
+            .bind(id)
+            .bind(now)
+            .fetch_optional()
+            .await?;
+        row.map(|r| {
+            Ok((
+                Session {
+                    id: r.text("session_id")?,
+                    user_id: r.parse("user_id")?,
+                    expires_at: r.time("expires_at")?,
+                    created_at: r.time("session_created_at")?,
+                },
+                user_from_row(&r)?,
+            ))
+        })
+        .transpose()
+    }
+
     /// Deletes a session (sign-out). Returns whether it existed.
     pub async fn session_delete(&mut self, id: &str) -> Result<bool, StoreError> {
         Ok(self

@@ -1302,7 +1302,7 @@ fn prepare(st: &FakeState, ctx: &PodCtx) -> Result<Prepared, String> {
             config = Some(PathBuf::from(&mapped));
             continue;
         }
-        if k == "OPENCLAW_GATEWAY_TOKEN" {
+        if k == "OPENCLAW_GATEWAY_TOKEN" || k == "OPENCLAW_GATEWAY_PASSWORD" {
             token = v.clone();
         }
         env.push((k.clone(), mapped));

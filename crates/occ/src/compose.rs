@@ -8,6 +8,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use occ_api::{ApiSettings, AppState};
 use occ_controller::chat::GatewayChat;
+use occ_controller::native_admin::NativeAdminSettings;
 use occ_controller::workspace_files::GatewayWorkspace;
 use occ_controller::{BackendConfig, Controller, ControllerSettings, WorkspaceDefaults};
 use occ_core::NamespaceId;
@@ -61,15 +62,25 @@ pub struct SessionSettings {
     pub ttl: Duration,
     /// Session-key secret.
     pub secret: Vec<u8>,
+    /// Agent origins for the Control UI, when offered.
+    pub native_admin: Option<NativeAdminSettings>,
 }
 
 impl SessionSettings {
     /// From the API settings.
-    pub fn of(settings: &ServerSettings) -> Self {
-        Self {
+    pub fn of(settings: &ServerSettings) -> anyhow::Result<Self> {
+        let native_admin = match &settings.native_admin_domain {
+            Some(domain) => Some(
+                NativeAdminSettings::new(&settings.public_origin, domain)
+                    .map_err(|e| anyhow::anyhow!("OCC_AGENT_NATIVE_ADMIN_DOMAIN: {e}"))?,
+            ),
+            None => None,
+        };
+        Ok(Self {
             ttl: Duration::from_secs(settings.session_ttl_seconds),
             secret: settings.auth_secret.as_bytes().to_vec(),
-        }
+            native_admin,
+        })
     }
 
     /// For a process that serves no sessions.
@@ -77,6 +88,7 @@ impl SessionSettings {
         Self {
             ttl: Duration::from_secs(60),
             secret: Vec::new(),
+            native_admin: None,
         }
     }
 }
@@ -174,7 +186,7 @@ pub async fn controller(
         harness_version: OPENCLAW_VERSION.into(),
         codex_version: CODEX_VERSION.into(),
         session_ttl: sessions.ttl,
-        auth_secret: sessions.secret,
+        auth_secret: sessions.secret.clone(),
         backends: settings
             .backends
             .iter()
@@ -192,6 +204,9 @@ pub async fn controller(
         selection(settings),
         controller_settings,
     );
+    if let Some(native_admin) = sessions.native_admin {
+        controller = controller.with_native_admin(native_admin);
+    }
     if let Some(accounts) = account_driver(settings)? {
         controller = controller.with_account_driver(accounts);
     }

@@ -207,12 +207,18 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         public_origin: format!("http://127.0.0.1:{}", args.port),
         auth_secret,
         session_ttl_seconds: 12 * 3600,
+        // Agents' Control UIs at `agent-<opaque>.localhost:<port>`, which browsers resolve to
+        // loopback; an empty value turns them off.
+        native_admin_domain: Some(
+            process_env("OCC_AGENT_NATIVE_ADMIN_DOMAIN").unwrap_or_else(|| "localhost".into()),
+        )
+        .filter(|d| !d.is_empty()),
     };
     let compute = compose::compute(&platform).await?;
     let controller = Arc::new(
         compose::controller(
             &platform,
-            compose::SessionSettings::of(&server),
+            compose::SessionSettings::of(&server)?,
             store.clone(),
             Some(compute.clone()),
         )

@@ -35,7 +35,7 @@ pub async fn run() -> anyhow::Result<()> {
     let controller = Arc::new(
         compose::controller(
             &settings.platform,
-            compose::SessionSettings::of(&settings),
+            compose::SessionSettings::of(&settings)?,
             store.clone(),
             Some(compose::compute(&settings.platform).await?),
         )

@@ -89,7 +89,12 @@ pub(crate) async fn activate(
     // systemd reads it as root; the unit text never holds it.
     write_if_changed(
         &token_env_path(agent_dir),
-        format!("OPENCLAW_GATEWAY_TOKEN={}\n", token.expose()).as_bytes(),
+        format!(
+            "{}={}\n",
+            crate::snapshot::credential_variable(rev),
+            token.expose()
+        )
+        .as_bytes(),
         None,
     )?;
     let setup_check = match &ctx.workspace_setup {

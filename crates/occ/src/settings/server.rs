@@ -22,6 +22,9 @@ pub struct ServerSettings {
     pub auth_secret: String,
     /// Session lifetime.
     pub session_ttl_seconds: u64,
+    /// The DNS suffix of Agent origins when Agents' Control UIs are offered through occ
+    /// (`OCC_AGENT_NATIVE_ADMIN_DOMAIN`; unset: not offered).
+    pub native_admin_domain: Option<String>,
 }
 
 impl ServerSettings {
@@ -58,6 +61,15 @@ impl ServerSettings {
         if !(60..=30 * 24 * 3600).contains(&session_ttl_seconds) {
             bail!("session_ttl_seconds must be between 60 and 2592000");
         }
+        let native_admin_domain = pick(
+            "OCC_AGENT_NATIVE_ADMIN_DOMAIN",
+            file.agent_native_admin_domain.take(),
+        )
+        .filter(|d| !d.is_empty());
+        if let Some(domain) = &native_admin_domain {
+            occ_controller::native_admin::NativeAdminSettings::new(&public_origin, domain)
+                .map_err(|e| anyhow!("OCC_AGENT_NATIVE_ADMIN_DOMAIN: {e}"))?;
+        }
         Ok(Self {
             platform,
             host,
@@ -65,6 +77,7 @@ impl ServerSettings {
             public_origin,
             auth_secret,
             session_ttl_seconds,
+            native_admin_domain,
         })
     }
 

@@ -67,6 +67,7 @@ pub struct FileSettings {
     pub(super) auth_base_url: Option<String>,
     pub(super) auth_secret: Option<String>,
     pub(super) session_ttl_seconds: Option<u64>,
+    pub(super) agent_native_admin_domain: Option<String>,
     pub(super) backends: Option<Vec<BackendSetting>>,
     pub(super) worker_poll_interval_ms: Option<u64>,
     pub(super) worker_lease_duration_ms: Option<u64>,

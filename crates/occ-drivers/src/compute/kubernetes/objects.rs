@@ -200,7 +200,7 @@ pub(super) fn deployment(
         json!({"name": "PATH", "value": format!("{node_bin}:/usr/local/bin:/usr/bin:/bin")}),
         json!({"name": "OPENCLAW_STATE_DIR", "value": format!("{STATE_MOUNT}/state")}),
         json!({"name": "OPENCLAW_CONFIG_PATH", "value": format!("{CONFIG_MOUNT}/openclaw.json")}),
-        json!({"name": "OPENCLAW_GATEWAY_TOKEN",
+        json!({"name": occ_host::snapshot::credential_variable(rev),
                "valueFrom": {"secretKeyRef": {"name": names.token, "key": "token"}}}),
     ];
     env.extend(

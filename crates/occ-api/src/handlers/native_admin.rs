@@ -1,0 +1,90 @@
+//! `GET …/agents/{agentId}/native-admin` (whether and where a person can open the Agent's
+//! native Control UI) and the console's launch into an Agent origin (a browser navigation, not
+//! an API operation). The Agent origins themselves are served by [`crate::native_admin_proxy`].
+
+use axum::extract::{Query, State};
+use axum::response::{IntoResponse, Redirect, Response};
+use http::StatusCode;
+use occ_core::{Error, ErrorCode};
+use serde::Deserialize;
+
+use crate::envelope::ok;
+use crate::error::ApiError;
+use crate::extract::{Ctx, Params};
+use crate::openapi::{Data, ErrorBody};
+use crate::state::AppState;
+use crate::views::NativeAdminStatusView;
+
+/// Whether the signed-in person can open the Agent's native Control UI through occ, and its
+/// URL: `disabled` (not offered by this installation), `stopped`, `unavailable` (no serving
+/// revision yet), `unsupported` (the revision's Configuration does not enable
+/// `gateway.controlUi`, or asks for something occ does not proxy), `available`. Needs a console
+/// session and Agent `use` (or `administer`); service keys get 403.
+#[utoipa::path(get, path = "/namespaces/{namespaceId}/agents/{agentId}/native-admin", operation_id = "getAgentNativeAdmin", tag = "Agents",
+    params(("namespaceId" = String, Path), ("agentId" = String, Path)),
+    responses((status = 200, body = Data<NativeAdminStatusView>), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn get_agent_native_admin(
+    State(s): State<AppState>,
+    p: Params,
+    ctx: Ctx,
+) -> Result<impl IntoResponse, ApiError> {
+    // The reference takes free strings here: an id that cannot exist names no Agent (404).
+    let (Ok(ns), Ok(agent)) = (p.ns(), p.agent()) else {
+        return Err(Error::not_found().into());
+    };
+    let view = s.controller.native_admin(&ctx.req, ns, agent).await?;
+    Ok(ok(NativeAdminStatusView::from(view)))
+}
+
+/// The launch query.
+#[derive(Debug, Deserialize)]
+pub struct LaunchQuery {
+    host: String,
+}
+
+/// `GET /__occ/native-admin/launch?host=agent-…`: the Agent origin sends a browser without a
+/// pass here; with a console session and Agent `use`, it goes back with a one-time ticket.
+pub async fn launch(
+    State(s): State<AppState>,
+    ctx: Result<Ctx, ApiError>,
+    query: Result<Query<LaunchQuery>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    let Ok(Query(query)) = query else {
+        return page(StatusCode::BAD_REQUEST, "The launch link is incomplete.");
+    };
+    let Ok(ctx) = ctx else {
+        return page(
+            StatusCode::UNAUTHORIZED,
+            "Sign in to the occ console, then open the Control UI from the Agent's page.",
+        );
+    };
+    match s
+        .controller
+        .native_admin_launch(&ctx.req, &query.host)
+        .await
+    {
+        Ok(callback) => Redirect::to(&callback).into_response(),
+        Err(e) => {
+            let status = match e.code() {
+                ErrorCode::Forbidden => StatusCode::FORBIDDEN,
+                ErrorCode::NotFound => StatusCode::NOT_FOUND,
+                _ => StatusCode::SERVICE_UNAVAILABLE,
+            };
+            page(status, e.message())
+        }
+    }
+}
+
+/// A plain-text answer for a browser navigation.
+pub(crate) fn page(status: StatusCode, text: &str) -> Response {
+    (
+        status,
+        [
+            (http::header::CONTENT_TYPE, "text/plain; charset=utf-8"),
+            (http::header::CACHE_CONTROL, "no-store"),
+        ],
+        text.to_owned(),
+    )
+        .into_response()
+}

@@ -1,0 +1,676 @@
+//! The native OpenClaw Control UI of an Agent, offered to people through occ
+//! (`GET …/agents/{agt}/native-admin`, the Agent-origin proxy's admission and its audit).
+//!
+//! **Origins.** Each Agent gets its own browser origin, `agent-<opaque>.<domain>` with the
+//! public origin's scheme and port, so one Agent's UI cannot script another's or the console.
+//! The opaque part is an HMAC of the Agent's Namespace and id under the installation's session
+//! secret: stable, not guessable from ids, and nothing to store.
+//!
+//! **Reaching the origin.** A person's console session never leaves the console's host. The
+//! Agent origin, when it has no pass, sends the browser to the console's launch route, which
+//! checks the session and the Agent, and answers with a one-time ticket (60 s) bound to that
+//! Agent origin; the origin's callback exchanges it for a host-only, HttpOnly pass cookie. Both
+//! are HMAC-signed (session id, Agent, host, revision, expiry); the pass is re-checked on every
+//! request against the live session (sign-out ends it), Agent `use`, the Agent's availability
+//! and its active revision. Tickets are one-time per API process.
+//!
+//! **Open sockets** are re-authorized every [`LEASE_INTERVAL`] (and at once when their session
+//! signs out on this process); a failed check closes them with a reason. Each socket's open and
+//! close are audited with its connection id.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use base64::Engine as _;
+use hmac::{Hmac, KeyInit, Mac};
+use occ_core::audit::{AuditKind, AuditOutcome};
+use occ_core::authz::{Action, AuthMethod, ResourceKind, ResourceRef};
+use occ_core::native::control_ui;
+use occ_core::resource::{Agent, DesiredRuntimeState};
+use occ_core::{AgentId, Error, ErrorCode, NamespaceId, RequestId, RevisionId, Timestamp};
+use serde::{Deserialize, Serialize};
+use sha2::Sha256;
+use tokio::sync::broadcast;
+
+use crate::authorization::{audit_in_own_transaction, found};
+use crate::{Controller, Request};
+
+const READ_ACTION: &str = "openclaw.agents.native_admin.read";
+const PROXY_ACTION: &str = "openclaw.agents.native_admin.proxy.authorize";
+const SOCKET_CONNECT_ACTION: &str = "openclaw.agents.native_admin.websocket.connect";
+const SOCKET_CLOSE_ACTION: &str = "openclaw.agents.native_admin.websocket.close";
+/// How long a launch ticket may wait to be exchanged.
+const TICKET_TTL: Duration = Duration::from_secs(60);
+/// How often an open Control UI socket is re-authorized (the reference's 25 s; with the 5 s
+/// bound on each check a revoked socket closes within 30 s).
+pub const LEASE_INTERVAL: Duration = Duration::from_secs(25);
+/// The bound on one re-authorization.
+pub const LEASE_TIMEOUT: Duration = Duration::from_secs(5);
+/// The path prefix the Agent origin keeps for occ (never proxied).
+pub const RESERVED_PREFIX: &str = "/__occ/";
+/// The Agent origin's ticket exchange.
+pub const CALLBACK_PATH: &str = "/__occ/native-admin/callback";
+/// The console's launch route.
+pub const LAUNCH_PATH: &str = "/__occ/native-admin/launch";
+
+/// Where Agent origins live.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NativeAdminSettings {
+    /// `https` or `http` (the public origin's).
+    scheme: String,
+    /// The DNS suffix of Agent hosts (`agents.example.com`; `occ dev`: `localhost`).
+    domain: String,
+    /// The public origin's explicit port, if any.
+    port: Option<u16>,
+    /// The console's origin (where launches happen).
+    console_origin: String,
+}
+
+impl NativeAdminSettings {
+    /// Agent origins under `domain`, with the scheme and port of `public_origin`.
+    pub fn new(public_origin: &str, domain: &str) -> Result<Self, String> {
+        let domain = domain.trim_end_matches('.').to_ascii_lowercase();
+        let labels_ok = !domain.is_empty()
+            && domain.len() <= 200
+            && domain.split('.').all(|l| {
+                !l.is_empty()
+                    && l.len() <= 63
+                    && !l.starts_with('-')
+                    && !l.ends_with('-')
+                    && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            });
+        if !labels_ok {
+            return Err(format!("{domain:?} is not a DNS name"));
+        }
+        let (scheme, rest) = public_origin
+            .split_once("://")
+            .ok_or_else(|| format!("{public_origin:?} is not an origin"))?;
+        if scheme != "http" && scheme != "https" {
+            return Err(format!("{public_origin:?} is not an http(s) origin"));
+        }
+        let port = match rest.rsplit_once(':') {
+            Some((host, port)) if !host.ends_with(']') || host.starts_with('[') => port
+                .parse::<u16>()
+                .map(Some)
+                .map_err(|_| format!("{public_origin:?} has no valid port"))?,
+            _ => None,
+        };
+        Ok(Self {
+            scheme: scheme.to_owned(),
+            domain,
+            port,
+            console_origin: public_origin.trim_end_matches('/').to_owned(),
+        })
+    }
+
+    /// The origin serving `host`.
+    pub fn origin_of(&self, host: &str) -> String {
+        match self.port {
+            Some(port) => format!("{}://{host}:{port}", self.scheme),
+            None => format!("{}://{host}", self.scheme),
+        }
+    }
+
+    /// Whether cookies must be `Secure`.
+    pub fn secure(&self) -> bool {
+        self.scheme == "https"
+    }
+
+    /// The console's launch URL for an Agent host.
+    pub fn launch_url(&self, host: &str) -> String {
+        format!("{}{LAUNCH_PATH}?host={host}", self.console_origin)
+    }
+
+    /// The Agent host named by a request's `Host` header, if it is one (the port is ignored:
+    /// one listener serves the console and every Agent origin).
+    pub fn agent_host_of<'a>(&self, authority: &'a str) -> Option<&'a str> {
+        let host = match authority.rsplit_once(':') {
+            Some((host, port)) if port.bytes().all(|b| b.is_ascii_digit()) => host,
+            _ => authority,
+        };
+        let label = host.strip_suffix(&self.domain)?.strip_suffix('.')?;
+        (label.starts_with("agent-") && !label.contains('.')).then_some(host)
+    }
+}
+
+/// Whether a person can open an Agent's Control UI now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NativeAdminStatus {
+    /// The installation does not offer it.
+    Disabled,
+    /// The Agent is stopped.
+    Stopped,
+    /// The Agent's revision (or its Compute Driver) cannot serve it through occ.
+    Unsupported,
+    /// The Agent should run but has no serving revision yet.
+    Unavailable,
+    /// Open `url`.
+    Available,
+}
+
+/// The answer of `GET …/native-admin`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NativeAdminView {
+    /// The status.
+    pub status: NativeAdminStatus,
+    /// The Agent's host, origin and active revision, and the URL (available only).
+    pub target: Option<NativeAdminTarget>,
+}
+
+/// Where an Agent's Control UI is served.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NativeAdminTarget {
+    /// `agent-<opaque>.<domain>`.
+    pub host: String,
+    /// Its origin.
+    pub origin: String,
+    /// The revision it serves.
+    pub active_revision_id: RevisionId,
+    /// The URL to open (`available` only).
+    pub url: Option<String>,
+}
+
+/// Why a proxied request or socket was refused or closed (the reference's close reasons).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProxyRefusal {
+    /// No pass, a forged or expired one, or its session ended.
+    SessionInvalid,
+    /// The person lost `use` on the Agent.
+    AuthorizationDenied,
+    /// The Agent is stopped, gone or not serving.
+    AgentUnavailable,
+    /// Another revision serves now.
+    RevisionChanged,
+    /// The installation no longer offers the Control UI, or the revision does not.
+    Disabled,
+    /// A check could not complete in time.
+    DependencyTimeout,
+    /// A dependency failed.
+    DependencyFailure,
+}
+
+impl ProxyRefusal {
+    /// The wire form (`session_invalid`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::SessionInvalid => "session_invalid",
+            Self::AuthorizationDenied => "authorization_denied",
+            Self::AgentUnavailable => "agent_unavailable",
+            Self::RevisionChanged => "revision_changed",
+            Self::Disabled => "disabled",
+            Self::DependencyTimeout => "dependency_timeout",
+            Self::DependencyFailure => "dependency_failure",
+        }
+    }
+}
+
+/// The signed contents of a ticket or a pass.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Grant {
+    /// `ticket` or `pass`.
+    k: String,
+    /// The console session it derives from.
+    sid: String,
+    ns: NamespaceId,
+    agt: AgentId,
+    host: String,
+    rev: RevisionId,
+    /// Expiry, Unix milliseconds.
+    exp: i64,
+    /// Nonce (tickets).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    n: String,
+}
+
+/// A pass cookie for an Agent origin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentPass {
+    /// The cookie value.
+    pub value: String,
+    /// Seconds until it expires (with its session).
+    pub max_age: u64,
+}
+
+/// A proxied request or socket occ admitted: where to send it and on whose behalf.
+#[derive(Debug, Clone)]
+pub struct ProxyAdmission {
+    /// The Agent.
+    pub namespace_id: NamespaceId,
+    /// The Agent.
+    pub agent_id: AgentId,
+    /// The revision the pass was issued for (and that still serves).
+    pub revision_id: RevisionId,
+    /// The Agent host.
+    pub host: String,
+    /// The person's console session.
+    pub session_id: String,
+    /// The gateway's `ws://127.0.0.1:PORT` address.
+    pub gateway_url: String,
+    request: Request,
+}
+
+/// Launch tickets already exchanged (per API process), until they expire.
+#[derive(Debug, Default)]
+pub struct RedeemedTickets {
+    seen: Mutex<HashMap<String, i64>>,
+}
+
+impl RedeemedTickets {
+    /// Records `nonce`; false when it was already redeemed.
+    fn first_use(&self, nonce: &str, exp: i64) -> bool {
+        let now = Timestamp::now().unix_millis();
+        let mut seen = self
+            .seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        seen.retain(|_, e| *e > now);
+        seen.insert(nonce.to_owned(), exp).is_none()
+    }
+}
+
+/// Sessions that ended on this process, for the sockets they opened.
+#[derive(Debug)]
+pub struct SessionEnds {
+    sender: broadcast::Sender<String>,
+}
+
+impl Default for SessionEnds {
+    fn default() -> Self {
+        Self {
+            sender: broadcast::channel(64).0,
+        }
+    }
+}
+
+impl SessionEnds {
+    /// Tells open sockets that `session_id` ended.
+    pub(crate) fn ended(&self, session_id: &str) {
+        let _ = self.sender.send(session_id.to_owned());
+    }
+}
+
+impl Controller {
+    /// Offers Agents' Control UIs at Agent origins (see the module documentation).
+    pub fn with_native_admin(mut self, settings: NativeAdminSettings) -> Self {
+        self.native_admin = Some(settings);
+        self
+    }
+
+    /// The Agent-origin settings, when the Control UI is offered.
+    pub fn native_admin_settings(&self) -> Option<&NativeAdminSettings> {
+        self.native_admin.as_ref()
+    }
+
+    /// Ended sessions, for open sockets to watch.
+    pub fn session_ends(&self) -> broadcast::Receiver<String> {
+        self.session_ends.sender.subscribe()
+    }
+
+    /// `agent-<opaque>` host of an Agent.
+    fn agent_host(&self, settings: &NativeAdminSettings, ns: &NamespaceId, id: &AgentId) -> String {
+        let mut mac = self.mac("host");
+        mac.update(ns.as_str().as_bytes());
+        mac.update(b"\0");
+        mac.update(id.as_str().as_bytes());
+        let digest = hex::encode(mac.finalize().into_bytes());
+        format!("agent-{}.{}", &digest[..32], settings.domain)
+    }
+
+    fn mac(&self, purpose: &str) -> Hmac<Sha256> {
+        let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(&self.settings.auth_secret)
+            .expect("HMAC takes any key length");
+        mac.update(b"occ-native-admin\0");
+        mac.update(purpose.as_bytes());
+        mac.update(b"\0");
+        mac
+    }
+
+    fn sign(&self, grant: &Grant) -> String {
+        let body = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .encode(serde_json::to_vec(grant).unwrap_or_default());
+        let mut mac = self.mac("grant");
+        mac.update(body.as_bytes());
+        let tag =
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes());
+        format!("{body}.{tag}")
+    }
+
+    /// The grant a signed value carries, if the signature holds, it is of `kind` and unexpired.
+    fn verify(&self, value: &str, kind: &str) -> Option<Grant> {
+        if value.len() > 2048 {
+            return None;
+        }
+        let (body, tag) = value.split_once('.')?;
+        let tag = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(tag)
+            .ok()?;
+        let mut mac = self.mac("grant");
+        mac.update(body.as_bytes());
+        mac.verify_slice(&tag).ok()?;
+        let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(body)
+            .ok()?;
+        let grant: Grant = serde_json::from_slice(&bytes).ok()?;
+        (grant.k == kind && grant.exp > Timestamp::now().unix_millis()).then_some(grant)
+    }
+
+    /// Whether the caller may open the Agent's Control UI: Agent `use` on the exact Agent (for
+    /// people, `administer` stands in), people only.
+    async fn admit_person(
+        &self,
+        req: &Request,
+        ns: &NamespaceId,
+        id: &AgentId,
+        audit_action: &str,
+    ) -> Result<Agent, Error> {
+        if req.caller.method != AuthMethod::Session {
+            return Err(Error::new(
+                ErrorCode::Forbidden,
+                "The Control UI needs a signed-in console session; service API keys cannot open it",
+            ));
+        }
+        let target = ResourceRef::exact(ResourceKind::Agent, ns, id);
+        let (mut tx, _) = self
+            .read_authorized_either(
+                req,
+                [Action::Use, Action::Administer],
+                &target,
+                audit_action,
+            )
+            .await?;
+        found(tx.agent_get(ns, id).await?)
+    }
+
+    /// The status of an Agent's Control UI (`GET …/agents/{agt}/native-admin`).
+    pub async fn native_admin(
+        &self,
+        req: &Request,
+        ns: &NamespaceId,
+        id: &AgentId,
+    ) -> Result<NativeAdminView, Error> {
+        Ok(self.status_of(req, ns, id, READ_ACTION).await?.0)
+    }
+
+    async fn status_of(
+        &self,
+        req: &Request,
+        ns: &NamespaceId,
+        id: &AgentId,
+        audit_action: &str,
+    ) -> Result<(NativeAdminView, Agent), Error> {
+        let agent = self.admit_person(req, ns, id, audit_action).await?;
+        let view = |status, target| NativeAdminView { status, target };
+        let Some(settings) = &self.native_admin else {
+            return Ok((view(NativeAdminStatus::Disabled, None), agent));
+        };
+        let Some(revision_id) = agent.active_revision_id.clone() else {
+            let status = match agent.desired_runtime_state {
+                DesiredRuntimeState::Stopped => NativeAdminStatus::Stopped,
+                DesiredRuntimeState::Running => NativeAdminStatus::Unavailable,
+            };
+            return Ok((view(status, None), agent));
+        };
+        let host = self.agent_host(settings, ns, id);
+        let origin = settings.origin_of(&host);
+        let mut target = NativeAdminTarget {
+            host,
+            origin,
+            active_revision_id: revision_id.clone(),
+            url: None,
+        };
+        if agent.desired_runtime_state == DesiredRuntimeState::Stopped {
+            return Ok((view(NativeAdminStatus::Stopped, Some(target)), agent));
+        }
+        let status = if self.revision_serves_ui(ns, id, &revision_id).await? {
+            target.url = Some(format!("{}/", target.origin));
+            NativeAdminStatus::Available
+        } else {
+            NativeAdminStatus::Unsupported
+        };
+        Ok((view(status, Some(target)), agent))
+    }
+
+    /// Whether a revision opts into the Control UI (and asks for nothing occ refuses to proxy)
+    /// and the Compute Driver gives occ a way to its gateway.
+    async fn revision_serves_ui(
+        &self,
+        ns: &NamespaceId,
+        id: &AgentId,
+        revision_id: &RevisionId,
+    ) -> Result<bool, Error> {
+        if self.runtime.is_none() {
+            return Ok(false);
+        }
+        let mut tx = self.store.begin_read().await?;
+        let Some(revision) = tx.revision_get(ns, id, revision_id).await? else {
+            return Ok(false);
+        };
+        let doc = &revision.spec.configuration;
+        Ok(control_ui::enabled(doc) && control_ui::unsupported_reason(doc).is_none())
+    }
+
+    /// The console's launch: checks the session and the Agent behind `host`, and answers the
+    /// Agent origin's callback URL with a one-time ticket.
+    pub async fn native_admin_launch(&self, req: &Request, host: &str) -> Result<String, Error> {
+        let settings = self
+            .native_admin
+            .as_ref()
+            .ok_or_else(|| Error::new(ErrorCode::NotFound, "The Control UI is not offered"))?;
+        let session_id = req.caller.session_id.clone().ok_or_else(|| {
+            Error::new(
+                ErrorCode::Forbidden,
+                "The Control UI needs a signed-in console session; service API keys cannot open it",
+            )
+        })?;
+        let (ns, id) = self.agent_behind(settings, host).await?;
+        let view = self.native_admin(req, &ns, &id).await?;
+        let target = match (view.status, view.target) {
+            (NativeAdminStatus::Available, Some(target)) => target,
+            (status, _) => {
+                return Err(Error::new(
+                    ErrorCode::DependencyUnavailable,
+                    format!(
+                        "The Agent's Control UI is {}; open it again from the Agent's page",
+                        serde_json::to_value(status)
+                            .ok()
+                            .and_then(|v| v.as_str().map(str::to_owned))
+                            .unwrap_or_default()
+                    ),
+                ));
+            }
+        };
+        let ticket = self.sign(&Grant {
+            k: "ticket".into(),
+            sid: session_id,
+            ns,
+            agt: id,
+            host: target.host.clone(),
+            rev: target.active_revision_id,
+            exp: Timestamp::now().plus(TICKET_TTL).unix_millis(),
+            n: crate::auth::random_token(),
+        });
+        Ok(format!("{}{CALLBACK_PATH}?ticket={ticket}", target.origin))
+    }
+
+    /// The Agent behind an `agent-…` host, found by re-deriving hosts (nothing maps hosts to
+    /// Agents; unknown hosts are 404).
+    async fn agent_behind(
+        &self,
+        settings: &NativeAdminSettings,
+        host: &str,
+    ) -> Result<(NamespaceId, AgentId), Error> {
+        let mut tx = self.store.begin_read().await?;
+        for namespace in tx.namespace_list().await? {
+            for agent in tx.agent_list(&namespace.id).await? {
+                if self.agent_host(settings, &agent.namespace_id, &agent.id) == host {
+                    return Ok((agent.namespace_id, agent.id));
+                }
+            }
+        }
+        Err(Error::new(
+            ErrorCode::NotFound,
+            "No Agent is served at this host",
+        ))
+    }
+
+    /// Exchanges a launch ticket presented at `host` for the origin's pass (once).
+    pub async fn native_admin_redeem(
+        &self,
+        host: &str,
+        ticket: &str,
+    ) -> Result<AgentPass, ProxyRefusal> {
+        let grant = self
+            .verify(ticket, "ticket")
+            .filter(|g| g.host == host)
+            .ok_or(ProxyRefusal::SessionInvalid)?;
+        if !self.redeemed_tickets.first_use(&grant.n, grant.exp) {
+            return Err(ProxyRefusal::SessionInvalid);
+        }
+        let mut tx = self
+            .store
+            .begin_read()
+            .await
+            .map_err(|_| ProxyRefusal::DependencyFailure)?;
+        let (session, _) = tx
+            .session_by_id(&grant.sid, Timestamp::now())
+            .await
+            .map_err(|_| ProxyRefusal::DependencyFailure)?
+            .ok_or(ProxyRefusal::SessionInvalid)?;
+        drop(tx);
+        let now = Timestamp::now().unix_millis();
+        let exp = session.expires_at.unix_millis();
+        let pass = self.sign(&Grant {
+            k: "pass".into(),
+            n: String::new(),
+            exp,
+            ..grant
+        });
+        Ok(AgentPass {
+            value: pass,
+            max_age: u64::try_from((exp - now) / 1000).unwrap_or(0),
+        })
+    }
+
+    /// Admits one proxied request (or socket, or a socket's lease) at `host` with the pass it
+    /// carried: the pass, its live session, Agent `use`, the Agent serving the pass's revision
+    /// with the Control UI, and the gateway's address. A denial of `use` is audited by the
+    /// authorization choke point.
+    pub async fn native_admin_admit(
+        &self,
+        host: &str,
+        pass: Option<&str>,
+        request_id: RequestId,
+    ) -> Result<ProxyAdmission, ProxyRefusal> {
+        let settings = self.native_admin.as_ref().ok_or(ProxyRefusal::Disabled)?;
+        let grant = pass
+            .and_then(|p| self.verify(p, "pass"))
+            .filter(|g| g.host == host && self.agent_host(settings, &g.ns, &g.agt) == host)
+            .ok_or(ProxyRefusal::SessionInvalid)?;
+        let authenticated = self
+            .authenticate_session_id(&grant.sid)
+            .await
+            .map_err(|_| ProxyRefusal::DependencyFailure)?
+            .ok_or(ProxyRefusal::SessionInvalid)?;
+        let request = authenticated.request(request_id);
+        let (view, agent) = match self
+            .status_of(&request, &grant.ns, &grant.agt, PROXY_ACTION)
+            .await
+        {
+            Ok(found) => found,
+            Err(e) => {
+                return Err(match e.code() {
+                    ErrorCode::Forbidden => ProxyRefusal::AuthorizationDenied,
+                    ErrorCode::NotFound => ProxyRefusal::AgentUnavailable,
+                    _ => ProxyRefusal::DependencyFailure,
+                });
+            }
+        };
+        match (view.status, view.target) {
+            (NativeAdminStatus::Available, Some(target))
+                if target.active_revision_id == grant.rev => {}
+            (NativeAdminStatus::Available, Some(_)) => return Err(ProxyRefusal::RevisionChanged),
+            (NativeAdminStatus::Disabled | NativeAdminStatus::Unsupported, _) => {
+                return Err(ProxyRefusal::Disabled);
+            }
+            _ => return Err(ProxyRefusal::AgentUnavailable),
+        }
+        let compute = self.runtime.as_ref().ok_or(ProxyRefusal::Disabled)?;
+        let target = crate::chat::target_of(&agent);
+        let access =
+            match tokio::time::timeout(LEASE_TIMEOUT, compute.gateway_access(&target)).await {
+                Err(_) => return Err(ProxyRefusal::DependencyTimeout),
+                Ok(Err(_)) => return Err(ProxyRefusal::DependencyFailure),
+                Ok(Ok(None)) => return Err(ProxyRefusal::AgentUnavailable),
+                Ok(Ok(Some(access))) => access,
+            };
+        Ok(ProxyAdmission {
+            namespace_id: grant.ns,
+            agent_id: grant.agt,
+            revision_id: grant.rev,
+            host: grant.host,
+            session_id: grant.sid,
+            gateway_url: access.url,
+            request,
+        })
+    }
+
+    /// Audits an opened Control UI socket.
+    pub async fn native_admin_socket_opened(
+        &self,
+        admission: &ProxyAdmission,
+        connection_id: &str,
+    ) -> Result<(), Error> {
+        self.socket_audit(admission, connection_id, SOCKET_CONNECT_ACTION, None)
+            .await
+    }
+
+    /// Audits a closed Control UI socket and why it closed.
+    pub async fn native_admin_socket_closed(
+        &self,
+        admission: &ProxyAdmission,
+        connection_id: &str,
+        reason: &str,
+    ) -> Result<(), Error> {
+        self.socket_audit(admission, connection_id, SOCKET_CLOSE_ACTION, Some(reason))
+            .await
+    }
+
+    async fn socket_audit(
+        &self,
+        admission: &ProxyAdmission,
+        connection_id: &str,
+        action: &str,
+        reason: Option<&str>,
+    ) -> Result<(), Error> {
+        let target = ResourceRef::exact(
+            ResourceKind::Agent,
+            &admission.namespace_id,
+            &admission.agent_id,
+        );
+        let mut details = serde_json::json!({
+            "event": if reason.is_some() { "close" } else { "connect" },
+            "connectionId": connection_id,
+            "revisionId": admission.revision_id.as_str(),
+            "runtimeRole": control_ui::RUNTIME_ROLE,
+            "host": admission.host,
+        });
+        if let Some(reason) = reason {
+            details["closeReason"] = reason.into();
+        }
+        let event = self
+            .event(
+                &admission.request,
+                AuditKind::Mutation,
+                action,
+                &target,
+                AuditOutcome::Success,
+            )
+            .detail("nativeAdmin", details);
+        audit_in_own_transaction(&self.store, &event)
+            .await
+            .map_err(|e| Error::unavailable(format!("audit: {e}")))
+    }
+}
