@@ -508,7 +508,11 @@ async fn relay(
     };
     let mut ends = state.controller.session_ends();
     let lease = async {
-        let mut tick = tokio::time::interval(LEASE_INTERVAL);
+        let interval = state
+            .controller
+            .native_admin_settings()
+            .map_or(LEASE_INTERVAL, NativeAdminSettings::lease_interval);
+        let mut tick = tokio::time::interval(interval);
         tick.tick().await;
         loop {
             tokio::select! {

@@ -65,6 +65,8 @@ pub struct NativeAdminSettings {
     port: Option<u16>,
     /// The console's origin (where launches happen).
     console_origin: String,
+    /// How often open sockets are re-admitted.
+    lease_interval: Duration,
 }
 
 impl NativeAdminSettings {
@@ -101,7 +103,19 @@ impl NativeAdminSettings {
             domain,
             port,
             console_origin: public_origin.trim_end_matches('/').to_owned(),
+            lease_interval: LEASE_INTERVAL,
         })
+    }
+
+    /// Re-admits open sockets every `interval` instead (tests).
+    pub fn with_lease_interval(mut self, interval: Duration) -> Self {
+        self.lease_interval = interval;
+        self
+    }
+
+    /// How often open sockets are re-admitted.
+    pub fn lease_interval(&self) -> Duration {
+        self.lease_interval
     }
 
     /// The origin serving `host`.

@@ -140,6 +140,8 @@ pub struct TestAppOptions {
     /// The Backend's ServiceAccount Driver (none: accounts are native, issuing credentials
     /// answers 503).
     pub accounts: Option<Arc<dyn occ_drivers::service_account::AccountDriver>>,
+    /// Offers Agents' Control UIs at Agent origins.
+    pub native_admin: Option<occ_controller::native_admin::NativeAdminSettings>,
 }
 
 impl TestApp {
@@ -230,6 +232,14 @@ impl TestApp {
                 Arc::into_inner(controller)
                     .expect("not shared yet")
                     .with_runtime_access(compute),
+            ),
+            None => controller,
+        };
+        let controller = match options.native_admin {
+            Some(settings) => Arc::new(
+                Arc::into_inner(controller)
+                    .expect("not shared yet")
+                    .with_native_admin(settings),
             ),
             None => controller,
         };

@@ -92,6 +92,8 @@ pub struct FakeCompute {
     output: Mutex<HashMap<RevisionId, FakeOutput>>,
     /// Exit reports, when it claims to make them.
     exits: Option<broadcast::Sender<GatewayExit>>,
+    /// What [`Compute::gateway_access`] answers for a serving Agent.
+    gateway_url: Mutex<String>,
 }
 
 impl Default for FakeCompute {
@@ -116,7 +118,13 @@ impl FakeCompute {
             script: Mutex::new(HashMap::new()),
             output: Mutex::new(HashMap::new()),
             exits: None,
+            gateway_url: Mutex::new("ws://127.0.0.1:9/".into()),
         }
+    }
+
+    /// Points [`Compute::gateway_access`] at `url` (a test's stand-in gateway).
+    pub fn set_gateway_url(&self, url: &str) {
+        *self.gateway_url.lock().expect("lock") = url.to_owned();
     }
 
     /// Appends lines to the revision's output ([`Compute::read_logs`]).
@@ -441,8 +449,9 @@ impl Compute for FakeCompute {
         &self,
         agent: &AgentTarget,
     ) -> Result<Option<GatewayAccess>, ComputeError> {
+        let url = self.gateway_url.lock().expect("lock").clone();
         Ok(self.serving(&agent.agent_id).map(|_| GatewayAccess {
-            url: "ws://127.0.0.1:9/".into(),
+            url,
             token: SecretText::new("fake".into()),
         }))
     }

@@ -5,7 +5,7 @@
 use axum::extract::{Query, State};
 use axum::response::{IntoResponse, Redirect, Response};
 use http::StatusCode;
-use occ_core::{Error, ErrorCode};
+use occ_core::ErrorCode;
 use serde::Deserialize;
 
 use crate::envelope::ok;
@@ -22,18 +22,17 @@ use crate::views::NativeAdminStatusView;
 /// session and Agent `use` (or `administer`); service keys get 403.
 #[utoipa::path(get, path = "/namespaces/{namespaceId}/agents/{agentId}/native-admin", operation_id = "getAgentNativeAdmin", tag = "Agents",
     params(("namespaceId" = String, Path), ("agentId" = String, Path)),
-    responses((status = 200, body = Data<NativeAdminStatusView>), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+    responses((status = 200, body = Data<NativeAdminStatusView>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn get_agent_native_admin(
     State(s): State<AppState>,
     p: Params,
     ctx: Ctx,
 ) -> Result<impl IntoResponse, ApiError> {
-    // The reference takes free strings here: an id that cannot exist names no Agent (404).
-    let (Ok(ns), Ok(agent)) = (p.ns(), p.agent()) else {
-        return Err(Error::not_found().into());
-    };
-    let view = s.controller.native_admin(&ctx.req, ns, agent).await?;
+    let view = s
+        .controller
+        .native_admin(&ctx.req, p.ns()?, p.agent()?)
+        .await?;
     Ok(ok(NativeAdminStatusView::from(view)))
 }
 

@@ -514,6 +514,15 @@ fn rows() -> Vec<Row> {
             body: |_| Some(json!({"message": "hello"})),
             expect: [401, 403, 403, 403, 403, 403],
         },
+        // The Control UI is for people: every key is refused, whatever it holds (the
+        // native-admin tests cover who may).
+        Row {
+            op: "getAgentNativeAdmin",
+            method: Method::GET,
+            path: |f| format!("/namespaces/{}/agents/{}/native-admin", f.ns, f.agt),
+            body: none,
+            expect: [401, 403, 403, 403, 403, 403],
+        },
         Row {
             op: "getWorkspaceDefaults",
             method: Method::GET,

@@ -12,6 +12,7 @@ mod console;
 mod deploy;
 mod framing;
 mod kubernetes;
+mod native_admin;
 mod redeploy;
 mod resources;
 mod runtime;

@@ -1,0 +1,554 @@
+//! The native Control UI routes with the Compute test double (the real gateway behind the proxy
+//! is proven in the `occ` crate's `native_admin` test): every status of
+//! `GET …/native-admin` and its shape, who may ask (people with `use`; never keys), the launch
+//! ticket and the Agent origin's pass (one-time, bound to its host, forged or foreign passes
+//! refused, an unreachable gateway answered 503), and an open socket closed by its lease once
+//! the person's `use` is revoked — audited with the reason.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use futures::StreamExt;
+use http::{Method, Request, StatusCode};
+use occ_controller::native_admin::NativeAdminSettings;
+use occ_core::authz::{Action, Permission, ResourceKind};
+use occ_core::{AgentId, IamId, RevisionId};
+use occ_store::audit::AuditFilter;
+use occ_testkit::app::{Credential, ORIGIN, TestApp, TestAppOptions};
+use occ_testkit::compute::FakeCompute;
+use serde_json::{Value, json};
+
+use crate::common::{agent, expect};
+
+const PASSWORD: &str = "a long enough password";
+
+struct F {
+    app: TestApp,
+    compute: Arc<FakeCompute>,
+    ns: String,
+}
+
+async fn fixture(offered: bool) -> F {
+    let compute = Arc::new(FakeCompute::new());
+    let app = TestApp::with(
+        occ_store::Backend::Sqlite,
+        TestAppOptions {
+            runtime: Some(compute.clone()),
+            native_admin: offered.then(|| {
+                NativeAdminSettings::new(ORIGIN, "localhost")
+                    .expect("settings")
+                    .with_lease_interval(Duration::from_millis(300))
+            }),
+            ..TestAppOptions::default()
+        },
+    )
+    .await;
+    let ns = app.default_ns.to_string();
+    F { app, compute, ns }
+}
+
+impl F {
+    /// An Agent whose Configuration is `values`; deployed (and serving) when `deploy`.
+    async fn agent(&self, name: &str, values: Value, deploy: bool) -> (String, Option<String>) {
+        let admin = self.app.admin();
+        let cfg = expect(
+            self.app
+                .call(
+                    Method::POST,
+                    &format!("/namespaces/{}/configurations", self.ns),
+                    &admin,
+                    Some(json!({"kind": "agent", "values": values})),
+                )
+                .await,
+            StatusCode::CREATED,
+        )
+        .created_id();
+        let agt = agent(&self.app, &self.ns, &cfg, name, &admin).await;
+        if !deploy {
+            return (agt, None);
+        }
+        let rev = expect(
+            self.app
+                .call(
+                    Method::POST,
+                    &format!("/namespaces/{}/agents/{agt}/deploy", self.ns),
+                    &admin,
+                    None,
+                )
+                .await,
+            StatusCode::ACCEPTED,
+        )
+        .data()["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let (a, r): (AgentId, RevisionId) = (agt.parse().unwrap(), rev.parse().unwrap());
+        self.app.activate(&a, &r).await;
+        self.compute.assume_serving(&a, &r);
+        (agt, Some(rev))
+    }
+
+    async fn status(&self, agt: &str, who: &Credential) -> occ_testkit::app::Reply {
+        self.app
+            .call(
+                Method::GET,
+                &format!("/namespaces/{}/agents/{agt}/native-admin", self.ns),
+                who,
+                None,
+            )
+            .await
+    }
+
+    /// A person (account and session) and their principal.
+    async fn person(&self, email: &str) -> (IamId, Credential) {
+        let admin = self.app.admin_session().await;
+        let account = expect(
+            self.app
+                .call(
+                    Method::POST,
+                    "/api/auth/accounts",
+                    &admin,
+                    Some(json!({"email": email, "password": PASSWORD})),
+                )
+                .await,
+            StatusCode::CREATED,
+        );
+        let principal: IamId = account.data()["principalId"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let reply = self
+            .app
+            .call(
+                Method::POST,
+                "/api/auth/sign-in/email",
+                &Credential::Anonymous,
+                Some(json!({"email": email, "password": PASSWORD})),
+            )
+            .await;
+        let cookie = reply.headers["set-cookie"].to_str().unwrap();
+        let token = cookie
+            .split(';')
+            .next()
+            .and_then(|kv| kv.split_once('='))
+            .map(|(_, v)| v.to_owned())
+            .unwrap();
+        (principal, Credential::Session(token))
+    }
+
+    /// A browser request to `uri` with `Host: host` and these cookies.
+    async fn browse(&self, host: &str, uri: &str, cookie: Option<&str>) -> occ_testkit::app::Reply {
+        let mut request = Request::builder()
+            .method(Method::GET)
+            .uri(uri)
+            .header("host", host);
+        if let Some(cookie) = cookie {
+            request = request.header("cookie", cookie);
+        }
+        self.app.send(request.body(Body::empty()).unwrap()).await
+    }
+}
+
+fn ui_enabled() -> Value {
+    json!({"gateway": {"controlUi": {"enabled": true}}})
+}
+
+fn location(reply: &occ_testkit::app::Reply) -> String {
+    reply.headers["location"].to_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn each_status_says_what_a_person_can_do() {
+    let f = fixture(true).await;
+    let admin = f.app.admin_session().await;
+
+    let (never, _) = f.agent("never-deployed", ui_enabled(), false).await;
+    let r = expect(f.status(&never, &admin).await, StatusCode::OK);
+    assert_eq!(r.body["data"], json!({"status": "stopped"}));
+
+    let (ui, rev) = f.agent("with-ui", ui_enabled(), true).await;
+    let r = expect(f.status(&ui, &admin).await, StatusCode::OK);
+    let data = r.data();
+    assert_eq!(data["status"], "available");
+    let host = data["host"].as_str().unwrap();
+    assert!(
+        host.starts_with("agent-") && host.ends_with(".localhost"),
+        "{host}"
+    );
+    assert_eq!(host.len(), "agent-".len() + 32 + ".localhost".len());
+    assert_eq!(data["origin"], format!("http://{host}:3000"));
+    assert_eq!(data["url"], format!("http://{host}:3000/"));
+    assert_eq!(data["activeRevisionId"], json!(rev.unwrap()));
+    // Stable, and distinct per Agent.
+    let again = expect(f.status(&ui, &admin).await, StatusCode::OK);
+    assert_eq!(again.data()["host"], data["host"]);
+
+    let (plain, _) = f.agent("no-ui", json!({}), true).await;
+    let r = expect(f.status(&plain, &admin).await, StatusCode::OK);
+    assert_eq!(r.data()["status"], "unsupported");
+    assert!(r.data()["host"].is_string() && r.data()["url"].is_null());
+    assert_ne!(r.data()["host"], data["host"]);
+
+    let (risky, _) = f
+        .agent(
+            "risky-ui",
+            json!({"gateway": {"controlUi": {"enabled": true, "dangerouslyDisableDeviceAuth": true}}}),
+            true,
+        )
+        .await;
+    let r = expect(f.status(&risky, &admin).await, StatusCode::OK);
+    assert_eq!(r.data()["status"], "unsupported");
+
+    // Desired running, nothing serving yet.
+    let (pending, _) = f.agent("pending", ui_enabled(), false).await;
+    expect(
+        f.app
+            .call(
+                Method::POST,
+                &format!("/namespaces/{}/agents/{pending}/deploy", f.ns),
+                &f.app.admin(),
+                None,
+            )
+            .await,
+        StatusCode::ACCEPTED,
+    );
+    let r = expect(f.status(&pending, &admin).await, StatusCode::OK);
+    assert_eq!(r.body["data"], json!({"status": "unavailable"}));
+
+    // Stopped while a revision is still active: stopped, with where it would be.
+    expect(
+        f.app
+            .call(
+                Method::POST,
+                &format!("/namespaces/{}/agents/{ui}/stop", f.ns),
+                &f.app.admin(),
+                None,
+            )
+            .await,
+        StatusCode::ACCEPTED,
+    );
+    let r = expect(f.status(&ui, &admin).await, StatusCode::OK);
+    assert_eq!(r.data()["status"], "stopped");
+    assert_eq!(r.data()["host"], data["host"]);
+    assert!(r.data()["url"].is_null());
+
+    // Not offered by this installation: disabled, nothing else.
+    let off = fixture(false).await;
+    let (agt, _) = off.agent("with-ui", ui_enabled(), true).await;
+    let admin = off.app.admin_session().await;
+    let r = expect(off.status(&agt, &admin).await, StatusCode::OK);
+    assert_eq!(r.body["data"], json!({"status": "disabled"}));
+}
+
+#[tokio::test]
+async fn only_people_who_may_use_the_agent_ask() {
+    let f = fixture(true).await;
+    let (agt, _) = f.agent("with-ui", ui_enabled(), true).await;
+    expect(
+        f.status(&agt, &Credential::Anonymous).await,
+        StatusCode::UNAUTHORIZED,
+    );
+    // Keys never open it, not even the administrator's.
+    let r = expect(f.status(&agt, &f.app.admin()).await, StatusCode::FORBIDDEN);
+    assert!(
+        r.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("session")
+    );
+    // A person without `use` is refused and the denial is audited.
+    let (bob, bob_session) = f.person("bob@example.com").await;
+    expect(f.status(&agt, &bob_session).await, StatusCode::FORBIDDEN);
+    let denials = f
+        .app
+        .store
+        .begin_read()
+        .await
+        .unwrap()
+        .audit_list(&AuditFilter::default())
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.action == "openclaw.agents.native_admin.read" && e.actor_id == bob.as_str())
+        .count();
+    assert_eq!(denials, 1);
+    // With `use` on this Agent they may.
+    f.app
+        .grant(
+            &bob,
+            &[Permission::new(Action::Use, ResourceKind::Agent)],
+            &f.app.default_ns,
+            Some((ResourceKind::Agent, agt.clone())),
+        )
+        .await;
+    let r = expect(f.status(&agt, &bob_session).await, StatusCode::OK);
+    assert_eq!(r.data()["status"], "available");
+    // An unknown Agent is 404 for someone who may look; an impossible id is refused first.
+    let admin = f.app.admin_session().await;
+    let missing = AgentId::generate();
+    expect(
+        f.status(missing.as_str(), &admin).await,
+        StatusCode::NOT_FOUND,
+    );
+    expect(f.status("not-an-id", &admin).await, StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test]
+async fn a_launch_ticket_opens_one_agent_origin_once() {
+    let f = fixture(true).await;
+    let (agt, _) = f.agent("with-ui", ui_enabled(), true).await;
+    let Credential::Session(token) = f.app.admin_session().await else {
+        unreachable!()
+    };
+    let session_cookie = format!("openclaw_occ.session_token={token}");
+    let status = expect(
+        f.status(&agt, &Credential::Session(token.clone())).await,
+        StatusCode::OK,
+    );
+    let host = status.data()["host"].as_str().unwrap().to_owned();
+    let authority = format!("{host}:3000");
+
+    // No pass: a navigation goes to the console's launch.
+    let r = f.browse(&authority, "/", None).await;
+    assert!(r.status.is_redirection(), "{}", r.status);
+    let launch = location(&r);
+    assert_eq!(
+        launch,
+        format!("{ORIGIN}/__occ/native-admin/launch?host={host}")
+    );
+    let launch_path = launch.trim_start_matches(ORIGIN).to_owned();
+    // The launch needs the console session.
+    let r = f.browse("127.0.0.1:3000", &launch_path, None).await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    let r = f
+        .browse(
+            "127.0.0.1:3000",
+            "/__occ/native-admin/launch?host=agent-0123456789abcdef0123456789abcdef.localhost",
+            Some(&session_cookie),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    let r = f
+        .browse("127.0.0.1:3000", &launch_path, Some(&session_cookie))
+        .await;
+    assert!(r.status.is_redirection(), "{}", r.status);
+    let callback = location(&r);
+    let prefix = format!("http://{authority}/__occ/native-admin/callback?ticket=");
+    assert!(callback.starts_with(&prefix), "{callback}");
+    let callback_path = callback
+        .trim_start_matches(&format!("http://{authority}"))
+        .to_owned();
+    // The ticket is for this origin only.
+    let other = "agent-0123456789abcdef0123456789abcdef.localhost:3000";
+    let r = f.browse(other, &callback_path, None).await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    let r = f.browse(&authority, &callback_path, None).await;
+    assert!(r.status.is_redirection(), "{}", r.status);
+    let set_cookie = r.headers["set-cookie"].to_str().unwrap().to_owned();
+    let pass = set_cookie.split(';').next().unwrap().to_owned();
+    assert!(pass.starts_with("occ_native_admin="), "{set_cookie}");
+    // Once.
+    let r = f.browse(&authority, &callback_path, None).await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+
+    // With the pass the request is admitted; this double's gateway is unreachable: 503.
+    let r = f.browse(&authority, "/", Some(&pass)).await;
+    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{}", r.text);
+    assert!(r.text.contains("unavailable"), "{}", r.text);
+    // occ's own paths on the origin are never proxied.
+    let r = f.browse(&authority, "/__occ/anything", Some(&pass)).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    // A forged pass, or this pass on another Agent origin, is no pass.
+    let forged = format!("{pass}x");
+    let r = f.browse(&authority, "/", Some(&forged)).await;
+    assert!(r.status.is_redirection());
+    let r = f.browse(other, "/", Some(&pass)).await;
+    assert!(r.status.is_redirection());
+    // The console's own session cookie is not a pass.
+    let r = f.browse(&authority, "/", Some(&session_cookie)).await;
+    assert!(r.status.is_redirection());
+    // A write without the Agent's origin is refused before anything is proxied.
+    let r = f
+        .app
+        .send(
+            Request::builder()
+                .method(Method::POST)
+                .uri("/")
+                .header("host", &authority)
+                .header("cookie", &pass)
+                .header("origin", ORIGIN)
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    // The API still answers on the console's host, not on Agent origins.
+    let r = f.browse(&authority, "/openapi.json", Some(&pass)).await;
+    assert_ne!(r.status, StatusCode::OK);
+    // Signing out ends the pass.
+    expect(
+        f.app
+            .call(
+                Method::POST,
+                "/api/auth/sign-out",
+                &Credential::Session(token),
+                None,
+            )
+            .await,
+        StatusCode::OK,
+    );
+    let r = f.browse(&authority, "/", Some(&pass)).await;
+    assert!(r.status.is_redirection());
+}
+
+#[tokio::test]
+async fn an_open_socket_closes_when_use_is_revoked() {
+    let f = fixture(true).await;
+    let (agt, _) = f.agent("with-ui", ui_enabled(), true).await;
+    // The stand-in gateway accepts the socket and keeps it open.
+    let upstream = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    f.compute
+        .set_gateway_url(&format!("ws://{}", upstream.local_addr().unwrap()));
+    let gateway = tokio::spawn(async move {
+        while let Ok((stream, _)) = upstream.accept().await {
+            tokio::spawn(async move {
+                let Ok(mut ws) = tokio_tungstenite::accept_async(stream).await else {
+                    return;
+                };
+                let _ = futures::SinkExt::send(
+                    &mut ws,
+                    tokio_tungstenite::tungstenite::Message::text(
+                        "{\"event\":\"connect.challenge\"}",
+                    ),
+                )
+                .await;
+                while let Some(Ok(_)) = ws.next().await {}
+            });
+        }
+    });
+    let (carol, session) = f.person("carol@example.com").await;
+    let binding = {
+        f.app
+            .grant(
+                &carol,
+                &[Permission::new(Action::Use, ResourceKind::Agent)],
+                &f.app.default_ns,
+                Some((ResourceKind::Agent, agt.clone())),
+            )
+            .await;
+        let mut tx = f.app.store.begin_read().await.unwrap();
+        tx.binding_list(&f.app.default_ns)
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|b| b.subject_id == carol)
+            .expect("carol's binding")
+            .id
+    };
+    let Credential::Session(token) = &session else {
+        unreachable!()
+    };
+    let session_cookie = format!("openclaw_occ.session_token={token}");
+    let host = expect(f.status(&agt, &session).await, StatusCode::OK).data()["host"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // Serve the router for real: WebSocket upgrades need a connection.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let router = f.app.router.clone();
+    let server = tokio::spawn(async move { axum::serve(listener, router).await });
+    let authority = format!("{host}:3000");
+    let launch = f
+        .browse(
+            "127.0.0.1:3000",
+            &format!("/__occ/native-admin/launch?host={host}"),
+            Some(&session_cookie),
+        )
+        .await;
+    let callback = location(&launch).replace(&format!("http://{authority}"), "");
+    let r = f.browse(&authority, &callback, None).await;
+    let pass = r.headers["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+
+    let mut request =
+        tokio_tungstenite::tungstenite::client::IntoClientRequest::into_client_request(format!(
+            "ws://{authority}/"
+        ))
+        .unwrap();
+    request
+        .headers_mut()
+        .insert("cookie", pass.parse().unwrap());
+    request
+        .headers_mut()
+        .insert("origin", format!("http://{authority}").parse().unwrap());
+    let stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    let (mut ws, _) = tokio_tungstenite::client_async(request, stream)
+        .await
+        .expect("socket through occ");
+    // The stand-in speaks first: the proxy relays it.
+    let first = tokio::time::timeout(Duration::from_secs(5), ws.next()).await;
+    assert!(matches!(first, Ok(Some(Ok(_)))), "{first:?}");
+
+    // Revoke: the next lease closes the socket.
+    let mut tx = occ_testkit::begin_setup(&f.app.store).await;
+    tx.binding_delete(&binding).await.unwrap();
+    tx.commit().await.unwrap();
+    let closed = tokio::time::timeout(Duration::from_secs(5), async {
+        while let Some(Ok(_)) = ws.next().await {}
+    })
+    .await;
+    assert!(closed.is_ok(), "the socket stayed open after revocation");
+    let events = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            let events: Vec<_> = f
+                .app
+                .store
+                .begin_read()
+                .await
+                .unwrap()
+                .audit_list(&AuditFilter::default())
+                .await
+                .unwrap()
+                .into_iter()
+                .filter(|e| {
+                    e.action
+                        .starts_with("openclaw.agents.native_admin.websocket.")
+                })
+                .collect();
+            if events.len() == 2 {
+                return events;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("open and close audited");
+    let close = events
+        .iter()
+        .find(|e| e.action.ends_with(".close"))
+        .expect("close");
+    assert_eq!(close.actor_id, carol.as_str());
+    let details = serde_json::to_value(&close.details).unwrap();
+    assert_eq!(
+        details["nativeAdmin"]["closeReason"], "authorization_denied",
+        "{details}"
+    );
+    assert!(
+        details["nativeAdmin"]["connectionId"]
+            .as_str()
+            .unwrap()
+            .starts_with("naws_")
+    );
+    server.abort();
+    gateway.abort();
+}
