@@ -138,6 +138,7 @@ test('the web console, end to end', { timeout: 15 * 60_000 }, async (t) => {
   let ns;
   let agentId;
   let agentUrl;
+  let talker = null;
 
   let failed = null;
   /** A step: on failure, a screenshot and the page's alert for the log; later steps are skipped. */
@@ -803,6 +804,8 @@ test('the web console, end to end', { timeout: 15 * 60_000 }, async (t) => {
       const cfg = (await pageApi(page, 'POST', `/namespaces/${ns}/configurations`, {
         kind: 'agent',
         values: {
+          // its native Control UI is opened through occ below (the gateway runs in trusted-proxy mode)
+          gateway: { controlUi: { enabled: true } },
           agents: { defaults: { model: { primary: 'fake/fake-model' } } },
           models: { providers: { fake: { baseUrl: model.url, api: 'openai-completions', apiKey: '${FAKE_API_KEY}',
             models: [{ id: 'fake-model', name: 'Fake model' }] } } },
@@ -839,17 +842,75 @@ test('the web console, end to end', { timeout: 15 * 60_000 }, async (t) => {
       await shot(page, 'agent-try-it', { fullPage: true });
       await page.click('#chat-new');
       assert.equal(await page.locator('#chat-log li').count(), 0);
-      // cleaned up: the Agent (stopped and deleted) and what it used
-      assert.ok((await pageApi(page, 'DELETE', `/namespaces/${ns}/agents/${agent.id}`)).status < 300);
+      talker = agent;
     } finally {
       model.close();
     }
   });
 
-  await step('sign out', async () => {
+  let controlUi = null;
+  await step('the Agent\'s native Control UI opens through occ at its own origin and connects its WebSocket', async () => {
+    const status = (await pageApi(page, 'GET', `/namespaces/${ns}/agents/${talker.id}/native-admin`)).body.data;
+    assert.equal(status.status, 'available');
+    assert.match(status.host, /^agent-[0-9a-f]{32}\.localhost$/);
+    const link = page.locator('#open-control-ui');
+    await link.waitFor();
+    assert.equal(await link.getAttribute('href'), status.url);
+    assert.equal(await link.getAttribute('rel'), 'noopener noreferrer');
+    const popupOpened = context.waitForEvent('page');
+    await link.click();
+    const ui = await popupOpened;
+    const sockets = [];
+    ui.on('websocket', (ws) => {
+      const entry = { url: ws.url(), frames: [], closed: false };
+      ws.on('framereceived', (f) => entry.frames.push(String(f.payload)));
+      ws.on('close', () => { entry.closed = true; });
+      sockets.push(entry);
+    });
+    // through the console's launch and back: the UI loads from the Agent's origin
+    await ui.waitForURL((u) => u.origin === status.origin && u.pathname === '/', { timeout: 30_000 });
+    await ui.waitForLoadState('load');
+    const deadline = Date.now() + 30_000;
+    let socket;
+    while (!(socket = sockets.find((w) => w.frames.some((f) => f.includes('"hello-ok"'))))) {
+      assert.ok(Date.now() < deadline, `no socket of the Control UI reached hello-ok: ${JSON.stringify(sockets.map((w) => ({ url: w.url, frames: w.frames.slice(0, 3) })))}`);
+      await ui.waitForTimeout(250);
+    }
+    assert.ok(socket.url.startsWith(status.origin.replace('http://', 'ws://')), socket.url);
+    await ui.waitForTimeout(1000);
+    await shot(ui, 'agent-control-ui');
+    // the pass is the origin's own: the console never sees it, and the Agent origin never gets the console's cookie
+    const uiCookies = await context.cookies(status.origin);
+    assert.deepEqual(uiCookies.map((c) => c.name), ['occ_native_admin']);
+    assert.ok(uiCookies[0].httpOnly);
+    controlUi = { page: ui, socket, status };
+  });
+
+  await step('sign out: the Control UI\'s socket closes, and its origin is refused without a session', async () => {
     await page.click('#sign-out');
     await page.locator('#sign-in-email').waitFor();
     assert.equal((await pageApi(page, 'GET', '/api/auth/session')).body.data, null);
+    if (controlUi) {
+      const deadline = Date.now() + 10_000;
+      while (!controlUi.socket.closed) {
+        assert.ok(Date.now() < deadline, 'the Control UI socket stayed open after sign-out');
+        await page.waitForTimeout(100);
+      }
+      // a fresh browser (no session) opening the Agent origin, or another Agent's, is refused
+      const stranger = await browser.newContext();
+      try {
+        const other = await stranger.newPage();
+        for (const origin of [controlUi.status.origin, controlUi.status.origin.replace(/agent-[0-9a-f]{32}/, 'agent-00000000000000000000000000000000')]) {
+          const response = await other.goto(`${origin}/`);
+          assert.equal(response.status(), 401, `${origin} without a session`);
+          assert.match(await other.content(), /Sign in to the occ console/);
+        }
+      } finally {
+        await stranger.close();
+      }
+      await controlUi.page.close();
+    }
+    if (talker) assert.ok((await keyApi('DELETE', `/namespaces/${ns}/agents/${talker.id}`)).status < 300);
   });
 
   assert.deepEqual(pageErrors, [], `uncaught errors in the page (last step: ${current})`);

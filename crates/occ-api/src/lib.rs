@@ -103,6 +103,7 @@ pub fn router_and_openapi(state: AppState) -> (axum::Router, utoipa::openapi::Op
         .routes(routes!(workspace::get_workspace_defaults))
         .routes(routes!(chat::chat_with_agent))
         .routes(routes!(native_admin::get_agent_native_admin))
+        .routes(routes!(native_admin::list_agent_runtime_roles))
         .routes(routes!(iam::list_roles, iam::create_role))
         .routes(routes!(iam::get_role, iam::delete_role))
         .routes(routes!(iam::list_bindings, iam::create_binding))

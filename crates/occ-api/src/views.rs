@@ -696,3 +696,22 @@ impl From<occ_controller::native_admin::NativeAdminView> for NativeAdminStatusVi
         }
     }
 }
+
+/// A runtime role of an Agent's Control UI.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RuntimeRoleView {
+    /// The role's id.
+    id: String,
+    /// The native OpenClaw role it stands for (`sessions`, `agents`, `scopes`).
+    #[schema(value_type = Object)]
+    permissions: serde_json::Value,
+}
+
+impl From<&occ_controller::native_admin::RuntimeRole> for RuntimeRoleView {
+    fn from(role: &occ_controller::native_admin::RuntimeRole) -> Self {
+        Self {
+            id: role.id.clone(),
+            permissions: role.permissions.clone(),
+        }
+    }
+}

@@ -49,7 +49,7 @@ const NAMESPACE_KINDS: [ResourceKind; 8] = [
 
 impl Controller {
     /// A read of the Namespace's IAM: see [`Controller::iam_namespace`].
-    async fn iam_read(
+    pub(crate) async fn iam_read(
         &self,
         req: &Request,
         ns: &NamespaceId,

@@ -37,6 +37,7 @@ use crate::authorization::{audit_in_own_transaction, found};
 use crate::{Controller, Request};
 
 const READ_ACTION: &str = "openclaw.agents.native_admin.read";
+const RUNTIME_ROLES_ACTION: &str = "openclaw.agents.runtime_roles.list";
 const PROXY_ACTION: &str = "openclaw.agents.native_admin.proxy.authorize";
 const SOCKET_CONNECT_ACTION: &str = "openclaw.agents.native_admin.websocket.connect";
 const SOCKET_CLOSE_ACTION: &str = "openclaw.agents.native_admin.websocket.close";
@@ -184,6 +185,15 @@ pub struct NativeAdminTarget {
     pub active_revision_id: RevisionId,
     /// The URL to open (`available` only).
     pub url: Option<String>,
+}
+
+/// A runtime role: its id and the native OpenClaw role definition it stands for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RuntimeRole {
+    /// The role's id.
+    pub id: String,
+    /// The native role (`sessions`, `agents`, `scopes`).
+    pub permissions: serde_json::Value,
 }
 
 /// Why a proxied request or socket was refused or closed (the reference's close reasons).
@@ -629,6 +639,34 @@ impl Controller {
             gateway_url: access.url,
             request,
         })
+    }
+
+    /// The runtime roles a person may hold in the Agent's Control UI
+    /// (`GET …/agents/{agt}/runtime-roles`; Installation administrators): the roles occ can
+    /// enforce on the active revision's gateway. Stock OpenClaw cannot tell people apart behind
+    /// one trusted proxy identity, so that is the shared administrator role alone.
+    pub async fn runtime_roles(
+        &self,
+        req: &Request,
+        ns: &NamespaceId,
+        id: &AgentId,
+    ) -> Result<Vec<RuntimeRole>, Error> {
+        let mut tx = self.iam_read(req, ns, RUNTIME_ROLES_ACTION).await?;
+        let agent = found(tx.agent_get(ns, id).await?)?;
+        if agent.active_revision_id.is_none() {
+            return Err(Error::new(
+                ErrorCode::DependencyUnavailable,
+                "The Agent has no active revision; its runtime roles come from the revision it serves",
+            ));
+        }
+        Ok(vec![RuntimeRole {
+            id: control_ui::RUNTIME_ROLE.to_owned(),
+            permissions: serde_json::json!({
+                "sessions": {"others": "write"},
+                "agents": "*",
+                "scopes": control_ui::PROXY_SCOPES,
+            }),
+        }])
     }
 
     /// Audits an opened Control UI socket.

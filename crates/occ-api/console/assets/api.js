@@ -118,5 +118,6 @@ export const paths = {
   roles: (ns) => `/namespaces/${seg(ns)}/iam/roles`,
   bindings: (ns) => `/namespaces/${seg(ns)}/iam/access-bindings`,
   chat: (ns, agt) => `/namespaces/${seg(ns)}/agents/${seg(agt)}/chat`,
+  nativeAdmin: (ns, agt) => `/namespaces/${seg(ns)}/agents/${seg(agt)}/native-admin`,
   file: (ns, agt, name) => `/namespaces/${seg(ns)}/agents/${seg(agt)}/workspace/files/${seg(name)}`,
 };

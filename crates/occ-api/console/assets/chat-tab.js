@@ -3,7 +3,7 @@
 // kept under a session key shown here; "New conversation" starts another. Nothing is stored in
 // the browser and nothing is retried: a failed turn is reported with its code.
 
-import { ApiError, paths } from './api.js';
+import { ApiError, api, paths } from './api.js';
 import { h, replace } from './dom.js';
 import { showError } from './shell.js';
 
@@ -137,6 +137,7 @@ export function renderChat(panel, { ns, agent, canChat }) {
   }
 
   showSession();
+  const controlUi = h('div', { id: 'control-ui' });
   replace(panel, heading,
     h('p', { class: 'hint' }, 'Send the Agent a message through occ: it goes to the Agent\'s gateway, which asks its model. The reply appears as it is written.'),
     session,
@@ -144,6 +145,37 @@ export function renderChat(panel, { ns, agent, canChat }) {
     h('form', { id: 'chat-form', class: 'chat-form', onsubmit: onSubmit },
       input,
       h('div', { class: 'actions' }, send, fresh)),
-    status);
+    status,
+    controlUi);
+  renderControlUi(controlUi, ns, agent);
   return () => { if (controller) controller.abort(); };
+}
+
+const CONTROL_UI_NOTICES = {
+  stopped: 'The Agent is stopped; deploy it to open its Control UI.',
+  unavailable: 'The Agent has no serving revision yet; its Control UI opens once a deploy succeeds.',
+  unsupported: 'This revision does not offer the Control UI through occ: set gateway.controlUi.enabled to true in its Configuration (without the dangerous switches or a basePath) and deploy.',
+};
+
+/**
+ * The Agent's native OpenClaw Control UI (`GET …/native-admin`): a link to its own origin when
+ * available, a notice otherwise; nothing when the installation does not offer it or the person
+ * may not open it.
+ */
+async function renderControlUi(container, ns, agent) {
+  let status;
+  try {
+    status = (await api('GET', paths.nativeAdmin(ns, agent.id))).data;
+  } catch {
+    return;
+  }
+  if (status.status === 'disabled') return;
+  const heading = h('h3', {}, 'Native Control UI');
+  if (status.status !== 'available') {
+    replace(container, heading, h('p', { class: 'notice', id: 'control-ui-status' }, CONTROL_UI_NOTICES[status.status] || status.status));
+    return;
+  }
+  replace(container, heading,
+    h('p', { class: 'hint' }, 'OpenClaw\'s own UI for this Agent, served by occ at the Agent\'s own origin after checking your session.'),
+    h('a', { id: 'open-control-ui', class: 'button', href: status.url, target: '_blank', rel: 'noopener noreferrer' }, 'Open the Control UI'));
 }

@@ -13,7 +13,7 @@ use crate::error::ApiError;
 use crate::extract::{Ctx, Params};
 use crate::openapi::{Data, ErrorBody};
 use crate::state::AppState;
-use crate::views::NativeAdminStatusView;
+use crate::views::{NativeAdminStatusView, RuntimeRoleView};
 
 /// Whether the signed-in person can open the Agent's native Control UI through occ, and its
 /// URL: `disabled` (not offered by this installation), `stopped`, `unavailable` (no serving
@@ -34,6 +34,28 @@ pub async fn get_agent_native_admin(
         .native_admin(&ctx.req, p.ns()?, p.agent()?)
         .await?;
     Ok(ok(NativeAdminStatusView::from(view)))
+}
+
+/// The runtime roles a person may hold in the Agent's Control UI (Installation
+/// administrators): occ enforces the shared `platform-administrator` role. 503 without an
+/// active revision.
+#[utoipa::path(get, path = "/namespaces/{namespaceId}/agents/{agentId}/runtime-roles", operation_id = "listAgentRuntimeRoles", tag = "Agents",
+    params(("namespaceId" = String, Path), ("agentId" = String, Path)),
+    responses((status = 200, body = Data<Vec<RuntimeRoleView>>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn list_agent_runtime_roles(
+    State(s): State<AppState>,
+    p: Params,
+    ctx: Ctx,
+) -> Result<impl IntoResponse, ApiError> {
+    let roles = s
+        .controller
+        .runtime_roles(&ctx.req, p.ns()?, p.agent()?)
+        .await?;
+    Ok(ok(roles
+        .iter()
+        .map(RuntimeRoleView::from)
+        .collect::<Vec<_>>()))
 }
 
 /// The launch query.

@@ -523,6 +523,15 @@ fn rows() -> Vec<Row> {
             body: none,
             expect: [401, 403, 403, 403, 403, 403],
         },
+        // Installation administrators only; the Agent here has no active revision (no worker
+        // runs), so the administrator gets 503 after the decision.
+        Row {
+            op: "listAgentRuntimeRoles",
+            method: Method::GET,
+            path: |f| format!("/namespaces/{}/agents/{}/runtime-roles", f.ns, f.agt),
+            body: none,
+            expect: ADMIN_ONLY(503),
+        },
         Row {
             op: "getWorkspaceDefaults",
             method: Method::GET,

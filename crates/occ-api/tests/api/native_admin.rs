@@ -243,6 +243,49 @@ async fn each_status_says_what_a_person_can_do() {
 }
 
 #[tokio::test]
+async fn installation_administrators_list_the_runtime_roles_occ_enforces() {
+    let f = fixture(true).await;
+    let (agt, _) = f.agent("with-ui", ui_enabled(), true).await;
+    let path = format!("/namespaces/{}/agents/{agt}/runtime-roles", f.ns);
+    let r = expect(
+        f.app.call(Method::GET, &path, &f.app.admin(), None).await,
+        StatusCode::OK,
+    );
+    assert_eq!(
+        r.body["data"],
+        json!([{"id": "platform-administrator", "permissions": {
+            "sessions": {"others": "write"}, "agents": "*", "scopes": ["operator.admin"]}}])
+    );
+    // A person who may use the Agent does not administer the Installation.
+    let (dave, session) = f.person("dave@example.com").await;
+    f.app
+        .grant(
+            &dave,
+            &[Permission::new(Action::Use, ResourceKind::Agent)],
+            &f.app.default_ns,
+            Some((ResourceKind::Agent, agt.clone())),
+        )
+        .await;
+    expect(
+        f.app.call(Method::GET, &path, &session, None).await,
+        StatusCode::FORBIDDEN,
+    );
+    // Nothing serving: the roles come from the revision it serves.
+    let (idle, _) = f.agent("idle", ui_enabled(), false).await;
+    let r = f
+        .app
+        .call(
+            Method::GET,
+            &format!("/namespaces/{}/agents/{idle}/runtime-roles", f.ns),
+            &f.app.admin(),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(r.code(), "DEPENDENCY_UNAVAILABLE");
+}
+
+#[tokio::test]
 async fn only_people_who_may_use_the_agent_ask() {
     let f = fixture(true).await;
     let (agt, _) = f.agent("with-ui", ui_enabled(), true).await;
