@@ -949,3 +949,61 @@ mod pod_logs {
         assert_eq!(sent.status, 403);
     }
 }
+
+/// A revision whose Control UI occ proxies: its gateway gets the credential as
+/// `OPENCLAW_GATEWAY_PASSWORD` from the same Secret key (OpenClaw refuses trusted-proxy mode
+/// while `OPENCLAW_GATEWAY_TOKEN` is set) and its snapshot renders trusted-proxy authentication
+/// for occ's proxy on the Pod's loopback (where the port-forward arrives); other revisions keep
+/// token authentication.
+#[tokio::test]
+async fn a_control_ui_revision_runs_in_trusted_proxy_mode() {
+    let fake = FakeKube::start().await;
+    let compute = driver(&fake);
+    let (ns, agent) = fixed_targets();
+    let tenant = tenant_namespace_name(&ns.id);
+    let mut doc = document("gpt-5");
+    doc["gateway"] = json!({"controlUi": {"enabled": true, "allowedOrigins": ["*"]}});
+    let ui = revision(&compute, &agent, 1, doc);
+    let plain = revision(&compute, &agent, 2, document("gpt-5"));
+    let env_names = |rev| {
+        let deployment =
+            serde_json::to_value(compute.deployment(&tenant, rev, false, false)).expect("json");
+        let env = deployment
+            .pointer("/spec/template/spec/containers/0/env")
+            .and_then(Value::as_array)
+            .cloned()
+            .expect("env");
+        env.into_iter()
+            .filter(|e| {
+                e["name"]
+                    .as_str()
+                    .unwrap_or("")
+                    .starts_with("OPENCLAW_GATEWAY_")
+            })
+            .collect::<Vec<_>>()
+    };
+    let ui_env = env_names(&ui);
+    assert_eq!(ui_env.len(), 1, "{ui_env:?}");
+    assert_eq!(ui_env[0]["name"], "OPENCLAW_GATEWAY_PASSWORD");
+    assert_eq!(ui_env[0]["valueFrom"]["secretKeyRef"]["key"], "token");
+    assert_eq!(env_names(&plain)[0]["name"], "OPENCLAW_GATEWAY_TOKEN");
+
+    let rendered = KubernetesCompute::render(&ui);
+    let auth = &rendered["gateway"]["auth"];
+    assert_eq!(auth["mode"], "trusted-proxy");
+    assert_eq!(auth["password"], "${OPENCLAW_GATEWAY_PASSWORD}");
+    assert!(auth.get("token").is_none());
+    assert_eq!(auth["trustedProxy"]["userHeader"], "x-occ-identity");
+    assert_eq!(
+        rendered["gateway"]["trustedProxies"],
+        json!(["127.0.0.1", "::1"])
+    );
+    assert_eq!(
+        rendered["gateway"]["controlUi"]["allowedOrigins"],
+        json!(["http://occ-native-admin.invalid"])
+    );
+    assert_eq!(
+        KubernetesCompute::render(&plain)["gateway"]["auth"],
+        json!({"mode": "token", "token": "${OPENCLAW_GATEWAY_TOKEN}"})
+    );
+}
