@@ -244,6 +244,12 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     println!();
     println!("occ dev is running at {url}");
     println!("  console      {url}/console/");
+    if let Some(domain) = &server.native_admin_domain {
+        println!(
+            "  control UI   http://agent-<opaque>.{domain}:{}/ for Agents whose Configuration sets gateway.controlUi.enabled (the Agent page's Try it tab opens it)",
+            args.port
+        );
+    }
     println!("  state        {}", database_url);
     if let Some(addr) = metrics_address {
         println!("  metrics      http://{addr}/metrics");

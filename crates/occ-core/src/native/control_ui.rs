@@ -66,6 +66,9 @@ pub fn render_auth(gateway: &mut Map<String, Value>, credential: &str) {
                 "userHeader": IDENTITY_HEADER,
                 "allowLoopback": true,
                 "allowUsers": [PROXY_IDENTITY],
+                // The browser's device is enrolled on the proxy's word (occ admitted the person),
+                // instead of waiting for an approval nobody can give from the UI.
+                "deviceAutoApprove": {"enabled": true, "scopes": PROXY_SCOPES},
             },
             "identityScopes": {PROXY_IDENTITY: PROXY_SCOPES},
         }),
@@ -135,6 +138,10 @@ mod tests {
         assert_eq!(
             gateway["auth"]["identityScopes"][PROXY_IDENTITY],
             json!(["operator.admin"])
+        );
+        assert_eq!(
+            gateway["auth"]["trustedProxy"]["deviceAutoApprove"],
+            json!({"enabled": true, "scopes": ["operator.admin"]})
         );
     }
 }
