@@ -360,6 +360,10 @@ fn downstream_headers(from: &HeaderMap, agent_origin: &str) -> Option<HeaderMap>
         HeaderValue::from_str(&csp).ok()?,
     );
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
     Some(headers)
 }
 
@@ -635,6 +639,7 @@ mod tests {
             "default-src 'self'; worker-src 'none'"
         );
         assert_eq!(down[header::CACHE_CONTROL], "no-store");
+        assert_eq!(down[header::X_CONTENT_TYPE_OPTIONS], "nosniff");
         let bare = downstream_headers(&HeaderMap::new(), "http://a").expect("headers");
         assert_eq!(bare[header::CONTENT_SECURITY_POLICY], "worker-src 'none'");
     }
