@@ -92,12 +92,15 @@ impl NativeAdminSettings {
         if scheme != "http" && scheme != "https" {
             return Err(format!("{public_origin:?} is not an http(s) origin"));
         }
+        let rest = rest.trim_end_matches('/');
         let port = match rest.rsplit_once(':') {
-            Some((host, port)) if !host.ends_with(']') || host.starts_with('[') => port
-                .parse::<u16>()
-                .map(Some)
-                .map_err(|_| format!("{public_origin:?} has no valid port"))?,
-            _ => None,
+            // `[v6]` alone has colons but no port
+            Some(_) if rest.ends_with(']') => None,
+            Some((_, port)) => Some(
+                port.parse::<u16>()
+                    .map_err(|_| format!("{public_origin:?} has no valid port"))?,
+            ),
+            None => None,
         };
         Ok(Self {
             scheme: scheme.to_owned(),
@@ -724,5 +727,62 @@ impl Controller {
         audit_in_own_transaction(&self.store, &event)
             .await
             .map_err(|e| Error::unavailable(format!("audit: {e}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn agent_origins_keep_the_public_scheme_and_port() {
+        let s = NativeAdminSettings::new("http://127.0.0.1:3000", "localhost").expect("settings");
+        assert_eq!(
+            s.origin_of("agent-ab.localhost"),
+            "http://agent-ab.localhost:3000"
+        );
+        assert!(!s.secure());
+        let s = NativeAdminSettings::new("https://occ.example.com", "Agents.Example.com.")
+            .expect("settings");
+        assert_eq!(
+            s.origin_of("agent-ab.agents.example.com"),
+            "https://agent-ab.agents.example.com"
+        );
+        assert!(s.secure());
+        let s = NativeAdminSettings::new("http://[::1]", "localhost").expect("v6 without a port");
+        assert_eq!(
+            s.origin_of("agent-ab.localhost"),
+            "http://agent-ab.localhost"
+        );
+        for bad in ["", "-bad.example", "a..b", "under_score.example", "a b"] {
+            assert!(
+                NativeAdminSettings::new("http://127.0.0.1:3000", bad).is_err(),
+                "{bad:?}"
+            );
+        }
+        assert!(NativeAdminSettings::new("ftp://x:1", "localhost").is_err());
+    }
+
+    #[test]
+    fn only_one_label_agent_hosts_under_the_domain_are_agent_origins() {
+        let s = NativeAdminSettings::new("http://127.0.0.1:3000", "localhost").expect("settings");
+        assert_eq!(
+            s.agent_host_of("agent-0a1b.localhost:3000"),
+            Some("agent-0a1b.localhost")
+        );
+        assert_eq!(
+            s.agent_host_of("agent-0a1b.localhost"),
+            Some("agent-0a1b.localhost")
+        );
+        for other in [
+            "127.0.0.1:3000",
+            "localhost:3000",
+            "console.localhost:3000",
+            "x.agent-0a1b.localhost:3000",
+            "agent-0a1b.localhost.evil:3000",
+            "agent-0a1blocalhost:3000",
+        ] {
+            assert_eq!(s.agent_host_of(other), None, "{other}");
+        }
     }
 }
