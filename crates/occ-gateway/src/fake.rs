@@ -456,7 +456,7 @@ mod tests {
                            "platform": "linux", "mode": "backend"},
                 "role": "operator",
                 "scopes": ["operator.admin", "operator.read"],
-                "auth": {"token": TOKEN},
+                "auth": {"token": TOKEN, "password": TOKEN},
             }),
             "exact connect params, and no device field"
         );
