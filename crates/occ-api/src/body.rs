@@ -15,8 +15,7 @@ use occ_core::validate::Problems;
 use serde_json::Value;
 use utoipa::openapi::RefOr;
 use utoipa::openapi::schema::{
-    AdditionalProperties, AnyOfBuilder, ArrayBuilder, ArrayItems, ObjectBuilder, Schema,
-    SchemaType, Type,
+    AdditionalProperties, AnyOfBuilder, ArrayBuilder, ArrayItems, ObjectBuilder, Schema, Type,
 };
 
 pub use occ_core::validate::Fields;
@@ -190,15 +189,6 @@ pub fn array_schema(items: Schema, min: usize, max: usize) -> Schema {
             .items(ArrayItems::RefOrSchema(Box::new(RefOr::T(items))))
             .min_items(Some(min))
             .max_items(Some(max))
-            .build(),
-    )
-}
-
-/// A schema that accepts any JSON value (the value's own rules are in its description).
-pub fn any_schema() -> Schema {
-    Schema::Object(
-        ObjectBuilder::new()
-            .schema_type(SchemaType::AnyValue)
             .build(),
     )
 }

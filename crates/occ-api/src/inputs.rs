@@ -177,8 +177,16 @@ request_body! {
         required "resourceKind" => resource_kind: ResourceKind,
         /// The exact target.
         required "resourceId" => resource_id: ResourceId,
-        /// Not supported by this installation: any value is refused.
-        optional "runtimeRole" => runtime_role: Unsupported,
+        /// The runtime role the person holds in the Agent's native Control UI.
+        optional "runtimeRole" => runtime_role: RuntimeRoleName,
+    }
+}
+
+request_body! {
+    /// `PATCH /namespaces/{namespaceId}/iam/access-bindings/{bindingId}/runtime-role`.
+    pub struct RuntimeRoleBody {
+        /// The runtime role to assign.
+        required "runtimeRole" => runtime_role: RuntimeRoleName,
     }
 }
 
@@ -304,6 +312,7 @@ impl From<BindingCreateBody> for BindingInput {
             role_id: body.role_id,
             resource_kind: body.resource_kind,
             resource_id: body.resource_id.0,
+            runtime_role: body.runtime_role.map(|r| r.0),
         }
     }
 }

@@ -542,6 +542,9 @@ pub struct BindingView {
     resource_kind: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     resource_id: Option<String>,
+    /// The runtime role the person holds in the Agent's native Control UI.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    runtime_role: Option<String>,
 }
 
 impl From<&AccessBinding> for BindingView {
@@ -558,6 +561,7 @@ impl From<&AccessBinding> for BindingView {
             role_id: b.role_id.to_string(),
             resource_kind: b.resource.as_ref().map(|r| r.kind.as_str().into()),
             resource_id: b.resource.as_ref().map(|r| r.id.clone()),
+            runtime_role: b.runtime_role.clone(),
         }
     }
 }

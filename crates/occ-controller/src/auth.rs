@@ -441,6 +441,7 @@ impl Controller {
                 subject_id: principal.id.clone(),
                 role_id: role.id.clone(),
                 resource: None,
+                runtime_role: None,
                 created_at: now,
             })
             .await?;

@@ -236,16 +236,7 @@ impl Controller {
         denied_message: Option<String>,
     ) -> Result<(T, Evidence), Error> {
         let action = actions[0];
-        let session: &mut Tx = tx.borrow_mut();
-        // A read-only operation decides on the policy read while authenticating this same
-        // request (a separate statement either way under READ COMMITTED); anything that writes
-        // reads the policy inside its own transaction.
-        let snapshot = match &req.policy {
-            Some(policy) if session.is_read_only() && *principal == req.caller.principal_id => {
-                policy.clone()
-            }
-            _ => Arc::new(session.policy_snapshot(principal).await?),
-        };
+        let snapshot = self.policy_of(tx.borrow_mut(), req, principal).await?;
         // The first action's denial is the one recorded: the others only stand in for it.
         let (reason, records) =
             match decide_on(&snapshot, key_namespace, action, &actions[1..], resource) {
@@ -253,6 +244,55 @@ impl Controller {
                 Decision::Denied { reason, records } => (reason, records),
             };
         drop(tx);
+        let evidence = serde_json::to_value(&records).unwrap_or_default();
+        Err(self
+            .refuse(
+                req,
+                principal,
+                action,
+                resource,
+                audit_action,
+                reason,
+                evidence,
+                denied_message,
+            )
+            .await)
+    }
+
+    /// The principal's policy: for a read-only operation the one read while authenticating this
+    /// same request (a separate statement either way under READ COMMITTED); anything that
+    /// writes reads it inside its own transaction.
+    async fn policy_of(
+        &self,
+        session: &mut Tx,
+        req: &Request,
+        principal: &IamId,
+    ) -> Result<Arc<PolicySnapshot>, Error> {
+        Ok(match &req.policy {
+            Some(policy) if session.is_read_only() && *principal == req.caller.principal_id => {
+                policy.clone()
+            }
+            _ => Arc::new(session.policy_snapshot(principal).await?),
+        })
+    }
+
+    /// Audits a denial in its own transaction (503 if that fails: fail closed) and returns the
+    /// 403 to answer.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "everything a denial record names, explicit"
+    )]
+    async fn refuse(
+        &self,
+        req: &Request,
+        principal: &IamId,
+        action: Action,
+        resource: &ResourceRef,
+        audit_action: &str,
+        reason: &str,
+        evidence: serde_json::Value,
+        denied_message: Option<String>,
+    ) -> Error {
         let event = self
             .event(req, AuditKind::AuthorizationDenial, audit_action, resource, AuditOutcome::Denied)
             .reason_code("AUTHORIZATION_DENIED")
@@ -261,14 +301,80 @@ impl Controller {
                 "authorization",
                 json!({"principalId": principal.as_str(), "action": action.as_str(), "resource": resource}),
             )
-            .detail("iamEvidence", serde_json::to_value(&records).unwrap_or_default());
-        audit_in_own_transaction(&self.store, &event)
-            .await
-            .map_err(|e| Error::unavailable(format!("denial audit: {e}")))?;
-        Err(match denied_message {
+            .detail("iamEvidence", evidence);
+        if let Err(e) = audit_in_own_transaction(&self.store, &event).await {
+            return Error::unavailable(format!("denial audit: {e}"));
+        }
+        match denied_message {
             Some(m) => Error::new(ErrorCode::Forbidden, m),
             None => Error::forbidden(),
-        })
+        }
+    }
+
+    /// Runtime access to an exact Agent (its native Control UI): the caller may `use` the Agent
+    /// and holds exactly one runtime role assignment on it — a binding of the caller itself
+    /// (not a group's, not a broader scope's; Installation administration does not stand in)
+    /// on that Agent with a `runtimeRole`. Hands back the read session, the evidence of `use`
+    /// and the assigned role; a missing assignment is a denial like any other (audited, 403).
+    pub(crate) async fn read_authorized_runtime_access(
+        &self,
+        req: &Request,
+        agent: &ResourceRef,
+        audit_action: &str,
+        denied_message: &str,
+    ) -> Result<(Tx, Evidence, String), Error> {
+        let mut tx = self.store.begin_read().await?;
+        let caller = &req.caller;
+        let snapshot = self.policy_of(&mut tx, req, &caller.principal_id).await?;
+        let (reason, evidence) = match decide_on(
+            &snapshot,
+            caller.key_namespace.as_ref(),
+            Action::Use,
+            &[],
+            agent,
+        ) {
+            Decision::Allowed(evidence) => {
+                let mut assigned = snapshot.grants.iter().filter_map(|g| {
+                    let b = &g.binding;
+                    let exact = b.subject_id == caller.principal_id
+                        && b.namespace_id == agent.namespace_id
+                        && b.resource
+                            .as_ref()
+                            .is_some_and(|r| r.kind == agent.kind && r.id == agent.id);
+                    exact.then_some(b.runtime_role.as_ref()).flatten()
+                });
+                match (assigned.next(), assigned.next()) {
+                    (Some(role), None) => {
+                        let role = role.clone();
+                        return Ok((tx, evidence, role));
+                    }
+                    (None, _) => (
+                        "no runtime role is assigned to the caller on the Agent",
+                        serde_json::to_value(&evidence).unwrap_or_default(),
+                    ),
+                    (Some(_), Some(_)) => (
+                        "more than one runtime role is assigned to the caller on the Agent",
+                        serde_json::to_value(&evidence).unwrap_or_default(),
+                    ),
+                }
+            }
+            Decision::Denied { reason, records } => {
+                (reason, serde_json::to_value(&records).unwrap_or_default())
+            }
+        };
+        drop(tx);
+        Err(self
+            .refuse(
+                req,
+                &caller.principal_id,
+                Action::Use,
+                agent,
+                audit_action,
+                reason,
+                evidence,
+                Some(denied_message.to_owned()),
+            )
+            .await)
     }
 
     /// Whether the caller may do `action` on `resource`, silently (list filtering): the same

@@ -159,6 +159,7 @@ pub async fn bootstrap(
             subject_id: subject.clone(),
             role_id: role.id.clone(),
             resource: None,
+            runtime_role: None,
             created_at: now,
         };
         let key = IssuedKey {

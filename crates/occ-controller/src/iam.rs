@@ -34,6 +34,8 @@ pub struct BindingInput {
     pub resource_kind: ResourceKind,
     /// The exact target id.
     pub resource_id: String,
+    /// The runtime role the person holds in the exact Agent's native Control UI.
+    pub runtime_role: Option<String>,
 }
 
 const NAMESPACE_KINDS: [ResourceKind; 8] = [
@@ -307,6 +309,29 @@ impl Controller {
                 "does not name a live resource of this Namespace",
             ));
         }
+        if let Some(runtime_role) = &input.runtime_role {
+            let subject = tx.identity_get(&input.subject_id).await?;
+            runtime_assignment_allowed(
+                input.resource_kind,
+                subject.as_ref().map(|i| i.kind),
+                &role,
+                runtime_role,
+            )
+            .map_err(|why| match why {
+                Ineligible::Binding(why) => invalid("/runtimeRole", why),
+                Ineligible::Role(why) => invalid("/runtimeRole", &why),
+            })?;
+            if tx
+                .runtime_assignment(ns, &input.subject_id, &input.resource_id)
+                .await?
+                .is_some()
+            {
+                return Err(Error::conflict(
+                    "This person already holds a runtime role on this Agent; change it with \
+                     PATCH …/iam/access-bindings/{bindingId}/runtime-role",
+                ));
+            }
+        }
         let binding = AccessBinding {
             id: IamId::generate_binding(""),
             namespace_id: Some(ns.clone()),
@@ -316,6 +341,7 @@ impl Controller {
                 kind: input.resource_kind,
                 id: input.resource_id,
             }),
+            runtime_role: input.runtime_role,
             created_at: Timestamp::now(),
         };
         tx.binding_insert(&binding).await?;
@@ -328,6 +354,82 @@ impl Controller {
             )
             .detail("bindingId", binding.id.as_str())
             .detail("subjectId", binding.subject_id.as_str());
+        let event = match &binding.runtime_role {
+            Some(role) => event.detail("runtimeRole", role.as_str()),
+            None => event,
+        };
+        tx.audit_append(&event).await?;
+        tx.commit().await?;
+        Ok(binding)
+    }
+
+    /// Assigns the runtime role a person holds in an Agent's native Control UI
+    /// (`PATCH …/iam/access-bindings/{id}/runtime-role`): only on a person's exact Agent binding
+    /// whose Role grants `use`; the one change a binding takes in place.
+    pub async fn binding_set_runtime_role(
+        &self,
+        req: &Request,
+        ns: &NamespaceId,
+        id: &IamId,
+        runtime_role: String,
+    ) -> Result<AccessBinding, Error> {
+        const ACTION: &str = "openclaw.iam.access_bindings.runtime_role.update";
+        let mut tx = self.iam_write(req, ns, ACTION).await?;
+        let mut binding = found(
+            tx.binding_get(id)
+                .await?
+                .filter(|b| b.namespace_id.as_ref() == Some(ns)),
+        )?;
+        let Some(target) = binding.resource.clone() else {
+            return Err(Error::conflict(
+                "Only a person's binding on one exact Agent holds a runtime role",
+            ));
+        };
+        let mut tx = self
+            .authorize_in(
+                tx,
+                req,
+                Action::Read,
+                &ResourceRef::exact(target.kind, ns, &target.id),
+                ACTION,
+            )
+            .await?;
+        let role = found(tx.role_get(&binding.role_id).await?)?;
+        let subject = tx.identity_get(&binding.subject_id).await?;
+        runtime_assignment_allowed(
+            target.kind,
+            subject.as_ref().map(|i| i.kind),
+            &role,
+            &runtime_role,
+        )
+        .map_err(|why| match why {
+            Ineligible::Binding(why) => Error::conflict(format!("This binding {why}")),
+            Ineligible::Role(why) => Error::invalid_field(
+                "/runtimeRole",
+                DetailCode::InvalidValue,
+                format!("The request is invalid: /runtimeRole {why}"),
+            ),
+        })?;
+        if tx
+            .runtime_assignment(ns, &binding.subject_id, &target.id)
+            .await?
+            .is_some_and(|other| other.id != binding.id)
+        {
+            return Err(Error::conflict(
+                "This person already holds a runtime role on this Agent through another binding; \
+                 change that binding's runtime role, or delete it first",
+            ));
+        }
+        let previous = binding.runtime_role.replace(runtime_role);
+        let runtime_role = binding.runtime_role.as_deref().unwrap_or_default();
+        tx.binding_set_runtime_role(id, runtime_role).await?;
+        let event = self
+            .mutation(req, ACTION, &ResourceRef::namespace(ns), tx.evidence())
+            .detail("bindingId", id.as_str())
+            .detail("subjectId", binding.subject_id.as_str())
+            .detail("agentId", target.id.as_str())
+            .detail("runtimeRole", runtime_role)
+            .detail("previousRuntimeRole", previous);
         tx.audit_append(&event).await?;
         tx.commit().await?;
         Ok(binding)
@@ -490,4 +592,47 @@ impl Controller {
             configurations,
         })
     }
+}
+
+/// Why a binding cannot carry a runtime role: the binding itself, or the role asked for.
+enum Ineligible {
+    Binding(&'static str),
+    Role(String),
+}
+
+/// Whether a binding of `kind` for an identity of `subject` kind with `role` may carry the
+/// runtime role `runtime_role`: a person's exact Agent binding whose Role grants `use`, and a
+/// role the runtime enforces.
+fn runtime_assignment_allowed(
+    kind: ResourceKind,
+    subject: Option<IdentityKind>,
+    role: &Role,
+    runtime_role: &str,
+) -> Result<(), Ineligible> {
+    if kind != ResourceKind::Agent {
+        return Err(Ineligible::Binding(
+            "is not on an exact Agent; only Agent bindings hold a runtime role",
+        ));
+    }
+    if subject != Some(IdentityKind::Principal) {
+        return Err(Ineligible::Binding(
+            "is not a person's; only people hold a runtime role",
+        ));
+    }
+    if !role
+        .permissions
+        .iter()
+        .any(|p| p.resource_kind == ResourceKind::Agent && p.action == Action::Use)
+    {
+        return Err(Ineligible::Binding(
+            "grants a Role without use on agents; a runtime role needs Agent use",
+        ));
+    }
+    if !crate::native_admin::offered_runtime_role(runtime_role) {
+        return Err(Ineligible::Role(format!(
+            "is not a runtime role the Agent's runtime enforces (only {})",
+            occ_core::native::control_ui::RUNTIME_ROLE
+        )));
+    }
+    Ok(())
 }

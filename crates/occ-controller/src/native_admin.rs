@@ -25,7 +25,7 @@ use std::time::Duration;
 use base64::Engine as _;
 use hmac::{Hmac, KeyInit, Mac};
 use occ_core::audit::{AuditKind, AuditOutcome};
-use occ_core::authz::{Action, AuthMethod, ResourceKind, ResourceRef};
+use occ_core::authz::{AuthMethod, ResourceKind, ResourceRef};
 use occ_core::native::control_ui;
 use occ_core::resource::{Agent, DesiredRuntimeState};
 use occ_core::{AgentId, Error, ErrorCode, NamespaceId, RequestId, RevisionId, Timestamp};
@@ -199,6 +199,12 @@ pub struct RuntimeRole {
     pub permissions: serde_json::Value,
 }
 
+/// Whether occ's runtime enforces a runtime role of this name (stock OpenClaw cannot tell
+/// people apart behind one trusted proxy identity, so only the shared administrator role).
+pub fn offered_runtime_role(name: &str) -> bool {
+    name == control_ui::RUNTIME_ROLE
+}
+
 /// Why a proxied request or socket was refused or closed (the reference's close reasons).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -276,6 +282,8 @@ pub struct ProxyAdmission {
     pub session_id: String,
     /// The gateway's `ws://127.0.0.1:PORT` address.
     pub gateway_url: String,
+    /// The runtime role the person holds on the Agent.
+    pub runtime_role: String,
     request: Request,
 }
 
@@ -384,15 +392,16 @@ impl Controller {
         (grant.k == kind && grant.exp > Timestamp::now().unix_millis()).then_some(grant)
     }
 
-    /// Whether the caller may open the Agent's Control UI: Agent `use` on the exact Agent (for
-    /// people, `administer` stands in), people only.
+    /// Whether the caller may open the Agent's Control UI, and in which runtime role: a person
+    /// (no service keys) with Agent `use` on the exact Agent and one runtime role assigned to
+    /// them on it, that role being one the runtime enforces (fail closed otherwise).
     async fn admit_person(
         &self,
         req: &Request,
         ns: &NamespaceId,
         id: &AgentId,
         audit_action: &str,
-    ) -> Result<Agent, Error> {
+    ) -> Result<(Agent, String), Error> {
         if req.caller.method != AuthMethod::Session {
             return Err(Error::new(
                 ErrorCode::Forbidden,
@@ -400,15 +409,27 @@ impl Controller {
             ));
         }
         let target = ResourceRef::exact(ResourceKind::Agent, ns, id);
-        let (mut tx, _) = self
-            .read_authorized_either(
+        let (mut tx, _, role) = self
+            .read_authorized_runtime_access(
                 req,
-                [Action::Use, Action::Administer],
                 &target,
                 audit_action,
+                "Opening the Agent's Control UI needs Agent use and a runtime role assigned to you \
+                 on this Agent; an Installation administrator assigns one \
+                 (an access binding with runtimeRole)",
             )
             .await?;
-        found(tx.agent_get(ns, id).await?)
+        let agent = found(tx.agent_get(ns, id).await?)?;
+        if !offered_runtime_role(&role) {
+            return Err(Error::new(
+                ErrorCode::Forbidden,
+                format!(
+                    "Your runtime role on this Agent is not one its runtime enforces (only {})",
+                    control_ui::RUNTIME_ROLE
+                ),
+            ));
+        }
+        Ok((agent, role))
     }
 
     /// The status of an Agent's Control UI (`GET …/agents/{agt}/native-admin`).
@@ -427,18 +448,18 @@ impl Controller {
         ns: &NamespaceId,
         id: &AgentId,
         audit_action: &str,
-    ) -> Result<(NativeAdminView, Agent), Error> {
-        let agent = self.admit_person(req, ns, id, audit_action).await?;
+    ) -> Result<(NativeAdminView, Agent, String), Error> {
+        let (agent, role) = self.admit_person(req, ns, id, audit_action).await?;
         let view = |status, target| NativeAdminView { status, target };
         let Some(settings) = &self.native_admin else {
-            return Ok((view(NativeAdminStatus::Disabled, None), agent));
+            return Ok((view(NativeAdminStatus::Disabled, None), agent, role));
         };
         let Some(revision_id) = agent.active_revision_id.clone() else {
             let status = match agent.desired_runtime_state {
                 DesiredRuntimeState::Stopped => NativeAdminStatus::Stopped,
                 DesiredRuntimeState::Running => NativeAdminStatus::Unavailable,
             };
-            return Ok((view(status, None), agent));
+            return Ok((view(status, None), agent, role));
         };
         let host = self.agent_host(settings, ns, id);
         let origin = settings.origin_of(&host);
@@ -449,7 +470,7 @@ impl Controller {
             url: None,
         };
         if agent.desired_runtime_state == DesiredRuntimeState::Stopped {
-            return Ok((view(NativeAdminStatus::Stopped, Some(target)), agent));
+            return Ok((view(NativeAdminStatus::Stopped, Some(target)), agent, role));
         }
         let status = if self.revision_serves_ui(ns, id, &revision_id).await? {
             target.url = Some(format!("{}/", target.origin));
@@ -457,7 +478,7 @@ impl Controller {
         } else {
             NativeAdminStatus::Unsupported
         };
-        Ok((view(status, Some(target)), agent))
+        Ok((view(status, Some(target)), agent, role))
     }
 
     /// Whether a revision opts into the Control UI (and asks for nothing occ refuses to proxy)
@@ -602,7 +623,7 @@ impl Controller {
             .map_err(|_| ProxyRefusal::DependencyFailure)?
             .ok_or(ProxyRefusal::SessionInvalid)?;
         let request = authenticated.request(request_id);
-        let (view, agent) = match self
+        let (view, agent, runtime_role) = match self
             .status_of(&request, &grant.ns, &grant.agt, PROXY_ACTION)
             .await
         {
@@ -640,6 +661,7 @@ impl Controller {
             host: grant.host,
             session_id: grant.sid,
             gateway_url: access.url,
+            runtime_role,
             request,
         })
     }
@@ -709,7 +731,7 @@ impl Controller {
             "event": if reason.is_some() { "close" } else { "connect" },
             "connectionId": connection_id,
             "revisionId": admission.revision_id.as_str(),
-            "runtimeRole": control_ui::RUNTIME_ROLE,
+            "runtimeRole": admission.runtime_role,
             "host": admission.host,
         });
         if let Some(reason) = reason {

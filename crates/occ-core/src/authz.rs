@@ -632,6 +632,7 @@ mod decision {
                 subject_id: subject.id.clone(),
                 role_id: role.id.clone(),
                 resource,
+                runtime_role: None,
                 created_at: Timestamp::now(),
             }
         }

@@ -93,6 +93,9 @@ pub struct AccessBinding {
     pub role_id: IamId,
     /// `None`: the whole scope; otherwise one exact resource.
     pub resource: Option<BoundResource>,
+    /// The runtime role a person holds in the exact Agent's native Control UI (exact Agent
+    /// bindings of people only; at most one per person and Agent).
+    pub runtime_role: Option<String>,
     /// Creation time.
     pub created_at: Timestamp,
 }

@@ -68,6 +68,7 @@ fn binding_from_row(r: &Row) -> Result<AccessBinding, StoreError> {
         subject_id: r.parse("subject_id")?,
         role_id: r.parse("role_id")?,
         resource,
+        runtime_role: r.opt_text("runtime_role")?,
         created_at: r.time("created_at")?,
     })
 }
@@ -117,7 +118,7 @@ macro_rules! policy_grant_columns {
          i.agent_id AS identity_agent_id, i.issuer AS identity_issuer, i.subject AS identity_subject, \
          i.created_at AS identity_created_at, \
          b.id, b.namespace_id, b.subject_id, b.role_id, b.resource_kind, b.resource_id, b.created_at, \
-         r.namespace_id AS role_namespace_id, r.name AS role_name, r.permissions AS role_permissions, \
+         b.runtime_role, r.namespace_id AS role_namespace_id, r.name AS role_name, r.permissions AS role_permissions, \
          r.created_at AS role_created_at, NULL AS action"
     };
 }
@@ -137,7 +138,7 @@ macro_rules! policy_restriction_rows {
             $lead,
             "'restriction', NULL, NULL, NULL, NULL, NULL, NULL, NULL, \
              x.id, x.namespace_id, NULL, NULL, x.resource_kind, x.resource_id, x.created_at, \
-             NULL, NULL, NULL, NULL, x.action FROM iam_restrictions x"
+             NULL, NULL, NULL, NULL, NULL, x.action FROM iam_restrictions x"
         )
     };
 }
@@ -178,7 +179,7 @@ fn snapshot_from_rows(rows: &[Row]) -> Result<PolicySnapshot, StoreError> {
 
 macro_rules! binding_cols {
     () => {
-        "id, namespace_id, subject_id, role_id, resource_kind, resource_id, created_at"
+        "id, namespace_id, subject_id, role_id, resource_kind, resource_id, runtime_role, created_at"
     };
 }
 
@@ -441,8 +442,8 @@ impl Authorized {
     /// Inserts an AccessBinding.
     pub async fn binding_insert(&mut self, binding: &AccessBinding) -> Result<(), StoreError> {
         self.q(sql!(
-            "INSERT INTO iam_access_bindings (id, namespace_id, subject_id, role_id, resource_kind, resource_id, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7)"
+            "INSERT INTO iam_access_bindings (id, namespace_id, subject_id, role_id, resource_kind, resource_id, runtime_role, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
         ))
         .bind(binding.id.as_str())
         .bind(binding.namespace_id.as_ref().map(|n| n.to_string()))
@@ -450,10 +451,54 @@ impl Authorized {
         .bind(binding.role_id.as_str())
         .bind(binding.resource.as_ref().map(|r| r.kind.as_str()))
         .bind(binding.resource.as_ref().map(|r| r.id.clone()))
+        .bind(binding.runtime_role.clone())
         .bind(binding.created_at)
         .execute()
         .await?;
         Ok(())
+    }
+
+    /// Assigns a runtime role on a binding (the one column of a binding that changes in place).
+    pub async fn binding_set_runtime_role(
+        &mut self,
+        id: &IamId,
+        runtime_role: &str,
+    ) -> Result<(), StoreError> {
+        let n = self
+            .q(sql!(
+                "UPDATE iam_access_bindings SET runtime_role = $2 WHERE id = $1"
+            ))
+            .bind(id.as_str())
+            .bind(runtime_role)
+            .execute()
+            .await?;
+        if n == 1 {
+            Ok(())
+        } else {
+            Err(StoreError::NotFound)
+        }
+    }
+
+    /// The runtime role assignment of `subject` on an exact Agent, if any (at most one).
+    pub async fn runtime_assignment(
+        &mut self,
+        ns: &NamespaceId,
+        subject: &IamId,
+        agent_id: &str,
+    ) -> Result<Option<AccessBinding>, StoreError> {
+        let row = self
+            .q(sql!(concat!(
+                "SELECT ",
+                binding_cols!(),
+                " FROM iam_access_bindings WHERE namespace_id = $1 AND subject_id = $2 \
+                 AND resource_kind = 'agent' AND resource_id = $3 AND runtime_role IS NOT NULL"
+            )))
+            .bind(ns.as_str())
+            .bind(subject.as_str())
+            .bind(agent_id)
+            .fetch_optional()
+            .await?;
+        row.as_ref().map(binding_from_row).transpose()
     }
 
     /// Deletes an AccessBinding.

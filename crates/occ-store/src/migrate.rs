@@ -56,6 +56,11 @@ const POSTGRES: &[Migration] = &[
         name: "service_account_binding",
         sql: include_str!("../migrations/postgres/0006_service_account_binding.sql"),
     },
+    Migration {
+        version: 7,
+        name: "runtime_role",
+        sql: include_str!("../migrations/postgres/0007_runtime_role.sql"),
+    },
 ];
 
 const SQLITE: &[Migration] = &[
@@ -88,6 +93,11 @@ const SQLITE: &[Migration] = &[
         version: 6,
         name: "service_account_binding",
         sql: include_str!("../migrations/sqlite/0006_service_account_binding.sql"),
+    },
+    Migration {
+        version: 7,
+        name: "runtime_role",
+        sql: include_str!("../migrations/sqlite/0007_runtime_role.sql"),
     },
 ];
 

@@ -391,6 +391,7 @@ impl TestApp {
                 subject_id: identity.id.clone(),
                 role_id: role.id.clone(),
                 resource: resource.map(|(kind, id)| BoundResource { kind, id }),
+                runtime_role: None,
                 created_at: now,
             })
             .await
@@ -441,6 +442,7 @@ impl TestApp {
             subject_id: principal.clone(),
             role_id: role.id,
             resource: resource.map(|(kind, id)| BoundResource { kind, id }),
+            runtime_role: None,
             created_at: now,
         })
         .await

@@ -31,6 +31,7 @@ pub fn setup_evidence() -> Evidence {
         subject_id: administrator.id.clone(),
         role_id: role.id.clone(),
         resource: None,
+        runtime_role: None,
         created_at: now,
     };
     match decide(

@@ -227,6 +227,17 @@ pub enum AgentCmd {
         #[arg(long, value_name = "ID")]
         principal: Option<String>,
     },
+    /// Let a person open the Agent's native Control UI: their `use` binding on this Agent (as
+    /// grant-use makes it) carrying a runtime role. Idempotent; Installation administrators.
+    GrantControlUi {
+        id: String,
+        /// The person's IAM principal (`prn_…`, as account creation answers it).
+        #[arg(long, value_name = "ID")]
+        principal: String,
+        /// The runtime role (the only one occ's runtime enforces is the default).
+        #[arg(long, default_value = "platform-administrator")]
+        runtime_role: String,
+    },
     /// Send the Agent a message and print its reply as it is produced. Without MESSAGE, an
     /// interactive conversation: one message per line, Ctrl-D ends it.
     Chat {
@@ -1144,6 +1155,29 @@ async fn grant_use(c: &Client, agent: &str, principal: Option<String>) -> anyhow
     .await
 }
 
+/// `occ agent grant-control-ui`: the person's `use` binding on the Agent, then its runtime role.
+async fn grant_control_ui(
+    c: &Client,
+    agent: &str,
+    principal: String,
+    runtime_role: &str,
+) -> anyhow::Result<Value> {
+    let binding = grant_use(c, agent, Some(principal)).await?;
+    if binding["runtimeRole"] == runtime_role {
+        return Ok(binding);
+    }
+    let id = binding["id"].as_str().unwrap_or_default();
+    c.call(
+        Method::PATCH,
+        &format!(
+            "/namespaces/{}/iam/access-bindings/{id}/runtime-role",
+            c.ns()?
+        ),
+        Some(json!({ "runtimeRole": runtime_role })),
+    )
+    .await
+}
+
 /// `occ service-account …`
 pub async fn service_account(c: &Client, cmd: ServiceAccountCmd) -> anyhow::Result<()> {
     let base = format!("/namespaces/{}/service-accounts", c.ns()?);
@@ -1224,6 +1258,14 @@ pub async fn agent(c: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
                 &binding,
                 &["id", "subjectId", "roleId", "resourceKind", "resourceId"],
             )
+        }
+        AgentCmd::GrantControlUi {
+            id,
+            principal,
+            runtime_role,
+        } => {
+            let binding = grant_control_ui(c, &id, principal, &runtime_role).await?;
+            c.print(&binding, &["id", "subjectId", "resourceId", "runtimeRole"])
         }
         AgentCmd::Chat {
             id,

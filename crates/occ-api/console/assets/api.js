@@ -117,6 +117,7 @@ export const paths = {
   secret: (ns, sec) => `/namespaces/${seg(ns)}/secrets/${seg(sec)}`,
   roles: (ns) => `/namespaces/${seg(ns)}/iam/roles`,
   bindings: (ns) => `/namespaces/${seg(ns)}/iam/access-bindings`,
+  runtimeRole: (ns, id) => `/namespaces/${seg(ns)}/iam/access-bindings/${seg(id)}/runtime-role`,
   chat: (ns, agt) => `/namespaces/${seg(ns)}/agents/${seg(agt)}/chat`,
   nativeAdmin: (ns, agt) => `/namespaces/${seg(ns)}/agents/${seg(agt)}/native-admin`,
   file: (ns, agt, name) => `/namespaces/${seg(ns)}/agents/${seg(agt)}/workspace/files/${seg(name)}`,

@@ -5,7 +5,8 @@
 
 import { ApiError, api, paths } from './api.js';
 import { h, replace } from './dom.js';
-import { showError } from './shell.js';
+import { assignRuntimeRole } from './secret-access.js';
+import { ctx, showError } from './shell.js';
 
 /** The conversation this page continues until "New conversation". */
 function newSessionKey() {
@@ -164,13 +165,14 @@ const CONTROL_UI_NOTICES = {
  */
 async function renderControlUi(container, ns, agent) {
   let status;
+  const heading = h('h3', {}, 'Native Control UI');
   try {
     status = (await api('GET', paths.nativeAdmin(ns, agent.id))).data;
-  } catch {
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 403) renderNoRuntimeRole(container, heading, ns, agent);
     return;
   }
   if (status.status === 'disabled') return;
-  const heading = h('h3', {}, 'Native Control UI');
   if (status.status !== 'available') {
     replace(container, heading, h('p', { class: 'notice', id: 'control-ui-status' }, CONTROL_UI_NOTICES[status.status] || status.status));
     return;
@@ -178,4 +180,37 @@ async function renderControlUi(container, ns, agent) {
   replace(container, heading,
     h('p', { class: 'hint' }, 'OpenClaw\'s own UI for this Agent, served by occ at the Agent\'s own origin after checking your session.'),
     h('a', { id: 'open-control-ui', class: 'button', href: status.url, target: '_blank', rel: 'noopener noreferrer' }, 'Open the Control UI'));
+}
+
+/** The runtime role occ's runtime enforces (see `GET …/runtime-roles`). */
+const RUNTIME_ROLE = 'platform-administrator';
+
+/**
+ * The Control UI refused (403): it needs a runtime role assigned to the person on this Agent.
+ * Installation administrators may assign themselves one here; others are told whom to ask.
+ */
+function renderNoRuntimeRole(container, heading, ns, agent) {
+  const admin = ctx.permissions && ctx.permissions.installation.includes('administer');
+  const principalId = ctx.user && ctx.user.principalId;
+  const notice = h('p', { class: 'notice', id: 'control-ui-status' },
+    'Opening this Agent\'s Control UI needs a runtime role assigned to you on it (and the use permission). '
+    + (admin ? 'As an Installation administrator you can assign yourself one.' : 'Ask an Installation administrator to assign you one.'));
+  if (!admin || !principalId) {
+    replace(container, heading, notice);
+    return;
+  }
+  const assign = h('button', {
+    type: 'button', id: 'assign-runtime-role', class: 'secondary',
+    onclick: async () => {
+      assign.disabled = true;
+      try {
+        await assignRuntimeRole(ns, principalId, agent.id, RUNTIME_ROLE);
+        await renderControlUi(container, ns, agent);
+      } catch (err) {
+        assign.disabled = false;
+        showError(err);
+      }
+    },
+  }, `Assign me the ${RUNTIME_ROLE} runtime role`);
+  replace(container, heading, notice, assign);
 }

@@ -115,7 +115,8 @@ pub async fn get_session(
             json!({
                 "authenticated": true,
                 "sessionKey": s.controller.session_key(&session),
-                "user": {"id": user.id, "email": user.email, "name": user.name},
+                "user": {"id": user.id, "email": user.email, "name": user.name,
+                         "principalId": user.principal_id},
             })
         });
     Ok(ok(data).into_response())

@@ -6,7 +6,7 @@ use axum::response::IntoResponse;
 use crate::envelope::{NoContent, created, ok};
 use crate::error::ApiError;
 use crate::extract::{Ctx, DEFAULT_LIMIT, JsonBody, NoBody, Params};
-use crate::inputs::{BindingCreateBody, RoleCreateBody};
+use crate::inputs::{BindingCreateBody, RoleCreateBody, RuntimeRoleBody};
 use crate::openapi::{Data, ErrorBody};
 use crate::state::AppState;
 use crate::views::{BindingView, PermissionsView, RoleView};
@@ -140,6 +140,26 @@ pub async fn delete_binding(
         .binding_delete(&ctx.req, p.ns()?, p.iam()?)
         .await?;
     Ok(NoContent)
+}
+
+/// Assign the runtime role a person holds in an Agent's native Control UI (a person's exact
+/// Agent binding whose Role grants `use`; Installation administrators).
+#[utoipa::path(patch, path = "/namespaces/{namespaceId}/iam/access-bindings/{bindingId}/runtime-role", operation_id = "updateIAMRuntimeRole", tag = "IAM",
+    params(("namespaceId" = String, Path), ("bindingId" = String, Path)), request_body = RuntimeRoleBody,
+    responses((status = 200, body = Data<BindingView>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 413, body = ErrorBody), (status = 415, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn update_runtime_role(
+    State(s): State<AppState>,
+    p: Params,
+    ctx: Ctx,
+    JsonBody(body): JsonBody<DEFAULT_LIMIT>,
+) -> Result<impl IntoResponse, ApiError> {
+    let input = RuntimeRoleBody::parse(&body)?;
+    let binding = s
+        .controller
+        .binding_set_runtime_role(&ctx.req, p.ns()?, p.iam()?, input.runtime_role.0)
+        .await?;
+    Ok(ok(BindingView::from(&binding)))
 }
 
 /// What the caller may do in the Namespace: actions on the Namespace, on its collections, on

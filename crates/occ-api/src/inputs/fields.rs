@@ -22,7 +22,7 @@ use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, Schema, Type}
 
 use super::PermissionGrant;
 use crate::body::{
-    Field, Presence, Property, any_schema, array_schema, enum_schema, object_schema, string_schema,
+    Field, Presence, Property, array_schema, enum_schema, object_schema, string_schema,
 };
 
 /// Names: no outer whitespace, no control characters (C0, DEL, C1).
@@ -482,6 +482,31 @@ impl<Cx> Field<Cx> for ResourceId {
     }
 }
 
+/// A runtime role's name: 1..128 characters, no control characters, not starting or ending
+/// with whitespace (whether the runtime offers it is decided later).
+pub struct RuntimeRoleName(pub String);
+
+impl<Cx> Field<Cx> for RuntimeRoleName {
+    fn parse(value: &Value, path: &str, _: &Cx, problems: &mut Problems) -> Option<Self> {
+        let s = expect_str(value, path, problems)?;
+        let ok = (1..=128).contains(&s.chars().count())
+            && !s.chars().any(char::is_control)
+            && !s.starts_with(char::is_whitespace)
+            && !s.ends_with(char::is_whitespace);
+        if !ok {
+            problems.push(
+                path,
+                DetailCode::InvalidFormat,
+                "must have 1 to 128 characters, no control characters and no surrounding whitespace",
+            );
+        }
+        ok.then(|| Self(s.to_owned()))
+    }
+    fn schema() -> Schema {
+        string_schema(Some(1), Some(128), Some(r"^\S(?:.*\S)?$"))
+    }
+}
+
 /// A service key's name: 1..32 characters, not blank, no NUL.
 pub struct KeyName(pub String);
 
@@ -675,24 +700,6 @@ literal_field!(
     /// `"identity"`, the only AccessBinding subject kind.
     IdentityKind = "identity"
 );
-
-/// A field the reference accepts and this installation does not implement: present with any
-/// value, it is refused (`INVALID_VALUE`) rather than ignored.
-pub enum Unsupported {}
-
-impl<Cx> Field<Cx> for Unsupported {
-    fn parse(_: &Value, path: &str, _: &Cx, problems: &mut Problems) -> Option<Self> {
-        problems.push(
-            path,
-            DetailCode::InvalidValue,
-            "is not supported by this installation",
-        );
-        None
-    }
-    fn schema() -> Schema {
-        any_schema()
-    }
-}
 
 /// Longest chat message, in bytes of UTF-8.
 pub const CHAT_MESSAGE_MAX_BYTES: usize = 16 * 1024;

@@ -387,6 +387,7 @@ pub async fn agent_deletion_finalizer_removes_everything(db: TestDb) {
             kind: ResourceKind::Agent,
             id: agt.to_string(),
         }),
+        runtime_role: None,
         created_at: now,
     };
     let on_revision = AccessBinding {
@@ -545,6 +546,7 @@ pub async fn iam_policy_snapshot(db: TestDb) {
         subject_id: spn.id.clone(),
         role_id: admin.id.clone(),
         resource: None,
+        runtime_role: None,
         created_at: now,
     };
     let restriction = Restriction {
