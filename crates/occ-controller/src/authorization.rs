@@ -348,10 +348,20 @@ impl Controller {
                         let role = role.clone();
                         return Ok((tx, evidence, role));
                     }
-                    (None, _) => (
-                        "no runtime role is assigned to the caller on the Agent",
-                        serde_json::to_value(&evidence).unwrap_or_default(),
-                    ),
+                    (None, _) => {
+                        // A caller allowed `use` learns that a missing Agent is missing.
+                        let exists = match (&agent.namespace_id, agent.id.parse()) {
+                            (Some(ns), Ok(id)) => tx.agent_get(ns, &id).await?.is_some(),
+                            _ => false,
+                        };
+                        if !exists {
+                            return Err(Error::not_found());
+                        }
+                        (
+                            "no runtime role is assigned to the caller on the Agent",
+                            serde_json::to_value(&evidence).unwrap_or_default(),
+                        )
+                    }
                     (Some(_), Some(_)) => (
                         "more than one runtime role is assigned to the caller on the Agent",
                         serde_json::to_value(&evidence).unwrap_or_default(),

@@ -4,8 +4,10 @@
 //! - a Configuration with `gateway.controlUi.enabled: true` deploys (the gateway runs in
 //!   trusted-proxy mode and occ's own clients — readiness, workspace files — get in with the
 //!   gateway credential as a password);
-//! - `GET …/native-admin` answers `stopped` before the deploy and `available` with the Agent's
-//!   own origin after it; a service key gets 403;
+//! - `GET …/native-admin` refuses a person without a runtime role on the Agent (the
+//!   administrator included); `occ agent grant-control-ui` assigns one (idempotently); then it
+//!   answers `stopped` before the deploy and `available` with the Agent's own origin after it; a
+//!   service key gets 403;
 //! - the Agent origin without a pass sends the browser to the console's launch, which answers a
 //!   one-time ticket; the callback sets a host-only HttpOnly pass; a replayed ticket is refused;
 //! - with the pass the Control UI's page loads through occ (no `Set-Cookie`, `worker-src 'none'`,
@@ -131,6 +133,61 @@ async fn a_person_opens_an_agents_control_ui_through_occ() {
         let code = res.status();
         (code, res.json().await.unwrap_or(Value::Null))
     };
+
+    // Without a runtime role on the Agent, even the Installation administrator is refused.
+    let (code, body) = status(&session).await;
+    assert_eq!(code, StatusCode::FORBIDDEN, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("runtime role"),
+        "{body}"
+    );
+    // The CLI assigns one (the person's `use` binding, then its runtime role), idempotently.
+    let principal = s
+        .http
+        .get(format!("{}/api/auth/session", s.url))
+        .header("cookie", &session)
+        .send()
+        .await
+        .unwrap()
+        .json::<Value>()
+        .await
+        .unwrap()["data"]["user"]["principalId"]
+        .as_str()
+        .expect("the session names its principal")
+        .to_owned();
+    let key_file = s.dir.path().join("admin-key.json");
+    std::fs::write(&key_file, json!({"data": {"key": s.key}}).to_string()).unwrap();
+    let grant = || {
+        let out = std::process::Command::new(support::OCC)
+            .args(["--url", &s.url, "--namespace", &s.ns, "-o", "json"])
+            .arg("--service-key-file")
+            .arg(&key_file)
+            .args([
+                "agent",
+                "grant-control-ui",
+                &agent,
+                "--principal",
+                &principal,
+            ])
+            .output()
+            .expect("occ agent grant-control-ui");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<Value>(&out.stdout).expect("json")
+    };
+    let binding = grant();
+    assert_eq!(
+        binding["runtimeRole"], "platform-administrator",
+        "{binding}"
+    );
+    assert_eq!(binding["subjectId"], principal.as_str());
+    assert_eq!(grant()["id"], binding["id"], "granting twice binds once");
 
     // Not deployed: stopped, nothing else said.
     let (code, body) = status(&session).await;

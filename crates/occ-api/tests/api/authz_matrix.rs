@@ -607,6 +607,20 @@ fn rows() -> Vec<Row> {
             body: none,
             expect: ADMIN_ONLY(204),
         },
+        // The fixture's binding is a service principal's, which holds no runtime role: the
+        // administrator passes authorization and is told so (409).
+        Row {
+            op: "updateIAMRuntimeRole",
+            method: Method::PATCH,
+            path: |f| {
+                format!(
+                    "/namespaces/{}/iam/access-bindings/{}/runtime-role",
+                    f.ns, f.binding
+                )
+            },
+            body: |_| Some(json!({"runtimeRole": "platform-administrator"})),
+            expect: ADMIN_ONLY(409),
+        },
         Row {
             op: "createServiceKey",
             method: Method::POST,

@@ -2,8 +2,9 @@
 //! is proven in the `occ` crate's `native_admin` test): every status of
 //! `GET …/native-admin` and its shape, who may ask (people with `use`; never keys), the launch
 //! ticket and the Agent origin's pass (one-time, bound to its host, forged or foreign passes
-//! refused, an unreachable gateway answered 503), and an open socket closed by its lease once
-//! the person's `use` is revoked — audited with the reason.
+//! refused, an unreachable gateway answered 503), an open socket closed by its lease once the
+//! person's runtime assignment is revoked — audited with the reason — and runtime role
+//! assignments themselves (`runtimeRole` on bindings, `PATCH …/runtime-role`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -138,6 +139,66 @@ impl F {
         (principal, Credential::Session(token))
     }
 
+    /// The principal of a signed-in person (`GET /api/auth/session`).
+    async fn principal_of(&self, who: &Credential) -> IamId {
+        let r = expect(
+            self.app
+                .call(Method::GET, "/api/auth/session", who, None)
+                .await,
+            StatusCode::OK,
+        );
+        r.data()["user"]["principalId"]
+            .as_str()
+            .expect("the session names its principal")
+            .parse()
+            .unwrap()
+    }
+
+    /// Assigns `principal` the runtime role on `agt` through the API: a Role with `use` on
+    /// Agents bound on the Agent with `runtimeRole`. Returns the binding.
+    async fn assign(&self, principal: &IamId, agt: &str) -> Value {
+        let admin = self.app.admin();
+        let role = expect(
+            self.app
+                .call(
+                    Method::POST,
+                    &format!("/namespaces/{}/iam/roles", self.ns),
+                    &admin,
+                    Some(json!({"permissions": [{"action": "use", "resourceKind": "agent"}]})),
+                )
+                .await,
+            StatusCode::CREATED,
+        )
+        .created_id();
+        expect(
+            self.app
+                .call(
+                    Method::POST,
+                    &format!("/namespaces/{}/iam/access-bindings", self.ns),
+                    &admin,
+                    Some(
+                        json!({"subjectKind": "identity", "subjectId": principal, "roleId": role,
+                                "resourceKind": "agent", "resourceId": agt,
+                                "runtimeRole": "platform-administrator"}),
+                    ),
+                )
+                .await,
+            StatusCode::CREATED,
+        )
+        .data()
+        .clone()
+    }
+
+    /// Signs in the bootstrap administrator with a runtime role on each of `agents`.
+    async fn admin_assigned(&self, agents: &[&str]) -> Credential {
+        let admin = self.app.admin_session().await;
+        let principal = self.principal_of(&admin).await;
+        for agt in agents {
+            self.assign(&principal, agt).await;
+        }
+        admin
+    }
+
     /// A browser request to `uri` with `Host: host` and these cookies.
     async fn browse(&self, host: &str, uri: &str, cookie: Option<&str>) -> occ_testkit::app::Reply {
         let mut request = Request::builder()
@@ -162,13 +223,24 @@ fn location(reply: &occ_testkit::app::Reply) -> String {
 #[tokio::test]
 async fn each_status_says_what_a_person_can_do() {
     let f = fixture(true).await;
-    let admin = f.app.admin_session().await;
-
     let (never, _) = f.agent("never-deployed", ui_enabled(), false).await;
+    let (ui, rev) = f.agent("with-ui", ui_enabled(), true).await;
+    let (plain, _) = f.agent("no-ui", json!({}), true).await;
+    let (risky, _) = f
+        .agent(
+            "risky-ui",
+            json!({"gateway": {"controlUi": {"enabled": true, "dangerouslyDisableDeviceAuth": true}}}),
+            true,
+        )
+        .await;
+    let (pending, _) = f.agent("pending", ui_enabled(), false).await;
+    let admin = f
+        .admin_assigned(&[&never, &ui, &plain, &risky, &pending])
+        .await;
+
     let r = expect(f.status(&never, &admin).await, StatusCode::OK);
     assert_eq!(r.body["data"], json!({"status": "stopped"}));
 
-    let (ui, rev) = f.agent("with-ui", ui_enabled(), true).await;
     let r = expect(f.status(&ui, &admin).await, StatusCode::OK);
     let data = r.data();
     assert_eq!(data["status"], "available");
@@ -185,24 +257,15 @@ async fn each_status_says_what_a_person_can_do() {
     let again = expect(f.status(&ui, &admin).await, StatusCode::OK);
     assert_eq!(again.data()["host"], data["host"]);
 
-    let (plain, _) = f.agent("no-ui", json!({}), true).await;
     let r = expect(f.status(&plain, &admin).await, StatusCode::OK);
     assert_eq!(r.data()["status"], "unsupported");
     assert!(r.data()["host"].is_string() && r.data()["url"].is_null());
     assert_ne!(r.data()["host"], data["host"]);
 
-    let (risky, _) = f
-        .agent(
-            "risky-ui",
-            json!({"gateway": {"controlUi": {"enabled": true, "dangerouslyDisableDeviceAuth": true}}}),
-            true,
-        )
-        .await;
     let r = expect(f.status(&risky, &admin).await, StatusCode::OK);
     assert_eq!(r.data()["status"], "unsupported");
 
     // Desired running, nothing serving yet.
-    let (pending, _) = f.agent("pending", ui_enabled(), false).await;
     expect(
         f.app
             .call(
@@ -237,7 +300,7 @@ async fn each_status_says_what_a_person_can_do() {
     // Not offered by this installation: disabled, nothing else.
     let off = fixture(false).await;
     let (agt, _) = off.agent("with-ui", ui_enabled(), true).await;
-    let admin = off.app.admin_session().await;
+    let admin = off.admin_assigned(&[&agt]).await;
     let r = expect(off.status(&agt, &admin).await, StatusCode::OK);
     assert_eq!(r.body["data"], json!({"status": "disabled"}));
 }
@@ -317,7 +380,8 @@ async fn only_people_who_may_use_the_agent_ask() {
         .filter(|e| e.action == "openclaw.agents.native_admin.read" && e.actor_id == bob.as_str())
         .count();
     assert_eq!(denials, 1);
-    // With `use` on this Agent they may.
+    // `use` alone is not enough: entry needs a runtime role assigned to the person on the
+    // Agent (the denial says so, and is audited).
     f.app
         .grant(
             &bob,
@@ -326,13 +390,58 @@ async fn only_people_who_may_use_the_agent_ask() {
             Some((ResourceKind::Agent, agt.clone())),
         )
         .await;
+    let r = expect(f.status(&agt, &bob_session).await, StatusCode::FORBIDDEN);
+    assert!(
+        r.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("runtime role"),
+        "{}",
+        r.body
+    );
+    let denials = f
+        .app
+        .store
+        .begin_read()
+        .await
+        .unwrap()
+        .audit_list(&AuditFilter::default())
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.action == "openclaw.agents.native_admin.read" && e.actor_id == bob.as_str())
+        .collect::<Vec<_>>();
+    assert_eq!(denials.len(), 2);
+    assert!(
+        denials.iter().any(|e| serde_json::to_string(&e.details)
+            .unwrap()
+            .contains("no runtime role is assigned")),
+        "the second denial says why"
+    );
+    // Installation administration does not stand in for an assignment either.
+    let admin = f.app.admin_session().await;
+    expect(f.status(&agt, &admin).await, StatusCode::FORBIDDEN);
+    // With an assignment they may.
+    f.assign(&bob, &agt).await;
     let r = expect(f.status(&agt, &bob_session).await, StatusCode::OK);
     assert_eq!(r.data()["status"], "available");
-    // An unknown Agent is 404 for someone who may look; an impossible id is refused first.
-    let admin = f.app.admin_session().await;
+    // An unknown Agent is 403 without `use` on it, 404 for someone who may use every Agent of
+    // the Namespace; an impossible id is refused first.
     let missing = AgentId::generate();
     expect(
         f.status(missing.as_str(), &admin).await,
+        StatusCode::FORBIDDEN,
+    );
+    f.app
+        .grant(
+            &bob,
+            &[Permission::new(Action::Use, ResourceKind::Agent)],
+            &f.app.default_ns,
+            None,
+        )
+        .await;
+    expect(
+        f.status(missing.as_str(), &bob_session).await,
         StatusCode::NOT_FOUND,
     );
     expect(f.status("not-an-id", &admin).await, StatusCode::BAD_REQUEST);
@@ -342,7 +451,7 @@ async fn only_people_who_may_use_the_agent_ask() {
 async fn a_launch_ticket_opens_one_agent_origin_once() {
     let f = fixture(true).await;
     let (agt, _) = f.agent("with-ui", ui_enabled(), true).await;
-    let Credential::Session(token) = f.app.admin_session().await else {
+    let Credential::Session(token) = f.admin_assigned(&[&agt]).await else {
         unreachable!()
     };
     let session_cookie = format!("openclaw_occ.session_token={token}");
@@ -447,7 +556,7 @@ async fn a_launch_ticket_opens_one_agent_origin_once() {
 }
 
 #[tokio::test]
-async fn an_open_socket_closes_when_use_is_revoked() {
+async fn an_open_socket_closes_when_its_runtime_assignment_is_revoked() {
     let f = fixture(true).await;
     let (agt, _) = f.agent("with-ui", ui_enabled(), true).await;
     // The stand-in gateway accepts the socket and keeps it open.
@@ -472,24 +581,11 @@ async fn an_open_socket_closes_when_use_is_revoked() {
         }
     });
     let (carol, session) = f.person("carol@example.com").await;
-    let binding = {
-        f.app
-            .grant(
-                &carol,
-                &[Permission::new(Action::Use, ResourceKind::Agent)],
-                &f.app.default_ns,
-                Some((ResourceKind::Agent, agt.clone())),
-            )
-            .await;
-        let mut tx = f.app.store.begin_read().await.unwrap();
-        tx.binding_list(&f.app.default_ns)
-            .await
-            .unwrap()
-            .into_iter()
-            .find(|b| b.subject_id == carol)
-            .expect("carol's binding")
-            .id
-    };
+    let binding: IamId = f.assign(&carol, &agt).await["id"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
     let Credential::Session(token) = &session else {
         unreachable!()
     };
@@ -594,4 +690,278 @@ async fn an_open_socket_closes_when_use_is_revoked() {
     );
     server.abort();
     gateway.abort();
+}
+
+#[tokio::test]
+async fn runtime_roles_are_assigned_on_a_persons_agent_use_binding_only() {
+    let f = fixture(true).await;
+    let (agt, _) = f.agent("with-ui", ui_enabled(), true).await;
+    let (other, _) = f.agent("other", ui_enabled(), true).await;
+    let admin = f.app.admin();
+    let (erin, erin_session) = f.person("erin@example.com").await;
+    let bindings = format!("/namespaces/{}/iam/access-bindings", f.ns);
+    let role_with = |permissions: Value| {
+        let app = &f.app;
+        let path = format!("/namespaces/{}/iam/roles", f.ns);
+        let admin = admin.clone();
+        async move {
+            expect(
+                app.call(
+                    Method::POST,
+                    &path,
+                    &admin,
+                    Some(json!({"permissions": permissions})),
+                )
+                .await,
+                StatusCode::CREATED,
+            )
+            .created_id()
+        }
+    };
+    let user = role_with(json!([{"action": "use", "resourceKind": "agent"}])).await;
+    let reader = role_with(json!([{"action": "read", "resourceKind": "agent"}, {"action": "read", "resourceKind": "secret"}])).await;
+    let create = |body: Value| {
+        let app = &f.app;
+        let path = bindings.clone();
+        let admin = admin.clone();
+        async move { app.call(Method::POST, &path, &admin, Some(body)).await }
+    };
+    let body = |subject: &str, role: &str, kind: &str, id: &str, runtime_role: Value| {
+        let mut b = json!({"subjectKind": "identity", "subjectId": subject, "roleId": role,
+                           "resourceKind": kind, "resourceId": id});
+        if !runtime_role.is_null() {
+            b["runtimeRole"] = runtime_role;
+        }
+        b
+    };
+    let refused_at = |r: &occ_testkit::app::Reply, status: StatusCode, pointer: &str| {
+        assert_eq!(r.status, status, "{}", r.body);
+        if status == StatusCode::BAD_REQUEST {
+            assert_eq!(r.body["error"]["details"][0]["path"], pointer, "{}", r.body);
+        }
+    };
+    let erin_id = erin.to_string();
+
+    // Invalid on creation: not a role the runtime enforces, a malformed name, not an Agent
+    // binding, not a person, a Role without `use`.
+    let r = create(body(&erin_id, &user, "agent", &agt, json!("editor"))).await;
+    refused_at(&r, StatusCode::BAD_REQUEST, "/runtimeRole");
+    assert!(
+        r.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("platform-administrator")
+    );
+    for bad in [
+        json!(" padded"),
+        json!(""),
+        json!(7),
+        json!("x".repeat(129)),
+    ] {
+        let r = create(body(&erin_id, &user, "agent", &agt, bad)).await;
+        refused_at(&r, StatusCode::BAD_REQUEST, "/runtimeRole");
+    }
+    let sec = crate::common::secret(&f.app, &f.ns, "token", &admin).await;
+    let r = create(body(
+        &erin_id,
+        &reader,
+        "secret",
+        &sec,
+        json!("platform-administrator"),
+    ))
+    .await;
+    refused_at(&r, StatusCode::BAD_REQUEST, "/runtimeRole");
+    let service = f.app.admin_principal.to_string();
+    let r = create(body(
+        &service,
+        &user,
+        "agent",
+        &agt,
+        json!("platform-administrator"),
+    ))
+    .await;
+    refused_at(&r, StatusCode::BAD_REQUEST, "/runtimeRole");
+    let r = create(body(
+        &erin_id,
+        &reader,
+        "agent",
+        &agt,
+        json!("platform-administrator"),
+    ))
+    .await;
+    refused_at(&r, StatusCode::BAD_REQUEST, "/runtimeRole");
+    // Nothing was written by the refusals.
+    let listed = expect(
+        f.app.call(Method::GET, &bindings, &admin, None).await,
+        StatusCode::OK,
+    );
+    assert!(
+        !listed
+            .data()
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|b| b["subjectId"] == erin_id.as_str()),
+        "{}",
+        listed.body
+    );
+
+    // Created, shown, and at most one per person and Agent.
+    let assigned = expect(
+        create(body(
+            &erin_id,
+            &user,
+            "agent",
+            &agt,
+            json!("platform-administrator"),
+        ))
+        .await,
+        StatusCode::CREATED,
+    );
+    assert_eq!(assigned.data()["runtimeRole"], "platform-administrator");
+    let id = assigned.data()["id"].as_str().unwrap().to_owned();
+    let got = expect(
+        f.app
+            .call(Method::GET, &format!("{bindings}/{id}"), &admin, None)
+            .await,
+        StatusCode::OK,
+    );
+    assert_eq!(got.data()["runtimeRole"], "platform-administrator");
+    let user_too = role_with(json!([{"action": "use", "resourceKind": "agent"}, {"action": "read", "resourceKind": "agent"}])).await;
+    let r = create(body(
+        &erin_id,
+        &user_too,
+        "agent",
+        &agt,
+        json!("platform-administrator"),
+    ))
+    .await;
+    refused_at(&r, StatusCode::CONFLICT, "");
+    // A second plain binding on the same Agent is fine, but cannot take a role by PATCH.
+    let plain = expect(
+        create(body(&erin_id, &user_too, "agent", &agt, Value::Null)).await,
+        StatusCode::CREATED,
+    );
+    assert!(plain.data().get("runtimeRole").is_none(), "{}", plain.body);
+    let patch_path = |id: &str| format!("{bindings}/{id}/runtime-role");
+    let patch = |id: String, body: Value, who: Credential| {
+        let app = &f.app;
+        let path = patch_path(&id);
+        async move { app.call(Method::PATCH, &path, &who, Some(body)).await }
+    };
+    let set = json!({"runtimeRole": "platform-administrator"});
+    let plain_id = plain.data()["id"].as_str().unwrap().to_owned();
+    let r = patch(plain_id.clone(), set.clone(), admin.clone()).await;
+    refused_at(&r, StatusCode::CONFLICT, "");
+    assert!(
+        r.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("another binding")
+    );
+
+    // PATCH: a person's plain `use` binding on another Agent takes the role.
+    let on_other = expect(
+        create(body(&erin_id, &user, "agent", &other, Value::Null)).await,
+        StatusCode::CREATED,
+    );
+    let on_other_id = on_other.data()["id"].as_str().unwrap().to_owned();
+    expect(f.status(&other, &erin_session).await, StatusCode::FORBIDDEN);
+    let r = expect(
+        patch(on_other_id.clone(), set.clone(), admin.clone()).await,
+        StatusCode::OK,
+    );
+    assert_eq!(r.data()["runtimeRole"], "platform-administrator");
+    assert_eq!(r.data()["id"], on_other_id.as_str());
+    let r = expect(f.status(&other, &erin_session).await, StatusCode::OK);
+    assert_eq!(r.data()["status"], "available");
+    // Again: the same answer.
+    expect(
+        patch(on_other_id.clone(), set.clone(), admin.clone()).await,
+        StatusCode::OK,
+    );
+    let updates = f
+        .app
+        .store
+        .begin_read()
+        .await
+        .unwrap()
+        .audit_list(&AuditFilter::default())
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.action == "openclaw.iam.access_bindings.runtime_role.update")
+        .collect::<Vec<_>>();
+    assert_eq!(updates.len(), 2, "every change is audited");
+    let details = serde_json::to_value(&updates[0].details).unwrap();
+    assert_eq!(details["bindingId"], on_other_id.as_str(), "{details}");
+    assert_eq!(
+        details["runtimeRole"], "platform-administrator",
+        "{details}"
+    );
+
+    // Refusals: the body, the value, the binding, the caller.
+    let r = patch(
+        on_other_id.clone(),
+        json!({"runtimeRole": "editor"}),
+        admin.clone(),
+    )
+    .await;
+    refused_at(&r, StatusCode::BAD_REQUEST, "/runtimeRole");
+    let r = patch(on_other_id.clone(), json!({}), admin.clone()).await;
+    refused_at(&r, StatusCode::BAD_REQUEST, "/runtimeRole");
+    let r = patch(
+        on_other_id.clone(),
+        json!({"runtimeRole": "platform-administrator", "x": 1}),
+        admin.clone(),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
+    let on_secret = expect(
+        create(body(&erin_id, &reader, "secret", &sec, Value::Null)).await,
+        StatusCode::CREATED,
+    );
+    let r = patch(
+        on_secret.data()["id"].as_str().unwrap().to_owned(),
+        set.clone(),
+        admin.clone(),
+    )
+    .await;
+    refused_at(&r, StatusCode::CONFLICT, "");
+    let of_service = expect(
+        create(body(&service, &user, "agent", &other, Value::Null)).await,
+        StatusCode::CREATED,
+    );
+    let r = patch(
+        of_service.data()["id"].as_str().unwrap().to_owned(),
+        set.clone(),
+        admin.clone(),
+    )
+    .await;
+    refused_at(&r, StatusCode::CONFLICT, "");
+    let r = patch(
+        IamId::generate_binding("").to_string(),
+        set.clone(),
+        admin.clone(),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.body);
+    let r = patch(on_other_id.clone(), set.clone(), erin_session.clone()).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN, "{}", r.body);
+    let r = patch(on_other_id.clone(), set.clone(), Credential::Anonymous).await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED, "{}", r.body);
+
+    // Deleting the binding revokes entry.
+    expect(
+        f.app
+            .call(
+                Method::DELETE,
+                &format!("{bindings}/{on_other_id}"),
+                &admin,
+                None,
+            )
+            .await,
+        StatusCode::NO_CONTENT,
+    );
+    expect(f.status(&other, &erin_session).await, StatusCode::FORBIDDEN);
 }

@@ -56,6 +56,7 @@ conformance!(
     resources::generation_compare_and_swap_has_one_winner_per_generation,
     resources::agent_deletion_finalizer_removes_everything,
     resources::iam_policy_snapshot,
+    resources::runtime_role_assignments,
     resources::accounts_sessions_and_keys,
     queue::enqueue_is_idempotent_per_key,
     queue::two_workers_claim_each_item_exactly_once,

@@ -640,6 +640,143 @@ pub async fn iam_policy_snapshot(db: TestDb) {
     );
 }
 
+/// A runtime role sits only on an exact Agent binding, at most one per person and Agent; it is
+/// the one column of a binding that changes in place, and never back to none.
+pub async fn runtime_role_assignments(db: TestDb) {
+    let store = db.store().await;
+    let ns = namespace("runtime-roles");
+    let now = Timestamp::now();
+    let person = Identity {
+        id: IamId::generate_principal(),
+        kind: IdentityKind::Principal,
+        namespace_id: None,
+        agent_id: None,
+        issuer: Some("occ".into()),
+        subject: Some("erin".into()),
+        created_at: now,
+    };
+    let role = Role {
+        id: IamId::generate_role(false),
+        namespace_id: Some(ns.id.clone()),
+        name: None,
+        permissions: vec![Permission::new(Action::Use, ResourceKind::Agent)],
+        created_at: now,
+    };
+    let agent_id = occ_core::AgentId::generate().to_string();
+    let on = |kind: ResourceKind, id: &str, runtime_role: Option<&str>| AccessBinding {
+        id: IamId::generate_binding(""),
+        namespace_id: Some(ns.id.clone()),
+        subject_id: person.id.clone(),
+        role_id: role.id.clone(),
+        resource: Some(BoundResource {
+            kind,
+            id: id.to_owned(),
+        }),
+        runtime_role: runtime_role.map(str::to_owned),
+        created_at: now,
+    };
+    let assigned = on(
+        ResourceKind::Agent,
+        &agent_id,
+        Some("platform-administrator"),
+    );
+    let plain = on(ResourceKind::Agent, &agent_id, None);
+    let mut tx = occ_testkit::begin_setup(&store).await;
+    tx.namespace_insert(&ns).await.unwrap();
+    tx.identity_insert(&person).await.unwrap();
+    tx.role_insert(&role).await.unwrap();
+    tx.binding_insert(&assigned).await.unwrap();
+    tx.binding_insert(&plain).await.unwrap();
+    tx.commit().await.unwrap();
+
+    let mut tx = occ_testkit::begin_setup(&store).await;
+    assert_eq!(
+        tx.binding_get(&assigned.id).await.unwrap(),
+        Some(assigned.clone())
+    );
+    assert_eq!(
+        tx.runtime_assignment(&ns.id, &person.id, &agent_id)
+            .await
+            .unwrap(),
+        Some(assigned.clone())
+    );
+    let snap = tx.policy_snapshot(&person.id).await.unwrap();
+    assert!(snap.grants.iter().any(|g| g.binding == assigned));
+    // A second assignment for the same person and Agent.
+    assert!(matches!(
+        tx.binding_insert(&on(ResourceKind::Agent, &agent_id, Some("other")))
+            .await,
+        Err(StoreError::Conflict { .. })
+    ));
+    drop(tx);
+    let mut tx = occ_testkit::begin_setup(&store).await;
+    // Not on an Agent, or a malformed name.
+    assert!(matches!(
+        tx.binding_insert(&on(
+            ResourceKind::Secret,
+            &agent_id,
+            Some("platform-administrator")
+        ))
+        .await,
+        Err(StoreError::Invariant { .. })
+    ));
+    drop(tx);
+    let mut tx = occ_testkit::begin_setup(&store).await;
+    assert!(matches!(
+        tx.binding_insert(&on(ResourceKind::Agent, &agent_id, Some(" padded")))
+            .await,
+        Err(StoreError::Invariant { .. })
+    ));
+    drop(tx);
+    // A plain binding takes a role in place (once the other assignment is gone).
+    let mut tx = occ_testkit::begin_setup(&store).await;
+    assert!(matches!(
+        tx.binding_set_runtime_role(&plain.id, "platform-administrator")
+            .await,
+        Err(StoreError::Conflict { .. })
+    ));
+    drop(tx);
+    let mut tx = occ_testkit::begin_setup(&store).await;
+    tx.binding_delete(&assigned.id).await.unwrap();
+    tx.binding_set_runtime_role(&plain.id, "platform-administrator")
+        .await
+        .unwrap();
+    assert!(matches!(
+        tx.binding_set_runtime_role(&IamId::generate_binding(""), "platform-administrator")
+            .await,
+        Err(StoreError::NotFound)
+    ));
+    tx.commit().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&store).await;
+    assert_eq!(
+        tx.binding_get(&plain.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .runtime_role
+            .as_deref(),
+        Some("platform-administrator")
+    );
+    drop(tx);
+    // Everything else stays immutable, and the role is never cleared by an update.
+    let mut raw = db.raw().await;
+    for change in [
+        format!("role_id = '{}'", IamId::generate_role(false)),
+        "resource_id = 'agt_other'".to_owned(),
+        "runtime_role = NULL".to_owned(),
+    ] {
+        assert!(
+            raw.execute(&format!(
+                "UPDATE iam_access_bindings SET {change} WHERE id = '{}'",
+                plain.id
+            ))
+            .await
+            .is_err(),
+            "{change}"
+        );
+    }
+}
+
 pub async fn accounts_sessions_and_keys(db: TestDb) {
     let store = db.store().await;
     let now = Timestamp::now();
