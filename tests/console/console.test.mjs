@@ -849,6 +849,22 @@ test('the web console, end to end', { timeout: 15 * 60_000 }, async (t) => {
   });
 
   let controlUi = null;
+  await step('the Control UI needs a runtime role on the Agent: an administrator assigns one to themselves in one click', async () => {
+    const refused = await pageApi(page, 'GET', `/namespaces/${ns}/agents/${talker.id}/native-admin`);
+    assert.equal(refused.status, 403);
+    assert.match(refused.body.error.message, /runtime role/);
+    const assign = page.locator('#assign-runtime-role');
+    await assign.waitFor();
+    assert.match(await page.locator('#control-ui-status').innerText(), /runtime role assigned to you/);
+    await shot(page, 'agent-control-ui-assign');
+    await assign.click();
+    await page.locator('#open-control-ui').waitFor();
+    const bindings = (await pageApi(page, 'GET', `/namespaces/${ns}/iam/access-bindings`)).body.data;
+    const mine = bindings.filter((b) => b.resourceId === talker.id && b.runtimeRole);
+    assert.equal(mine.length, 1, JSON.stringify(bindings));
+    assert.equal(mine[0].runtimeRole, 'platform-administrator');
+  });
+
   await step('the Agent\'s native Control UI opens through occ at its own origin and connects its WebSocket', async () => {
     const status = (await pageApi(page, 'GET', `/namespaces/${ns}/agents/${talker.id}/native-admin`)).body.data;
     assert.equal(status.status, 'available');
