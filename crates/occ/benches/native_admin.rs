@@ -140,6 +140,44 @@ fn main() {
             .next()
             .unwrap()
             .to_owned();
+        // The administrator's runtime role on the Agent (entry needs one).
+        let me: Value = plain
+            .get(format!("{}/api/auth/session", stack.url))
+            .header("cookie", &session)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let principal = me["data"]["user"]["principalId"].as_str().expect("principal");
+        let (code, role) = stack
+            .call(
+                reqwest::Method::POST,
+                &format!("/namespaces/{}/iam/roles", stack.ns),
+                Some(
+                    serde_json::to_vec(
+                        &json!({"permissions": [{"action": "use", "resourceKind": "agent"}]}),
+                    )
+                    .unwrap(),
+                ),
+            )
+            .await;
+        assert_eq!(code.as_u16(), 201, "{role}");
+        let (code, binding) = stack
+            .call(
+                reqwest::Method::POST,
+                &format!("/namespaces/{}/iam/access-bindings", stack.ns),
+                Some(
+                    serde_json::to_vec(&json!({
+                        "subjectKind": "identity", "subjectId": principal,
+                        "roleId": role["data"]["id"], "resourceKind": "agent",
+                        "resourceId": agent, "runtimeRole": "platform-administrator"}))
+                    .unwrap(),
+                ),
+            )
+            .await;
+        assert_eq!(code.as_u16(), 201, "{binding}");
         let status: Value = plain
             .get(format!(
                 "{}/namespaces/{}/agents/{agent}/native-admin",
