@@ -140,11 +140,20 @@ async fn serve(
         [one] => Some((*one).to_owned()),
         _ => None,
     };
-    let admission = match state
-        .controller
-        .native_admin_admit(&host, pass.as_deref(), RequestId::generate())
-        .await
-    {
+    // Sockets are admitted afresh (they are audited and leased); plain requests may reuse a
+    // pass's admission from the last two seconds.
+    let admitted = if websocket {
+        state
+            .controller
+            .native_admin_admit(&host, pass.as_deref(), RequestId::generate())
+            .await
+    } else {
+        state
+            .controller
+            .native_admin_admit_request(&host, pass.as_deref(), RequestId::generate())
+            .await
+    };
+    let admission = match admitted {
         Ok(admission) => admission,
         Err(ProxyRefusal::SessionInvalid | ProxyRefusal::RevisionChanged) if navigation => {
             return Redirect::to(&settings.launch_url(&host)).into_response();
@@ -376,7 +385,11 @@ fn unavailable() -> Response {
 
 async fn connect(upstream: &str) -> Option<TcpStream> {
     match tokio::time::timeout(UPSTREAM_TIMEOUT, TcpStream::connect(upstream)).await {
-        Ok(Ok(stream)) => Some(stream),
+        Ok(Ok(stream)) => {
+            // A request or frame written in pieces must not wait for the gateway's delayed ACK.
+            let _ = stream.set_nodelay(true);
+            Some(stream)
+        }
         _ => None,
     }
 }

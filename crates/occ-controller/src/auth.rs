@@ -356,6 +356,7 @@ impl Controller {
         tx.session_delete(session_id).await?;
         tx.commit().await?;
         self.session_ends.ended(session_id);
+        self.recent_admissions.forget_session(session_id);
         Ok(())
     }
 

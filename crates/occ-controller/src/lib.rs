@@ -169,6 +169,8 @@ pub struct Controller {
     redeemed_tickets: native_admin::RedeemedTickets,
     /// Sessions that ended here, for the Control UI sockets they opened.
     session_ends: native_admin::SessionEnds,
+    /// Recent admissions of proxied Control UI requests, per pass.
+    recent_admissions: native_admin::RecentAdmissions,
 }
 
 impl std::fmt::Debug for Controller {
@@ -206,6 +208,7 @@ impl Controller {
             native_admin: None,
             redeemed_tickets: native_admin::RedeemedTickets::default(),
             session_ends: native_admin::SessionEnds::default(),
+            recent_admissions: native_admin::RecentAdmissions::default(),
         }
     }
 

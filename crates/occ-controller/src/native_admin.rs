@@ -20,7 +20,7 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use hmac::{Hmac, KeyInit, Mac};
@@ -303,6 +303,49 @@ impl RedeemedTickets {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         seen.retain(|_, e| *e > now);
         seen.insert(nonce.to_owned(), exp).is_none()
+    }
+}
+
+/// How long an admission of a proxied HTTP request is reused for further requests with the
+/// same pass: a page load's burst of assets is admitted once instead of once per asset.
+pub const ADMISSION_REUSE: Duration = Duration::from_secs(2);
+/// At most this many passes are remembered (expired ones are dropped first).
+const RECENT_ADMISSIONS_MAX: usize = 4096;
+
+/// Admissions of proxied HTTP requests, per pass, for [`ADMISSION_REUSE`]. WebSockets and their
+/// leases are always admitted afresh; a sign-out on this process drops its session's entries.
+#[derive(Debug, Default)]
+pub struct RecentAdmissions {
+    entries: Mutex<HashMap<String, (Instant, ProxyAdmission)>>,
+}
+
+impl RecentAdmissions {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Instant, ProxyAdmission)>> {
+        self.entries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn get(&self, pass: &str, host: &str) -> Option<ProxyAdmission> {
+        let entries = self.lock();
+        let (at, admission) = entries.get(pass)?;
+        (at.elapsed() < ADMISSION_REUSE && admission.host == host).then(|| admission.clone())
+    }
+
+    fn put(&self, pass: &str, admission: &ProxyAdmission) {
+        let mut entries = self.lock();
+        if entries.len() >= RECENT_ADMISSIONS_MAX {
+            entries.retain(|_, (at, _)| at.elapsed() < ADMISSION_REUSE);
+            if entries.len() >= RECENT_ADMISSIONS_MAX {
+                entries.clear();
+            }
+        }
+        entries.insert(pass.to_owned(), (Instant::now(), admission.clone()));
+    }
+
+    /// Forgets every admission of `session_id` (it signed out).
+    pub(crate) fn forget_session(&self, session_id: &str) {
+        self.lock().retain(|_, (_, a)| a.session_id != session_id);
     }
 }
 
@@ -600,6 +643,26 @@ impl Controller {
             value: pass,
             max_age: u64::try_from((exp - now) / 1000).unwrap_or(0),
         })
+    }
+
+    /// [`Controller::native_admin_admit`] for a proxied HTTP request: an admission of the same
+    /// pass at the same host from the last [`ADMISSION_REUSE`] is reused.
+    pub async fn native_admin_admit_request(
+        &self,
+        host: &str,
+        pass: Option<&str>,
+        request_id: RequestId,
+    ) -> Result<ProxyAdmission, ProxyRefusal> {
+        if let Some(pass) = pass
+            && let Some(admission) = self.recent_admissions.get(pass, host)
+        {
+            return Ok(admission);
+        }
+        let admission = self.native_admin_admit(host, pass, request_id).await?;
+        if let Some(pass) = pass {
+            self.recent_admissions.put(pass, &admission);
+        }
+        Ok(admission)
     }
 
     /// Admits one proxied request (or socket, or a socket's lease) at `host` with the pass it

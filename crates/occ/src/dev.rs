@@ -332,7 +332,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         ))
     });
     let worker_task = tokio::spawn(worker.run(stop_rx));
-    axum::serve(listener, app)
+    axum::serve(crate::serve::without_nagle(listener), app)
         .with_graceful_shutdown(shutdown_signal())
         .await
         .context("serving HTTP")?;

@@ -66,7 +66,7 @@ pub async fn run() -> anyhow::Result<()> {
         })?;
     let addr = listener.local_addr()?;
     tracing::info!(address = %addr, backend = store.backend().name(), "occ API listening on http://{addr}");
-    axum::serve(listener, app)
+    axum::serve(without_nagle(listener), app)
         .with_graceful_shutdown(shutdown_signal())
         .await
         .context("serving HTTP")?;
@@ -77,4 +77,17 @@ pub async fn run() -> anyhow::Result<()> {
     store.close().await;
     tracing::info!("occ API stopped");
     Ok(())
+}
+
+/// The API's listener with Nagle's algorithm off on every connection: responses that go out in
+/// several writes (streamed chat turns, proxied Control UI assets) would otherwise wait for the
+/// peer's delayed ACK between them.
+pub(crate) fn without_nagle(
+    listener: tokio::net::TcpListener,
+) -> impl axum::serve::Listener<Addr = std::net::SocketAddr> {
+    axum::serve::ListenerExt::tap_io(listener, |tcp: &mut tokio::net::TcpStream| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "TCP_NODELAY could not be set");
+        }
+    })
 }

@@ -965,3 +965,81 @@ async fn runtime_roles_are_assigned_on_a_persons_agent_use_binding_only() {
     );
     expect(f.status(&other, &erin_session).await, StatusCode::FORBIDDEN);
 }
+
+/// A page load's requests reuse one admission for `ADMISSION_REUSE`; a revocation reaches plain
+/// requests once that window has passed, and a sign-out at once.
+#[tokio::test]
+async fn plain_requests_reuse_an_admission_briefly_and_never_past_a_revocation_window() {
+    let f = fixture(true).await;
+    let (agt, _) = f.agent("with-ui", ui_enabled(), true).await;
+    let (frank, session) = f.person("frank@example.com").await;
+    let binding = f.assign(&frank, &agt).await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let Credential::Session(token) = &session else {
+        unreachable!()
+    };
+    let session_cookie = format!("openclaw_occ.session_token={token}");
+    let host = expect(f.status(&agt, &session).await, StatusCode::OK).data()["host"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let authority = format!("{host}:3000");
+    let pass_of = async |cookie: &str| {
+        let launch = f
+            .browse(
+                "127.0.0.1:3000",
+                &format!("/__occ/native-admin/launch?host={host}"),
+                Some(cookie),
+            )
+            .await;
+        let callback = location(&launch).replace(&format!("http://{authority}"), "");
+        let r = f.browse(&authority, &callback, None).await;
+        r.headers["set-cookie"]
+            .to_str()
+            .unwrap()
+            .split(';')
+            .next()
+            .unwrap()
+            .to_owned()
+    };
+    let pass = pass_of(&session_cookie).await;
+    // Admitted (this double's gateway is unreachable: 503 after admission).
+    let admitted = |r: &occ_testkit::app::Reply| r.status == StatusCode::SERVICE_UNAVAILABLE;
+    assert!(admitted(&f.browse(&authority, "/", Some(&pass)).await));
+    // Revoked: refused once the reuse window has passed.
+    expect(
+        f.app
+            .call(
+                Method::DELETE,
+                &format!("/namespaces/{}/iam/access-bindings/{binding}", f.ns),
+                &f.app.admin(),
+                None,
+            )
+            .await,
+        StatusCode::NO_CONTENT,
+    );
+    tokio::time::sleep(occ_controller::native_admin::ADMISSION_REUSE + Duration::from_millis(200))
+        .await;
+    let r = f.browse(&authority, "/app.js", Some(&pass)).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN, "{}", r.text);
+
+    // Signing out ends a freshly admitted pass at once, reuse window or not.
+    f.assign(&frank, &agt).await;
+    let pass = pass_of(&session_cookie).await;
+    assert!(admitted(&f.browse(&authority, "/", Some(&pass)).await));
+    expect(
+        f.app
+            .call(Method::POST, "/api/auth/sign-out", &session, None)
+            .await,
+        StatusCode::OK,
+    );
+    let r = f.browse(&authority, "/app.js", Some(&pass)).await;
+    assert!(r.status.is_redirection(), "{}", r.status);
+    assert!(
+        location(&r).contains("/__occ/native-admin/launch"),
+        "{}",
+        location(&r)
+    );
+}
