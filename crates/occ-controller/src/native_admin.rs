@@ -10,9 +10,10 @@
 //! Agent origin, when it has no pass, sends the browser to the console's launch route, which
 //! checks the session and the Agent, and answers with a one-time ticket (60 s) bound to that
 //! Agent origin; the origin's callback exchanges it for a host-only, HttpOnly pass cookie. Both
-//! are HMAC-signed (session id, Agent, host, revision, expiry); the pass is re-checked on every
-//! request against the live session (sign-out ends it), Agent `use`, the Agent's availability
-//! and its active revision. Tickets are one-time per API process.
+//! are HMAC-signed (session id, Agent, host, revision, expiry); the pass is re-checked against
+//! the live session (sign-out ends it), Agent `use` with a runtime role assignment, the Agent's
+//! availability and its active revision — for each request, except that plain requests reuse an
+//! admission for [`ADMISSION_REUSE`]. Tickets are one-time per API process.
 //!
 //! **Open sockets** are re-authorized every [`LEASE_INTERVAL`] (and at once when their session
 //! signs out on this process); a failed check closes them with a reason. Each socket's open and
