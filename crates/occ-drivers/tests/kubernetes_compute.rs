@@ -1008,111 +1008,14 @@ async fn a_control_ui_revision_runs_in_trusted_proxy_mode() {
     );
 }
 
-/// The Control UI path on Kubernetes, with a real gateway through the test kubelet: a Control UI
-/// revision serves; occ's own client gets in through the port-forward with the credential as a
-/// password; the same forward carries the proxy's HTTP (the UI's page) and a Control UI
-/// WebSocket admitted on the proxy identity (hello-ok with `operator.admin`), while the same
-/// socket without the identity is refused.
+/// The Control UI path on Kubernetes, with a real gateway through the test kubelet: the shared
+/// conformance case (a Control UI revision serves; occ's own client gets in through the
+/// port-forward with the credential as a password; the same forward carries the proxy's HTTP and
+/// a Control UI WebSocket admitted on the proxy identity, refused without it).
 #[tokio::test]
 async fn the_control_ui_is_reached_through_the_port_forward() {
-    use futures::SinkExt;
-    use tokio_tungstenite::tungstenite::{Message, client::IntoClientRequest};
-
     let fake = FakeKube::start().await;
     let _kubelet = FakeKubelet::start(&fake);
     let compute = driver(&fake);
-    let (ns, agent) = conformance::targets();
-    compute.ensure_namespace(&ns).await.expect("ensure");
-    let mut doc = document("gpt-5");
-    doc["gateway"] = json!({"controlUi": {"enabled": true}});
-    let rev = revision(&compute, &agent, 1, doc);
-    compute
-        .activate_revision(&rev, &RevisionContext::default())
-        .await
-        .expect("activate");
-    let session = conformance::connect(&compute, &agent)
-        .await
-        .expect("occ's client: hello-ok with the password");
-    session.close().await;
-    let access = compute
-        .gateway_access(&agent)
-        .await
-        .expect("access")
-        .expect("serving");
-    let authority = access
-        .url
-        .trim_start_matches("ws://")
-        .trim_end_matches('/')
-        .to_owned();
-
-    let page = reqwest::Client::new()
-        .get(format!("http://{authority}/"))
-        .header("x-occ-identity", "occ-native-admin")
-        .header("x-forwarded-for", "192.0.2.10")
-        .send()
-        .await
-        .expect("the page through the forward");
-    assert_eq!(page.status(), reqwest::StatusCode::OK);
-    assert!(page.text().await.unwrap().to_lowercase().contains("<html"));
-
-    let socket = async |identity: bool| -> Value {
-        let mut request = format!("ws://{authority}/").into_client_request().unwrap();
-        let headers = request.headers_mut();
-        headers.insert("origin", "http://occ-native-admin.invalid".parse().unwrap());
-        headers.insert("x-forwarded-for", "192.0.2.10".parse().unwrap());
-        if identity {
-            headers.insert("x-occ-identity", "occ-native-admin".parse().unwrap());
-        }
-        let (mut ws, _) = tokio_tungstenite::connect_async(request)
-            .await
-            .expect("upgrade through the forward");
-        let challenge = next_json(&mut ws).await;
-        assert_eq!(challenge["event"], "connect.challenge", "{challenge}");
-        let connect = json!({"type": "req", "id": "c1", "method": "connect", "params": {
-            "minProtocol": 4, "maxProtocol": 4,
-            "client": {"id": "openclaw-control-ui", "version": "test", "platform": "web", "mode": "ui"},
-            "role": "operator", "scopes": ["operator.admin"]}});
-        ws.send(Message::text(connect.to_string())).await.unwrap();
-        loop {
-            let frame = next_json(&mut ws).await;
-            if frame["id"] == "c1" || frame.get("closed").is_some() {
-                return frame;
-            }
-        }
-    };
-    let admitted = socket(true).await;
-    assert_eq!(admitted["ok"], true, "{admitted}");
-    assert!(
-        admitted["payload"]["auth"]["scopes"]
-            .to_string()
-            .contains("operator.admin"),
-        "{admitted}"
-    );
-    let refused = socket(false).await;
-    assert_ne!(refused["ok"], true, "no identity: {refused}");
-
-    compute.stop_revision(&rev).await.expect("stop");
-    compute.delete_agent(&agent).await.expect("delete");
-    compute
-        .delete_namespace(&ns)
-        .await
-        .expect("delete namespace");
-}
-
-type Ws =
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
-
-/// The next JSON text frame, or `{"closed": …}` when the socket ends or stays silent for 20 s.
-async fn next_json(ws: &mut Ws) -> Value {
-    use futures::StreamExt;
-    use tokio_tungstenite::tungstenite::Message;
-    loop {
-        match tokio::time::timeout(Duration::from_secs(20), ws.next()).await {
-            Ok(Some(Ok(Message::Text(t)))) => {
-                return serde_json::from_str::<Value>(&t).unwrap_or(Value::Null);
-            }
-            Ok(Some(Ok(_))) => continue,
-            other => return json!({"closed": format!("{other:?}")}),
-        }
-    }
+    conformance::control_ui(&compute).await;
 }

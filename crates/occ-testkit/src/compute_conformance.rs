@@ -9,8 +9,10 @@
 //! never disturbs what serves, that every verb is idempotent, and that the workspace survives
 //! stop and resume. It starts three gateways. [`rollback`] checks that a revision whose gateway
 //! cannot start is undone by `restore_revision` and measures the outage. [`dedicated_lifecycle`]
-//! is the dedicated (Codex harness) case.
+//! is the dedicated (Codex harness) case. [`control_ui`] is the native Control UI's path through
+//! the Driver's gateway access (trusted-proxy mode).
 
+mod control_ui;
 mod dedicated;
 
 use std::time::Duration;
@@ -25,6 +27,7 @@ use occ_drivers::compute::{
 use occ_gateway::{Endpoint, GatewayError, Session};
 use serde_json::{Value, json};
 
+pub use control_ui::control_ui;
 pub use dedicated::{
     DEDICATED_KEY, DEDICATED_WRONG_KEY, DedicatedFigures, DedicatedSite, dedicated_document,
     dedicated_lifecycle, key_context,

@@ -222,6 +222,22 @@ async fn conformance_suite_over_ssh() {
     assert!(host.accounts().is_empty(), "{:?}", host.accounts());
 }
 
+/// The native Control UI's path over SSH: a Control UI revision's gateway (trusted-proxy mode,
+/// the credential as `OPENCLAW_GATEWAY_PASSWORD` from the detached supervisor's environment)
+/// serves the UI's page and admits the proxy identity's socket through the Driver's SSH forward,
+/// and refuses the socket without it (the shared conformance case).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_control_ui_is_reached_through_the_ssh_forward() {
+    let programs = tokio::task::spawn_blocking(agent_programs).await.unwrap();
+    let _turn = GATEWAYS.lock().await;
+    let sshd = Sshd::start().await;
+    let host = Host::new();
+    let compute = driver(&sshd, &host, &programs, (29940, 29949), sshd.known_hosts());
+    conformance::control_ui(&compute).await;
+    assert!(recorded_gateways(host.path()).is_empty());
+    assert!(host.accounts().is_empty(), "{:?}", host.accounts());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agents_on_one_host_are_separate_users() {
     let programs = tokio::task::spawn_blocking(agent_programs).await.unwrap();

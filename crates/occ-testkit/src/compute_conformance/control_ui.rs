@@ -1,0 +1,148 @@
+//! The native Control UI path through a Compute Driver's gateway access: what occ's Agent-origin
+//! proxy relies on, whichever Driver runs the gateway.
+
+use std::time::Duration;
+
+use futures::{SinkExt, StreamExt};
+use http_body_util::BodyExt;
+use occ_core::native::control_ui;
+use occ_drivers::compute::{Compute, RevisionContext};
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::{Message, client::IntoClientRequest};
+
+use super::{connect, document, revision, targets};
+
+/// A Control UI revision (`gateway.controlUi.enabled`) serves; occ's own client gets in with the
+/// credential (sent as token and password: the gateway runs in trusted-proxy mode); through the
+/// address `gateway_access` hands out, the proxy's HTTP gets the UI's page and a Control UI
+/// WebSocket on the proxy identity reaches hello-ok with `operator.admin`, while the same socket
+/// without the identity is refused. Starts one gateway; deletes everything it made.
+pub async fn control_ui(compute: &dyn Compute) {
+    let (ns, agent) = targets();
+    compute.ensure_namespace(&ns).await.expect("ensure");
+    let mut doc = document("gpt-5");
+    doc["gateway"] = json!({"controlUi": {"enabled": true}});
+    let rev = revision(compute, &agent, 1, doc);
+    compute
+        .activate_revision(&rev, &RevisionContext::default())
+        .await
+        .expect("activate a Control UI revision");
+    let session = connect(compute, &agent)
+        .await
+        .expect("occ's client: hello-ok with the password");
+    session.close().await;
+    let access = compute
+        .gateway_access(&agent)
+        .await
+        .expect("access")
+        .expect("serving");
+    let authority = access
+        .url
+        .trim_start_matches("ws://")
+        .trim_end_matches('/')
+        .to_owned();
+
+    let (status, page) = get_page(&authority).await;
+    assert_eq!(status, 200, "the UI's page through the Driver's address");
+    assert!(page.to_lowercase().contains("<html"), "{page:.200}");
+
+    let admitted = ui_socket(&authority, true).await;
+    assert_eq!(admitted["ok"], true, "{admitted}");
+    assert!(
+        admitted["payload"]["auth"]["scopes"]
+            .to_string()
+            .contains("operator.admin"),
+        "{admitted}"
+    );
+    let refused = ui_socket(&authority, false).await;
+    assert_ne!(refused["ok"], true, "no identity: {refused}");
+
+    compute.stop_revision(&rev).await.expect("stop");
+    compute.delete_agent(&agent).await.expect("delete");
+    compute
+        .delete_namespace(&ns)
+        .await
+        .expect("delete namespace");
+}
+
+/// `GET /` as occ's proxy sends it (the identity, a non-loopback client address).
+async fn get_page(authority: &str) -> (u16, String) {
+    let stream = tokio::net::TcpStream::connect(authority)
+        .await
+        .expect("connect to the gateway's address");
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .expect("HTTP/1 handshake");
+    tokio::spawn(connection);
+    let request = http::Request::get("/")
+        .header("host", authority)
+        .header(control_ui::IDENTITY_HEADER, control_ui::PROXY_IDENTITY)
+        .header("x-forwarded-for", control_ui::FORWARDED_CLIENT)
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .expect("request");
+    let response = tokio::time::timeout(Duration::from_secs(30), sender.send_request(request))
+        .await
+        .expect("the page within 30 s")
+        .expect("a response");
+    let status = response.status().as_u16();
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .expect("the body")
+        .to_bytes();
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+type Ws = tokio_tungstenite::WebSocketStream<tokio::net::TcpStream>;
+
+/// A Control UI socket through the gateway's address, with or without the proxy identity; the
+/// answer to its `connect` (or `{"closed": …}`).
+async fn ui_socket(authority: &str, identity: bool) -> Value {
+    let mut request = format!("ws://{authority}/").into_client_request().unwrap();
+    let headers = request.headers_mut();
+    headers.insert("origin", control_ui::UPSTREAM_ORIGIN.parse().unwrap());
+    headers.insert(
+        "x-forwarded-for",
+        control_ui::FORWARDED_CLIENT.parse().unwrap(),
+    );
+    if identity {
+        headers.insert(
+            control_ui::IDENTITY_HEADER,
+            control_ui::PROXY_IDENTITY.parse().unwrap(),
+        );
+    }
+    let stream = tokio::net::TcpStream::connect(authority)
+        .await
+        .expect("connect to the gateway's address");
+    let (mut ws, _) = tokio_tungstenite::client_async(request, stream)
+        .await
+        .expect("upgrade through the Driver's address");
+    let challenge = next_json(&mut ws).await;
+    assert_eq!(challenge["event"], "connect.challenge", "{challenge}");
+    let connect = json!({"type": "req", "id": "c1", "method": "connect", "params": {
+        "minProtocol": 4, "maxProtocol": 4,
+        "client": {"id": "openclaw-control-ui", "version": "test", "platform": "web", "mode": "ui"},
+        "role": "operator", "scopes": ["operator.admin"]}});
+    ws.send(Message::text(connect.to_string())).await.unwrap();
+    loop {
+        let frame = next_json(&mut ws).await;
+        if frame["id"] == "c1" || frame.get("closed").is_some() {
+            return frame;
+        }
+    }
+}
+
+/// The next JSON text frame, or `{"closed": …}` when the socket ends or stays silent for 20 s.
+async fn next_json(ws: &mut Ws) -> Value {
+    loop {
+        match tokio::time::timeout(Duration::from_secs(20), ws.next()).await {
+            Ok(Some(Ok(Message::Text(t)))) => {
+                return serde_json::from_str::<Value>(&t).unwrap_or(Value::Null);
+            }
+            Ok(Some(Ok(_))) => continue,
+            other => return json!({"closed": format!("{other:?}")}),
+        }
+    }
+}
