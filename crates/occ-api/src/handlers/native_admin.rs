@@ -2,7 +2,7 @@
 //! native Control UI) and the console's launch into an Agent origin (a browser navigation, not
 //! an API operation). The Agent origins themselves are served by [`crate::native_admin_proxy`].
 
-use axum::extract::{Query, State};
+use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Redirect, Response};
 use http::StatusCode;
 use occ_core::ErrorCode;
@@ -19,20 +19,23 @@ use crate::views::{NativeAdminStatusView, RuntimeRoleView};
 /// URL: `disabled` (not offered by this installation), `stopped`, `unavailable` (no serving
 /// revision yet), `unsupported` (the revision's Configuration does not enable
 /// `gateway.controlUi`, or asks for something occ does not proxy), `available`. Needs a console
-/// session and Agent `use` (or `administer`); service keys get 403.
+/// session, Agent `use` and a runtime role assigned to the person on the Agent; service keys
+/// get 403.
 #[utoipa::path(get, path = "/namespaces/{namespaceId}/agents/{agentId}/native-admin", operation_id = "getAgentNativeAdmin", tag = "Agents",
     params(("namespaceId" = String, Path), ("agentId" = String, Path)),
-    responses((status = 200, body = Data<NativeAdminStatusView>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+    responses((status = 200, body = Data<NativeAdminStatusView>), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn get_agent_native_admin(
     State(s): State<AppState>,
-    p: Params,
     ctx: Ctx,
+    Path((ns, agent)): Path<(String, String)>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let view = s
-        .controller
-        .native_admin(&ctx.req, p.ns()?, p.agent()?)
-        .await?;
+    // As the reference: its ids are any strings here, so one that cannot name an Agent is one
+    // that names no Agent (404), not a malformed request.
+    let (Ok(ns), Ok(agent)) = (ns.parse(), agent.parse()) else {
+        return Err(ApiError(occ_core::Error::not_found()));
+    };
+    let view = s.controller.native_admin(&ctx.req, &ns, &agent).await?;
     Ok(ok(NativeAdminStatusView::from(view)))
 }
 
