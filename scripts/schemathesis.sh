@@ -157,14 +157,33 @@ doomed["binding"] = call("POST", p + "/iam/access-bindings", {
     "subjectKind": "identity", "subjectId": agent["servicePrincipalId"], "roleId": keep["role"]["id"],
     "resourceKind": "configuration", "resourceId": keep["configuration"]["id"]})
 doomed["namespace"] = call("POST", "/namespaces", {"name": "st-doomed"})
+# The administrator's console session (getAgentNativeAdmin takes sessions only) with a runtime
+# role on the kept Agent: the Control UI's status answers 200, and the runtime-role PATCH has a
+# person's Agent-use binding to change (the other seeded binding is a service principal's: 409).
+signin = urllib.request.Request(base + "/api/auth/sign-in/email", method="POST",
+    data=json.dumps({"email": "admin@openclaw.local", "password": "schemathesis-admin-password"}).encode(),
+    headers={"content-type": "application/json"})
+with urllib.request.urlopen(signin, timeout=10) as r:
+    session_token = r.headers["set-cookie"].split(";", 1)[0].split("=", 1)[1]
+me = urllib.request.Request(base + "/api/auth/session",
+    headers={"cookie": f"openclaw_occ.session_token={session_token}"})
+with urllib.request.urlopen(me, timeout=10) as r:
+    admin_principal = json.loads(r.read().decode())["data"]["user"]["principalId"]
+user_role = call("POST", p + "/iam/roles", {"name": "st-agent-user", "permissions": [
+    {"action": "use", "resourceKind": "agent"}]})
+keep["runtime_binding"] = call("POST", p + "/iam/access-bindings", {
+    "subjectKind": "identity", "subjectId": admin_principal, "roleId": user_role["id"],
+    "resourceKind": "agent", "resourceId": agent["id"], "runtimeRole": "platform-administrator"})
 
 q = json.dumps
 ids = lambda r, kinds: {k: [r[k]["id"]] for k in kinds}
 dictionaries = {
-    **ids(keep, ["agent", "configuration", "secret", "service_account", "role", "binding", "revision",
+    **ids(keep, ["agent", "configuration", "secret", "service_account", "role", "revision",
                  "service_key"]),
+    "binding": [keep["binding"]["id"], keep["runtime_binding"]["id"]],
     "principal": [boot["servicePrincipalId"], agent["servicePrincipalId"]],
     "resource_kind": ["agent"],
+    "runtime_role": ["platform-administrator"],
     **{f"doomed_{k}": v for k, v in ids(doomed, ["agent", "configuration", "secret", "service_account",
                                                   "role", "binding"]).items()},
 }
@@ -186,6 +205,7 @@ bindings = {
     "body.roleId": "role",
     "body.resourceKind": "resource_kind",
     "body.resourceId": "agent",
+    "body.runtimeRole": "runtime_role",
 }
 deletes = {
     "deleteAgent": "agentId",
@@ -200,6 +220,7 @@ lines = [
     "[auth.openapi.serviceApiKey]",
     f"api_key = {q(key)}",
     "",
+
     # Checks: all of them (set here, not on the command line, where they would override the
     # per-operation exceptions below) — no 5xx, documented status codes, content types and
     # headers, bodies valid against the response schema; schema-invalid requests rejected,
@@ -246,6 +267,17 @@ for op, param in deletes.items():
         "",
     ]
 lines += [
+    # The Control UI's status takes a console session only: this operation alone sends the
+    # administrator's session cookie (as auth for every operation, schemathesis would send it
+    # instead of the key everywhere, and session writes need the console's Origin). Listed
+    # first: the first matching [[operations]] entry applies.
+    "[[operations]]",
+    'include-operation-id = "getAgentNativeAdmin"',
+    f"headers = {{ cookie = {q('openclaw_occ.session_token=' + session_token)} }}",
+    # The cookie is a fixed header here, so a case that "drops" it still carries it: the
+    # missing-session refusal (401) is tested in crates/occ-api/tests instead.
+    "checks = { use_after_free = { enabled = false }, negative_data_rejection = { enabled = false } }",
+    "",
     # Without a worker no Agent has an active revision: the workspace-file operations answer
     # the documented 503 DEPENDENCY_UNAVAILABLE after validation and authorization, so the
     # "no 5xx" check does not apply to them (everything else is still checked). Listed first:
@@ -259,6 +291,13 @@ lines += [
     # authorization, as the reference does without one.
     "[[operations]]",
     'include-operation-id = "createServiceAccountCredential"',
+    "checks = { not_a_server_error = { enabled = false } }",
+    "",
+    # Without a worker no Agent serves a revision, and the runtime roles come from the revision
+    # an Agent serves: the documented 503 DEPENDENCY_UNAVAILABLE after validation and
+    # authorization.
+    "[[operations]]",
+    'include-operation-id = "listAgentRuntimeRoles"',
     "checks = { not_a_server_error = { enabled = false } }",
     "",
     # Runtime logs: without a worker no Agent has a gateway or a log, so a page is empty; the
