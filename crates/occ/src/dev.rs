@@ -246,7 +246,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     println!("  console      {url}/console/");
     if let Some(domain) = &server.native_admin_domain {
         println!(
-            "  control UI   http://agent-<opaque>.{domain}:{}/ for Agents whose Configuration sets gateway.controlUi.enabled (the Agent page's Try it tab opens it)",
+            "  control UI   http://agent-<opaque>.{domain}:{}/ for Agents whose Configuration sets gateway.controlUi.enabled (the Agent page's Try it tab assigns you a runtime role, then opens it)",
             args.port
         );
     }
