@@ -371,6 +371,23 @@ impl Controller {
         Ok(self.store.begin().await?)
     }
 
+    /// Records the exchange of a Control UI launch ticket by its nonce (its SHA-256), until
+    /// `expires_at`; false when it was exchanged before, on any API process. Like sign-in, the
+    /// signed ticket is the authority: no caller to authorize.
+    pub(crate) async fn ticket_redeemed_once(
+        &self,
+        nonce: &str,
+        expires_at: Timestamp,
+    ) -> Result<bool, Error> {
+        let nonce_hash = hex::encode(Sha256::digest(nonce.as_bytes()));
+        let mut tx = self.begin_session_change().await?;
+        let first = tx
+            .ticket_redeem(&nonce_hash, expires_at, Timestamp::now())
+            .await?;
+        tx.commit().await?;
+        Ok(first)
+    }
+
     /// Creates a human account (session callers holding `installation:administer` only).
     pub async fn account_create(
         &self,

@@ -165,8 +165,6 @@ pub struct Controller {
     accounts: Option<Arc<dyn occ_drivers::service_account::AccountDriver>>,
     /// Where Agents' Control UIs are offered, when they are.
     native_admin: Option<native_admin::NativeAdminSettings>,
-    /// Launch tickets already exchanged.
-    redeemed_tickets: native_admin::RedeemedTickets,
     /// Sessions that ended here, for the Control UI sockets they opened.
     session_ends: native_admin::SessionEnds,
     /// Recent admissions of proxied Control UI requests, per pass.
@@ -206,7 +204,6 @@ impl Controller {
             runtime_log_limiter: runtime_logs::LogRateLimiter::default(),
             accounts: None,
             native_admin: None,
-            redeemed_tickets: native_admin::RedeemedTickets::default(),
             session_ends: native_admin::SessionEnds::default(),
             recent_admissions: native_admin::RecentAdmissions::default(),
         }

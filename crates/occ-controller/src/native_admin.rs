@@ -13,7 +13,8 @@
 //! are HMAC-signed (session id, Agent, host, revision, expiry); the pass is re-checked against
 //! the live session (sign-out ends it), Agent `use` with a runtime role assignment, the Agent's
 //! availability and its active revision — for each request, except that plain requests reuse an
-//! admission for [`ADMISSION_REUSE`]. Tickets are one-time per API process.
+//! admission for [`ADMISSION_REUSE`]. Tickets are one-time across API processes (their
+//! redemptions are recorded in the store).
 //!
 //! **Open sockets** are re-authorized every [`LEASE_INTERVAL`] (and at once when their session
 //! signs out on this process); a failed check closes them with a reason. Each socket's open and
@@ -286,25 +287,6 @@ pub struct ProxyAdmission {
     /// The runtime role the person holds on the Agent.
     pub runtime_role: String,
     request: Request,
-}
-
-/// Launch tickets already exchanged (per API process), until they expire.
-#[derive(Debug, Default)]
-pub struct RedeemedTickets {
-    seen: Mutex<HashMap<String, i64>>,
-}
-
-impl RedeemedTickets {
-    /// Records `nonce`; false when it was already redeemed.
-    fn first_use(&self, nonce: &str, exp: i64) -> bool {
-        let now = Timestamp::now().unix_millis();
-        let mut seen = self
-            .seen
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        seen.retain(|_, e| *e > now);
-        seen.insert(nonce.to_owned(), exp).is_none()
-    }
 }
 
 /// How long an admission of a proxied HTTP request is reused for further requests with the
@@ -618,7 +600,13 @@ impl Controller {
             .verify(ticket, "ticket")
             .filter(|g| g.host == host)
             .ok_or(ProxyRefusal::SessionInvalid)?;
-        if !self.redeemed_tickets.first_use(&grant.n, grant.exp) {
+        let expires_at =
+            Timestamp::from_unix_millis(grant.exp).ok_or(ProxyRefusal::SessionInvalid)?;
+        let first = self
+            .ticket_redeemed_once(&grant.n, expires_at)
+            .await
+            .map_err(|_| ProxyRefusal::DependencyFailure)?;
+        if !first {
             return Err(ProxyRefusal::SessionInvalid);
         }
         let mut tx = self

@@ -142,6 +142,32 @@ impl Tx {
             .await
     }
 
+    /// Records that the launch ticket whose nonce hashes to `nonce_hash` was exchanged, and
+    /// forgets redemptions whose tickets expired by `now`. False when it was already exchanged.
+    pub async fn ticket_redeem(
+        &mut self,
+        nonce_hash: &str,
+        expires_at: Timestamp,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        self.q(sql!(
+            "DELETE FROM native_admin_ticket_redemptions WHERE expires_at <= $1"
+        ))
+        .bind(now)
+        .execute()
+        .await?;
+        Ok(self
+            .q(sql!(
+                "INSERT INTO native_admin_ticket_redemptions (nonce_hash, expires_at) VALUES ($1, $2) \
+                 ON CONFLICT (nonce_hash) DO NOTHING"
+            ))
+            .bind(nonce_hash)
+            .bind(expires_at)
+            .execute()
+            .await?
+            == 1)
+    }
+
     /// A service key by id.
     pub async fn service_key_get(&mut self, id: &IamId) -> Result<Option<ServiceKey>, StoreError> {
         let row = self

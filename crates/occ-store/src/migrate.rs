@@ -61,6 +61,11 @@ const POSTGRES: &[Migration] = &[
         name: "runtime_role",
         sql: include_str!("../migrations/postgres/0007_runtime_role.sql"),
     },
+    Migration {
+        version: 8,
+        name: "native_admin_tickets",
+        sql: include_str!("../migrations/postgres/0008_native_admin_tickets.sql"),
+    },
 ];
 
 const SQLITE: &[Migration] = &[
@@ -98,6 +103,11 @@ const SQLITE: &[Migration] = &[
         version: 7,
         name: "runtime_role",
         sql: include_str!("../migrations/sqlite/0007_runtime_role.sql"),
+    },
+    Migration {
+        version: 8,
+        name: "native_admin_tickets",
+        sql: include_str!("../migrations/sqlite/0008_native_admin_tickets.sql"),
     },
 ];
 

@@ -57,6 +57,7 @@ conformance!(
     resources::agent_deletion_finalizer_removes_everything,
     resources::iam_policy_snapshot,
     resources::runtime_role_assignments,
+    resources::launch_tickets_are_redeemed_once,
     resources::accounts_sessions_and_keys,
     queue::enqueue_is_idempotent_per_key,
     queue::two_workers_claim_each_item_exactly_once,

@@ -777,6 +777,40 @@ pub async fn runtime_role_assignments(db: TestDb) {
     }
 }
 
+/// A launch ticket's nonce is redeemed once across transactions (and so across API processes);
+/// redemptions are forgotten once their tickets expired; the stored value is a SHA-256 hex.
+pub async fn launch_tickets_are_redeemed_once(db: TestDb) {
+    let store = db.store().await;
+    let now = Timestamp::now();
+    let soon = now.plus(std::time::Duration::from_secs(60));
+    let (a, b) = ("a".repeat(64), "b".repeat(64));
+    let mut tx = occ_testkit::begin_setup(&store).await;
+    assert!(tx.ticket_redeem(&a, soon, now).await.unwrap());
+    tx.commit().await.unwrap();
+    let mut tx = occ_testkit::begin_setup(&store).await;
+    assert!(!tx.ticket_redeem(&a, soon, now).await.unwrap(), "a replay");
+    assert!(tx.ticket_redeem(&b, now, now).await.unwrap());
+    tx.commit().await.unwrap();
+    // Once its ticket expired, a redemption is forgotten (a signed ticket past its expiry is
+    // refused before it gets here).
+    let later = soon.plus(std::time::Duration::from_secs(1));
+    let mut tx = occ_testkit::begin_setup(&store).await;
+    assert!(tx.ticket_redeem(&a, later, later).await.unwrap());
+    tx.commit().await.unwrap();
+    let mut raw = db.raw().await;
+    assert_eq!(
+        raw.count("SELECT count(*) FROM native_admin_ticket_redemptions")
+            .await,
+        1,
+        "b and the first a were pruned"
+    );
+    let mut tx = occ_testkit::begin_setup(&store).await;
+    assert!(matches!(
+        tx.ticket_redeem("not-a-hash", soon, now).await,
+        Err(StoreError::Invariant { .. })
+    ));
+}
+
 pub async fn accounts_sessions_and_keys(db: TestDb) {
     let store = db.store().await;
     let now = Timestamp::now();
