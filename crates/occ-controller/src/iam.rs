@@ -285,15 +285,13 @@ impl Controller {
                 "grants nothing on the target's resource kind",
             ));
         }
-        let subject_ok = tx
-            .identity_get(&input.subject_id)
-            .await?
-            .is_some_and(|i| match i.kind {
-                IdentityKind::Principal => true,
-                IdentityKind::ServicePrincipal => {
-                    i.namespace_id.is_none() || i.namespace_id.as_ref() == Some(ns)
-                }
-            });
+        let subject = tx.identity_get(&input.subject_id).await?;
+        let subject_ok = subject.as_ref().is_some_and(|i| match i.kind {
+            IdentityKind::Principal => true,
+            IdentityKind::ServicePrincipal => {
+                i.namespace_id.is_none() || i.namespace_id.as_ref() == Some(ns)
+            }
+        });
         if !subject_ok {
             return Err(invalid("/subjectId", "does not name a usable identity"));
         }
@@ -309,34 +307,11 @@ impl Controller {
                 "does not name a live resource of this Namespace",
             ));
         }
-        if let Some(runtime_role) = &input.runtime_role {
-            let subject = tx.identity_get(&input.subject_id).await?;
-            runtime_assignment_allowed(
-                input.resource_kind,
-                subject.as_ref().map(|i| i.kind),
-                &role,
-                runtime_role,
-            )
-            .map_err(|why| match why {
-                Ineligible::Binding(why) => invalid("/runtimeRole", why),
-                Ineligible::Role(why) => invalid("/runtimeRole", &why),
-            })?;
-            if tx
-                .runtime_assignment(ns, &input.subject_id, &input.resource_id)
-                .await?
-                .is_some()
-            {
-                return Err(Error::conflict(
-                    "This person already holds a runtime role on this Agent; change it with \
-                     PATCH …/iam/access-bindings/{bindingId}/runtime-role",
-                ));
-            }
-        }
         let binding = AccessBinding {
             id: IamId::generate_binding(""),
             namespace_id: Some(ns.clone()),
             subject_id: input.subject_id,
-            role_id: role.id,
+            role_id: role.id.clone(),
             resource: Some(BoundResource {
                 kind: input.resource_kind,
                 id: input.resource_id,
@@ -344,6 +319,22 @@ impl Controller {
             runtime_role: input.runtime_role,
             created_at: Timestamp::now(),
         };
+        if binding.runtime_role.is_some() {
+            let refusal =
+                runtime_assignment_refusal(&mut tx, &binding, subject.map(|i| i.kind), &role)
+                    .await?;
+            match refusal {
+                None => {}
+                Some(Ineligible::Binding(why)) => return Err(invalid("/runtimeRole", why)),
+                Some(Ineligible::Role(why)) => return Err(invalid("/runtimeRole", &why)),
+                Some(Ineligible::Taken) => {
+                    return Err(Error::conflict(
+                        "This person already holds a runtime role on this Agent; change it with \
+                         PATCH …/iam/access-bindings/{bindingId}/runtime-role",
+                    ));
+                }
+            }
+        }
         tx.binding_insert(&binding).await?;
         let event = self
             .mutation(
@@ -396,39 +387,35 @@ impl Controller {
             .await?;
         let role = found(tx.role_get(&binding.role_id).await?)?;
         let subject = tx.identity_get(&binding.subject_id).await?;
-        runtime_assignment_allowed(
-            target.kind,
-            subject.as_ref().map(|i| i.kind),
-            &role,
-            &runtime_role,
-        )
-        .map_err(|why| match why {
-            Ineligible::Binding(why) => Error::conflict(format!("This binding {why}")),
-            Ineligible::Role(why) => Error::invalid_field(
-                "/runtimeRole",
-                DetailCode::InvalidValue,
-                format!("The request is invalid: /runtimeRole {why}"),
-            ),
-        })?;
-        if tx
-            .runtime_assignment(ns, &binding.subject_id, &target.id)
-            .await?
-            .is_some_and(|other| other.id != binding.id)
-        {
-            return Err(Error::conflict(
-                "This person already holds a runtime role on this Agent through another binding; \
-                 change that binding's runtime role, or delete it first",
-            ));
+        let previous = binding.runtime_role.replace(runtime_role.clone());
+        let refusal =
+            runtime_assignment_refusal(&mut tx, &binding, subject.map(|i| i.kind), &role).await?;
+        match refusal {
+            None => {}
+            Some(Ineligible::Binding(why)) => {
+                return Err(Error::conflict(format!("This binding {why}")));
+            }
+            Some(Ineligible::Role(why)) => {
+                return Err(Error::invalid_field(
+                    "/runtimeRole",
+                    DetailCode::InvalidValue,
+                    format!("The request is invalid: /runtimeRole {why}"),
+                ));
+            }
+            Some(Ineligible::Taken) => {
+                return Err(Error::conflict(
+                    "This person already holds a runtime role on this Agent through another binding; \
+                     change that binding's runtime role, or delete it first",
+                ));
+            }
         }
-        let previous = binding.runtime_role.replace(runtime_role);
-        let runtime_role = binding.runtime_role.as_deref().unwrap_or_default();
-        tx.binding_set_runtime_role(id, runtime_role).await?;
+        tx.binding_set_runtime_role(id, &runtime_role).await?;
         let event = self
             .mutation(req, ACTION, &ResourceRef::namespace(ns), tx.evidence())
             .detail("bindingId", id.as_str())
             .detail("subjectId", binding.subject_id.as_str())
             .detail("agentId", target.id.as_str())
-            .detail("runtimeRole", runtime_role)
+            .detail("runtimeRole", runtime_role.as_str())
             .detail("previousRuntimeRole", previous);
         tx.audit_append(&event).await?;
         tx.commit().await?;
@@ -594,45 +581,60 @@ impl Controller {
     }
 }
 
-/// Why a binding cannot carry a runtime role: the binding itself, or the role asked for.
+/// Why a binding cannot carry the runtime role it asks for.
 enum Ineligible {
+    /// The binding itself (its kind, subject or Role).
     Binding(&'static str),
+    /// The role asked for.
     Role(String),
+    /// Another binding already holds the person's role on that Agent.
+    Taken,
 }
 
-/// Whether a binding of `kind` for an identity of `subject` kind with `role` may carry the
-/// runtime role `runtime_role`: a person's exact Agent binding whose Role grants `use`, and a
-/// role the runtime enforces.
-fn runtime_assignment_allowed(
-    kind: ResourceKind,
+/// Why `candidate` (a binding with its `runtime_role` set) may not carry that role, if it may
+/// not: it must be a person's (`subject`) exact Agent binding whose `role` grants `use`, for a
+/// role the runtime enforces, and no other binding may hold the person's role on that Agent.
+async fn runtime_assignment_refusal(
+    tx: &mut Tx,
+    candidate: &AccessBinding,
     subject: Option<IdentityKind>,
     role: &Role,
-    runtime_role: &str,
-) -> Result<(), Ineligible> {
-    if kind != ResourceKind::Agent {
-        return Err(Ineligible::Binding(
+) -> Result<Option<Ineligible>, StoreError> {
+    let (Some(ns), Some(target)) = (&candidate.namespace_id, &candidate.resource) else {
+        return Ok(Some(Ineligible::Binding(
             "is not on an exact Agent; only Agent bindings hold a runtime role",
-        ));
+        )));
+    };
+    if target.kind != ResourceKind::Agent {
+        return Ok(Some(Ineligible::Binding(
+            "is not on an exact Agent; only Agent bindings hold a runtime role",
+        )));
     }
     if subject != Some(IdentityKind::Principal) {
-        return Err(Ineligible::Binding(
+        return Ok(Some(Ineligible::Binding(
             "is not a person's; only people hold a runtime role",
-        ));
+        )));
     }
     if !role
         .permissions
         .iter()
         .any(|p| p.resource_kind == ResourceKind::Agent && p.action == Action::Use)
     {
-        return Err(Ineligible::Binding(
+        return Ok(Some(Ineligible::Binding(
             "grants a Role without use on agents; a runtime role needs Agent use",
-        ));
-    }
-    if !crate::native_admin::offered_runtime_role(runtime_role) {
-        return Err(Ineligible::Role(format!(
-            "is not a runtime role the Agent's runtime enforces (only {})",
-            occ_core::native::control_ui::RUNTIME_ROLE
         )));
     }
-    Ok(())
+    let asked = candidate.runtime_role.as_deref().unwrap_or_default();
+    if !crate::native_admin::offered_runtime_role(asked) {
+        return Ok(Some(Ineligible::Role(format!(
+            "is not a runtime role the Agent's runtime enforces (only {})",
+            occ_core::native::control_ui::RUNTIME_ROLE
+        ))));
+    }
+    let held = tx
+        .runtime_assignment(ns, &candidate.subject_id, &target.id)
+        .await?;
+    Ok(held
+        .is_some_and(|other| other.id != candidate.id)
+        .then_some(Ineligible::Taken))
 }

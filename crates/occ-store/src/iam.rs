@@ -230,6 +230,28 @@ impl Tx {
         row.as_ref().map(binding_from_row).transpose()
     }
 
+    /// The runtime role assignment of `subject` on an exact Agent, if any (at most one).
+    pub async fn runtime_assignment(
+        &mut self,
+        ns: &NamespaceId,
+        subject: &IamId,
+        agent_id: &str,
+    ) -> Result<Option<AccessBinding>, StoreError> {
+        let row = self
+            .q(sql!(concat!(
+                "SELECT ",
+                binding_cols!(),
+                " FROM iam_access_bindings WHERE namespace_id = $1 AND subject_id = $2 \
+                 AND resource_kind = 'agent' AND resource_id = $3 AND runtime_role IS NOT NULL"
+            )))
+            .bind(ns.as_str())
+            .bind(subject.as_str())
+            .bind(agent_id)
+            .fetch_optional()
+            .await?;
+        row.as_ref().map(binding_from_row).transpose()
+    }
+
     /// Bindings that apply inside a Namespace: Namespace-scoped ones and Installation-wide ones.
     pub async fn binding_list(
         &mut self,
@@ -477,28 +499,6 @@ impl Authorized {
         } else {
             Err(StoreError::NotFound)
         }
-    }
-
-    /// The runtime role assignment of `subject` on an exact Agent, if any (at most one).
-    pub async fn runtime_assignment(
-        &mut self,
-        ns: &NamespaceId,
-        subject: &IamId,
-        agent_id: &str,
-    ) -> Result<Option<AccessBinding>, StoreError> {
-        let row = self
-            .q(sql!(concat!(
-                "SELECT ",
-                binding_cols!(),
-                " FROM iam_access_bindings WHERE namespace_id = $1 AND subject_id = $2 \
-                 AND resource_kind = 'agent' AND resource_id = $3 AND runtime_role IS NOT NULL"
-            )))
-            .bind(ns.as_str())
-            .bind(subject.as_str())
-            .bind(agent_id)
-            .fetch_optional()
-            .await?;
-        row.as_ref().map(binding_from_row).transpose()
     }
 
     /// Deletes an AccessBinding.

@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 use occ_store::Backend;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use support::{ADMIN_PASSWORD, Stack};
+use support::Stack;
 
 /// The gateway ports of this bench's process Driver (no test uses them).
 const PORTS: &str = "29240-29259";
@@ -127,30 +127,9 @@ fn main() {
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .unwrap();
-        let res = plain
-            .post(format!("{}/api/auth/sign-in/email", stack.url))
-            .json(&json!({"email": "admin@openclaw.local", "password": ADMIN_PASSWORD}))
-            .send()
-            .await
-            .expect("sign in");
-        let session = res.headers()["set-cookie"]
-            .to_str()
-            .unwrap()
-            .split(';')
-            .next()
-            .unwrap()
-            .to_owned();
+        let session = stack.admin_session().await;
         // The administrator's runtime role on the Agent (entry needs one).
-        let me: Value = plain
-            .get(format!("{}/api/auth/session", stack.url))
-            .header("cookie", &session)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        let principal = me["data"]["user"]["principalId"].as_str().expect("principal");
+        let principal = stack.session_principal(&session).await;
         let (code, role) = stack
             .call(
                 reqwest::Method::POST,

@@ -29,25 +29,8 @@ use futures::{SinkExt, StreamExt};
 use occ_store::Backend;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use support::{ADMIN_PASSWORD, Stack};
+use support::Stack;
 use tokio_tungstenite::tungstenite::{Message, client::IntoClientRequest};
-
-async fn sign_in(s: &Stack) -> String {
-    let res = s
-        .http
-        .post(format!("{}/api/auth/sign-in/email", s.url))
-        .json(&json!({"email": "admin@openclaw.local", "password": ADMIN_PASSWORD}))
-        .send()
-        .await
-        .expect("sign in");
-    assert_eq!(res.status(), StatusCode::OK);
-    let cookie = res
-        .headers()
-        .get("set-cookie")
-        .and_then(|v| v.to_str().ok())
-        .expect("session cookie");
-    cookie.split(';').next().expect("name=value").to_owned()
-}
 
 fn port_of(url: &str) -> u16 {
     url.rsplit(':').next().unwrap().parse().unwrap()
@@ -116,7 +99,7 @@ async fn a_person_opens_an_agents_control_ui_through_occ() {
     )
     .await;
     let occ: SocketAddr = format!("127.0.0.1:{}", port_of(&s.url)).parse().unwrap();
-    let session = sign_in(&s).await;
+    let session = s.admin_session().await;
     let cfg = s
         .configuration(json!({"gateway": {"controlUi": {"enabled": true}}}))
         .await;
@@ -145,19 +128,7 @@ async fn a_person_opens_an_agents_control_ui_through_occ() {
         "{body}"
     );
     // The CLI assigns one (the person's `use` binding, then its runtime role), idempotently.
-    let principal = s
-        .http
-        .get(format!("{}/api/auth/session", s.url))
-        .header("cookie", &session)
-        .send()
-        .await
-        .unwrap()
-        .json::<Value>()
-        .await
-        .unwrap()["data"]["user"]["principalId"]
-        .as_str()
-        .expect("the session names its principal")
-        .to_owned();
+    let principal = s.session_principal(&session).await;
     let key_file = s.dir.path().join("admin-key.json");
     std::fs::write(&key_file, json!({"data": {"key": s.key}}).to_string()).unwrap();
     let grant = || {

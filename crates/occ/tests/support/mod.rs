@@ -175,6 +175,42 @@ impl Stack {
         (status, serde_json::from_str(&text).unwrap_or(Value::Null))
     }
 
+    /// Signs in the bootstrap administrator; the session cookie as `name=value`.
+    pub async fn admin_session(&self) -> String {
+        let res = self
+            .http
+            .post(format!("{}/api/auth/sign-in/email", self.url))
+            .json(&serde_json::json!({"email": "admin@openclaw.local", "password": ADMIN_PASSWORD}))
+            .send()
+            .await
+            .expect("sign in");
+        assert_eq!(res.status(), reqwest::StatusCode::OK, "sign in");
+        let cookie = res
+            .headers()
+            .get("set-cookie")
+            .and_then(|v| v.to_str().ok())
+            .expect("session cookie");
+        cookie.split(';').next().expect("name=value").to_owned()
+    }
+
+    /// The IAM principal of the person signed in with `cookie` (`GET /api/auth/session`).
+    pub async fn session_principal(&self, cookie: &str) -> String {
+        let me: Value = self
+            .http
+            .get(format!("{}/api/auth/session", self.url))
+            .header("cookie", cookie)
+            .send()
+            .await
+            .expect("session")
+            .json()
+            .await
+            .expect("session JSON");
+        me["data"]["user"]["principalId"]
+            .as_str()
+            .expect("the session names its principal")
+            .to_owned()
+    }
+
     pub async fn get(&self, path: &str) -> Value {
         self.send(reqwest::Method::GET, path, None).await
     }
