@@ -6,13 +6,16 @@
 //! (live session, Agent `use`, the pass's revision still serving), and reaches the gateway with
 //! occ's proxy identity and nothing of the browser's credentials:
 //!
-//! - upstream, the browser's cookies, `Authorization`, API keys, forwarding and identity headers
-//!   and hop-by-hop headers are removed; occ sets the identity, a forwarded client and the one
-//!   origin the gateway allows (after checking the browser's own `Origin` where it matters:
-//!   every WebSocket and every request that is not GET/HEAD);
-//! - downstream, `Set-Cookie` and hop-by-hop headers are removed, `worker-src 'none'` joins the
-//!   CSP (the stock UI registers a service worker, which would outlive occ's checks) and nothing
-//!   is cached;
+//! - upstream, the browser's cookies, `Authorization`, API keys, forwarding headers, every
+//!   `x-occ-*` header and hop-by-hop headers are removed; occ sets the identity (in the header
+//!   named with the revision's secret proxy key, `control_ui::identity_header`), a forwarded
+//!   client and the one origin the gateway allows (after checking the browser's own `Origin`
+//!   where it matters: every WebSocket and every request that is not GET/HEAD);
+//! - downstream, `Set-Cookie` and hop-by-hop headers are removed, `worker-src 'none'` and
+//!   `frame-ancestors 'none'` replace those directives of the CSP (the stock UI registers a
+//!   service worker, which would outlive occ's checks; sibling Agent origins are same-site, so
+//!   only this stops one framing another), `X-Frame-Options: DENY` is set and nothing is
+//!   cached;
 //! - a WebSocket is connected to the browser only after the gateway accepted it, audited on open
 //!   and close with a connection id and reason, re-admitted every 25 s and closed at once when
 //!   its session signs out here.
@@ -27,7 +30,7 @@ use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
 use hyper_util::rt::TokioIo;
 use occ_controller::native_admin::{
     CALLBACK_PATH, LEASE_INTERVAL, NativeAdminSettings, ProxyAdmission, ProxyRefusal,
-    RESERVED_PREFIX,
+    RESERVED_PREFIX, launch_binding, launch_nonce,
 };
 use occ_core::RequestId;
 use occ_core::native::control_ui;
@@ -42,6 +45,13 @@ use crate::state::AppState;
 const PASS_COOKIE: &str = "occ_native_admin";
 /// The same over HTTPS (`__Host-`: Secure, Path=/, no Domain).
 const SECURE_PASS_COOKIE: &str = "__Host-occ_native_admin";
+/// The launch nonce of an Agent origin (host-only): only the browser holding it redeems the
+/// ticket its launch comes back with.
+const LAUNCH_COOKIE: &str = "occ_native_admin_launch";
+/// The same over HTTPS.
+const SECURE_LAUNCH_COOKIE: &str = "__Host-occ_native_admin_launch";
+/// How long a launch nonce lives (the ticket itself lives 60 s).
+const LAUNCH_COOKIE_MAX_AGE: u64 = 300;
 /// How long the gateway may take to answer a proxied request's head.
 const UPSTREAM_TIMEOUT: Duration = Duration::from_secs(30);
 /// The longest path (with query) proxied.
@@ -103,6 +113,41 @@ fn pass_cookie(settings: &NativeAdminSettings) -> &'static str {
     }
 }
 
+fn launch_cookie(settings: &NativeAdminSettings) -> &'static str {
+    if settings.secure() {
+        SECURE_LAUNCH_COOKIE
+    } else {
+        LAUNCH_COOKIE
+    }
+}
+
+/// A host-only, HttpOnly, SameSite=Lax cookie of the Agent origin.
+fn origin_cookie(settings: &NativeAdminSettings, name: &str, value: &str, max_age: u64) -> String {
+    let secure = if settings.secure() { "; Secure" } else { "" };
+    format!("{name}={value}; Path=/; HttpOnly; SameSite=Lax; Max-Age={max_age}{secure}")
+}
+
+/// Sends a browser without a pass to the console's launch, with a fresh launch nonce set on
+/// this origin and its binding in the launch URL.
+fn to_launch(settings: &NativeAdminSettings, host: &str) -> Response {
+    let nonce = launch_nonce();
+    let mut response =
+        Redirect::to(&settings.launch_url(host, &launch_binding(&nonce))).into_response();
+    let cookie = origin_cookie(
+        settings,
+        launch_cookie(settings),
+        &nonce,
+        LAUNCH_COOKIE_MAX_AGE,
+    );
+    if let Ok(value) = HeaderValue::from_str(&cookie) {
+        response.headers_mut().insert(header::SET_COOKIE, value);
+    }
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
 async fn serve(
     state: AppState,
     settings: NativeAdminSettings,
@@ -112,7 +157,11 @@ async fn serve(
     let path = req.uri().path().to_owned();
     if path == CALLBACK_PATH && req.method() == Method::GET {
         let query = req.uri().query().unwrap_or_default().to_owned();
-        return callback(&state, &settings, &host, &query).await;
+        let nonce = match cookie_values(req.headers(), launch_cookie(&settings)).as_slice() {
+            [one] => Some((*one).to_owned()),
+            _ => None,
+        };
+        return callback(&state, &settings, &host, &query, nonce.as_deref()).await;
     }
     if path.starts_with(RESERVED_PREFIX) {
         return page(StatusCode::NOT_FOUND, "Not found.");
@@ -156,7 +205,7 @@ async fn serve(
     let admission = match admitted {
         Ok(admission) => admission,
         Err(ProxyRefusal::SessionInvalid | ProxyRefusal::RevisionChanged) if navigation => {
-            return Redirect::to(&settings.launch_url(&host)).into_response();
+            return to_launch(&settings, &host);
         }
         Err(refusal) => return refused(refusal),
     };
@@ -189,7 +238,14 @@ async fn serve(
         )
         .await
     } else {
-        proxy_http(&agent_origin, &upstream, &target, req).await
+        proxy_http(
+            &agent_origin,
+            &upstream,
+            &target,
+            admission.identity_header.expose(),
+            req,
+        )
+        .await
     }
 }
 
@@ -199,6 +255,7 @@ async fn callback(
     settings: &NativeAdminSettings,
     host: &str,
     query: &str,
+    nonce: Option<&str>,
 ) -> Response {
     let ticket = query
         .split('&')
@@ -207,18 +264,21 @@ async fn callback(
     let Some(ticket) = ticket else {
         return page(StatusCode::BAD_REQUEST, "The launch ticket is missing.");
     };
-    match state.controller.native_admin_redeem(host, &ticket).await {
+    match state
+        .controller
+        .native_admin_redeem(host, &ticket, nonce)
+        .await
+    {
         Ok(pass) => {
-            let secure = if settings.secure() { "; Secure" } else { "" };
-            let cookie = format!(
-                "{}={}; Path=/; HttpOnly; SameSite=Lax; Max-Age={}{secure}",
-                pass_cookie(settings),
-                pass.value,
-                pass.max_age
-            );
             let mut response = Redirect::to("/").into_response();
-            if let Ok(value) = HeaderValue::from_str(&cookie) {
-                response.headers_mut().insert(header::SET_COOKIE, value);
+            for cookie in [
+                origin_cookie(settings, pass_cookie(settings), &pass.value, pass.max_age),
+                // The nonce did its one job.
+                origin_cookie(settings, launch_cookie(settings), "", 0),
+            ] {
+                if let Ok(value) = HeaderValue::from_str(&cookie) {
+                    response.headers_mut().append(header::SET_COOKIE, value);
+                }
             }
             response
                 .headers_mut()
@@ -238,6 +298,11 @@ fn refused(refusal: ProxyRefusal) -> Response {
         ProxyRefusal::AuthorizationDenied => (
             StatusCode::FORBIDDEN,
             "You may not use this Agent's Control UI.",
+        ),
+        ProxyRefusal::LaunchNotBound => (
+            StatusCode::FORBIDDEN,
+            "This launch link was started in another browser; open the Control UI from the \
+             Agent's page in the occ console.",
         ),
         ProxyRefusal::RevisionChanged => (
             StatusCode::CONFLICT,
@@ -286,7 +351,12 @@ fn upstream_authority(gateway_url: &str) -> Option<String> {
 
 /// The request headers the gateway gets: the browser's minus credentials, forwarding,
 /// identity and hop-by-hop headers; plus occ's identity, forwarded client and allowed origin.
-fn upstream_headers(from: &HeaderMap, upstream: &str, websocket: bool) -> HeaderMap {
+fn upstream_headers(
+    from: &HeaderMap,
+    upstream: &str,
+    websocket: bool,
+    identity_header: &str,
+) -> HeaderMap {
     let connection_named: Vec<String> = from
         .get_all(header::CONNECTION)
         .iter()
@@ -302,6 +372,7 @@ fn upstream_headers(from: &HeaderMap, upstream: &str, websocket: bool) -> Header
             && (STRIPPED_UPSTREAM.contains(&n)
                 || HOP_BY_HOP.contains(&n)
                 || n.starts_with("x-forwarded-")
+                || n.starts_with("x-occ-")
                 || connection_named.iter().any(|c| c == n))
         {
             continue;
@@ -314,7 +385,11 @@ fn upstream_headers(from: &HeaderMap, upstream: &str, websocket: bool) -> Header
         }
     };
     set(&mut headers, "host", upstream);
-    set(&mut headers, "x-occ-identity", control_ui::PROXY_IDENTITY);
+    // The revision's identity header: its name holds the proxy key only occ and the gateway
+    // know, so no local process can claim the identity.
+    if let Ok(name) = HeaderName::from_bytes(identity_header.as_bytes()) {
+        headers.insert(name, HeaderValue::from_static(control_ui::PROXY_IDENTITY));
+    }
     set(
         &mut headers,
         "x-forwarded-for",
@@ -326,6 +401,24 @@ fn upstream_headers(from: &HeaderMap, upstream: &str, websocket: bool) -> Header
         set(&mut headers, "upgrade", "websocket");
     }
     headers
+}
+
+/// The gateway's Content-Security-Policy with `worker-src 'none'` and `frame-ancestors 'none'`
+/// in place of any directive of those names it had (a repeated directive is ignored by
+/// browsers, so appending alone would not override one).
+fn hardened_csp(existing: &str) -> String {
+    let mut directives: Vec<&str> = existing
+        .split(';')
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+        .filter(|d| {
+            let name = d.split_ascii_whitespace().next().unwrap_or_default();
+            !name.eq_ignore_ascii_case("worker-src")
+                && !name.eq_ignore_ascii_case("frame-ancestors")
+        })
+        .collect();
+    directives.extend(["worker-src 'none'", "frame-ancestors 'none'"]);
+    directives.join("; ")
 }
 
 /// The response headers the browser gets: the gateway's minus cookies and hop-by-hop headers,
@@ -352,22 +445,18 @@ fn downstream_headers(from: &HeaderMap, agent_origin: &str) -> Option<HeaderMap>
             .map(|(_, path)| format!("{agent_origin}/{path}"))?;
         headers.insert(header::LOCATION, HeaderValue::from_str(&path).ok()?);
     }
-    let csp = match headers
-        .get(header::CONTENT_SECURITY_POLICY)
-        .and_then(|v| v.to_str().ok())
-    {
-        Some(existing) if !existing.trim().is_empty() => {
-            format!(
-                "{}; worker-src 'none'",
-                existing.trim().trim_end_matches(';')
-            )
-        }
-        _ => "worker-src 'none'".to_owned(),
-    };
+    let csp = hardened_csp(
+        headers
+            .get(header::CONTENT_SECURITY_POLICY)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default(),
+    );
     headers.insert(
         header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_str(&csp).ok()?,
     );
+    // Sibling Agent origins are same-site, so SameSite=Lax does not stop one framing another.
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     headers.insert(
         header::X_CONTENT_TYPE_OPTIONS,
@@ -394,14 +483,20 @@ async fn connect(upstream: &str) -> Option<TcpStream> {
     }
 }
 
-async fn proxy_http(agent_origin: &str, upstream: &str, target: &str, req: Request) -> Response {
+async fn proxy_http(
+    agent_origin: &str,
+    upstream: &str,
+    target: &str,
+    identity_header: &str,
+    req: Request,
+) -> Response {
     let (parts, body) = req.into_parts();
     let mut outgoing = http::Request::builder()
         .method(parts.method.clone())
         .uri(target)
         .body(body)
         .expect("a method and a checked path make a request");
-    *outgoing.headers_mut() = upstream_headers(&parts.headers, upstream, false);
+    *outgoing.headers_mut() = upstream_headers(&parts.headers, upstream, false, identity_header);
     let Some(stream) = connect(upstream).await else {
         return unavailable();
     };
@@ -442,7 +537,12 @@ async fn proxy_websocket(
         .uri(&target)
         .body(Body::empty())
         .expect("a checked path makes a request");
-    *outgoing.headers_mut() = upstream_headers(req.headers(), &upstream, true);
+    *outgoing.headers_mut() = upstream_headers(
+        req.headers(),
+        &upstream,
+        true,
+        admission.identity_header.expose(),
+    );
     let Some(stream) = connect(&upstream).await else {
         return unavailable();
     };
@@ -600,6 +700,7 @@ mod tests {
             ("x-forwarded-host", "evil"),
             ("forwarded", "for=1.2.3.4"),
             ("x-occ-identity", "mallory"),
+            ("x-occ-proxy-guess", "mallory"),
             ("x-openclaw-scopes", "operator.admin"),
             ("origin", "http://agent-a.localhost:3000"),
             ("connection", "keep-alive, x-custom"),
@@ -609,7 +710,7 @@ mod tests {
         ] {
             from.append(HeaderName::from_static(n), HeaderValue::from_static(v));
         }
-        let up = upstream_headers(&from, "127.0.0.1:29000", true);
+        let up = upstream_headers(&from, "127.0.0.1:29000", true, "x-occ-proxy-0123abcd");
         for gone in [
             "cookie",
             "authorization",
@@ -621,14 +722,19 @@ mod tests {
         ] {
             assert!(up.get(gone).is_none(), "{gone} went upstream");
         }
-        assert_eq!(up["x-occ-identity"], control_ui::PROXY_IDENTITY);
+        assert!(
+            up.get("x-occ-identity").is_none(),
+            "the legacy identity went upstream"
+        );
+        assert!(up.get("x-occ-proxy-guess").is_none());
+        assert_eq!(up["x-occ-proxy-0123abcd"], control_ui::PROXY_IDENTITY);
         assert_eq!(up["x-forwarded-for"], control_ui::FORWARDED_CLIENT);
         assert_eq!(up["origin"], control_ui::UPSTREAM_ORIGIN);
         assert_eq!(up["host"], "127.0.0.1:29000");
         assert_eq!(up["accept"], "text/html");
         assert_eq!(up["sec-websocket-key"], "k");
         assert_eq!(up["upgrade"], "websocket");
-        let plain = upstream_headers(&from, "127.0.0.1:29000", false);
+        let plain = upstream_headers(&from, "127.0.0.1:29000", false, "x-occ-proxy-0123abcd");
         assert!(plain.get("sec-websocket-key").is_some());
         assert!(plain.get("upgrade").is_none());
     }
@@ -649,12 +755,21 @@ mod tests {
         assert!(down.get(header::SET_COOKIE).is_none());
         assert_eq!(
             down[header::CONTENT_SECURITY_POLICY],
-            "default-src 'self'; worker-src 'none'"
+            "default-src 'self'; worker-src 'none'; frame-ancestors 'none'"
         );
+        assert_eq!(down[header::X_FRAME_OPTIONS], "DENY");
         assert_eq!(down[header::CACHE_CONTROL], "no-store");
         assert_eq!(down[header::X_CONTENT_TYPE_OPTIONS], "nosniff");
         let bare = downstream_headers(&HeaderMap::new(), "http://a").expect("headers");
-        assert_eq!(bare[header::CONTENT_SECURITY_POLICY], "worker-src 'none'");
+        assert_eq!(
+            bare[header::CONTENT_SECURITY_POLICY],
+            "worker-src 'none'; frame-ancestors 'none'"
+        );
+        // A gateway's own framing or worker policy is replaced, never left in front of occ's.
+        assert_eq!(
+            hardened_csp("frame-ancestors 'self'; Worker-Src *; img-src data:"),
+            "img-src data:; worker-src 'none'; frame-ancestors 'none'"
+        );
     }
 
     #[test]

@@ -4,9 +4,8 @@
 //! Credentials are never stored: service keys and session tokens as SHA-256 hex, passwords as
 //! argon2id PHC strings. Keys are compared in constant time.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use argon2::Argon2;
 use argon2::password_hash::phc::PasswordHash;
@@ -100,50 +99,6 @@ impl Authenticated {
             caller: self.caller.clone(),
             policy: self.policy.clone(),
         }
-    }
-}
-
-/// Sign-in failure counting: at most 10 failures per email per minute.
-#[derive(Debug, Default)]
-pub struct SignInLimiter {
-    failures: Mutex<HashMap<String, Vec<Instant>>>,
-}
-
-const FAILURE_WINDOW: Duration = Duration::from_secs(60);
-const MAX_FAILURES: usize = 10;
-
-impl SignInLimiter {
-    /// Seconds to wait when the email is over its limit.
-    fn retry_after(&self, email: &str) -> Option<u64> {
-        let mut map = self.failures.lock().unwrap_or_else(|p| p.into_inner());
-        let now = Instant::now();
-        let entries = map.entry(email.to_owned()).or_default();
-        entries.retain(|t| now.duration_since(*t) < FAILURE_WINDOW);
-        (entries.len() >= MAX_FAILURES).then(|| {
-            let oldest = entries.iter().min().copied().unwrap_or(now);
-            FAILURE_WINDOW
-                .saturating_sub(now.duration_since(oldest))
-                .as_secs()
-                .max(1)
-        })
-    }
-
-    fn record_failure(&self, email: &str) {
-        let mut map = self.failures.lock().unwrap_or_else(|p| p.into_inner());
-        if map.len() > 100_000 {
-            let now = Instant::now();
-            map.retain(|_, v| v.iter().any(|t| now.duration_since(*t) < FAILURE_WINDOW));
-        }
-        map.entry(email.to_owned())
-            .or_default()
-            .push(Instant::now());
-    }
-
-    fn clear(&self, email: &str) {
-        self.failures
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(email);
     }
 }
 
@@ -300,17 +255,12 @@ impl Controller {
         base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes())
     }
 
-    /// Password sign-in. Wrong email and wrong password are indistinguishable (401); more than
-    /// 10 failures for one email within a minute answer 429 with `Retry-After`.
+    /// Password sign-in. Wrong email and wrong password are indistinguishable (401); the bounds
+    /// of [`crate::sign_in_limit`] answer 429 with `Retry-After` (an attempt takes its place
+    /// before its password is verified).
     pub async fn sign_in(&self, email: &str, password: &str) -> Result<SignedIn, Error> {
         let email = email.trim().to_lowercase();
-        if let Some(wait) = self.sign_in_limiter.retry_after(&email) {
-            return Err(Error::new(
-                ErrorCode::RateLimited,
-                "Too many failed sign-in attempts; try again later",
-            )
-            .with_retry_after(wait));
-        }
+        let attempt = self.sign_in_limiter.reserve(&email)?;
         let mut tx = self.store.begin_read().await?;
         let account = tx.user_by_email(&email).await?;
         drop(tx);
@@ -323,13 +273,13 @@ impl Controller {
             .await
             .map_err(|e| Error::internal(format!("password check: {e}")))?;
         let Some(user) = user.filter(|_| ok) else {
-            self.sign_in_limiter.record_failure(&email);
+            attempt.failed();
             return Err(Error::new(
                 ErrorCode::Unauthenticated,
                 "The email or password is incorrect",
             ));
         };
-        self.sign_in_limiter.clear(&email);
+        attempt.succeeded();
         let now = Timestamp::now();
         let session = Session {
             id: format!("ses_{}", uuid::Uuid::new_v4()),
@@ -673,22 +623,5 @@ mod tests {
         assert!(verify_password("correct horse battery", &phc));
         assert!(!verify_password("wrong", &phc));
         assert!(!verify_password("x", "garbage"));
-    }
-
-    #[test]
-    fn limiter_opens_after_ten_failures() {
-        let l = SignInLimiter::default();
-        for _ in 0..9 {
-            l.record_failure("a@b.c");
-        }
-        assert!(l.retry_after("a@b.c").is_none());
-        l.record_failure("a@b.c");
-        assert!(
-            l.retry_after("a@b.c")
-                .is_some_and(|s| (1..=60).contains(&s))
-        );
-        assert!(l.retry_after("other@b.c").is_none());
-        l.clear("a@b.c");
-        assert!(l.retry_after("a@b.c").is_none());
     }
 }

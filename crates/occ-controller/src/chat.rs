@@ -8,6 +8,10 @@
 //! `openclaw.agents.chat` (session key, outcome, model, duration; never the message or the
 //! reply) after it ends, or — if the caller goes away first — as abandoned.
 //!
+//! Each caller's conversations are their own: the gateway session of a turn is derived from
+//! the caller's principal and the `sessionKey` they name ([`gateway_session_key`]), so callers
+//! who may both talk to one Agent never share its context.
+//!
 //! A caller may have at most [`MAX_TURNS_PER_CALLER`] turns in flight (per API process): model
 //! turns cost money and hold a gateway connection each, so a runaway client gets 429
 //! `RATE_LIMITED` rather than a queue.
@@ -23,9 +27,10 @@ use occ_core::audit::{AuditEvent, AuditKind, AuditOutcome};
 use occ_core::authz::{Action, AuthMethod, ResourceKind, ResourceRef};
 use occ_core::redact::Redactor;
 use occ_core::resource::Agent;
-use occ_core::{AgentId, Error, ErrorCode, NamespaceId};
+use occ_core::{AgentId, Error, ErrorCode, IamId, NamespaceId};
 use occ_drivers::compute::{AgentTarget, Compute};
 use occ_gateway::{ChatError, ChatReply, ChatTurn, chat_turn};
+use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
@@ -92,6 +97,19 @@ impl Drop for TurnSlot {
 
 /// The session a turn joins when the caller names none.
 pub const DEFAULT_SESSION_KEY: &str = "occ-chat";
+
+/// The gateway session a caller's conversation `session_key` lives in: `occ-` and 40 hex
+/// digits of the SHA-256 of the caller's principal id and key (each length-prefixed, so no two
+/// pairs encode alike). Stable for one caller and key, and two principals can never address
+/// the same gateway session, whatever keys they choose (the caller-visible key stays theirs).
+pub fn gateway_session_key(principal: &IamId, session_key: &str) -> String {
+    let mut digest = Sha256::new();
+    for part in [principal.as_str(), session_key] {
+        digest.update((part.len() as u64).to_be_bytes());
+        digest.update(part.as_bytes());
+    }
+    format!("occ-{}", &hex::encode(digest.finalize())[..40])
+}
 
 /// What a caller sends (already validated: 1–16 KiB UTF-8 message, a valid session key).
 #[derive(Debug, Clone)]
@@ -197,8 +215,10 @@ pub(crate) fn target_of(agent: &Agent) -> AgentTarget {
     }
 }
 
-/// The public error of a failed turn and the audit reason code.
-fn chat_error(error: &ChatError) -> (Error, &'static str) {
+/// The public error of a failed turn and the audit reason code. A model failure quotes the
+/// gateway's message with `handed` (every value the Agent's workloads hold) and credential
+/// shapes removed; `None` (they could not be read) leaves the message out (fail closed).
+fn chat_error(error: &ChatError, handed: Option<&[String]>) -> (Error, &'static str) {
     match error {
         ChatError::Model(failure) => {
             let mut what = String::from("The model failed");
@@ -208,12 +228,16 @@ fn chat_error(error: &ChatError) -> (Error, &'static str) {
             if let Some(code) = failure.provider_code.as_deref().or(failure.kind.as_deref()) {
                 what.push_str(&format!(" ({code})"));
             }
-            // The gateway's message may quote the provider's: credential shapes are removed.
-            let detail = Redactor::new(Vec::<String>::new()).line(&failure.message);
-            (
-                Error::new(ErrorCode::ModelError, format!("{what}: {detail}")),
-                "MODEL_ERROR",
-            )
+            // The gateway's message may quote the provider's: what the Agent holds and
+            // credential shapes are removed.
+            let message = match handed {
+                Some(values) => format!(
+                    "{what}: {}",
+                    Redactor::new(values.iter().map(String::as_str)).line(&failure.message)
+                ),
+                None => what,
+            };
+            (Error::new(ErrorCode::ModelError, message), "MODEL_ERROR")
         }
         ChatError::Timeout => (
             Error::new(
@@ -351,9 +375,14 @@ impl Controller {
             store: self.store.clone(),
             event: Some(event(AuditOutcome::Failure).reason_code("CLIENT_GONE")),
         };
+        // The gateway sees the caller's own session, never a key another caller could name.
+        let scoped = ChatInput {
+            session_key: gateway_session_key(&req.caller.principal_id, &input.session_key),
+            message: input.message.clone(),
+        };
         let started = std::time::Instant::now();
         let outcome = chat
-            .turn(&target_of(&agent), &input, deadline, deltas)
+            .turn(&target_of(&agent), &scoped, deadline, deltas)
             .await;
         abandoned.event = None;
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
@@ -362,7 +391,7 @@ impl Controller {
                 .detail("durationMs", duration_ms)
                 .detail("model", model_name(reply).unwrap_or_default()),
             Err(e) => {
-                let (_, code) = chat_error(e);
+                let (_, code) = chat_error(e, Some(&[]));
                 event(AuditOutcome::Failure).reason_code(code)
             }
         };
@@ -382,10 +411,44 @@ impl Controller {
                 })
             }
             Err(e) => {
-                tracing::info!(agent_id = %agent.id, error = %e, "chat turn failed");
-                Err(chat_error(&e).0)
+                // The gateway's message can quote a credential: only the code is logged.
+                tracing::info!(agent_id = %agent.id, code = chat_error(&e, None).1, "chat turn failed");
+                let handed = match &e {
+                    ChatError::Model(_) => self.held_by_agent(&agent).await,
+                    _ => Some(Vec::new()),
+                };
+                Err(chat_error(&e, handed.as_deref()).0)
             }
         }
+    }
+}
+
+impl Controller {
+    /// Every value the Agent's serving workloads hold, for redacting what its gateway says: what
+    /// its active revision was handed (and the current values of the Secrets it binds), and the
+    /// gateway's own credential. `None` when any of it cannot be read.
+    async fn held_by_agent(&self, agent: &Agent) -> Option<Vec<String>> {
+        let revision_id = agent.active_revision_id.as_ref()?;
+        let mut tx = self.store.begin_read().await.ok()?;
+        let revision = tx
+            .revision_get(&agent.namespace_id, &agent.id, revision_id)
+            .await
+            .ok()??;
+        let secrets =
+            crate::runtime_logs::handed_secret_metas(&mut tx, &agent.namespace_id, &revision)
+                .await
+                .ok()?;
+        drop(tx);
+        let mut values = self
+            .handed_values(&agent.namespace_id, &agent.id, revision_id, &secrets)
+            .await
+            .ok()?;
+        if let Some(compute) = &self.runtime
+            && let Ok(Some(access)) = compute.gateway_access(&target_of(agent)).await
+        {
+            values.push(access.token.expose().to_owned());
+        }
+        Some(values)
     }
 }
 

@@ -186,7 +186,7 @@ impl Controller {
             .await?;
         let observed_at = Timestamp::now();
         // Fail closed: without the values the report could show one.
-        let redactor = Redactor::new(self.handed_values(ns, &gathered.secrets).await?);
+        let redactor = Redactor::new(self.handed_values(ns, agent, id, &gathered.secrets).await?);
         let report = self
             .report(&gathered, &redactor)
             .await

@@ -14,6 +14,7 @@
 
 use std::borrow::BorrowMut;
 
+use occ_core::audit::{AuditKind, AuditOutcome};
 use occ_core::authz::{Action, ResourceKind, ResourceRef};
 use occ_core::reason::deployment_message;
 use occ_core::resource::{
@@ -30,7 +31,7 @@ use occ_store::{Authorized, Tx};
 use serde_json::Value;
 
 use crate::agents::agent_deleting;
-use crate::authorization::found;
+use crate::authorization::{audit_in_own_transaction, found};
 use crate::namespaces::{live_namespace, require_ready};
 use crate::{Controller, Request};
 
@@ -343,6 +344,19 @@ impl Controller {
             }
         };
         let secret_bindings = basis.secret_bindings();
+        // A Configuration (or revision) stored before the binding-name rule must not reach a
+        // gateway with a name that changes how the runtime starts.
+        let mut problems = occ_core::validate::Problems::new();
+        occ_core::inputs::check_binding_names(&secret_bindings, "/secretBindings", &mut problems);
+        if !problems.is_empty() {
+            drop(tx);
+            self.audit_failure(req, DEPLOY_AUDIT, &agent_ref, "SECRET_BINDING_NAME_REFUSED")
+                .await?;
+            return Err(problems.into_error_saying(&format!(
+                "Configuration {configuration_id} binds a Secret to an environment variable \
+                 that gateways may not receive; rename the binding and deploy again"
+            )));
+        }
         if let Some(refusal) = self.compute.secret_refusal(!secret_bindings.is_empty()) {
             return Err(Error::conflict(refusal));
         }
@@ -544,7 +558,10 @@ impl Controller {
         found(tx.revision_get(ns, agent, id).await?)
     }
 
-    /// The deployment status of a revision, derived from its reconcile work item.
+    /// The deployment status of a revision, derived from its reconcile work item. A failed
+    /// deployment's `error.data.output` (the gateway's last lines) is runtime output: only a
+    /// caller allowed `read_logs` (or `administer`) on the Agent sees it, and that read is
+    /// audited like a logs view; others get the deployment without it.
     pub async fn deployment_get(
         &self,
         req: &Request,
@@ -562,7 +579,55 @@ impl Controller {
             )
             .await?;
         found(tx.revision_get(ns, agent, id).await?)?;
-        deployment_status_in(&mut tx, ns, agent, id).await
+        let mut status = deployment_status_in(&mut tx, ns, agent, id).await?;
+        let has_output = status
+            .error
+            .as_ref()
+            .and_then(|e| e.data.as_ref())
+            .is_some_and(|data| data.get("output").is_some());
+        if !has_output {
+            return Ok(status);
+        }
+        let agent_ref = ResourceRef::exact(ResourceKind::Agent, ns, agent);
+        let snapshot = tx.policy_snapshot(&req.caller.principal_id).await?;
+        drop(tx);
+        let may_read_logs = [Action::ReadLogs, Action::Administer]
+            .into_iter()
+            .any(|action| Self::allowed(&snapshot, &req.caller, action, &agent_ref));
+        let shown = may_read_logs && {
+            let event = self
+                .event(
+                    req,
+                    AuditKind::Access,
+                    crate::runtime_logs::VIEW_AUDIT,
+                    &agent_ref,
+                    AuditOutcome::Success,
+                )
+                .detail("revisionId", id.as_str())
+                .detail("source", "deployment_output");
+            match audit_in_own_transaction(&self.store, &event).await {
+                Ok(()) => true,
+                Err(e) => {
+                    // Fail closed: output that cannot be audited is not shown.
+                    tracing::warn!(error = %e, "deployment output withheld: not audited");
+                    false
+                }
+            }
+        };
+        if !shown && let Some(error) = status.error.as_mut() {
+            if let Some(map) = error.data.as_mut().and_then(Value::as_object_mut) {
+                map.remove("output");
+            }
+            if error
+                .data
+                .as_ref()
+                .and_then(Value::as_object)
+                .is_some_and(serde_json::Map::is_empty)
+            {
+                error.data = None;
+            }
+        }
+        Ok(status)
     }
 }
 

@@ -43,10 +43,12 @@ pub mod native_admin;
 pub mod runtime_logs;
 pub mod secrets;
 pub mod service_accounts;
+pub mod sign_in_limit;
 pub mod worker;
 pub mod workspace_files;
 
-pub use auth::{Authenticated, SignInLimiter};
+pub use auth::Authenticated;
+pub use sign_in_limit::SignInLimiter;
 
 /// The id of the native IAM Driver, recorded in audit evidence.
 pub const IAM_DRIVER_ID: &str = "iam-native";

@@ -33,6 +33,7 @@ use occ_core::resource::{Agent, DesiredRuntimeState};
 use occ_core::{AgentId, Error, ErrorCode, NamespaceId, RequestId, RevisionId, Timestamp};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
+use subtle::ConstantTimeEq;
 use tokio::sync::broadcast;
 
 use crate::authorization::{audit_in_own_transaction, found};
@@ -137,9 +138,13 @@ impl NativeAdminSettings {
         self.scheme == "https"
     }
 
-    /// The console's launch URL for an Agent host.
-    pub fn launch_url(&self, host: &str) -> String {
-        format!("{}{LAUNCH_PATH}?host={host}", self.console_origin)
+    /// The console's launch URL for an Agent host, bound to the browser that holds the launch
+    /// nonce whose [`launch_binding`] is `binding`.
+    pub fn launch_url(&self, host: &str, binding: &str) -> String {
+        format!(
+            "{}{LAUNCH_PATH}?host={host}&binding={binding}",
+            self.console_origin
+        )
     }
 
     /// The Agent host named by a request's `Host` header, if it is one (the port is ignored:
@@ -225,6 +230,8 @@ pub enum ProxyRefusal {
     DependencyTimeout,
     /// A dependency failed.
     DependencyFailure,
+    /// A launch ticket presented by a browser that did not start the launch.
+    LaunchNotBound,
 }
 
 impl ProxyRefusal {
@@ -238,8 +245,30 @@ impl ProxyRefusal {
             Self::Disabled => "disabled",
             Self::DependencyTimeout => "dependency_timeout",
             Self::DependencyFailure => "dependency_failure",
+            Self::LaunchNotBound => "launch_not_bound",
         }
     }
+}
+
+/// A fresh launch nonce: the Agent origin sets it as a cookie on the browser it sends to the
+/// console, so only that browser can redeem the ticket it comes back with.
+pub fn launch_nonce() -> String {
+    crate::auth::random_token()
+}
+
+/// What a launch ticket carries of its browser's nonce: base64url(SHA-256(nonce)), 43
+/// characters.
+pub fn launch_binding(nonce: &str) -> String {
+    use sha2::Digest as _;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(Sha256::digest(nonce.as_bytes()))
+}
+
+/// Whether `binding` has the shape [`launch_binding`] gives.
+fn well_formed_binding(binding: &str) -> bool {
+    binding.len() == 43
+        && binding
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
 /// The signed contents of a ticket or a pass.
@@ -258,6 +287,9 @@ struct Grant {
     /// Nonce (tickets).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     n: String,
+    /// The starting browser's [`launch_binding`] (tickets).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    b: String,
 }
 
 /// A pass cookie for an Agent origin.
@@ -286,7 +318,28 @@ pub struct ProxyAdmission {
     pub gateway_url: String,
     /// The runtime role the person holds on the Agent.
     pub runtime_role: String,
+    /// The name of the header the revision's gateway reads the proxied identity from (it
+    /// carries the revision's secret proxy key: see `control_ui`).
+    pub identity_header: IdentityHeader,
     request: Request,
+}
+
+/// The name of a revision's identity header: secret (it holds the proxy key), so its `Debug`
+/// shows nothing of it.
+#[derive(Clone)]
+pub struct IdentityHeader(String);
+
+impl IdentityHeader {
+    /// The header name.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for IdentityHeader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("IdentityHeader(…)")
+    }
 }
 
 /// How long an admission of a proxied HTTP request is reused for further requests with the
@@ -527,12 +580,23 @@ impl Controller {
     }
 
     /// The console's launch: checks the session and the Agent behind `host`, and answers the
-    /// Agent origin's callback URL with a one-time ticket.
-    pub async fn native_admin_launch(&self, req: &Request, host: &str) -> Result<String, Error> {
+    /// Agent origin's callback URL with a one-time ticket bound to the browser that holds the
+    /// nonce behind `binding` (the Agent origin set it before sending the browser here).
+    pub async fn native_admin_launch(
+        &self,
+        req: &Request,
+        host: &str,
+        binding: &str,
+    ) -> Result<String, Error> {
         let settings = self
             .native_admin
             .as_ref()
             .ok_or_else(|| Error::new(ErrorCode::NotFound, "The Control UI is not offered"))?;
+        if !well_formed_binding(binding) {
+            return Err(Error::invalid_request(
+                "The launch link is not bound to a browser; open the Control UI from the Agent's page",
+            ));
+        }
         let session_id = req.caller.session_id.clone().ok_or_else(|| {
             Error::new(
                 ErrorCode::Forbidden,
@@ -565,6 +629,7 @@ impl Controller {
             rev: target.active_revision_id,
             exp: Timestamp::now().plus(TICKET_TTL).unix_millis(),
             n: crate::auth::random_token(),
+            b: binding.to_owned(),
         });
         Ok(format!("{}{CALLBACK_PATH}?ticket={ticket}", target.origin))
     }
@@ -590,16 +655,24 @@ impl Controller {
         ))
     }
 
-    /// Exchanges a launch ticket presented at `host` for the origin's pass (once).
+    /// Exchanges a launch ticket presented at `host` for the origin's pass (once), only in the
+    /// browser that started the launch: the one holding the `nonce` the ticket is bound to.
     pub async fn native_admin_redeem(
         &self,
         host: &str,
         ticket: &str,
+        nonce: Option<&str>,
     ) -> Result<AgentPass, ProxyRefusal> {
         let grant = self
             .verify(ticket, "ticket")
             .filter(|g| g.host == host)
             .ok_or(ProxyRefusal::SessionInvalid)?;
+        let bound = nonce.is_some_and(|nonce| {
+            bool::from(launch_binding(nonce).as_bytes().ct_eq(grant.b.as_bytes()))
+        });
+        if !bound {
+            return Err(ProxyRefusal::LaunchNotBound);
+        }
         let expires_at =
             Timestamp::from_unix_millis(grant.exp).ok_or(ProxyRefusal::SessionInvalid)?;
         let first = self
@@ -625,6 +698,7 @@ impl Controller {
         let pass = self.sign(&Grant {
             k: "pass".into(),
             n: String::new(),
+            b: String::new(),
             exp,
             ..grant
         });
@@ -706,6 +780,10 @@ impl Controller {
                 Ok(Ok(None)) => return Err(ProxyRefusal::AgentUnavailable),
                 Ok(Ok(Some(access))) => access,
             };
+        let identity_header = IdentityHeader(control_ui::identity_header(&control_ui::proxy_key(
+            access.token.expose(),
+            &grant.rev,
+        )));
         Ok(ProxyAdmission {
             namespace_id: grant.ns,
             agent_id: grant.agt,
@@ -714,6 +792,7 @@ impl Controller {
             session_id: grant.sid,
             gateway_url: access.url,
             runtime_role,
+            identity_header,
             request,
         })
     }

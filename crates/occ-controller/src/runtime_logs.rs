@@ -461,7 +461,10 @@ impl Controller {
                     .with_internal(e.to_string())
                 })?;
         }
-        let redactor = Redactor::new(self.handed_values(ns, &secrets).await?);
+        let redactor = Redactor::new(
+            self.handed_values(ns, agent_id, revision_id, &secrets)
+                .await?,
+        );
         let tail = if ask.download {
             DEFAULT_TAIL
         } else {
@@ -519,14 +522,28 @@ impl Controller {
         })
     }
 
-    /// The exact values the revision was handed (bound Secrets, the harness credential), read
-    /// through the Secret Driver; one that cannot be read now refuses the page (fail closed).
+    /// The exact values the revision's workloads hold: what the worker recorded handing them
+    /// (so a Secret rotated or deleted since stays redacted), and the current values of the
+    /// Secrets the revision binds (a value a rotation is about to hand them), read through the
+    /// Secret Driver. Anything that cannot be read now refuses the page (fail closed).
     pub(crate) async fn handed_values(
         &self,
         ns: &NamespaceId,
+        agent: &AgentId,
+        revision: &RevisionId,
         secrets: &[occ_core::resource::SecretMeta],
     ) -> Result<Vec<String>, Error> {
-        let mut values = Vec::new();
+        let mut values = self
+            .secrets
+            .handed(ns, agent, revision)
+            .await
+            .map_err(|e| {
+                Error::new(
+                    ErrorCode::RuntimeLogsUnavailable,
+                    "Runtime logs are unavailable. Try again shortly.",
+                )
+                .with_internal(format!("handed values: {e}"))
+            })?;
         for meta in secrets {
             let value = self
                 .secrets

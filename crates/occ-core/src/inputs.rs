@@ -3,6 +3,7 @@
 
 use serde_json::Value;
 
+use crate::env_name::{BindingNameRefusal, binding_name_refusal};
 use crate::error::DetailCode;
 use crate::id::{NamespaceId, SecretId, ServiceAccountId};
 use crate::resource::{
@@ -14,45 +15,13 @@ use crate::validate::{Fields, Problems, child, expect_id, expect_str, type_name}
 /// Most Secret bindings per Configuration.
 pub const SECRET_BINDINGS_MAX: usize = 64;
 /// Longest binding key.
-pub const SECRET_BINDING_KEY_MAX: usize = 253;
+pub const SECRET_BINDING_KEY_MAX: usize = crate::env_name::BINDING_NAME_MAX;
 /// Largest Secret value, in UTF-8 bytes.
 pub const SECRET_VALUE_MAX_BYTES: usize = 65_536;
 
-/// Destination prefixes a binding may not write to.
-const RESERVED_PREFIXES: [&str; 6] = [
-    "OPENCLAW_",
-    "CODEX_",
-    "OPENAI_",
-    "ANTHROPIC_",
-    "OCC_",
-    "KUBERNETES_",
-];
-/// Destination names a binding may not write to.
-const RESERVED_NAMES: [&str; 11] = [
-    "PATH",
-    "HOME",
-    "HTTP_PROXY",
-    "HTTPS_PROXY",
-    "NO_PROXY",
-    "ALL_PROXY",
-    "http_proxy",
-    "https_proxy",
-    "no_proxy",
-    "all_proxy",
-    "FTP_PROXY",
-];
-
-fn is_env_name(key: &str) -> bool {
-    let mut chars = key.chars();
-    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-}
-
-/// Whether a binding destination is reserved for the platform.
+/// Whether a binding destination breaks the binding-name rule ([`crate::env_name`]).
 pub fn is_reserved_binding(key: &str) -> bool {
-    let upper = key.to_ascii_uppercase();
-    RESERVED_PREFIXES.iter().any(|p| upper.starts_with(p))
-        || RESERVED_NAMES.iter().any(|n| n.eq_ignore_ascii_case(key))
+    binding_name_refusal(key).is_some()
 }
 
 /// Parses a Secret reference object `{kind:"secret", namespaceId, id}`.
@@ -79,8 +48,28 @@ pub fn parse_secret_ref(v: &Value, path: &str, problems: &mut Problems) -> Optio
     Some(SecretRef::new(ns?, id?)).filter(|_| kind.is_some())
 }
 
-/// Parses and normalizes `secretBindings`: at most 64 entries, keys are environment variable
-/// names (≤ 253 characters) outside the reserved set, sources are Secrets of `namespace`
+/// The validation detail code of a refused binding name.
+pub fn refusal_code(refusal: BindingNameRefusal) -> DetailCode {
+    match refusal {
+        BindingNameRefusal::TooLong => DetailCode::TooLong,
+        BindingNameRefusal::Format => DetailCode::InvalidFormat,
+        BindingNameRefusal::Reserved => DetailCode::InvalidValue,
+    }
+}
+
+/// Refuses, at `/secretBindings/<NAME>` under `path`, every binding whose name breaks the rule
+/// of [`crate::env_name`]: deploy admission re-checks a stored Configuration with it, so a
+/// document stored before the rule cannot reach a gateway.
+pub fn check_binding_names(bindings: &SecretBindings, path: &str, problems: &mut Problems) {
+    for key in bindings.keys() {
+        if let Some(refusal) = binding_name_refusal(key) {
+            problems.push(child(path, key), refusal_code(refusal), refusal.message());
+        }
+    }
+}
+
+/// Parses and normalizes `secretBindings`: at most 64 entries, keys follow the binding-name
+/// rule of [`crate::env_name`] (upper case, ≤ 128 characters, no reserved name), sources are Secrets of `namespace`
 /// (another Namespace is a 400 naming the field), delivery normalizes to `{type:"env"}`.
 pub fn parse_secret_bindings(
     v: &Value,
@@ -108,24 +97,8 @@ pub fn parse_secret_bindings(
     let before = problems.items().len();
     for (key, entry) in map {
         let kp = child(path, key);
-        if key.chars().count() > SECRET_BINDING_KEY_MAX {
-            problems.push(
-                &kp,
-                DetailCode::TooLong,
-                "is too long (expected at most 253 characters)",
-            );
-            continue;
-        }
-        if !is_env_name(key) {
-            problems.push(
-                &kp,
-                DetailCode::InvalidFormat,
-                "must be an environment variable name ([A-Za-z_][A-Za-z0-9_]*)",
-            );
-            continue;
-        }
-        if is_reserved_binding(key) {
-            problems.push(&kp, DetailCode::InvalidValue, "is a reserved destination");
+        if let Some(refusal) = binding_name_refusal(key) {
+            problems.push(&kp, refusal_code(refusal), refusal.message());
             continue;
         }
         let mut f = Fields::new(entry, &kp, problems);

@@ -7,6 +7,7 @@
 pub mod audit;
 pub mod authz;
 pub mod compute;
+pub mod env_name;
 pub mod error;
 pub mod iam;
 pub mod id;

@@ -13,6 +13,10 @@
 //!   keys must be `${NAME}`, `Bearer ${NAME}` (authorization only) or an inline SecretRef
 //!   `{source, provider, id}`.
 //!
+//! - no setting reaches outside the Agent's runtime ([`outside`]): host paths the gateway would
+//!   load code from, serve, read or write, programs it would run, `$include`, `env` variables
+//!   that configure the runtime, and references to the Driver's own credentials.
+//!
 //! On top of these, the document must validate against the pinned runtime's own JSON Schema
 //! ([`schema`]); where occ's rules and the schema both find a problem at one pointer, occ's is
 //! kept.
@@ -22,6 +26,7 @@
 pub mod control_ui;
 mod env_ref;
 pub mod harness;
+mod outside;
 pub mod schema;
 
 use serde_json::{Map, Value};
@@ -77,6 +82,7 @@ pub fn validate_document<'a>(
     }
     check_providers(doc, base, problems);
     check_env(doc, base, problems);
+    outside::check(values, base, problems);
     let own = problems.items().get(before..).unwrap_or_default();
     for found in schema::check(values, base, own) {
         problems.push(found.path, found.code, found.expectation);

@@ -156,6 +156,8 @@ reason_codes! {
     SecretDriverMismatch = "SECRET_DRIVER_MISMATCH",
     /// The Compute Driver cannot deliver the revision's Secrets.
     SecretDeliveryUnsupported = "SECRET_DELIVERY_UNSUPPORTED",
+    /// A Secret binding names an environment variable gateways may not receive.
+    SecretBindingNameRefused = "SECRET_BINDING_NAME_REFUSED",
     /// The harnessAuth cannot be delivered to the runtime.
     InvalidHarnessAuth = "INVALID_HARNESS_AUTH",
     /// The work item names no valid target.
@@ -293,6 +295,9 @@ impl ReasonCode {
                 "A Secret the revision needs is missing or unreadable."
             }
             InvalidHarnessAuth => "The Agent's harnessAuth cannot be delivered to its runtime.",
+            SecretBindingNameRefused => {
+                "A Secret binding names an environment variable gateways may not receive; rename it and deploy again."
+            }
             RuntimeAuthenticationFailed => {
                 "The model endpoint refused the Agent's harness credential; fix the Secret and deploy again."
             }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use occ_core::ReasonCode;
 use occ_core::resource::Generation;
-use occ_core::{ConfigurationId, NamespaceId, SecretId, Timestamp};
+use occ_core::{AgentId, ConfigurationId, NamespaceId, RevisionId, SecretId, Timestamp};
 use occ_drivers::DriverError;
 use occ_drivers::compute::{Convergence, FailureClass, NamespaceHook as _, NamespaceTarget};
 use occ_drivers::configuration::{
@@ -628,6 +628,91 @@ async fn secrets_round_trip_with_ownership_checks() {
     for r in fake.requests() {
         assert!(!format!("{r:?}").contains("s3cr3t"), "{r:?}");
     }
+}
+
+/// What a revision was handed is kept as one Secret per revision in the tenant namespace
+/// (golden), only grows, is refused when someone else's object sits at its name, and all of an
+/// Agent's records are deleted with it (listed by the Agent's label, uid preconditions).
+#[tokio::test]
+async fn handed_values_are_one_secret_per_revision_deleted_with_the_agent() {
+    let fake = FakeKube::start().await;
+    let ns: NamespaceId = "ns_5f0c6a9e-1b2d-4c3e-8f4a-0b1c2d3e4f51"
+        .parse()
+        .expect("ns");
+    let tenant = provision(&fake, &ns);
+    let driver = SecretDriver::Kubernetes(KubernetesSecretDriver::new(fake.occ_client()));
+    let agent: AgentId = "agt_1a2b3c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d"
+        .parse()
+        .expect("agt");
+    let rev: RevisionId = "rev_2b3c4d5e-6f7a-4b8c-9d0e-1f2a3b4c5d6e"
+        .parse()
+        .expect("rev");
+    let rev2 = RevisionId::generate();
+    assert!(
+        driver
+            .handed(&ns, &agent, &rev)
+            .await
+            .expect("none")
+            .is_empty()
+    );
+    driver
+        .record_handed(&ns, &agent, &rev, &["h4nded-old"])
+        .await
+        .expect("record");
+    let create = fake.sent("create", Some("secrets"));
+    let mut body = create.body.expect("body");
+    body["stringData"]["values"] = json!("<values>");
+    golden("secret-handed.json", &body);
+    let name = body["metadata"]["name"].as_str().expect("name").to_owned();
+    driver
+        .record_handed(&ns, &agent, &rev, &["h4nded-new", "h4nded-old"])
+        .await
+        .expect("grow");
+    driver
+        .record_handed(&ns, &agent, &rev2, &["h4nded-2"])
+        .await
+        .expect("second revision");
+    assert_eq!(
+        driver.handed(&ns, &agent, &rev).await.expect("read"),
+        ["h4nded-old", "h4nded-new"]
+    );
+    // Someone else's object at the record's name is refused, never read or overwritten.
+    let stored = fake.remove("secrets", &tenant, &name).expect("stored");
+    let mut foreign = stored.clone();
+    foreign["metadata"]["labels"] = json!({});
+    fake.seed("secrets", &tenant, foreign);
+    assert!(matches!(
+        driver.handed(&ns, &agent, &rev).await,
+        Err(DriverError::Corrupt(_))
+    ));
+    assert!(
+        driver
+            .record_handed(&ns, &agent, &rev, &["x"])
+            .await
+            .is_err()
+    );
+    fake.remove("secrets", &tenant, &name);
+    fake.seed("secrets", &tenant, stored);
+
+    fake.clear_requests();
+    driver.forget_handed(&ns, &agent).await.expect("forget");
+    assert!(
+        driver
+            .handed(&ns, &agent, &rev)
+            .await
+            .expect("gone")
+            .is_empty()
+    );
+    assert!(
+        driver
+            .handed(&ns, &agent, &rev2)
+            .await
+            .expect("gone")
+            .is_empty()
+    );
+    let delete = fake.sent("delete", None);
+    assert!(delete.body.expect("options")["preconditions"]["uid"].is_string());
+    driver.forget_handed(&ns, &agent).await.expect("idempotent");
 }
 
 fn tenant_access() -> TenantAccess {

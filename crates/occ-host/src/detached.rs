@@ -12,6 +12,8 @@
 //! to record and to restart it without waiting for the next maintenance pass. A gateway
 //! adopted from an earlier process is not its child: its exit is found by that pass.
 
+use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
@@ -20,6 +22,7 @@ use occ_core::ReasonCode;
 use occ_core::compute::{
     ComputeError, EXIT_CONFIGURATION_INVALID, GatewayExit, RevisionContext, RevisionTarget,
 };
+use occ_core::native::control_ui;
 use occ_core::{RevisionId, Timestamp};
 use occ_gateway::{Endpoint, GatewayError};
 use serde::{Deserialize, Serialize};
@@ -209,6 +212,66 @@ pub(crate) struct DedicatedGateway<'a> {
     pub app_server_token: &'a occ_core::compute::SecretText,
 }
 
+/// What a gateway's environment is made of.
+pub(crate) struct GatewayEnvironment<'a> {
+    /// `PATH` for OpenClaw processes.
+    pub path: OsString,
+    /// The Agent's directory.
+    pub agent_dir: &'a Path,
+    /// The snapshot the gateway reads.
+    pub snapshot: &'a Path,
+    /// The revision.
+    pub rev: &'a RevisionTarget,
+    /// The gateway credential.
+    pub token: &'a str,
+    /// The Secret bindings and harness credential.
+    pub ctx: &'a RevisionContext,
+    /// A dedicated gateway's app-server token (it never gets the harness credential).
+    pub app_server_token: Option<&'a str>,
+}
+
+/// The gateway's whole environment: the Secret bindings first, then every variable the Driver
+/// sets, so no binding can replace one of the Driver's (admission refuses such names too:
+/// `occ_core::env_name`).
+pub(crate) fn gateway_environment(
+    env: GatewayEnvironment<'_>,
+) -> Result<BTreeMap<OsString, OsString>, ComputeError> {
+    let mut vars: BTreeMap<OsString, OsString> = env
+        .ctx
+        .environment
+        .iter()
+        .map(|(name, value)| (name.into(), value.expose().into()))
+        .collect();
+    let mut set = |name: &str, value: OsString| {
+        vars.insert(name.into(), value);
+    };
+    set("PATH", env.path);
+    set("HOME", env.agent_dir.join("home").into());
+    set("TMPDIR", env.agent_dir.join("tmp").into());
+    set("OPENCLAW_STATE_DIR", env.agent_dir.join("state").into());
+    set("OPENCLAW_CONFIG_PATH", env.snapshot.into());
+    set(
+        crate::snapshot::credential_variable(env.rev),
+        env.token.into(),
+    );
+    if let Some(key) = crate::snapshot::proxy_key(env.rev, env.token) {
+        set(control_ui::PROXY_KEY_VARIABLE, key.into());
+    }
+    for (name, value) in GATEWAY_FIXED_ENV {
+        set(name, value.into());
+    }
+    match env.app_server_token {
+        // The credential is the harness's alone.
+        Some(token) => set("APP_SERVER_TOKEN", token.into()),
+        None => {
+            if let Some(credential) = &env.ctx.harness_credential {
+                set(harness_key_variable(env.rev)?, credential.expose().into());
+            }
+        }
+    }
+    Ok(vars)
+}
+
 /// Starts the gateway for `launch.rev` in its own process group with a clean environment (as
 /// the Agent's `account`, when it has one) and waits for `hello-ok`. An early exit with
 /// OpenClaw's invalid-configuration status is a permanent `RUNTIME_CONFIGURATION_INVALID`, any
@@ -248,6 +311,15 @@ pub(crate) async fn start(
     };
     let log_path = GatewayLog::of_revision(agent_dir, &rev.revision_id).current_path();
     let (log, log_err) = open_output(&log_path, account)?;
+    let environment = gateway_environment(GatewayEnvironment {
+        path: runtime.path_env(),
+        agent_dir,
+        snapshot: &snapshot,
+        rev,
+        token: token.expose(),
+        ctx,
+        app_server_token: dedicated.as_ref().map(|d| d.app_server_token.expose()),
+    })?;
     let mut cmd = runtime.command();
     cmd.arg("gateway")
         .arg("run")
@@ -255,13 +327,8 @@ pub(crate) async fn start(
         .arg(port.to_string())
         .arg("--bind")
         .arg(bind.as_str())
+        .envs(environment)
         .current_dir(agent_dir.join("state"))
-        .env("HOME", agent_dir.join("home"))
-        .env("TMPDIR", agent_dir.join("tmp"))
-        .env("OPENCLAW_STATE_DIR", agent_dir.join("state"))
-        .env("OPENCLAW_CONFIG_PATH", &snapshot)
-        .env(crate::snapshot::credential_variable(rev), token.expose())
-        .envs(GATEWAY_FIXED_ENV)
         .stdin(Stdio::null())
         .stdout(log)
         .stderr(log_err)
@@ -269,20 +336,6 @@ pub(crate) async fn start(
         .kill_on_drop(false);
     if let Some(account) = account {
         cmd.uid(account.uid).gid(account.gid);
-    }
-    for (name, value) in &ctx.environment {
-        cmd.env(name, value.expose());
-    }
-    match &dedicated {
-        // The credential is the harness's alone.
-        Some(dedicated) => {
-            cmd.env("APP_SERVER_TOKEN", dedicated.app_server_token.expose());
-        }
-        None => {
-            if let Some(credential) = &ctx.harness_credential {
-                cmd.env(harness_key_variable(rev)?, credential.expose());
-            }
-        }
     }
     let mut child = cmd
         .spawn()
@@ -384,4 +437,91 @@ pub fn recorded_gateways(root: &Path) -> Vec<(u32, u64)> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use occ_core::compute::{AgentTarget, SecretText};
+    use occ_core::resource::{
+        AdmittedSpec, ComputeIdentity, ExecutionMode, Generation, HarnessAuth, HarnessDescriptor,
+    };
+    use occ_core::{AgentId, ConfigurationId, IamId, NamespaceId};
+
+    fn revision() -> RevisionTarget {
+        RevisionTarget {
+            agent: AgentTarget {
+                namespace_id: NamespaceId::generate(),
+                agent_id: AgentId::generate(),
+                service_principal_id: IamId::generate_service_principal(),
+            },
+            revision_id: RevisionId::generate(),
+            revision: 1,
+            spec: AdmittedSpec {
+                configuration_id: ConfigurationId::generate(),
+                configuration_kind: "agent".into(),
+                configuration_generation: Generation::new(1).expect("generation"),
+                configuration: serde_json::Map::new(),
+                harness: HarnessDescriptor {
+                    id: "openclaw".into(),
+                    version: "test".into(),
+                    mode: ExecutionMode::Embedded,
+                },
+                compute: ComputeIdentity {
+                    id: "compute-process".into(),
+                    implementation: "process".into(),
+                },
+                service_principal_id: IamId::generate_service_principal(),
+                harness_auth: Some(HarnessAuth::Runtime {}),
+                secret_driver_id: None,
+                secret_bindings: None,
+                account_credential: None,
+            },
+        }
+    }
+
+    /// A binding that slipped past admission (a stored revision from before the rule) still
+    /// cannot replace anything the Driver sets: the Driver's variables are applied last.
+    #[test]
+    fn the_drivers_variables_win_over_any_binding() {
+        let rev = revision();
+        let bound = |name: &str| (name.to_owned(), SecretText::new(format!("bound-{name}")));
+        let ctx = RevisionContext {
+            environment: [
+                bound("MODEL_KEY"),
+                bound("HOME"),
+                bound("PATH"),
+                bound("TMPDIR"),
+                bound("OPENCLAW_CONFIG_PATH"),
+                bound("OPENCLAW_GATEWAY_TOKEN"),
+                bound("OPENCLAW_NO_RESPAWN"),
+                bound("npm_config_offline"),
+            ]
+            .into(),
+            ..RevisionContext::default()
+        };
+        let agent_dir = Path::new("/srv/agents/a");
+        let env = gateway_environment(GatewayEnvironment {
+            path: "/runtime/node/bin:/usr/bin".into(),
+            agent_dir,
+            snapshot: Path::new("/srv/agents/a/revisions/r/openclaw.json"),
+            rev: &rev,
+            token: "gateway-token",
+            ctx: &ctx,
+            app_server_token: None,
+        })
+        .expect("environment");
+        let get = |name: &str| env.get(&OsString::from(name)).cloned();
+        assert_eq!(get("MODEL_KEY"), Some("bound-MODEL_KEY".into()));
+        assert_eq!(get("HOME"), Some(agent_dir.join("home").into()));
+        assert_eq!(get("TMPDIR"), Some(agent_dir.join("tmp").into()));
+        assert_eq!(get("PATH"), Some("/runtime/node/bin:/usr/bin".into()));
+        assert_eq!(
+            get("OPENCLAW_CONFIG_PATH"),
+            Some("/srv/agents/a/revisions/r/openclaw.json".into())
+        );
+        assert_eq!(get("OPENCLAW_GATEWAY_TOKEN"), Some("gateway-token".into()));
+        assert_eq!(get("OPENCLAW_NO_RESPAWN"), Some("1".into()));
+        assert_eq!(get("npm_config_offline"), Some("true".into()));
+    }
 }

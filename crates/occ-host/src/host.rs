@@ -50,7 +50,7 @@ use crate::logs::{GatewayLog, LOG_ROTATE_BYTES, prune_revision_logs};
 use crate::report;
 use crate::runtime::{OpenclawRuntime, RuntimeError};
 use crate::seed::{self, AsAgent};
-use crate::snapshot::{GatewayBind, render_snapshot, same_but_log_capture};
+use crate::snapshot::{GatewayBind, render_snapshot, same_but_driver_rendering};
 use crate::systemd::{self, SystemdSupervision, UnitAccount};
 
 /// How a host runs its gateways.
@@ -475,12 +475,12 @@ impl Host {
         };
         match read_json::<RevisionMarker>(&dir.join("revision.json"))? {
             Some(existing) if existing == expected => return Ok(Readiness::Ready),
-            // Rendered by an older occ (before per-revision capture): rendered again below.
+            // Rendered by an older occ (before per-revision capture or proxy keys): rendered again.
             Some(existing)
                 if existing.revision_id == expected.revision_id
                     && existing.revision == expected.revision
                     && stored_snapshot(&dir)?
-                        .is_some_and(|stored| same_but_log_capture(&stored, &rendered)) => {}
+                        .is_some_and(|stored| same_but_driver_rendering(&stored, &rendered)) => {}
             Some(_) => {
                 return Err(ComputeError::permanent(
                     ReasonCode::SnapshotMismatch,
@@ -892,9 +892,14 @@ impl Host {
         let chunk = tokio::task::spawn_blocking(move || log.read(&query))
             .await
             .map_err(|e| unavailable(format!("the log read stopped: {e}")))??;
-        // The gateway token never leaves the host, even inside the lines.
+        // The gateway token (and the proxy key derived from it) never leaves the host, even
+        // inside the lines.
         let token = layout::token(&agent_dir)?;
-        Ok(chunk.without_value(token.expose()))
+        let chunk = chunk.without_value(token.expose());
+        Ok(match crate::snapshot::proxy_key(rev, token.expose()) {
+            Some(key) => chunk.without_value(&key),
+            None => chunk,
+        })
     }
 }
 

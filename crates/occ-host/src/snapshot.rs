@@ -82,6 +82,14 @@ pub fn credential_variable(rev: &RevisionTarget) -> &'static str {
     }
 }
 
+/// The proxy key a Control UI revision's gateway gets in
+/// [`control_ui::PROXY_KEY_VARIABLE`], derived from its credential `token`; `None` for other
+/// revisions.
+pub fn proxy_key(rev: &RevisionTarget, token: &str) -> Option<String> {
+    control_ui::enabled(&rev.spec.configuration)
+        .then(|| control_ui::proxy_key(token, &rev.revision_id))
+}
+
 /// The snapshot a revision runs with: the admitted document plus the settings a Driver owns
 /// (listener, authentication by the credential in [`credential_variable`], workspace, log file, no
 /// update checks or catalog refreshes). With a `log_file` the Driver also captures the
@@ -119,19 +127,31 @@ pub fn render_snapshot(
     doc
 }
 
-/// Whether two snapshots of one revision differ at most in where and how its output is
-/// captured (`logging.file`, `logging.consoleLevel`): a snapshot an older occ rendered (before
-/// per-revision capture) is then re-rendered instead of being refused as another document.
-pub fn same_but_log_capture(stored: &Map<String, Value>, rendered: &Map<String, Value>) -> bool {
-    let without_capture = |doc: &Map<String, Value>| {
+/// Whether two snapshots of one revision differ at most in what the Driver renders around the
+/// admitted document and has changed since: where and how output is captured
+/// (`logging.file`, `logging.consoleLevel`: before per-revision capture) and a Control UI
+/// revision's proxy settings (`gateway.auth`, `gateway.terminal`: before per-revision proxy
+/// keys). A snapshot an older occ rendered is then re-rendered instead of being refused as
+/// another document.
+pub fn same_but_driver_rendering(
+    stored: &Map<String, Value>,
+    rendered: &Map<String, Value>,
+) -> bool {
+    let without_driver_parts = |doc: &Map<String, Value>| {
         let mut doc = doc.clone();
         if let Some(logging) = doc.get_mut("logging").and_then(Value::as_object_mut) {
             logging.remove("file");
             logging.remove("consoleLevel");
         }
+        if control_ui::enabled(&doc)
+            && let Some(gateway) = doc.get_mut("gateway").and_then(Value::as_object_mut)
+        {
+            gateway.remove("auth");
+            gateway.remove("terminal");
+        }
         doc
     };
-    without_capture(stored) == without_capture(rendered)
+    without_driver_parts(stored) == without_driver_parts(rendered)
 }
 
 /// `doc[key]` as an object, replacing anything that is not one.
@@ -165,16 +185,16 @@ mod tests {
                 "level": "debug",
             },
         }));
-        assert!(same_but_log_capture(&before, &now));
+        assert!(same_but_driver_rendering(&before, &now));
         let other_level = doc(json!({
             "gateway": {"port": 28000},
             "logging": {"file": "/srv/agent/logs/gateway.log", "level": "info"},
         }));
-        assert!(!same_but_log_capture(&other_level, &now));
+        assert!(!same_but_driver_rendering(&other_level, &now));
         let other_port = doc(json!({
             "gateway": {"port": 28001},
             "logging": {"file": "/srv/agent/logs/gateway.log", "level": "debug"},
         }));
-        assert!(!same_but_log_capture(&other_port, &now));
+        assert!(!same_but_driver_rendering(&other_port, &now));
     }
 }

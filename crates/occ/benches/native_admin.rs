@@ -179,17 +179,29 @@ fn main() {
             .pool_max_idle_per_host(1)
             .build()
             .unwrap();
+        // The origin binds the launch to this browser with a nonce cookie.
+        let start = browser.get(format!("{origin}/")).send().await.unwrap();
+        let nonce = start.headers()["set-cookie"]
+            .to_str()
+            .unwrap()
+            .split(';')
+            .next()
+            .unwrap()
+            .to_owned();
+        let launch_url = start.headers()["location"].to_str().unwrap().to_owned();
         let launch = plain
-            .get(format!(
-                "{}/__occ/native-admin/launch?host={host}",
-                stack.url
-            ))
+            .get(launch_url)
             .header("cookie", &session)
             .send()
             .await
             .unwrap();
         let callback = launch.headers()["location"].to_str().unwrap().to_owned();
-        let res = browser.get(&callback).send().await.unwrap();
+        let res = browser
+            .get(&callback)
+            .header("cookie", &nonce)
+            .send()
+            .await
+            .unwrap();
         let pass = res.headers()["set-cookie"]
             .to_str()
             .unwrap()

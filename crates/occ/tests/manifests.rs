@@ -620,7 +620,12 @@ fn cluster_wide_occ_has_exactly_what_the_api_and_the_worker_need() {
     );
     assert_eq!(
         roles["occ-tenant-secret-reader"],
-        [rule("", "secrets", &["get"], None)]
+        [rule(
+            "",
+            "secrets",
+            &["get", "create", "update", "list", "delete"],
+            None
+        )]
     );
     // The worker's calls in crates/occ-drivers/src/compute/kubernetes/: get/create/delete of
     // each per-Agent object, replace (update) of the Deployment and of Secrets, label-selected
@@ -709,10 +714,12 @@ fn cluster_wide_occ_has_exactly_what_the_api_and_the_worker_need() {
             assert!(!has("watch"), "{what}: no watch");
             if has("list") {
                 // Cluster-wide only namespaces; in tenant namespaces what the Kubernetes
-                // Compute Driver finds by an Agent's label (and a Pod's Events by its uid).
+                // Compute Driver finds by an Agent's label (and a Pod's Events by its uid), and
+                // the worker's records of handed values (by the Agent's label).
                 let listable: &[&str] = match name.as_str() {
                     "occ-api" | "occ-worker" => &["namespaces"],
                     "occ-tenant-compute" => &["configmaps", "secrets", "pods", "networkpolicies"],
+                    "occ-tenant-secret-reader" => &["secrets"],
                     "occ-tenant-gateway-access" => &["pods", "events"],
                     _ => &[],
                 };

@@ -220,10 +220,20 @@ async fn a_person_opens_an_agents_control_ui_through_occ() {
     let b = browser(&host, occ);
     let res = b.get(format!("{origin}/")).send().await.unwrap();
     assert!(res.status().is_redirection(), "{}", res.status());
+    // The origin binds the launch to this browser with a host-only nonce cookie.
+    let nonce_cookie = res.headers()["set-cookie"].to_str().unwrap().to_owned();
+    assert!(
+        nonce_cookie.starts_with("occ_native_admin_launch="),
+        "{nonce_cookie}"
+    );
+    let nonce = nonce_cookie.split(';').next().unwrap().to_owned();
     let launch = location(&res);
-    assert_eq!(
-        launch,
-        format!("{}/__occ/native-admin/launch?host={host}", s.url)
+    assert!(
+        launch.starts_with(&format!(
+            "{}/__occ/native-admin/launch?host={host}&binding=",
+            s.url
+        )),
+        "{launch}"
     );
     // Without a console session the launch explains what to do.
     let res = b.get(&launch).send().await.unwrap();
@@ -246,7 +256,15 @@ async fn a_person_opens_an_agents_control_ui_through_occ() {
         callback.starts_with(&format!("{origin}/__occ/native-admin/callback?ticket=")),
         "{callback}"
     );
+    // Another browser (without the nonce) cannot redeem the ticket.
     let res = b.get(&callback).send().await.unwrap();
+    assert_eq!(res.status(), StatusCode::FORBIDDEN);
+    let res = b
+        .get(&callback)
+        .header("cookie", &nonce)
+        .send()
+        .await
+        .unwrap();
     assert!(res.status().is_redirection(), "{}", res.status());
     assert_eq!(location(&res), "/");
     let set_cookie = res.headers()["set-cookie"].to_str().unwrap().to_owned();
@@ -257,7 +275,12 @@ async fn a_person_opens_an_agents_control_ui_through_occ() {
     assert!(!set_cookie.contains("Domain"), "host-only: {set_cookie}");
     let pass = set_cookie.split(';').next().unwrap().to_owned();
     // A ticket works once.
-    let res = b.get(&callback).send().await.unwrap();
+    let res = b
+        .get(&callback)
+        .header("cookie", &nonce)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(res.status(), StatusCode::UNAUTHORIZED);
 
     // The page loads through occ, without the gateway's cookies and with workers blocked.
@@ -274,6 +297,8 @@ async fn a_person_opens_an_agents_control_ui_through_occ() {
         .unwrap()
         .to_owned();
     assert!(csp.contains("worker-src 'none'"), "{csp}");
+    assert!(csp.contains("frame-ancestors 'none'"), "{csp}");
+    assert_eq!(res.headers()["x-frame-options"], "DENY");
     assert_eq!(res.headers()["cache-control"], "no-store");
     let html = res.text().await.unwrap();
     assert!(

@@ -8,9 +8,13 @@ import { h, replace } from './dom.js';
 import { assignRuntimeRole } from './secret-access.js';
 import { ctx, showError } from './shell.js';
 
-/** The conversation this page continues until "New conversation". */
+/**
+ * The conversation this page continues until "New conversation": 128 random bits from the
+ * browser's CSPRNG (the gateway session is also scoped to the signed-in person by occ).
+ */
 function newSessionKey() {
-  return `console-${Math.random().toString(36).slice(2, 10)}`;
+  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  return `console-${Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('')}`;
 }
 
 /**

@@ -61,14 +61,17 @@ pub async fn list_agent_runtime_roles(
         .collect::<Vec<_>>()))
 }
 
-/// The launch query.
+/// The launch query: the Agent host and the binding of the launch nonce the Agent origin set
+/// on the browser.
 #[derive(Debug, Deserialize)]
 pub struct LaunchQuery {
     host: String,
+    binding: String,
 }
 
-/// `GET /__occ/native-admin/launch?host=agent-…`: the Agent origin sends a browser without a
-/// pass here; with a console session and Agent `use`, it goes back with a one-time ticket.
+/// `GET /__occ/native-admin/launch?host=agent-…&binding=…`: the Agent origin sends a browser
+/// without a pass here (after setting its launch nonce); with a console session and Agent
+/// `use`, it goes back with a one-time ticket bound to that nonce.
 pub async fn launch(
     State(s): State<AppState>,
     ctx: Result<Ctx, ApiError>,
@@ -85,7 +88,7 @@ pub async fn launch(
     };
     match s
         .controller
-        .native_admin_launch(&ctx.req, &query.host)
+        .native_admin_launch(&ctx.req, &query.host, &query.binding)
         .await
     {
         Ok(callback) => Redirect::to(&callback).into_response(),
@@ -93,6 +96,7 @@ pub async fn launch(
             let status = match e.code() {
                 ErrorCode::Forbidden => StatusCode::FORBIDDEN,
                 ErrorCode::NotFound => StatusCode::NOT_FOUND,
+                ErrorCode::InvalidRequest => StatusCode::BAD_REQUEST,
                 _ => StatusCode::SERVICE_UNAVAILABLE,
             };
             page(status, e.message())

@@ -201,7 +201,7 @@ impl Field<NamespaceId> for SecretBindings {
                 .property_names(Some(string_schema(
                     None,
                     Some(SECRET_BINDING_KEY_MAX),
-                    Some("^[A-Za-z_][A-Za-z0-9_]*$"),
+                    Some("^[A-Z][A-Z0-9_]{0,127}$"),
                 )))
                 .additional_properties(Some(AdditionalProperties::RefOr(RefOr::T(binding))))
                 .build(),

@@ -181,6 +181,106 @@ async fn sign_in_is_rate_limited() {
     assert!((1..=60).contains(&wait));
 }
 
+/// The reproduction of the parallel-guess finding: 60 wrong passwords for one email sent at
+/// once. Each attempt takes its place before its password is verified, so at most the limit
+/// (10) of them are ever checked (401) and every other one is refused with 429 and
+/// `Retry-After`, whether by the email's limit or by the bound on concurrent checks; the right
+/// password afterwards is refused too, until the window passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn parallel_guesses_are_counted_before_they_are_verified() {
+    let app = TestApp::new().await;
+    let guesses = (0..60).map(|_| {
+        app.call(
+            Method::POST,
+            "/api/auth/sign-in/email",
+            &Credential::Anonymous,
+            Some(json!({"email": ADMIN_EMAIL, "password": "wrong password 123"})),
+        )
+    });
+    let replies = futures::future::join_all(guesses).await;
+    let verified = replies
+        .iter()
+        .filter(|r| r.status == StatusCode::UNAUTHORIZED)
+        .count();
+    assert!(verified <= 10, "{verified} passwords were verified");
+    assert!(verified >= 1, "no guess was verified at all");
+    for r in replies
+        .iter()
+        .filter(|r| r.status != StatusCode::UNAUTHORIZED)
+    {
+        assert_eq!(
+            (r.status, r.code()),
+            (StatusCode::TOO_MANY_REQUESTS, "RATE_LIMITED"),
+            "{}",
+            r.body
+        );
+        let wait: u64 = r.headers["retry-after"].to_str().unwrap().parse().unwrap();
+        assert!((1..=60).contains(&wait));
+    }
+    // Top the email up to its limit one at a time, then even the right password is refused.
+    for _ in verified..10 {
+        let r = app
+            .call(
+                Method::POST,
+                "/api/auth/sign-in/email",
+                &Credential::Anonymous,
+                Some(json!({"email": ADMIN_EMAIL, "password": "wrong password 123"})),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    }
+    let r = app
+        .call(
+            Method::POST,
+            "/api/auth/sign-in/email",
+            &Credential::Anonymous,
+            Some(json!({"email": ADMIN_EMAIL, "password": ADMIN_PASSWORD})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+}
+
+/// Distinct emails pass a per-email limit, so a global bound keeps concurrent password
+/// checks (each argon2id verification holds ~19 MiB) from exhausting memory: of 40 guesses for
+/// 40 different emails sent at once, those beyond the bound are refused with 429 rather than
+/// queued, and the bound frees again once they end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_password_checks_are_bounded_over_all_emails() {
+    let app = TestApp::new().await;
+    let guesses = (0..40).map(|i| {
+        app.call(
+            Method::POST,
+            "/api/auth/sign-in/email",
+            &Credential::Anonymous,
+            Some(json!({"email": format!("nobody-{i}@example.com"), "password": "wrong password 123"})),
+        )
+    });
+    let replies = futures::future::join_all(guesses).await;
+    let checked = replies
+        .iter()
+        .filter(|r| r.status == StatusCode::UNAUTHORIZED)
+        .count();
+    let busy = replies
+        .iter()
+        .filter(|r| r.status == StatusCode::TOO_MANY_REQUESTS)
+        .count();
+    assert_eq!(checked + busy, 40);
+    assert!(
+        (1..=occ_controller::sign_in_limit::MAX_CONCURRENT_CHECKS).contains(&checked),
+        "{checked} checks ran at once"
+    );
+    assert!(busy > 0, "every guess was checked: nothing bounds them");
+    let r = app
+        .call(
+            Method::POST,
+            "/api/auth/sign-in/email",
+            &Credential::Anonymous,
+            Some(json!({"email": ADMIN_EMAIL, "password": ADMIN_PASSWORD})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+}
+
 #[tokio::test]
 async fn accounts() {
     let app = TestApp::new().await;

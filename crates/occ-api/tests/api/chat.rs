@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use axum::body::Body;
 use http::{Method, Request, StatusCode};
+use occ_controller::chat::gateway_session_key;
 use occ_core::authz::{Action, Permission, ResourceKind};
 use occ_store::audit::AuditFilter;
 use occ_testkit::app::{Credential, TestApp, TestAppOptions};
@@ -24,6 +25,8 @@ struct F {
     /// A service key granted `use` on the Agent (the bootstrap key administers, which is not
     /// enough for a key).
     user: String,
+    /// Its principal.
+    user_principal: occ_core::IamId,
 }
 
 async fn fixture(deployed: bool) -> F {
@@ -59,7 +62,7 @@ async fn fixture(deployed: bool) -> F {
             .await;
     }
     let path = format!("/namespaces/{ns}/agents/{agt}/chat");
-    let (_, user) = app
+    let (user_principal, user) = app
         .principal_with(
             &[Permission::new(Action::Use, ResourceKind::Agent)],
             Some(&app.default_ns),
@@ -73,6 +76,7 @@ async fn fixture(deployed: bool) -> F {
         agt,
         path,
         user,
+        user_principal,
     }
 }
 
@@ -160,7 +164,11 @@ async fn a_turn_answers_as_json_and_as_a_stream_and_is_audited_without_text() {
             seen[0].session_key.as_str(),
             seen[0].message.as_str()
         ),
-        (f.agt.as_str(), "occ-chat", "chat-canary: hello?")
+        (
+            f.agt.as_str(),
+            gateway_session_key(&f.user_principal, "occ-chat").as_str(),
+            "chat-canary: hello?"
+        )
     );
 
     // Streamed: each piece in order, then the final answer.
@@ -551,4 +559,73 @@ async fn a_caller_has_at_most_four_turns_at_once() {
         f.app.call(Method::POST, &f.path, &user, body()).await,
         StatusCode::OK,
     );
+}
+
+/// Conversations belong to their caller: two principals allowed to talk to one Agent, naming the
+/// same session key (the default one and a named one), reach different gateway sessions, so one
+/// caller's messages never enter the other's context; each caller keeps seeing the key they
+/// named, and their own gateway session stays the same from turn to turn.
+#[tokio::test]
+async fn two_callers_never_share_a_gateway_session() {
+    let f = fixture(true).await;
+    let (other_principal, other) = f
+        .app
+        .principal_with(
+            &[Permission::new(Action::Use, ResourceKind::Agent)],
+            Some(&f.app.default_ns),
+            Some((ResourceKind::Agent, f.agt.clone())),
+            None,
+        )
+        .await;
+    let turn = |key: &str, body: Value| {
+        let key = key.to_owned();
+        let app = &f.app;
+        let path = f.path.clone();
+        async move {
+            let r = app
+                .call(Method::POST, &path, &Credential::Key(key), Some(body))
+                .await;
+            assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+            r.data()["sessionKey"].as_str().unwrap().to_owned()
+        }
+    };
+    assert_eq!(
+        turn(&f.user, json!({"message": "mine: 42"})).await,
+        "occ-chat"
+    );
+    assert_eq!(turn(&other, json!({"message": "theirs"})).await, "occ-chat");
+    assert_eq!(
+        turn(
+            &f.user,
+            json!({"message": "named", "sessionKey": "shared-name"})
+        )
+        .await,
+        "shared-name"
+    );
+    assert_eq!(
+        turn(
+            &other,
+            json!({"message": "named", "sessionKey": "shared-name"})
+        )
+        .await,
+        "shared-name"
+    );
+    assert_eq!(turn(&f.user, json!({"message": "again"})).await, "occ-chat");
+    let seen: Vec<String> = f.chat.seen().into_iter().map(|t| t.session_key).collect();
+    let mine = gateway_session_key(&f.user_principal, "occ-chat");
+    let theirs = gateway_session_key(&other_principal, "occ-chat");
+    assert_eq!(
+        seen,
+        [
+            mine.clone(),
+            theirs.clone(),
+            gateway_session_key(&f.user_principal, "shared-name"),
+            gateway_session_key(&other_principal, "shared-name"),
+            mine.clone(),
+        ]
+    );
+    assert_ne!(mine, theirs);
+    assert_ne!(seen[2], seen[3]);
+    // The gateway's session keys are what the chat route itself accepts as keys' shape.
+    assert!(seen.iter().all(|k| k.len() <= 64 && k.starts_with("occ-")));
 }

@@ -615,3 +615,105 @@ async fn concurrent_patches_advance_once_each() {
         "every successful PATCH advanced exactly one generation"
     );
 }
+
+/// Secret bindings follow the binding-name rule (`occ_core::env_name`): names that loaders,
+/// interpreters, package managers, TLS stacks or OpenClaw read — the reproduction bound a Secret
+/// as `NODE_OPTIONS` and ran code as occ's user — and lower-case names are refused with 400 at
+/// `/secretBindings/<NAME>` on create and on update, and nothing is stored.
+#[tokio::test]
+async fn bindings_that_would_change_how_the_runtime_starts_are_refused() {
+    let app = TestApp::new().await;
+    let admin = app.admin();
+    let ns = app.default_ns.to_string();
+    let sec = secret(&app, &ns, "payload", &admin).await;
+    let base = format!("/namespaces/{ns}/configurations");
+    let bound =
+        |name: &str| json!({name: {"source": {"kind": "secret", "namespaceId": ns, "id": sec}}});
+    let cfg = expect(
+        app.call(
+            Method::POST,
+            &base,
+            &admin,
+            Some(json!({"kind": "agent", "values": {}, "secretBindings": bound("MODEL_KEY")})),
+        )
+        .await,
+        StatusCode::CREATED,
+    )
+    .data()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    for (name, code) in [
+        ("NODE_OPTIONS", "INVALID_VALUE"),
+        ("NODE_PATH", "INVALID_VALUE"),
+        ("LD_PRELOAD", "INVALID_VALUE"),
+        ("DYLD_INSERT_LIBRARIES", "INVALID_VALUE"),
+        ("NPM_CONFIG_PREFIX", "INVALID_VALUE"),
+        ("OPENCLAW_GATEWAY_TOKEN", "INVALID_VALUE"),
+        ("TMPDIR", "INVALID_VALUE"),
+        ("SSL_CERT_FILE", "INVALID_VALUE"),
+        ("BASH_ENV", "INVALID_VALUE"),
+        ("ENV", "INVALID_VALUE"),
+        ("PYTHONPATH", "INVALID_VALUE"),
+        ("GIT_SSH_COMMAND", "INVALID_VALUE"),
+        ("npm_config_prefix", "INVALID_FORMAT"),
+        ("node_options", "INVALID_FORMAT"),
+        ("_X", "INVALID_FORMAT"),
+    ] {
+        let pointer = format!("/secretBindings/{name}");
+        let r = app
+            .call(
+                Method::POST,
+                &base,
+                &admin,
+                Some(json!({"kind": "agent", "values": {}, "secretBindings": bound(name)})),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "create {name}");
+        assert_eq!(
+            r.body["error"]["details"][0],
+            json!({"path": pointer, "code": code}),
+            "create {name}: {}",
+            r.body
+        );
+        let r = app
+            .call(
+                Method::PATCH,
+                &format!("{base}/{cfg}"),
+                &admin,
+                Some(json!({"values": {}, "secretBindings": bound(name)})),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "update {name}");
+        assert_eq!(
+            r.body["error"]["details"][0],
+            json!({"path": pointer, "code": code}),
+            "update {name}: {}",
+            r.body
+        );
+    }
+    // Nothing but the first Configuration, unchanged, exists.
+    let r = expect(
+        app.call(Method::GET, &format!("{base}/{cfg}"), &admin, None)
+            .await,
+        StatusCode::OK,
+    );
+    assert_eq!(r.data()["generation"], 1);
+    assert_eq!(
+        r.data()["secretBindings"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .collect::<Vec<_>>(),
+        ["MODEL_KEY"]
+    );
+    let mut tx = app.store.begin_read().await.unwrap();
+    assert_eq!(
+        tx.namespace_contents(&app.default_ns)
+            .await
+            .unwrap()
+            .configurations
+            .len(),
+        1
+    );
+}

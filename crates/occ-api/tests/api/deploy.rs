@@ -560,3 +560,71 @@ async fn stop_queues_new_work_each_time() {
         .await;
     assert_eq!(r.status, StatusCode::FORBIDDEN);
 }
+
+/// A Configuration stored before the binding-name rule (its row rewritten here to bind
+/// `NODE_OPTIONS` in a new generation, as an older occ accepted) cannot slip through: deploy refuses it with 400 at
+/// `/secretBindings/NODE_OPTIONS`, audits the refusal and admits nothing.
+#[tokio::test]
+async fn a_stored_binding_that_breaks_the_name_rule_is_refused_at_deploy() {
+    for backend in [Backend::Sqlite, Backend::Postgres] {
+        let app = TestApp::on(backend).await;
+        let admin = app.admin();
+        let ns = app.default_ns.to_string();
+        let sec = secret(&app, &ns, "payload", &admin).await;
+        let r = app
+            .call(
+                Method::POST,
+                &format!("/namespaces/{ns}/configurations"),
+                &admin,
+                Some(json!({"kind": "agent", "values": {}, "secretBindings": {"MY_TOKEN": {"source": {"kind": "secret", "namespaceId": ns, "id": sec}}}})),
+            )
+            .await;
+        let cfg = expect(r, StatusCode::CREATED).data()["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let agt = agent(&app, &ns, &cfg, "old-binding", &admin).await;
+        let mut raw = app.db.raw().await;
+        let bindings = json!({"NODE_OPTIONS": {"source": {"kind": "secret", "namespaceId": ns, "id": sec}, "delivery": {"type": "env"}}});
+        raw.execute(&format!(
+            "UPDATE configurations SET generation = generation + 1, secret_bindings = '{bindings}' \
+             WHERE id = '{cfg}'"
+        ))
+        .await
+        .unwrap();
+        let r = app
+            .call(
+                Method::POST,
+                &format!("/namespaces/{ns}/agents/{agt}/deploy"),
+                &admin,
+                None,
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
+        assert_eq!(
+            r.body["error"]["details"][0]["path"],
+            "/secretBindings/NODE_OPTIONS"
+        );
+        let mut tx = app.store.begin_read().await.unwrap();
+        let failures = tx
+            .audit_list(&AuditFilter {
+                action: Some("openclaw.agents.deploy".into()),
+                resource_id: Some(agt.clone()),
+            })
+            .await
+            .unwrap();
+        assert_eq!(failures.len(), 1);
+        assert_eq!(failures[0].outcome, occ_core::audit::AuditOutcome::Failure);
+        assert_eq!(
+            failures[0].details["reasonCode"],
+            "SECRET_BINDING_NAME_REFUSED"
+        );
+        let agent_id: occ_core::AgentId = agt.parse().unwrap();
+        assert!(
+            tx.revision_list(&app.default_ns, &agent_id)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+    }
+}

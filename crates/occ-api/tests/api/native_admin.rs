@@ -212,6 +212,38 @@ impl F {
     }
 }
 
+/// The value of the `name` cookie a reply sets (`name=value`).
+fn set_cookie(reply: &occ_testkit::app::Reply, name: &str) -> Option<String> {
+    reply
+        .headers
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .map(|v| v.split(';').next().unwrap_or_default().to_owned())
+        .find(|pair| pair.starts_with(&format!("{name}=")))
+}
+
+impl F {
+    /// A browser's whole launch into `authority`: the Agent origin (no pass) sets its launch
+    /// nonce and sends the browser to the console, the console (with `session_cookie`) sends it
+    /// back with a ticket, and the callback (with the nonce) sets the pass, returned as
+    /// `name=value`.
+    async fn launch(&self, authority: &str, session_cookie: &str) -> String {
+        let r = self.browse(authority, "/", None).await;
+        assert!(r.status.is_redirection(), "{}", r.status);
+        let nonce = set_cookie(&r, "occ_native_admin_launch").expect("a launch nonce");
+        let launch = location(&r).trim_start_matches(ORIGIN).to_owned();
+        let r = self
+            .browse("127.0.0.1:3000", &launch, Some(session_cookie))
+            .await;
+        assert!(r.status.is_redirection(), "{}: {}", r.status, r.text);
+        let callback = location(&r).replace(&format!("http://{authority}"), "");
+        let r = self.browse(authority, &callback, Some(&nonce)).await;
+        assert!(r.status.is_redirection(), "{}: {}", r.status, r.text);
+        set_cookie(&r, "occ_native_admin").expect("a pass")
+    }
+}
+
 fn ui_enabled() -> Value {
     json!({"gateway": {"controlUi": {"enabled": true}}})
 }
@@ -463,22 +495,56 @@ async fn a_launch_ticket_opens_one_agent_origin_once() {
     let host = status.data()["host"].as_str().unwrap().to_owned();
     let authority = format!("{host}:3000");
 
-    // No pass: a navigation goes to the console's launch.
+    // No pass: a navigation goes to the console's launch, after the origin set a launch nonce
+    // (host-only, HttpOnly) that the launch URL is bound to.
     let r = f.browse(&authority, "/", None).await;
     assert!(r.status.is_redirection(), "{}", r.status);
+    let nonce = set_cookie(&r, "occ_native_admin_launch").expect("a launch nonce");
+    let nonce_cookie = r
+        .headers
+        .get_all("set-cookie")
+        .iter()
+        .map(|v| v.to_str().unwrap().to_owned())
+        .find(|c| c.starts_with("occ_native_admin_launch="))
+        .unwrap();
+    assert!(
+        nonce_cookie.contains("HttpOnly") && nonce_cookie.contains("SameSite=Lax"),
+        "{nonce_cookie}"
+    );
+    let binding = occ_controller::native_admin::launch_binding(
+        nonce.trim_start_matches("occ_native_admin_launch="),
+    );
     let launch = location(&r);
     assert_eq!(
         launch,
-        format!("{ORIGIN}/__occ/native-admin/launch?host={host}")
+        format!("{ORIGIN}/__occ/native-admin/launch?host={host}&binding={binding}")
     );
     let launch_path = launch.trim_start_matches(ORIGIN).to_owned();
-    // The launch needs the console session.
+    // The launch needs the console session, and a binding.
     let r = f.browse("127.0.0.1:3000", &launch_path, None).await;
     assert_eq!(r.status, StatusCode::UNAUTHORIZED);
     let r = f
         .browse(
             "127.0.0.1:3000",
-            "/__occ/native-admin/launch?host=agent-0123456789abcdef0123456789abcdef.localhost",
+            &format!("/__occ/native-admin/launch?host={host}"),
+            Some(&session_cookie),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.text);
+    let r = f
+        .browse(
+            "127.0.0.1:3000",
+            &format!("/__occ/native-admin/launch?host={host}&binding=short"),
+            Some(&session_cookie),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.text);
+    let r = f
+        .browse(
+            "127.0.0.1:3000",
+            &format!(
+                "/__occ/native-admin/launch?host=agent-0123456789abcdef0123456789abcdef.localhost&binding={binding}"
+            ),
             Some(&session_cookie),
         )
         .await;
@@ -495,15 +561,31 @@ async fn a_launch_ticket_opens_one_agent_origin_once() {
         .to_owned();
     // The ticket is for this origin only.
     let other = "agent-0123456789abcdef0123456789abcdef.localhost:3000";
-    let r = f.browse(other, &callback_path, None).await;
+    let r = f.browse(other, &callback_path, Some(&nonce)).await;
     assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    // ...and for the browser that started the launch only: without its nonce, or with another
+    // browser's, the ticket plants no pass (the victim of a planted ticket is refused).
     let r = f.browse(&authority, &callback_path, None).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN, "{}", r.text);
+    assert!(set_cookie(&r, "occ_native_admin").is_none());
+    let someone_else = format!(
+        "occ_native_admin_launch={}",
+        occ_controller::native_admin::launch_nonce()
+    );
+    let r = f
+        .browse(&authority, &callback_path, Some(&someone_else))
+        .await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN, "{}", r.text);
+    // The starting browser redeems it; the nonce is cleared.
+    let r = f.browse(&authority, &callback_path, Some(&nonce)).await;
     assert!(r.status.is_redirection(), "{}", r.status);
-    let set_cookie = r.headers["set-cookie"].to_str().unwrap().to_owned();
-    let pass = set_cookie.split(';').next().unwrap().to_owned();
-    assert!(pass.starts_with("occ_native_admin="), "{set_cookie}");
+    let pass = set_cookie(&r, "occ_native_admin").expect("a pass");
+    assert_eq!(
+        set_cookie(&r, "occ_native_admin_launch").as_deref(),
+        Some("occ_native_admin_launch=")
+    );
     // Once.
-    let r = f.browse(&authority, &callback_path, None).await;
+    let r = f.browse(&authority, &callback_path, Some(&nonce)).await;
     assert_eq!(r.status, StatusCode::UNAUTHORIZED);
 
     // With the pass the request is admitted; this double's gateway is unreachable: 503.
@@ -601,22 +683,7 @@ async fn an_open_socket_closes_when_its_runtime_assignment_is_revoked() {
     let router = f.app.router.clone();
     let server = tokio::spawn(async move { axum::serve(listener, router).await });
     let authority = format!("{host}:3000");
-    let launch = f
-        .browse(
-            "127.0.0.1:3000",
-            &format!("/__occ/native-admin/launch?host={host}"),
-            Some(&session_cookie),
-        )
-        .await;
-    let callback = location(&launch).replace(&format!("http://{authority}"), "");
-    let r = f.browse(&authority, &callback, None).await;
-    let pass = r.headers["set-cookie"]
-        .to_str()
-        .unwrap()
-        .split(';')
-        .next()
-        .unwrap()
-        .to_owned();
+    let pass = f.launch(&authority, &session_cookie).await;
 
     let mut request =
         tokio_tungstenite::tungstenite::client::IntoClientRequest::into_client_request(format!(
@@ -987,24 +1054,7 @@ async fn plain_requests_reuse_an_admission_briefly_and_never_past_a_revocation_w
         .unwrap()
         .to_owned();
     let authority = format!("{host}:3000");
-    let pass_of = async |cookie: &str| {
-        let launch = f
-            .browse(
-                "127.0.0.1:3000",
-                &format!("/__occ/native-admin/launch?host={host}"),
-                Some(cookie),
-            )
-            .await;
-        let callback = location(&launch).replace(&format!("http://{authority}"), "");
-        let r = f.browse(&authority, &callback, None).await;
-        r.headers["set-cookie"]
-            .to_str()
-            .unwrap()
-            .split(';')
-            .next()
-            .unwrap()
-            .to_owned()
-    };
+    let pass_of = async |cookie: &str| f.launch(&authority, cookie).await;
     let pass = pass_of(&session_cookie).await;
     // Admitted (this double's gateway is unreachable: 503 after admission).
     let admitted = |r: &occ_testkit::app::Reply| r.status == StatusCode::SERVICE_UNAVAILABLE;

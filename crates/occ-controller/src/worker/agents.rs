@@ -309,7 +309,18 @@ impl Worker {
                         .retire_revision(&revision_target(&agent, rev))
                         .await?;
                 }
-                self.compute.delete_agent(&target).await
+                self.compute.delete_agent(&target).await?;
+                // Its output is gone: so are the records of what its revisions were handed.
+                self.controller
+                    .secrets
+                    .forget_handed(&agent.namespace_id, &agent.id)
+                    .await
+                    .map_err(|e| {
+                        ComputeError::transient(
+                            ReasonCode::DependencyUnavailable,
+                            format!("the handed values of the Agent's revisions: {e}"),
+                        )
+                    })
             })
             .await?;
         let outcome = match removed {

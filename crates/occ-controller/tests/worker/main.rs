@@ -440,6 +440,204 @@ async fn secrets_and_the_harness_credential_reach_compute_only_at_run_time() {
     );
 }
 
+/// A revision admitted by an older occ, before the binding-name rule, that binds a Secret as
+/// `NODE_OPTIONS` (simulated by rewriting the stored revision in a throwaway database, past its
+/// immutability trigger) fails permanently with `SECRET_BINDING_NAME_REFUSED`: Compute is never
+/// asked to run it, so no code in the value runs.
+#[tokio::test]
+async fn a_stored_revision_with_a_refused_binding_name_never_reaches_compute() {
+    let f = Fixture::new().await;
+    let ns = f.ns.clone();
+    let secret = f
+        .call(
+            Method::POST,
+            &format!("/namespaces/{ns}/secrets"),
+            Some(json!({"name": "payload", "value": "--import=data:text/javascript,process.exit(7)"})),
+        )
+        .await;
+    let secret = secret.data()["id"].as_str().unwrap().to_owned();
+    let cfg = f
+        .call(
+            Method::POST,
+            &format!("/namespaces/{ns}/configurations"),
+            Some(json!({"kind": "agent", "values": {},
+                        "secretBindings": {"MODEL_TOKEN": {"source": {"kind": "secret", "namespaceId": ns, "id": secret}}}})),
+        )
+        .await;
+    let cfg = cfg.data()["id"].as_str().unwrap().to_owned();
+    let agent = f
+        .call(
+            Method::POST,
+            &format!("/namespaces/{ns}/agents"),
+            Some(json!({"name": "old", "configurationId": cfg, "harnessAuth": {"method": "runtime"}})),
+        )
+        .await;
+    let agent_json = agent.data().clone();
+    let agent = agent_json["id"].as_str().unwrap().to_owned();
+    let sp: occ_core::IamId = agent_json["servicePrincipalId"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    f.app
+        .grant(
+            &sp,
+            &[Permission::new(Action::Operate, ResourceKind::Secret)],
+            &f.app.default_ns,
+            Some((ResourceKind::Secret, secret.clone())),
+        )
+        .await;
+    let rev = f.deploy(&agent).await;
+    let mut raw = f.app.db.raw().await;
+    raw.execute(&format!(
+        "DROP TRIGGER agent_revisions_are_immutable; \
+         UPDATE agent_revisions SET admitted_spec = \
+           replace(admitted_spec, '\"MODEL_TOKEN\"', '\"NODE_OPTIONS\"') WHERE id = '{rev}'"
+    ))
+    .await
+    .unwrap();
+    f.drain().await;
+    let deployment = f.deployment(&agent, &rev).await;
+    assert_eq!(deployment["status"], "failed", "{deployment}");
+    assert_eq!(deployment["error"]["code"], "SECRET_BINDING_NAME_REFUSED");
+    assert!(f.compute.environment_of(&rev_id(&rev)).is_none());
+    assert!(
+        !f.compute
+            .calls()
+            .iter()
+            .any(|c| matches!(c, Call::Revision(Verb::Activate, _, _))),
+        "{:?}",
+        f.compute.calls()
+    );
+}
+
+/// Redaction uses what the workload holds, not what the Secret holds now: the worker records
+/// every value it hands a revision (through the Secret Driver), so output written with a value
+/// stays redacted after the Secret is rotated — the reproduction showed the old value in clear
+/// to anyone with `read_logs` once the current value differed — and after the Secret is deleted.
+#[tokio::test]
+async fn output_written_with_a_rotated_or_deleted_secret_stays_redacted() {
+    let compute = Arc::new(FakeCompute::new());
+    let app = TestApp::with(
+        Backend::Sqlite,
+        occ_testkit::app::TestAppOptions {
+            runtime: Some(compute.clone()),
+            ..Default::default()
+        },
+    )
+    .await;
+    let worker = Worker::new(app.controller.clone(), compute.clone(), settings());
+    let f = Fixture::of(app, compute, worker);
+    f.drain().await;
+    let ns = f.ns.clone();
+    let old = "OLD-model-key-0123456789abcdef";
+    let secret = f
+        .call(
+            Method::POST,
+            &format!("/namespaces/{ns}/secrets"),
+            Some(json!({"name": "model-key", "value": old})),
+        )
+        .await;
+    let secret = secret.data()["id"].as_str().unwrap().to_owned();
+    let cfg = f
+        .call(
+            Method::POST,
+            &format!("/namespaces/{ns}/configurations"),
+            Some(json!({"kind": "agent", "values": {},
+                        "secretBindings": {"MODEL_TOKEN": {"source": {"kind": "secret", "namespaceId": ns, "id": secret}}}})),
+        )
+        .await;
+    let cfg = cfg.data()["id"].as_str().unwrap().to_owned();
+    let agent = f
+        .call(
+            Method::POST,
+            &format!("/namespaces/{ns}/agents"),
+            Some(json!({"name": "leaky", "configurationId": cfg, "harnessAuth": {"method": "runtime"}})),
+        )
+        .await;
+    let agent_json = agent.data().clone();
+    let agent = agent_json["id"].as_str().unwrap().to_owned();
+    let sp: occ_core::IamId = agent_json["servicePrincipalId"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    f.app
+        .grant(
+            &sp,
+            &[Permission::new(Action::Operate, ResourceKind::Secret)],
+            &f.app.default_ns,
+            Some((ResourceKind::Secret, secret.clone())),
+        )
+        .await;
+    let rev = f.deploy(&agent).await;
+    f.drain().await;
+    assert_eq!(
+        f.compute
+            .environment_of(&rev_id(&rev))
+            .expect("activated")
+            .get("MODEL_TOKEN")
+            .map(String::as_str),
+        Some(old)
+    );
+    f.compute
+        .write_output(&rev_id(&rev), &[&format!("provider refused key {old}")]);
+    let logs = || async {
+        let r = f
+            .call(
+                Method::GET,
+                &format!(
+                    "/namespaces/{ns}/agents/{agent}/deployments/{rev}/runtime/logs?source=gateway"
+                ),
+                None,
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+        r.body.to_string()
+    };
+    assert!(!logs().await.contains(old));
+
+    // Rotated: the running gateway still holds (and printed) the old value.
+    let r = f
+        .call(
+            Method::PATCH,
+            &format!("/namespaces/{ns}/secrets/{secret}"),
+            Some(json!({"value": "NEW-model-key-9876543210fedcba"})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    let page = logs().await;
+    assert!(!page.contains(old), "the rotated-away value leaked: {page}");
+    assert!(page.contains("[REDACTED]"), "{page}");
+
+    // Unbound and deleted: the Secret Driver no longer holds it as a Secret; still redacted.
+    let r = f
+        .call(
+            Method::PATCH,
+            &format!("/namespaces/{ns}/configurations/{cfg}"),
+            Some(json!({"values": {}, "secretBindings": {}})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    let r = f
+        .call(
+            Method::DELETE,
+            &format!("/namespaces/{ns}/secrets/{secret}"),
+            None,
+        )
+        .await;
+    if r.status.is_success() {
+        let page = logs().await;
+        assert!(
+            !page.contains(old),
+            "the deleted Secret's value leaked: {page}"
+        );
+    } else {
+        // A Secret the active revision binds may not be deleted: then it is still held.
+        assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.body);
+    }
+}
+
 #[tokio::test]
 async fn a_revoked_requester_is_refused_before_any_effect() {
     let f = Fixture::new().await;
@@ -514,6 +712,71 @@ async fn pending_work_waits_and_fails_at_the_convergence_deadline() {
     let status = f.deployment(&agent, &rev).await;
     assert_eq!(status["error"]["code"], "CONVERGENCE_DEADLINE_EXCEEDED");
     assert_eq!(f.agent_state(&agent).await["activeRevisionId"], Value::Null);
+}
+
+/// A failed deployment's `error.data.output` is the gateway's own output: a caller who may read
+/// the revision but not the Agent's logs gets the deployment without it (and no logs-view
+/// audit), while one allowed `read_logs` sees it and the read is audited like a logs view.
+#[tokio::test]
+async fn a_failed_deployments_output_needs_read_logs() {
+    let f = Fixture::new().await;
+    let (_, agent) = f.agent("noisy").await;
+    f.compute.script(
+        Verb::Activate,
+        Scripted::Fail(
+            ComputeError::permanent(ReasonCode::RuntimeStartupFailed, "the gateway exited")
+                .with_output(vec!["gateway: listening failed".into()]),
+        ),
+    );
+    let rev = f.deploy(&agent).await;
+    f.drain().await;
+    let path = format!("/namespaces/{}/agents/{agent}/deployments/{rev}", f.ns);
+    let reader = async |actions: &[Action]| {
+        let mut permissions = vec![Permission::new(Action::Read, ResourceKind::AgentRevision)];
+        permissions.extend(
+            actions
+                .iter()
+                .map(|a| Permission::new(*a, ResourceKind::Agent)),
+        );
+        let (_, key) = f
+            .app
+            .principal_with(&permissions, Some(&f.app.default_ns), None, None)
+            .await;
+        Credential::Key(key)
+    };
+    let views = || async {
+        let mut tx = f.app.store.begin_read().await.unwrap();
+        tx.audit_list(&occ_store::audit::AuditFilter {
+            action: Some("openclaw.agents.runtime_logs.view".into()),
+            resource_id: Some(agent.clone()),
+        })
+        .await
+        .unwrap()
+    };
+
+    let revision_only = reader(&[]).await;
+    let r = f.app.call(Method::GET, &path, &revision_only, None).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert_eq!(r.data()["status"], "failed");
+    assert_eq!(r.data()["error"]["code"], "RUNTIME_STARTUP_FAILED");
+    assert!(
+        !r.body.to_string().contains("listening failed"),
+        "output without read_logs: {}",
+        r.body
+    );
+    assert!(views().await.is_empty());
+
+    let log_reader = reader(&[Action::ReadLogs]).await;
+    let r = f.app.call(Method::GET, &path, &log_reader, None).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert_eq!(
+        r.data()["error"]["data"]["output"],
+        json!(["gateway: listening failed"])
+    );
+    let views = views().await;
+    assert_eq!(views.len(), 1);
+    assert_eq!(views[0].details["source"], "deployment_output");
+    assert_eq!(views[0].details["revisionId"], rev.as_str());
 }
 
 #[tokio::test]

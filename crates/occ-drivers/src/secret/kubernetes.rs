@@ -13,8 +13,10 @@ use std::collections::BTreeMap;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, PostParams};
-use occ_core::{NamespaceId, SecretId};
+use kube::api::{Api, ListParams, PostParams};
+use occ_core::{AgentId, NamespaceId, RevisionId, SecretId};
+
+use super::handed;
 
 use crate::kubernetes::{
     ANNOTATION_NAMESPACE_ID, KubeClient, KubeFailure, LABEL_MANAGED_BY, LABEL_NAMESPACE,
@@ -304,6 +306,195 @@ impl KubernetesSecretDriver {
         let value = decode_value(&secret)?;
         Ok(use_value(&value))
     }
+}
+
+/// The label of a handed-values record: the Agent whose revision it belongs to.
+const LABEL_HANDED_AGENT: &str = "openclaw.dev/handed-agent";
+/// The annotation naming the record's revision.
+const ANNOTATION_HANDED_REVISION: &str = "openclaw.dev/handed-revision";
+/// The record's data key.
+const HANDED_KEY: &str = "values";
+/// Largest record accepted back from the cluster.
+const HANDED_MAX_BYTES: usize = 8 * 1024 * 1024;
+
+impl KubernetesSecretDriver {
+    /// `handed-<sha12(namespace)>-<sha12(agent)>-<sha12(revision)>`: one record per revision.
+    fn handed_name(ns: &NamespaceId, agent: &AgentId, rev: &RevisionId) -> String {
+        format!(
+            "handed-{}-{}-{}",
+            short_hash(ns.as_str(), 12),
+            short_hash(agent.as_str(), 12),
+            short_hash(rev.as_str(), 12)
+        )
+    }
+
+    fn handed_labels(ns: &NamespaceId, agent: &AgentId) -> BTreeMap<String, String> {
+        BTreeMap::from([
+            (LABEL_MANAGED_BY.to_owned(), MANAGED_BY.to_owned()),
+            (LABEL_NAMESPACE.to_owned(), ns.to_string()),
+            (LABEL_HANDED_AGENT.to_owned(), agent.to_string()),
+        ])
+    }
+
+    /// Whether `secret` is occ's record for exactly this revision.
+    fn is_handed_record(
+        ns: &NamespaceId,
+        agent: &AgentId,
+        rev: Option<&RevisionId>,
+        secret: &Secret,
+    ) -> bool {
+        let labels = secret.metadata.labels.as_ref();
+        let annotations = secret.metadata.annotations.as_ref();
+        Self::handed_labels(ns, agent)
+            .iter()
+            .all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v))
+            && rev.is_none_or(|rev| {
+                annotations.and_then(|a| a.get(ANNOTATION_HANDED_REVISION))
+                    == Some(&rev.to_string())
+            })
+    }
+
+    async fn handed_record(
+        &self,
+        ns: &NamespaceId,
+        agent: &AgentId,
+        rev: &RevisionId,
+    ) -> Result<(Api<Secret>, String, Option<Secret>), DriverError> {
+        let tenant = resolve_tenant_namespace(&self.kube, ns).await?;
+        let api: Api<Secret> = Api::namespaced(self.kube.client(), &tenant);
+        let name = Self::handed_name(ns, agent, rev);
+        let what = format!("get secrets in namespace {tenant}");
+        let found = self.kube.get_opt(&api, &name, &what).await?;
+        if let Some(secret) = &found
+            && !Self::is_handed_record(ns, agent, Some(rev), secret)
+        {
+            return Err(DriverError::Corrupt(format!(
+                "Kubernetes Secret {tenant}/{name} is not occ's record of {rev}"
+            )));
+        }
+        Ok((api, tenant, found))
+    }
+
+    pub(super) async fn handed(
+        &self,
+        ns: &NamespaceId,
+        agent: &AgentId,
+        rev: &RevisionId,
+    ) -> Result<Vec<String>, DriverError> {
+        let (_, _, found) = self.handed_record(ns, agent, rev).await?;
+        found.as_ref().map_or(Ok(Vec::new()), decode_handed)
+    }
+
+    pub(super) async fn record_handed(
+        &self,
+        ns: &NamespaceId,
+        agent: &AgentId,
+        rev: &RevisionId,
+        values: &[&str],
+    ) -> Result<(), DriverError> {
+        let (api, tenant, found) = self.handed_record(ns, agent, rev).await?;
+        let known = found.as_ref().map_or(Ok(Vec::new()), decode_handed)?;
+        let Some(merged) = handed::merge(known, values) else {
+            return Ok(());
+        };
+        let text = serde_json::to_string(&merged)
+            .map_err(|e| DriverError::Unavailable(format!("handed values: {e}")))?;
+        let data = BTreeMap::from([(HANDED_KEY.to_owned(), text)]);
+        let post = PostParams::default();
+        match found {
+            // Replaced under the observed resourceVersion: a concurrent writer makes this a
+            // conflict, and the caller retries with the merged record.
+            Some(mut secret) => {
+                secret.data = None;
+                secret.string_data = Some(data);
+                let what = format!("update secrets in namespace {tenant}");
+                let name = Self::handed_name(ns, agent, rev);
+                self.kube
+                    .call(&what, || api.replace(&name, &post, &secret))
+                    .await?;
+            }
+            None => {
+                let secret = Secret {
+                    metadata: ObjectMeta {
+                        name: Some(Self::handed_name(ns, agent, rev)),
+                        namespace: Some(tenant.clone()),
+                        labels: Some(Self::handed_labels(ns, agent)),
+                        annotations: Some(BTreeMap::from([
+                            (ANNOTATION_NAMESPACE_ID.to_owned(), ns.to_string()),
+                            (ANNOTATION_HANDED_REVISION.to_owned(), rev.to_string()),
+                        ])),
+                        ..ObjectMeta::default()
+                    },
+                    type_: Some("Opaque".into()),
+                    string_data: Some(data),
+                    ..Secret::default()
+                };
+                let what = format!("create secrets in namespace {tenant}");
+                self.kube
+                    .call(&what, || api.create(&post, &secret))
+                    .await
+                    .map_err(|e| match e {
+                        KubeFailure::AlreadyExists => DriverError::Conflict(
+                            "the handed-values record was created concurrently; retry".into(),
+                        ),
+                        other => other.into(),
+                    })?;
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) async fn forget_handed(
+        &self,
+        ns: &NamespaceId,
+        agent: &AgentId,
+    ) -> Result<(), DriverError> {
+        let tenant = match resolve_tenant_namespace(&self.kube, ns).await {
+            Ok(tenant) => tenant,
+            // The tenant namespace (and everything in it) is gone already.
+            Err(DriverError::NotFound) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let api: Api<Secret> = Api::namespaced(self.kube.client(), &tenant);
+        let params = ListParams::default().labels(&format!(
+            "{LABEL_HANDED_AGENT}={agent},{LABEL_NAMESPACE}={ns}"
+        ));
+        let what = format!("list secrets in namespace {tenant}");
+        let records = self.kube.call(&what, || api.list(&params)).await?;
+        for secret in records.items {
+            if !Self::is_handed_record(ns, agent, None, &secret) {
+                continue;
+            }
+            let Some(name) = secret.metadata.name.clone() else {
+                continue;
+            };
+            let what = format!("delete secrets in namespace {tenant}");
+            self.kube
+                .delete_exact(
+                    &api,
+                    &name,
+                    secret.metadata.uid.clone(),
+                    secret.metadata.resource_version.clone(),
+                    &what,
+                )
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+/// A record's values, strictly: a JSON array of strings, bounded.
+fn decode_handed(secret: &Secret) -> Result<Vec<String>, DriverError> {
+    let bad = |why: &str| DriverError::Corrupt(format!("the handed-values record {why}"));
+    let ByteString(bytes) = secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get(HANDED_KEY))
+        .ok_or_else(|| bad("is missing its values"))?;
+    if bytes.len() > HANDED_MAX_BYTES {
+        return Err(bad("is too large"));
+    }
+    serde_json::from_slice(bytes).map_err(|_| bad("is malformed"))
 }
 
 /// The stored value, strictly: non-empty UTF-8 without NUL, at most 64 KiB.

@@ -8,7 +8,9 @@ use std::sync::Arc;
 
 use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{Key, XChaCha20Poly1305, XNonce};
-use occ_core::{NamespaceId, SecretId};
+use occ_core::{AgentId, NamespaceId, RevisionId, SecretId};
+
+use super::handed;
 
 use crate::{DriverError, DriverIdentity};
 use occ_host::fsutil::{ensure_private_dir, read_bounded, remove_if_exists, write_atomic};
@@ -16,6 +18,8 @@ use occ_host::fsutil::{ensure_private_dir, read_bounded, remove_if_exists, write
 const VERSION: u8 = 1;
 const NONCE_LEN: usize = 24;
 const MAX_FILE: u64 = 70 * 1024;
+/// Largest record of handed values (64 bindings of 64 KiB and the harness credential, sealed).
+const HANDED_MAX_FILE: u64 = 8 * 1024 * 1024;
 
 /// Encrypted values under `root`.
 #[derive(Clone)]
@@ -78,16 +82,15 @@ impl LocalSecretDriver {
         format!("occ-secret:v1:{ns}:{id}").into_bytes()
     }
 
-    fn seal(&self, ns: &NamespaceId, id: &SecretId, value: &str) -> Result<Vec<u8>, DriverError> {
+    fn seal(&self, aad: &[u8], value: &str) -> Result<Vec<u8>, DriverError> {
         let nonce: [u8; NONCE_LEN] = rand::random();
-        let aad = Self::aad(ns, id);
         let sealed = self
             .cipher
             .encrypt(
                 &XNonce::from(nonce),
                 Payload {
                     msg: value.as_bytes(),
-                    aad: &aad,
+                    aad,
                 },
             )
             .map_err(|_| DriverError::Unavailable("encryption failed".into()))?;
@@ -98,18 +101,12 @@ impl LocalSecretDriver {
         Ok(out)
     }
 
-    fn open_sealed(
-        &self,
-        ns: &NamespaceId,
-        id: &SecretId,
-        bytes: &[u8],
-    ) -> Result<Vec<u8>, DriverError> {
+    fn open_sealed(&self, aad: &[u8], bytes: &[u8]) -> Result<Vec<u8>, DriverError> {
         if bytes.len() < 1 + NONCE_LEN || bytes[0] != VERSION {
             return Err(DriverError::Corrupt(
                 "the stored secret is malformed".into(),
             ));
         }
-        let aad = Self::aad(ns, id);
         let nonce: [u8; NONCE_LEN] = bytes[1..1 + NONCE_LEN]
             .try_into()
             .map_err(|_| DriverError::Corrupt("the stored secret is malformed".into()))?;
@@ -118,7 +115,7 @@ impl LocalSecretDriver {
                 &XNonce::from(nonce),
                 Payload {
                     msg: &bytes[1 + NONCE_LEN..],
-                    aad: &aad,
+                    aad,
                 },
             )
             .map_err(|_| {
@@ -136,7 +133,7 @@ impl LocalSecretDriver {
         create_new: bool,
     ) -> Result<String, DriverError> {
         let locator = Self::locator(ns, id);
-        let sealed = self.seal(ns, id, value)?;
+        let sealed = self.seal(&Self::aad(ns, id), value)?;
         let dir = self.root.join(ns.as_str());
         let path = self.root.join(&locator);
         blocking(move || {
@@ -189,7 +186,7 @@ impl LocalSecretDriver {
         })
         .await?
         .ok_or(DriverError::NotFound)?;
-        self.open_sealed(ns, id, &bytes)
+        self.open_sealed(&Self::aad(ns, id), &bytes)
     }
 
     pub(super) async fn verify(
@@ -212,6 +209,78 @@ impl LocalSecretDriver {
         let text = std::str::from_utf8(&plain)
             .map_err(|_| DriverError::Corrupt("the stored secret is not UTF-8".into()))?;
         Ok(use_value(text))
+    }
+}
+
+impl LocalSecretDriver {
+    /// `<root>/<namespace>/handed/<agent>`: the records of what the Agent's revisions were
+    /// handed.
+    fn handed_dir(&self, ns: &NamespaceId, agent: &AgentId) -> PathBuf {
+        self.root
+            .join(ns.as_str())
+            .join("handed")
+            .join(agent.as_str())
+    }
+
+    fn handed_aad(ns: &NamespaceId, agent: &AgentId, rev: &RevisionId) -> Vec<u8> {
+        format!("occ-handed:v1:{ns}:{agent}:{rev}").into_bytes()
+    }
+
+    pub(super) async fn handed(
+        &self,
+        ns: &NamespaceId,
+        agent: &AgentId,
+        rev: &RevisionId,
+    ) -> Result<Vec<String>, DriverError> {
+        let path = self.handed_dir(ns, agent).join(format!("{rev}.sealed"));
+        let Some(bytes) = blocking(move || {
+            read_bounded(&path, HANDED_MAX_FILE).map_err(|e| DriverError::io("handed values", e))
+        })
+        .await?
+        else {
+            return Ok(Vec::new());
+        };
+        let plain = self.open_sealed(&Self::handed_aad(ns, agent, rev), &bytes)?;
+        serde_json::from_slice(&plain)
+            .map_err(|_| DriverError::Corrupt("the handed values are malformed".into()))
+    }
+
+    pub(super) async fn record_handed(
+        &self,
+        ns: &NamespaceId,
+        agent: &AgentId,
+        rev: &RevisionId,
+        values: &[&str],
+    ) -> Result<(), DriverError> {
+        let known = self.handed(ns, agent, rev).await?;
+        let Some(merged) = handed::merge(known, values) else {
+            return Ok(());
+        };
+        let text = serde_json::to_string(&merged)
+            .map_err(|e| DriverError::Unavailable(format!("handed values: {e}")))?;
+        let sealed = self.seal(&Self::handed_aad(ns, agent, rev), &text)?;
+        let dir = self.handed_dir(ns, agent);
+        let path = dir.join(format!("{rev}.sealed"));
+        blocking(move || {
+            // Created recursively with mode 0700 (the root itself already is).
+            ensure_private_dir(&dir).map_err(|e| DriverError::io("handed directory", e))?;
+            write_atomic(&path, &sealed, false).map_err(|e| DriverError::io("handed values", e))
+        })
+        .await
+    }
+
+    pub(super) async fn forget_handed(
+        &self,
+        ns: &NamespaceId,
+        agent: &AgentId,
+    ) -> Result<(), DriverError> {
+        let dir = self.handed_dir(ns, agent);
+        blocking(move || match std::fs::remove_dir_all(&dir) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(DriverError::io("handed values", e)),
+        })
+        .await
     }
 }
 
@@ -323,5 +392,62 @@ mod tests {
         driver.verify(&ns, &a, &lc).await.unwrap();
         std::fs::write(&key, "not hex").unwrap();
         assert!(LocalSecretDriver::open(dir.path().join("secrets"), &key).is_err());
+    }
+
+    /// What a revision was handed is kept sealed (bound to its Namespace, Agent and revision),
+    /// only grows, reads back empty when nothing was recorded, and goes with its Agent.
+    #[tokio::test]
+    async fn handed_values_are_sealed_per_revision_and_forgotten_with_the_agent() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("secrets");
+        let driver = SecretDriver::Local(
+            LocalSecretDriver::open(&root, &dir.path().join("secret.key")).unwrap(),
+        );
+        let (ns, agent, other) = (
+            NamespaceId::generate(),
+            AgentId::generate(),
+            AgentId::generate(),
+        );
+        let (rev, rev2) = (RevisionId::generate(), RevisionId::generate());
+        assert!(driver.handed(&ns, &agent, &rev).await.unwrap().is_empty());
+        driver
+            .record_handed(&ns, &agent, &rev, &["sk-old-value-1", "tok-2"])
+            .await
+            .unwrap();
+        driver
+            .record_handed(&ns, &agent, &rev, &["sk-new-value-3", "tok-2"])
+            .await
+            .unwrap();
+        driver
+            .record_handed(&ns, &other, &rev2, &["other-agent"])
+            .await
+            .unwrap();
+        assert_eq!(
+            driver.handed(&ns, &agent, &rev).await.unwrap(),
+            ["sk-old-value-1", "tok-2", "sk-new-value-3"]
+        );
+        assert!(driver.handed(&ns, &agent, &rev2).await.unwrap().is_empty());
+        let file = root
+            .join(ns.as_str())
+            .join("handed")
+            .join(agent.as_str())
+            .join(format!("{rev}.sealed"));
+        let raw = std::fs::read(&file).unwrap();
+        assert!(!raw.windows(6).any(|w| w == b"sk-old"), "stored encrypted");
+        assert_eq!(std::fs::metadata(&file).unwrap().mode() & 0o777, 0o600);
+        // Moved to another revision, it does not authenticate.
+        let moved = file.with_file_name(format!("{rev2}.sealed"));
+        std::fs::copy(&file, &moved).unwrap();
+        assert!(matches!(
+            driver.handed(&ns, &agent, &rev2).await,
+            Err(DriverError::Corrupt(_))
+        ));
+        driver.forget_handed(&ns, &agent).await.unwrap();
+        driver.forget_handed(&ns, &agent).await.unwrap();
+        assert!(driver.handed(&ns, &agent, &rev).await.unwrap().is_empty());
+        assert_eq!(
+            driver.handed(&ns, &other, &rev2).await.unwrap(),
+            ["other-agent"]
+        );
     }
 }

@@ -1,12 +1,14 @@
 //! Secret Drivers: where Secret values live. occ stores only the Driver id and a locator; values
 //! are written and replaced here and never returned to API callers. `verify` checks that a
 //! reference still resolves to an intact value owned by that exact Secret, without handing the
-//! bytes to occ.
+//! bytes to occ. Beside the values, a Driver keeps what each revision's workloads were handed
+//! ([`handed`]), so their output stays redactable after a Secret changes.
 
+mod handed;
 mod kubernetes;
 mod local;
 
-use occ_core::{NamespaceId, SecretId};
+use occ_core::{AgentId, NamespaceId, RevisionId, SecretId};
 
 pub use kubernetes::KubernetesSecretDriver;
 pub use local::LocalSecretDriver;
@@ -81,6 +83,46 @@ impl SecretDriver {
         match self {
             SecretDriver::Local(d) => d.verify(ns, id, locator).await,
             SecretDriver::Kubernetes(d) => d.verify(ns, id, locator).await,
+        }
+    }
+
+    /// Adds `values` (what the revision's workloads are handed now) to the revision's record.
+    pub async fn record_handed(
+        &self,
+        ns: &NamespaceId,
+        agent: &AgentId,
+        rev: &RevisionId,
+        values: &[&str],
+    ) -> Result<(), DriverError> {
+        match self {
+            SecretDriver::Local(d) => d.record_handed(ns, agent, rev, values).await,
+            SecretDriver::Kubernetes(d) => d.record_handed(ns, agent, rev, values).await,
+        }
+    }
+
+    /// Every value the revision's workloads were handed (none recorded: empty). Server-side
+    /// only, for redaction.
+    pub async fn handed(
+        &self,
+        ns: &NamespaceId,
+        agent: &AgentId,
+        rev: &RevisionId,
+    ) -> Result<Vec<String>, DriverError> {
+        match self {
+            SecretDriver::Local(d) => d.handed(ns, agent, rev).await,
+            SecretDriver::Kubernetes(d) => d.handed(ns, agent, rev).await,
+        }
+    }
+
+    /// Forgets the records of every revision of the Agent (it is being deleted). Absent is fine.
+    pub async fn forget_handed(
+        &self,
+        ns: &NamespaceId,
+        agent: &AgentId,
+    ) -> Result<(), DriverError> {
+        match self {
+            SecretDriver::Local(d) => d.forget_handed(ns, agent).await,
+            SecretDriver::Kubernetes(d) => d.forget_handed(ns, agent).await,
         }
     }
 

@@ -87,16 +87,18 @@ pub(crate) async fn activate(
     let agent_id = rev.agent.agent_id.as_str();
     let token = layout::token(agent_dir)?;
     // systemd reads it as root; the unit text never holds it.
-    write_if_changed(
-        &token_env_path(agent_dir),
-        format!(
-            "{}={}\n",
-            crate::snapshot::credential_variable(rev),
-            token.expose()
-        )
-        .as_bytes(),
-        None,
-    )?;
+    let mut credentials = format!(
+        "{}={}\n",
+        crate::snapshot::credential_variable(rev),
+        token.expose()
+    );
+    if let Some(key) = crate::snapshot::proxy_key(rev, token.expose()) {
+        credentials.push_str(&format!(
+            "{}={key}\n",
+            occ_core::native::control_ui::PROXY_KEY_VARIABLE
+        ));
+    }
+    write_if_changed(&token_env_path(agent_dir), credentials.as_bytes(), None)?;
     let setup_check = match &ctx.workspace_setup {
         Some(setup) => {
             // Identity only: the check verifies the marker and never applies files.

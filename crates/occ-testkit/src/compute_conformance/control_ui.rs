@@ -15,8 +15,11 @@ use super::{connect, document, revision, targets};
 /// A Control UI revision (`gateway.controlUi.enabled`) serves; occ's own client gets in with the
 /// credential (sent as token and password: the gateway runs in trusted-proxy mode); through the
 /// address `gateway_access` hands out, the proxy's HTTP gets the UI's page and a Control UI
-/// WebSocket on the proxy identity reaches hello-ok with `operator.admin`, while the same socket
-/// without the identity is refused. Starts one gateway; deletes everything it made.
+/// WebSocket on the proxy identity — in the header named with the revision's proxy key, derived
+/// from the credential — reaches hello-ok with `operator.admin`, while the same socket without
+/// the identity, with the fixed header occ used before per-revision keys
+/// (`x-occ-identity: occ-native-admin`, what any local process could send) or with another key
+/// is refused. Starts one gateway; deletes everything it made.
 pub async fn control_ui(compute: &dyn Compute) {
     let (ns, agent) = targets();
     compute.ensure_namespace(&ns).await.expect("ensure");
@@ -42,11 +45,15 @@ pub async fn control_ui(compute: &dyn Compute) {
         .trim_end_matches('/')
         .to_owned();
 
-    let (status, page) = get_page(&authority).await;
+    let header = control_ui::identity_header(&control_ui::proxy_key(
+        access.token.expose(),
+        &rev.revision_id,
+    ));
+    let (status, page) = get_page(&authority, &header).await;
     assert_eq!(status, 200, "the UI's page through the Driver's address");
     assert!(page.to_lowercase().contains("<html"), "{page:.200}");
 
-    let admitted = ui_socket(&authority, true).await;
+    let admitted = ui_socket(&authority, Some(&header)).await;
     assert_eq!(admitted["ok"], true, "{admitted}");
     assert!(
         admitted["payload"]["auth"]["scopes"]
@@ -54,8 +61,19 @@ pub async fn control_ui(compute: &dyn Compute) {
             .contains("operator.admin"),
         "{admitted}"
     );
-    let refused = ui_socket(&authority, false).await;
+    let refused = ui_socket(&authority, None).await;
     assert_ne!(refused["ok"], true, "no identity: {refused}");
+    let legacy = ui_socket(&authority, Some(control_ui::LEGACY_IDENTITY_HEADER)).await;
+    assert_ne!(
+        legacy["ok"], true,
+        "the old fixed identity header: {legacy}"
+    );
+    let guessed = control_ui::identity_header(&control_ui::proxy_key(
+        "not-the-credential",
+        &rev.revision_id,
+    ));
+    let wrong = ui_socket(&authority, Some(&guessed)).await;
+    assert_ne!(wrong["ok"], true, "another key: {wrong}");
 
     compute.stop_revision(&rev).await.expect("stop");
     compute.delete_agent(&agent).await.expect("delete");
@@ -65,8 +83,8 @@ pub async fn control_ui(compute: &dyn Compute) {
         .expect("delete namespace");
 }
 
-/// `GET /` as occ's proxy sends it (the identity, a non-loopback client address).
-async fn get_page(authority: &str) -> (u16, String) {
+/// `GET /` as occ's proxy sends it (the identity in `header`, a non-loopback client address).
+async fn get_page(authority: &str, header: &str) -> (u16, String) {
     let stream = tokio::net::TcpStream::connect(authority)
         .await
         .expect("connect to the gateway's address");
@@ -77,7 +95,7 @@ async fn get_page(authority: &str) -> (u16, String) {
     tokio::spawn(connection);
     let request = http::Request::get("/")
         .header("host", authority)
-        .header(control_ui::IDENTITY_HEADER, control_ui::PROXY_IDENTITY)
+        .header(header, control_ui::PROXY_IDENTITY)
         .header("x-forwarded-for", control_ui::FORWARDED_CLIENT)
         .body(http_body_util::Empty::<bytes::Bytes>::new())
         .expect("request");
@@ -97,9 +115,9 @@ async fn get_page(authority: &str) -> (u16, String) {
 
 type Ws = tokio_tungstenite::WebSocketStream<tokio::net::TcpStream>;
 
-/// A Control UI socket through the gateway's address, with or without the proxy identity; the
-/// answer to its `connect` (or `{"closed": …}`).
-async fn ui_socket(authority: &str, identity: bool) -> Value {
+/// A Control UI socket through the gateway's address, with the proxy identity in the header
+/// named `identity` (or none); the answer to its `connect` (or `{"closed": …}`).
+async fn ui_socket(authority: &str, identity: Option<&str>) -> Value {
     let mut request = format!("ws://{authority}/").into_client_request().unwrap();
     let headers = request.headers_mut();
     headers.insert("origin", control_ui::UPSTREAM_ORIGIN.parse().unwrap());
@@ -107,18 +125,20 @@ async fn ui_socket(authority: &str, identity: bool) -> Value {
         "x-forwarded-for",
         control_ui::FORWARDED_CLIENT.parse().unwrap(),
     );
-    if identity {
+    if let Some(name) = identity {
         headers.insert(
-            control_ui::IDENTITY_HEADER,
+            http::HeaderName::from_bytes(name.as_bytes()).unwrap(),
             control_ui::PROXY_IDENTITY.parse().unwrap(),
         );
     }
     let stream = tokio::net::TcpStream::connect(authority)
         .await
         .expect("connect to the gateway's address");
-    let (mut ws, _) = tokio_tungstenite::client_async(request, stream)
-        .await
-        .expect("upgrade through the Driver's address");
+    let mut ws = match tokio_tungstenite::client_async(request, stream).await {
+        Ok((ws, _)) => ws,
+        // Refused at the upgrade (what a gateway may do with an unproven identity).
+        Err(e) => return json!({"closed": format!("upgrade refused: {e}")}),
+    };
     let challenge = next_json(&mut ws).await;
     assert_eq!(challenge["event"], "connect.challenge", "{challenge}");
     let connect = json!({"type": "req", "id": "c1", "method": "connect", "params": {

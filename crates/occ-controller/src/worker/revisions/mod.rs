@@ -397,6 +397,13 @@ impl Worker {
     ) -> Result<RevisionContext, Outcome> {
         let mut ctx = RevisionContext::default();
         if let Some(bindings) = &rev.spec.secret_bindings {
+            // A revision admitted before the binding-name rule never delivers such a name.
+            if bindings
+                .keys()
+                .any(|name| occ_core::env_name::binding_name_refusal(name).is_some())
+            {
+                return Err(Outcome::permanent(ReasonCode::SecretBindingNameRefused));
+            }
             for (name, binding) in bindings {
                 let value = self
                     .secret_value(read, rev, &binding.source.id)
@@ -429,6 +436,25 @@ impl Worker {
                 return Err(Outcome::permanent(ReasonCode::WorkspaceSetupUnsupported));
             }
             ctx.workspace_setup = Some(setup.clone());
+        }
+        // Before any workload gets these values, the Secret Driver keeps them for the
+        // revision: its output stays redactable with exactly what it was handed, even after
+        // the Secrets are rotated or deleted. Without the record nothing is handed (retried).
+        let handed: Vec<&str> = ctx
+            .environment
+            .values()
+            .chain(&ctx.harness_credential)
+            .map(SecretText::expose)
+            .collect();
+        if !handed.is_empty()
+            && let Err(e) = self
+                .controller
+                .secrets
+                .record_handed(&rev.namespace_id, &rev.agent_id, &rev.id, &handed)
+                .await
+        {
+            tracing::warn!(revision = %rev.id, error = %e, "handed values not recorded");
+            return Err(code_outcome(ReasonCode::DependencyUnavailable));
         }
         Ok(ctx)
     }

@@ -368,7 +368,8 @@ impl KubernetesCompute {
                 &names.tenant,
                 rev,
                 false,
-                !ctx.environment.is_empty(),
+                !ctx.environment.is_empty()
+                    || occ_core::native::control_ui::enabled(&rev.spec.configuration),
                 Some(&DedicatedGateway { config_map }),
             );
             self.apply_deployment(&rev.agent, desired).await?;

@@ -119,7 +119,8 @@ impl KubernetesCompute {
             offset: at,
         });
         let token = self.token(&rev.agent).await?;
-        Ok(LogChunk {
+        let proxy_key = occ_host::snapshot::proxy_key(rev, token.expose());
+        let chunk = LogChunk {
             entries,
             position: position.or_else(|| resume.cloned()).or(Some(LogPosition {
                 stream,
@@ -128,8 +129,13 @@ impl KubernetesCompute {
             })),
             truncated: cut,
         }
-        // The gateway token is the Driver's own credential: it never leaves the Driver.
-        .without_value(token.expose()))
+        // The gateway token (and the proxy key derived from it) are the Driver's own
+        // credentials: they never leave the Driver.
+        .without_value(token.expose());
+        Ok(match proxy_key {
+            Some(key) => chunk.without_value(&key),
+            None => chunk,
+        })
     }
 }
 

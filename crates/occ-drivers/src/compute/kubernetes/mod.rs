@@ -48,6 +48,7 @@ use kube::api::{Api, ListParams, PostParams};
 use occ_core::ReasonCode;
 use occ_core::RevisionId;
 use occ_core::compute::EXIT_CONFIGURATION_INVALID;
+use occ_core::native::control_ui;
 use occ_core::resource::ExecutionMode;
 use occ_core::resource::WorkspaceSetup;
 use occ_host::snapshot::harness_key_variable;
@@ -400,7 +401,7 @@ impl KubernetesCompute {
             )
             .await?;
         }
-        self.token(agent).await?;
+        let token = self.token(agent).await?;
         let claims: Api<PersistentVolumeClaim> = self.api(&names.tenant);
         let mut claim = json!({"metadata": meta(&names.state, &names.tenant, agent, None),
             "spec": {"accessModes": ["ReadWriteOnce"],
@@ -449,6 +450,10 @@ impl KubernetesCompute {
                 harness_key_variable(rev)?.to_owned(),
                 credential.expose().to_owned(),
             );
+        }
+        // A Control UI revision's proxy key (the gateway reads it by name: see objects.rs).
+        if let Some(key) = occ_host::snapshot::proxy_key(rev, token.expose()) {
+            environment.insert(control_ui::PROXY_KEY_VARIABLE.to_owned(), key);
         }
         if !environment.is_empty() {
             self.ensure_secret(
@@ -506,7 +511,9 @@ impl KubernetesCompute {
             return self.activate_dedicated(rev, ctx).await;
         }
         let names = self.names(&rev.agent).await?;
-        let with_environment = !ctx.environment.is_empty() || ctx.harness_credential.is_some();
+        let with_environment = !ctx.environment.is_empty()
+            || ctx.harness_credential.is_some()
+            || control_ui::enabled(&rev.spec.configuration);
         let desired = self.deployment(
             &names.tenant,
             rev,

@@ -10,6 +10,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ContainerState, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use occ_core::ReasonCode;
+use occ_core::native::control_ui;
 use occ_core::resource::WorkspaceSetup;
 use occ_host::runtime::{ENTRY_REL, NODE_REL};
 use occ_host::snapshot::{GATEWAY_FIXED_ENV, render_snapshot};
@@ -214,6 +215,12 @@ pub(super) fn deployment(
             {"name": names.harness.transport, "key": APP_SERVER_TOKEN_KEY}}}),
         );
     }
+    if control_ui::enabled(&rev.spec.configuration) {
+        env.push(
+            json!({"name": control_ui::PROXY_KEY_VARIABLE, "valueFrom": {"secretKeyRef":
+            {"name": names.environment(rev), "key": control_ui::PROXY_KEY_VARIABLE}}}),
+        );
+    }
     let security = container_security();
     let mut gateway = json!({
         "name": GATEWAY_CONTAINER,
@@ -233,6 +240,9 @@ pub(super) fn deployment(
         "securityContext": security,
     });
     if with_environment {
+        // The Secret bindings (and the harness credential) arrive through `envFrom`; a
+        // container's `env` entries win over `envFrom` in Kubernetes, so the Driver's own
+        // variables above are applied after the bindings and no binding can replace one.
         gateway["envFrom"] = json!([{"secretRef": {"name": names.environment(rev)}}]);
     }
     let config_map = dedicated.map_or_else(|| names.snapshot(rev), |d| d.config_map.clone());
