@@ -26,6 +26,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use futures::{SinkExt, StreamExt};
+use occ_core::native::control_ui;
 use occ_store::Backend;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -76,6 +77,45 @@ async fn open_socket(
     tokio_tungstenite::client_async(request, stream)
         .await
         .map(|(ws, _)| ws)
+}
+
+/// A Control UI `connect` straight to the gateway at `authority`, claiming occ's proxy identity
+/// in the header `header`; the gateway's answer (or `{"closed": …}`).
+async fn direct_ui_connect(authority: &str, header: &str) -> Value {
+    let mut request = format!("ws://{authority}/")
+        .into_client_request()
+        .expect("request");
+    let headers = request.headers_mut();
+    headers.insert("origin", control_ui::UPSTREAM_ORIGIN.parse().unwrap());
+    headers.insert(
+        "x-forwarded-for",
+        control_ui::FORWARDED_CLIENT.parse().unwrap(),
+    );
+    headers.insert(
+        tokio_tungstenite::tungstenite::http::HeaderName::from_bytes(header.as_bytes()).unwrap(),
+        control_ui::PROXY_IDENTITY.parse().unwrap(),
+    );
+    let stream = tokio::net::TcpStream::connect(authority)
+        .await
+        .expect("tcp");
+    let Ok((mut ws, _)) = tokio_tungstenite::client_async(request, stream).await else {
+        return json!({"closed": "upgrade refused"});
+    };
+    let _challenge = next_frame(&mut ws, Duration::from_secs(10)).await;
+    let connect = json!({"type": "req", "id": "c1", "method": "connect", "params": {
+        "minProtocol": 4, "maxProtocol": 4,
+        "client": {"id": "openclaw-control-ui", "version": "test", "platform": "web", "mode": "ui"},
+        "role": "operator", "scopes": ["operator.admin"]}});
+    if ws.send(Message::text(connect.to_string())).await.is_err() {
+        return json!({"closed": "send"});
+    }
+    loop {
+        match next_frame(&mut ws, Duration::from_secs(15)).await {
+            Some(frame) if frame["id"] == "c1" => return frame,
+            Some(_) => continue,
+            None => return json!({"closed": "no answer"}),
+        }
+    }
 }
 
 /// The next JSON frame, within `limit`.
@@ -363,6 +403,20 @@ async fn a_person_opens_an_agents_control_ui_through_occ() {
     assert_eq!(hello["payload"]["type"], "hello-ok", "{hello}");
     let scopes = hello["payload"]["auth"]["scopes"].to_string();
     assert!(scopes.contains("operator.admin"), "{hello}");
+    // A local process that reaches the gateway's port directly with the identity header occ
+    // used to send (or a guessed key) gets nothing: only occ's proxy knows the revision's key.
+    let record: Value = serde_json::from_slice(
+        &std::fs::read(s.agent_dir(&agent).join("gateway.json")).expect("gateway.json"),
+    )
+    .expect("gateway.json is JSON");
+    let gateway = format!("127.0.0.1:{}", record["port"]);
+    for header in [
+        control_ui::LEGACY_IDENTITY_HEADER.to_owned(),
+        control_ui::identity_header(&"0".repeat(40)),
+    ] {
+        let answer = direct_ui_connect(&gateway, &header).await;
+        assert_ne!(answer["ok"], true, "{header}: {answer}");
+    }
     s.wait_for("the socket's open audit", async || {
         s.audit_count("openclaw.agents.native_admin.websocket.connect")
             .await

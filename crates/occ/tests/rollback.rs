@@ -449,11 +449,9 @@ async fn a_bad_configuration_never_takes_a_serving_agent_down(backend: Backend, 
     let mut broken = good_document();
     broken["gateway"] = json!({"tls": {
         "enabled": true,
-        // Without this the gateway generates a self-signed pair wherever it can write.
+        // Without a pair in its state and without generating one, the gateway cannot start
+        // (cert and key paths are refused in documents: occ owns the listener).
         "autoGenerate": false,
-        // Under a file: no process can create it.
-        "certPath": "/dev/null/occ-rollback/cert.pem",
-        "keyPath": "/dev/null/occ-rollback/key.pem",
     }});
     let (status, body) = s
         .call(
