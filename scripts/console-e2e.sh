@@ -4,7 +4,7 @@
 # with real OpenClaw gateways. Writes the screenshots under docs/console/.
 #
 # Installs chromium through apt-get when /usr/bin/chromium is missing (as root), runs `npm ci` in
-# tests/console, builds occ, starts `occ dev` on a throwaway data directory and a free port, and
+# tests/console, builds occ (unless OCC_BIN names a built one), starts `occ dev` on a throwaway data directory and a free port, and
 # runs the tests with node's test runner. On exit it stops occ dev by its PID and every gateway it
 # started (found by the data directory in their OPENCLAW_STATE_DIR), then removes the directory.
 set -euo pipefail
@@ -41,9 +41,9 @@ fi
 log "npm ci (tests/console)"
 (cd tests/console && npm ci --no-audit --no-fund --loglevel=error)
 
-log "cargo build -p occ"
-cargo build -p occ --locked
-OCC=$ROOT/target/debug/occ
+# shellcheck source=lib/occ-binary.sh
+. "$ROOT/scripts/lib/occ-binary.sh"
+occ_binary
 
 # --- occ dev ---------------------------------------------------------------------------------
 # shellcheck source=lib/occ-dev.sh

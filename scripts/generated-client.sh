@@ -18,7 +18,7 @@ GENERATOR_VERSION=0.29.1
 VALIDATOR_VERSION=0.9.0
 VENV=$ROOT/target/generated-client-venv
 # Gateways of this run listen here (the Rust tests and the console tests use other ranges).
-PORTS=${OCC_GENERATED_CLIENT_PORTS:-29850-29869}
+PORTS=${OCC_GENERATED_CLIENT_PORTS:-29220-29239}
 RUNTIME=$ROOT/target/openclaw-runtime
 started=$SECONDS
 
@@ -27,9 +27,9 @@ started=$SECONDS
 . "$ROOT/scripts/lib/python-venv.sh"
 python_venv "$VENV" "openapi-python-client==$GENERATOR_VERSION" "openapi-spec-validator==$VALIDATOR_VERSION"
 
-log "cargo build -p occ"
-cargo build -p occ --locked
-OCC=$ROOT/target/debug/occ
+# shellcheck source=lib/occ-binary.sh
+. "$ROOT/scripts/lib/occ-binary.sh"
+occ_binary
 
 # --- occ dev ---------------------------------------------------------------------------------
 # shellcheck source=lib/occ-dev.sh

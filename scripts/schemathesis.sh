@@ -35,9 +35,9 @@ fi
 . "$ROOT/scripts/lib/python-venv.sh"
 python_venv "$VENV" "schemathesis==$SCHEMATHESIS_VERSION"
 
-log "cargo build -p occ"
-cargo build -p occ --locked
-OCC=$ROOT/target/debug/occ
+# shellcheck source=lib/occ-binary.sh
+. "$ROOT/scripts/lib/occ-binary.sh"
+occ_binary
 
 # --- a fresh installation --------------------------------------------------------------------
 DIR=$(mktemp -d)

@@ -10,6 +10,11 @@
 # The web console's browser tests run Debian's chromium (installed through apt-get when missing)
 # against a real `occ dev` (scripts/console-e2e.sh). A client generated from the served OpenAPI
 # document by openapi-python-client drives another `occ dev` (scripts/generated-client.sh).
+#
+# Everything is built once (clippy's check, then every test target), and then every test binary,
+# the doc tests and the three scripts run as parallel jobs (scripts/lib/run-jobs.py; each binary
+# exactly as `cargo test` runs it, on gateway port ranges of its own). The run ends with a table
+# of each stage's and each job's wall time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,6 +34,12 @@ command -v git >/dev/null 2>&1 || missing+=(git)
 [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
 command -v ssh >/dev/null 2>&1 || missing+=(openssh-client)
 command -v useradd >/dev/null 2>&1 || missing+=(passwd)
+# The browser tests' Chromium, and venv for the pinned Python tools (schemathesis, the generated
+# client): installed here, once, because those run as parallel jobs and apt-get cannot run twice
+# at once.
+[ -x /usr/bin/chromium ] || missing+=(chromium)
+command -v python3 >/dev/null 2>&1 || missing+=(python3)
+python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || missing+=(python3-venv)
 if ((${#missing[@]})); then
   log "installing ${missing[*]}"
   if [ "$(id -u)" -ne 0 ]; then
@@ -49,20 +60,48 @@ export RUST_BACKTRACE="${RUST_BACKTRACE:-0}"
 # insta never writes snapshots here: a missing or changed snapshot fails the run.
 export CI=true
 
-log "cargo fmt --check"
-cargo fmt --all --check
+# Every stage's wall time, printed as a table when the run ends (pass or fail).
+STAGES=()
+stage_started=$SECONDS
+run_started=$SECONDS
+stage() {
+  local name=$1
+  shift
+  log "$name"
+  stage_started=$SECONDS
+  "$@"
+  STAGES+=("$(printf '%6d s  %s' $((SECONDS - stage_started)) "$name")")
+}
+report() {
+  local status=$?
+  printf '\n== stages, wall time\n' >&2
+  local line
+  for line in "${STAGES[@]}"; do printf '%s\n' "$line" >&2; done
+  printf '%6d s  total (%s)\n' $((SECONDS - run_started)) "$([ "$status" -eq 0 ] && echo passed || echo FAILED)" >&2
+}
+trap report EXIT
 
-log "cargo clippy (warnings are errors)"
-cargo clippy --workspace --all-targets --locked -- -D warnings
+stage "cargo fmt --check" cargo fmt --all --check
 
-log "cargo test"
-cargo test --workspace --locked
+stage "cargo clippy (warnings are errors)" \
+  cargo clippy --workspace --all-targets --locked -- -D warnings
 
-log "web console in headless Chromium (installs Debian's chromium when missing)"
-./scripts/console-e2e.sh
+# One build of every test target (and of the `occ` binary the scripts below drive): the test
+# binaries then run in parallel, each exactly as `cargo test` runs it.
+mkdir -p target/test-jobs
+stage "cargo test --no-run (build every test target)" \
+  bash -c 'cargo test --workspace --locked --no-run --message-format=json-render-diagnostics >target/test-jobs/tests.json'
+export OCC_BIN=$PWD/target/debug/occ
 
-log "schemathesis against the reference OpenAPI document"
-./scripts/schemathesis.sh
+# The pinned OpenClaw runtime, once, before the tests that start gateways share it.
+stage "the pinned OpenClaw runtime (target/openclaw-runtime)" \
+  "$OCC_BIN" runtime install --dir target/openclaw-runtime
 
-log "a client generated from the served OpenAPI document, against occ dev"
-./scripts/generated-client.sh
+# The Rust test binaries, the doc tests, the web console's browser tests (headless Chromium,
+# installed when missing), schemathesis against the reference OpenAPI document and the
+# generated client, as parallel jobs (OCC_TEST_JOBS at once, default 4).
+stage "tests: every test binary, doc tests, console, schemathesis, generated client" \
+  python3 scripts/lib/run-jobs.py --jobs "${OCC_TEST_JOBS:-4}" --logs target/test-jobs \
+    --tests target/test-jobs/tests.json \
+    "doctests=cargo::test::--workspace::--locked::--doc" \
+    ./scripts/console-e2e.sh ./scripts/schemathesis.sh ./scripts/generated-client.sh

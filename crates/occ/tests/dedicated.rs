@@ -78,7 +78,7 @@ fn driver(root: &Path, runtime_root: PathBuf, model: &FakeModel) -> ProcessCompu
         host: LocalSettings {
             root: root.to_path_buf(),
             runtime_root,
-            port_range: 29500..=29599,
+            port_range: 29300..=29399,
             ready_timeout: Duration::from_secs(180),
             stop_timeout: Duration::from_secs(10),
             path: path(),

@@ -1,0 +1,171 @@
+#!/usr/bin/env python3
+"""Runs the test suite's jobs in parallel and prints a timing table.
+
+    run-jobs.py --jobs N --logs DIR --tests TESTS.json [NAME=]COMMAND ...
+
+TESTS.json is what `cargo test --no-run --message-format=json` printed: every test executable
+(unit tests, integration tests) becomes one job, run exactly as `cargo test` runs it (in its
+package's directory, with its package's `CARGO_MANIFEST_DIR`), so tests inside one binary still
+share what they share (a gateway, a PostgreSQL cluster). Each COMMAND is one more job. Jobs start longest-known-first: a job's last duration is kept in
+DIR/durations.json (a fresh checkout has none; then the order below applies), so the slowest
+binaries are never left for the end.
+
+Output of each job goes to DIR/<job>.log; a failed job's log tail is printed. Every job runs even
+after a failure; the exit status is 1 when any failed. A COMMAND's arguments are separated by
+`::`; NAME names its job (default: the program's file name). The table at the end lists every job with
+its wall time, slowest first.
+"""
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+# Jobs known to take longest (seconds, a fresh-clone run on the 2-core machine), for the order
+# when no durations were recorded yet. Unknown jobs count as 10 s.
+KNOWN = {
+    "occ::ssh": 360,
+    "occ::dedicated": 220,
+    "occ-drivers::kubernetes_dedicated": 210,
+    "occ-drivers::process": 190,
+    "occ::chat": 190,
+    "console-e2e": 180,
+    "occ::rollback": 160,
+    "occ-drivers::kubernetes_compute": 150,
+    "occ::workspace_files": 70,
+    "occ::lifecycle": 70,
+    "occ::dedicated_dev": 70,
+    "occ-gateway::real_gateway": 50,
+    "schemathesis": 45,
+    "generated-client": 40,
+}
+
+
+def parse_tests(path):
+    """(name, argv, cwd, env) of every test executable cargo built."""
+    jobs = []
+    seen = set()
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            if not line.startswith("{"):
+                continue
+            msg = json.loads(line)
+            if msg.get("reason") != "compiler-artifact":
+                continue
+            if not msg.get("profile", {}).get("test") or not msg.get("executable"):
+                continue
+            target = msg["target"]
+            package = msg["package_id"]
+            manifest = msg["manifest_path"]
+            pkg_name = os.path.basename(os.path.dirname(manifest))
+            kinds = target["kind"]
+            name = f"{pkg_name}::{target['name']}" if "test" in kinds else f"{pkg_name} ({kinds[0]})"
+            if name in seen:
+                continue
+            seen.add(name)
+            env = {"CARGO_MANIFEST_DIR": os.path.dirname(manifest), "CARGO_PKG_NAME": pkg_name}
+            jobs.append((name, [msg["executable"]], os.path.dirname(manifest), env, package))
+    return jobs
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--jobs", type=int, default=4)
+    parser.add_argument("--logs", required=True)
+    parser.add_argument("--tests", required=True)
+    parser.add_argument("scripts", nargs="*")
+    args = parser.parse_args()
+    os.makedirs(args.logs, exist_ok=True)
+
+    jobs = [(n, argv, cwd, env) for n, argv, cwd, env, _ in parse_tests(args.tests)]
+    for script in args.scripts:
+        name, _, command = script.rpartition("=") if "=" in script.split("::")[0] else ("", "", script)
+        argv = command.split("::")
+        name = name or os.path.splitext(os.path.basename(argv[0]))[0]
+        jobs.append((name, argv, os.getcwd(), {}))
+
+    durations_file = os.path.join(args.logs, "durations.json")
+    try:
+        with open(durations_file, encoding="utf-8") as f:
+            known = json.load(f)
+    except (OSError, ValueError):
+        known = {}
+    expected = lambda name: known.get(name, KNOWN.get(name, 10))
+    jobs.sort(key=lambda j: -expected(j[0]))
+
+    lock = threading.Lock()
+    pending = list(jobs)
+    results = {}
+    running = {}
+    stopping = threading.Event()
+
+    def worker():
+        while not stopping.is_set():
+            with lock:
+                if not pending:
+                    return
+                name, argv, cwd, extra = pending.pop(0)
+            log_path = os.path.join(args.logs, name.replace("/", "_").replace(" ", "_") + ".log")
+            env = dict(os.environ)
+            env.update(extra)
+            started = time.monotonic()
+            with open(log_path, "w", encoding="utf-8") as log:
+                proc = subprocess.Popen(
+                    argv, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL, start_new_session=True,
+                )
+                with lock:
+                    running[name] = proc
+                code = proc.wait()
+            elapsed = time.monotonic() - started
+            with lock:
+                running.pop(name, None)
+                results[name] = (code, elapsed, log_path)
+                done = len(results)
+            status = "ok" if code == 0 else f"FAILED ({code})"
+            print(f"[{done}/{len(jobs)}] {name}: {status} in {elapsed:.0f} s", flush=True)
+
+    def interrupt(signum, _frame):
+        stopping.set()
+        with lock:
+            for proc in running.values():
+                try:
+                    os.killpg(proc.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        sys.exit(128 + signum)
+
+    signal.signal(signal.SIGINT, interrupt)
+    signal.signal(signal.SIGTERM, interrupt)
+
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(max(1, args.jobs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+    failed = [n for n, (code, _, _) in results.items() if code != 0]
+    for name in failed:
+        _, _, log_path = results[name]
+        print(f"\n== {name} failed; the end of {log_path}:", flush=True)
+        with open(log_path, encoding="utf-8", errors="replace") as log:
+            lines = log.readlines()
+        sys.stdout.write("".join(lines[-150:]))
+
+    with open(durations_file, "w", encoding="utf-8") as f:
+        json.dump({n: round(e, 1) for n, (_, e, _) in results.items()}, f, indent=1, sort_keys=True)
+
+    print("\n== test jobs, wall time (slowest first)")
+    for name, (code, elapsed, _) in sorted(results.items(), key=lambda kv: -kv[1][1]):
+        mark = "" if code == 0 else "  FAILED"
+        print(f"{elapsed:8.1f} s  {name}{mark}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
