@@ -25,6 +25,30 @@ import sys
 import threading
 import time
 
+# Jobs that start real gateways (each ~1 GB and ~11 s of a core to start): at most
+# --heavy of them run at once, since the suite is bound by CPU on a 2-core machine and gateways
+# that starve each other time out. Every other job may fill the remaining slots.
+HEAVY = {
+    "occ::ssh",
+    "occ::dedicated",
+    "occ-drivers::kubernetes_dedicated",
+    "occ-drivers::process",
+    "occ::chat",
+    "console-e2e",
+    "occ::rollback",
+    "occ-drivers::kubernetes_compute",
+    "occ::workspace_files",
+    "occ::lifecycle",
+    "occ::dedicated_dev",
+    "occ-gateway::real_gateway",
+    "generated-client",
+    "occ::native_admin",
+    "occ::kubernetes",
+    "occ::compute_host",
+    "occ-host::workspace_setup",
+    "occ::harness_launch",
+}
+
 # Jobs known to take longest (seconds, a fresh-clone run on the 2-core machine), for the order
 # when no durations were recorded yet. Unknown jobs count as 10 s.
 KNOWN = {
@@ -75,7 +99,8 @@ def parse_tests(path):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--jobs", type=int, default=4)
+    parser.add_argument("--jobs", type=int, default=3)
+    parser.add_argument("--heavy", type=int, default=2)
     parser.add_argument("--logs", required=True)
     parser.add_argument("--tests", required=True)
     parser.add_argument("scripts", nargs="*")
@@ -104,12 +129,27 @@ def main():
     running = {}
     stopping = threading.Event()
 
+    heavy_running = [0]
+    wake = threading.Condition(lock)
+
+    def next_job():
+        """The first pending job that may start now (under the lock); None when none is left."""
+        while pending:
+            for i, job in enumerate(pending):
+                if job[0] not in HEAVY or heavy_running[0] < args.heavy:
+                    if job[0] in HEAVY:
+                        heavy_running[0] += 1
+                    return pending.pop(i)
+            wake.wait()
+        return None
+
     def worker():
         while not stopping.is_set():
             with lock:
-                if not pending:
+                job = next_job()
+                if job is None:
                     return
-                name, argv, cwd, extra = pending.pop(0)
+                name, argv, cwd, extra = job
             log_path = os.path.join(args.logs, name.replace("/", "_").replace(" ", "_") + ".log")
             env = dict(os.environ)
             env.update(extra)
@@ -121,14 +161,24 @@ def main():
                 )
                 with lock:
                     running[name] = proc
-                code = proc.wait()
+                # wait4: the CPU time of the job and of every process it waited for.
+                _, status, usage = os.wait4(proc.pid, 0)
+                code = os.waitstatus_to_exitcode(status)
+                proc.returncode = code
             elapsed = time.monotonic() - started
+            cpu = usage.ru_utime + usage.ru_stime
             with lock:
                 running.pop(name, None)
-                results[name] = (code, elapsed, log_path)
+                results[name] = (code, elapsed, log_path, cpu)
                 done = len(results)
+                if name in HEAVY:
+                    heavy_running[0] -= 1
+                wake.notify_all()
             status = "ok" if code == 0 else f"FAILED ({code})"
-            print(f"[{done}/{len(jobs)}] {name}: {status} in {elapsed:.0f} s", flush=True)
+            print(
+                f"[{done}/{len(jobs)}] {name}: {status} in {elapsed:.0f} s ({cpu:.0f} s of CPU)",
+                flush=True,
+            )
 
     def interrupt(signum, _frame):
         stopping.set()
@@ -149,21 +199,24 @@ def main():
     for t in threads:
         t.join()
 
-    failed = [n for n, (code, _, _) in results.items() if code != 0]
+    failed = [n for n, (code, _, _, _) in results.items() if code != 0]
     for name in failed:
-        _, _, log_path = results[name]
+        _, _, log_path, _ = results[name]
         print(f"\n== {name} failed; the end of {log_path}:", flush=True)
         with open(log_path, encoding="utf-8", errors="replace") as log:
             lines = log.readlines()
         sys.stdout.write("".join(lines[-150:]))
 
     with open(durations_file, "w", encoding="utf-8") as f:
-        json.dump({n: round(e, 1) for n, (_, e, _) in results.items()}, f, indent=1, sort_keys=True)
+        json.dump({n: round(e, 1) for n, (_, e, _, _) in results.items()}, f, indent=1, sort_keys=True)
 
-    print("\n== test jobs, wall time (slowest first)")
-    for name, (code, elapsed, _) in sorted(results.items(), key=lambda kv: -kv[1][1]):
+    print("\n== test jobs: wall time and CPU time (user + system, with the processes each waited for), slowest first")
+    total_cpu = 0.0
+    for name, (code, elapsed, _, cpu) in sorted(results.items(), key=lambda kv: -kv[1][1]):
         mark = "" if code == 0 else "  FAILED"
-        print(f"{elapsed:8.1f} s  {name}{mark}")
+        total_cpu += cpu
+        print(f"{elapsed:8.1f} s  {cpu:8.1f} s CPU  {name}{mark}")
+    print(f"{'':10}  {total_cpu:8.1f} s CPU  all jobs")
     return 1 if failed else 0
 
 

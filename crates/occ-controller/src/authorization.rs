@@ -22,7 +22,9 @@ use std::borrow::BorrowMut;
 use std::sync::Arc;
 
 use occ_core::audit::{AuditEvent, AuditKind, AuditOutcome};
-use occ_core::authz::{Action, Caller, Decision, Evidence, ResourceRef, decide_standing_in};
+use occ_core::authz::{
+    Action, Caller, Decision, Evidence, ReadEvidence, ResourceRef, decide_standing_in,
+};
 use occ_core::resource::Installation;
 use occ_core::{Error, ErrorCode, IamId, InstallationId, NamespaceId};
 use occ_store::iam::PolicySnapshot;
@@ -32,18 +34,21 @@ use serde_json::json;
 use crate::{Controller, Request};
 
 impl Controller {
-    /// Opens a read session on which the caller was allowed `action` on `resource`; the evidence
-    /// comes along for operations that audit what they do elsewhere (workspace file writes).
+    /// Opens a read session on which the caller was allowed `action` on `resource`; the proof
+    /// (a [`ReadEvidence`], which no store mutator accepts) comes along for operations that
+    /// audit what they do elsewhere (workspace file writes through the gateway).
     pub(crate) async fn read_authorized(
         &self,
         req: &Request,
         action: Action,
         resource: &ResourceRef,
         audit_action: &str,
-    ) -> Result<(Tx, Evidence), Error> {
+    ) -> Result<(Tx, ReadEvidence), Error> {
         let tx = self.store.begin_read().await?;
-        self.authorize_caller(tx, req, action, resource, audit_action)
-            .await
+        let (tx, evidence) = self
+            .authorize_caller(tx, req, action, resource, audit_action)
+            .await?;
+        Ok((tx, evidence.into_read()))
     }
 
     /// Opens a write transaction on which the caller was allowed `action` on `resource`: the only
@@ -59,7 +64,7 @@ impl Controller {
         let (tx, evidence) = self
             .authorize_caller(tx, req, action, resource, audit_action)
             .await?;
-        Ok(Authorized::new(tx, evidence))
+        Ok(authorized(tx, evidence)?)
     }
 
     /// [`Controller::read_authorized`] for a target named by the Installation's id (read first
@@ -91,7 +96,7 @@ impl Controller {
         let (tx, evidence, installation) = self
             .authorize_on_installation(tx, req, action, target, audit_action)
             .await?;
-        Ok((Authorized::new(tx, evidence), installation))
+        Ok((authorized(tx, evidence)?, installation))
     }
 
     /// A decision on a transaction the caller already holds: the further decisions of an
@@ -177,20 +182,22 @@ impl Controller {
         actions: [Action; N],
         resource: &ResourceRef,
         audit_action: &str,
-    ) -> Result<(Tx, Evidence), Error> {
+    ) -> Result<(Tx, ReadEvidence), Error> {
         let tx = self.store.begin_read().await?;
         let caller = &req.caller;
-        self.decide_or_refuse(
-            tx,
-            req,
-            &caller.principal_id,
-            caller.key_namespace.as_ref(),
-            &actions,
-            resource,
-            audit_action,
-            None,
-        )
-        .await
+        let (tx, evidence) = self
+            .decide_or_refuse(
+                tx,
+                req,
+                &caller.principal_id,
+                caller.key_namespace.as_ref(),
+                &actions,
+                resource,
+                audit_action,
+                None,
+            )
+            .await?;
+        Ok((tx, evidence.into_read()))
     }
 
     /// Decides for the request's caller (with its key's Namespace scope).
@@ -322,7 +329,7 @@ impl Controller {
         agent: &ResourceRef,
         audit_action: &str,
         denied_message: &str,
-    ) -> Result<(Tx, Evidence, String), Error> {
+    ) -> Result<(Tx, ReadEvidence, String), Error> {
         let mut tx = self.store.begin_read().await?;
         let caller = &req.caller;
         let snapshot = self.policy_of(&mut tx, req, &caller.principal_id).await?;
@@ -346,7 +353,7 @@ impl Controller {
                 match (assigned.next(), assigned.next()) {
                     (Some(role), None) => {
                         let role = role.clone();
-                        return Ok((tx, evidence, role));
+                        return Ok((tx, evidence.into_read(), role));
                     }
                     (None, _) => {
                         // A caller allowed `use` learns that a missing Agent is missing.
@@ -424,6 +431,16 @@ impl Controller {
             .filter(|a| Self::allowed(snapshot, caller, *a, resource))
             .collect()
     }
+}
+
+/// A write transaction joined with the proof of the decision that allowed its operation: the
+/// one place (besides bootstrap and test set-up) an [`Authorized`] is made.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the choke point joins the write transactions it opened with their decisions"
+)]
+fn authorized(tx: Tx, evidence: Evidence) -> Result<Authorized, StoreError> {
+    Authorized::new(tx, evidence)
 }
 
 /// The decision on a policy snapshot: the only call of `decide_standing_in` (and so of

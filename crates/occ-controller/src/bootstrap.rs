@@ -104,7 +104,7 @@ pub async fn bootstrap(
             .await
             .map_err(|e| Error::internal(format!("password hashing: {e}")))??;
 
-        let mut tx = Authorized::new(store.begin().await?, Evidence::bootstrap());
+        let mut tx = Authorized::new(store.begin().await?, Evidence::bootstrap())?;
         if let Some(installation) = tx.installation_get().await? {
             // verify what a previous bootstrap left
             if tx.user_by_email(&email).await?.is_none() {

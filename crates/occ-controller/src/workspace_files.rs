@@ -18,7 +18,7 @@
 use std::sync::Arc;
 
 use occ_core::audit::{AuditEvent, AuditKind, AuditOutcome};
-use occ_core::authz::{Action, Evidence, ResourceKind, ResourceRef};
+use occ_core::authz::{Action, ReadEvidence, ResourceKind, ResourceRef};
 use occ_core::resource::{Agent, AgentStatus, DesiredRuntimeState, WorkspaceFileName};
 use occ_core::{AgentId, Error, ErrorCode, NamespaceId};
 use occ_drivers::compute::{AgentTarget, Compute};
@@ -167,7 +167,7 @@ impl Controller {
         action: Action,
         audit_action: &str,
         deadline: Instant,
-    ) -> Result<(Agent, Evidence), Error> {
+    ) -> Result<(Agent, ReadEvidence), Error> {
         tokio::time::timeout_at(
             deadline,
             self.admit_now(req, (ns, id), action, audit_action),
@@ -182,7 +182,7 @@ impl Controller {
         (ns, id): (&NamespaceId, &AgentId),
         action: Action,
         audit_action: &str,
-    ) -> Result<(Agent, Evidence), Error> {
+    ) -> Result<(Agent, ReadEvidence), Error> {
         let target = ResourceRef::exact(ResourceKind::Agent, ns, id);
         let (mut tx, evidence) = self
             .read_authorized(req, action, &target, audit_action)
@@ -275,7 +275,7 @@ impl Controller {
         &self,
         req: &Request,
         target: &ResourceRef,
-        evidence: &Evidence,
+        evidence: &ReadEvidence,
         name: WorkspaceFileName,
         outcome: AuditOutcome,
         code: Option<&str>,
@@ -297,7 +297,7 @@ impl Controller {
         &self,
         req: &Request,
         target: &ResourceRef,
-        evidence: &Evidence,
+        evidence: &ReadEvidence,
         name: WorkspaceFileName,
         outcome: AuditOutcome,
         code: Option<&str>,

@@ -334,7 +334,7 @@ mod tests {
 }
 
 pub use decision::{
-    AuthMethod, Caller, Decision, Evidence, PolicyRecords, decide, decide_standing_in,
+    AuthMethod, Caller, Decision, Evidence, PolicyRecords, ReadEvidence, decide, decide_standing_in,
 };
 
 mod decision {
@@ -399,21 +399,103 @@ mod decision {
         }
     }
 
-    /// Proof that an action was allowed: only [`decide`] makes one (when it allows), apart from
-    /// [`Evidence::bootstrap`]. It has no public fields, no `Default` and no `Clone`, so holding
-    /// one means a decision allowed *this* operation; the store's admission mutators require it
-    /// (`occ_store::Authorized`). Serialized as the decision's [`PolicyRecords`].
-    #[derive(Debug, PartialEq, Eq, Serialize)]
-    #[serde(transparent)]
-    pub struct Evidence(PolicyRecords);
+    /// Proof that an action was allowed on a resource: only [`decide`] makes one (when it
+    /// allows), apart from [`Evidence::bootstrap`]. It has no public fields, no `Default` and no
+    /// `Clone`, and it names the action and the exact resource it allowed ([`Evidence::allows`]),
+    /// so holding one means a decision allowed *this* operation; the store's admission mutators
+    /// require it (`occ_store::Authorized`) and check it is the decision *they* need. A read
+    /// decision hands out [`ReadEvidence`] instead, which no mutator accepts. Serialized as the
+    /// decision's [`PolicyRecords`] (what audit records carry as `iamEvidence`).
+    ///
+    /// ```compile_fail,E0451
+    /// # fn forge(records: occ_core::authz::PolicyRecords) {
+    /// let _ = occ_core::authz::Evidence { records, grant: todo!() };
+    /// # }
+    /// ```
+    #[derive(Debug, PartialEq, Eq)]
+    pub struct Evidence {
+        records: PolicyRecords,
+        grant: Grant,
+    }
+
+    /// What an [`Evidence`] proves.
+    #[derive(Debug, PartialEq, Eq)]
+    enum Grant {
+        /// A decision allowed `action` on exactly `resource`.
+        Decided {
+            action: Action,
+            resource: ResourceRef,
+        },
+        /// First-run bootstrap: the operator running `occ bootstrap` is the authority.
+        Bootstrap,
+    }
+
+    impl Serialize for Evidence {
+        fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+            self.records.serialize(serializer)
+        }
+    }
 
     impl Evidence {
         /// The authority of first-run bootstrap, which creates the Installation and its first
         /// identities and policy: no identity exists yet to decide about, so the operator running
-        /// `occ bootstrap` is the authority. It names no policy records. Only bootstrap may use it
-        /// (`clippy.toml` disallows it elsewhere).
+        /// `occ bootstrap` is the authority. It names no policy records and allows what bootstrap
+        /// writes. Only bootstrap (and tests setting up state) may use it (`clippy.toml`
+        /// disallows it elsewhere).
         pub fn bootstrap() -> Self {
-            Evidence(PolicyRecords::of(None))
+            Evidence {
+                records: PolicyRecords::of(None),
+                grant: Grant::Bootstrap,
+            }
+        }
+
+        /// Whether this is the proof of a decision that allowed `action` on exactly `resource`
+        /// (bootstrap's authority allows what it writes).
+        pub fn allows(&self, action: Action, resource: &ResourceRef) -> bool {
+            match &self.grant {
+                Grant::Decided {
+                    action: allowed,
+                    resource: target,
+                } => *allowed == action && target == resource,
+                Grant::Bootstrap => true,
+            }
+        }
+
+        /// The action it allowed (`None`: bootstrap's authority).
+        pub fn action(&self) -> Option<Action> {
+            match &self.grant {
+                Grant::Decided { action, .. } => Some(*action),
+                Grant::Bootstrap => None,
+            }
+        }
+
+        /// The exact resource it allowed the action on (`None`: bootstrap's authority).
+        pub fn resource(&self) -> Option<&ResourceRef> {
+            match &self.grant {
+                Grant::Decided { resource, .. } => Some(resource),
+                Grant::Bootstrap => None,
+            }
+        }
+
+        /// The same decision as the proof of a read: what a read-only operation holds. There is
+        /// no way back, so a read decision never reaches a mutator.
+        pub fn into_read(self) -> ReadEvidence {
+            ReadEvidence(self)
+        }
+    }
+
+    /// Proof that a *read* was allowed: what a read-only operation holds (its audit evidence,
+    /// e.g. of a workspace file write that goes through the gateway, not the store). Unlike
+    /// [`Evidence`] it cannot make a transaction `occ_store::Authorized` (a compile-fail test
+    /// there shows it).
+    #[derive(Debug, PartialEq, Eq, Serialize)]
+    #[serde(transparent)]
+    pub struct ReadEvidence(Evidence);
+
+    impl ReadEvidence {
+        /// Whether the read decision allowed `action` on exactly `resource`.
+        pub fn allows(&self, action: Action, resource: &ResourceRef) -> bool {
+            self.0.allows(action, resource)
         }
     }
 
@@ -501,7 +583,13 @@ mod decision {
         if !records.restriction_ids.is_empty() {
             return Decision::deny(RESTRICTED, records);
         }
-        Decision::Allowed(Evidence(records))
+        Decision::Allowed(Evidence {
+            records,
+            grant: Grant::Decided {
+                action,
+                resource: resource.clone(),
+            },
+        })
     }
 
     /// [`decide`] for `action`, where each of `stand_ins` allows in its place when `action`

@@ -993,7 +993,36 @@ async fn a_control_ui_revision_runs_in_trusted_proxy_mode() {
     assert_eq!(auth["mode"], "trusted-proxy");
     assert_eq!(auth["password"], "${OPENCLAW_GATEWAY_PASSWORD}");
     assert!(auth.get("token").is_none());
-    assert_eq!(auth["trustedProxy"]["userHeader"], "x-occ-identity");
+    // The identity header's name carries the revision's proxy key, from an explicit variable of
+    // the revision's environment Secret (never `envFrom` alone).
+    assert_eq!(
+        auth["trustedProxy"]["userHeader"],
+        "x-occ-proxy-${OCC_PROXY_KEY}"
+    );
+    assert_eq!(rendered["gateway"]["terminal"], json!({"enabled": false}));
+    let deployment = serde_json::to_value(compute.deployment(&tenant, &ui, false, true))
+        .expect("json");
+    let env = deployment
+        .pointer("/spec/template/spec/containers/0/env")
+        .and_then(Value::as_array)
+        .cloned()
+        .expect("env");
+    let key = env
+        .iter()
+        .find(|e| e["name"] == "OCC_PROXY_KEY")
+        .expect("the proxy key variable");
+    assert_eq!(
+        key["valueFrom"]["secretKeyRef"]["key"],
+        "OCC_PROXY_KEY",
+        "{key}"
+    );
+    assert!(
+        !serde_json::to_value(compute.deployment(&tenant, &plain, false, false))
+            .expect("json")
+            .to_string()
+            .contains("OCC_PROXY_KEY"),
+        "only Control UI revisions get a proxy key"
+    );
     assert_eq!(
         rendered["gateway"]["trustedProxies"],
         json!(["127.0.0.1", "::1"])

@@ -2,6 +2,7 @@
 //! strings, session tokens and service keys only as SHA-256 hashes; the store never sees a
 //! plaintext credential.
 
+use occ_core::authz::Action;
 use occ_core::iam::{ServiceKey, Session, UserAccount};
 use occ_core::{IamId, Timestamp};
 
@@ -190,6 +191,7 @@ impl Authorized {
         user: &UserAccount,
         password_hash: &str,
     ) -> Result<(), StoreError> {
+        self.require_installation(Action::Administer)?;
         self.q(sql!(
             "INSERT INTO users (id, email, name, password_hash, principal_id, created_at) VALUES ($1, $2, $3, $4, $5, $6)"
         ))
@@ -210,6 +212,7 @@ impl Authorized {
         key: &ServiceKey,
         key_hash: &str,
     ) -> Result<(), StoreError> {
+        self.require_installation(Action::Administer)?;
         self.q(sql!(
             "INSERT INTO service_keys (id, service_principal_id, namespace_id, name, key_hash, expires_at, created_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7)"
@@ -228,6 +231,7 @@ impl Authorized {
 
     /// Revokes (deletes) a service key. Returns whether it existed.
     pub async fn service_key_delete(&mut self, id: &IamId) -> Result<bool, StoreError> {
+        self.require_installation(Action::Administer)?;
         Ok(self
             .q(sql!("DELETE FROM service_keys WHERE id = $1"))
             .bind(id.as_str())

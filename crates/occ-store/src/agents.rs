@@ -1,6 +1,7 @@
 //! Agents: the editable draft, its service principal, desired state and the active-revision
 //! pointer. Only the worker moves the pointer, and only by compare-and-swap.
 
+use occ_core::authz::{Action, ResourceKind, ResourceRef};
 use occ_core::resource::{Agent, AgentStatus, DesiredRuntimeState, ExecutionMode, HarnessAuth};
 use occ_core::{AgentId, ConfigurationId, NamespaceId, RevisionId};
 
@@ -228,6 +229,10 @@ impl Tx {
 impl Authorized {
     /// Inserts an Agent together with the service principal it owns (`service-agent-<id>`).
     pub async fn agent_insert(&mut self, agent: &Agent) -> Result<(), StoreError> {
+        self.require(
+            &[Action::Create],
+            &ResourceRef::collection(ResourceKind::Agent, &agent.namespace_id),
+        )?;
         let auth = harness_auth_json(&agent.harness_auth)?;
         let secret_id = agent
             .harness_auth
@@ -281,6 +286,10 @@ impl Authorized {
         id: &AgentId,
         draft: &AgentDraft,
     ) -> Result<bool, StoreError> {
+        self.require(
+            &[Action::Update],
+            &ResourceRef::exact(ResourceKind::Agent, ns, id),
+        )?;
         let auth = harness_auth_json(&draft.harness_auth)?;
         let secret_id = draft
             .harness_auth
@@ -318,6 +327,11 @@ impl Authorized {
         id: &AgentId,
         state: DesiredRuntimeState,
     ) -> Result<bool, StoreError> {
+        // Deploy starts it, stop stops it.
+        self.require(
+            &[Action::Deploy, Action::Operate],
+            &ResourceRef::exact(ResourceKind::Agent, ns, id),
+        )?;
         let n = self
             .q(sql!(
                 "UPDATE agents SET desired_runtime_state = $3 WHERE namespace_id = $1 AND id = $2 AND status = 'active'"
@@ -336,6 +350,10 @@ impl Authorized {
         ns: &NamespaceId,
         id: &AgentId,
     ) -> Result<bool, StoreError> {
+        self.require(
+            &[Action::Delete],
+            &ResourceRef::exact(ResourceKind::Agent, ns, id),
+        )?;
         let n = self
             .q(sql!(
                 "UPDATE agents SET status = 'deleting', desired_runtime_state = 'stopped' \

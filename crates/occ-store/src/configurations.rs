@@ -2,6 +2,7 @@
 //! the Configuration Driver. The generation advances by compare-and-swap: a writer that read
 //! generation `g` can only move it to `g + 1`, so concurrent PATCHes cannot both win.
 
+use occ_core::authz::{Action, ResourceKind, ResourceRef};
 use occ_core::resource::{ConfigurationMeta, Generation, SecretBindings};
 use occ_core::{ConfigurationId, NamespaceId};
 
@@ -100,6 +101,10 @@ impl Authorized {
         &mut self,
         cfg: &ConfigurationMeta,
     ) -> Result<(), StoreError> {
+        self.require(
+            &[Action::Create],
+            &ResourceRef::collection(ResourceKind::Configuration, &cfg.namespace_id),
+        )?;
         self.q(sql!(
             "INSERT INTO configurations (id, namespace_id, kind, generation, secret_bindings, created_at) \
              VALUES ($1, $2, 'agent', $3, $4, $5)"
@@ -124,6 +129,10 @@ impl Authorized {
         expected: Generation,
         bindings: &SecretBindings,
     ) -> Result<Generation, StoreError> {
+        self.require(
+            &[Action::Update],
+            &ResourceRef::exact(ResourceKind::Configuration, ns, id),
+        )?;
         let next = expected.next().ok_or_else(|| StoreError::Invariant {
             constraint: "configurations_generation_check".into(),
         })?;
@@ -155,6 +164,10 @@ impl Authorized {
         ns: &NamespaceId,
         id: &ConfigurationId,
     ) -> Result<(), StoreError> {
+        self.require(
+            &[Action::Delete],
+            &ResourceRef::exact(ResourceKind::Configuration, ns, id),
+        )?;
         let n = self
             .q(sql!(
                 "DELETE FROM configurations WHERE namespace_id = $1 AND id = $2"

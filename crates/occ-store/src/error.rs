@@ -55,6 +55,10 @@ pub enum StoreError {
     /// Anything else from the driver.
     #[error("database error")]
     Other(#[source] sqlx::Error),
+    /// A mutation was handed the proof of another decision than the one it needs (a bug in the
+    /// operation, never the caller's doing), or a read transaction: nothing was written.
+    #[error("{0}")]
+    NotAuthorized(String),
 }
 
 const BUSY_PREFIX: &str = "database busy: ";
@@ -205,6 +209,10 @@ impl From<StoreError> for Error {
             }
             StoreError::Corrupt(_) | StoreError::Other(_) => {
                 Error::internal(format!("{err}: {:?}", std::error::Error::source(&err)))
+            }
+            StoreError::NotAuthorized(_) => {
+                tracing::error!(error = %err, "a mutation without the decision it needs");
+                Error::internal(err.to_string())
             }
         }
     }

@@ -416,6 +416,7 @@ impl Authorized {
     /// Inserts an identity (humans and non-Agent service principals; Agent principals are created
     /// by [`Authorized::agent_insert`]).
     pub async fn identity_insert(&mut self, identity: &Identity) -> Result<(), StoreError> {
+        self.require_installation(Action::Administer)?;
         self.q(sql!(
             "INSERT INTO iam_identities (id, kind, namespace_id, agent_id, issuer, subject, created_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7)"
@@ -434,6 +435,7 @@ impl Authorized {
 
     /// Inserts a Role.
     pub async fn role_insert(&mut self, role: &Role) -> Result<(), StoreError> {
+        self.require_installation(Action::Administer)?;
         let permissions = serde_json::to_value(&role.permissions)
             .map_err(|e| StoreError::Corrupt(e.to_string()))?;
         self.q(sql!("INSERT INTO iam_roles (id, namespace_id, name, permissions, created_at) VALUES ($1, $2, $3, $4, $5)"))
@@ -449,6 +451,7 @@ impl Authorized {
 
     /// Deletes a Role; a binding that still grants it is a [`StoreError::Reference`].
     pub async fn role_delete(&mut self, id: &IamId) -> Result<(), StoreError> {
+        self.require_installation(Action::Administer)?;
         let n = self
             .q(sql!("DELETE FROM iam_roles WHERE id = $1"))
             .bind(id.as_str())
@@ -463,6 +466,7 @@ impl Authorized {
 
     /// Inserts an AccessBinding.
     pub async fn binding_insert(&mut self, binding: &AccessBinding) -> Result<(), StoreError> {
+        self.require_installation(Action::Administer)?;
         self.q(sql!(
             "INSERT INTO iam_access_bindings (id, namespace_id, subject_id, role_id, resource_kind, resource_id, runtime_role, created_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
@@ -486,6 +490,7 @@ impl Authorized {
         id: &IamId,
         runtime_role: &str,
     ) -> Result<(), StoreError> {
+        self.require_installation(Action::Administer)?;
         let n = self
             .q(sql!(
                 "UPDATE iam_access_bindings SET runtime_role = $2 WHERE id = $1"
@@ -503,6 +508,7 @@ impl Authorized {
 
     /// Deletes an AccessBinding.
     pub async fn binding_delete(&mut self, id: &IamId) -> Result<(), StoreError> {
+        self.require_installation(Action::Administer)?;
         let n = self
             .q(sql!("DELETE FROM iam_access_bindings WHERE id = $1"))
             .bind(id.as_str())
@@ -521,6 +527,8 @@ impl Authorized {
         kind: ResourceKind,
         id: &str,
     ) -> Result<Vec<String>, StoreError> {
+        // With the resource they target (a deleted Configuration, Secret or ServiceAccount).
+        self.require_deleting(kind, id)?;
         let rows = self
             .q(sql!("SELECT id FROM iam_access_bindings WHERE resource_kind = $1 AND resource_id = $2 ORDER BY id"))
             .bind(kind.as_str())
@@ -543,6 +551,7 @@ impl Authorized {
 
     /// Inserts a Restriction.
     pub async fn restriction_insert(&mut self, r: &Restriction) -> Result<(), StoreError> {
+        self.require_installation(Action::Administer)?;
         self.q(sql!(
             "INSERT INTO iam_restrictions (id, namespace_id, action, resource_kind, resource_id, effect, created_at) \
              VALUES ($1, $2, $3, $4, $5, 'deny', $6)"

@@ -32,6 +32,7 @@ impl Authorized {
         &mut self,
         installation: &Installation,
     ) -> Result<(), StoreError> {
+        self.require_bootstrap()?;
         self.q(sql!(
             "INSERT INTO installation (id, name, created_at) VALUES ($1, $2, $3)"
         ))

@@ -52,7 +52,7 @@ pub use error::StoreError;
 pub use migrate::MigrationReport;
 
 use db::{Conn, Query, Sql};
-use occ_core::authz::Evidence;
+use occ_core::authz::{Action, Evidence, ResourceKind, ResourceRef};
 
 /// Connection settings.
 #[derive(Debug, Clone)]
@@ -484,7 +484,11 @@ impl Tx {
 /// only receiver of the admission mutators. Everything a [`Tx`] does is available through it.
 ///
 /// `Evidence` comes only from an allowing `occ_core::authz::decide` (or bootstrap's own
-/// constructor) and cannot be cloned, so one decision admits one transaction.
+/// constructor), cannot be cloned and names the action and exact resource it allowed; each
+/// mutator checks that it holds the proof of *its* decision (the action and the resource it
+/// changes, [`Authorized::require`]) and writes nothing otherwise. A read decision's proof is
+/// another type, and [`Authorized::new`] refuses a read transaction; `clippy.toml` keeps
+/// `Authorized::new` at the authorization choke point, bootstrap and test set-up.
 ///
 /// A bare transaction has no admission mutators:
 ///
@@ -494,6 +498,22 @@ impl Tx {
 /// tx.namespace_insert(ns).await.unwrap();
 /// # }
 /// ```
+///
+/// A read decision's proof does not make one:
+///
+/// ```compile_fail,E0308
+/// # fn mutate(tx: occ_store::Tx, read: occ_core::authz::ReadEvidence) {
+/// let _ = occ_store::Authorized::new(tx, read);
+/// # }
+/// ```
+///
+/// Nor can a proof be forged:
+///
+/// ```compile_fail,E0451
+/// # fn forge(tx: occ_store::Tx, records: occ_core::authz::PolicyRecords) {
+/// let _ = occ_store::Authorized::new(tx, occ_core::authz::Evidence { records, grant: todo!() });
+/// # }
+/// ```
 pub struct Authorized {
     tx: Tx,
     evidence: Evidence,
@@ -501,14 +521,108 @@ pub struct Authorized {
 
 impl Authorized {
     /// Joins a write transaction (from [`Store::begin`]) with the evidence that allowed its
-    /// operation.
-    pub fn new(tx: Tx, evidence: Evidence) -> Self {
-        Self { tx, evidence }
+    /// operation; a read session is refused ([`StoreError::NotAuthorized`]).
+    pub fn new(tx: Tx, evidence: Evidence) -> Result<Self, StoreError> {
+        if tx.is_read_only() {
+            return Err(StoreError::NotAuthorized(
+                "an authorized transaction must be a write transaction".into(),
+            ));
+        }
+        Ok(Self { tx, evidence })
     }
 
     /// The evidence, for the operation's audit event.
     pub fn evidence(&self) -> &Evidence {
         &self.evidence
+    }
+
+    /// Refuses unless the evidence is the proof of a decision that allowed `action` on exactly
+    /// `resource` (one of `actions`, for mutators several operations share): what every
+    /// admission mutator checks before it writes.
+    pub fn require(&self, actions: &[Action], resource: &ResourceRef) -> Result<(), StoreError> {
+        self.require_where(actions, |r| r == resource)
+    }
+
+    /// [`Authorized::require`] for a decision on the Installation itself (a singleton, so its
+    /// kind names it exactly): IAM, accounts and keys.
+    pub fn require_installation(&self, action: Action) -> Result<(), StoreError> {
+        self.require_where(&[action], |r| r.kind == ResourceKind::Installation)
+    }
+
+    /// [`Authorized::require`] for creating a `kind` directly under the Installation (a
+    /// Namespace), whose collection is named by the Installation's id.
+    pub fn require_installation_collection(
+        &self,
+        action: Action,
+        kind: ResourceKind,
+    ) -> Result<(), StoreError> {
+        self.require_where(&[action], |r| r.kind == kind && r.namespace_id.is_none())
+    }
+
+    /// [`Authorized::require`] for removing what targets a resource being deleted: the proof of
+    /// deleting exactly that `kind` and `id`.
+    pub fn require_deleting(&self, kind: ResourceKind, id: &str) -> Result<(), StoreError> {
+        self.require_where(&[Action::Delete], |r| r.kind == kind && r.id == id)
+    }
+
+    /// Refuses anything but bootstrap's authority.
+    pub fn require_bootstrap(&self) -> Result<(), StoreError> {
+        self.require_where(&[], |_| false)
+    }
+
+    /// [`Authorized::require`] for queueing `work`: the decision of the operation that asks for
+    /// that convergence (create or delete the Namespace, deploy, stop or delete the Agent).
+    pub fn require_work(&self, work: &occ_core::work::NewWork) -> Result<(), StoreError> {
+        use occ_core::work::WorkTarget;
+        let ns = &work.namespace_id;
+        let agent = |actions: &[Action]| match &work.agent_id {
+            Some(agent) => {
+                self.require(actions, &ResourceRef::exact(ResourceKind::Agent, ns, agent))
+            }
+            None => Err(StoreError::NotAuthorized(
+                "Agent work names no Agent".into(),
+            )),
+        };
+        match work.target {
+            WorkTarget::NamespaceReady => {
+                self.require_installation_collection(Action::Create, ResourceKind::Namespace)
+            }
+            WorkTarget::NamespaceDeleted => {
+                self.require(&[Action::Delete], &ResourceRef::namespace(ns))
+            }
+            WorkTarget::AgentStopped => agent(&[Action::Operate]),
+            WorkTarget::AgentDeleted => agent(&[Action::Delete]),
+            WorkTarget::RevisionReconcile | WorkTarget::RevisionMaintenance => {
+                agent(&[Action::Deploy])
+            }
+        }
+    }
+
+    /// The check behind every `require…`: bootstrap's authority passes; a decision passes when
+    /// it allowed one of `actions` on a resource `fits` accepts.
+    fn require_where(
+        &self,
+        actions: &[Action],
+        fits: impl Fn(&ResourceRef) -> bool,
+    ) -> Result<(), StoreError> {
+        match (self.evidence.action(), self.evidence.resource()) {
+            (None, None) => Ok(()),
+            (Some(action), Some(resource)) if actions.contains(&action) && fits(resource) => Ok(()),
+            (action, resource) => Err(StoreError::NotAuthorized(format!(
+                "the mutation needs {} but holds the proof of {} on {:?}",
+                if actions.is_empty() {
+                    "bootstrap's authority".to_owned()
+                } else {
+                    actions
+                        .iter()
+                        .map(|a| a.as_str())
+                        .collect::<Vec<_>>()
+                        .join(" or ")
+                },
+                action.map_or("nothing", |a| a.as_str()),
+                resource.map(|r| (r.kind, &r.id)),
+            ))),
+        }
     }
 
     /// Commits; see [`Tx::commit`].

@@ -1,6 +1,7 @@
 //! Namespaces: the tenant boundary. Deletion leaves a tombstone (`deleted_at`) so the name stays
 //! reserved; the database refuses lifecycle moves the spec does not allow.
 
+use occ_core::authz::{Action, ResourceKind, ResourceRef};
 use occ_core::resource::{Namespace, NamespaceStatus};
 use occ_core::{NamespaceId, Timestamp};
 
@@ -200,6 +201,7 @@ impl Tx {
 impl Authorized {
     /// Inserts a Namespace. A taken name (tombstones included) is a [`StoreError::Conflict`].
     pub async fn namespace_insert(&mut self, ns: &Namespace) -> Result<(), StoreError> {
+        self.require_installation_collection(Action::Create, ResourceKind::Namespace)?;
         self.q(sql!(
             "INSERT INTO namespaces (id, name, existing_namespace, status, created_at, deleted_at) \
              VALUES ($1, $2, $3, $4, $5, $6)"
@@ -223,6 +225,7 @@ impl Authorized {
         from: NamespaceStatus,
         to: NamespaceStatus,
     ) -> Result<bool, StoreError> {
+        self.require(&[Action::Delete], &ResourceRef::namespace(id))?;
         self.namespace_cas_status(id, from, to).await
     }
 }

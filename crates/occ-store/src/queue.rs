@@ -491,6 +491,7 @@ impl Authorized {
     /// returns the existing row unchanged (terminal or not); a different owner or target is a
     /// [`StoreError::Conflict`].
     pub async fn work_enqueue(&mut self, work: &NewWork) -> Result<WorkItem, StoreError> {
+        self.require_work(work)?;
         self.work_enqueue_after(work, Duration::ZERO).await
     }
 }

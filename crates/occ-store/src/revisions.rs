@@ -2,6 +2,7 @@
 //! cascade of deleting the owning Agent; `revision_number` is unique per Agent.
 
 use occ_core::audit::AuditEvent;
+use occ_core::authz::{Action, ResourceKind, ResourceRef};
 use occ_core::resource::{AdmittedSpec, AgentRevision, DesiredRuntimeState};
 use occ_core::work::NewWork;
 use occ_core::{AgentId, IamId, NamespaceId, RevisionId, Timestamp};
@@ -112,6 +113,10 @@ impl Tx {
 impl Authorized {
     /// Inserts an admitted revision.
     pub async fn revision_insert(&mut self, rev: &AgentRevision) -> Result<(), StoreError> {
+        self.require(
+            &[Action::Deploy],
+            &ResourceRef::exact(ResourceKind::Agent, &rev.namespace_id, &rev.agent_id),
+        )?;
         let spec =
             serde_json::to_value(&rev.spec).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let number = i64::try_from(rev.revision).map_err(|_| StoreError::Invariant {
@@ -145,6 +150,10 @@ impl Authorized {
         actor: &IamId,
         event: &AuditEvent,
     ) -> Result<AgentRevision, StoreError> {
+        self.require(
+            &[Action::Deploy],
+            &ResourceRef::exact(ResourceKind::Agent, &new.namespace_id, &new.agent_id),
+        )?;
         let spec =
             serde_json::to_value(&new.spec).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let number = match self.backend() {

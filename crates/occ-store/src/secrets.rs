@@ -1,6 +1,7 @@
 //! Secret metadata. The value never enters the store: the Secret Driver keeps it and the store
 //! keeps the Driver id and its locator.
 
+use occ_core::authz::{Action, ResourceKind, ResourceRef};
 use occ_core::resource::SecretMeta;
 use occ_core::{NamespaceId, SecretId};
 
@@ -88,6 +89,10 @@ impl Tx {
 impl Authorized {
     /// Inserts Secret metadata; a taken name is a [`StoreError::Conflict`].
     pub async fn secret_insert(&mut self, secret: &SecretMeta) -> Result<(), StoreError> {
+        self.require(
+            &[Action::Create],
+            &ResourceRef::collection(ResourceKind::Secret, &secret.namespace_id),
+        )?;
         self.q(sql!(
             "INSERT INTO secrets (id, namespace_id, name, driver_id, locator, created_at) VALUES ($1, $2, $3, $4, $5, $6)"
         ))
@@ -109,6 +114,10 @@ impl Authorized {
         id: &SecretId,
         locator: &str,
     ) -> Result<(), StoreError> {
+        self.require(
+            &[Action::Update],
+            &ResourceRef::exact(ResourceKind::Secret, ns, id),
+        )?;
         let n = self
             .q(sql!(
                 "UPDATE secrets SET locator = $3 WHERE namespace_id = $1 AND id = $2"
@@ -131,6 +140,10 @@ impl Authorized {
         ns: &NamespaceId,
         id: &SecretId,
     ) -> Result<(), StoreError> {
+        self.require(
+            &[Action::Delete],
+            &ResourceRef::exact(ResourceKind::Secret, ns, id),
+        )?;
         let n = self
             .q(sql!(
                 "DELETE FROM secrets WHERE namespace_id = $1 AND id = $2"

@@ -1,6 +1,7 @@
 //! ServiceAccounts (not IAM principals). No credential value is ever stored here: an issued
 //! credential's value lives in the Secret Driver, the binding holds only its locator.
 
+use occ_core::authz::{Action, ResourceKind, ResourceRef};
 use occ_core::resource::{ServiceAccount, ServiceAccountBinding, ServiceAccountCredentialKind};
 use occ_core::{NamespaceId, ServiceAccountId};
 
@@ -93,6 +94,10 @@ impl Tx {
 impl Authorized {
     /// Inserts a ServiceAccount; a taken name is a [`StoreError::Conflict`].
     pub async fn service_account_insert(&mut self, sa: &ServiceAccount) -> Result<(), StoreError> {
+        self.require(
+            &[Action::Create],
+            &ResourceRef::collection(ResourceKind::ServiceAccount, &sa.namespace_id),
+        )?;
         self.q(sql!(
             "INSERT INTO service_accounts (id, namespace_id, name, credential_kind, binding, created_at) VALUES ($1, $2, $3, $4, $5, $6)"
         ))
@@ -112,6 +117,10 @@ impl Authorized {
         &mut self,
         sa: &ServiceAccount,
     ) -> Result<(), StoreError> {
+        self.require(
+            &[Action::Update],
+            &ResourceRef::exact(ResourceKind::ServiceAccount, &sa.namespace_id, &sa.id),
+        )?;
         let n = self
             .q(sql!(
                 "UPDATE service_accounts SET credential_kind = $3, binding = $4 WHERE namespace_id = $1 AND id = $2"
@@ -135,6 +144,10 @@ impl Authorized {
         ns: &NamespaceId,
         id: &ServiceAccountId,
     ) -> Result<(), StoreError> {
+        self.require(
+            &[Action::Delete],
+            &ResourceRef::exact(ResourceKind::ServiceAccount, ns, id),
+        )?;
         let n = self
             .q(sql!(
                 "DELETE FROM service_accounts WHERE namespace_id = $1 AND id = $2"

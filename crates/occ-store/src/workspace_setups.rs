@@ -1,6 +1,7 @@
 //! Private staging of an Agent's initial workspace files. Completion erases the staged bytes
 //! (`completed ⇔ files IS NULL`, enforced by the database) and keeps the identity.
 
+use occ_core::authz::{Action, ResourceKind, ResourceRef};
 use occ_core::resource::WorkspaceSetup;
 use occ_core::{AgentId, NamespaceId};
 
@@ -64,6 +65,11 @@ impl Authorized {
         &mut self,
         setup: &WorkspaceSetup,
     ) -> Result<(), StoreError> {
+        // Staged with the Agent it belongs to.
+        self.require(
+            &[Action::Create],
+            &ResourceRef::collection(ResourceKind::Agent, &setup.namespace_id),
+        )?;
         let files = setup
             .files
             .as_ref()
@@ -90,6 +96,10 @@ impl Authorized {
         ns: &NamespaceId,
         agent: &AgentId,
     ) -> Result<bool, StoreError> {
+        self.require(
+            &[Action::Delete],
+            &ResourceRef::exact(ResourceKind::Agent, ns, agent),
+        )?;
         let n = self
             .q(sql!(
                 "DELETE FROM workspace_setups WHERE namespace_id = $1 AND agent_id = $2"

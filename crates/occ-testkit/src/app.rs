@@ -206,7 +206,7 @@ impl TestApp {
                 options
                     .compute
                     .clone()
-                    .unwrap_or_else(ComputeSelection::process),
+                    .unwrap_or_else(|| occ_drivers::compute::process::selection(false)),
                 settings,
             )
             .with_hooks(options.hooks),

@@ -106,7 +106,7 @@ impl FakeCompute {
     /// A double with the identity of the process Driver, recording calls.
     pub fn new() -> Self {
         Self {
-            selection: ComputeSelection::process(),
+            selection: occ_drivers::compute::process::selection(false),
             maintenance: None,
             setup_supported: false,
             record: true,

@@ -12,9 +12,7 @@ use occ_controller::native_admin::NativeAdminSettings;
 use occ_controller::workspace_files::GatewayWorkspace;
 use occ_controller::{BackendConfig, Controller, ControllerSettings, WorkspaceDefaults};
 use occ_core::NamespaceId;
-use occ_drivers::compute::kubernetes::{
-    KubernetesCompute, KubernetesComputeSettings, KubernetesDedicatedSettings,
-};
+use occ_drivers::compute::kubernetes::{KubernetesCompute, KubernetesDedicatedSettings};
 use occ_drivers::compute::process::{ProcessCompute, ProcessSettings};
 use occ_drivers::compute::ssh::{SshCompute, SshHost, SshSettings};
 use occ_drivers::compute::{Compute, ComputeSelection, NamespaceHook};
@@ -31,7 +29,8 @@ use occ_host::{DedicatedSettings, LocalSettings};
 use occ_store::{Store, StoreOptions};
 
 use crate::settings::{
-    ConfigurationStore, PlatformSettings, SecretStore, ServerSettings, SshComputeSettings,
+    ComputeDriverSettings, ConfigurationStore, KubernetesComputeSettings, PlatformSettings,
+    SecretStore, ServerSettings, SshComputeSettings,
 };
 
 /// The pinned OpenClaw release.
@@ -104,7 +103,10 @@ async fn tenant_namespaces(
         .await
         .context("OCC_KUBERNETES_AUTH")?;
     let secrets = settings.secrets == SecretStore::Kubernetes;
-    if secrets && k.worker_service_account.is_none() && selection(settings).delivers_secrets {
+    if secrets
+        && k.worker_service_account.is_none()
+        && settings.compute.driver.selection().delivers_secrets
+    {
         anyhow::bail!(
             "OCC_KUBERNETES_WORKER_SERVICE_ACCOUNT is required: the worker reads Secret values from Kubernetes to deliver them"
         );
@@ -114,12 +116,12 @@ async fn tenant_namespaces(
         worker: k.worker_service_account.clone(),
         configurations: settings.configurations == ConfigurationStore::Kubernetes,
         secrets,
-        compute: settings.compute.kubernetes.is_some(),
+        compute: settings.compute.driver.kubernetes().is_some(),
     };
     let quota = settings
         .compute
-        .kubernetes
-        .as_ref()
+        .driver
+        .kubernetes()
         .and_then(|k| k.tenant_quota.clone());
     Ok(Some(TenantNamespaces::new(kube, access).with_quota(quota)))
 }
@@ -131,7 +133,7 @@ async fn tenant_namespaces(
 pub async fn namespace_hooks(
     settings: &PlatformSettings,
 ) -> anyhow::Result<Vec<Arc<dyn NamespaceHook>>> {
-    if settings.compute.kubernetes.is_some() {
+    if settings.compute.driver.kubernetes().is_some() {
         return Ok(Vec::new());
     }
     Ok(match tenant_namespaces(settings).await? {
@@ -201,7 +203,7 @@ pub async fn controller(
         store,
         configurations,
         secrets,
-        selection(settings),
+        settings.compute.driver.selection(),
         controller_settings,
     );
     if let Some(native_admin) = sessions.native_admin {
@@ -295,16 +297,25 @@ const HARNESS_READY_TIMEOUT: Duration = Duration::from_secs(240);
 /// How long a stopping gateway may take before it is killed.
 const GATEWAY_STOP_TIMEOUT: Duration = Duration::from_secs(15);
 
-/// What admission needs to know about the Compute Driver the settings select.
-fn selection(settings: &PlatformSettings) -> ComputeSelection {
-    if settings.compute.kubernetes.is_some() {
-        // Dedicated execution runs the harness from the gateway image (this binary).
-        occ_drivers::compute::kubernetes::selection(true)
-    } else if settings.compute.ssh.is_some() {
-        ComputeSelection::ssh()
-    } else {
-        // `compute` always gives the process Driver its harness launcher (this binary).
-        occ_drivers::compute::process::selection(true)
+impl ComputeDriverSettings {
+    /// What admission needs to know about the selected Compute Driver: the Driver module's own
+    /// selection, as the Driver built by [`ComputeDriverSettings::build`] reports it (the
+    /// process and Kubernetes Drivers are always given their dedicated harness: this binary).
+    fn selection(&self) -> ComputeSelection {
+        match self {
+            Self::Process => occ_drivers::compute::process::selection(true),
+            Self::Ssh(_) => occ_drivers::compute::ssh::selection(),
+            Self::Kubernetes(_) => occ_drivers::compute::kubernetes::selection(true),
+        }
+    }
+
+    /// Builds the selected Compute Driver.
+    async fn build(&self, settings: &PlatformSettings) -> anyhow::Result<Arc<dyn Compute>> {
+        Ok(match self {
+            Self::Process => Arc::new(process_compute(settings)?),
+            Self::Ssh(ssh) => Arc::new(ssh_compute(settings, ssh)?),
+            Self::Kubernetes(k) => Arc::new(kubernetes_compute(settings, k).await?),
+        })
     }
 }
 
@@ -346,59 +357,70 @@ fn ssh_host(ssh: &SshComputeSettings) -> SshHost {
 
 /// The Compute Driver the settings select.
 pub async fn compute(settings: &PlatformSettings) -> anyhow::Result<Arc<dyn Compute>> {
-    if let Some(k) = &settings.compute.kubernetes {
-        let auth = &settings
-            .kubernetes
-            .as_ref()
-            .ok_or_else(|| anyhow::anyhow!("OCC_KUBERNETES_AUTH is required"))?
-            .auth;
-        let kube = KubeClient::connect(auth)
-            .await
-            .context("OCC_KUBERNETES_AUTH")?;
-        let tenants = tenant_namespaces(settings)
-            .await?
-            .ok_or_else(|| anyhow::anyhow!("OCC_KUBERNETES_AUTH is required"))?;
-        return Ok(Arc::new(KubernetesCompute::new(
-            kube,
-            KubernetesComputeSettings {
-                image: k.image.clone(),
-                runtime_dir: k.runtime_dir.clone(),
-                occ_binary: k.occ_binary.clone(),
-                state_storage: k.state_storage.clone(),
-                storage_class: k.storage_class.clone(),
-                activation_timeout: k.activation_timeout,
-                // Includes the Pod's termination grace period.
-                stop_timeout: GATEWAY_STOP_TIMEOUT * 4,
-                dedicated: Some(KubernetesDedicatedSettings {
-                    model_base_url: settings.compute.codex_base_url.clone(),
-                    harness_storage: k.harness_storage.clone(),
-                    token_audience: k.harness_token_audience.clone(),
-                    model_egress: k.model_egress.clone(),
-                    ready_timeout: HARNESS_READY_TIMEOUT,
-                }),
-            },
-            tenants,
-        )));
+    settings.compute.driver.build(settings).await
+}
+
+async fn kubernetes_compute(
+    settings: &PlatformSettings,
+    k: &KubernetesComputeSettings,
+) -> anyhow::Result<KubernetesCompute> {
+    let auth = &settings
+        .kubernetes
+        .as_ref()
+        .ok_or_else(|| anyhow::anyhow!("OCC_KUBERNETES_AUTH is required"))?
+        .auth;
+    let kube = KubeClient::connect(auth)
+        .await
+        .context("OCC_KUBERNETES_AUTH")?;
+    let tenants = tenant_namespaces(settings)
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("OCC_KUBERNETES_AUTH is required"))?;
+    Ok(KubernetesCompute::new(
+        kube,
+        occ_drivers::compute::kubernetes::KubernetesComputeSettings {
+            image: k.image.clone(),
+            runtime_dir: k.runtime_dir.clone(),
+            occ_binary: k.occ_binary.clone(),
+            state_storage: k.state_storage.clone(),
+            storage_class: k.storage_class.clone(),
+            activation_timeout: k.activation_timeout,
+            // Includes the Pod's termination grace period.
+            stop_timeout: GATEWAY_STOP_TIMEOUT * 4,
+            dedicated: Some(KubernetesDedicatedSettings {
+                model_base_url: settings.compute.codex_base_url.clone(),
+                harness_storage: k.harness_storage.clone(),
+                token_audience: k.harness_token_audience.clone(),
+                model_egress: k.model_egress.clone(),
+                ready_timeout: HARNESS_READY_TIMEOUT,
+            }),
+        },
+        tenants,
+    ))
+}
+
+fn ssh_compute(
+    settings: &PlatformSettings,
+    ssh: &SshComputeSettings,
+) -> anyhow::Result<SshCompute> {
+    let mut namespace_hosts = BTreeMap::new();
+    for (ns, host) in &ssh.namespace_hosts {
+        let id = ns
+            .parse::<NamespaceId>()
+            .map_err(|e| anyhow::anyhow!("ssh_namespace_hosts.{ns}: {e}"))?;
+        namespace_hosts.insert(id, ssh_host(host));
     }
-    if let Some(ssh) = &settings.compute.ssh {
-        let mut namespace_hosts = BTreeMap::new();
-        for (ns, host) in &ssh.namespace_hosts {
-            let id = ns
-                .parse::<NamespaceId>()
-                .map_err(|e| anyhow::anyhow!("ssh_namespace_hosts.{ns}: {e}"))?;
-            namespace_hosts.insert(id, ssh_host(host));
-        }
-        let driver = SshCompute::new(SshSettings {
-            host: ssh_host(ssh),
-            namespace_hosts,
-            connect_timeout: ssh.connect_timeout,
-            operation_timeout: SSH_OPERATION_TIMEOUT,
-            maintenance_interval: Some(settings.compute.maintenance_interval),
-        })
-        .map_err(|e| anyhow::anyhow!("OCC_SSH_*: {}", e.message))?;
-        return Ok(Arc::new(driver));
-    }
-    let process = ProcessCompute::new(ProcessSettings {
+    SshCompute::new(SshSettings {
+        host: ssh_host(ssh),
+        namespace_hosts,
+        connect_timeout: ssh.connect_timeout,
+        operation_timeout: SSH_OPERATION_TIMEOUT,
+        maintenance_interval: Some(settings.compute.maintenance_interval),
+    })
+    .map_err(|e| anyhow::anyhow!("OCC_SSH_*: {}", e.message))
+}
+
+fn process_compute(settings: &PlatformSettings) -> anyhow::Result<ProcessCompute> {
+    ProcessCompute::new(ProcessSettings {
         host: LocalSettings {
             root: settings.compute.root.clone(),
             runtime_root: settings.compute.runtime_root.clone(),
@@ -416,6 +438,5 @@ pub async fn compute(settings: &PlatformSettings) -> anyhow::Result<Arc<dyn Comp
             ready_timeout: HARNESS_READY_TIMEOUT,
         }),
     })
-    .map_err(|e| anyhow::anyhow!("OCC_PROCESS_ROOT: {e}"))?;
-    Ok(Arc::new(process))
+    .map_err(|e| anyhow::anyhow!("OCC_PROCESS_ROOT: {e}"))
 }

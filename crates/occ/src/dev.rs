@@ -34,7 +34,8 @@ use crate::bootstrap::FileKeySink;
 use crate::compose;
 use crate::serve::shutdown_signal;
 use crate::settings::{
-    ComputeSettings, ConfigurationStore, PlatformSettings, SecretStore, ServerSettings, process_env,
+    ComputeDriverSettings, ComputeSettings, ConfigurationStore, PlatformSettings, SecretStore,
+    ServerSettings, process_env,
 };
 
 /// Arguments of `occ dev`.
@@ -194,8 +195,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
             runtime_root,
             port_range,
             maintenance_interval: Duration::from_secs(15),
-            ssh: None,
-            kubernetes: None,
+            driver: ComputeDriverSettings::Process,
             codex_base_url: crate::settings::codex_base_url(process_env("OCC_CODEX_BASE_URL"))?,
         },
         metrics: metrics_address,

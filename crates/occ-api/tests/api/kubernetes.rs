@@ -304,7 +304,7 @@ async fn existing_namespaces_are_adopted_for_administrators_and_used_once_ready(
     let app = app_with(
         &fake,
         FaultHooks::default(),
-        Some(ComputeSelection::kubernetes()),
+        Some(occ_drivers::compute::kubernetes::selection(false)),
     )
     .await;
     let admin = app.admin();

@@ -24,7 +24,7 @@ use crate::common::expect;
 const BACKEND: &str = "chatgpt-main";
 
 fn dedicated_selection() -> ComputeSelection {
-    let mut selection = ComputeSelection::process();
+    let mut selection = occ_drivers::compute::process::selection(false);
     selection.execution_modes.push(ExecutionMode::Dedicated);
     selection
 }

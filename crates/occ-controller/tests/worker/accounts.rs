@@ -9,7 +9,6 @@ use http::{Method, StatusCode};
 use occ_controller::worker::Worker;
 use occ_core::ReasonCode;
 use occ_core::resource::{ExecutionMode, ServiceAccountBinding};
-use occ_drivers::compute::ComputeSelection;
 use occ_store::Backend;
 use occ_testkit::app::{TestApp, TestAppOptions};
 use occ_testkit::compute::FakeCompute;
@@ -19,7 +18,7 @@ use serde_json::json;
 use super::{Fixture, rev_id, settings};
 
 async fn fixture(fake: &FakeChatgpt) -> Fixture {
-    let mut selection = ComputeSelection::process();
+    let mut selection = occ_drivers::compute::process::selection(false);
     selection.execution_modes.push(ExecutionMode::Dedicated);
     let app = TestApp::with(
         Backend::Sqlite,

@@ -1400,13 +1400,12 @@ async fn tenant_namespaces_follow_the_namespace_lifecycle() {
 /// never asked; one that still has it gets it prepared.
 #[tokio::test]
 async fn adopting_an_existing_namespace_is_reauthorized_as_administration() {
-    use occ_drivers::compute::ComputeSelection;
     use occ_testkit::app::TestAppOptions;
 
     let app = TestApp::with(
         Backend::Sqlite,
         TestAppOptions {
-            compute: Some(ComputeSelection::kubernetes()),
+            compute: Some(occ_drivers::compute::kubernetes::selection(false)),
             ..Default::default()
         },
     )

@@ -32,7 +32,7 @@ pub use occ_core::compute::{
     OUTPUT_LINES, Readiness, RevisionContext, RevisionTarget, RuntimeState, SecretText,
 };
 pub use occ_core::runtime_report::RuntimeReport;
-pub use selection::ComputeSelection;
+pub use selection::{ComputeSelection, DEDICATED_AUTH_METHODS};
 
 /// Where the worker or API reaches an Agent's gateway over the native protocol.
 #[derive(Clone, PartialEq, Eq)]

@@ -12,13 +12,13 @@
 
 use std::time::Duration;
 
-use occ_core::resource::ExecutionMode;
+use occ_core::resource::{ComputeIdentity, ExecutionMode};
 use occ_host::{DedicatedSettings, Host, HostOptions, LocalSettings};
 
 use super::{
-    AgentTarget, Compute, ComputeError, ComputeSelection, Convergence, GatewayAccess, GatewayExit,
-    LogChunk, LogQuery, NamespaceTarget, Readiness, RevisionContext, RevisionTarget, RuntimeReport,
-    RuntimeState,
+    AgentTarget, Compute, ComputeError, ComputeSelection, Convergence, DEDICATED_AUTH_METHODS,
+    GatewayAccess, GatewayExit, LogChunk, LogQuery, NamespaceTarget, Readiness, RevisionContext,
+    RevisionTarget, RuntimeReport, RuntimeState,
 };
 
 /// Settings of the process Driver.
@@ -35,11 +35,22 @@ pub struct ProcessSettings {
 /// What the process Driver runs: embedded execution, and dedicated execution when it is given
 /// [`DedicatedSettings`] (admission in an API process that builds no Driver asks this too).
 pub fn selection(dedicated: bool) -> ComputeSelection {
-    let mut selection = ComputeSelection::process();
+    let mut execution_modes = vec![ExecutionMode::Embedded];
     if dedicated {
-        selection.execution_modes.push(ExecutionMode::Dedicated);
+        execution_modes.push(ExecutionMode::Dedicated);
     }
-    selection
+    ComputeSelection {
+        identity: ComputeIdentity {
+            id: "compute-process".into(),
+            implementation: "process".into(),
+        },
+        execution_modes,
+        // Credentials on the host, or from a Secret delivered as an environment variable.
+        harness_auth_methods: vec!["runtime", "api_key"],
+        dedicated_auth_methods: DEDICATED_AUTH_METHODS.to_vec(),
+        delivers_secrets: true,
+        adopts_existing_namespaces: false,
+    }
 }
 
 /// The process Compute Driver.

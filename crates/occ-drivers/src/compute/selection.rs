@@ -1,6 +1,8 @@
 //! What admission needs to know about the installation's Compute Driver: its identity (pinned
 //! into every revision) and which execution modes and harness authentication methods it can run.
-//! The Driver's runtime operations belong to the worker.
+//! Each Driver's module says what it is (`process::selection`, `ssh::selection`,
+//! `kubernetes::selection`): the one source, used by the Driver itself and by admission. The
+//! Driver's runtime operations belong to the worker.
 
 use occ_core::resource::{ComputeIdentity, ExecutionMode, HarnessAuth};
 
@@ -29,54 +31,6 @@ pub struct ComputeSelection {
 }
 
 impl ComputeSelection {
-    /// Local OpenClaw gateway processes: embedded execution; credentials on the host or from
-    /// a Secret delivered as an environment variable.
-    pub fn process() -> Self {
-        Self {
-            identity: ComputeIdentity {
-                id: "compute-process".into(),
-                implementation: "process".into(),
-            },
-            execution_modes: vec![ExecutionMode::Embedded],
-            harness_auth_methods: vec!["runtime", "api_key"],
-            dedicated_auth_methods: DEDICATED_AUTH_METHODS.to_vec(),
-            delivers_secrets: true,
-            adopts_existing_namespaces: false,
-        }
-    }
-
-    /// OpenClaw gateways on operator-provisioned hosts over SSH: embedded execution; the
-    /// runtime's own credentials only (no Secret is delivered to a host).
-    pub fn ssh() -> Self {
-        Self {
-            identity: ComputeIdentity {
-                id: "compute-ssh".into(),
-                implementation: "ssh".into(),
-            },
-            execution_modes: vec![ExecutionMode::Embedded],
-            harness_auth_methods: vec!["runtime"],
-            dedicated_auth_methods: Vec::new(),
-            delivers_secrets: false,
-            adopts_existing_namespaces: false,
-        }
-    }
-
-    /// OpenClaw gateways as Deployments in each Namespace's tenant namespace: embedded
-    /// execution; Secret bindings and an `api_key` credential delivered as environment.
-    pub fn kubernetes() -> Self {
-        Self {
-            identity: ComputeIdentity {
-                id: "compute-kubernetes".into(),
-                implementation: "kubernetes".into(),
-            },
-            execution_modes: vec![ExecutionMode::Embedded],
-            harness_auth_methods: vec!["runtime", "api_key"],
-            dedicated_auth_methods: DEDICATED_AUTH_METHODS.to_vec(),
-            delivers_secrets: true,
-            adopts_existing_namespaces: true,
-        }
-    }
-
     /// Why this Compute Driver cannot run a Configuration with Secret bindings, if it cannot.
     pub fn secret_refusal(&self, has_bindings: bool) -> Option<String> {
         (has_bindings && !self.delivers_secrets).then(|| {
@@ -127,7 +81,7 @@ mod tests {
 
     #[test]
     fn methods_are_checked_per_execution_mode() {
-        let mut process = ComputeSelection::process();
+        let mut process = crate::compute::process::selection(false);
         let pat = HarnessAuth::CodexPat { source: secret() };
         let key = HarnessAuth::ApiKey { source: secret() };
         // a Codex access token logs a dedicated harness in; an embedded gateway cannot use it
@@ -150,7 +104,7 @@ mod tests {
             .unwrap();
         assert!(refusal.contains("api_key, codex_pat"), "{refusal}");
         // SSH keeps refusing dedicated execution, as the reference does
-        let ssh = ComputeSelection::ssh();
+        let ssh = crate::compute::ssh::selection();
         assert!(ssh.refusal(ExecutionMode::Dedicated, Some(&pat)).is_some());
     }
 }

@@ -16,9 +16,10 @@ mod worker;
 #[cfg(test)]
 mod tests;
 
+pub use kubernetes::KubernetesComputeSettings;
 pub use platform::{
-    ComputeSettings, ConfigurationStore, PlatformSettings, SecretStore, codex_base_url,
-    dev_metrics_address, prepare_database_url,
+    ComputeDriverSettings, ComputeSettings, ConfigurationStore, PlatformSettings, SecretStore,
+    codex_base_url, dev_metrics_address, prepare_database_url,
 };
 pub use server::ServerSettings;
 pub(crate) use source::port_range;

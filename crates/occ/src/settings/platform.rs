@@ -30,14 +30,34 @@ pub struct ComputeSettings {
     pub port_range: RangeInclusive<u16>,
     /// How often a running Agent's gateway is checked and restarted if it crashed.
     pub maintenance_interval: Duration,
-    /// The SSH Compute Driver's host, when `OCC_COMPUTE_DRIVER=ssh` (then `root` and
-    /// `port_range` are unused: the host's own are below).
-    pub ssh: Option<SshComputeSettings>,
-    /// The Kubernetes Compute Driver's workloads, when `OCC_COMPUTE_DRIVER=kubernetes`.
-    pub kubernetes: Option<KubernetesComputeSettings>,
+    /// Which Compute Driver runs the Agents (`OCC_COMPUTE_DRIVER`), with its own settings.
+    pub driver: ComputeDriverSettings,
     /// Where dedicated Agents' Codex harnesses send model calls (`OCC_CODEX_BASE_URL`, an
     /// OpenAI-compatible Responses endpoint); `None`: Codex's default.
     pub codex_base_url: Option<String>,
+}
+
+/// The Compute Driver the settings select (`OCC_COMPUTE_DRIVER`) and what only it needs: the
+/// one place a Driver is registered (`compose` builds both its admission selection and the
+/// Driver itself from the variant).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ComputeDriverSettings {
+    /// Local gateway processes (`process`, the default): `root` and `port_range` above.
+    Process,
+    /// Operator-provisioned hosts over SSH (`ssh`; `root` and `port_range` are the host's own).
+    Ssh(SshComputeSettings),
+    /// Deployments in each Namespace's tenant namespace (`kubernetes`).
+    Kubernetes(KubernetesComputeSettings),
+}
+
+impl ComputeDriverSettings {
+    /// The Kubernetes Compute Driver's settings, when it is the one selected.
+    pub fn kubernetes(&self) -> Option<&KubernetesComputeSettings> {
+        match self {
+            Self::Kubernetes(k) => Some(k),
+            _ => None,
+        }
+    }
 }
 
 /// `OCC_CODEX_BASE_URL`, checked (`http(s)://host[:port]/path`, no credentials in it).
@@ -156,20 +176,22 @@ impl PlatformSettings {
         };
         let compute = pick("OCC_COMPUTE_DRIVER", file.compute_driver.take())
             .unwrap_or_else(|| "process".into());
-        let (ssh, kubernetes_compute) = match compute.as_str() {
-            "process" => (None, None),
-            "ssh" => (Some(ssh_settings(env, file)?), None),
-            "kubernetes" => (None, Some(kubernetes_compute_settings(env, file)?)),
+        let driver = match compute.as_str() {
+            "process" => ComputeDriverSettings::Process,
+            "ssh" => ComputeDriverSettings::Ssh(ssh_settings(env, file)?),
+            "kubernetes" => {
+                ComputeDriverSettings::Kubernetes(kubernetes_compute_settings(env, file)?)
+            }
             _ => {
                 bail!("OCC_COMPUTE_DRIVER: {compute:?} is not available (process, ssh, kubernetes)")
             }
         };
         let kubernetes = (configurations == ConfigurationStore::Kubernetes
             || secrets == SecretStore::Kubernetes
-            || kubernetes_compute.is_some())
+            || driver.kubernetes().is_some())
         .then(|| kubernetes_settings(env, file))
         .transpose()?;
-        if kubernetes_compute.is_some()
+        if driver.kubernetes().is_some()
             && kubernetes
                 .as_ref()
                 .is_some_and(|k| k.worker_service_account.is_none())
@@ -223,8 +245,7 @@ impl PlatformSettings {
                 runtime_root,
                 port_range,
                 maintenance_interval: Duration::from_millis(maintenance_ms),
-                ssh,
-                kubernetes: kubernetes_compute,
+                driver,
                 codex_base_url: codex_base_url(env("OCC_CODEX_BASE_URL"))?,
             },
             metrics,

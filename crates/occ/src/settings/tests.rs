@@ -116,7 +116,13 @@ fn the_kubernetes_compute_driver_settings() {
         ),
     ];
     let w = WorkerProcessSettings::load(&env_of(&base)).unwrap();
-    let k = w.platform.compute.kubernetes.expect("kubernetes compute");
+    let k = w
+        .platform
+        .compute
+        .driver
+        .kubernetes()
+        .cloned()
+        .expect("kubernetes compute");
     assert_eq!(k.image, "registry.example/occ@sha256:abc");
     assert_eq!(
         (
@@ -146,7 +152,9 @@ fn the_kubernetes_compute_driver_settings() {
         .unwrap()
         .platform
         .compute
-        .kubernetes
+        .driver
+        .kubernetes()
+        .cloned()
         .unwrap();
     assert_eq!(k.harness_storage, "40Gi");
     assert_eq!(
@@ -214,7 +222,15 @@ fn the_kubernetes_compute_driver_settings() {
         "pods=20, requests.cpu=8,requests.memory=32Gi,requests.storage=0.5Ti",
     ));
     let w = WorkerProcessSettings::load(&env_of(&quota)).unwrap();
-    let hard = w.platform.compute.kubernetes.unwrap().tenant_quota.unwrap();
+    let hard = w
+        .platform
+        .compute
+        .driver
+        .kubernetes()
+        .cloned()
+        .unwrap()
+        .tenant_quota
+        .unwrap();
     assert_eq!(
         hard.hard()
             .iter()
@@ -259,7 +275,9 @@ fn the_ssh_compute_driver_settings() {
         ("OCC_SSH_KNOWN_HOSTS_FILE", "/etc/occ/known_hosts"),
     ];
     let w = WorkerProcessSettings::load(&env_of(&base)).unwrap();
-    let ssh = w.platform.compute.ssh.expect("ssh settings");
+    let ComputeDriverSettings::Ssh(ssh) = w.platform.compute.driver else {
+        panic!("ssh settings");
+    };
     assert_eq!(
         (ssh.port, ssh.user.as_str(), ssh.bind_lan),
         (22, "root", false)
@@ -274,12 +292,14 @@ fn the_ssh_compute_driver_settings() {
     let mut env = base.to_vec();
     env.push(("OCC_SSH_SUPERVISOR", "detached"));
     env.push(("OCC_SSH_SYSTEMD_UNIT_DIR", "/run/systemd/system"));
-    let ssh = WorkerProcessSettings::load(&env_of(&env))
+    let ComputeDriverSettings::Ssh(ssh) = WorkerProcessSettings::load(&env_of(&env))
         .unwrap()
         .platform
         .compute
-        .ssh
-        .expect("ssh settings");
+        .driver
+    else {
+        panic!("ssh settings");
+    };
     assert_eq!(ssh.supervisor, SupervisorChoice::Detached);
     assert_eq!(ssh.systemd_unit_dir, PathBuf::from("/run/systemd/system"));
     for missing in [
@@ -610,7 +630,10 @@ fn ssh_hosts_of_particular_namespaces_come_from_the_file() {
     .unwrap();
     let p = path.to_str().unwrap().to_owned();
     let w = WorkerProcessSettings::load(&env_of(&[("OCC_CONFIG_PATH", &p)])).unwrap();
-    let ssh = w.platform.compute.ssh.expect("ssh");
+    let ssh = match w.platform.compute.driver {
+        ComputeDriverSettings::Ssh(ssh) => ssh,
+        other => panic!("ssh: {other:?}"),
+    };
     assert_eq!(ssh.address, "a.example.com");
     let b = &ssh.namespace_hosts[ns];
     assert_eq!((b.address.as_str(), b.port), ("b.example.com", 2222));

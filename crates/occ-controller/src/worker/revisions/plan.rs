@@ -406,7 +406,7 @@ mod tests {
     }
 
     fn compute() -> ComputeIdentity {
-        occ_drivers::compute::ComputeSelection::process().identity
+        occ_drivers::compute::process::selection(false).identity
     }
 
     fn revision(agent: &Agent, number: u64) -> AgentRevision {

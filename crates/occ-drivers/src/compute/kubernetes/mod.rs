@@ -49,18 +49,18 @@ use occ_core::ReasonCode;
 use occ_core::RevisionId;
 use occ_core::compute::EXIT_CONFIGURATION_INVALID;
 use occ_core::native::control_ui;
-use occ_core::resource::ExecutionMode;
 use occ_core::resource::WorkspaceSetup;
+use occ_core::resource::{ComputeIdentity, ExecutionMode};
 use occ_host::snapshot::harness_key_variable;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::{
-    AgentTarget, Compute, ComputeError, ComputeSelection, Convergence, GatewayAccess, GatewayExit,
-    LOG_READ_MAX_BYTES, LogChunk, LogEntry, LogGap, LogPosition, LogQuery, NamespaceHook as _,
-    NamespaceTarget, Readiness, RevisionContext, RevisionTarget, RuntimeReport, RuntimeState,
-    SecretText,
+    AgentTarget, Compute, ComputeError, ComputeSelection, Convergence, DEDICATED_AUTH_METHODS,
+    GatewayAccess, GatewayExit, LOG_READ_MAX_BYTES, LogChunk, LogEntry, LogGap, LogPosition,
+    LogQuery, NamespaceHook as _, NamespaceTarget, Readiness, RevisionContext, RevisionTarget,
+    RuntimeReport, RuntimeState, SecretText,
 };
 use crate::DriverError;
 use crate::kubernetes::{
@@ -80,11 +80,22 @@ use pods::Workload;
 /// settings have [`KubernetesDedicatedSettings`] (admission in an API process that builds no
 /// Driver asks this too).
 pub fn selection(dedicated: bool) -> ComputeSelection {
-    let mut selection = ComputeSelection::kubernetes();
+    let mut execution_modes = vec![ExecutionMode::Embedded];
     if dedicated {
-        selection.execution_modes.push(ExecutionMode::Dedicated);
+        execution_modes.push(ExecutionMode::Dedicated);
     }
-    selection
+    ComputeSelection {
+        identity: ComputeIdentity {
+            id: "compute-kubernetes".into(),
+            implementation: "kubernetes".into(),
+        },
+        execution_modes,
+        // Secret bindings and an `api_key` credential delivered as environment.
+        harness_auth_methods: vec!["runtime", "api_key"],
+        dedicated_auth_methods: DEDICATED_AUTH_METHODS.to_vec(),
+        delivers_secrets: true,
+        adopts_existing_namespaces: true,
+    }
 }
 
 /// The Kubernetes Compute Driver.

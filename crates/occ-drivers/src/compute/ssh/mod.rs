@@ -26,6 +26,7 @@ use std::time::Duration;
 
 use occ_core::NamespaceId;
 use occ_core::ReasonCode;
+use occ_core::resource::{ComputeIdentity, ExecutionMode};
 use occ_host::wire::{HostOp, HostRequest, HostValue, WireSetup, WireVersion};
 
 pub use settings::{SshHost, SshSettings, valid_address};
@@ -37,6 +38,22 @@ use super::{
     LogChunk, LogQuery, NamespaceTarget, Readiness, RevisionContext, RevisionTarget, RuntimeReport,
     RuntimeState, SecretText,
 };
+
+/// What the SSH Driver runs: embedded execution with the runtime's own credentials only (no
+/// Secret is delivered to a host).
+pub fn selection() -> ComputeSelection {
+    ComputeSelection {
+        identity: ComputeIdentity {
+            id: "compute-ssh".into(),
+            implementation: "ssh".into(),
+        },
+        execution_modes: vec![ExecutionMode::Embedded],
+        harness_auth_methods: vec!["runtime"],
+        dedicated_auth_methods: Vec::new(),
+        delivers_secrets: false,
+        adopts_existing_namespaces: false,
+    }
+}
 
 /// The SSH Compute Driver.
 pub struct SshCompute {
@@ -53,7 +70,7 @@ impl SshCompute {
             check(host).map_err(|e| invalid(format!("the host of {ns}: {}", e.message)))?;
         }
         Ok(Self {
-            selection: ComputeSelection::ssh(),
+            selection: selection(),
             transport: Transport::new(settings.connect_timeout),
             settings,
         })

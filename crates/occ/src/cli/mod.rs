@@ -1,0 +1,33 @@
+//! The CLI client: resource commands that speak the HTTP API with a service key.
+//!
+//! Output is a table by default (`-` for unset values), or the resource without its envelope
+//! as JSON or YAML. Errors go to stderr with the HTTP status, API code, message and request id,
+//! and exit non-zero.
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "the terminal is the CLI's interface"
+)]
+
+mod agent;
+mod chat;
+mod client;
+mod configuration;
+mod diagnose;
+mod grants;
+mod iam;
+mod installation;
+mod logs;
+mod namespace;
+mod render;
+mod secret;
+mod service_account;
+
+pub use agent::{AgentCmd, agent};
+pub use client::{Client, ClientOptions};
+pub use configuration::{ConfigurationCmd, configuration};
+pub use iam::{IamCmd, iam};
+pub use installation::{InstallationCmd, installation};
+pub use namespace::{NamespaceCmd, namespace};
+pub use secret::{SecretCmd, secret};
+pub use service_account::{ServiceAccountCmd, service_account};

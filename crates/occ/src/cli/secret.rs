@@ -1,0 +1,73 @@
+//! `occ secret …`.
+
+use std::path::PathBuf;
+
+use super::client::Client;
+use super::grants::grant_secret;
+use super::render::read_json;
+use clap::Subcommand;
+use reqwest::Method;
+
+/// `occ secret …`
+#[derive(Debug, Subcommand)]
+pub enum SecretCmd {
+    /// List Secrets (metadata only).
+    List,
+    /// Create from a JSON file `{name, value}`.
+    Create {
+        #[arg(long)]
+        file: PathBuf,
+    },
+    /// Replace the value from a JSON file `{value}`.
+    Update {
+        id: String,
+        #[arg(long)]
+        file: PathBuf,
+    },
+    /// Show one Secret's metadata.
+    Get { id: String },
+    /// Delete a Secret.
+    Delete { id: String },
+    /// Let an Agent use this Secret (what its deploy needs when its Configuration binds the
+    /// Secret or its harness logs in with it): binds a Role with `operate` on Secrets to the
+    /// Agent's service principal on this one Secret, creating the Role `secret-user` if the
+    /// Namespace has none. Idempotent.
+    Grant {
+        /// The Secret (`sec_…`).
+        id: String,
+        /// The Agent (`agt_…`).
+        #[arg(long)]
+        agent: String,
+    },
+}
+
+/// `occ secret …`
+pub async fn secret(c: &Client, cmd: SecretCmd) -> anyhow::Result<()> {
+    let base = format!("/namespaces/{}/secrets", c.ns()?);
+    let v = match cmd {
+        SecretCmd::List => c.call(Method::GET, &base, None).await?,
+        SecretCmd::Create { file } => c.call(Method::POST, &base, Some(read_json(&file)?)).await?,
+        SecretCmd::Update { id, file } => {
+            c.call(
+                Method::PATCH,
+                &format!("{base}/{id}"),
+                Some(read_json(&file)?),
+            )
+            .await?
+        }
+        SecretCmd::Get { id } => c.call(Method::GET, &format!("{base}/{id}"), None).await?,
+        SecretCmd::Delete { id } => {
+            c.call(Method::DELETE, &format!("{base}/{id}"), None)
+                .await?;
+            return c.deleted("Secret", &id);
+        }
+        SecretCmd::Grant { id, agent } => {
+            let binding = grant_secret(c, &id, &agent).await?;
+            return c.print(
+                &binding,
+                &["id", "subjectId", "roleId", "resourceKind", "resourceId"],
+            );
+        }
+    };
+    c.print(&v, &["id", "name"])
+}
