@@ -14,9 +14,6 @@ use serde_json::Value;
 use crate::error::ApiError;
 use crate::state::AppState;
 
-/// The name of the session cookie.
-pub const SESSION_COOKIE: &str = "openclaw_occ.session_token";
-
 /// Default request body limit.
 pub const DEFAULT_LIMIT: usize = 64 * 1024;
 /// Agent creation body limit (four 16 KiB files can grow about 6× when JSON-escaped).

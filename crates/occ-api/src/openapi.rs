@@ -109,7 +109,7 @@ impl Modify for Security {
         components.add_security_scheme(
             "sessionCookie",
             SecurityScheme::ApiKey(ApiKey::Cookie(ApiKeyValue::new(
-                crate::extract::SESSION_COOKIE,
+                crate::state::SESSION_COOKIE,
             ))),
         );
     }

@@ -5,6 +5,9 @@ use std::sync::Arc;
 use occ_controller::Controller;
 use occ_controller::metrics::Metrics;
 
+/// The session cookie (over plain HTTP; [`ApiSettings::cookie_name`] names the one in use).
+pub const SESSION_COOKIE: &str = "openclaw_occ.session_token";
+
 /// HTTP settings.
 #[derive(Debug, Clone)]
 pub struct ApiSettings {
@@ -20,7 +23,7 @@ impl ApiSettings {
         if self.secure_cookies {
             "__Secure-openclaw_occ.session_token"
         } else {
-            crate::extract::SESSION_COOKIE
+            SESSION_COOKIE
         }
     }
 }

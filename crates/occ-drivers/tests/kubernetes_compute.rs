@@ -1000,8 +1000,8 @@ async fn a_control_ui_revision_runs_in_trusted_proxy_mode() {
         "x-occ-proxy-${OCC_PROXY_KEY}"
     );
     assert_eq!(rendered["gateway"]["terminal"], json!({"enabled": false}));
-    let deployment = serde_json::to_value(compute.deployment(&tenant, &ui, false, true))
-        .expect("json");
+    let deployment =
+        serde_json::to_value(compute.deployment(&tenant, &ui, false, true)).expect("json");
     let env = deployment
         .pointer("/spec/template/spec/containers/0/env")
         .and_then(Value::as_array)
@@ -1012,8 +1012,7 @@ async fn a_control_ui_revision_runs_in_trusted_proxy_mode() {
         .find(|e| e["name"] == "OCC_PROXY_KEY")
         .expect("the proxy key variable");
     assert_eq!(
-        key["valueFrom"]["secretKeyRef"]["key"],
-        "OCC_PROXY_KEY",
+        key["valueFrom"]["secretKeyRef"]["key"], "OCC_PROXY_KEY",
         "{key}"
     );
     assert!(

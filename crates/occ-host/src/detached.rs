@@ -122,7 +122,7 @@ pub(crate) fn recorded_for(
         start_time: record.start_time,
         live: is_same_process(record.pid, record.start_time),
         stop_requested: stop_requested(agent_dir, record.pid, record.start_time),
-        started_at: crate::report::modified_at(&path)?,
+        started_at: crate::layout::modified_at(&path)?,
     }))
 }
 

@@ -835,7 +835,7 @@ impl Host {
                 report::Observed::Unit {
                     name: systemd::unit_name(agent_id),
                     state: sd.systemctl.state(&systemd::unit_name(agent_id)).await?,
-                    installed_at: report::modified_at(&path)?,
+                    installed_at: layout::modified_at(&path)?,
                 }
             }
             None => match detached::recorded_for(&agent_dir, &rev.revision_id)? {

@@ -583,3 +583,14 @@ fn open_log(path: &Path, account: Option<Account>) -> Result<std::fs::File, Comp
     }
     Ok(file)
 }
+/// When `path` was last modified (what occ wrote right after the start it records).
+pub(crate) fn modified_at(path: &Path) -> Result<Option<occ_core::Timestamp>, ComputeError> {
+    match std::fs::metadata(path) {
+        Ok(meta) => Ok(meta
+            .modified()
+            .ok()
+            .map(|t| occ_core::Timestamp::from_datetime(t.into()))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io_error("reading", path, e)),
+    }
+}

@@ -3,9 +3,6 @@
 //! `occ_core::runtime_report` for the mapping). Only what runs now is read here; restarts and
 //! the last exit are what occ recorded, added by the controller.
 
-use std::path::Path;
-
-use occ_core::compute::ComputeError;
 use occ_core::runtime_report::{
     ContainerState, EventType, GATEWAY_CONTAINER, Plane, RuntimeContainer, RuntimeEvent,
     RuntimePod, WorkloadRole,
@@ -127,18 +124,6 @@ pub(crate) fn harness_pod(rev: &RevisionId, harness: RecordedGateway, ready: boo
 /// `rev_…` as a DNS-label style name (`rev-…`).
 fn pod_name(rev: &RevisionId) -> String {
     rev.as_str().replace('_', "-")
-}
-
-/// When `path` was last modified (what occ wrote right after the start it records).
-pub(crate) fn modified_at(path: &Path) -> Result<Option<Timestamp>, ComputeError> {
-    match std::fs::metadata(path) {
-        Ok(meta) => Ok(meta
-            .modified()
-            .ok()
-            .map(|t| Timestamp::from_datetime(t.into()))),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(crate::failure::io_error("reading", path, e)),
-    }
 }
 
 #[cfg(test)]

@@ -515,10 +515,8 @@ impl TestApp {
             Credential::Anonymous => {}
             Credential::Key(k) => builder = builder.header("x-api-key", k),
             Credential::Session(t) => {
-                builder = builder.header(
-                    "cookie",
-                    format!("{}={t}", occ_api::extract::SESSION_COOKIE),
-                );
+                builder =
+                    builder.header("cookie", format!("{}={t}", occ_api::state::SESSION_COOKIE));
                 if !matches!(method, Method::GET | Method::HEAD) {
                     builder = builder.header("origin", ORIGIN);
                 }

@@ -369,7 +369,7 @@ async fn session_writes_need_a_trusted_origin() {
     let req = http::Request::put(format!("{}/USER.md", f.base))
         .header(
             "cookie",
-            format!("{}={token}", occ_api::extract::SESSION_COOKIE),
+            format!("{}={token}", occ_api::state::SESSION_COOKIE),
         )
         .header("content-type", "application/json")
         .body(axum::body::Body::from(r#"{"content":"x"}"#))

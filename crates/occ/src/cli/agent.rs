@@ -4,25 +4,18 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use super::chat::agent_chat;
-use super::client::Client;
-use super::client::Output;
-use super::client::with_grant_hint;
-use super::client::with_use_hint;
-use super::diagnose::agent_diagnose;
-use super::diagnose::runtime_table;
-use super::grants::grant_control_ui;
-use super::grants::grant_use;
-use super::logs::LogsArgs;
-use super::logs::agent_logs;
-use super::render::AGENT_COLUMNS;
-use super::render::REVISION_COLUMNS;
-use super::render::cell;
-use super::render::read_json;
 use anyhow::{Context as _, anyhow, bail};
 use clap::{Args, Subcommand};
 use reqwest::Method;
 use serde_json::Value;
+
+use super::chat::agent_chat;
+use super::client::{Client, Output, with_grant_hint, with_use_hint};
+use super::diagnose::{agent_diagnose, runtime_table};
+use super::grants::{grant_control_ui, grant_use};
+use super::logs::{LogsArgs, agent_logs};
+use super::render::{AGENT_COLUMNS, REVISION_COLUMNS, cell, read_json};
+use super::revisions::default_runtime_revision;
 
 /// `occ agent …`
 #[derive(Debug, Subcommand)]
@@ -294,46 +287,6 @@ pub async fn agent(c: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
             admitted(c, &format!("{base}/{id}"), &rev, &follow).await
         }
     }
-}
-
-/// The revision `occ agent runtime` describes without `--revision`, as the reference's CLI
-/// chooses it: the latest revision while it is newer than the active one and has workloads
-/// (a deployment in progress or failing), else the active revision, else the latest.
-pub(super) async fn default_runtime_revision(c: &Client, agent: &str) -> anyhow::Result<String> {
-    let active = c.call(Method::GET, agent, None).await?["activeRevisionId"]
-        .as_str()
-        .map(str::to_owned);
-    let latest = latest_revision(c, agent).await?;
-    match active {
-        Some(active) if latest != active => {
-            let runtime = c
-                .call(
-                    Method::GET,
-                    &format!("{agent}/deployments/{latest}/runtime"),
-                    None,
-                )
-                .await?;
-            let has_workloads = runtime["pods"].as_array().is_some_and(|p| !p.is_empty());
-            Ok(if has_workloads { latest } else { active })
-        }
-        Some(active) => Ok(active),
-        None => Ok(latest),
-    }
-}
-
-/// The Agent's latest revision (the newest deployment).
-pub(super) async fn latest_revision(c: &Client, agent: &str) -> anyhow::Result<String> {
-    let revisions = c
-        .call(Method::GET, &format!("{agent}/revisions"), None)
-        .await?;
-    revisions
-        .as_array()
-        .into_iter()
-        .flatten()
-        .max_by_key(|r| r["revision"].as_u64().unwrap_or(0))
-        .and_then(|r| r["id"].as_str())
-        .map(str::to_owned)
-        .ok_or_else(|| anyhow!("the Agent has no revision; deploy it first"))
 }
 
 /// Prints an admitted revision, or follows its deployment with `--wait`.

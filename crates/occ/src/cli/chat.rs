@@ -2,9 +2,9 @@
 
 use std::time::Duration;
 
-use super::client::Client;
-use super::client::Output;
 use reqwest::Method;
+
+use super::client::{Client, Output};
 
 /// How long the CLI waits for a chat turn (the API's own deadline is 120 s).
 pub(super) const CHAT_WAIT: Duration = Duration::from_secs(150);

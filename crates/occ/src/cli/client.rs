@@ -5,11 +5,12 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::render::table;
 use anyhow::{Context as _, anyhow, bail};
 use clap::{Args, ValueEnum};
 use reqwest::Method;
 use serde_json::Value;
+
+use super::render::table;
 
 /// Options every client command takes.
 #[derive(Debug, Args)]

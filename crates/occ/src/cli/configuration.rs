@@ -2,10 +2,11 @@
 
 use std::path::PathBuf;
 
-use super::client::Client;
-use super::render::read_json;
 use clap::Subcommand;
 use reqwest::Method;
+
+use super::client::Client;
+use super::render::read_json;
 
 /// `occ configuration …`
 #[derive(Debug, Subcommand)]

@@ -1,12 +1,11 @@
 //! `occ agent diagnose` and `occ agent runtime` as text.
 
-use super::agent::latest_revision;
-use super::client::Client;
-use super::client::Output;
-use super::render::cell;
-use super::render::table;
 use reqwest::Method;
 use serde_json::Value;
+
+use super::client::{Client, Output};
+use super::render::{cell, table};
+use super::revisions::latest_revision;
 
 /// `occ agent diagnose`: the diagnostics of a deployment (an audited `POST`) next to the
 /// deployment's own state and error.

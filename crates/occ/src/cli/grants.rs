@@ -2,10 +2,11 @@
 //! `occ agent grant-control-ui`): a Role with exactly the needed permission, reused when one
 //! exists, bound on exactly one resource.
 
-use super::client::Client;
 use anyhow::anyhow;
 use reqwest::Method;
 use serde_json::{Value, json};
+
+use super::client::Client;
 
 /// The name of the Role `occ secret grant` creates when the Namespace has none that grants
 /// exactly `operate` on Secrets.

@@ -1,8 +1,9 @@
 //! `occ installation …`.
 
-use super::client::Client;
 use clap::Subcommand;
 use reqwest::Method;
+
+use super::client::Client;
 
 /// `occ installation …`
 #[derive(Debug, Subcommand)]

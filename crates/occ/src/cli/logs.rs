@@ -3,14 +3,13 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::agent::default_runtime_revision;
-use super::client::ApiFailure;
-use super::client::Client;
-use super::client::Output;
 use anyhow::{Context as _, anyhow};
 use clap::Args;
 use reqwest::Method;
 use serde_json::Value;
+
+use super::client::{ApiFailure, Client, Output};
+use super::revisions::default_runtime_revision;
 
 /// `occ agent logs …`
 #[derive(Debug, Args)]

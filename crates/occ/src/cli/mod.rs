@@ -20,6 +20,7 @@ mod installation;
 mod logs;
 mod namespace;
 mod render;
+mod revisions;
 mod secret;
 mod service_account;
 

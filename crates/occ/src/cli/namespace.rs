@@ -1,10 +1,11 @@
 //! `occ namespace …`.
 
-use super::client::Client;
-use super::render::NS_COLUMNS;
 use clap::Subcommand;
 use reqwest::Method;
 use serde_json::json;
+
+use super::client::Client;
+use super::render::NS_COLUMNS;
 
 /// `occ namespace …`
 #[derive(Debug, Subcommand)]

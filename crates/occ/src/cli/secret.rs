@@ -2,11 +2,12 @@
 
 use std::path::PathBuf;
 
+use clap::Subcommand;
+use reqwest::Method;
+
 use super::client::Client;
 use super::grants::grant_secret;
 use super::render::read_json;
-use clap::Subcommand;
-use reqwest::Method;
 
 /// `occ secret …`
 #[derive(Debug, Subcommand)]

@@ -1,9 +1,10 @@
 //! `occ service-account …`.
 
-use super::client::Client;
 use clap::Subcommand;
 use reqwest::Method;
 use serde_json::json;
+
+use super::client::Client;
 
 /// `occ service-account …`
 #[derive(Debug, Subcommand)]

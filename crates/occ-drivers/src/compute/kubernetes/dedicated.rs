@@ -28,14 +28,14 @@ use occ_host::harness::enroll::{
 use serde_json::{Value, json};
 
 use super::harness::{
-    self, ANNOTATION_NODE, ANNOTATION_NODE_SETUP, APP_SERVER_PORT, APP_SERVER_TOKEN_KEY,
-    KubernetesDedicatedSettings, LABEL_HARNESS_AGENT, SETUP_CODE_KEY,
+    self, ANNOTATION_NODE, ANNOTATION_NODE_SETUP, APP_SERVER_PORT, SETUP_CODE_KEY,
 };
-use super::objects::{
-    self, DedicatedGateway, GATEWAY_PORT, LABEL_AGENT, LABEL_REVISION, Names, installed, meta,
-    pod_refusal, rolled_out, typed,
-};
+use super::objects::{self, DedicatedGateway, installed, pod_refusal, rolled_out};
 use super::pods::Workload;
+use super::workloads::{
+    APP_SERVER_TOKEN_KEY, GATEWAY_PORT, KubernetesDedicatedSettings, LABEL_AGENT,
+    LABEL_HARNESS_AGENT, LABEL_REVISION, Names, meta, typed,
+};
 use super::{AgentTarget, KubernetesCompute};
 use crate::kubernetes::{annotation, short_hash};
 
@@ -262,7 +262,7 @@ impl KubernetesCompute {
             .map(String::as_str)
             != Some(text)
         {
-            return Err(super::objects::foreign(format!(
+            return Err(super::workloads::foreign(format!(
                 "configmap {name} holds something else"
             )));
         }

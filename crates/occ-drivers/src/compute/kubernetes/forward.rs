@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 
-use super::objects::GATEWAY_PORT;
+use super::workloads::GATEWAY_PORT;
 use crate::compute::ComputeError;
 
 /// A local listener bridged to one Pod's gateway port through `pods/portforward`.

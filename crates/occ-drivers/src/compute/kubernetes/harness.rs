@@ -9,11 +9,10 @@
 //! keeps meaning "the gateway".
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
+use occ_core::ReasonCode;
 use occ_core::compute::{ComputeError, RevisionTarget, SecretText};
-use occ_core::{ReasonCode, RevisionId};
 use occ_host::harness::enroll::{login_input, primary_model_id};
 use occ_host::harness::render::{DedicatedWiring, NodeWorkspace, render_dedicated};
 use occ_host::harness::{AppServerInput, LaunchInput, ModelEndpoint, NodeInput};
@@ -22,22 +21,18 @@ use occ_host::snapshot::render_snapshot;
 use serde_json::{Map, Value, json};
 use sha2::Digest as _;
 
-use super::objects::{
-    ANNOTATION_REVISION, ANNOTATION_REVISION_ID, ANNOTATION_TEMPLATE, GATEWAY_PORT,
-    KubernetesComputeSettings, LABEL_AGENT, Names, container_security, meta, pod_security, typed,
+use super::workloads::{
+    ANNOTATION_REVISION, ANNOTATION_REVISION_ID, GATEWAY_PORT, KubernetesComputeSettings,
+    KubernetesDedicatedSettings, LABEL_AGENT, LABEL_HARNESS_AGENT, Names, WORKSPACE_MOUNT,
+    container_security, meta, pod_security, workload,
 };
 use crate::compute::AgentTarget;
-use crate::kubernetes::{LABEL_MANAGED_BY, LABEL_NAMESPACE, MANAGED_BY, short_hash};
+use crate::kubernetes::{LABEL_MANAGED_BY, LABEL_NAMESPACE, MANAGED_BY};
 
-/// The label naming the Agent on its harness Pods (not `openclaw.dev/agent`, see above).
-pub(super) const LABEL_HARNESS_AGENT: &str = "openclaw.dev/harness-agent";
 /// The harness container (as the process Driver's runtime report names it).
 pub(super) const HARNESS_CONTAINER: &str = occ_host::harness::HARNESS_CONTAINER;
 /// The app-server's port in the harness Pod and on its Service.
 pub const APP_SERVER_PORT: u16 = 18800;
-/// The Agent's workspace, at the same path in both Pods: Codex's working directory, the node's
-/// file root and the gateway's `agents.defaults.workspace`.
-pub(super) const WORKSPACE_MOUNT: &str = "/workspace";
 /// The harness claim's subPaths and the harness's own places.
 const HARNESS_ROOT: &str = "/var/lib/occ-harness";
 const LAUNCH_DIR: &str = "/etc/occ-harness";
@@ -52,90 +47,10 @@ pub(super) const ANNOTATION_NODE_SETUP: &str = "openclaw.dev/node-setup";
 const ANNOTATION_SERVICE_PRINCIPAL: &str = "openclaw.dev/service-principal";
 /// The setup-code Secret's key (a file in the harness's Secret volume).
 pub(super) const SETUP_CODE_KEY: &str = "setup-code";
-/// The transport Secret's key.
-pub(super) const APP_SERVER_TOKEN_KEY: &str = "app-server-token";
 /// The lifetime of the projected service-principal token (the API's minimum).
 const SERVICE_PRINCIPAL_TOKEN_SECONDS: i64 = 600;
 /// `0440`: root-owned files the Pod's user reads through `fsGroup`.
 const GROUP_READ_MODE: i32 = 0o440;
-
-/// Settings of dedicated execution on Kubernetes (`None` in [`KubernetesComputeSettings`]:
-/// embedded only).
-#[derive(Debug, Clone)]
-pub struct KubernetesDedicatedSettings {
-    /// The OpenAI-compatible Responses endpoint Codex calls (`OCC_CODEX_BASE_URL`); Codex's
-    /// default (OpenAI) when unset.
-    pub model_base_url: Option<String>,
-    /// Size of each dedicated Agent's harness claim (workspace, home, node identity).
-    pub harness_storage: String,
-    /// The audience of the projected service-principal token the harness mounts.
-    pub token_audience: String,
-    /// Where the harness may send model calls; empty: any public IPv4 address on 443.
-    pub model_egress: Vec<ModelEgress>,
-    /// How long activation waits for the harness's app-server (login and probe included).
-    pub ready_timeout: Duration,
-}
-
-/// One allowed model destination of the harness.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ModelEgress {
-    /// An IPv4 or IPv6 CIDR block.
-    pub cidr: String,
-    /// A TCP port.
-    pub port: u16,
-}
-
-/// The names of a dedicated Agent's harness objects (`h12` as for the gateway's).
-pub(super) struct HarnessNames {
-    /// Deployment, ServiceAccount, Service and NetworkPolicy `hx-<h12>`.
-    pub harness: String,
-    /// The harness claim.
-    pub state: String,
-    /// The app-server token (created once).
-    pub transport: String,
-    /// The setup code while the node pairs (empty otherwise).
-    pub node_setup: String,
-    /// The policy letting the harness's node host reach the gateway.
-    pub gateway_node_policy: String,
-    h12: String,
-}
-
-impl HarnessNames {
-    pub fn of(agent: &AgentTarget) -> Self {
-        let h = short_hash(agent.agent_id.as_str(), 12);
-        Self {
-            harness: format!("hx-{h}"),
-            state: format!("hx-state-{h}"),
-            transport: format!("hx-transport-{h}"),
-            node_setup: format!("hx-node-setup-{h}"),
-            gateway_node_policy: format!("gw-node-{h}"),
-            h12: h,
-        }
-    }
-    /// The revision's credential Secret.
-    pub fn credential(&self, rev: &RevisionId) -> String {
-        format!("hx-{}-cred-{}", self.h12, short_hash(rev.as_str(), 12))
-    }
-    /// The revision's launch input ConfigMap for `content` (immutable; Driver settings shape
-    /// it, so a changed setting is a new name).
-    pub fn launch(&self, rev: &RevisionId, content: &str) -> String {
-        format!(
-            "hx-{}-launch-{}-{}",
-            self.h12,
-            short_hash(rev.as_str(), 12),
-            short_hash(content, 8)
-        )
-    }
-    /// The gateway's runtime configuration of the revision bound to a node (`content`).
-    pub fn runtime_config(&self, rev: &RevisionId, content: &str) -> String {
-        format!(
-            "gw-{}-run-{}-{}",
-            self.h12,
-            short_hash(rev.as_str(), 12),
-            short_hash(content, 8)
-        )
-    }
-}
 
 /// The labels of harness Pods (selector of the harness Deployment, Service and policy).
 pub(super) fn harness_pod_labels(agent: &AgentTarget) -> BTreeMap<String, String> {
@@ -317,42 +232,6 @@ pub(super) fn harness_deployment(
         &harness_pod_labels(&rev.agent),
         template,
     )
-}
-
-/// A one-replica `Recreate` Deployment of `template` named `name`, selecting Pods by the
-/// Agent's label in `pod_labels`, with the template hash and the revision it serves.
-pub(super) fn workload(
-    names: &Names,
-    name: &str,
-    rev: &RevisionTarget,
-    pod_labels: &BTreeMap<String, String>,
-    template: Value,
-) -> Deployment {
-    let hash = hex::encode(sha2::Sha256::digest(template.to_string().as_bytes()));
-    let mut meta = meta(name, &names.tenant, &rev.agent, None);
-    meta.annotations.get_or_insert_default().extend([
-        (ANNOTATION_TEMPLATE.to_owned(), hash),
-        (
-            ANNOTATION_REVISION_ID.to_owned(),
-            rev.revision_id.to_string(),
-        ),
-        (ANNOTATION_REVISION.to_owned(), rev.revision.to_string()),
-    ]);
-    let selector: BTreeMap<&String, &String> = pod_labels
-        .iter()
-        .filter(|(k, _)| *k == LABEL_AGENT || *k == LABEL_HARNESS_AGENT)
-        .collect();
-    typed(json!({
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": meta,
-        "spec": {
-            "replicas": 1,
-            "strategy": {"type": "Recreate"},
-            "selector": {"matchLabels": selector},
-            "template": template,
-        },
-    }))
 }
 
 /// The harness's ServiceAccount: no API token; the projected token names its service principal.

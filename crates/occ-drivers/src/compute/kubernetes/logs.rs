@@ -15,8 +15,8 @@ use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 use kube::api::{Api, LogParams};
 use occ_core::ReasonCode;
 
-use super::objects::ANNOTATION_REVISION_ID;
 use super::pods::Workload;
+use super::workloads::ANNOTATION_REVISION_ID;
 use super::{
     ComputeError, KubernetesCompute, LOG_READ_MAX_BYTES, LogChunk, LogEntry, LogGap, LogPosition,
     LogQuery, RevisionContext, RevisionTarget,

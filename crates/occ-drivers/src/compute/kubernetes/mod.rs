@@ -36,6 +36,7 @@ mod logs;
 mod objects;
 mod pods;
 mod report;
+mod workloads;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -68,13 +69,13 @@ use crate::kubernetes::{
     tenant_namespace_name, tenant_namespace_of,
 };
 use forward::Forwards;
-pub use harness::{APP_SERVER_PORT, KubernetesDedicatedSettings, ModelEgress};
-use objects::{
-    ANNOTATION_TEMPLATE, LABEL_AGENT, Names, foreign, installed, meta, owned, pod_refusal,
-    setup_secret_data, typed,
-};
-pub use objects::{GATEWAY_PORT, KubernetesComputeSettings};
+pub use harness::APP_SERVER_PORT;
+use objects::{installed, pod_refusal, setup_secret_data};
 use pods::Workload;
+use workloads::{ANNOTATION_TEMPLATE, LABEL_AGENT, Names, foreign, meta, owned, typed};
+pub use workloads::{
+    GATEWAY_PORT, KubernetesComputeSettings, KubernetesDedicatedSettings, ModelEgress,
+};
 
 /// What the Kubernetes Driver runs: embedded execution, and dedicated execution when its
 /// settings have [`KubernetesDedicatedSettings`] (admission in an API process that builds no

@@ -3,148 +3,26 @@
 //! paths, the gateway Deployment, and how a Deployment reads back (installed revision,
 //! rollout, refusals).
 
-use std::collections::BTreeMap;
-use std::time::Duration;
-
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ContainerState, Pod};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use occ_core::ReasonCode;
 use occ_core::native::control_ui;
 use occ_core::resource::WorkspaceSetup;
 use occ_host::runtime::{ENTRY_REL, NODE_REL};
 use occ_host::snapshot::{GATEWAY_FIXED_ENV, render_snapshot};
 use occ_host::workspace_setup::SetupInput;
-use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
-use super::harness::{
-    APP_SERVER_TOKEN_KEY, HarnessNames, KubernetesDedicatedSettings, WORKSPACE_MOUNT, workload,
+use super::workloads::{
+    ANNOTATION_REVISION, ANNOTATION_REVISION_ID, APP_SERVER_TOKEN_KEY, GATEWAY_CONTAINER,
+    GATEWAY_PORT, KubernetesComputeSettings, Names, WORKSPACE_MOUNT, container_security, labels,
+    pod_security, workload,
 };
-use crate::compute::{AgentTarget, ComputeError, RevisionTarget};
-use crate::kubernetes::{
-    ANNOTATION_NAMESPACE_ID, LABEL_MANAGED_BY, LABEL_NAMESPACE, MANAGED_BY, annotation, label,
-    short_hash,
-};
+use crate::compute::RevisionTarget;
+use crate::kubernetes::annotation;
 
-/// The gateway's port inside its Pod.
-pub const GATEWAY_PORT: u16 = 18789;
-pub(super) const LABEL_AGENT: &str = "openclaw.dev/agent";
-/// The name of the gateway's container in the Pod template.
-pub(super) const GATEWAY_CONTAINER: &str = "gateway";
-pub(super) const LABEL_REVISION: &str = "openclaw.dev/revision";
-pub(super) const ANNOTATION_REVISION_ID: &str = "openclaw.dev/revision-id";
-pub(super) const ANNOTATION_REVISION: &str = "openclaw.dev/revision-number";
-pub(super) const ANNOTATION_TEMPLATE: &str = "openclaw.dev/template-hash";
 const STATE_MOUNT: &str = "/var/lib/openclaw";
 const CONFIG_MOUNT: &str = "/etc/openclaw";
 const SETUP_MOUNT: &str = "/etc/occ-setup";
-const POD_USER: i64 = 10001;
-
-/// Settings of the Kubernetes Compute Driver.
-#[derive(Debug, Clone)]
-pub struct KubernetesComputeSettings {
-    /// The gateway image: occ (for `occ workspace-setup`) and the pinned OpenClaw runtime.
-    pub image: String,
-    /// Where the runtime is installed in the image (`occ runtime install --dir`).
-    pub runtime_dir: String,
-    /// The `occ` binary in the image.
-    pub occ_binary: String,
-    /// Size of each Agent's state volume (e.g. `10Gi`).
-    pub state_storage: String,
-    /// Storage class of the state volumes (the cluster default when unset).
-    pub storage_class: Option<String>,
-    /// How long activation waits for the rollout and the native handshake.
-    pub activation_timeout: Duration,
-    /// How long stop and delete wait for the Pod to go.
-    pub stop_timeout: Duration,
-    /// Dedicated (Codex harness) execution; `None`: embedded only.
-    pub dedicated: Option<KubernetesDedicatedSettings>,
-}
-
-pub(super) fn foreign(what: String) -> ComputeError {
-    ComputeError::permanent(ReasonCode::OwnershipConflict, what)
-}
-
-/// Names of one Agent's objects.
-pub(super) struct Names {
-    pub tenant: String,
-    pub gateway: String,
-    pub token: String,
-    pub state: String,
-    pub setup: String,
-    /// A dedicated Agent's harness objects.
-    pub harness: HarnessNames,
-}
-
-impl Names {
-    pub fn of(agent: &AgentTarget, tenant: String) -> Self {
-        let h = short_hash(agent.agent_id.as_str(), 12);
-        Self {
-            tenant,
-            gateway: format!("gw-{h}"),
-            token: format!("gw-token-{h}"),
-            state: format!("gw-state-{h}"),
-            setup: format!("gw-setup-{h}"),
-            harness: HarnessNames::of(agent),
-        }
-    }
-    pub fn snapshot(&self, rev: &RevisionTarget) -> String {
-        format!(
-            "{}-cfg-{}",
-            self.gateway,
-            short_hash(rev.revision_id.as_str(), 12)
-        )
-    }
-    pub fn environment(&self, rev: &RevisionTarget) -> String {
-        format!(
-            "{}-env-{}",
-            self.gateway,
-            short_hash(rev.revision_id.as_str(), 12)
-        )
-    }
-}
-
-pub(super) fn labels(agent: &AgentTarget) -> BTreeMap<String, String> {
-    BTreeMap::from([
-        (LABEL_MANAGED_BY.to_owned(), MANAGED_BY.to_owned()),
-        (LABEL_NAMESPACE.to_owned(), agent.namespace_id.to_string()),
-        (LABEL_AGENT.to_owned(), agent.agent_id.to_string()),
-    ])
-}
-
-pub(super) fn meta(
-    name: &str,
-    tenant: &str,
-    agent: &AgentTarget,
-    rev: Option<&RevisionTarget>,
-) -> ObjectMeta {
-    let mut labels = labels(agent);
-    if let Some(rev) = rev {
-        labels.insert(LABEL_REVISION.to_owned(), rev.revision_id.to_string());
-    }
-    ObjectMeta {
-        name: Some(name.to_owned()),
-        namespace: Some(tenant.to_owned()),
-        labels: Some(labels),
-        annotations: Some(BTreeMap::from([(
-            ANNOTATION_NAMESPACE_ID.to_owned(),
-            agent.namespace_id.to_string(),
-        )])),
-        ..ObjectMeta::default()
-    }
-}
-
-pub(super) fn owned(meta: &ObjectMeta, agent: &AgentTarget) -> bool {
-    label(meta, LABEL_MANAGED_BY) == Some(MANAGED_BY)
-        && label(meta, LABEL_NAMESPACE) == Some(agent.namespace_id.as_str())
-        && label(meta, LABEL_AGENT) == Some(agent.agent_id.as_str())
-}
-
-pub(super) fn typed<K: DeserializeOwned>(value: Value) -> K {
-    serde_json::from_value(value).expect("a manifest built by this module is well-formed")
-}
-
 /// The snapshot the revision runs with, with the Pod's paths.
 pub(super) fn render(rev: &RevisionTarget) -> Map<String, Value> {
     render_snapshot(
@@ -161,22 +39,6 @@ pub(super) struct DedicatedGateway {
     /// The ConfigMap of its configuration: the snapshot, or the runtime copy bound to the
     /// paired node.
     pub config_map: String,
-}
-
-/// The container security context of every occ container.
-pub(super) fn container_security() -> Value {
-    json!({
-        "allowPrivilegeEscalation": false,
-        "readOnlyRootFilesystem": true,
-        "runAsNonRoot": true,
-        "capabilities": {"drop": ["ALL"]},
-    })
-}
-
-/// The Pod security context of every occ Pod.
-pub(super) fn pod_security() -> Value {
-    json!({"runAsNonRoot": true, "runAsUser": POD_USER, "runAsGroup": POD_USER,
-           "fsGroup": POD_USER, "seccompProfile": {"type": "RuntimeDefault"}})
 }
 
 /// The Agent's gateway Deployment serving `rev` (a dedicated revision's with `dedicated`).

@@ -9,10 +9,10 @@ use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::api::{Api, ListParams};
 use occ_core::ReasonCode;
 
-use super::harness::{HARNESS_CONTAINER, LABEL_HARNESS_AGENT};
-use super::objects::{
-    ANNOTATION_REVISION_ID, GATEWAY_CONTAINER, LABEL_AGENT, exit_code, foreign, installed, owned,
-    rolled_out,
+use super::harness::HARNESS_CONTAINER;
+use super::objects::{exit_code, installed, rolled_out};
+use super::workloads::{
+    ANNOTATION_REVISION_ID, GATEWAY_CONTAINER, LABEL_AGENT, LABEL_HARNESS_AGENT, foreign, owned,
 };
 use super::{AgentTarget, ComputeError, KubernetesCompute, RevisionTarget, SecretText};
 use crate::kubernetes::annotation;

@@ -12,8 +12,8 @@ use occ_core::runtime_report::{
 
 use occ_core::resource::ExecutionMode;
 
-use super::objects::ANNOTATION_REVISION_ID;
 use super::pods::Workload;
+use super::workloads::ANNOTATION_REVISION_ID;
 use super::{ComputeError, KubernetesCompute, RevisionTarget};
 use crate::kubernetes::annotation;
 
