@@ -13,54 +13,27 @@
 //! checked and authorized again exactly as a deploy's, and the new revision names its source.
 
 use std::borrow::BorrowMut;
+use std::collections::BTreeMap;
 
 use occ_core::audit::{AuditKind, AuditOutcome};
 use occ_core::authz::{Action, ResourceKind, ResourceRef};
 use occ_core::reason::deployment_message;
-use occ_core::resource::{
-    AdmittedSpec, Agent, AgentRevision, AgentStatus, ConfigurationMeta, DesiredRuntimeState,
-    FrozenAccountCredential, Generation, SecretBindings, ServiceAccount, ServiceAccountBinding,
-    ServiceAccountCredentialKind,
-};
+use occ_core::resource::{Agent, AgentRevision, AgentStatus, DesiredRuntimeState};
 use occ_core::revision::{Consumed, consumed_inputs};
 use occ_core::work::{NewWork, WorkKey, WorkState};
-use occ_core::{AgentId, Error, NamespaceId, ReasonCode, RevisionId, SecretId, Timestamp};
+use occ_core::{AgentId, Error, NamespaceId, ReasonCode, RevisionId, Timestamp};
 use occ_drivers::configuration::DocumentKey;
+use occ_store::Tx;
 use occ_store::revisions::NewRevision;
-use occ_store::{Authorized, Tx};
 use serde_json::Value;
 
-use crate::agents::agent_deleting;
+use crate::admission::{self, AdmissionFacts, Basis, DriverAnswers, Installation, Refusal};
 use crate::authorization::{audit_in_own_transaction, found};
-use crate::namespaces::{live_namespace, require_ready};
+use crate::namespaces::live_namespace;
 use crate::{Controller, Request};
 
 /// The audit action of a deploy, also of a redeploy (which adds `sourceRevisionId`).
 const DEPLOY_AUDIT: &str = "openclaw.agents.deploy";
-
-/// What a new revision is made from.
-enum Basis {
-    /// The Agent's Configuration at its current generation (a deploy), locked.
-    Configuration(ConfigurationMeta),
-    /// An earlier revision of the Agent (a redeploy).
-    Revision(Box<AgentRevision>),
-}
-
-impl Basis {
-    fn generation(&self) -> Generation {
-        match self {
-            Basis::Configuration(cfg) => cfg.generation,
-            Basis::Revision(rev) => rev.spec.configuration_generation,
-        }
-    }
-
-    fn secret_bindings(&self) -> SecretBindings {
-        match self {
-            Basis::Configuration(cfg) => cfg.secret_bindings.clone(),
-            Basis::Revision(rev) => rev.spec.secret_bindings.clone().unwrap_or_default(),
-        }
-    }
-}
 
 /// Where a deployment stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -199,61 +172,130 @@ impl Controller {
         .await
     }
 
-    /// Admission of one consumed resource besides the Configuration: authorized
-    /// ([`Controller::authorize_consumed`]), then a Secret must exist, be held by this
-    /// installation's Secret Driver and be verified by it (identity only), a ServiceAccount must
-    /// exist.
-    async fn admit_consumed(
+    /// What the store says about the Agent and everything its new revision would consume
+    /// (see [`crate::admission`]): read in `tx` — a read session, or the deploy's transaction
+    /// with the Agent's and the Configuration's rows locked (`lock`) — deciding the caller's
+    /// (and, for Secrets, the Agent's service principal's) use of each consumed resource before
+    /// it is read.
+    async fn admission_facts<T: BorrowMut<Tx>>(
         &self,
-        tx: Authorized,
+        mut tx: T,
         req: &Request,
-        agent: &Agent,
-        consumed: Consumed<'_>,
-    ) -> Result<Authorized, Error> {
+        (ns, id): (&NamespaceId, &AgentId),
+        source: Option<&RevisionId>,
+        lock: bool,
+    ) -> Result<(T, AdmissionFacts), Error> {
+        let agent = if lock {
+            tx.borrow_mut().agent_lock(ns, id).await?
+        } else {
+            tx.borrow_mut().agent_get(ns, id).await?
+        };
+        let agent = found(agent)?;
+        let namespace = live_namespace(tx.borrow_mut(), ns).await?;
+        let source = match source {
+            Some(rev) => Some(found(tx.borrow_mut().revision_get(ns, id, rev).await?)?),
+            None => None,
+        };
+        // A deploy runs the Agent's draft; a redeploy what the source revision froze.
+        let harness_auth = match &source {
+            None => agent.harness_auth.clone(),
+            Some(rev) => rev.spec.harness_auth.clone(),
+        };
+        let configuration_id = source
+            .as_ref()
+            .map_or(&agent.configuration_id, |rev| &rev.spec.configuration_id)
+            .clone();
         let mut tx = self
-            .authorize_consumed(tx, req, agent, consumed, true)
+            .authorize_consumed(
+                tx,
+                req,
+                &agent,
+                Consumed::Configuration(&configuration_id),
+                true,
+            )
             .await?;
-        let ns = &agent.namespace_id;
-        match consumed {
-            Consumed::Secret(secret) => self.verify_consumed_secret(&mut tx, ns, secret).await?,
-            Consumed::ServiceAccount(account) => {
-                found(tx.service_account_get(ns, account).await?)?;
+        let basis = match source {
+            Some(rev) => Basis::Revision(Box::new(rev)),
+            None => {
+                let cfg = if lock {
+                    tx.borrow_mut()
+                        .configuration_lock(ns, &configuration_id)
+                        .await?
+                } else {
+                    tx.borrow_mut()
+                        .configuration_get(ns, &configuration_id)
+                        .await?
+                };
+                Basis::Configuration(found(cfg)?)
             }
-            // Locked by the caller before its bindings were read.
-            Consumed::Configuration(_) => {}
+        };
+        let bindings = basis.secret_bindings();
+        let mut secrets = BTreeMap::new();
+        let mut account = None;
+        for consumed in consumed_inputs(Some(&bindings), harness_auth.as_ref()) {
+            tx = self
+                .authorize_consumed(tx, req, &agent, consumed, true)
+                .await?;
+            match consumed {
+                Consumed::Secret(secret) => {
+                    let meta = tx.borrow_mut().secret_get(ns, secret).await?;
+                    secrets.insert(secret.clone(), meta);
+                }
+                Consumed::ServiceAccount(sa) => {
+                    account = Some(found(tx.borrow_mut().service_account_get(ns, sa).await?)?);
+                }
+                Consumed::Configuration(_) => {}
+            }
         }
-        Ok(tx)
+        Ok((
+            tx,
+            AdmissionFacts {
+                agent,
+                namespace,
+                basis,
+                harness_auth,
+                secrets,
+                account,
+            },
+        ))
     }
 
-    /// A consumed Secret exists, is held by this installation's Secret Driver, which verifies
-    /// the reference.
-    async fn verify_consumed_secret(
+    /// The Driver I/O of an admission, for `facts` (see [`crate::admission`]; never under a row
+    /// lock): the basis document and, identity only, each consumed Secret this installation's
+    /// Secret Driver holds.
+    async fn driver_answers(
         &self,
-        tx: &mut Authorized,
         ns: &NamespaceId,
-        secret: &SecretId,
-    ) -> Result<(), Error> {
-        // A Configuration's bound Secrets cannot be deleted, but a Secret an earlier revision
-        // froze can be once it is unbound: the revision exists, its Secret does not (409).
-        let meta = tx.secret_get(ns, secret).await?.ok_or_else(|| {
-            Error::conflict(format!(
-                "Secret {secret}, which the revision consumes, no longer exists"
-            ))
-        })?;
-        if meta.driver_id != self.secrets.identity().id {
-            return Err(Error::conflict(
-                "A bound Secret is held by a Secret Driver this installation does not use",
-            ));
+        facts: &AdmissionFacts,
+    ) -> Result<DriverAnswers, Error> {
+        let document = self.basis_document(ns, &facts.basis).await?;
+        let ours = self.secrets.identity().id;
+        let mut verified = BTreeMap::new();
+        for (secret, meta) in &facts.secrets {
+            let Some(meta) = meta.as_ref().filter(|m| m.driver_id == ours) else {
+                continue;
+            };
+            self.secrets
+                .verify(ns, secret, &meta.locator)
+                .await
+                .map_err(|e| match e {
+                    occ_drivers::DriverError::NotFound | occ_drivers::DriverError::Corrupt(_) => {
+                        Error::conflict(
+                            "A bound Secret's value is missing or unreadable; set it again",
+                        )
+                    }
+                    other => Error::from(other),
+                })?;
+            verified.insert(secret.clone(), meta.locator.clone());
         }
-        self.secrets
-            .verify(ns, secret, &meta.locator)
-            .await
-            .map_err(|e| match e {
-                occ_drivers::DriverError::NotFound | occ_drivers::DriverError::Corrupt(_) => {
-                    Error::conflict("A bound Secret's value is missing or unreadable; set it again")
-                }
-                other => Error::from(other),
-            })
+        Ok(DriverAnswers {
+            basis: (
+                facts.basis.configuration_id().clone(),
+                facts.basis.generation(),
+            ),
+            document,
+            verified,
+        })
     }
 
     /// Admits a new immutable revision of the Agent from its current Configuration and queues
@@ -281,7 +323,10 @@ impl Controller {
     }
 
     /// Deploy admission, from the Agent's Configuration (`source` `None`) or from an earlier
-    /// revision of the Agent: one transaction, every check made on either path.
+    /// revision of the Agent, as facts → plan → effects ([`crate::admission`]): the facts and
+    /// the Driver's answers for them before any lock, then in one transaction the facts again
+    /// under the Agent's and the Configuration's row locks, the pure plan, and the revision
+    /// with its desired state, work and audit event. No Driver call happens under the locks.
     async fn admit_revision(
         &self,
         req: &Request,
@@ -290,126 +335,48 @@ impl Controller {
         source: Option<&RevisionId>,
     ) -> Result<AgentRevision, Error> {
         let agent_ref = ResourceRef::exact(ResourceKind::Agent, ns, id);
-        let mut tx = self
+        let (session, _) = self
+            .read_authorized(req, Action::Deploy, &agent_ref, DEPLOY_AUDIT)
+            .await?;
+        let (session, seen) = self
+            .admission_facts(session, req, (ns, id), source, false)
+            .await?;
+        drop(session);
+        let harness = |mode| self.settings.harness(mode);
+        let secret_driver_id = self.secrets.identity().id;
+        let installation = Installation {
+            compute: &self.compute,
+            harness: &harness,
+            secret_driver_id: &secret_driver_id,
+        };
+        if let Err(refusal) = admission::check_facts(&seen, &installation) {
+            return Err(self.refused(req, &agent_ref, refusal).await);
+        }
+        let answers = self.driver_answers(ns, &seen).await?;
+
+        let tx = self
             .write_authorized(req, Action::Deploy, &agent_ref, DEPLOY_AUDIT)
             .await?;
-        let agent = found(tx.agent_lock(ns, id).await?)?;
-        if agent.status == AgentStatus::Deleting {
-            return Err(agent_deleting());
-        }
-        let namespace = live_namespace(&mut tx, ns).await?;
-        if let Err(not_ready) = require_ready(&namespace) {
-            drop(tx);
-            self.audit_failure(req, DEPLOY_AUDIT, &agent_ref, "NAMESPACE_NOT_READY")
-                .await?;
-            return Err(not_ready);
-        }
-        let source = match source {
-            Some(rev) => Some(found(tx.revision_get(ns, id, rev).await?)?),
-            None => None,
-        };
-        // A deploy runs the Agent's draft; a redeploy what the source revision froze.
-        let (mode, harness_auth) = match &source {
-            None => (agent.execution_mode, agent.harness_auth.clone()),
-            Some(rev) => (rev.spec.harness.mode, rev.spec.harness_auth.clone()),
-        };
-        let Some(harness_auth) = harness_auth else {
-            return Err(Error::conflict(
-                "The Agent has no harnessAuth; set one before deploying",
-            ));
-        };
-        if let Some(refusal) = self.compute.refusal(mode, Some(&harness_auth)) {
-            return Err(Error::conflict(refusal));
-        }
-        if let Some(rev) = &source {
-            self.require_same_runtime(rev)?;
-        }
-        let configuration_id = source
-            .as_ref()
-            .map_or(&agent.configuration_id, |rev| &rev.spec.configuration_id)
-            .clone();
-        let mut tx = self
-            .authorize_consumed(
-                tx,
-                req,
-                &agent,
-                Consumed::Configuration(&configuration_id),
-                true,
-            )
+        let (mut tx, facts) = self
+            .admission_facts(tx, req, (ns, id), source, true)
             .await?;
-        let basis = match source {
-            Some(rev) => Basis::Revision(Box::new(rev)),
-            None => {
-                Basis::Configuration(found(tx.configuration_lock(ns, &configuration_id).await?)?)
+        let planned = match admission::plan(&facts, &answers, &installation) {
+            Ok(planned) => planned,
+            Err(refusal) => {
+                drop(tx);
+                return Err(self.refused(req, &agent_ref, refusal).await);
             }
         };
-        let secret_bindings = basis.secret_bindings();
-        // A Configuration (or revision) stored before the binding-name rule must not reach a
-        // gateway with a name that changes how the runtime starts.
-        let mut problems = occ_core::validate::Problems::new();
-        occ_core::inputs::check_binding_names(&secret_bindings, "/secretBindings", &mut problems);
-        if !problems.is_empty() {
-            drop(tx);
-            self.audit_failure(req, DEPLOY_AUDIT, &agent_ref, "SECRET_BINDING_NAME_REFUSED")
-                .await?;
-            return Err(problems.into_error_saying(&format!(
-                "Configuration {configuration_id} binds a Secret to an environment variable \
-                 that gateways may not receive; rename the binding and deploy again"
-            )));
-        }
-        if let Some(refusal) = self.compute.secret_refusal(!secret_bindings.is_empty()) {
-            return Err(Error::conflict(refusal));
-        }
-        for consumed in consumed_inputs(Some(&secret_bindings), Some(&harness_auth)) {
-            tx = self.admit_consumed(tx, req, &agent, consumed).await?;
-        }
-        let (backend_id, source_revision_id) = match &basis {
-            Basis::Revision(rev) => (rev.backend_id.clone(), Some(rev.id.clone())),
-            Basis::Configuration(_) => (agent.backend_id.clone(), None),
-        };
-        let account_credential = match harness_auth.service_account_id() {
-            None => None,
-            Some(account) => {
-                let sa = found(tx.service_account_get(ns, account).await?)?;
-                let frozen = freeze_account_credential(&sa, backend_id.as_deref())?;
-                if let Basis::Revision(rev) = &basis
-                    && rev.spec.account_credential.as_ref() != Some(&frozen)
-                {
-                    return Err(Error::conflict(format!(
-                        "ServiceAccount {account} carries another credential than revision {} \
-                         ran with; deploy the Agent's Configuration instead",
-                        rev.revision
-                    )));
-                }
-                Some(frozen)
-            }
-        };
-        let generation = basis.generation();
-        let document = self.basis_document(ns, &basis).await?;
-        let document =
-            occ_core::native::check_stored_document(document, &configuration_id, generation)?;
-        occ_core::native::harness::require_harness(&document, mode, &configuration_id, generation)?;
-        let uses_secrets = !secret_bindings.is_empty() || harness_auth.secret_id().is_some();
-        let spec = AdmittedSpec {
-            configuration_id: configuration_id.clone(),
-            configuration_kind: occ_core::resource::CONFIGURATION_KIND_AGENT.into(),
-            configuration_generation: generation,
-            configuration: document,
-            harness: self.settings.harness(mode),
-            compute: self.compute.identity.clone(),
-            service_principal_id: agent.service_principal_id.clone(),
-            harness_auth: Some(harness_auth),
-            secret_driver_id: uses_secrets.then(|| self.secrets.identity().id),
-            secret_bindings: (!secret_bindings.is_empty()).then_some(secret_bindings),
-            account_credential,
-        };
+
+        let configuration_id = planned.spec.configuration_id.clone();
+        let generation = planned.spec.configuration_generation;
         let new = NewRevision {
             id: RevisionId::generate(),
             namespace_id: ns.clone(),
             agent_id: id.clone(),
-            backend_id,
-            spec,
-            source_revision_id,
+            backend_id: planned.backend_id,
+            spec: planned.spec,
+            source_revision_id: planned.source_revision_id,
             admitted_at: Timestamp::now(),
         };
         let rev_ref = ResourceRef::exact(ResourceKind::AgentRevision, ns, &new.id);
@@ -434,26 +401,15 @@ impl Controller {
         Ok(revision)
     }
 
-    /// A redeploy reuses the source revision's harness and Compute identities, so the worker
-    /// would refuse it (`HARNESS_DESCRIPTOR_MISMATCH`, `COMPUTE_DRIVER_MISMATCH`) if this
-    /// installation no longer runs them: refuse it at admission instead.
-    fn require_same_runtime(&self, rev: &AgentRevision) -> Result<(), Error> {
-        if rev.spec.compute != self.compute.identity {
-            return Err(Error::conflict(format!(
-                "Revision {} was admitted for the {} Compute Driver ({}), which this installation \
-                 no longer uses; deploy the Agent's Configuration instead",
-                rev.revision, rev.spec.compute.implementation, rev.spec.compute.id
-            )));
+    /// A refused deploy's error, after its audit record when the refusal is audited (a failed
+    /// audit answers 503: fail closed).
+    async fn refused(&self, req: &Request, agent: &ResourceRef, refusal: Refusal) -> Error {
+        if let Some(reason) = refusal.audited
+            && let Err(e) = self.audit_failure(req, DEPLOY_AUDIT, agent, reason).await
+        {
+            return e;
         }
-        let approved = self.settings.harness(rev.spec.harness.mode);
-        if rev.spec.harness != approved {
-            return Err(Error::conflict(format!(
-                "Revision {} was admitted for {} {}, but this installation runs {}; deploy the \
-                 Agent's Configuration instead",
-                rev.revision, rev.spec.harness.id, rev.spec.harness.version, approved.version
-            )));
-        }
-        Ok(())
+        refusal.error
     }
 
     /// The document a new revision freezes: the Configuration's locked generation, read from
@@ -701,51 +657,6 @@ pub(crate) async fn deployment_status_in(
         error,
         progress,
     })
-}
-
-/// What a revision freezes of a `chatgpt_service_account` credential (409 when the account
-/// cannot run a harness: no issued credential, a native reference, or an Agent that does not
-/// select the Backend that issued it).
-fn freeze_account_credential(
-    sa: &ServiceAccount,
-    backend_id: Option<&str>,
-) -> Result<FrozenAccountCredential, Error> {
-    match (&sa.binding, sa.credential_kind) {
-        (
-            Some(ServiceAccountBinding::Managed {
-                backend_id: issuer,
-                workspace_id,
-                credential: Some(credential),
-                ..
-            }),
-            Some(ServiceAccountCredentialKind::AccessToken),
-        ) => {
-            if backend_id != Some(issuer.as_str()) {
-                return Err(Error::conflict(format!(
-                    "ServiceAccount {} holds a credential of Backend {issuer:?}; the Agent must \
-                     select it (backendId {issuer:?})",
-                    sa.id
-                )));
-            }
-            Ok(FrozenAccountCredential {
-                service_account_id: sa.id.clone(),
-                kind: ServiceAccountCredentialKind::AccessToken,
-                backend_id: issuer.clone(),
-                workspace_id: workspace_id.clone(),
-                upstream_credential_id: credential.upstream_credential_id.clone(),
-            })
-        }
-        (_, None) => Err(Error::conflict(format!(
-            "ServiceAccount {} has no credential; issue one with POST \
-             /namespaces/{}/service-accounts/{}/credentials",
-            sa.id, sa.namespace_id, sa.id
-        ))),
-        (_, Some(_)) => Err(Error::conflict(format!(
-            "ServiceAccount {} carries a native credential reference, which a harness cannot \
-             run with: only a credential its Backend issued (access_token) can",
-            sa.id
-        ))),
-    }
 }
 
 #[cfg(test)]

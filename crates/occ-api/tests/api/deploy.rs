@@ -584,6 +584,15 @@ async fn a_stored_binding_that_breaks_the_name_rule_is_refused_at_deploy() {
             .unwrap()
             .to_owned();
         let agt = agent(&app, &ns, &cfg, "old-binding", &admin).await;
+        // The Agent may use the Secret: what refuses the deploy is the binding's name.
+        let sp: occ_core::IamId = format!("service-agent-{agt}").parse().unwrap();
+        app.grant(
+            &sp,
+            &[Permission::new(Action::Operate, ResourceKind::Secret)],
+            &app.default_ns,
+            Some((ResourceKind::Secret, sec.clone())),
+        )
+        .await;
         let mut raw = app.db.raw().await;
         let bindings = json!({"NODE_OPTIONS": {"source": {"kind": "secret", "namespaceId": ns, "id": sec}, "delivery": {"type": "env"}}});
         raw.execute(&format!(

@@ -185,12 +185,21 @@ pub async fn wait_binding_applied(
     loop {
         let reply = session
             .call("config.get", serde_json::json!({}), Duration::from_secs(10))
-            .await
-            .map_err(|e| {
-                ComputeError::transient(ReasonCode::WorkspaceNodeBindingPending, e.to_string())
-            })?;
-        if binding_applied(&reply, device_id) {
-            return Ok(());
+            .await;
+        match reply {
+            Ok(reply) if binding_applied(&reply, device_id) => return Ok(()),
+            Ok(_) => {}
+            // While the gateway reloads the plugins the binding touches it answers `UNAVAILABLE`
+            // (or, on a busy machine, late): not yet, until the bound.
+            Err(e) if e.is_transient() && Instant::now() < deadline => {
+                tracing::debug!(error = %e, "config.get while the binding applies");
+            }
+            Err(e) => {
+                return Err(ComputeError::transient(
+                    ReasonCode::WorkspaceNodeBindingPending,
+                    e.to_string(),
+                ));
+            }
         }
         if Instant::now() >= deadline {
             return Err(ComputeError::transient(

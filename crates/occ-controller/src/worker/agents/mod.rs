@@ -6,19 +6,28 @@
 //! the pointer only if it still names the revision it stopped, and a deploy admitted after the
 //! stop makes the stop `STOP_SUPERSEDED`. Delete retires every revision, removes the Agent's
 //! runtime storage through Compute, then runs the deletion finalizer in the fenced transaction.
+//!
+//! Each pass reads its facts in one read session, decides in [`plan`] (pure), and runs its
+//! Compute calls under the work item's lease with no row locked; only the settling transaction
+//! locks the Agent row, and it calls no Driver.
 
 use occ_core::ReasonCode;
 use occ_core::audit::{AuditKind, AuditOutcome};
 use occ_core::authz::{Action, ResourceKind, ResourceRef};
-use occ_core::resource::{
-    Agent, AgentRevision, AgentStatus, DesiredRuntimeState, RuntimeObservation,
-};
+use occ_core::resource::{Agent, AgentRevision, DesiredRuntimeState, RuntimeObservation};
 use occ_drivers::compute::{AgentTarget, ComputeError};
 use occ_store::queue::Claim;
 use serde_json::json;
 
 use super::revisions::{revision_target, store_to_compute};
 use super::{Outcome, PassError, PassOutcome, Settled, Worker, no_extra};
+
+mod plan;
+
+use plan::{
+    DeleteFacts, DeleteProgress, DeleteStep, StopFacts, StopPlan, plan_delete, plan_stop,
+    stop_outcome,
+};
 
 impl Worker {
     pub(crate) async fn agent_stop(&self, claim: &Claim) -> Result<PassOutcome, PassError> {
@@ -52,64 +61,21 @@ impl Worker {
             return self.finish_stop(claim, outcome, None).await;
         }
         let mut tx = self.store().begin_read().await?;
-        let Some(agent) = tx.agent_get(ns, agent_id).await? else {
-            return self
-                .finish_stop(
-                    claim,
-                    Outcome::permanent(ReasonCode::InvalidAgentOwner),
-                    None,
-                )
-                .await;
+        let facts = StopFacts {
+            requested_at: item.created_at,
+            agent: tx.agent_get(ns, agent_id).await?,
+            revisions: tx.revision_list(ns, agent_id).await?,
+            compute: self.compute.selection().identity.clone(),
         };
-        let revisions = tx.revision_list(ns, agent_id).await?;
         drop(tx);
-        if agent.desired_runtime_state != DesiredRuntimeState::Stopped {
-            return self
-                .finish_stop(claim, Outcome::done(ReasonCode::StopSuperseded), None)
-                .await;
-        }
-        let active = match &agent.active_revision_id {
-            None => None,
-            Some(id) => match revisions.iter().find(|r| &r.id == id) {
-                Some(r) => Some(r.clone()),
-                None => {
-                    return self
-                        .finish_stop(
-                            claim,
-                            Outcome::permanent(ReasonCode::InvalidActiveRevision),
-                            None,
-                        )
-                        .await;
-                }
-            },
+        let (agent, active, cleanup) = match plan_stop(&facts) {
+            StopPlan::Finish(outcome) => return self.finish_stop(claim, outcome, None).await,
+            StopPlan::Stop {
+                agent,
+                active,
+                cleanup,
+            } => (agent, active, cleanup),
         };
-        if let Some(active) = &active
-            && active.created_at > item.created_at
-        {
-            // The active revision was admitted after this stop: a later deploy won.
-            return self
-                .finish_stop(claim, Outcome::done(ReasonCode::StopSuperseded), None)
-                .await;
-        }
-        let ours = &self.compute.selection().identity;
-        if let Some(active) = &active
-            && &active.spec.compute != ours
-        {
-            return self
-                .finish_stop(
-                    claim,
-                    Outcome::permanent(ReasonCode::ComputeDriverMismatch),
-                    None,
-                )
-                .await;
-        }
-        // Active first, then every other revision admitted before the stop request.
-        let mut cleanup: Vec<&AgentRevision> = active.iter().collect();
-        cleanup.extend(revisions.iter().filter(|r| {
-            Some(&r.id) != agent.active_revision_id.as_ref()
-                && r.created_at <= item.created_at
-                && &r.spec.compute == ours
-        }));
         let stopped = self
             .effect(claim, async {
                 for rev in &cleanup {
@@ -123,25 +89,17 @@ impl Worker {
                         return Ok(false);
                     }
                     self.compute
-                        .stop_revision(&revision_target(&agent, rev))
+                        .stop_revision(&revision_target(agent, rev))
                         .await?;
                 }
                 Ok::<_, ComputeError>(true)
             })
             .await?;
-        let outcome = match stopped {
-            Ok(true) if active.is_some() => Outcome::done(ReasonCode::AgentStopped),
-            Ok(true) => Outcome::done(ReasonCode::AgentAlreadyStopped),
-            Ok(false) => Outcome::done(ReasonCode::StopSuperseded),
-            Err(e) => {
-                tracing::warn!(agent_id = %agent.id, code = %e.code, message = %e.message, "stop failed");
-                match Outcome::from_compute(&e) {
-                    Outcome::Pending(_) => Outcome::retry(ReasonCode::DependencyUnavailable),
-                    other => other,
-                }
-            }
-        };
-        self.finish_stop(claim, outcome, Some((&agent, active.as_ref())))
+        if let Err(e) = &stopped {
+            tracing::warn!(agent_id = %agent.id, code = %e.code, message = %e.message, "stop failed");
+        }
+        let outcome = stop_outcome(&stopped, active.is_some());
+        self.finish_stop(claim, outcome, Some((agent, active)))
             .await
     }
 
@@ -250,87 +208,84 @@ impl Worker {
         };
         let ns = &item.namespace_id;
         let mut tx = self.store().begin_read().await?;
-        let agent = tx.agent_get(ns, agent_id).await?;
-        let revisions = tx.revision_list(ns, agent_id).await?;
+        let facts = DeleteFacts {
+            agent: tx.agent_get(ns, agent_id).await?,
+            revisions: tx.revision_list(ns, agent_id).await?,
+            compute: self.compute.selection().identity.clone(),
+        };
         drop(tx);
-        let Some(agent) = agent else {
-            // Already finalized by an earlier pass whose completion was lost.
-            return self
-                .settle(claim, Outcome::done(ReasonCode::AgentDeleted), no_extra)
-                .await;
-        };
-        if agent.status != AgentStatus::Deleting
-            || agent.desired_runtime_state != DesiredRuntimeState::Stopped
-        {
-            return self
-                .finish_delete(
-                    claim,
-                    &agent,
-                    Outcome::permanent(ReasonCode::InvalidAgentState),
-                )
-                .await;
-        }
-        let req = self.request_for(item);
-        let agent_ref = ResourceRef::exact(ResourceKind::Agent, ns, agent_id);
-        let tx = self.store().begin_read().await?;
-        if let Err(e) = self
-            .controller
-            .authorize_in(
-                tx,
-                &req,
-                Action::Delete,
-                &agent_ref,
-                "openclaw.agents.delete",
-            )
-            .await
-        {
-            let outcome = self.authorization_outcome(item, &e).await?;
-            return self.finish_delete(claim, &agent, outcome).await;
-        }
-        let ours = &self.compute.selection().identity;
-        if revisions.iter().any(|r| &r.spec.compute != ours) {
-            return self
-                .finish_delete(
-                    claim,
-                    &agent,
-                    Outcome::permanent(ReasonCode::ComputeDriverMismatch),
-                )
-                .await;
-        }
-        let target = AgentTarget {
-            namespace_id: agent.namespace_id.clone(),
-            agent_id: agent.id.clone(),
-            service_principal_id: agent.service_principal_id.clone(),
-        };
-        let removed = self
-            .effect(claim, async {
-                for rev in &revisions {
-                    self.compute
-                        .retire_revision(&revision_target(&agent, rev))
-                        .await?;
+        let mut progress = DeleteProgress::default();
+        loop {
+            match plan_delete(&facts, &progress) {
+                DeleteStep::AlreadyFinalized => {
+                    return self
+                        .settle(claim, Outcome::done(ReasonCode::AgentDeleted), no_extra)
+                        .await;
                 }
-                self.compute.delete_agent(&target).await?;
-                // Its output is gone: so are the records of what its revisions were handed.
-                self.controller
-                    .secrets
-                    .forget_handed(&agent.namespace_id, &agent.id)
-                    .await
-                    .map_err(|e| {
-                        ComputeError::transient(
-                            ReasonCode::DependencyUnavailable,
-                            format!("the handed values of the Agent's revisions: {e}"),
+                DeleteStep::Authorize => {
+                    let req = self.request_for(item);
+                    let agent_ref = ResourceRef::exact(ResourceKind::Agent, ns, agent_id);
+                    let tx = self.store().begin_read().await?;
+                    let decided = self
+                        .controller
+                        .authorize_in(
+                            tx,
+                            &req,
+                            Action::Delete,
+                            &agent_ref,
+                            "openclaw.agents.delete",
                         )
-                    })
+                        .await;
+                    progress.authorized = Some(match decided {
+                        Ok(_) => Ok(()),
+                        Err(e) => Err(self.authorization_outcome(item, &e).await?),
+                    });
+                }
+                DeleteStep::Remove(agent) => {
+                    let removed = self
+                        .effect(claim, self.remove_agent(agent, &facts.revisions))
+                        .await?;
+                    if let Err(e) = &removed {
+                        tracing::warn!(agent_id = %agent.id, code = %e.code, message = %e.message, "agent deletion failed");
+                    }
+                    progress.removed = Some(removed);
+                }
+                DeleteStep::Finish(agent, outcome) => {
+                    return self.finish_delete(claim, agent, outcome).await;
+                }
+            }
+        }
+    }
+
+    /// Retires every revision, removes the Agent's runtime storage, then the records of what
+    /// its revisions were handed (its output is gone with it).
+    async fn remove_agent(
+        &self,
+        agent: &Agent,
+        revisions: &[AgentRevision],
+    ) -> Result<(), ComputeError> {
+        for rev in revisions {
+            self.compute
+                .retire_revision(&revision_target(agent, rev))
+                .await?;
+        }
+        self.compute
+            .delete_agent(&AgentTarget {
+                namespace_id: agent.namespace_id.clone(),
+                agent_id: agent.id.clone(),
+                service_principal_id: agent.service_principal_id.clone(),
             })
             .await?;
-        let outcome = match removed {
-            Ok(()) => Outcome::done(ReasonCode::AgentDeleted),
-            Err(e) => {
-                tracing::warn!(agent_id = %agent.id, code = %e.code, message = %e.message, "agent deletion failed");
-                Outcome::from_compute(&e)
-            }
-        };
-        self.finish_delete(claim, &agent, outcome).await
+        self.controller
+            .secrets
+            .forget_handed(&agent.namespace_id, &agent.id)
+            .await
+            .map_err(|e| {
+                ComputeError::transient(
+                    ReasonCode::DependencyUnavailable,
+                    format!("the handed values of the Agent's revisions: {e}"),
+                )
+            })
     }
 
     /// Settles delete work. Success runs the deletion finalizer in the same fenced transaction

@@ -24,28 +24,29 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use base64::Engine as _;
-use hmac::{Hmac, KeyInit, Mac};
+use hmac::Mac;
 use occ_core::audit::{AuditKind, AuditOutcome};
 use occ_core::authz::{AuthMethod, ResourceKind, ResourceRef};
 use occ_core::native::control_ui;
 use occ_core::resource::{Agent, DesiredRuntimeState};
-use occ_core::{AgentId, Error, ErrorCode, NamespaceId, RequestId, RevisionId, Timestamp};
+use occ_core::{AgentId, Error, ErrorCode, NamespaceId, RequestId, RevisionId};
 use serde::{Deserialize, Serialize};
-use sha2::Sha256;
-use subtle::ConstantTimeEq;
 use tokio::sync::broadcast;
 
 use crate::authorization::{audit_in_own_transaction, found};
 use crate::{Controller, Request};
+
+mod launch;
+mod origins;
+
+pub use launch::{AgentPass, launch_binding, launch_nonce};
+pub use origins::NativeAdminSettings;
 
 const READ_ACTION: &str = "openclaw.agents.native_admin.read";
 const RUNTIME_ROLES_ACTION: &str = "openclaw.agents.runtime_roles.list";
 const PROXY_ACTION: &str = "openclaw.agents.native_admin.proxy.authorize";
 const SOCKET_CONNECT_ACTION: &str = "openclaw.agents.native_admin.websocket.connect";
 const SOCKET_CLOSE_ACTION: &str = "openclaw.agents.native_admin.websocket.close";
-/// How long a launch ticket may wait to be exchanged.
-const TICKET_TTL: Duration = Duration::from_secs(60);
 /// How often an open Control UI socket is re-authorized (the reference's 25 s; with the 5 s
 /// bound on each check a revoked socket closes within 30 s).
 pub const LEASE_INTERVAL: Duration = Duration::from_secs(25);
@@ -57,107 +58,6 @@ pub const RESERVED_PREFIX: &str = "/__occ/";
 pub const CALLBACK_PATH: &str = "/__occ/native-admin/callback";
 /// The console's launch route.
 pub const LAUNCH_PATH: &str = "/__occ/native-admin/launch";
-
-/// Where Agent origins live.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NativeAdminSettings {
-    /// `https` or `http` (the public origin's).
-    scheme: String,
-    /// The DNS suffix of Agent hosts (`agents.example.com`; `occ dev`: `localhost`).
-    domain: String,
-    /// The public origin's explicit port, if any.
-    port: Option<u16>,
-    /// The console's origin (where launches happen).
-    console_origin: String,
-    /// How often open sockets are re-admitted.
-    lease_interval: Duration,
-}
-
-impl NativeAdminSettings {
-    /// Agent origins under `domain`, with the scheme and port of `public_origin`.
-    pub fn new(public_origin: &str, domain: &str) -> Result<Self, String> {
-        let domain = domain.trim_end_matches('.').to_ascii_lowercase();
-        let labels_ok = !domain.is_empty()
-            && domain.len() <= 200
-            && domain.split('.').all(|l| {
-                !l.is_empty()
-                    && l.len() <= 63
-                    && !l.starts_with('-')
-                    && !l.ends_with('-')
-                    && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
-            });
-        if !labels_ok {
-            return Err(format!("{domain:?} is not a DNS name"));
-        }
-        let (scheme, rest) = public_origin
-            .split_once("://")
-            .ok_or_else(|| format!("{public_origin:?} is not an origin"))?;
-        if scheme != "http" && scheme != "https" {
-            return Err(format!("{public_origin:?} is not an http(s) origin"));
-        }
-        let rest = rest.trim_end_matches('/');
-        let port = match rest.rsplit_once(':') {
-            // `[v6]` alone has colons but no port
-            Some(_) if rest.ends_with(']') => None,
-            Some((_, port)) => Some(
-                port.parse::<u16>()
-                    .map_err(|_| format!("{public_origin:?} has no valid port"))?,
-            ),
-            None => None,
-        };
-        Ok(Self {
-            scheme: scheme.to_owned(),
-            domain,
-            port,
-            console_origin: public_origin.trim_end_matches('/').to_owned(),
-            lease_interval: LEASE_INTERVAL,
-        })
-    }
-
-    /// Re-admits open sockets every `interval` instead (tests).
-    pub fn with_lease_interval(mut self, interval: Duration) -> Self {
-        self.lease_interval = interval;
-        self
-    }
-
-    /// How often open sockets are re-admitted.
-    pub fn lease_interval(&self) -> Duration {
-        self.lease_interval
-    }
-
-    /// The origin serving `host`.
-    pub fn origin_of(&self, host: &str) -> String {
-        match self.port {
-            Some(port) => format!("{}://{host}:{port}", self.scheme),
-            None => format!("{}://{host}", self.scheme),
-        }
-    }
-
-    /// Whether cookies must be `Secure`.
-    pub fn secure(&self) -> bool {
-        self.scheme == "https"
-    }
-
-    /// The console's launch URL for an Agent host, bound to the browser that holds the launch
-    /// nonce whose [`launch_binding`] is `binding`.
-    pub fn launch_url(&self, host: &str, binding: &str) -> String {
-        format!(
-            "{}{LAUNCH_PATH}?host={host}&binding={binding}",
-            self.console_origin
-        )
-    }
-
-    /// The Agent host named by a request's `Host` header, if it is one (the port is ignored:
-    /// one listener serves the console and every Agent origin).
-    pub fn agent_host_of<'a>(&self, authority: &'a str) -> Option<&'a str> {
-        let host = match authority.rsplit_once(':') {
-            Some((host, port)) if port.bytes().all(|b| b.is_ascii_digit()) => host,
-            _ => authority,
-        };
-        let label = host.strip_suffix(&self.domain)?.strip_suffix('.')?;
-        (label.starts_with("agent-") && !label.contains('.')).then_some(host)
-    }
-}
 
 /// Whether a person can open an Agent's Control UI now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -248,57 +148,6 @@ impl ProxyRefusal {
             Self::LaunchNotBound => "launch_not_bound",
         }
     }
-}
-
-/// A fresh launch nonce: the Agent origin sets it as a cookie on the browser it sends to the
-/// console, so only that browser can redeem the ticket it comes back with.
-pub fn launch_nonce() -> String {
-    crate::auth::random_token()
-}
-
-/// What a launch ticket carries of its browser's nonce: base64url(SHA-256(nonce)), 43
-/// characters.
-pub fn launch_binding(nonce: &str) -> String {
-    use sha2::Digest as _;
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(Sha256::digest(nonce.as_bytes()))
-}
-
-/// Whether `binding` has the shape [`launch_binding`] gives.
-fn well_formed_binding(binding: &str) -> bool {
-    binding.len() == 43
-        && binding
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-}
-
-/// The signed contents of a ticket or a pass.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-struct Grant {
-    /// `ticket` or `pass`.
-    k: String,
-    /// The console session it derives from.
-    sid: String,
-    ns: NamespaceId,
-    agt: AgentId,
-    host: String,
-    rev: RevisionId,
-    /// Expiry, Unix milliseconds.
-    exp: i64,
-    /// Nonce (tickets).
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    n: String,
-    /// The starting browser's [`launch_binding`] (tickets).
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    b: String,
-}
-
-/// A pass cookie for an Agent origin.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AgentPass {
-    /// The cookie value.
-    pub value: String,
-    /// Seconds until it expires (with its session).
-    pub max_age: u64,
 }
 
 /// A proxied request or socket occ admitted: where to send it and on whose behalf.
@@ -433,44 +282,6 @@ impl Controller {
         format!("agent-{}.{}", &digest[..32], settings.domain)
     }
 
-    fn mac(&self, purpose: &str) -> Hmac<Sha256> {
-        let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(&self.settings.auth_secret)
-            .expect("HMAC takes any key length");
-        mac.update(b"occ-native-admin\0");
-        mac.update(purpose.as_bytes());
-        mac.update(b"\0");
-        mac
-    }
-
-    fn sign(&self, grant: &Grant) -> String {
-        let body = base64::engine::general_purpose::URL_SAFE_NO_PAD
-            .encode(serde_json::to_vec(grant).unwrap_or_default());
-        let mut mac = self.mac("grant");
-        mac.update(body.as_bytes());
-        let tag =
-            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes());
-        format!("{body}.{tag}")
-    }
-
-    /// The grant a signed value carries, if the signature holds, it is of `kind` and unexpired.
-    fn verify(&self, value: &str, kind: &str) -> Option<Grant> {
-        if value.len() > 2048 {
-            return None;
-        }
-        let (body, tag) = value.split_once('.')?;
-        let tag = base64::engine::general_purpose::URL_SAFE_NO_PAD
-            .decode(tag)
-            .ok()?;
-        let mut mac = self.mac("grant");
-        mac.update(body.as_bytes());
-        mac.verify_slice(&tag).ok()?;
-        let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
-            .decode(body)
-            .ok()?;
-        let grant: Grant = serde_json::from_slice(&bytes).ok()?;
-        (grant.k == kind && grant.exp > Timestamp::now().unix_millis()).then_some(grant)
-    }
-
     /// Whether the caller may open the Agent's Control UI, and in which runtime role: a person
     /// (no service keys) with Agent `use` on the exact Agent and one runtime role assigned to
     /// them on it, that role being one the runtime enforces (fail closed otherwise).
@@ -577,135 +388,6 @@ impl Controller {
         };
         let doc = &revision.spec.configuration;
         Ok(control_ui::enabled(doc) && control_ui::unsupported_reason(doc).is_none())
-    }
-
-    /// The console's launch: checks the session and the Agent behind `host`, and answers the
-    /// Agent origin's callback URL with a one-time ticket bound to the browser that holds the
-    /// nonce behind `binding` (the Agent origin set it before sending the browser here).
-    pub async fn native_admin_launch(
-        &self,
-        req: &Request,
-        host: &str,
-        binding: &str,
-    ) -> Result<String, Error> {
-        let settings = self
-            .native_admin
-            .as_ref()
-            .ok_or_else(|| Error::new(ErrorCode::NotFound, "The Control UI is not offered"))?;
-        if !well_formed_binding(binding) {
-            return Err(Error::invalid_request(
-                "The launch link is not bound to a browser; open the Control UI from the Agent's page",
-            ));
-        }
-        let session_id = req.caller.session_id.clone().ok_or_else(|| {
-            Error::new(
-                ErrorCode::Forbidden,
-                "The Control UI needs a signed-in console session; service API keys cannot open it",
-            )
-        })?;
-        let (ns, id) = self.agent_behind(settings, host).await?;
-        let view = self.native_admin(req, &ns, &id).await?;
-        let target = match (view.status, view.target) {
-            (NativeAdminStatus::Available, Some(target)) => target,
-            (status, _) => {
-                return Err(Error::new(
-                    ErrorCode::DependencyUnavailable,
-                    format!(
-                        "The Agent's Control UI is {}; open it again from the Agent's page",
-                        serde_json::to_value(status)
-                            .ok()
-                            .and_then(|v| v.as_str().map(str::to_owned))
-                            .unwrap_or_default()
-                    ),
-                ));
-            }
-        };
-        let ticket = self.sign(&Grant {
-            k: "ticket".into(),
-            sid: session_id,
-            ns,
-            agt: id,
-            host: target.host.clone(),
-            rev: target.active_revision_id,
-            exp: Timestamp::now().plus(TICKET_TTL).unix_millis(),
-            n: crate::auth::random_token(),
-            b: binding.to_owned(),
-        });
-        Ok(format!("{}{CALLBACK_PATH}?ticket={ticket}", target.origin))
-    }
-
-    /// The Agent behind an `agent-…` host, found by re-deriving hosts (nothing maps hosts to
-    /// Agents; unknown hosts are 404).
-    async fn agent_behind(
-        &self,
-        settings: &NativeAdminSettings,
-        host: &str,
-    ) -> Result<(NamespaceId, AgentId), Error> {
-        let mut tx = self.store.begin_read().await?;
-        for namespace in tx.namespace_list().await? {
-            for agent in tx.agent_list(&namespace.id).await? {
-                if self.agent_host(settings, &agent.namespace_id, &agent.id) == host {
-                    return Ok((agent.namespace_id, agent.id));
-                }
-            }
-        }
-        Err(Error::new(
-            ErrorCode::NotFound,
-            "No Agent is served at this host",
-        ))
-    }
-
-    /// Exchanges a launch ticket presented at `host` for the origin's pass (once), only in the
-    /// browser that started the launch: the one holding the `nonce` the ticket is bound to.
-    pub async fn native_admin_redeem(
-        &self,
-        host: &str,
-        ticket: &str,
-        nonce: Option<&str>,
-    ) -> Result<AgentPass, ProxyRefusal> {
-        let grant = self
-            .verify(ticket, "ticket")
-            .filter(|g| g.host == host)
-            .ok_or(ProxyRefusal::SessionInvalid)?;
-        let bound = nonce.is_some_and(|nonce| {
-            bool::from(launch_binding(nonce).as_bytes().ct_eq(grant.b.as_bytes()))
-        });
-        if !bound {
-            return Err(ProxyRefusal::LaunchNotBound);
-        }
-        let expires_at =
-            Timestamp::from_unix_millis(grant.exp).ok_or(ProxyRefusal::SessionInvalid)?;
-        let first = self
-            .ticket_redeemed_once(&grant.n, expires_at)
-            .await
-            .map_err(|_| ProxyRefusal::DependencyFailure)?;
-        if !first {
-            return Err(ProxyRefusal::SessionInvalid);
-        }
-        let mut tx = self
-            .store
-            .begin_read()
-            .await
-            .map_err(|_| ProxyRefusal::DependencyFailure)?;
-        let (session, _) = tx
-            .session_by_id(&grant.sid, Timestamp::now())
-            .await
-            .map_err(|_| ProxyRefusal::DependencyFailure)?
-            .ok_or(ProxyRefusal::SessionInvalid)?;
-        drop(tx);
-        let now = Timestamp::now().unix_millis();
-        let exp = session.expires_at.unix_millis();
-        let pass = self.sign(&Grant {
-            k: "pass".into(),
-            n: String::new(),
-            b: String::new(),
-            exp,
-            ..grant
-        });
-        Ok(AgentPass {
-            value: pass,
-            max_age: u64::try_from((exp - now) / 1000).unwrap_or(0),
-        })
     }
 
     /// [`Controller::native_admin_admit`] for a proxied HTTP request: an admission of the same

@@ -1,5 +1,8 @@
 //! Namespace work: ensure (`provisioning → ready | failed`) and delete (`deleting →`
 //! tombstone, with the Namespace's IAM policy removed).
+//!
+//! A pass reads its facts, decides in [`plan`] (pure), and runs Compute and the hooks under the
+//! work item's lease with no row locked; the settling transaction calls no Driver.
 
 use occ_core::ReasonCode;
 use occ_core::Timestamp;
@@ -10,7 +13,11 @@ use occ_drivers::compute::{ComputeError, Convergence, NamespaceTarget};
 use occ_store::queue::Claim;
 use serde_json::json;
 
-use super::{Outcome, PassError, PassOutcome, Settled, Worker, no_extra};
+use super::{Outcome, PassError, PassOutcome, Worker, no_extra};
+
+mod plan;
+
+use plan::{Facts, Progress, Settlement, Step, plan, settlement};
 
 impl Worker {
     /// `namespace:<id>:reconcile:ready`
@@ -24,95 +31,86 @@ impl Worker {
         self.namespace_pass(claim, NamespaceStatus::Deleting).await
     }
 
+    /// Reads the facts, then follows [`plan::plan`]: authorization and Compute are the only
+    /// I/O between the read and the settling transaction, and no row is locked while Compute
+    /// or a hook runs.
     async fn namespace_pass(
         &self,
         claim: &Claim,
         expected: NamespaceStatus,
     ) -> Result<PassOutcome, PassError> {
         let item = &claim.item;
-        let ensure = expected == NamespaceStatus::Provisioning;
-        let action_name = if ensure {
-            "openclaw.namespaces.lifecycle.ensure"
-        } else {
-            "openclaw.namespaces.lifecycle.delete"
-        };
         let mut tx = self.store().begin_read().await?;
-        let ns = tx.namespace_get(&item.namespace_id).await?;
-        let installation = tx.installation_get().await?;
+        let facts = Facts {
+            expected,
+            namespace: tx.namespace_get(&item.namespace_id).await?,
+            installation: tx.installation_get().await?.map(|i| i.id),
+        };
         drop(tx);
-        let (Some(ns), Some(installation)) = (ns, installation) else {
-            return self
-                .settle(claim, Outcome::done(ReasonCode::SupersededTarget), no_extra)
-                .await;
-        };
-        if ns.status != expected || ns.deleted_at.is_some() {
-            // Already converged (or moved on): re-running is a no-op.
-            return self
-                .settle(claim, Outcome::done(ReasonCode::SupersededTarget), no_extra)
-                .await;
+        let mut progress = Progress::default();
+        loop {
+            match plan(&facts, &progress) {
+                Step::Superseded => {
+                    return self
+                        .settle(claim, Outcome::done(ReasonCode::SupersededTarget), no_extra)
+                        .await;
+                }
+                Step::Authorize(decisions) => {
+                    progress.authorized = Some(self.authorize_all(item, &decisions, &facts).await?);
+                }
+                step @ (Step::Prepare(ns) | Step::Remove(ns)) => {
+                    let target = NamespaceTarget {
+                        id: ns.id.clone(),
+                        name: ns.name.to_string(),
+                        existing_namespace: ns.existing_namespace.clone(),
+                    };
+                    let ensure = matches!(step, Step::Prepare(_));
+                    let observed = self
+                        .effect(claim, async {
+                            if ensure {
+                                self.prepare_namespace(&target).await
+                            } else {
+                                self.remove_namespace(&target).await
+                            }
+                        })
+                        .await?;
+                    if let Err(e) = &observed {
+                        tracing::warn!(namespace_id = %target.id, code = %e.code, message = %e.message, "namespace effect failed");
+                    }
+                    progress.converged = Some(observed);
+                }
+                Step::Finish {
+                    namespace: ns,
+                    outcome,
+                    converged,
+                } => {
+                    return self
+                        .finish_namespace(claim, &facts, ns, outcome, converged)
+                        .await;
+                }
+            }
         }
+    }
 
-        // The original requester must still be allowed to do what it asked for.
+    /// Each decision in turn; the first refusal (audited where it was decided) ends the pass.
+    async fn authorize_all(
+        &self,
+        item: &occ_core::work::WorkItem,
+        decisions: &[(Action, ResourceRef)],
+        facts: &Facts,
+    ) -> Result<Result<(), Outcome>, PassError> {
         let req = self.request_for(item);
-        let target = if ensure {
-            ResourceRef::namespace_collection(&installation.id)
-        } else {
-            ResourceRef::namespace(&ns.id)
-        };
-        let (action, audit) = if ensure {
-            (Action::Create, "openclaw.namespaces.create")
-        } else {
-            (Action::Delete, "openclaw.namespaces.delete")
-        };
-        let mut decisions = vec![(action, target)];
-        if ensure && ns.existing_namespace.is_some() {
-            // Adopting an operator's namespace is an Installation administrator's decision.
-            decisions.push((
-                Action::Administer,
-                ResourceRef::installation(&installation.id),
-            ));
-        }
         for (action, target) in decisions {
             let tx = self.store().begin_read().await?;
             if let Err(e) = self
                 .controller
-                .authorize_in(tx, &req, action, &target, audit)
+                .authorize_in(tx, &req, *action, target, facts.audit_name())
                 .await
             {
-                let outcome = self.authorization_outcome(item, &e).await?;
-                return self
-                    .finish_namespace(claim, &ns, outcome, action_name, None)
-                    .await;
+                return Ok(Err(self.authorization_outcome(item, &e).await?));
             }
         }
-
-        let compute_target = NamespaceTarget {
-            id: ns.id.clone(),
-            name: ns.name.to_string(),
-            existing_namespace: ns.existing_namespace.clone(),
-        };
-        let observed = self
-            .effect(claim, async {
-                if ensure {
-                    self.prepare_namespace(&compute_target).await
-                } else {
-                    self.remove_namespace(&compute_target).await
-                }
-            })
-            .await?;
-        let (outcome, convergence) = match &observed {
-            Ok(Convergence::Done) => (Outcome::done(ReasonCode::NamespaceReconciled), Some(true)),
-            Ok(Convergence::Pending) => (
-                Outcome::pending(ReasonCode::NamespaceIncomplete),
-                Some(false),
-            ),
-            Err(e) => {
-                tracing::warn!(namespace_id = %ns.id, code = %e.code, message = %e.message, "namespace effect failed");
-                (Outcome::from_compute(e), None)
-            }
-        };
-        self.finish_namespace(claim, &ns, outcome, action_name, convergence)
-            .await
+        Ok(Ok(()))
     }
 
     /// Compute prepares the Namespace, then each hook in order; pending anywhere is pending.
@@ -144,12 +142,13 @@ impl Worker {
     async fn finish_namespace(
         &self,
         claim: &Claim,
+        facts: &Facts,
         ns: &Namespace,
         outcome: Outcome,
-        action_name: &str,
         convergence: Option<bool>,
     ) -> Result<PassOutcome, PassError> {
-        let ensure = ns.status == NamespaceStatus::Provisioning;
+        let ensure = facts.ensure();
+        let action_name = facts.action_name();
         let req = self.request_for(&claim.item);
         let compute_id = self.compute.selection().identity.id.clone();
         // Repeated identical pending observations are recorded once (the queue's own evidence
@@ -163,14 +162,11 @@ impl Worker {
             _ => false,
         };
         self.settle(claim, outcome, async |tx, settled, outcome| {
-            match (ensure, settled) {
-                (true, Settled::Succeeded) => {
-                    tx.namespace_settle_provisioning(&ns.id, true).await?;
+            match settlement(ensure, settled) {
+                Settlement::Provisioned(ready) => {
+                    tx.namespace_settle_provisioning(&ns.id, ready).await?;
                 }
-                (true, Settled::Failed) => {
-                    tx.namespace_settle_provisioning(&ns.id, false).await?;
-                }
-                (false, Settled::Succeeded) => {
+                Settlement::Tombstone => {
                     let removed = tx.iam_remove_namespace_policy(&ns.id).await?;
                     tx.namespace_tombstone(&ns.id, Timestamp::now()).await?;
                     let event = self
@@ -185,7 +181,7 @@ impl Worker {
                         .detail("removedBindingIds", json!(removed));
                     tx.audit_append(&event).await?;
                 }
-                _ => {}
+                Settlement::Unchanged => {}
             }
             // A refusal was audited as a denial when it was decided.
             let denied = matches!(

@@ -1,0 +1,103 @@
+//! Dedicated execution on this host: the Codex harness beside the gateway, its node
+//! enrolled into the gateway (detached supervision without per-Agent accounts: the process
+//! Driver).
+
+use super::*;
+
+impl Host {
+    /// Activation of a dedicated revision: the harness (launch input and credential written,
+    /// `occ harness-launch` started, its app-server up), then the gateway with the runtime copy
+    /// of the snapshot, then the node enrollment. An installed revision whose gateway, harness
+    /// and node all serve is left alone; anything else of the Agent is stopped and started over.
+    pub(super) async fn activate_dedicated(
+        &self,
+        settings: &DedicatedSettings,
+        rev: &RevisionTarget,
+        ctx: &RevisionContext,
+        agent_dir: &Path,
+        marker: &layout::AgentMarker,
+    ) -> Result<(), ComputeError> {
+        if self.serving(&rev.agent, agent_dir, rev).await? {
+            return Ok(());
+        }
+        let harness_port = marker
+            .harness_port
+            .ok_or_else(|| unavailable("the Agent has no harness port"))?;
+        let dirs = HarnessDirs::of(agent_dir);
+        remove_file(&enrolled_marker(&dirs, &rev.revision_id))?;
+        detached::stop(agent_dir, self.settings.stop_timeout).await?;
+        workload::stop(agent_dir, self.settings.stop_timeout).await?;
+        switch_current(agent_dir, &rev.revision_id)?;
+        let runtime = self.runtime()?;
+        let app_server = app_server_token(agent_dir)?;
+        let gateway_token = layout::token(agent_dir)?;
+        let input = write_launch_files(
+            &dirs,
+            rev,
+            ctx,
+            &LaunchFiles {
+                runtime_dir: &runtime.root,
+                model_base_url: settings.model_base_url.as_deref(),
+                app_server_port: harness_port,
+                app_server_token: &app_server,
+                gateway_port: marker.port,
+            },
+        )?;
+        let snapshot = revision_dir(agent_dir, &rev.revision_id).join("openclaw.json");
+        let paired = write_runtime_config(&dirs, &snapshot, rev)?;
+        let home = dirs.home();
+        let record = workload::start(HarnessLaunch {
+            program: &settings.launcher,
+            input: &input,
+            path: &self.settings.path,
+            output: &dirs.log(&rev.revision_id),
+            cwd: &home,
+            agent_dir,
+            rev,
+            exits: &self.exits,
+        })?;
+        let started = async {
+            wait_running(
+                &dirs,
+                rev,
+                ctx,
+                gateway_token.expose(),
+                harness_port,
+                || crate::process::is_same_process(record.pid, record.start_time),
+                settings.ready_timeout,
+            )
+            .await?;
+            let config = dirs.runtime_config(&rev.revision_id);
+            let mut launch = self.launch(&runtime, rev, ctx, agent_dir, marker.port);
+            launch.dedicated = Some(DedicatedGateway {
+                config: &config,
+                app_server_token: &app_server,
+            });
+            detached::start(launch, None).await?;
+            let endpoint = occ_gateway::Endpoint::loopback(marker.port, gateway_token.expose());
+            enroll(&dirs, rev, &snapshot, &endpoint, paired).await
+        };
+        if let Err(e) = started.await {
+            // Nothing half-started stays: the next attempt starts both again.
+            detached::stop(agent_dir, self.settings.stop_timeout).await?;
+            workload::stop(agent_dir, self.settings.stop_timeout).await?;
+            return Err(e);
+        }
+        write_json(&enrolled_marker(&dirs, &rev.revision_id), &rev.revision_id)
+    }
+}
+
+/// `harness/run/<revId>/enrolled`: the revision's node was enrolled and bound (written last by
+/// an activation, removed first by the next).
+pub(super) fn enrolled_marker(dirs: &HarnessDirs, rev: &RevisionId) -> PathBuf {
+    dirs.run(rev).join("enrolled")
+}
+
+/// Whether the dedicated revision's harness runs (live launcher, app-server and node running)
+/// and its node was enrolled.
+pub(super) fn harness_serving(agent_dir: &Path, rev: &RevisionId) -> Result<bool, ComputeError> {
+    let dirs = HarnessDirs::of(agent_dir);
+    Ok(workload::live_of(agent_dir, rev)?.is_some()
+        && reports_running(&dirs, rev)
+        && enrolled_marker(&dirs, rev).is_file())
+}
