@@ -4,7 +4,9 @@
 //!   revision would consume, read by `Controller::admission_facts` — once in a read session
 //!   before any lock, once in the deploy's own transaction under the Agent's and the
 //!   Configuration's row locks. Authorization decisions on what is consumed are made while
-//!   reading, before each resource is read.
+//!   reading, before each resource is read, and the checks that come first for a caller
+//!   ([`check_target`], [`check_basis`]) are made as soon as their facts are read, so a
+//!   deploy that cannot run here is refused before the Agent's use of its inputs is judged.
 //! - **Driver answers** ([`DriverAnswers`]): the only Driver I/O of admission — the
 //!   Configuration Driver's document of the locked generation and the Secret Driver's
 //!   verification (identity only) of each consumed Secret — asked for the unlocked facts,
@@ -121,6 +123,12 @@ pub(crate) struct Refusal {
     pub audited: Option<&'static str>,
 }
 
+impl From<occ_store::StoreError> for Refusal {
+    fn from(error: occ_store::StoreError) -> Self {
+        Error::from(error).into()
+    }
+}
+
 impl From<Error> for Refusal {
     fn from(error: Error) -> Self {
         Self {
@@ -130,41 +138,71 @@ impl From<Error> for Refusal {
     }
 }
 
-/// The refusals the facts alone decide, in the order a caller should learn them: the Agent is
-/// not being deleted, the Namespace is ready, a harnessAuth is set and the Compute Driver can
-/// run it, a redeploy's source fits this installation, the binding names and Secret delivery,
-/// and each consumed Secret still exists here. Checked before any Driver is asked (no I/O for a
-/// deploy that cannot be admitted), and again by [`plan`] on the locked facts.
+/// The refusals the facts alone decide, in the order a caller should learn them:
+/// [`check_target`], [`check_basis`], then that each consumed Secret still exists here.
+/// Checked before any Driver is asked (no I/O for a deploy that cannot be admitted), and again
+/// by [`plan`] on the locked facts.
 pub(crate) fn check_facts(
     facts: &AdmissionFacts,
     installation: &Installation<'_>,
 ) -> Result<(), Refusal> {
-    let agent = &facts.agent;
+    let source = match &facts.basis {
+        Basis::Revision(rev) => Some(rev.as_ref()),
+        Basis::Configuration(_) => None,
+    };
+    check_target(
+        &facts.agent,
+        &facts.namespace,
+        source,
+        facts.harness_auth.as_ref(),
+        installation,
+    )?;
+    check_basis(&facts.basis, installation)?;
+    for (id, meta) in &facts.secrets {
+        secret_usable(id, meta.as_ref(), installation)?;
+    }
+    Ok(())
+}
+
+/// What is refused before anything the revision consumes is even authorized: the Agent is not
+/// being deleted, the Namespace is ready, a harnessAuth is set and the Compute Driver can run
+/// it, and a redeploy's `source` fits this installation.
+pub(crate) fn check_target(
+    agent: &Agent,
+    namespace: &Namespace,
+    source: Option<&AgentRevision>,
+    harness_auth: Option<&HarnessAuth>,
+    installation: &Installation<'_>,
+) -> Result<(), Refusal> {
     if agent.status == AgentStatus::Deleting {
         return Err(crate::agents::agent_deleting().into());
     }
-    if facts.namespace.status != NamespaceStatus::Ready {
+    if namespace.status != NamespaceStatus::Ready {
         return Err(Refusal {
-            error: crate::namespaces::require_ready(&facts.namespace)
+            error: crate::namespaces::require_ready(namespace)
                 .expect_err("a Namespace that is not ready"),
             audited: Some("NAMESPACE_NOT_READY"),
         });
     }
-    let Some(harness_auth) = &facts.harness_auth else {
+    let Some(harness_auth) = harness_auth else {
         return Err(
             Error::conflict("The Agent has no harnessAuth; set one before deploying").into(),
         );
     };
-    if let Some(refusal) = installation
-        .compute
-        .refusal(facts.mode(), Some(harness_auth))
-    {
+    let mode = source.map_or(agent.execution_mode, |rev| rev.spec.harness.mode);
+    if let Some(refusal) = installation.compute.refusal(mode, Some(harness_auth)) {
         return Err(Error::conflict(refusal).into());
     }
-    if let Basis::Revision(rev) = &facts.basis {
+    if let Some(rev) = source {
         same_runtime(rev, installation)?;
     }
-    let secret_bindings = facts.basis.secret_bindings();
+    Ok(())
+}
+
+/// What is refused once the basis is known, before its Secrets are authorized: binding names a
+/// gateway may not receive, and bindings the Compute Driver cannot deliver.
+pub(crate) fn check_basis(basis: &Basis, installation: &Installation<'_>) -> Result<(), Refusal> {
+    let secret_bindings = basis.secret_bindings();
     // A Configuration (or revision) stored before the binding-name rule must not reach a
     // gateway with a name that changes how the runtime starts.
     let mut problems = Problems::new();
@@ -174,7 +212,7 @@ pub(crate) fn check_facts(
             error: problems.into_error_saying(&format!(
                 "Configuration {} binds a Secret to an environment variable that gateways may \
                  not receive; rename the binding and deploy again",
-                facts.basis.configuration_id()
+                basis.configuration_id()
             )),
             audited: Some("SECRET_BINDING_NAME_REFUSED"),
         });
@@ -184,9 +222,6 @@ pub(crate) fn check_facts(
         .secret_refusal(!secret_bindings.is_empty())
     {
         return Err(Error::conflict(refusal).into());
-    }
-    for (id, meta) in &facts.secrets {
-        secret_usable(id, meta.as_ref(), installation)?;
     }
     Ok(())
 }

@@ -184,7 +184,8 @@ impl Controller {
         (ns, id): (&NamespaceId, &AgentId),
         source: Option<&RevisionId>,
         lock: bool,
-    ) -> Result<(T, AdmissionFacts), Error> {
+        installation: &Installation<'_>,
+    ) -> Result<(T, AdmissionFacts), Refusal> {
         let agent = if lock {
             tx.borrow_mut().agent_lock(ns, id).await?
         } else {
@@ -201,6 +202,13 @@ impl Controller {
             None => agent.harness_auth.clone(),
             Some(rev) => rev.spec.harness_auth.clone(),
         };
+        admission::check_target(
+            &agent,
+            &namespace,
+            source.as_ref(),
+            harness_auth.as_ref(),
+            installation,
+        )?;
         let configuration_id = source
             .as_ref()
             .map_or(&agent.configuration_id, |rev| &rev.spec.configuration_id)
@@ -229,6 +237,7 @@ impl Controller {
                 Basis::Configuration(found(cfg)?)
             }
         };
+        admission::check_basis(&basis, installation)?;
         let bindings = basis.secret_bindings();
         let mut secrets = BTreeMap::new();
         let mut account = None;
@@ -338,10 +347,6 @@ impl Controller {
         let (session, _) = self
             .read_authorized(req, Action::Deploy, &agent_ref, DEPLOY_AUDIT)
             .await?;
-        let (session, seen) = self
-            .admission_facts(session, req, (ns, id), source, false)
-            .await?;
-        drop(session);
         let harness = |mode| self.settings.harness(mode);
         let secret_driver_id = self.secrets.identity().id;
         let installation = Installation {
@@ -349,17 +354,28 @@ impl Controller {
             harness: &harness,
             secret_driver_id: &secret_driver_id,
         };
-        if let Err(refusal) = admission::check_facts(&seen, &installation) {
-            return Err(self.refused(req, &agent_ref, refusal).await);
-        }
+        let seen = match self
+            .admission_facts(session, req, (ns, id), source, false, &installation)
+            .await
+            .and_then(|(session, seen)| {
+                drop(session);
+                admission::check_facts(&seen, &installation).map(|()| seen)
+            }) {
+            Ok(seen) => seen,
+            Err(refusal) => return Err(self.refused(req, &agent_ref, refusal).await),
+        };
         let answers = self.driver_answers(ns, &seen).await?;
 
         let tx = self
             .write_authorized(req, Action::Deploy, &agent_ref, DEPLOY_AUDIT)
             .await?;
-        let (mut tx, facts) = self
-            .admission_facts(tx, req, (ns, id), source, true)
-            .await?;
+        let (mut tx, facts) = match self
+            .admission_facts(tx, req, (ns, id), source, true, &installation)
+            .await
+        {
+            Ok(read) => read,
+            Err(refusal) => return Err(self.refused(req, &agent_ref, refusal).await),
+        };
         let planned = match admission::plan(&facts, &answers, &installation) {
             Ok(planned) => planned,
             Err(refusal) => {

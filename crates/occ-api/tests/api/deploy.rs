@@ -501,6 +501,54 @@ async fn consumed_secrets_need_the_agent_principal_grant() {
     );
 }
 
+/// Refusals come in the order a caller can act on them: a Compute Driver that cannot deliver
+/// Secrets refuses the deploy (409) before the Agent's use of the Secret is judged (403).
+#[tokio::test]
+async fn a_compute_driver_without_secret_delivery_refuses_before_the_grant_is_judged() {
+    let app = TestApp::with(
+        Backend::Sqlite,
+        TestAppOptions {
+            compute: Some(occ_drivers::compute::ssh::selection()),
+            ..TestAppOptions::default()
+        },
+    )
+    .await;
+    let admin = app.admin();
+    let ns = app.default_ns.to_string();
+    let sec = secret(&app, &ns, "token", &admin).await;
+    let r = app
+        .call(
+            Method::POST,
+            &format!("/namespaces/{ns}/configurations"),
+            &admin,
+            Some(json!({"kind": "agent", "values": {}, "secretBindings": {"MY_TOKEN": {"source": {"kind": "secret", "namespaceId": ns, "id": sec}}}})),
+        )
+        .await;
+    let cfg = expect(r, StatusCode::CREATED).data()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let agt = agent(&app, &ns, &cfg, "no-delivery", &admin).await;
+    // The Agent's principal holds no grant on the Secret: the Driver's refusal still comes first.
+    let r = app
+        .call(
+            Method::POST,
+            &format!("/namespaces/{ns}/agents/{agt}/deploy"),
+            &admin,
+            None,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.body);
+    assert!(
+        r.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("Secrets"),
+        "{}",
+        r.body
+    );
+}
+
 #[tokio::test]
 async fn stop_queues_new_work_each_time() {
     let app = TestApp::new().await;
