@@ -7,7 +7,8 @@
 #
 # Installs the Python tools (pinned) into target/generated-client-venv when they are missing, and
 # python3-venv through apt-get when `python3 -m venv` cannot work. Everything else it makes lives
-# in one temp dir that is removed on exit; occ dev and its gateways are stopped by PID.
+# in one temp dir that is removed on exit; occ dev and its gateways are stopped by PID. With
+# OCC_URL and OCC_DATA_DIR it drives that running occ dev instead (scripts/dev-e2e.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -27,29 +28,36 @@ started=$SECONDS
 . "$ROOT/scripts/lib/python-venv.sh"
 python_venv "$VENV" "openapi-python-client==$GENERATOR_VERSION" "openapi-spec-validator==$VALIDATOR_VERSION"
 
-# shellcheck source=lib/occ-binary.sh
-. "$ROOT/scripts/lib/occ-binary.sh"
-occ_binary
-
 # --- occ dev ---------------------------------------------------------------------------------
+# One that is already running (OCC_URL and OCC_DATA_DIR, as scripts/dev-e2e.sh passes them), or
+# our own.
 # shellcheck source=lib/occ-dev.sh
 . "$ROOT/scripts/lib/occ-dev.sh"
 DIR=$(mktemp -d)
-DATA=$DIR/data
+DATA=${OCC_DATA_DIR:-$DIR/data}
+URL=${OCC_URL:-}
 
 cleanup() {
   local status=$?
-  occ_dev_finish "$status" "$DATA" "$DIR/dev.log"
+  if [ -z "${OCC_URL:-}" ]; then occ_dev_finish "$status" "$DATA" "$DIR/dev.log"; fi
   rm -rf "$DIR"
   exit "$status"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-URL=http://127.0.0.1:$PORT
-log "occ dev on $URL (gateways on $PORTS)"
-occ_dev_start "$OCC" "$DATA" "$RUNTIME" "$PORT" "$PORTS" "$DIR/dev.log"
+if [ -z "$URL" ]; then
+  # shellcheck source=lib/occ-binary.sh
+  . "$ROOT/scripts/lib/occ-binary.sh"
+  occ_binary
+  PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  URL=http://127.0.0.1:$PORT
+  log "occ dev on $URL (gateways on $PORTS)"
+  occ_dev_start "$OCC" "$DATA" "$RUNTIME" "$PORT" "$PORTS" "$DIR/dev.log"
+elif [ -z "${OCC_DATA_DIR:-}" ]; then
+  echo "OCC_URL names a running occ dev: OCC_DATA_DIR must name its data directory" >&2
+  exit 1
+fi
 
 # --- the document, the generated client and the round trip ------------------------------------
 "$VENV/bin/python" - "$URL/openapi.json" "$DIR/openapi.json" <<'PY'

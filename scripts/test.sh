@@ -8,13 +8,15 @@
 # The SSH Compute Driver's tests need root: they run sshd and create (and remove) one Unix
 # user per Agent they deploy.
 # The web console's browser tests run Debian's chromium (installed through apt-get when missing)
-# against a real `occ dev` (scripts/console-e2e.sh). A client generated from the served OpenAPI
-# document by openapi-python-client drives another `occ dev` (scripts/generated-client.sh).
+# against a real `occ dev` (scripts/console-e2e.sh); a client generated from the served OpenAPI
+# document by openapi-python-client then drives the same `occ dev` (scripts/generated-client.sh;
+# both through scripts/dev-e2e.sh).
 #
-# Everything is built once (clippy's check, then every test target), and then every test binary,
-# the doc tests and the three scripts run as parallel jobs (scripts/lib/run-jobs.py; each binary
-# exactly as `cargo test` runs it, on gateway port ranges of its own). The run ends with a table
-# of each stage's and each job's wall time.
+# Every test target is built once, then clippy checks while the pinned runtime installs, and
+# then every test binary, the doc tests, schemathesis and one occ dev for the console and the
+# generated client run as parallel jobs (scripts/lib/run-jobs.py; each binary exactly as
+# `cargo test` runs it, on gateway port ranges of its own). The run ends with a table of each
+# stage's and each job's wall time and CPU time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -83,8 +85,9 @@ trap report EXIT
 
 stage "cargo fmt --check" cargo fmt --all --check
 
-stage "cargo clippy (warnings are errors)" \
-  cargo clippy --workspace --all-targets --locked -- -D warnings
+# From scratch, incremental compilation only costs time (and disk); a developer's own builds
+# keep it.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 
 # One build of every test target (and of the `occ` binary the scripts below drive): the test
 # binaries then run in parallel, each exactly as `cargo test` runs it.
@@ -93,15 +96,27 @@ stage "cargo test --no-run (build every test target)" \
   bash -c 'cargo test --workspace --locked --no-run --message-format=json-render-diagnostics >target/test-jobs/tests.json'
 export OCC_BIN=$PWD/target/debug/occ
 
-# The pinned OpenClaw runtime, once, before the tests that start gateways share it.
-stage "the pinned OpenClaw runtime (target/openclaw-runtime)" \
-  "$OCC_BIN" runtime install --dir target/openclaw-runtime
+# The pinned OpenClaw runtime (once, before the tests that start gateways share it) is mostly
+# downloading and unpacking, so it is installed while clippy keeps the cores busy.
+clippy_and_runtime() {
+  local install_pid clippy_status=0 install_status=0
+  "$OCC_BIN" runtime install --dir target/openclaw-runtime >target/test-jobs/runtime-install.log 2>&1 &
+  install_pid=$!
+  cargo clippy --workspace --all-targets --locked -- -D warnings || clippy_status=$?
+  wait "$install_pid" || install_status=$?
+  if [ "$install_status" -ne 0 ]; then
+    echo "installing the OpenClaw runtime failed:" >&2
+    tail -n 40 target/test-jobs/runtime-install.log >&2
+  fi
+  [ "$clippy_status" -eq 0 ] && [ "$install_status" -eq 0 ]
+}
+stage "cargo clippy (warnings are errors); the pinned OpenClaw runtime alongside" clippy_and_runtime
 
-# The Rust test binaries, the doc tests, the web console's browser tests (headless Chromium,
-# installed when missing), schemathesis against the reference OpenAPI document and the
-# generated client, as parallel jobs (OCC_TEST_JOBS at once, default 4).
-stage "tests: every test binary, doc tests, console, schemathesis, generated client" \
+# The Rust test binaries, the doc tests, schemathesis against the reference OpenAPI document,
+# and one occ dev driven by the web console's browser tests (headless Chromium) and then by the
+# generated client (scripts/dev-e2e.sh), as parallel jobs (OCC_TEST_JOBS at once, default 4).
+stage "tests: every test binary, doc tests, schemathesis, console and generated client" \
   python3 scripts/lib/run-jobs.py --jobs "${OCC_TEST_JOBS:-4}" --logs target/test-jobs \
     --tests target/test-jobs/tests.json \
     "doctests=cargo::test::--workspace::--locked::--doc" \
-    ./scripts/console-e2e.sh ./scripts/schemathesis.sh ./scripts/generated-client.sh
+    ./scripts/schemathesis.sh ./scripts/dev-e2e.sh

@@ -34,14 +34,13 @@ HEAVY = {
     "occ-drivers::kubernetes_dedicated",
     "occ-drivers::process",
     "occ::chat",
-    "console-e2e",
+    "dev-e2e",
     "occ::rollback",
     "occ-drivers::kubernetes_compute",
     "occ::workspace_files",
     "occ::lifecycle",
     "occ::dedicated_dev",
     "occ-gateway::real_gateway",
-    "generated-client",
     "occ::native_admin",
     "occ::kubernetes",
     "occ::compute_host",
@@ -57,7 +56,7 @@ KNOWN = {
     "occ-drivers::kubernetes_dedicated": 210,
     "occ-drivers::process": 190,
     "occ::chat": 190,
-    "console-e2e": 180,
+    "dev-e2e": 230,
     "occ::rollback": 160,
     "occ-drivers::kubernetes_compute": 150,
     "occ::workspace_files": 70,
@@ -65,7 +64,6 @@ KNOWN = {
     "occ::dedicated_dev": 70,
     "occ-gateway::real_gateway": 50,
     "schemathesis": 45,
-    "generated-client": 40,
 }
 
 
