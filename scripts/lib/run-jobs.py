@@ -67,6 +67,18 @@ KNOWN = {
 }
 
 
+def machine_cpu():
+    """(busy, total) CPU seconds of the whole machine so far (/proc/stat), or None."""
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            fields = [int(v) for v in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    ticks = os.sysconf("SC_CLK_TCK")
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    return ((sum(fields) - idle) / ticks, sum(fields) / ticks)
+
+
 def parse_tests(path):
     """(name, argv, cwd, env) of every test executable cargo built."""
     jobs = []
@@ -191,11 +203,15 @@ def main():
     signal.signal(signal.SIGINT, interrupt)
     signal.signal(signal.SIGTERM, interrupt)
 
+    machine_before = machine_cpu()
+    stage_started = time.monotonic()
     threads = [threading.Thread(target=worker, daemon=True) for _ in range(max(1, args.jobs))]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    stage_wall = time.monotonic() - stage_started
+    machine_after = machine_cpu()
 
     failed = [n for n, (code, _, _, _) in results.items() if code != 0]
     for name in failed:
@@ -215,6 +231,15 @@ def main():
         total_cpu += cpu
         print(f"{elapsed:8.1f} s  {cpu:8.1f} s CPU  {name}{mark}")
     print(f"{'':10}  {total_cpu:8.1f} s CPU  all jobs")
+    if machine_before and machine_after:
+        busy = machine_after[0] - machine_before[0]
+        total = machine_after[1] - machine_before[1]
+        cores = os.cpu_count() or 1
+        # Whatever the jobs did not wait for (gateways an sshd started, other users) shows here.
+        print(
+            f"{stage_wall:8.1f} s  {busy:8.1f} s CPU  the whole machine meanwhile "
+            f"({100 * busy / total if total else 0:.0f}% of {cores} cores busy)"
+        )
     return 1 if failed else 0
 
 
