@@ -89,32 +89,41 @@ stage "cargo fmt --check" cargo fmt --all --check
 # keep it.
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 
-# One build of every test target (and of the `occ` binary the scripts below drive): the test
-# binaries then run in parallel, each exactly as `cargo test` runs it.
-mkdir -p target/test-jobs
-stage "cargo test --no-run (build every test target)" \
-  bash -c 'cargo test --workspace --locked --no-run --message-format=json-render-diagnostics >target/test-jobs/tests.json'
-export OCC_BIN=$PWD/target/debug/occ
+# One compilation lints and builds: clippy-driver wraps rustc for the workspace's own crates (what
+# `cargo clippy` does, but with code generation), so every crate is compiled once rather than once
+# for clippy and again for the tests. `--all-targets` is what `cargo clippy --all-targets` checks
+# (benchmarks included; run-jobs.py does not run them). The doc tests reuse these builds, so they
+# run with the same wrapper.
+clippy_driver="$(rustc --print sysroot)/bin/clippy-driver"
+if [ ! -x "$clippy_driver" ]; then
+  echo "clippy is missing: rustup component add clippy (rust-toolchain.toml names it)" >&2
+  exit 1
+fi
+export RUSTC_WORKSPACE_WRAPPER="$clippy_driver"
+export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
 
 # The pinned OpenClaw runtime (once, before the tests that start gateways share it) is mostly
-# downloading and unpacking, so it is installed while clippy keeps the cores busy.
-clippy_and_runtime() {
-  local install_pid clippy_status=0 install_status=0
+# downloading and unpacking, so it installs while the build keeps the cores busy; the `occ`
+# binary that installs it is built first.
+mkdir -p target/test-jobs
+build_and_runtime() {
+  local install_pid build_status=0 install_status=0
+  cargo build -p occ --bin occ --locked
   "$OCC_BIN" runtime install --dir target/openclaw-runtime >target/test-jobs/runtime-install.log 2>&1 &
   install_pid=$!
-  cargo clippy --workspace --all-targets --locked -- -D warnings || clippy_status=$?
+  cargo test --workspace --all-targets --locked --no-run --message-format=json-render-diagnostics \
+    >target/test-jobs/tests.json || build_status=$?
   wait "$install_pid" || install_status=$?
   if [ "$install_status" -ne 0 ]; then
     echo "installing the OpenClaw runtime failed:" >&2
     tail -n 40 target/test-jobs/runtime-install.log >&2
   fi
-  [ "$clippy_status" -eq 0 ] && [ "$install_status" -eq 0 ]
+  [ "$build_status" -eq 0 ] && [ "$install_status" -eq 0 ]
 }
-stage "cargo clippy (warnings are errors); the pinned OpenClaw runtime alongside" clippy_and_runtime
+export OCC_BIN=$PWD/target/debug/occ
+stage "cargo test --all-targets --no-run with clippy (warnings are errors); the pinned OpenClaw runtime alongside" \
+  build_and_runtime
 
-# The Rust test binaries, the doc tests, schemathesis against the reference OpenAPI document,
-# and one occ dev driven by the web console's browser tests (headless Chromium) and then by the
-# generated client (scripts/dev-e2e.sh), as parallel jobs (OCC_TEST_JOBS at once, default 4).
 stage "tests: every test binary, doc tests, schemathesis, console and generated client" \
   python3 scripts/lib/run-jobs.py --jobs "${OCC_TEST_JOBS:-4}" --logs target/test-jobs \
     --tests target/test-jobs/tests.json \

@@ -94,6 +94,10 @@ def parse_tests(path):
             if not msg.get("profile", {}).get("test") or not msg.get("executable"):
                 continue
             target = msg["target"]
+            # Benchmarks are built (and linted) with every target, but they measure rather than
+            # test: they are run on their own (docs/BENCHMARKS.md).
+            if "bench" in target["kind"]:
+                continue
             package = msg["package_id"]
             manifest = msg["manifest_path"]
             pkg_name = os.path.basename(os.path.dirname(manifest))
