@@ -12,16 +12,18 @@
 # document by openapi-python-client then drives the same `occ dev` (scripts/generated-client.sh;
 # both through scripts/dev-e2e.sh).
 #
-# Every test target is built once, then clippy checks while the pinned runtime installs, and
-# then every test binary, the doc tests, schemathesis and one occ dev for the console and the
-# generated client run as parallel jobs (scripts/lib/run-jobs.py; each binary exactly as
-# `cargo test` runs it, on gateway port ranges of its own). The run ends with a table of each
-# stage's and each job's wall time and CPU time.
+# Every target is compiled once, with clippy wrapping the compiler (the build is the lint), while
+# the pinned runtime installs; then every test binary, the doc tests, schemathesis and one occ dev
+# for the console and the generated client run as parallel jobs (scripts/lib/run-jobs.py; each
+# binary exactly as `cargo test` runs it, on gateway port ranges of its own). The run ends with a
+# table of each stage's and each job's wall time and CPU time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 log() { printf '\n== %s\n' "$*" >&2; }
 
+# The run's clock starts here, so the table's total includes installing system packages.
+run_started=$SECONDS
 missing=()
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
 command -v runuser >/dev/null 2>&1 || missing+=(util-linux)
@@ -65,7 +67,7 @@ export CI=true
 # Every stage's wall time, printed as a table when the run ends (pass or fail).
 STAGES=()
 stage_started=$SECONDS
-run_started=$SECONDS
+STAGES+=("$(printf '%6d s  %s' $((SECONDS - run_started)) 'system packages (installed when missing)')")
 stage() {
   local name=$1
   shift
@@ -125,7 +127,7 @@ stage "cargo test --all-targets --no-run with clippy (warnings are errors); the 
   build_and_runtime
 
 stage "tests: every test binary, doc tests, schemathesis, console and generated client" \
-  python3 scripts/lib/run-jobs.py --jobs "${OCC_TEST_JOBS:-4}" --logs target/test-jobs \
+  python3 scripts/lib/run-jobs.py --jobs "${OCC_TEST_JOBS:-5}" --logs target/test-jobs \
     --tests target/test-jobs/tests.json \
     "doctests=cargo::test::--workspace::--locked::--doc" \
     ./scripts/schemathesis.sh ./scripts/dev-e2e.sh
