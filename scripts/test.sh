@@ -105,29 +105,46 @@ export RUSTC_WORKSPACE_WRAPPER="$clippy_driver"
 export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
 
 # The pinned OpenClaw runtime (once, before the tests that start gateways share it) is mostly
-# downloading and unpacking, so it installs while the build keeps the cores busy; the `occ`
-# binary that installs it is built first.
+# downloading and unpacking, so it installs while the build goes on: as soon as the build has
+# linked the `occ` binary that installs it. (Building that binary first, on its own, would cost a
+# second compilation of much of the workspace: cargo unifies features per selection.)
 mkdir -p target/test-jobs
 build_and_runtime() {
-  local install_pid build_status=0 install_status=0
-  cargo build -p occ --bin occ --locked
-  "$OCC_BIN" runtime install --dir target/openclaw-runtime >target/test-jobs/runtime-install.log 2>&1 &
-  install_pid=$!
+  local build_pid install_pid="" build_status=0 install_status=0
+  local tests_json=target/test-jobs/tests.json
   cargo test --workspace --all-targets --locked --no-run --message-format=json-render-diagnostics \
-    >target/test-jobs/tests.json || build_status=$?
+    >"$tests_json" &
+  build_pid=$!
+  while kill -0 "$build_pid" 2>/dev/null; do
+    if grep -qF "\"executable\":\"$OCC_BIN\"" "$tests_json"; then
+      "$OCC_BIN" runtime install --dir target/openclaw-runtime >target/test-jobs/runtime-install.log 2>&1 &
+      install_pid=$!
+      break
+    fi
+    sleep 2
+  done
+  wait "$build_pid" || build_status=$?
+  if [ "$build_status" -ne 0 ]; then
+    [ -z "$install_pid" ] || kill "$install_pid" 2>/dev/null || true
+    return "$build_status"
+  fi
+  if [ -z "$install_pid" ]; then
+    "$OCC_BIN" runtime install --dir target/openclaw-runtime >target/test-jobs/runtime-install.log 2>&1 &
+    install_pid=$!
+  fi
   wait "$install_pid" || install_status=$?
   if [ "$install_status" -ne 0 ]; then
     echo "installing the OpenClaw runtime failed:" >&2
     tail -n 40 target/test-jobs/runtime-install.log >&2
   fi
-  [ "$build_status" -eq 0 ] && [ "$install_status" -eq 0 ]
+  return "$install_status"
 }
 export OCC_BIN=$PWD/target/debug/occ
 stage "cargo test --all-targets --no-run with clippy (warnings are errors); the pinned OpenClaw runtime alongside" \
   build_and_runtime
 
 stage "tests: every test binary, doc tests, schemathesis, console and generated client" \
-  python3 scripts/lib/run-jobs.py --jobs "${OCC_TEST_JOBS:-5}" --logs target/test-jobs \
+  python3 scripts/lib/run-jobs.py --jobs "${OCC_TEST_JOBS:-4}" --logs target/test-jobs \
     --tests target/test-jobs/tests.json \
     "doctests=cargo::test::--workspace::--locked::--doc" \
     ./scripts/schemathesis.sh ./scripts/dev-e2e.sh

@@ -25,51 +25,45 @@ import sys
 import threading
 import time
 
-# Jobs that start real gateways (each ~1 GB and ~11 s of a core to start), with the share of a
-# core each keeps busy over its run (CPU time / wall time on the 2-core machine, counting the
-# gateways an sshd or a detached supervisor started, which the job does not wait for). Such a job
-# starts only while the shares of the gateway jobs already running leave room for it within
-# --cpu (default: the machine's cores) and fewer than --heavy run: the suite is bound by CPU,
-# gateways that starve each other time out, and jobs that mostly wait (SSH, chat, the browser)
-# leave room for a third.
+# Jobs that start real gateways (each ~1 GB and ~11 s of a core to start): at most
+# --heavy of them run at once, since the suite is bound by CPU on a 2-core machine and gateways
+# that starve each other time out. Every other job may fill the remaining slots.
 HEAVY = {
-    "occ::ssh": 0.55,
-    "occ::dedicated": 0.65,
-    "occ-drivers::kubernetes_dedicated": 0.7,
-    "occ-drivers::process": 0.85,
-    "occ::chat": 0.35,
-    "dev-e2e": 0.65,
-    "occ::rollback": 0.8,
-    "occ-drivers::kubernetes_compute": 0.9,
-    "occ::workspace_files": 0.75,
-    "occ::lifecycle": 0.8,
-    "occ::dedicated_dev": 0.6,
-    "occ-gateway::real_gateway": 1.0,
-    "occ::native_admin": 0.5,
-    "occ::kubernetes": 0.9,
-    "occ::compute_host": 0.9,
-    "occ-host::workspace_setup": 1.0,
-    "occ::harness_launch": 1.0,
+    "occ::ssh",
+    "occ::dedicated",
+    "occ-drivers::kubernetes_dedicated",
+    "occ-drivers::process",
+    "occ::chat",
+    "dev-e2e",
+    "occ::rollback",
+    "occ-drivers::kubernetes_compute",
+    "occ::workspace_files",
+    "occ::lifecycle",
+    "occ::dedicated_dev",
+    "occ-gateway::real_gateway",
+    "occ::native_admin",
+    "occ::kubernetes",
+    "occ::compute_host",
+    "occ-host::workspace_setup",
+    "occ::harness_launch",
 }
 
 # Jobs known to take longest (seconds, a fresh-clone run on the 2-core machine), for the order
 # when no durations were recorded yet. Unknown jobs count as 10 s.
 KNOWN = {
     "occ::ssh": 360,
-    "dev-e2e": 235,
-    "occ::dedicated": 200,
-    "occ-drivers::kubernetes_dedicated": 175,
-    "occ-drivers::process": 155,
-    "occ-drivers::kubernetes_compute": 155,
-    "occ::rollback": 110,
-    "occ::lifecycle": 95,
-    "occ::chat": 95,
-    "schemathesis": 100,
-    "occ::dedicated_dev": 75,
-    "occ::workspace_files": 65,
-    "occ-testkit (lib)": 50,
-    "occ::runtime_schema": 45,
-    "occ-api::api": 42,
+    "occ::dedicated": 220,
+    "occ-drivers::kubernetes_dedicated": 210,
+    "occ-drivers::process": 190,
+    "occ::chat": 190,
+    "dev-e2e": 230,
+    "occ::rollback": 160,
+    "occ-drivers::kubernetes_compute": 150,
+    "occ::workspace_files": 70,
+    "occ::lifecycle": 70,
+    "occ::dedicated_dev": 70,
+    "occ-gateway::real_gateway": 50,
+    "schemathesis": 45,
 }
 
 
@@ -120,8 +114,7 @@ def parse_tests(path):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--jobs", type=int, default=3)
-    parser.add_argument("--heavy", type=int, default=3)
-    parser.add_argument("--cpu", type=float, default=float(os.cpu_count() or 2))
+    parser.add_argument("--heavy", type=int, default=2)
     parser.add_argument("--logs", required=True)
     parser.add_argument("--tests", required=True)
     parser.add_argument("scripts", nargs="*")
@@ -150,23 +143,16 @@ def main():
     running = {}
     stopping = threading.Event()
 
-    heavy_running = []
+    heavy_running = [0]
     wake = threading.Condition(lock)
-
-    def may_start(name):
-        """Whether a pending job may start now (under the lock)."""
-        if name not in HEAVY or not heavy_running:
-            return True
-        share = sum(HEAVY[n] for n in heavy_running)
-        return len(heavy_running) < args.heavy and share + HEAVY[name] <= args.cpu
 
     def next_job():
         """The first pending job that may start now (under the lock); None when none is left."""
         while pending:
             for i, job in enumerate(pending):
-                if may_start(job[0]):
+                if job[0] not in HEAVY or heavy_running[0] < args.heavy:
                     if job[0] in HEAVY:
-                        heavy_running.append(job[0])
+                        heavy_running[0] += 1
                     return pending.pop(i)
             wake.wait()
         return None
@@ -200,7 +186,7 @@ def main():
                 results[name] = (code, elapsed, log_path, cpu)
                 done = len(results)
                 if name in HEAVY:
-                    heavy_running.remove(name)
+                    heavy_running[0] -= 1
                 wake.notify_all()
             status = "ok" if code == 0 else f"FAILED ({code})"
             print(
