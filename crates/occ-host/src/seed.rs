@@ -1,5 +1,6 @@
 //! An Agent's workspace on the host before its first gateway: seeded once with the stock files
-//! of the pinned OpenClaw (native `openclaw setup --baseline`), or set up from its staged
+//! of the pinned OpenClaw (native `openclaw setup --baseline`, or the copy of its output the
+//! runtime install keeps), or set up from its staged
 //! initial files by the workspace setup runtime — in process, or, with per-Agent accounts, as
 //! the Agent's user through `occ workspace-setup` (input on its stdin, never argv or a file).
 //! A completed setup is only verified, so a lost workspace blocks startup instead of being
@@ -35,6 +36,18 @@ pub(crate) async fn seed(
     let done = agent_dir.join("workspace-seeded");
     if done.exists() {
         return Ok(());
+    }
+    // Without accounts, the runtime's copy of native setup's output stands in for running it
+    // (the same files, without a ~2 s CLI run per Agent). With accounts the native setup runs as
+    // the Agent's user, so nothing is written into its directory with occ's privileges.
+    if account.is_none() {
+        let workspace = agent_dir.join("state/workspace");
+        let seeded = runtime
+            .seed_from_baseline(&workspace)
+            .map_err(|e| io_error("seed from the runtime's stock workspace", &workspace, e))?;
+        if seeded {
+            return write_new(&done, b"");
+        }
     }
     // With accounts the scratch space lives in the root-owned Agent directory (never in a
     // directory the Agent's user could swap for a link) and is handed over bottom-up.

@@ -157,6 +157,60 @@ async fn stock_defaults_are_what_native_setup_writes() {
     assert!(!fx.file(MARKER_FILE).exists());
 }
 
+/// Every entry under `root` (directories, files) with its permission bits and, for a file,
+/// its bytes.
+fn tree(root: &Path) -> BTreeMap<PathBuf, (u32, Option<Vec<u8>>)> {
+    let mut entries = BTreeMap::new();
+    let mut pending = vec![root.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        for entry in fs::read_dir(&dir).expect("list") {
+            let entry = entry.expect("entry");
+            let meta = fs::symlink_metadata(entry.path()).expect("stat");
+            let relative = entry
+                .path()
+                .strip_prefix(root)
+                .expect("under root")
+                .to_owned();
+            let content = if meta.is_dir() {
+                pending.push(entry.path());
+                None
+            } else {
+                Some(fs::read(entry.path()).expect("read"))
+            };
+            entries.insert(relative, (meta.mode() & 0o7777, content));
+        }
+    }
+    entries
+}
+
+/// The runtime's stock workspace (made once by the install) seeds an empty workspace with
+/// exactly what native setup writes into a new one: every file, directory (`.git` included),
+/// byte and permission bit. A workspace that is not empty is left to native setup.
+#[tokio::test]
+async fn the_runtimes_stock_workspace_is_what_native_setup_writes() {
+    let fx = Fixture::new();
+    workspace_setup::native_setup(&fx.workspace, &fx.env)
+        .await
+        .expect("native setup");
+    let runtime = &fx.env.runtime;
+    assert!(
+        runtime.baseline_workspace().is_some(),
+        "the install made the stock workspace at {}",
+        runtime.root.display()
+    );
+    let copied = fx.dir.path().join("copied");
+    fs::create_dir(&copied).expect("mkdir");
+    assert!(runtime.seed_from_baseline(&copied).expect("seed"));
+    assert_eq!(tree(&copied), tree(&fx.workspace));
+    assert!(tree(&copied).contains_key(Path::new(".git/HEAD")));
+
+    let started = fx.dir.path().join("started");
+    fs::create_dir(&started).expect("mkdir");
+    fs::write(started.join("USER.md"), "mine\n").expect("write");
+    assert!(!runtime.seed_from_baseline(&started).expect("seed"));
+    assert_eq!(fs::read_dir(&started).expect("list").count(), 1);
+}
+
 #[tokio::test]
 async fn applies_once_then_replays_and_verifies() {
     let fx = Fixture::new();

@@ -13,9 +13,10 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt as _};
 
 use super::locate::{
-    CODEX_BIN_IN_DIR, CODEX_DIR, CODEX_PLUGIN_PEER_LINK, CODEX_PLUGIN_PEER_TARGET,
-    CODEX_PLUGIN_VERSION, CODEX_VERSION, ENTRY_REL, MARKER_FILE, NODE_REL, NODE_VERSION,
-    OPENCLAW_VERSION, OpenclawRuntime, RuntimeError, io_err, path_with_first,
+    BASELINE_WORKSPACE_REL, CODEX_BIN_IN_DIR, CODEX_DIR, CODEX_PLUGIN_PEER_LINK,
+    CODEX_PLUGIN_PEER_TARGET, CODEX_PLUGIN_VERSION, CODEX_VERSION, ENTRY_REL, MARKER_FILE,
+    NODE_REL, NODE_VERSION, OPENCLAW_VERSION, OpenclawRuntime, RuntimeError, io_err,
+    path_with_first,
 };
 
 const NODE_PACKAGE_JSON: &str = include_str!("../../../../runtime/node/package.json");
@@ -69,6 +70,9 @@ pub async fn install_with(
     progress: &(dyn Fn(&str) + Send + Sync),
 ) -> Result<OpenclawRuntime, RuntimeError> {
     if let Ok(runtime) = OpenclawRuntime::locate(root, search_path) {
+        if runtime.baseline_workspace().is_none() {
+            complete_baseline_workspace(&runtime, options, progress).await;
+        }
         progress(&format!(
             "{} already installed at {}",
             pinned_versions(),
@@ -250,9 +254,85 @@ async fn install_locked(
         });
     }
 
-    // 6. The marker, last.
+    // 6. The stock workspace files, once (best effort: without them every Agent's workspace is
+    //    seeded by running native setup, as before).
+    let step = "openclaw setup --baseline";
+    progress(&format!("{step}: the stock workspace files, once"));
+    if let Err(e) = make_baseline_workspace(&runtime, options.step_timeout).await {
+        progress(&format!(
+            "{step}: not kept ({e}); each Agent's workspace is seeded by openclaw setup"
+        ));
+    }
+
+    // 7. The marker, last.
     write_marker(root)?;
     OpenclawRuntime::locate(root, search_path)
+}
+
+/// Adds the stock workspace to a runtime installed before occ kept one (under the install
+/// lock; best effort, as in a new install: it never fails the install).
+async fn complete_baseline_workspace(
+    runtime: &OpenclawRuntime,
+    options: &InstallOptions,
+    progress: &(dyn Fn(&str) + Send + Sync),
+) {
+    let (Some(parent), Some(name)) = (runtime.root.parent(), runtime.root.file_name()) else {
+        return;
+    };
+    let step = "openclaw setup --baseline";
+    // A runtime this process may not write (installed by another user) is used as it is.
+    let _lock = match lock(&sibling(parent, name, ".lock", false), progress).await {
+        Ok(lock) => lock,
+        Err(e) => {
+            progress(&format!("{step}: skipped ({e})"));
+            return;
+        }
+    };
+    if runtime.baseline_workspace().is_some() {
+        return;
+    }
+    progress(&format!("{step}: the stock workspace files, once"));
+    if let Err(e) = make_baseline_workspace(runtime, options.step_timeout).await {
+        progress(&format!(
+            "{step}: not kept ({e}); each Agent's workspace is seeded by openclaw setup"
+        ));
+    }
+}
+
+/// Native `openclaw setup --baseline` into `<root>/baseline-workspace` (through a partial
+/// directory renamed into place, so the directory exists only complete), against a throwaway
+/// home, state and config.
+async fn make_baseline_workspace(
+    runtime: &OpenclawRuntime,
+    timeout: Duration,
+) -> Result<(), RuntimeError> {
+    let step = "openclaw setup --baseline";
+    let partial = runtime.root.join(".baseline-workspace.partial");
+    let scratch = runtime.root.join(".baseline-scratch");
+    for dir in [&partial, &scratch] {
+        remove_dir_all(dir.clone()).await?;
+    }
+    fs::create_dir_all(scratch.join("state")).map_err(io_err(step))?;
+    let mut cmd = runtime.scratch_command(&scratch);
+    cmd.args(["setup", "--baseline", "--workspace"])
+        .arg(&partial);
+    let out = run(step, &mut cmd, timeout).await;
+    let _ = remove_dir_all(scratch).await;
+    if let Err(e) = out.and_then(|_| {
+        // Only a workspace the setup filled counts (AGENTS.md is always among its files).
+        if partial.join("AGENTS.md").is_file() {
+            Ok(())
+        } else {
+            Err(RuntimeError::Step {
+                step: step.into(),
+                message: "it wrote no AGENTS.md".into(),
+            })
+        }
+    }) {
+        let _ = remove_dir_all(partial).await;
+        return Err(e);
+    }
+    fs::rename(&partial, runtime.root.join(BASELINE_WORKSPACE_REL)).map_err(io_err(step))
 }
 
 /// "OpenClaw X (Node Y, Codex harness Z)", for progress lines.
@@ -689,6 +769,11 @@ esac
         assert!(rt.codex_plugin_dir().join("package.json").is_file());
         assert_eq!(npm_calls(&log), 3);
         assert!(root.join(MARKER_FILE).is_file());
+        // The fake CLI's setup writes no workspace: the install completes without a stock
+        // workspace (seeding then runs native setup) and leaves no partial one behind.
+        assert_eq!(rt.baseline_workspace(), None);
+        assert!(!root.join(".baseline-workspace.partial").exists());
+        assert!(!root.join(".baseline-scratch").exists());
         assert_eq!(
             fs::metadata(root.join(MARKER_FILE))
                 .expect("marker")

@@ -15,6 +15,9 @@ pub const CODEX_PLUGIN_VERSION: &str = "2026.9.5";
 /// The Codex CLI the plugin pins (npm package `@openai/codex`), run by the harness.
 pub const CODEX_VERSION: &str = "0.154.0";
 
+/// The stock workspace files native `openclaw setup --baseline` writes, made once by
+/// [`super::install`], relative to an install root.
+pub const BASELINE_WORKSPACE_REL: &str = "baseline-workspace";
 /// Written last by [`super::install`]; its presence (with matching versions) means "installed".
 pub const MARKER_FILE: &str = ".occ-runtime-complete";
 /// The Node binary, relative to an install root.
@@ -233,6 +236,29 @@ impl OpenclawRuntime {
         cmd
     }
 
+    /// The stock workspace files the install made once (native `openclaw setup --baseline`), if
+    /// this runtime has them (an install by an older occ, or one whose setup run failed, has not).
+    pub fn baseline_workspace(&self) -> Option<PathBuf> {
+        let dir = self.root.join(BASELINE_WORKSPACE_REL);
+        dir.is_dir().then_some(dir)
+    }
+
+    /// Seeds an empty `workspace` with a copy of [`Self::baseline_workspace`]: what native
+    /// `openclaw setup --baseline` writes into a new workspace (the files depend only on the
+    /// runtime), without running the CLI for every Agent. Nothing is overwritten: a file that
+    /// exists meanwhile fails the copy. `Ok(false)` when there is no baseline or `workspace` is
+    /// not empty (the caller runs the native setup then, which knows how to complete one).
+    pub fn seed_from_baseline(&self, workspace: &Path) -> io::Result<bool> {
+        let Some(baseline) = self.baseline_workspace() else {
+            return Ok(false);
+        };
+        if std::fs::read_dir(workspace)?.next().is_some() {
+            return Ok(false);
+        }
+        copy_tree_new(&baseline, workspace)?;
+        Ok(true)
+    }
+
     /// [`Self::command`] for a one-shot CLI command that must touch no OpenClaw state but its
     /// own: home, temporary files, state and `openclaw.json` under `scratch` (which must exist),
     /// no self-respawn (a detached child would outlive a timeout), no update check, no
@@ -249,6 +275,35 @@ impl OpenclawRuntime {
             .env("NO_COLOR", "1");
         cmd
     }
+}
+
+/// Copies the directories and regular files under `from` into the existing directory `to`, with
+/// their permission bits, creating every entry anew (never following or replacing what exists).
+/// Anything else (a link, a socket) is skipped: native setup makes none.
+fn copy_tree_new(from: &Path, to: &Path) -> io::Result<()> {
+    // `create_new` (O_EXCL) never follows a link planted at the target.
+    use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _, PermissionsExt as _};
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let kind = entry.file_type()?;
+        let mode = entry.metadata()?.permissions().mode() & 0o7777;
+        let target = to.join(entry.file_name());
+        if kind.is_dir() {
+            std::fs::DirBuilder::new().mode(mode).create(&target)?;
+            std::fs::set_permissions(&target, std::fs::Permissions::from_mode(mode))?;
+            copy_tree_new(&entry.path(), &target)?;
+        } else if kind.is_file() {
+            let mut source = std::fs::File::open(entry.path())?;
+            let mut copy = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(mode)
+                .open(&target)?;
+            io::copy(&mut source, &mut copy)?;
+            copy.set_permissions(std::fs::Permissions::from_mode(mode))?;
+        }
+    }
+    Ok(())
 }
 
 /// `dir`, then the directories of `rest`.

@@ -14,13 +14,19 @@
 //! <root>/codex/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex
 //!                                                         Codex CODEX_VERSION (native)
 //!                                                         (a gateway installs it offline)
+//! <root>/baseline-workspace/                             the stock workspace files (native
+//!                                                         `openclaw setup --baseline`, run once
+//!                                                         by install(); absent if that failed)
 //! <root>/.occ-runtime-complete                            written last by install()
 //! <root>.lock                                             install lock (sibling of root)
 //! ```
 //!
 //! [`install`] is idempotent and safe to run from several processes at once: it takes an
 //! exclusive lock on `<root>.lock`, runs `npm ci` into a staging sibling, renames it into place,
-//! lets `openclaw --version` finish the package lifecycle once, and writes the marker last. A
+//! lets `openclaw --version` finish the package lifecycle once, runs native `openclaw setup
+//! --baseline` once into `<root>/baseline-workspace` (a new Agent's workspace is seeded by copying
+//! it, not by running the CLI again: the output depends only on the runtime), and writes the
+//! marker last. A
 //! directory without the marker is never "installed" ([`OpenclawRuntime::locate`] refuses it)
 //! and the next install redoes it. A runtime whose marker names the pinned Node and openclaw
 //! but not the pinned Codex harness (installed before the harness was pinned) is completed:
@@ -35,7 +41,8 @@ mod locate;
 
 pub use install::{InstallOptions, install, install_with};
 pub use locate::{
-    CODEX_BIN_IN_DIR, CODEX_DIR, CODEX_PACKAGE_IN_DIR, CODEX_PLUGIN_IN_DIR, CODEX_PLUGIN_PEER_LINK,
-    CODEX_PLUGIN_PEER_TARGET, CODEX_PLUGIN_VERSION, CODEX_VERSION, DEFAULT_PATH, ENTRY_REL,
-    MARKER_FILE, NODE_REL, NODE_VERSION, OPENCLAW_VERSION, OpenclawRuntime, RuntimeError,
+    BASELINE_WORKSPACE_REL, CODEX_BIN_IN_DIR, CODEX_DIR, CODEX_PACKAGE_IN_DIR, CODEX_PLUGIN_IN_DIR,
+    CODEX_PLUGIN_PEER_LINK, CODEX_PLUGIN_PEER_TARGET, CODEX_PLUGIN_VERSION, CODEX_VERSION,
+    DEFAULT_PATH, ENTRY_REL, MARKER_FILE, NODE_REL, NODE_VERSION, OPENCLAW_VERSION,
+    OpenclawRuntime, RuntimeError,
 };
