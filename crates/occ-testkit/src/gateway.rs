@@ -14,8 +14,9 @@
 //! OpenClaw still keeps three empty SQLite lock files per state directory in the hard-coded
 //! `/tmp/openclaw-state-locks-<uid>/`; nothing else is written outside [`TestGateway::dir`].
 //!
-//! The workspace is seeded by the native `openclaw setup --baseline --workspace` run against a
-//! throwaway HOME/state/config (removed afterwards), so the config the gateway runs with is
+//! The workspace is seeded as occ's process host seeds one: with the runtime's copy of native
+//! `openclaw setup --baseline` output, or by that command run against a throwaway
+//! HOME/state/config (removed afterwards), so the config the gateway runs with is
 //! exactly the one rendered here: token auth through `${OPENCLAW_GATEWAY_TOKEN}`, a free
 //! loopback port, its own log file, update check / catalog refresh / heartbeat / cron off. The
 //! gateway gets the embedding preset (`docs/gateway/embedding.md`) and no other environment
@@ -227,35 +228,15 @@ impl TestGateway {
             fs::create_dir_all(d).expect("gateway dirs");
         }
 
-        // 1. Native workspace seeding against a throwaway home/state/config.
-        let setup = root.join("setup");
-        let setup_config = setup.join("openclaw.json");
-        fs::create_dir_all(setup.join("home")).expect("setup dir");
-        let setup_log = root.join("setup.log");
-        let log = fs::File::create(&setup_log).expect("setup log");
-        let mut cmd = runtime.command();
-        cmd.args(["setup", "--baseline", "--workspace"])
-            .arg(&workspace)
-            .envs(openclaw_env(
-                &setup.join("home"),
-                &setup.join("state"),
-                &setup_config,
-                &tmp,
-            ))
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("log fd"))
-            .stderr(log)
-            .kill_on_drop(true);
-        let status = tokio::time::timeout(SETUP_TIMEOUT, cmd.status())
-            .await
-            .unwrap_or_else(|_| panic!("openclaw setup did not finish in {SETUP_TIMEOUT:?}"))
-            .expect("run openclaw setup");
-        assert!(
-            status.success(),
-            "openclaw setup failed ({status}):\n{}",
-            tail_of(&setup_log, 4000)
-        );
-        fs::remove_dir_all(&setup).expect("remove the throwaway setup dir");
+        // 1. Workspace seeding as occ's process host does it: the runtime's copy of native
+        //    setup's output, or native setup against a throwaway home/state/config.
+        fs::create_dir_all(&workspace).expect("workspace dir");
+        if !runtime
+            .seed_from_baseline(&workspace)
+            .expect("seed from the runtime's stock workspace")
+        {
+            native_seed(runtime, root, &workspace, &tmp).await;
+        }
 
         // 2. The config, read-only.
         let port = free_loopback_port();
@@ -529,4 +510,37 @@ pub async fn chat_completion(port: u16, token: &str, text: &str, wait: Duration)
         .map_or("", |(_, b)| b)
         .to_owned();
     (status, body)
+}
+
+/// Native `openclaw setup --baseline` into `workspace`, against a throwaway home, state and
+/// config under `root/setup`.
+async fn native_seed(runtime: &OpenclawRuntime, root: &Path, workspace: &Path, tmp: &Path) {
+    let setup = root.join("setup");
+    let setup_config = setup.join("openclaw.json");
+    fs::create_dir_all(setup.join("home")).expect("setup dir");
+    let setup_log = root.join("setup.log");
+    let log = fs::File::create(&setup_log).expect("setup log");
+    let mut cmd = runtime.command();
+    cmd.args(["setup", "--baseline", "--workspace"])
+        .arg(workspace)
+        .envs(openclaw_env(
+            &setup.join("home"),
+            &setup.join("state"),
+            &setup_config,
+            tmp,
+        ))
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().expect("log fd"))
+        .stderr(log)
+        .kill_on_drop(true);
+    let status = tokio::time::timeout(SETUP_TIMEOUT, cmd.status())
+        .await
+        .unwrap_or_else(|_| panic!("openclaw setup did not finish in {SETUP_TIMEOUT:?}"))
+        .expect("run openclaw setup");
+    assert!(
+        status.success(),
+        "openclaw setup failed ({status}):\n{}",
+        tail_of(&setup_log, 4000)
+    );
+    fs::remove_dir_all(&setup).expect("remove the throwaway setup dir");
 }
