@@ -185,7 +185,7 @@ fn tree(root: &Path) -> BTreeMap<PathBuf, (u32, Option<Vec<u8>>)> {
 
 /// The runtime's stock workspace (made once by the install) seeds an empty workspace with
 /// exactly what native setup writes into a new one: every file, directory (`.git` included),
-/// byte and permission bit. A workspace that is not empty is left to native setup.
+/// byte and permission bit. A workspace that is not empty, or missing, is left to native setup.
 #[tokio::test]
 async fn the_runtimes_stock_workspace_is_what_native_setup_writes() {
     let fx = Fixture::new();
@@ -209,6 +209,9 @@ async fn the_runtimes_stock_workspace_is_what_native_setup_writes() {
     fs::write(started.join("USER.md"), "mine\n").expect("write");
     assert!(!runtime.seed_from_baseline(&started).expect("seed"));
     assert_eq!(fs::read_dir(&started).expect("list").count(), 1);
+    let missing = fx.dir.path().join("missing");
+    assert!(!runtime.seed_from_baseline(&missing).expect("seed"));
+    assert!(!missing.exists());
 }
 
 #[tokio::test]

@@ -247,13 +247,18 @@ impl OpenclawRuntime {
     /// `openclaw setup --baseline` writes into a new workspace (the files depend only on the
     /// runtime), without running the CLI for every Agent. Nothing is overwritten: a file that
     /// exists meanwhile fails the copy. `Ok(false)` when there is no baseline or `workspace` is
-    /// not empty (the caller runs the native setup then, which knows how to complete one).
+    /// missing or not empty (the caller runs the native setup then, which knows how to create or
+    /// complete one).
     pub fn seed_from_baseline(&self, workspace: &Path) -> io::Result<bool> {
         let Some(baseline) = self.baseline_workspace() else {
             return Ok(false);
         };
-        if std::fs::read_dir(workspace)?.next().is_some() {
-            return Ok(false);
+        match std::fs::read_dir(workspace) {
+            Ok(mut entries) if entries.next().is_none() => {}
+            Ok(_) => return Ok(false),
+            // Native setup creates a missing workspace itself.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(e),
         }
         copy_tree_new(&baseline, workspace)?;
         Ok(true)
