@@ -253,12 +253,14 @@ impl OpenclawRuntime {
         let Some(baseline) = self.baseline_workspace() else {
             return Ok(false);
         };
-        match std::fs::read_dir(workspace) {
-            Ok(mut entries) if entries.next().is_none() => {}
-            Ok(_) => return Ok(false),
+        let empty = match std::fs::read_dir(workspace) {
+            Ok(mut entries) => entries.next().is_none(),
             // Native setup creates a missing workspace itself.
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => false,
             Err(e) => return Err(e),
+        };
+        if !empty {
+            return Ok(false);
         }
         copy_tree_new(&baseline, workspace)?;
         Ok(true)
