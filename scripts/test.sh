@@ -12,8 +12,8 @@
 # document by openapi-python-client then drives the same `occ dev` (scripts/generated-client.sh;
 # both through scripts/dev-e2e.sh).
 #
-# Every target is compiled once, with clippy wrapping the compiler (the build is the lint), while
-# the pinned runtime installs; then every test binary, the doc tests, schemathesis and one occ dev
+# Every target is compiled once, with clippy wrapping the compiler (the build is the lint); then
+# the pinned runtime's install, every test binary, the doc tests, schemathesis and one occ dev
 # for the console and the generated client run as parallel jobs (scripts/lib/run-jobs.py; each
 # binary exactly as `cargo test` runs it, on gateway port ranges of its own). The run ends with a
 # table of each stage's and each job's wall time and CPU time.
@@ -104,47 +104,22 @@ fi
 export RUSTC_WORKSPACE_WRAPPER="$clippy_driver"
 export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
 
-# The pinned OpenClaw runtime (once, before the tests that start gateways share it) is mostly
-# downloading and unpacking, so it installs while the build goes on: as soon as the build has
-# linked the `occ` binary that installs it. (Building that binary first, on its own, would cost a
-# second compilation of much of the workspace: cargo unifies features per selection.)
+# One build of every target: the test binaries then run in parallel, each exactly as `cargo
+# test` runs it.
 mkdir -p target/test-jobs
-build_and_runtime() {
-  local build_pid install_pid="" build_status=0 install_status=0
-  local tests_json=target/test-jobs/tests.json
-  cargo test --workspace --all-targets --locked --no-run --message-format=json-render-diagnostics \
-    >"$tests_json" &
-  build_pid=$!
-  while kill -0 "$build_pid" 2>/dev/null; do
-    if grep -qF "\"executable\":\"$OCC_BIN\"" "$tests_json"; then
-      "$OCC_BIN" runtime install --dir target/openclaw-runtime >target/test-jobs/runtime-install.log 2>&1 &
-      install_pid=$!
-      break
-    fi
-    sleep 2
-  done
-  wait "$build_pid" || build_status=$?
-  if [ "$build_status" -ne 0 ]; then
-    [ -z "$install_pid" ] || kill "$install_pid" 2>/dev/null || true
-    return "$build_status"
-  fi
-  if [ -z "$install_pid" ]; then
-    "$OCC_BIN" runtime install --dir target/openclaw-runtime >target/test-jobs/runtime-install.log 2>&1 &
-    install_pid=$!
-  fi
-  wait "$install_pid" || install_status=$?
-  if [ "$install_status" -ne 0 ]; then
-    echo "installing the OpenClaw runtime failed:" >&2
-    tail -n 40 target/test-jobs/runtime-install.log >&2
-  fi
-  return "$install_status"
-}
 export OCC_BIN=$PWD/target/debug/occ
-stage "cargo test --all-targets --no-run with clippy (warnings are errors); the pinned OpenClaw runtime alongside" \
-  build_and_runtime
+stage "cargo test --all-targets --no-run with clippy (warnings are errors)" \
+  bash -c 'cargo test --workspace --all-targets --locked --no-run --message-format=json-render-diagnostics >target/test-jobs/tests.json'
 
+# The Rust test binaries, the doc tests, schemathesis against the reference OpenAPI document,
+# and one occ dev driven by the web console's browser tests (headless Chromium) and then by the
+# generated client (scripts/dev-e2e.sh), as parallel jobs (OCC_TEST_JOBS at once, default 4).
+# The pinned OpenClaw runtime installs first, as the gate of the jobs that start gateways (it is
+# mostly downloading and unpacking, so the other jobs run meanwhile; a job that needs it earlier
+# waits on the install's lock).
 stage "tests: every test binary, doc tests, schemathesis, console and generated client" \
   python3 scripts/lib/run-jobs.py --jobs "${OCC_TEST_JOBS:-4}" --logs target/test-jobs \
-    --tests target/test-jobs/tests.json \
+    --tests target/test-jobs/tests.json --gate openclaw-runtime \
+    "openclaw-runtime=$OCC_BIN::runtime::install::--dir::target/openclaw-runtime" \
     "doctests=cargo::test::--workspace::--locked::--doc" \
     ./scripts/schemathesis.sh ./scripts/dev-e2e.sh
