@@ -49,6 +49,15 @@ HEAVY = {
     "occ::harness_launch",
 }
 
+# Jobs that run the pinned runtime's CLI without starting gateways: with --gate, they wait for
+# the gate (the runtime's install) like the gateway jobs do, rather than run beside it.
+RUNTIME_USERS = {
+    "occ::runtime_schema",
+    "occ-host::harness_launch",
+    "occ-host::dedicated_render",
+    "occ-testkit (lib)",
+}
+
 # Jobs known to take longest (seconds, a fresh-clone run on the 2-core machine), for the order
 # when no durations were recorded yet. Unknown jobs count as 10 s.
 KNOWN = {
@@ -158,6 +167,8 @@ def main():
         """The first pending job that may start now (under the lock); None when none is left."""
         while pending:
             for i, job in enumerate(pending):
+                if job[0] in RUNTIME_USERS and not gate_open():
+                    continue
                 if job[0] not in HEAVY or (heavy_running[0] < args.heavy and gate_open()):
                     if job[0] in HEAVY:
                         heavy_running[0] += 1
