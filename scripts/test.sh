@@ -94,8 +94,9 @@ export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 # One compilation lints and builds: clippy-driver wraps rustc for the workspace's own crates (what
 # `cargo clippy` does, but with code generation), so every crate is compiled once rather than once
 # for clippy and again for the tests. `--all-targets` is what `cargo clippy --all-targets` checks
-# (benchmarks included; run-jobs.py does not run them). The doc tests reuse these builds, so they
-# run with the same wrapper.
+# (benchmarks included; run-jobs.py does not run them). The test binaries then run in parallel,
+# each exactly as `cargo test` runs it; the doc tests reuse these builds, so they run with the
+# same wrapper.
 clippy_driver="$(rustc --print sysroot)/bin/clippy-driver"
 if [ ! -x "$clippy_driver" ]; then
   echo "clippy is missing: rustup component add clippy (rust-toolchain.toml names it)" >&2
@@ -104,8 +105,6 @@ fi
 export RUSTC_WORKSPACE_WRAPPER="$clippy_driver"
 export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
 
-# One build of every target: the test binaries then run in parallel, each exactly as `cargo
-# test` runs it.
 mkdir -p target/test-jobs
 export OCC_BIN=$PWD/target/debug/occ
 stage "cargo test --all-targets --no-run with clippy (warnings are errors)" \

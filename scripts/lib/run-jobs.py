@@ -10,8 +10,11 @@ share what they share (a gateway, a PostgreSQL cluster). Each COMMAND is one mor
 DIR/durations.json (a fresh checkout has none; then the order below applies), so the slowest
 binaries are never left for the end.
 
-With --gate NAME, the job NAME starts first and no gateway job starts before it has ended (the
-runtime they share installs while the other jobs run). Output of each job goes to DIR/<job>.log; a failed job's log tail is printed. Every job runs even
+With --gate NAME, the job NAME starts first, and no job that starts gateways or runs the
+runtime's CLI starts before it has ended (the runtime they share installs while the other jobs
+run).
+
+Output of each job goes to DIR/<job>.log; a failed job's log tail is printed. Every job runs even
 after a failure; the exit status is 1 when any failed. A COMMAND's arguments are separated by
 `::`; NAME names its job (default: the program's file name). The table at the end lists every job with
 its wall time, slowest first.
@@ -127,7 +130,7 @@ def main():
     parser.add_argument("--heavy", type=int, default=2)
     parser.add_argument(
         "--gate",
-        help="the job that starts first; jobs that start gateways wait until it has ended",
+        help="the job that starts first; gateway and runtime jobs wait until it has ended",
     )
     parser.add_argument("--logs", required=True)
     parser.add_argument("--tests", required=True)
@@ -167,9 +170,9 @@ def main():
         """The first pending job that may start now (under the lock); None when none is left."""
         while pending:
             for i, job in enumerate(pending):
-                if job[0] in RUNTIME_USERS and not gate_open():
+                if (job[0] in HEAVY or job[0] in RUNTIME_USERS) and not gate_open():
                     continue
-                if job[0] not in HEAVY or (heavy_running[0] < args.heavy and gate_open()):
+                if job[0] not in HEAVY or heavy_running[0] < args.heavy:
                     if job[0] in HEAVY:
                         heavy_running[0] += 1
                     return pending.pop(i)

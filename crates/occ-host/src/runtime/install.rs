@@ -27,6 +27,8 @@ const CODEX_PACKAGE_JSON: &str = include_str!("../../../../runtime/codex/package
 const CODEX_PACKAGE_LOCK: &str = include_str!("../../../../runtime/codex/package-lock.json");
 /// Where a completion stages the Codex harness (inside the root, under the install lock).
 const CODEX_STAGING: &str = ".codex-staging";
+/// The install step that makes the runtime's stock workspace.
+const BASELINE_STEP: &str = "openclaw setup --baseline";
 /// How much of a failed command's output is kept in the error.
 const OUTPUT_TAIL_BYTES: usize = 4096;
 
@@ -254,15 +256,8 @@ async fn install_locked(
         });
     }
 
-    // 6. The stock workspace files, once (best effort: without them every Agent's workspace is
-    //    seeded by running native setup, as before).
-    let step = "openclaw setup --baseline";
-    progress(&format!("{step}: the stock workspace files, once"));
-    if let Err(e) = make_baseline_workspace(&runtime, options.step_timeout).await {
-        progress(&format!(
-            "{step}: not kept ({e}); each Agent's workspace is seeded by openclaw setup"
-        ));
-    }
+    // 6. The stock workspace files, once (best effort).
+    keep_baseline_workspace(&runtime, options, progress).await;
 
     // 7. The marker, last.
     write_marker(root)?;
@@ -279,22 +274,30 @@ async fn complete_baseline_workspace(
     let (Some(parent), Some(name)) = (runtime.root.parent(), runtime.root.file_name()) else {
         return;
     };
-    let step = "openclaw setup --baseline";
     // A runtime this process may not write (installed by another user) is used as it is.
     let _lock = match lock(&sibling(parent, name, ".lock", false), progress).await {
         Ok(lock) => lock,
         Err(e) => {
-            progress(&format!("{step}: skipped ({e})"));
+            progress(&format!("{BASELINE_STEP}: skipped ({e})"));
             return;
         }
     };
-    if runtime.baseline_workspace().is_some() {
-        return;
+    if runtime.baseline_workspace().is_none() {
+        keep_baseline_workspace(runtime, options, progress).await;
     }
-    progress(&format!("{step}: the stock workspace files, once"));
+}
+
+/// [`make_baseline_workspace`], reporting instead of failing: without the stock workspace every
+/// Agent's workspace is seeded by running native setup, as before.
+async fn keep_baseline_workspace(
+    runtime: &OpenclawRuntime,
+    options: &InstallOptions,
+    progress: &(dyn Fn(&str) + Send + Sync),
+) {
+    progress(&format!("{BASELINE_STEP}: the stock workspace files, once"));
     if let Err(e) = make_baseline_workspace(runtime, options.step_timeout).await {
         progress(&format!(
-            "{step}: not kept ({e}); each Agent's workspace is seeded by openclaw setup"
+            "{BASELINE_STEP}: not kept ({e}); each Agent's workspace is seeded by openclaw setup"
         ));
     }
 }
@@ -306,7 +309,7 @@ async fn make_baseline_workspace(
     runtime: &OpenclawRuntime,
     timeout: Duration,
 ) -> Result<(), RuntimeError> {
-    let step = "openclaw setup --baseline";
+    let step = BASELINE_STEP;
     let partial = runtime.root.join(".baseline-workspace.partial");
     let scratch = runtime.root.join(".baseline-scratch");
     for dir in [&partial, &scratch] {
