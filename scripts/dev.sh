@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # occ's main job on a fresh machine: installs the system packages `occ dev` needs when they are
 # missing (npm to install the pinned OpenClaw runtime from the npm registry, git for
-# `openclaw setup`, CA certificates), builds occ and runs `occ dev` (API + worker, SQLite under
+# `openclaw setup`, CA certificates, bubblewrap to contain each Agent), builds occ and runs `occ dev` (API + worker, SQLite under
 # ./.occ, real OpenClaw gateways). Arguments are passed to `occ dev` (e.g. --port 3001).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,6 +11,7 @@ command -v npm >/dev/null 2>&1 || missing+=(npm)
 command -v git >/dev/null 2>&1 || missing+=(git)
 command -v cc >/dev/null 2>&1 || missing+=(gcc libc6-dev)
 [ -f /etc/ssl/certs/ca-certificates.crt ] || missing+=(ca-certificates)
+command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
 if ((${#missing[@]})); then
   echo "== installing ${missing[*]}" >&2
   if [ "$(id -u)" -ne 0 ]; then

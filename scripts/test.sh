@@ -38,6 +38,7 @@ command -v git >/dev/null 2>&1 || missing+=(git)
 [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
 command -v ssh >/dev/null 2>&1 || missing+=(openssh-client)
 command -v useradd >/dev/null 2>&1 || missing+=(passwd)
+command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
 # The browser tests' Chromium, and venv for the pinned Python tools (schemathesis, the generated
 # client): installed here, once, because those run as parallel jobs and apt-get cannot run twice
 # at once.

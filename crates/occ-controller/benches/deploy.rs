@@ -94,7 +94,8 @@ fn main() {
                     stop_timeout: Duration::from_secs(15),
                     path: std::env::var_os("PATH").unwrap_or_default(),
                 },
-                maintenance_interval: None,
+                sandbox: None,
+        maintenance_interval: None,
                 dedicated: None,
             })
             .unwrap(),

@@ -18,6 +18,7 @@ use occ_drivers::compute::process::{ProcessCompute, ProcessSettings};
 use occ_drivers::compute::{
     Compute, ComputeError, FailureClass, Readiness, RevisionContext, RuntimeState,
 };
+use occ_host::sandbox::{SandboxSettings, WorkloadLimits};
 use occ_host::workspace_setup::STOCK_DEFAULTS_ID;
 use occ_host::{LocalSettings, recorded_gateways};
 use occ_testkit::compute_conformance::{self as conformance, document, revision, targets};
@@ -74,6 +75,14 @@ fn settings(root: &Path, runtime_root: PathBuf) -> ProcessSettings {
         },
         maintenance_interval: None,
         dedicated: None,
+        // Contained, as `occ dev` and `occ worker` run gateways by default.
+        sandbox: Some(
+            SandboxSettings::locate(
+                &std::env::var_os("PATH").unwrap_or_default(),
+                WorkloadLimits::default(),
+            )
+            .expect("bubblewrap (scripts/test.sh installs it)"),
+        ),
     }
 }
 
@@ -594,4 +603,158 @@ async fn ports_never_collide_and_busy_ports_are_skipped() {
         (err.class, err.code),
         (FailureClass::Permanent, ReasonCode::GatewayPortsExhausted)
     );
+}
+
+/// One chat turn with the gateway `compute` hands out for `agent` (native `agent` call).
+async fn turn(
+    compute: &ProcessCompute,
+    agent: &occ_drivers::compute::AgentTarget,
+    text: &str,
+) -> Result<(), occ_gateway::ChatError> {
+    let access = compute
+        .gateway_access(agent)
+        .await
+        .expect("gateway_access")
+        .expect("the Agent has a gateway");
+    let endpoint = occ_gateway::Endpoint::new(access.url, access.token.expose());
+    let turn = occ_gateway::ChatTurn {
+        agent_id: "main",
+        session_key: "containment",
+        message: text,
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    occ_gateway::chat_turn(&endpoint, turn, deadline, None)
+        .await
+        .map(|_| ())
+}
+
+/// Containment: a prompt-injected model drives the Agent's own `read` and `write` tools (the
+/// fake model answers with tool calls, as the reproduction did against `occ dev`). The
+/// gateway runs under bubblewrap: occ's files beside the layout (the data directory's keys), the
+/// Driver's own records of the Agent and another Agent's workspace do not exist for it, and it
+/// cannot write outside its workspace; its own workspace reads and writes (the probe works).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agents_tools_reach_only_its_own_files() {
+    let runtime = tokio::task::spawn_blocking(runtime_root).await.unwrap();
+    let _turn = GATEWAYS.lock().await;
+    let driver = Driver::new(runtime);
+    let compute = &driver.compute;
+    let fake = occ_testkit::fake_model::FakeModel::start().await;
+    fake.reply("done");
+    // What must stay out of reach: occ's administrator key (in its data directory, beside
+    // the Driver's root) and another Agent's workspace.
+    let occ_key = driver.root.path().join("admin-service-key.json");
+    std::fs::write(&occ_key, "occ-admin-key-canary-7f3a").expect("key file");
+    let (ns, agent) = targets();
+    compute
+        .ensure_namespace(&ns)
+        .await
+        .expect("ensure_namespace");
+    let (_, other) = targets();
+    let other = occ_drivers::compute::AgentTarget {
+        namespace_id: ns.id.clone(),
+        ..other
+    };
+    let document = json!({
+        "agents": {"defaults": {"model": {"primary": "fake/fake-model"}}},
+        "models": {"providers": {"fake": {
+            "baseUrl": fake.base_url(),
+            "api": "openai-completions",
+            "apiKey": "sk-containment-0123456789",
+            "models": [{"id": "fake-model", "name": "Fake model"}],
+        }}},
+        "plugins": {"enabled": false},
+        "cron": {"enabled": false},
+    });
+    let ctx = RevisionContext::default();
+    let other_rev = revision(compute, &other, 1, conformance::document("other"));
+    compute
+        .prepare_revision(&other_rev, &ctx)
+        .await
+        .expect("prepare the other Agent");
+    let other_workspace = agent_dir(&driver, &other_rev).join("state/workspace");
+    std::fs::write(other_workspace.join("SOUL.md"), "other-agent-canary-91c2").expect("write");
+    let rev = revision(compute, &agent, 1, document);
+    compute.prepare_revision(&rev, &ctx).await.expect("prepare");
+    compute
+        .activate_revision(&rev, &ctx)
+        .await
+        .expect("activate");
+    let dir = agent_dir(&driver, &rev);
+    let own = dir.join("state/workspace");
+    std::fs::write(own.join("USER.md"), "own-workspace-canary-55d0").expect("write");
+
+    let mut probes = vec![
+        ("read", json!({"path": own.join("USER.md")})),
+        ("read", json!({"path": occ_key})),
+        ("read", json!({"path": other_workspace.join("SOUL.md")})),
+        ("read", json!({"path": dir.join("gateway-token")})),
+        ("read", json!({"path": dir.join("gateway.json")})),
+        (
+            "write",
+            json!({"path": own.join("probe.txt"), "content": "written-inside"}),
+        ),
+        (
+            "write",
+            json!({"path": driver.root.path().join("planted.txt"), "content": "planted"}),
+        ),
+        (
+            "exec",
+            json!({"command": format!(
+                "cat {}; grep -E 'CapEff|NoNewPrivs' /proc/self/status; ls /proc | grep -c '^[0-9]'",
+                occ_key.display()
+            )}),
+        ),
+    ];
+    let log = dir
+        .join("logs")
+        .join(rev.revision_id.as_str())
+        .join("gateway.log");
+    for (name, args) in probes.drain(..) {
+        fake.call_tool(name, args);
+        if let Err(e) = turn(compute, &agent, "use your tool").await {
+            let log = std::fs::read_to_string(&log).unwrap_or_default();
+            panic!("the {name} turn failed: {e}\ngateway log:\n{log}");
+        }
+    }
+    let results = fake.tool_results();
+    assert_eq!(results.len(), 8, "every tool call came back: {results:#?}");
+    assert!(
+        results[0].contains("own-workspace-canary-55d0"),
+        "the Agent reads its own workspace (the probe works): {results:#?}"
+    );
+    let token = std::fs::read_to_string(dir.join("gateway-token")).expect("token");
+    for (i, secret) in [
+        (1, "occ-admin-key-canary-7f3a"),
+        (2, "other-agent-canary-91c2"),
+        (3, token.trim()),
+        (4, "\"pid\""),
+    ] {
+        assert!(
+            !results[i].contains(secret),
+            "probe {i} reached what it must not: {}",
+            results[i]
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(own.join("probe.txt")).expect("written inside"),
+        "written-inside"
+    );
+    assert!(
+        !driver.root.path().join("planted.txt").exists(),
+        "the Agent wrote outside its workspace: {}",
+        results[6]
+    );
+    // Its shell: no capability, no way to gain one, and only its own processes in view.
+    let shell = &results[7];
+    assert!(!shell.contains("occ-admin-key-canary-7f3a"), "{shell}");
+    assert!(shell.contains("CapEff:\t0000000000000000"), "{shell}");
+    assert!(shell.contains("NoNewPrivs:\t1"), "{shell}");
+    let processes: usize = shell
+        .lines()
+        .find_map(|line| line.trim().parse().ok())
+        .unwrap_or(usize::MAX);
+    assert!(processes < 30, "it sees {processes} processes: {shell}");
+    compute.stop_revision(&rev).await.expect("stop");
+    assert!(recorded_gateways(driver.root.path()).is_empty());
 }

@@ -38,6 +38,7 @@ use crate::process::{
     is_same_process, port_is_free, process_start_time, startup_output, stop_group,
 };
 use crate::runtime::OpenclawRuntime;
+use crate::sandbox::{SandboxSettings, View};
 use crate::snapshot::{GATEWAY_FIXED_ENV, GatewayBind, harness_key_variable};
 
 /// How long a starting gateway waits for its port to be released by a predecessor.
@@ -201,6 +202,8 @@ pub(crate) struct Launch<'a> {
     /// Set for a dedicated revision: the gateway reads its mutable runtime config and gets the
     /// app-server token, never the harness credential.
     pub dedicated: Option<DedicatedGateway<'a>>,
+    /// Containment, when the host contains its workloads.
+    pub sandbox: Option<&'a SandboxSettings>,
 }
 
 /// What a dedicated revision's gateway is started with beyond an embedded one's.
@@ -292,6 +295,7 @@ pub(crate) async fn start(
         stop_timeout,
         exits,
         dedicated,
+        sandbox,
     } = launch;
     // The helpers of a gateway that was just killed may hold its socket for a few seconds.
     let deadline = tokio::time::Instant::now() + PORT_RELEASE_WAIT;
@@ -328,11 +332,18 @@ pub(crate) async fn start(
         .arg("--bind")
         .arg(bind.as_str())
         .envs(environment)
-        .current_dir(agent_dir.join("state"))
-        .stdin(Stdio::null())
+        .current_dir(agent_dir.join("state"));
+    let mut cmd = match sandbox {
+        Some(sandbox) => sandbox.wrap(&cmd, &gateway_view(runtime, agent_dir, rev)?),
+        // Its own group, so a stop reaches every process it starts.
+        None => {
+            cmd.process_group(0);
+            cmd
+        }
+    };
+    cmd.stdin(Stdio::null())
         .stdout(log)
         .stderr(log_err)
-        .process_group(0)
         .kill_on_drop(false);
     if let Some(account) = account {
         cmd.uid(account.uid).gid(account.gid);
@@ -421,6 +432,34 @@ pub(crate) async fn start(
             })
         }
     }
+}
+
+/// What a contained embedded gateway sees: the runtime and its revision's snapshot read-only;
+/// its home, state (with the workspace), temporary files and its revision's log directory
+/// read-write. Nothing else of the Agent's directory (the token file, the records occ trusts
+/// to signal the right process, other revisions) and nothing of occ's or other Agents'.
+fn gateway_view(
+    runtime: &OpenclawRuntime,
+    agent_dir: &Path,
+    rev: &RevisionTarget,
+) -> Result<View, ComputeError> {
+    let log_dir = crate::layout::revision_log_dir(agent_dir, &rev.revision_id);
+    let read_write = vec![
+        agent_dir.join("home"),
+        agent_dir.join("state"),
+        agent_dir.join("tmp"),
+        log_dir,
+    ];
+    for dir in &read_write {
+        layout::create_dir(dir)?;
+    }
+    Ok(View {
+        read_only: vec![
+            runtime.root.clone(),
+            revision_dir(agent_dir, &rev.revision_id),
+        ],
+        read_write,
+    })
 }
 
 /// The gateways recorded under `root`: `(pid, start time)` of each live one. Tests and

@@ -25,6 +25,7 @@ mod logs;
 mod process;
 mod report;
 pub mod runtime;
+pub mod sandbox;
 mod seed;
 pub mod serve;
 pub mod snapshot;

@@ -51,6 +51,12 @@ pub(crate) fn signal_group(pid: u32, signal: Signal) {
     }
 }
 
+/// Whether any process is still in the group `pgid`.
+fn group_is_alive(pgid: u32) -> bool {
+    i32::try_from(pgid)
+        .is_ok_and(|pgid| nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), None).is_ok())
+}
+
 /// Stops the process group led by `(pid, start_time)` (occ started it with `process_group(0)`):
 /// SIGTERM, wait, SIGKILL after `stop_timeout`, wait. `what` names it in logs and errors.
 pub(crate) async fn stop_group(
@@ -63,12 +69,14 @@ pub(crate) async fn stop_group(
     use tokio::time::Instant;
     signal_group(pid, Signal::Term);
     let deadline = Instant::now() + stop_timeout;
-    while is_same_process(pid, start_time) {
+    // A contained workload's leader (`bwrap`) exits at the signal while the workload it runs
+    // is still stopping: wait for the whole group.
+    while is_same_process(pid, start_time) || group_is_alive(pid) {
         if Instant::now() >= deadline {
             tracing::warn!(pid, "{what} did not stop in time; killing it");
             signal_group(pid, Signal::Kill);
             let kill_deadline = Instant::now() + Duration::from_secs(5);
-            while is_same_process(pid, start_time) {
+            while is_same_process(pid, start_time) || group_is_alive(pid) {
                 if Instant::now() >= kill_deadline {
                     return Err(crate::failure::unavailable(format!(
                         "{what} process {pid} does not exit"

@@ -83,6 +83,8 @@ async fn run(request: HostRequest, process: HostProcess) -> Result<HostValue, Co
             supervision,
             // SSH hosts run embedded execution only.
             dedicated: None,
+            // Each Agent has its own account there; bubblewrap on SSH hosts is not built yet.
+            sandbox: None,
         },
     )?;
     // Reads do not wait behind a long activation (the host's reads are safe beside its own

@@ -7,7 +7,10 @@
 //! test can prove which credential reached the provider and which history a turn carried.
 //!
 //! The reply is [`FakeModel::reply`] (default `Hello from the fake model.`), streamed in a few
-//! deltas. It can be made to fail with an OpenAI-style error ([`FakeModel::fail_with`]) or to
+//! deltas. [`FakeModel::call_tool`] makes the next turn's first chat completion a tool call
+//! instead (OpenClaw runs the tool, sends its result back, and the fake then replies), so a test
+//! can drive an Agent's own tools (`read`, `exec`, `write`…) as a prompt-injected model would,
+//! and read what the tool returned ([`FakeModel::tool_results`]). It can be made to fail with an OpenAI-style error ([`FakeModel::fail_with`]) or to
 //! stall ([`FakeModel::stall`]). It proves what occ and the runtimes send and how they handle
 //! answers; it is not a model.
 
@@ -66,6 +69,8 @@ pub struct Failure {
 struct Shared {
     requests: Vec<RecordedRequest>,
     reply: Option<String>,
+    /// Tool calls to make, one per turn, in order: `(name, arguments)`.
+    tool_calls: std::collections::VecDeque<(String, Value)>,
     failure: Option<Failure>,
     stall: Option<Duration>,
 }
@@ -128,6 +133,38 @@ impl FakeModel {
         self.shared.lock().expect("lock").reply = Some(text.to_owned());
     }
 
+    /// Answers the next turn (the next chat completion whose last message is not a tool result)
+    /// with a call of tool `name` with `arguments`; the completion after the tool's result gets
+    /// the reply. Calls queue up, one per turn.
+    pub fn call_tool(&self, name: &str, arguments: Value) {
+        self.shared
+            .lock()
+            .expect("lock")
+            .tool_calls
+            .push_back((name.to_owned(), arguments));
+    }
+
+    /// The content of every tool result the model was sent so far, in order (each as the
+    /// JSON text of the message's `content`, or the string itself).
+    pub fn tool_results(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for request in self.requests_to("/v1/chat/completions") {
+            let Some(messages) = request.body["messages"].as_array() else {
+                continue;
+            };
+            for m in messages.iter().filter(|m| m["role"] == "tool") {
+                let text = match &m["content"] {
+                    Value::String(text) => text.clone(),
+                    other => other.to_string(),
+                };
+                if !out.contains(&text) {
+                    out.push(text);
+                }
+            }
+        }
+        out
+    }
+
     /// Fails every later request with this error (`None`: answer again).
     pub fn fail_with(&self, failure: Option<Failure>) {
         self.shared.lock().expect("lock").failure = failure;
@@ -164,11 +201,23 @@ async fn handle(State(shared): State<Arc<Mutex<Shared>>>, request: Request) -> R
         headers: headers(&parts.headers),
         body: body.clone(),
     };
-    let (reply, failure, stall) = {
+    let answers_a_tool_result = body["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .is_some_and(|m| m["role"] == "tool");
+    let (reply, tool_call, failure, stall) = {
         let mut s = shared.lock().expect("lock");
         s.requests.push(recorded.clone());
+        let tool_call = if recorded.path.trim_end_matches('/') == "/v1/chat/completions"
+            && !answers_a_tool_result
+        {
+            s.tool_calls.pop_front()
+        } else {
+            None
+        };
         (
             s.reply.clone().unwrap_or_else(|| DEFAULT_REPLY.to_owned()),
+            tool_call,
             s.failure.clone(),
             s.stall,
         )
@@ -185,6 +234,13 @@ async fn handle(State(shared): State<Arc<Mutex<Shared>>>, request: Request) -> R
             .into_response();
     }
     let stream = body.get("stream").and_then(Value::as_bool).unwrap_or(false);
+    if let Some((name, arguments)) = tool_call {
+        return if stream {
+            sse(tool_call_events(&body, &name, &arguments))
+        } else {
+            Json(tool_call_completion(&body, &name, &arguments)).into_response()
+        };
+    }
     match (parts.method.as_str(), recorded.path.trim_end_matches('/')) {
         ("GET", "/v1/models") => Json(json!({
             "object": "list",
@@ -267,6 +323,61 @@ fn chat_events(body: &Value, reply: &str) -> Vec<(Option<&'static str>, Value)> 
                            "total_tokens": prompt + completion});
     events.push((None, last));
     events
+}
+
+const TOOL_CALL_ID: &str = "call_fake_1";
+
+fn tool_call_completion(body: &Value, name: &str, arguments: &Value) -> Value {
+    let (prompt, completion) = usage_tokens(body, "");
+    json!({
+        "id": "chatcmpl-fake",
+        "object": "chat.completion",
+        "created": 0,
+        "model": model_of(body),
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": null,
+                     "tool_calls": [{"id": TOOL_CALL_ID, "type": "function",
+                                     "function": {"name": name, "arguments": arguments.to_string()}}]},
+                     "finish_reason": "tool_calls"}],
+        "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                  "total_tokens": prompt + completion},
+    })
+}
+
+/// A streamed tool call: the call's id and name first, then its arguments, then
+/// `finish_reason: tool_calls`.
+fn tool_call_events(
+    body: &Value,
+    name: &str,
+    arguments: &Value,
+) -> Vec<(Option<&'static str>, Value)> {
+    let model = model_of(body);
+    let chunk = |delta: Value, finish: Value| {
+        json!({"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0,
+               "model": model, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+    };
+    let (prompt, completion) = usage_tokens(body, "");
+    let mut last = chunk(json!({}), json!("tool_calls"));
+    last["usage"] = json!({"prompt_tokens": prompt, "completion_tokens": completion,
+                           "total_tokens": prompt + completion});
+    vec![
+        (
+            None,
+            chunk(
+                json!({"role": "assistant", "content": null, "tool_calls": [{"index": 0,
+                       "id": TOOL_CALL_ID, "type": "function",
+                       "function": {"name": name, "arguments": ""}}]}),
+                Value::Null,
+            ),
+        ),
+        (
+            None,
+            chunk(
+                json!({"tool_calls": [{"index": 0, "function": {"arguments": arguments.to_string()}}]}),
+                Value::Null,
+            ),
+        ),
+        (None, last),
+    ]
 }
 
 fn message_item(reply: &str, status: &str) -> Value {
@@ -405,6 +516,36 @@ mod tests {
         let refused = post(&model, "/v1/chat/completions", json!({"model": "m"})).await;
         assert!(refused.starts_with("HTTP/1.1 429"), "{refused}");
         assert!(refused.contains("rate_limit_exceeded"));
+    }
+
+    #[tokio::test]
+    async fn a_queued_tool_call_answers_the_next_turn_and_its_result_is_recorded() {
+        let model = FakeModel::start().await;
+        model.reply("done");
+        model.call_tool("read", json!({"path": "/etc/hostname"}));
+        let user = json!({"model": "m", "stream": true,
+                          "messages": [{"role": "user", "content": "read it"}]});
+        let call = post(&model, "/v1/chat/completions", user.clone()).await;
+        assert!(call.contains("\"tool_calls\""), "{call}");
+        assert!(call.contains("\"finish_reason\":\"tool_calls\""), "{call}");
+        assert!(call.contains(r#"{\"path\":\"/etc/hostname\"}"#), "{call}");
+        let after = post(
+            &model,
+            "/v1/chat/completions",
+            json!({"model": "m", "stream": true, "messages": [
+                {"role": "user", "content": "read it"},
+                {"role": "assistant", "content": null, "tool_calls": [{"id": TOOL_CALL_ID,
+                  "type": "function", "function": {"name": "read", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": TOOL_CALL_ID, "content": "the file's text"},
+            ]}),
+        )
+        .await;
+        assert!(after.contains("done"), "{after}");
+        assert!(!after.contains("tool_calls"), "{after}");
+        assert_eq!(model.tool_results(), vec!["the file's text".to_owned()]);
+        // One call per queued tool: the next turn is answered with text again.
+        let next = post(&model, "/v1/chat/completions", user).await;
+        assert!(!next.contains("tool_calls"), "{next}");
     }
 
     #[test]

@@ -143,6 +143,7 @@ async fn main() {
             stop_timeout: Duration::from_secs(10),
             path: std::env::var_os("PATH").unwrap_or_default(),
         },
+        sandbox: None,
         maintenance_interval: None,
         dedicated: Some(DedicatedSettings {
             launcher: PathBuf::from(env!("CARGO_BIN_EXE_occ")),

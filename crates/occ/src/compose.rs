@@ -22,6 +22,7 @@ use occ_drivers::configuration::{
 use occ_drivers::kubernetes::{KubeClient, TenantAccess, TenantNamespaces};
 use occ_drivers::secret::{KubernetesSecretDriver, LocalSecretDriver, SecretDriver};
 use occ_host::runtime::OpenclawRuntime;
+use occ_host::sandbox::SandboxSettings;
 use occ_host::snapshot::GatewayBind;
 use occ_host::wire::HostSettings;
 use occ_host::workspace_setup;
@@ -30,7 +31,7 @@ use occ_store::{Store, StoreOptions};
 
 use crate::settings::{
     ComputeDriverSettings, ConfigurationStore, KubernetesComputeSettings, PlatformSettings,
-    SecretStore, ServerSettings, SshComputeSettings,
+    ProcessIsolation, SecretStore, ServerSettings, SshComputeSettings,
 };
 
 /// The pinned OpenClaw release.
@@ -420,6 +421,18 @@ fn ssh_compute(
 }
 
 fn process_compute(settings: &PlatformSettings) -> anyhow::Result<ProcessCompute> {
+    let sandbox = match settings.compute.isolation {
+        ProcessIsolation::Sandbox(limits) => Some(
+            SandboxSettings::locate(&crate::settings::program_path(), limits)
+                .map_err(|e| anyhow::anyhow!("OCC_PROCESS_ISOLATION=sandbox: {e}"))?,
+        ),
+        ProcessIsolation::None => {
+            tracing::warn!(
+                "OCC_PROCESS_ISOLATION=none: Agents' gateways run uncontained, as occ's own user, and can read everything it can (its data directory and keys, other Agents' workspaces); use it for development only"
+            );
+            None
+        }
+    };
     ProcessCompute::new(ProcessSettings {
         host: LocalSettings {
             root: settings.compute.root.clone(),
@@ -437,6 +450,7 @@ fn process_compute(settings: &PlatformSettings) -> anyhow::Result<ProcessCompute
             model_base_url: settings.compute.codex_base_url.clone(),
             ready_timeout: HARNESS_READY_TIMEOUT,
         }),
+        sandbox,
     })
     .map_err(|e| anyhow::anyhow!("OCC_PROCESS_ROOT: {e}"))
 }

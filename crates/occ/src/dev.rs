@@ -197,6 +197,10 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
             maintenance_interval: Duration::from_secs(15),
             driver: ComputeDriverSettings::Process,
             codex_base_url: crate::settings::codex_base_url(process_env("OCC_CODEX_BASE_URL"))?,
+            isolation: crate::settings::process_isolation(
+                &process_env,
+                &mut crate::settings::FileSettings::default(),
+            )?,
         },
         metrics: metrics_address,
     };

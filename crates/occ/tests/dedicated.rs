@@ -83,6 +83,7 @@ fn driver(root: &Path, runtime_root: PathBuf, model: &FakeModel) -> ProcessCompu
             stop_timeout: Duration::from_secs(10),
             path: path(),
         },
+        sandbox: None,
         maintenance_interval: None,
         dedicated: Some(DedicatedSettings {
             launcher: PathBuf::from(env!("CARGO_BIN_EXE_occ")),

@@ -13,6 +13,7 @@
 use std::time::Duration;
 
 use occ_core::resource::{ComputeIdentity, ExecutionMode};
+use occ_host::sandbox::SandboxSettings;
 use occ_host::{DedicatedSettings, Host, HostOptions, LocalSettings};
 
 use super::{
@@ -30,6 +31,8 @@ pub struct ProcessSettings {
     pub maintenance_interval: Option<Duration>,
     /// Dedicated execution (the Codex harness), when offered.
     pub dedicated: Option<DedicatedSettings>,
+    /// Containment of each Agent's gateway (`None`: only when turned off explicitly).
+    pub sandbox: Option<SandboxSettings>,
 }
 
 /// What the process Driver runs: embedded execution, and dedicated execution when it is given
@@ -68,6 +71,7 @@ impl ProcessCompute {
             settings.host.clone(),
             HostOptions {
                 dedicated: settings.dedicated.clone(),
+                sandbox: settings.sandbox.clone(),
                 ..HostOptions::local(selection.identity.id.clone())
             },
         )?;

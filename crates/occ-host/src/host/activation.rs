@@ -197,6 +197,7 @@ impl Host {
             stop_timeout: self.settings.stop_timeout,
             exits: &self.exits,
             dedicated: None,
+            sandbox: self.options.sandbox.as_ref(),
         }
     }
 

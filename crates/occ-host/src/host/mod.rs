@@ -49,6 +49,7 @@ use crate::layout::{
 use crate::logs::{GatewayLog, LOG_ROTATE_BYTES, prune_revision_logs};
 use crate::report;
 use crate::runtime::{OpenclawRuntime, RuntimeError};
+use crate::sandbox::SandboxSettings;
 use crate::seed::{self, AsAgent};
 use crate::snapshot::{GatewayBind, render_snapshot, same_but_driver_rendering};
 use crate::systemd::{self, SystemdSupervision, UnitAccount};
@@ -115,6 +116,9 @@ pub struct HostOptions {
     pub supervision: Supervision,
     /// Dedicated execution (the Codex harness next to the gateway), when this host offers it.
     pub dedicated: Option<DedicatedSettings>,
+    /// Containment of embedded gateways ([`crate::sandbox`]), or none: they see what the user
+    /// they run as can see.
+    pub sandbox: Option<SandboxSettings>,
 }
 
 /// How a host runs the Codex harness of dedicated Agents.
@@ -139,6 +143,7 @@ impl HostOptions {
             accounts: None,
             supervision: Supervision::Detached,
             dedicated: None,
+            sandbox: None,
         }
     }
 }

@@ -18,11 +18,11 @@ mod tests;
 
 pub use kubernetes::KubernetesComputeSettings;
 pub use platform::{
-    ComputeDriverSettings, ComputeSettings, ConfigurationStore, PlatformSettings, SecretStore,
-    codex_base_url, dev_metrics_address, prepare_database_url,
+    ComputeDriverSettings, ComputeSettings, ConfigurationStore, PlatformSettings, ProcessIsolation,
+    SecretStore, codex_base_url, dev_metrics_address, prepare_database_url, process_isolation,
 };
 pub use server::ServerSettings;
 pub(crate) use source::port_range;
-pub use source::{origin_of, process_env, program_path};
+pub use source::{FileSettings, origin_of, process_env, program_path};
 pub use ssh::SshComputeSettings;
 pub use worker::WorkerProcessSettings;

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context as _, anyhow, bail};
+use occ_host::sandbox::WorkloadLimits;
 use occ_store::Backend;
 
 use super::kubernetes::{
@@ -35,6 +36,55 @@ pub struct ComputeSettings {
     /// Where dedicated Agents' Codex harnesses send model calls (`OCC_CODEX_BASE_URL`, an
     /// OpenAI-compatible Responses endpoint); `None`: Codex's default.
     pub codex_base_url: Option<String>,
+    /// How the process Compute Driver contains each Agent's gateway (`OCC_PROCESS_ISOLATION`).
+    pub isolation: ProcessIsolation,
+}
+
+/// `OCC_PROCESS_ISOLATION`: `sandbox` (the default) runs each Agent's gateway under bubblewrap
+/// with `OCC_PROCESS_MEMORY_LIMIT_MIB`, `OCC_PROCESS_PIDS_LIMIT` and
+/// `OCC_PROCESS_OPEN_FILES_LIMIT`; `none` turns containment off (for development only: every
+/// Agent then reads what occ's user can read).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProcessIsolation {
+    /// bubblewrap, with these limits per gateway.
+    Sandbox(WorkloadLimits),
+    /// No containment.
+    None,
+}
+
+/// [`ProcessIsolation`] from the environment and the file.
+pub fn process_isolation(
+    env: Env<'_>,
+    file: &mut FileSettings,
+) -> anyhow::Result<ProcessIsolation> {
+    let mode = env("OCC_PROCESS_ISOLATION")
+        .or(file.process_isolation.take())
+        .unwrap_or_else(|| "sandbox".into());
+    let defaults = WorkloadLimits::default();
+    match mode.as_str() {
+        "sandbox" => Ok(ProcessIsolation::Sandbox(WorkloadLimits {
+            memory_mib: positive(
+                env,
+                "OCC_PROCESS_MEMORY_LIMIT_MIB",
+                file.process_memory_limit_mib,
+                defaults.memory_mib,
+            )?,
+            processes: positive(
+                env,
+                "OCC_PROCESS_PIDS_LIMIT",
+                file.process_pids_limit,
+                defaults.processes,
+            )?,
+            open_files: positive(
+                env,
+                "OCC_PROCESS_OPEN_FILES_LIMIT",
+                file.process_open_files_limit,
+                defaults.open_files,
+            )?,
+        })),
+        "none" => Ok(ProcessIsolation::None),
+        other => bail!("OCC_PROCESS_ISOLATION: {other:?} must be sandbox or none"),
+    }
 }
 
 /// The Compute Driver the settings select (`OCC_COMPUTE_DRIVER`) and what only it needs: the
@@ -247,6 +297,7 @@ impl PlatformSettings {
                 maintenance_interval: Duration::from_millis(maintenance_ms),
                 driver,
                 codex_base_url: codex_base_url(env("OCC_CODEX_BASE_URL"))?,
+                isolation: process_isolation(env, file)?,
             },
             metrics,
         })

@@ -1,0 +1,365 @@
+//! Containment of the workloads a host starts: each runs under bubblewrap (`bwrap`) in its own
+//! user, mount, PID, IPC and UTS namespaces, in a new session, with every capability dropped,
+//! `no_new_privs`, resource limits, and a filesystem that holds only the system's read-only
+//! program directories, the pinned runtime (read-only) and the paths of its own that the
+//! workload is given ([`View`]).
+//!
+//! An Agent is untrusted code: its model obeys any text that reaches it and OpenClaw gives it
+//! file and shell tools. Without containment those tools see everything occ's user can read:
+//! occ's data directory (the administrator key, the database, the Secret key), other Agents'
+//! workspaces and the checkout. Inside the sandbox none of that exists.
+//!
+//! The chain is `setsid prlimit … bwrap … -- program args`: each execs the next in place, so the
+//! pid occ records is the outer `bwrap` (which exits with the workload's status) and it leads a
+//! new session without a controlling terminal (no terminal input can be injected) whose process
+//! group holds everything the workload starts, as signals to a gateway's group expect. The PID
+//! namespace dies with the workload's first process.
+
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+
+/// System directories every workload sees read-only (where they exist): the programs and
+/// libraries Node, git and the shell tools need.
+const SYSTEM_READ_ONLY: &[&str] = &["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64"];
+
+/// The files of `/etc` a workload needs (name resolution, TLS roots, time zone, the user
+/// database, the loader's cache). The rest of `/etc` (host keys, credentials) stays outside.
+const ETC_READ_ONLY: &[&str] = &[
+    "/etc/resolv.conf",
+    "/etc/hosts",
+    "/etc/host.conf",
+    "/etc/nsswitch.conf",
+    "/etc/gai.conf",
+    "/etc/services",
+    "/etc/protocols",
+    "/etc/localtime",
+    "/etc/timezone",
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/ssl",
+    "/etc/ca-certificates",
+    "/etc/ca-certificates.conf",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/alternatives",
+    "/etc/mime.types",
+    "/etc/os-release",
+    "/etc/gitconfig",
+];
+
+/// The uid and gid a workload has inside its user namespace (it maps to the account the
+/// workload runs as outside: occ's own user, or the Agent's account).
+const SANDBOX_ID: u32 = 1000;
+
+/// Limits of one workload. A value of 0 leaves that limit as occ's own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkloadLimits {
+    /// Largest data segment (private writable memory), in MiB (`RLIMIT_DATA`).
+    pub memory_mib: u64,
+    /// Most processes and threads of the workload's user (`RLIMIT_NPROC`; it counts per user,
+    /// so it bounds one Agent only where the Agent has its own account).
+    pub processes: u64,
+    /// Most open files per process (`RLIMIT_NOFILE`).
+    pub open_files: u64,
+}
+
+impl Default for WorkloadLimits {
+    fn default() -> Self {
+        Self {
+            // V8 counts its address-space reservations (code ranges, heaps of worker threads)
+            // in the data segment: a gateway idles at ~9 GiB of it with ~1 GiB resident.
+            memory_mib: 16384,
+            processes: 1024,
+            open_files: 8192,
+        }
+    }
+}
+
+/// How a host contains its workloads: the programs of the chain and the limits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxSettings {
+    /// `bwrap` (Debian's `bubblewrap`).
+    pub bwrap: PathBuf,
+    /// `setsid` (util-linux).
+    pub setsid: PathBuf,
+    /// `prlimit` (util-linux).
+    pub prlimit: PathBuf,
+    /// The limits of each workload.
+    pub limits: WorkloadLimits,
+}
+
+/// Why containment cannot run on this machine, naming what to install or enable.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct SandboxUnavailable(String);
+
+impl SandboxSettings {
+    /// Finds the programs on `search_path` and checks that an unprivileged user namespace can
+    /// be made here (the sandbox of every workload needs one), by running an empty sandbox.
+    pub fn locate(search_path: &OsStr, limits: WorkloadLimits) -> Result<Self, SandboxUnavailable> {
+        let find = |program: &str, package: &str| {
+            find_program(search_path, program).ok_or_else(|| {
+                SandboxUnavailable(format!(
+                    "`{program}` is not installed: install the `{package}` package (Debian: apt-get install {package}), or turn containment off for development with OCC_PROCESS_ISOLATION=none"
+                ))
+            })
+        };
+        let settings = Self {
+            bwrap: find("bwrap", "bubblewrap")?,
+            setsid: find("setsid", "util-linux")?,
+            prlimit: find("prlimit", "util-linux")?,
+            limits,
+        };
+        settings.check()?;
+        Ok(settings)
+    }
+
+    /// Runs `true` in an empty sandbox: proves bubblewrap works and user namespaces are
+    /// allowed here.
+    fn check(&self) -> Result<(), SandboxUnavailable> {
+        let view = View::default();
+        let mut args = self.bwrap_args(&view);
+        args.push("--".into());
+        args.push("/bin/true".into());
+        let output = std::process::Command::new(&self.bwrap)
+            .args(&args)
+            .env_clear()
+            .output()
+            .map_err(|e| SandboxUnavailable(format!("cannot run {}: {e}", self.bwrap.display())))?;
+        if output.status.success() {
+            return Ok(());
+        }
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        Err(SandboxUnavailable(format!(
+            "bubblewrap cannot make a sandbox here ({}): {}; unprivileged user namespaces must be allowed (sysctl kernel.unprivileged_userns_clone=1, user.max_user_namespaces > 0), or turn containment off for development with OCC_PROCESS_ISOLATION=none",
+            output.status,
+            stderr.trim()
+        )))
+    }
+
+    /// `inner` (a program, its arguments, its whole environment and working directory) as a
+    /// contained workload that sees `view`. The caller adds stdio; it must not put the process
+    /// in a group of its own (the chain makes a session, which leads its group).
+    pub(crate) fn wrap(
+        &self,
+        inner: &tokio::process::Command,
+        view: &View,
+    ) -> tokio::process::Command {
+        let inner = inner.as_std();
+        let mut cmd = tokio::process::Command::new(&self.setsid);
+        cmd.arg(&self.prlimit);
+        cmd.args(self.limit_args());
+        cmd.arg("--").arg(&self.bwrap);
+        cmd.args(self.bwrap_args(view));
+        if let Some(dir) = inner.get_current_dir() {
+            cmd.arg("--chdir").arg(dir);
+        }
+        cmd.arg("--")
+            .arg(inner.get_program())
+            .args(inner.get_args());
+        // The runtime's commands start from an empty environment; so does the chain.
+        cmd.env_clear();
+        for (name, value) in inner.get_envs() {
+            if let Some(value) = value {
+                cmd.env(name, value);
+            }
+        }
+        cmd
+    }
+
+    fn limit_args(&self) -> Vec<OsString> {
+        let WorkloadLimits {
+            memory_mib,
+            processes,
+            open_files,
+        } = self.limits;
+        let mut args: Vec<OsString> = vec!["--core=0".into()];
+        if memory_mib > 0 {
+            let bytes = memory_mib.saturating_mul(1024 * 1024);
+            args.push(format!("--data={bytes}").into());
+        }
+        if processes > 0 {
+            args.push(format!("--nproc={processes}").into());
+        }
+        if open_files > 0 {
+            args.push(format!("--nofile={open_files}").into());
+        }
+        args
+    }
+
+    /// bubblewrap's arguments for `view` (without the command).
+    fn bwrap_args(&self, view: &View) -> Vec<OsString> {
+        let mut args: Vec<OsString> = [
+            "--unshare-user",
+            "--unshare-pid",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--unshare-cgroup-try",
+            "--hostname",
+            "agent",
+            "--cap-drop",
+            "ALL",
+        ]
+        .map(OsString::from)
+        .into();
+        args.extend(["--uid", "--gid"].iter().flat_map(|flag| {
+            [
+                OsString::from(*flag),
+                OsString::from(SANDBOX_ID.to_string()),
+            ]
+        }));
+        for dir in SYSTEM_READ_ONLY.iter().map(Path::new) {
+            match std::fs::read_link(dir) {
+                // `/bin -> usr/bin` on merged-/usr systems: the same link inside.
+                Ok(target) => {
+                    args.extend([OsString::from("--symlink"), target.into(), dir.into()]);
+                }
+                Err(_) if dir.is_dir() => {
+                    args.extend([OsString::from("--ro-bind"), dir.into(), dir.into()]);
+                }
+                Err(_) => {}
+            }
+        }
+        for file in ETC_READ_ONLY {
+            args.extend(["--ro-bind-try", file, file].map(OsString::from));
+        }
+        args.extend(["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"].map(OsString::from));
+        for path in &view.read_only {
+            args.extend([OsString::from("--ro-bind"), path.into(), path.into()]);
+        }
+        for path in &view.read_write {
+            args.extend([OsString::from("--bind"), path.into(), path.into()]);
+        }
+        args
+    }
+}
+
+/// What one workload sees of the host's filesystem beyond the system directories: each path at
+/// its own place, so the paths in its configuration stay true inside.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct View {
+    /// Read-only (the runtime, the revision's snapshot).
+    pub read_only: Vec<PathBuf>,
+    /// Read-write (its state, home, temporary files and logs).
+    pub read_write: Vec<PathBuf>,
+}
+
+/// `program` in one of the directories of `search_path`, if it is there.
+fn find_program(search_path: &OsStr, program: &str) -> Option<PathBuf> {
+    std::env::split_paths(search_path)
+        .map(|dir| dir.join(program))
+        .find(|path| path.is_file())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings() -> SandboxSettings {
+        SandboxSettings {
+            bwrap: "/usr/bin/bwrap".into(),
+            setsid: "/usr/bin/setsid".into(),
+            prlimit: "/usr/bin/prlimit".into(),
+            limits: WorkloadLimits {
+                memory_mib: 2048,
+                processes: 64,
+                open_files: 1024,
+            },
+        }
+    }
+
+    fn strings(args: &[OsString]) -> Vec<String> {
+        args.iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    /// The chain execs in place from `setsid` to the program, with the inner environment only,
+    /// the limits and every namespace; the view's paths are bound at their own places.
+    #[test]
+    fn a_wrapped_command_is_the_chain_with_the_view_and_the_limits() {
+        let mut inner = tokio::process::Command::new("/rt/node/bin/node");
+        inner
+            .arg("/rt/openclaw.mjs")
+            .arg("gateway")
+            .env_clear()
+            .env("PATH", "/rt/node/bin:/usr/bin")
+            .env("HOME", "/agents/a/home")
+            .current_dir("/agents/a/state");
+        let view = View {
+            read_only: vec!["/rt".into(), "/agents/a/revisions/r".into()],
+            read_write: vec!["/agents/a/state".into(), "/agents/a/home".into()],
+        };
+        let cmd = settings().wrap(&inner, &view);
+        let std = cmd.as_std();
+        assert_eq!(std.get_program(), "/usr/bin/setsid");
+        let args: Vec<String> = std
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let joined = args.join(" ");
+        assert!(
+            joined.starts_with(
+                "/usr/bin/prlimit --core=0 --data=2147483648 --nproc=64 --nofile=1024 -- /usr/bin/bwrap --unshare-user --unshare-pid --unshare-ipc --unshare-uts"
+            ),
+            "{joined}"
+        );
+        for expected in [
+            "--cap-drop ALL",
+            "--proc /proc --dev /dev --tmpfs /tmp",
+            "--ro-bind /rt /rt",
+            "--ro-bind /agents/a/revisions/r /agents/a/revisions/r",
+            "--bind /agents/a/state /agents/a/state",
+            "--bind /agents/a/home /agents/a/home",
+            "--ro-bind-try /etc/resolv.conf /etc/resolv.conf",
+            "--chdir /agents/a/state -- /rt/node/bin/node /rt/openclaw.mjs gateway",
+        ] {
+            assert!(joined.contains(expected), "{expected} missing: {joined}");
+        }
+        assert!(
+            joined.ends_with("-- /rt/node/bin/node /rt/openclaw.mjs gateway"),
+            "{joined}"
+        );
+        // Only the inner environment, and nothing of occ's own.
+        let envs: Vec<(String, Option<String>)> = std
+            .get_envs()
+            .map(|(k, v)| {
+                (
+                    k.to_string_lossy().into_owned(),
+                    v.map(|v| v.to_string_lossy().into_owned()),
+                )
+            })
+            .collect();
+        assert_eq!(
+            envs,
+            vec![
+                ("HOME".to_owned(), Some("/agents/a/home".to_owned())),
+                ("PATH".to_owned(), Some("/rt/node/bin:/usr/bin".to_owned())),
+            ]
+        );
+    }
+
+    #[test]
+    fn nothing_of_etc_but_the_listed_files_and_no_limit_of_zero() {
+        let mut s = settings();
+        s.limits = WorkloadLimits {
+            memory_mib: 0,
+            processes: 0,
+            open_files: 0,
+        };
+        assert_eq!(strings(&s.limit_args()), vec!["--core=0"]);
+        let args = strings(&s.bwrap_args(&View::default()));
+        assert!(!args.iter().any(|a| a == "/etc"), "{args:?}");
+        assert!(!args.iter().any(|a| a.starts_with("/etc/ssh")), "{args:?}");
+    }
+
+    #[test]
+    fn a_missing_program_names_its_package() {
+        let err = SandboxSettings::locate(OsStr::new("/nonexistent"), WorkloadLimits::default())
+            .expect_err("no bwrap in /nonexistent");
+        let message = err.to_string();
+        assert!(message.contains("bubblewrap"), "{message}");
+        assert!(message.contains("OCC_PROCESS_ISOLATION=none"), "{message}");
+    }
+}
