@@ -38,6 +38,7 @@ fn settings(dedicated: Option<KubernetesDedicatedSettings>) -> KubernetesCompute
         occ_binary: "/usr/local/bin/occ".into(),
         state_storage: "10Gi".into(),
         storage_class: None,
+        runtime_class: None,
         activation_timeout: Duration::from_secs(240),
         stop_timeout: Duration::from_secs(60),
         dedicated,

@@ -334,7 +334,16 @@ pub(crate) async fn start(
         .envs(environment)
         .current_dir(agent_dir.join("state"));
     let mut cmd = match sandbox {
-        Some(sandbox) => sandbox.wrap(&cmd, &gateway_view(runtime, agent_dir, rev)?),
+        Some(sandbox) => {
+            let mut view = gateway_view(runtime, agent_dir, rev)?;
+            if let Some(dedicated) = &dedicated {
+                // The runtime config's own directory (enrollment rewrites the file by rename
+                // while the gateway runs, which a directory bind shows), nothing of the harness.
+                view.read_only
+                    .extend(dedicated.config.parent().map(Path::to_path_buf));
+            }
+            sandbox.wrap(&cmd, &view)
+        }
         // Its own group, so a stop reaches every process it starts.
         None => {
             cmd.process_group(0);

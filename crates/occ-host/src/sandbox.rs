@@ -67,8 +67,9 @@ pub struct WorkloadLimits {
 impl Default for WorkloadLimits {
     fn default() -> Self {
         Self {
-            // V8 counts its address-space reservations (code ranges, heaps of worker threads)
-            // in the data segment: a gateway idles at ~9 GiB of it with ~1 GiB resident.
+            // V8's address-space reservations (code ranges, heaps of worker threads) count in
+            // the data segment: a gateway idles at ~3.4 GiB of it with ~0.8 GiB resident, and
+            // its first turn's worker threads fail at 4 GiB.
             memory_mib: 16384,
             processes: 1024,
             open_files: 8192,

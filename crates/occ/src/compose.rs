@@ -384,6 +384,7 @@ async fn kubernetes_compute(
             occ_binary: k.occ_binary.clone(),
             state_storage: k.state_storage.clone(),
             storage_class: k.storage_class.clone(),
+            runtime_class: k.runtime_class.clone(),
             activation_timeout: k.activation_timeout,
             // Includes the Pod's termination grace period.
             stop_timeout: GATEWAY_STOP_TIMEOUT * 4,
@@ -420,19 +421,30 @@ fn ssh_compute(
     .map_err(|e| anyhow::anyhow!("OCC_SSH_*: {}", e.message))
 }
 
-fn process_compute(settings: &PlatformSettings) -> anyhow::Result<ProcessCompute> {
-    let sandbox = match settings.compute.isolation {
-        ProcessIsolation::Sandbox(limits) => Some(
+/// The process Driver's containment: the sandbox's programs found and checked, `None` when it
+/// is turned off. A missing prerequisite is an error naming what to install, so `occ dev` and
+/// `occ worker` call it first and stop before they change anything.
+pub fn process_sandbox(settings: &PlatformSettings) -> anyhow::Result<Option<SandboxSettings>> {
+    if !matches!(settings.compute.driver, ComputeDriverSettings::Process) {
+        return Ok(None);
+    }
+    match settings.compute.isolation {
+        ProcessIsolation::Sandbox(limits) => {
             SandboxSettings::locate(&crate::settings::program_path(), limits)
-                .map_err(|e| anyhow::anyhow!("OCC_PROCESS_ISOLATION=sandbox: {e}"))?,
-        ),
-        ProcessIsolation::None => {
-            tracing::warn!(
-                "OCC_PROCESS_ISOLATION=none: Agents' gateways run uncontained, as occ's own user, and can read everything it can (its data directory and keys, other Agents' workspaces); use it for development only"
-            );
-            None
+                .map(Some)
+                .map_err(|e| anyhow::anyhow!("OCC_PROCESS_ISOLATION=sandbox: {e}"))
         }
-    };
+        ProcessIsolation::None => Ok(None),
+    }
+}
+
+fn process_compute(settings: &PlatformSettings) -> anyhow::Result<ProcessCompute> {
+    let sandbox = process_sandbox(settings)?;
+    if sandbox.is_none() {
+        tracing::warn!(
+            "OCC_PROCESS_ISOLATION=none: Agents' gateways run uncontained, as occ's own user, and can read everything it can (its data directory and keys, other Agents' workspaces); use it for development only"
+        );
+    }
     ProcessCompute::new(ProcessSettings {
         host: LocalSettings {
             root: settings.compute.root.clone(),

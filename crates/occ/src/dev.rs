@@ -90,6 +90,15 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     // Settings first: a mistake is reported before a minute of runtime installation.
     let metrics_address =
         crate::settings::dev_metrics_address(&process_env).context("metrics settings")?;
+    let isolation = crate::settings::process_isolation(
+        &process_env,
+        &mut crate::settings::FileSettings::default(),
+    )?;
+    // Containment's prerequisites too (the check runs an empty sandbox).
+    if let crate::settings::ProcessIsolation::Sandbox(limits) = isolation {
+        occ_host::sandbox::SandboxSettings::locate(&crate::settings::program_path(), limits)
+            .map_err(|e| anyhow!("OCC_PROCESS_ISOLATION=sandbox: {e}"))?;
+    }
     occ_host::fsutil::ensure_private_dir(&data_dir)
         .with_context(|| format!("--data-dir {}", data_dir.display()))?;
 
@@ -197,10 +206,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
             maintenance_interval: Duration::from_secs(15),
             driver: ComputeDriverSettings::Process,
             codex_base_url: crate::settings::codex_base_url(process_env("OCC_CODEX_BASE_URL"))?,
-            isolation: crate::settings::process_isolation(
-                &process_env,
-                &mut crate::settings::FileSettings::default(),
-            )?,
+            isolation,
         },
         metrics: metrics_address,
     };

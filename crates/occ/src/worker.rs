@@ -14,6 +14,8 @@ use crate::settings::{WorkerProcessSettings, process_env};
 /// items finish.
 pub async fn run() -> anyhow::Result<()> {
     let settings = WorkerProcessSettings::load(&process_env)?;
+    // Containment's prerequisites before anything else.
+    compose::process_sandbox(&settings.platform)?;
     let store = compose::open_store(&settings.platform.database_url, 10).await?;
     let mut tx = store.begin_read().await.context("the database")?;
     let installation = tx.installation_get().await.context("the Installation")?;

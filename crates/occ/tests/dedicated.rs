@@ -83,7 +83,14 @@ fn driver(root: &Path, runtime_root: PathBuf, model: &FakeModel) -> ProcessCompu
             stop_timeout: Duration::from_secs(10),
             path: path(),
         },
-        sandbox: None,
+        // Gateways contained, as `occ dev` and `occ worker` run them by default.
+        sandbox: Some(
+            occ_host::sandbox::SandboxSettings::locate(
+                &path(),
+                occ_host::sandbox::WorkloadLimits::default(),
+            )
+            .expect("bubblewrap (scripts/test.sh installs it)"),
+        ),
         maintenance_interval: None,
         dedicated: Some(DedicatedSettings {
             launcher: PathBuf::from(env!("CARGO_BIN_EXE_occ")),
@@ -92,6 +99,31 @@ fn driver(root: &Path, runtime_root: PathBuf, model: &FakeModel) -> ProcessCompu
         }),
     })
     .expect("driver")
+}
+
+/// The processes of the group led by `leader`.
+fn group_members(leader: u32) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .expect("/proc")
+        .flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|stat| {
+                    let rest = stat.rsplit_once(')')?.1.to_owned();
+                    rest.split_whitespace().nth(2)?.parse::<u32>().ok()
+                })
+                == Some(leader)
+        })
+        .collect()
+}
+
+/// A process's command name.
+fn process_name(pid: u32) -> Option<String> {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .ok()
+        .map(|n| n.trim().to_owned())
 }
 
 fn read_json(path: &Path) -> Value {
@@ -193,7 +225,30 @@ impl DedicatedSite for ProcessSite<'_> {
         assert_eq!(mode, 0o600, "the credential file is private");
         let leaks = files_containing(&dir, DEDICATED_KEY, &credential);
         assert!(leaks.is_empty(), "the key is in {leaks:?}");
-        let config = read_json(&run.join("openclaw.json"));
+        // The contained gateway's own view (its processes' root, through `/proc`): its
+        // runtime config is there, the harness's credential is not.
+        let config_path = dir
+            .join("harness/gateway")
+            .join(rev.revision_id.as_str())
+            .join("openclaw.json");
+        let inside = |pid: u32, path: &Path| {
+            Path::new(&format!("/proc/{pid}/root")).join(path.strip_prefix("/").expect("absolute"))
+        };
+        let gateway_processes = group_members(gateway_pid);
+        let node = gateway_processes
+            .iter()
+            .copied()
+            .find(|pid| process_name(*pid).as_deref() != Some("bwrap"))
+            .expect("the gateway's own process in its group");
+        assert!(
+            inside(node, &config_path).is_file(),
+            "the gateway sees its config"
+        );
+        assert!(
+            !inside(node, &credential).exists(),
+            "the contained gateway sees the harness's credential"
+        );
+        let config = read_json(&config_path);
         assert!(
             config["plugins"].get("load").is_none(),
             "the plugin is trusted through the state directory, not a load path"

@@ -216,6 +216,43 @@ fn dev_refuses_inconsistent_metrics_settings_before_installing_anything() {
     assert!(!data.exists(), "nothing was created");
 }
 
+/// Containment is on by default: without bubblewrap `occ dev` stops at once with a message
+/// naming the package (and how to turn containment off), before it creates anything.
+#[test]
+fn dev_without_bubblewrap_stops_naming_what_to_install() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let output = Command::new(OCC)
+        .args(["dev", "--data-dir", data.to_str().unwrap(), "--port", "0"])
+        .env_clear()
+        .env("PATH", dir.path())
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("OCC_PROCESS_ISOLATION=sandbox"), "{stderr}");
+    assert!(
+        stderr.contains("install the `bubblewrap` package"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("OCC_PROCESS_ISOLATION=none"), "{stderr}");
+    assert!(!data.exists(), "nothing was created");
+
+    let output = Command::new(OCC)
+        .args(["dev", "--data-dir", data.to_str().unwrap(), "--port", "0"])
+        .env_clear()
+        .env("OCC_PROCESS_ISOLATION", "chroot")
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("OCC_PROCESS_ISOLATION: \"chroot\" must be sandbox or none"),
+        "{stderr}"
+    );
+    assert!(!data.exists(), "nothing was created");
+}
+
 /// `GET path` over a plain connection (the listener closes it after the response).
 fn http_get(port: u16, path: &str) -> String {
     use std::io::{Read as _, Write as _};

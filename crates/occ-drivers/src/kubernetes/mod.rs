@@ -23,4 +23,43 @@ pub use marks::{
     MANAGED_BY, short_hash,
 };
 pub(crate) use marks::{annotation, label};
+
 pub(crate) use placement::{find_tenant_namespace, resolve_tenant_namespace};
+
+/// Whether `name` is a DNS subdomain (RFC 1123) as Kubernetes names most objects: at most 253
+/// characters, dot-separated labels of lower-case letters, digits and `-` that start and end
+/// with a letter or digit.
+pub fn is_dns_subdomain(name: &str) -> bool {
+    name.len() <= 253
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn dns_subdomains() {
+        for ok in ["gvisor", "kata-qemu", "runsc.example.com", "a1"] {
+            assert!(super::is_dns_subdomain(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "gVisor",
+            "-a",
+            "a-",
+            "a..b",
+            "a_b",
+            &"a".repeat(64),
+            &"a.".repeat(127),
+        ] {
+            assert!(!super::is_dns_subdomain(bad), "{bad}");
+        }
+    }
+}

@@ -11,8 +11,10 @@
 //! <agent>/harness/node.json                the paired node's device id
 //! <agent>/harness/run/<revId>/             per revision: launch.json, credential (0600),
 //!                                          workspace-setup.json, setup-code (0600, until used),
-//!                                          status.json (the launcher's), openclaw.json (the
-//!                                          gateway's runtime copy of the snapshot + node binding)
+//!                                          status.json (the launcher's)
+//! <agent>/harness/gateway/<revId>/         openclaw.json: the gateway's runtime copy of the
+//!                                          snapshot + node binding (apart from the run
+//!                                          directory: a contained gateway sees only this)
 //! <agent>/logs/<revId>/harness.log         the launcher's log and its children's output
 //! <agent>/harness.json                     the running launcher: pid, start time, revision
 //! ```
@@ -79,9 +81,15 @@ impl HarnessDirs {
     pub(crate) fn run(&self, rev: &occ_core::RevisionId) -> PathBuf {
         self.root().join("run").join(rev.as_str())
     }
+    /// The directory of the gateway's runtime config of the revision: its own, apart from the
+    /// run directory (which holds the harness's credential), so a contained gateway is shown
+    /// this directory and nothing of the harness's.
+    pub(crate) fn gateway_config_dir(&self, rev: &occ_core::RevisionId) -> PathBuf {
+        self.root().join("gateway").join(rev.as_str())
+    }
     /// The gateway's runtime config of the revision.
     pub(crate) fn runtime_config(&self, rev: &occ_core::RevisionId) -> PathBuf {
-        self.run(rev).join("openclaw.json")
+        self.gateway_config_dir(rev).join("openclaw.json")
     }
     /// The launch input of the revision.
     pub(crate) fn launch_input(&self, rev: &occ_core::RevisionId) -> PathBuf {
@@ -105,16 +113,26 @@ impl HarnessDirs {
     /// Creates the harness's directories (0700).
     pub(crate) fn create(&self, rev: &occ_core::RevisionId) -> Result<(), ComputeError> {
         create_dir(&self.root())?;
-        for sub in ["home", "codex-home", "tmp", "workspace", "node", "run"] {
+        for sub in [
+            "home",
+            "codex-home",
+            "tmp",
+            "workspace",
+            "node",
+            "run",
+            "gateway",
+        ] {
             create_dir(&self.root().join(sub))?;
         }
-        create_dir(&self.run(rev))
+        create_dir(&self.run(rev))?;
+        create_dir(&self.gateway_config_dir(rev))
     }
 
     /// Removes what only the revision's harness used (its credential, setup code, launch input
     /// and runtime config): a retired revision never runs again.
     pub(crate) fn retire(&self, rev: &occ_core::RevisionId) -> Result<(), ComputeError> {
-        remove_dir(&self.run(rev))
+        remove_dir(&self.run(rev))?;
+        remove_dir(&self.gateway_config_dir(rev))
     }
 }
 

@@ -73,9 +73,6 @@ impl Host {
                 config: &config,
                 app_server_token: &app_server,
             });
-            // Not contained yet: its runtime config shares a directory with the harness's
-            // credential, and enrollment rewrites it while the gateway runs.
-            launch.sandbox = None;
             detached::start(launch, None).await?;
             let endpoint = occ_gateway::Endpoint::loopback(marker.port, gateway_token.expose());
             enroll(&dirs, rev, &snapshot, &endpoint, paired).await

@@ -116,7 +116,7 @@ pub struct HostOptions {
     pub supervision: Supervision,
     /// Dedicated execution (the Codex harness next to the gateway), when this host offers it.
     pub dedicated: Option<DedicatedSettings>,
-    /// Containment of embedded gateways ([`crate::sandbox`]), or none: they see what the user
+    /// Containment of gateways ([`crate::sandbox`]), or none: they see what the user
     /// they run as can see.
     pub sandbox: Option<SandboxSettings>,
 }

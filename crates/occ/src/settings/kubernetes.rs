@@ -23,6 +23,9 @@ pub struct KubernetesComputeSettings {
     pub state_storage: String,
     /// `OCC_KUBERNETES_STORAGE_CLASS`: the volumes' storage class (the cluster default).
     pub storage_class: Option<String>,
+    /// `OCC_KUBERNETES_RUNTIME_CLASS`: the RuntimeClass of Agent Pods (gateway and harness),
+    /// e.g. a gVisor or Kata class the cluster offers; unset: the cluster's default runtime.
+    pub runtime_class: Option<String>,
     /// `OCC_KUBERNETES_ACTIVATION_TIMEOUT_SECONDS` (300): rollout and handshake wait.
     pub activation_timeout: Duration,
     /// `OCC_KUBERNETES_TENANT_QUOTA` (`resource=quantity,…`; unset: none): the ResourceQuota
@@ -127,6 +130,18 @@ pub(super) fn kubernetes_compute_settings(
         "OCC_KUBERNETES_STORAGE_CLASS",
         file.kubernetes_storage_class.take(),
     );
+    let runtime_class = pick(
+        "OCC_KUBERNETES_RUNTIME_CLASS",
+        file.kubernetes_runtime_class.take(),
+    )
+    .filter(|v| !v.is_empty());
+    if let Some(class) = &runtime_class
+        && !occ_drivers::kubernetes::is_dns_subdomain(class)
+    {
+        bail!(
+            "OCC_KUBERNETES_RUNTIME_CLASS: {class:?} is not a RuntimeClass name (a DNS subdomain: lower-case letters, digits, '-' and '.', at most 253)"
+        );
+    }
     let timeout = positive(
         env,
         "OCC_KUBERNETES_ACTIVATION_TIMEOUT_SECONDS",
@@ -148,6 +163,7 @@ pub(super) fn kubernetes_compute_settings(
         occ_binary,
         state_storage,
         storage_class,
+        runtime_class,
         activation_timeout: Duration::from_secs(timeout),
         tenant_quota,
         harness_storage,

@@ -39,6 +39,7 @@ pub struct FileSettings {
     pub(super) kubernetes_gateway_occ: Option<String>,
     pub(super) kubernetes_state_storage: Option<String>,
     pub(super) kubernetes_storage_class: Option<String>,
+    pub(super) kubernetes_runtime_class: Option<String>,
     pub(super) kubernetes_tenant_quota: Option<String>,
     pub(super) kubernetes_activation_timeout_seconds: Option<u64>,
     pub(super) kubernetes_harness_storage: Option<String>,

@@ -42,6 +42,11 @@ fn minimal_settings_with_a_data_dir() {
         PathBuf::from("/tmp/occ-settings-test/runtime")
     );
     assert_eq!(s.platform.compute.port_range, 28000..=28999);
+    assert_eq!(
+        s.platform.compute.isolation,
+        ProcessIsolation::Sandbox(occ_host::sandbox::WorkloadLimits::default()),
+        "containment is on unless turned off"
+    );
     assert_eq!(s.platform.metrics, None);
     assert!(!s.secure_cookies());
     let w = WorkerProcessSettings::load(&env).unwrap();
@@ -141,8 +146,10 @@ fn the_kubernetes_compute_driver_settings() {
         ("10Gi", "occ")
     );
     assert!(k.model_egress.is_empty());
+    assert_eq!(k.runtime_class, None);
     assert!(w.platform.kubernetes.is_some());
     let mut egress = base.to_vec();
+    egress.push(("OCC_KUBERNETES_RUNTIME_CLASS", "gvisor"));
     egress.push((
         "OCC_KUBERNETES_MODEL_EGRESS",
         "203.0.113.0/24:443, 10.0.0.5/32:8080",
@@ -157,6 +164,7 @@ fn the_kubernetes_compute_driver_settings() {
         .cloned()
         .unwrap();
     assert_eq!(k.harness_storage, "40Gi");
+    assert_eq!(k.runtime_class.as_deref(), Some("gvisor"));
     assert_eq!(
         k.model_egress
             .iter()
@@ -184,6 +192,7 @@ fn the_kubernetes_compute_driver_settings() {
         ("OCC_KUBERNETES_MODEL_EGRESS", "10.0.0.0/8:0", "port"),
         ("OCC_KUBERNETES_HARNESS_STORAGE", "40GB", "quantity"),
         ("OCC_KUBERNETES_HARNESS_TOKEN_AUDIENCE", "a b", "audience"),
+        ("OCC_KUBERNETES_RUNTIME_CLASS", "gVisor", "RuntimeClass"),
     ] {
         let mut pairs = base.to_vec();
         pairs.push((var, bad));
@@ -397,6 +406,53 @@ fn metrics_settings_must_be_consistent() {
     ] {
         let err = with(extra).unwrap_err().to_string();
         assert!(err.contains(name), "{err} should name {name}");
+    }
+}
+
+#[test]
+fn process_isolation_is_a_sandbox_with_limits_or_explicitly_none() {
+    let load = |pairs: &[(&str, &str)]| {
+        let mut all = vec![
+            ("OCC_DATABASE_URL", "sqlite:///x"),
+            ("OCC_DATA_DIR", "/tmp/d"),
+            ("OCC_AUTH_SECRET", SECRET),
+        ];
+        all.extend_from_slice(pairs);
+        ServerSettings::load(&env_of(&all)).map(|s| s.platform.compute.isolation)
+    };
+    assert_eq!(
+        load(&[
+            ("OCC_PROCESS_MEMORY_LIMIT_MIB", "2048"),
+            ("OCC_PROCESS_PIDS_LIMIT", "64"),
+            ("OCC_PROCESS_OPEN_FILES_LIMIT", "512"),
+        ])
+        .unwrap(),
+        ProcessIsolation::Sandbox(occ_host::sandbox::WorkloadLimits {
+            memory_mib: 2048,
+            processes: 64,
+            open_files: 512,
+        })
+    );
+    assert_eq!(
+        load(&[("OCC_PROCESS_ISOLATION", "none")]).unwrap(),
+        ProcessIsolation::None
+    );
+    for (pairs, named) in [
+        (
+            [("OCC_PROCESS_ISOLATION", "off")],
+            "OCC_PROCESS_ISOLATION: \"off\" must be sandbox or none",
+        ),
+        (
+            [("OCC_PROCESS_MEMORY_LIMIT_MIB", "0")],
+            "OCC_PROCESS_MEMORY_LIMIT_MIB",
+        ),
+        (
+            [("OCC_PROCESS_PIDS_LIMIT", "many")],
+            "OCC_PROCESS_PIDS_LIMIT",
+        ),
+    ] {
+        let err = load(&pairs).expect_err(named).to_string();
+        assert!(err.contains(named), "{err}");
     }
 }
 

@@ -208,7 +208,7 @@ pub(super) fn harness_deployment(
                       "limits": {"memory": "1536Mi"}},
         "securityContext": container_security(),
     });
-    let template = json!({
+    let mut template = json!({
         "metadata": {
             "labels": harness_pod_labels(&rev.agent),
             "annotations": {
@@ -225,6 +225,7 @@ pub(super) fn harness_deployment(
             "volumes": volumes,
         },
     });
+    super::objects::with_runtime_class(&mut template, settings);
     workload(
         names,
         &hx.harness,

@@ -165,7 +165,7 @@ pub(super) fn deployment(
         }));
     }
     let pod_labels = labels(&rev.agent);
-    let template = json!({
+    let mut template = json!({
         "metadata": {
             "labels": pod_labels,
             "annotations": {
@@ -183,7 +183,15 @@ pub(super) fn deployment(
             "volumes": volumes,
         },
     });
+    with_runtime_class(&mut template, settings);
     workload(&names, &names.gateway, rev, &pod_labels, template)
+}
+
+/// Sets the Pod template's `runtimeClassName` when the settings name one.
+pub(super) fn with_runtime_class(template: &mut Value, settings: &KubernetesComputeSettings) {
+    if let Some(class) = &settings.runtime_class {
+        template["spec"]["runtimeClassName"] = json!(class);
+    }
 }
 
 /// The revision the Agent's Deployment is set to serve, with its number.
@@ -239,4 +247,96 @@ pub(super) fn rolled_out(d: &Deployment) -> bool {
 /// The setup Secret's `setup.json`: the setup input the init container reads.
 pub(super) fn setup_secret_data(setup: &WorkspaceSetup) -> String {
     String::from_utf8(SetupInput::from(setup).to_json()).expect("setup input is JSON text")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use occ_core::resource::{
+        AdmittedSpec, ComputeIdentity, ExecutionMode, Generation, HarnessAuth, HarnessDescriptor,
+    };
+    use occ_core::{AgentId, ConfigurationId, IamId, NamespaceId, RevisionId};
+
+    fn settings(runtime_class: Option<&str>) -> KubernetesComputeSettings {
+        KubernetesComputeSettings {
+            image: "registry.example/occ-gateway:1".into(),
+            runtime_dir: "/opt/occ/runtime".into(),
+            occ_binary: "/usr/local/bin/occ".into(),
+            state_storage: "10Gi".into(),
+            storage_class: None,
+            runtime_class: runtime_class.map(str::to_owned),
+            activation_timeout: std::time::Duration::from_secs(60),
+            stop_timeout: std::time::Duration::from_secs(60),
+            dedicated: None,
+        }
+    }
+
+    fn revision(mode: ExecutionMode) -> RevisionTarget {
+        let agent_id = AgentId::generate();
+        RevisionTarget {
+            agent: occ_core::compute::AgentTarget {
+                namespace_id: NamespaceId::generate(),
+                service_principal_id: IamId::agent_service_principal(&agent_id),
+                agent_id,
+            },
+            revision_id: RevisionId::generate(),
+            revision: 1,
+            spec: AdmittedSpec {
+                configuration_id: ConfigurationId::generate(),
+                configuration_kind: "agent".into(),
+                configuration_generation: Generation::new(1).expect("generation"),
+                configuration: serde_json::Map::new(),
+                harness: HarnessDescriptor {
+                    id: "openclaw".into(),
+                    version: "test".into(),
+                    mode,
+                },
+                compute: ComputeIdentity {
+                    id: "compute-kubernetes".into(),
+                    implementation: "kubernetes".into(),
+                },
+                service_principal_id: IamId::generate_service_principal(),
+                harness_auth: Some(HarnessAuth::Runtime {}),
+                secret_driver_id: None,
+                secret_bindings: None,
+                account_credential: None,
+            },
+        }
+    }
+
+    /// The typed object carries the class (a misspelt field would not deserialize into it), on
+    /// the gateway's and the harness's Pods alike; without the setting there is none.
+    #[test]
+    fn agent_pods_run_with_the_configured_runtime_class() {
+        let rev = revision(ExecutionMode::Embedded);
+        let class_of = |d: &Deployment| {
+            d.spec
+                .as_ref()
+                .and_then(|s| s.template.spec.as_ref())
+                .and_then(|s| s.runtime_class_name.clone())
+        };
+        let contained = deployment(&settings(Some("gvisor")), "t", &rev, true, true, None);
+        assert_eq!(class_of(&contained).as_deref(), Some("gvisor"));
+        let plain = deployment(&settings(None), "t", &rev, true, true, None);
+        assert_eq!(class_of(&plain), None);
+
+        let rev = revision(ExecutionMode::Dedicated);
+        let names = Names::of(&rev.agent, "t".into());
+        let dedicated = super::super::workloads::KubernetesDedicatedSettings {
+            model_base_url: None,
+            harness_storage: "10Gi".into(),
+            token_audience: "occ".into(),
+            model_egress: Vec::new(),
+            ready_timeout: std::time::Duration::from_secs(60),
+        };
+        let harness = super::super::harness::harness_deployment(
+            &settings(Some("kata")),
+            &dedicated,
+            &names,
+            &rev,
+            "launch",
+            false,
+        );
+        assert_eq!(class_of(&harness).as_deref(), Some("kata"));
+    }
 }

@@ -49,6 +49,9 @@ pub struct KubernetesComputeSettings {
     pub state_storage: String,
     /// Storage class of the state volumes (the cluster default when unset).
     pub storage_class: Option<String>,
+    /// RuntimeClass of the Agent's Pods (gateway and harness: a gVisor or Kata class for a
+    /// second boundary around untrusted Agents); the cluster's default runtime when unset.
+    pub runtime_class: Option<String>,
     /// How long activation waits for the rollout and the native handshake.
     pub activation_timeout: Duration,
     /// How long stop and delete wait for the Pod to go.
