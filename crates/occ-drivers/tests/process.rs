@@ -605,6 +605,33 @@ async fn ports_never_collide_and_busy_ports_are_skipped() {
     );
 }
 
+/// Run by the Agent's own `exec` tool: a client on loopback with a freshly made, correctly
+/// signed device identity and no gateway token asks for an operator session (twice, as a
+/// pairing that waits for approval would be retried). Prints every frame it receives.
+const LOOPBACK_PROBE: &str = r#"const port = Number(process.argv[2]);
+const crypto = require('crypto');
+const out = [];
+const { publicKey, privateKey } = crypto.generateKeyPairSync('ed25519');
+const raw = publicKey.export({type:'spki',format:'der'}).subarray(12);
+const b64u = b => Buffer.from(b).toString('base64').replace(/\+/g,'-').replace(/\//g,'_').replace(/=+$/,'');
+const deviceId = crypto.createHash('sha256').update(raw).digest('hex');
+const scopes = ['operator.admin'];
+let attempt = 0;
+function connect(){
+ const ws = new WebSocket('ws://127.0.0.1:'+port);
+ ws.onmessage = (m)=>{ out.push('WS '+String(m.data).slice(0,400)); const d=JSON.parse(m.data);
+  if(d.event==='connect.challenge'){
+   const signedAt = Date.now();
+   const payload = ['v2',deviceId,'cli','cli','operator',scopes.join(','),String(signedAt),'',d.payload.nonce].join('|');
+   const signature = b64u(crypto.sign(null, Buffer.from(payload), privateKey));
+   ws.send(JSON.stringify({type:'req',id:'1',method:'connect',params:{minProtocol:4,maxProtocol:4,client:{id:'cli',version:'1.0.0',platform:'linux',mode:'cli'},role:'operator',scopes,device:{id:deviceId,publicKey:b64u(raw),signature,signedAt,nonce:d.payload.nonce}}}));
+  } else if (d.type==='res') { attempt++; ws.close(); if (attempt<2) setTimeout(connect, 1500); else { console.log(out.join('\n')); process.exit(0);} } };
+ ws.onerror=(e)=>{out.push('WSERR '+e.message);};
+}
+connect();
+setTimeout(()=>{console.log(out.join('\n'));process.exit(0)},10000);
+"#;
+
 /// One chat turn with the gateway `compute` hands out for `agent` (native `agent` call).
 async fn turn(
     compute: &ProcessCompute,
@@ -684,6 +711,17 @@ async fn an_agents_tools_reach_only_its_own_files() {
     let own = dir.join("state/workspace");
     std::fs::write(own.join("USER.md"), "own-workspace-canary-55d0").expect("write");
 
+    let port = compute
+        .gateway_access(&agent)
+        .await
+        .expect("access")
+        .expect("a gateway")
+        .url
+        .rsplit(':')
+        .next()
+        .expect("port")
+        .to_owned();
+    std::fs::write(own.join("loopback-probe.js"), LOOPBACK_PROBE).expect("probe");
     let mut probes = vec![
         ("read", json!({"path": own.join("USER.md")})),
         ("read", json!({"path": occ_key})),
@@ -705,6 +743,10 @@ async fn an_agents_tools_reach_only_its_own_files() {
                 occ_key.display()
             )}),
         ),
+        (
+            "exec",
+            json!({"command": format!("node {} {port}", own.join("loopback-probe.js").display())}),
+        ),
     ];
     let log = dir
         .join("logs")
@@ -718,7 +760,7 @@ async fn an_agents_tools_reach_only_its_own_files() {
         }
     }
     let results = fake.tool_results();
-    assert_eq!(results.len(), 8, "every tool call came back: {results:#?}");
+    assert_eq!(results.len(), 9, "every tool call came back: {results:#?}");
     assert!(
         results[0].contains("own-workspace-canary-55d0"),
         "the Agent reads its own workspace (the probe works): {results:#?}"
@@ -755,6 +797,16 @@ async fn an_agents_tools_reach_only_its_own_files() {
         .find_map(|line| line.trim().parse().ok())
         .unwrap_or(usize::MAX);
     assert!(processes < 30, "it sees {processes} processes: {shell}");
+    // A gateway on the shared loopback (its own here; another Agent's answers the same) takes
+    // no client for coming from loopback: without the token even a signed device is refused,
+    // and nothing is paired for a retry.
+    let loopback = &results[8];
+    assert_eq!(
+        loopback.matches("AUTH_TOKEN_MISSING").count(),
+        2,
+        "both attempts refused for want of the token: {loopback}"
+    );
+    assert!(!loopback.contains("hello-ok"), "{loopback}");
     compute.stop_revision(&rev).await.expect("stop");
     assert!(recorded_gateways(driver.root.path()).is_empty());
 }

@@ -15,6 +15,7 @@ use occ_core::compute::{ComputeError, Convergence, Readiness, RevisionContext, R
 use occ_core::resource::WorkspaceSetup;
 
 use crate::host::{AccountSettings, Host, HostOptions, LocalSettings, Supervision};
+use crate::sandbox::{SandboxSettings, WorkloadLimits};
 use crate::systemd::{Systemctl, SystemdSupervision, hidden_by_hardening};
 use crate::wire::{
     HostOp, HostReply, HostRequest, HostSettings, HostValue, SupervisorChoice, WireSetup,
@@ -64,6 +65,22 @@ async fn run(request: HostRequest, process: HostProcess) -> Result<HostValue, Co
         systemd = matches!(supervision, Supervision::Systemd(_)),
         "supervisor"
     );
+    // On a host that has bubblewrap, a detached gateway is also contained on top of its own
+    // account (systemd units carry systemd's own hardening instead); only activations start
+    // one, so only they check.
+    let sandbox = match (&supervision, &operation) {
+        (
+            Supervision::Detached,
+            HostOp::ActivateRevision { .. } | HostOp::RestoreRevision { .. },
+        ) => match SandboxSettings::locate(&process.path, WorkloadLimits::default()) {
+            Ok(sandbox) => Some(sandbox),
+            Err(e) => {
+                tracing::info!(reason = %e, "gateways on this host run uncontained but for their accounts");
+                None
+            }
+        },
+        _ => None,
+    };
     let host = Host::new(
         LocalSettings {
             root: settings.root.clone(),
@@ -83,8 +100,7 @@ async fn run(request: HostRequest, process: HostProcess) -> Result<HostValue, Co
             supervision,
             // SSH hosts run embedded execution only.
             dedicated: None,
-            // Each Agent has its own account there; bubblewrap on SSH hosts is not built yet.
-            sandbox: None,
+            sandbox,
         },
     )?;
     // Reads do not wait behind a long activation (the host's reads are safe beside its own

@@ -364,8 +364,9 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-/// The gateway processes of one Agent: processes started with its state directory whose
-/// parent is not one of them (the helpers of a gateway are its children).
+/// The gateway workloads of one Agent: processes started with its state directory whose
+/// parent is not one of them (the helpers of a gateway are its children), each the gateway
+/// itself or, contained, the `bwrap` that runs it (the pid occ records).
 pub fn gateway_roots(agent_dir: &Path) -> Vec<u32> {
     let procs = processes_with_env(&format!("OPENCLAW_STATE_DIR={}/state", agent_dir.display()));
     let pids: Vec<u32> = procs.iter().map(|(p, _)| *p).collect();
@@ -375,7 +376,7 @@ pub fn gateway_roots(agent_dir: &Path) -> Vec<u32> {
         .map(|(p, _)| *p)
         .filter(|p| {
             std::fs::read_to_string(format!("/proc/{p}/comm"))
-                .is_ok_and(|c| c.starts_with("openclaw-gatewa"))
+                .is_ok_and(|c| c.starts_with("openclaw-gatewa") || c.trim() == "bwrap")
         })
         .collect()
 }
