@@ -95,6 +95,7 @@ fn main() {
                     path: std::env::var_os("PATH").unwrap_or_default(),
                 },
                 sandbox: None,
+        credential_proxy_port: None,
         maintenance_interval: None,
                 dedicated: None,
             })

@@ -57,6 +57,7 @@ fn driver(root: &Path, runtime_root: &Path, contained: bool, ports: u16) -> Proc
             path,
         },
         sandbox,
+        credential_proxy_port: None,
         maintenance_interval: None,
         dedicated: None,
     })

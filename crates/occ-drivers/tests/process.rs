@@ -73,6 +73,8 @@ fn settings(root: &Path, runtime_root: PathBuf) -> ProcessSettings {
             stop_timeout: Duration::from_secs(15),
             path: std::env::var_os("PATH").unwrap_or_default(),
         },
+        // Any free port: Drivers of this binary run side by side.
+        credential_proxy_port: Some(0),
         maintenance_interval: None,
         dedicated: None,
         // Contained, as `occ dev` and `occ worker` run gateways by default.
@@ -632,6 +634,9 @@ connect();
 setTimeout(()=>{console.log(out.join('\n'));process.exit(0)},10000);
 "#;
 
+/// The bound model key of the containment test.
+const MODEL_KEY: &str = "sk-contained-model-key-0123456789";
+
 /// One chat turn with the gateway `compute` hands out for `agent` (native `agent` call).
 async fn turn(
     compute: &ProcessCompute,
@@ -687,13 +692,21 @@ async fn an_agents_tools_reach_only_its_own_files() {
         "models": {"providers": {"fake": {
             "baseUrl": fake.base_url(),
             "api": "openai-completions",
-            "apiKey": "sk-containment-0123456789",
+            "apiKey": "${MODEL_KEY}",
             "models": [{"id": "fake-model", "name": "Fake model"}],
         }}},
         "plugins": {"enabled": false},
         "cron": {"enabled": false},
     });
-    let ctx = RevisionContext::default();
+    // The model key, bound from a Secret: the credential proxy puts it on the wire.
+    let ctx = RevisionContext {
+        environment: [(
+            "MODEL_KEY".to_owned(),
+            occ_core::compute::SecretText::new(MODEL_KEY.into()),
+        )]
+        .into(),
+        ..RevisionContext::default()
+    };
     let other_rev = revision(compute, &other, 1, conformance::document("other"));
     compute
         .prepare_revision(&other_rev, &ctx)
@@ -701,7 +714,20 @@ async fn an_agents_tools_reach_only_its_own_files() {
         .expect("prepare the other Agent");
     let other_workspace = agent_dir(&driver, &other_rev).join("state/workspace");
     std::fs::write(other_workspace.join("SOUL.md"), "other-agent-canary-91c2").expect("write");
-    let rev = revision(compute, &agent, 1, document);
+    let mut rev = revision(compute, &agent, 1, document);
+    rev.spec.secret_bindings = Some(
+        [(
+            "MODEL_KEY".to_owned(),
+            occ_core::resource::SecretBinding {
+                source: occ_core::resource::SecretRef::new(
+                    ns.id.clone(),
+                    occ_core::SecretId::generate(),
+                ),
+                delivery: occ_core::resource::SecretDelivery::Env,
+            },
+        )]
+        .into(),
+    );
     compute.prepare_revision(&rev, &ctx).await.expect("prepare");
     compute
         .activate_revision(&rev, &ctx)
@@ -747,6 +773,15 @@ async fn an_agents_tools_reach_only_its_own_files() {
             "exec",
             json!({"command": format!("node {} {port}", own.join("loopback-probe.js").display())}),
         ),
+        (
+            "exec",
+            json!({"command": format!(
+                "{{ printf 'MODEL_KEY=%s\\n' \"$MODEL_KEY\"; cat /proc/[0-9]*/environ | tr '\\0' '\\n'; }} | rev; grep -r -l -s sk-contained {} {} {} /tmp; echo end-of-env",
+                dir.join("home").display(),
+                dir.join("state").display(),
+                dir.join("revisions").display(),
+            )}),
+        ),
     ];
     let log = dir
         .join("logs")
@@ -760,7 +795,7 @@ async fn an_agents_tools_reach_only_its_own_files() {
         }
     }
     let results = fake.tool_results();
-    assert_eq!(results.len(), 9, "every tool call came back: {results:#?}");
+    assert_eq!(results.len(), 10, "every tool call came back: {results:#?}");
     assert!(
         results[0].contains("own-workspace-canary-55d0"),
         "the Agent reads its own workspace (the probe works): {results:#?}"
@@ -807,6 +842,44 @@ async fn an_agents_tools_reach_only_its_own_files() {
         "both attempts refused for want of the token: {loopback}"
     );
     assert!(!loopback.contains("hello-ok"), "{loopback}");
+    // Its model key: not in its environment (nor its sandbox's first processes'), nor in any
+    // file it can read; the variable holds the proxy's placeholder.
+    // (Each line reversed by the probe: OpenClaw shortens what looks like a credential in a
+    // tool's output, which would hide a leak from this check.)
+    let env: String = results[9]
+        .lines()
+        .map(|line| line.chars().rev().collect::<String>() + "\n")
+        .collect();
+    assert!(
+        env.contains("vne-fo-dne"),
+        "the probe ran to the end: {env}"
+    );
+    assert!(
+        !env.contains(MODEL_KEY),
+        "the Agent reached its model key: {env}"
+    );
+    assert!(
+        env.contains(&format!(
+            "MODEL_KEY={}\n",
+            occ_host::credential_proxy::PLACEHOLDER
+        )),
+        "{env}"
+    );
+    assert!(
+        !results[9].contains("/home") && !results[9].contains("/state"),
+        "a file the Agent reads holds its key: {}",
+        results[9]
+    );
+    // Yet every turn reached the model, with the key put on the wire by the proxy.
+    let calls = fake.requests_to("/v1/chat/completions");
+    assert!(calls.len() >= 20, "{} model calls", calls.len());
+    for call in &calls {
+        assert_eq!(
+            call.bearer(),
+            Some(MODEL_KEY),
+            "the model saw another credential"
+        );
+    }
     compute.stop_revision(&rev).await.expect("stop");
     assert!(recorded_gateways(driver.root.path()).is_empty());
 }

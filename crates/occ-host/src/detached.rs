@@ -35,7 +35,7 @@ use crate::layout::{
 };
 use crate::logs::GatewayLog;
 use crate::process::{
-    is_same_process, port_is_free, process_start_time, startup_output, stop_group,
+    group_is_alive, is_same_process, port_is_free, process_start_time, startup_output, stop_group,
 };
 use crate::runtime::OpenclawRuntime;
 use crate::sandbox::{SandboxSettings, View};
@@ -168,7 +168,11 @@ pub(crate) async fn adopt(
 /// Stops the recorded gateway (its own process group): SIGTERM, wait, SIGKILL after
 /// `stop_timeout`, wait. Removes the record.
 pub(crate) async fn stop(agent_dir: &Path, stop_timeout: Duration) -> Result<(), ComputeError> {
-    if let Some(record) = live(agent_dir)? {
+    // The group too when its leader is gone: what a contained gateway's outer `bwrap` ran
+    // outlives that process if it alone was killed.
+    if let Some(record) = read_json::<GatewayRecord>(&agent_dir.join("gateway.json"))?
+        && (is_same_process(record.pid, record.start_time) || group_is_alive(record.pid))
+    {
         tracing::info!(pid = record.pid, revision = %record.revision_id, "stopping gateway");
         StopRequest::write(&agent_dir.join(STOP_REQUEST), record.pid, record.start_time)?;
         stop_group(record.pid, record.start_time, stop_timeout, "gateway").await?;
@@ -204,6 +208,9 @@ pub(crate) struct Launch<'a> {
     pub dedicated: Option<DedicatedGateway<'a>>,
     /// Containment, when the host contains its workloads.
     pub sandbox: Option<&'a SandboxSettings>,
+    /// Bound variables whose value the credential proxy puts on the wire: the gateway gets
+    /// [`crate::credential_proxy::PLACEHOLDER`] in them.
+    pub placeholders: std::collections::BTreeSet<String>,
 }
 
 /// What a dedicated revision's gateway is started with beyond an embedded one's.
@@ -231,6 +238,8 @@ pub(crate) struct GatewayEnvironment<'a> {
     pub ctx: &'a RevisionContext,
     /// A dedicated gateway's app-server token (it never gets the harness credential).
     pub app_server_token: Option<&'a str>,
+    /// Bound variables that get [`crate::credential_proxy::PLACEHOLDER`] instead of their value.
+    pub placeholders: &'a std::collections::BTreeSet<String>,
 }
 
 /// The gateway's whole environment: the Secret bindings first, then every variable the Driver
@@ -243,7 +252,14 @@ pub(crate) fn gateway_environment(
         .ctx
         .environment
         .iter()
-        .map(|(name, value)| (name.into(), value.expose().into()))
+        .map(|(name, value)| {
+            let value = if env.placeholders.contains(name) {
+                crate::credential_proxy::PLACEHOLDER
+            } else {
+                value.expose()
+            };
+            (name.into(), value.into())
+        })
         .collect();
     let mut set = |name: &str, value: OsString| {
         vars.insert(name.into(), value);
@@ -296,6 +312,7 @@ pub(crate) async fn start(
         exits,
         dedicated,
         sandbox,
+        placeholders,
     } = launch;
     // The helpers of a gateway that was just killed may hold its socket for a few seconds.
     let deadline = tokio::time::Instant::now() + PORT_RELEASE_WAIT;
@@ -323,6 +340,7 @@ pub(crate) async fn start(
         token: token.expose(),
         ctx,
         app_server_token: dedicated.as_ref().map(|d| d.app_server_token.expose()),
+        placeholders: &placeholders,
     })?;
     let mut cmd = runtime.command();
     cmd.arg("gateway")
@@ -537,6 +555,7 @@ mod tests {
         let ctx = RevisionContext {
             environment: [
                 bound("MODEL_KEY"),
+                bound("PROXIED_KEY"),
                 bound("HOME"),
                 bound("PATH"),
                 bound("TMPDIR"),
@@ -557,10 +576,16 @@ mod tests {
             token: "gateway-token",
             ctx: &ctx,
             app_server_token: None,
+            placeholders: &["PROXIED_KEY".to_owned()].into(),
         })
         .expect("environment");
         let get = |name: &str| env.get(&OsString::from(name)).cloned();
         assert_eq!(get("MODEL_KEY"), Some("bound-MODEL_KEY".into()));
+        assert_eq!(
+            get("PROXIED_KEY"),
+            Some(crate::credential_proxy::PLACEHOLDER.into()),
+            "a key the credential proxy puts on the wire never enters the gateway"
+        );
         assert_eq!(get("HOME"), Some(agent_dir.join("home").into()));
         assert_eq!(get("TMPDIR"), Some(agent_dir.join("tmp").into()));
         assert_eq!(get("PATH"), Some("/runtime/node/bin:/usr/bin".into()));

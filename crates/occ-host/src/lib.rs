@@ -15,6 +15,7 @@
 //! its programs search, the `occ` binary) is passed in.
 
 pub mod account;
+pub mod credential_proxy;
 mod detached;
 mod failure;
 pub mod fsutil;

@@ -51,8 +51,10 @@ pub(crate) fn signal_group(pid: u32, signal: Signal) {
     }
 }
 
-/// Whether any process is still in the group `pgid`.
-fn group_is_alive(pgid: u32) -> bool {
+/// Whether any process is still in the group `pgid`. The kernel never hands out a pid that is
+/// still some process's group id, so members found are the group's own, even after its leader
+/// (a contained workload's outer `bwrap`, say, killed alone) is gone.
+pub(crate) fn group_is_alive(pgid: u32) -> bool {
     i32::try_from(pgid)
         .is_ok_and(|pgid| nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), None).is_ok())
 }
@@ -171,5 +173,31 @@ mod tests {
             "{joined}"
         );
         assert!(startup_output(&dir.path().join("missing.log"), &ctx, "x").is_empty());
+    }
+
+    /// A contained workload's leader (the outer `bwrap`) can die alone; what it ran is still in
+    /// its group and a stop still ends it.
+    #[tokio::test]
+    async fn a_group_whose_leader_is_gone_is_stopped_too() {
+        let mut leader = tokio::process::Command::new("sh")
+            .args(["-c", "sleep 300 & wait"])
+            .process_group(0)
+            .spawn()
+            .expect("sh");
+        let pid = leader.id().expect("pid");
+        let start_time = process_start_time(pid).expect("start time");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(i32::try_from(pid).expect("pid")),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .expect("kill the leader");
+        leader.wait().await.expect("reaped");
+        assert!(!is_same_process(pid, start_time));
+        assert!(group_is_alive(pid), "its child is still in the group");
+        stop_group(pid, start_time, std::time::Duration::from_secs(5), "test")
+            .await
+            .expect("stopped");
+        assert!(!group_is_alive(pid), "nothing of the group is left");
     }
 }

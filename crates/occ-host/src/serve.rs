@@ -101,6 +101,9 @@ async fn run(request: HostRequest, process: HostProcess) -> Result<HostValue, Co
             // SSH hosts run embedded execution only.
             dedicated: None,
             sandbox,
+            // The proxy lives with a long-running Driver process; SSH hosts deliver keys in the
+            // gateway's environment (readable by the Agent's own account only).
+            credential_proxy: None,
         },
     )?;
     // Reads do not wait behind a long activation (the host's reads are safe beside its own

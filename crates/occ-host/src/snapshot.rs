@@ -151,7 +151,42 @@ pub fn same_but_driver_rendering(
         }
         doc
     };
-    without_driver_parts(stored) == without_driver_parts(rendered)
+    let (mut stored, mut rendered) = (without_driver_parts(stored), without_driver_parts(rendered));
+    // A provider pointed at the credential proxy by one rendering and not the other (or at
+    // another capability): the Driver's part too.
+    let providers = |doc: &mut Map<String, Value>| {
+        doc.get_mut("models")
+            .and_then(|m| m.get_mut("providers"))
+            .and_then(Value::as_object_mut)
+            .map(std::mem::take)
+    };
+    let has_providers = |doc: &Map<String, Value>| {
+        doc.get("models")
+            .and_then(|m| m.get("providers"))
+            .is_some_and(Value::is_object)
+    };
+    if has_providers(&stored)
+        && has_providers(&rendered)
+        && let (Some(mut a), Some(mut b)) = (providers(&mut stored), providers(&mut rendered))
+    {
+        for (name, pa) in a.iter_mut() {
+            let Some(pb) = b.get_mut(name) else { continue };
+            let proxied = [&*pa, &*pb].iter().any(|p| {
+                p.get("baseUrl")
+                    .and_then(Value::as_str)
+                    .is_some_and(crate::credential_proxy::is_capability_url)
+            });
+            if proxied {
+                for p in [&mut *pa, &mut *pb] {
+                    if let Some(p) = p.as_object_mut() {
+                        p.remove("baseUrl");
+                    }
+                }
+            }
+        }
+        return a == b && stored == rendered;
+    }
+    stored == rendered
 }
 
 /// `doc[key]` as an object, replacing anything that is not one.
@@ -196,5 +231,29 @@ mod tests {
             "logging": {"file": "/srv/agent/logs/gateway.log", "level": "debug"},
         }));
         assert!(!same_but_driver_rendering(&other_port, &now));
+    }
+
+    /// A provider pointed at the credential proxy is the Driver's rendering; any other change
+    /// of a provider (or a `baseUrl` elsewhere) is not.
+    #[test]
+    fn a_provider_pointed_at_the_credential_proxy_is_the_drivers_rendering() {
+        let provider = |base: &str, model: &str| {
+            doc(json!({"models": {"providers": {"fake": {
+                "baseUrl": base, "api": "openai-completions", "apiKey": "${K}",
+                "models": [{"id": model}]}}}}))
+        };
+        let cap = "http://127.0.0.1:28999/".to_owned() + &"ab".repeat(32);
+        let admitted = provider("https://models.example/v1", "m");
+        assert!(same_but_driver_rendering(&admitted, &provider(&cap, "m")));
+        assert!(same_but_driver_rendering(&provider(&cap, "m"), &admitted));
+        assert!(!same_but_driver_rendering(
+            &admitted,
+            &provider(&cap, "other")
+        ));
+        assert!(!same_but_driver_rendering(
+            &admitted,
+            &provider("https://elsewhere.example/v1", "m")
+        ));
+        assert!(!same_but_driver_rendering(&admitted, &doc(json!({}))));
     }
 }

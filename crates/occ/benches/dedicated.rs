@@ -144,6 +144,7 @@ async fn main() {
             path: std::env::var_os("PATH").unwrap_or_default(),
         },
         sandbox: None,
+        credential_proxy_port: None,
         maintenance_interval: None,
         dedicated: Some(DedicatedSettings {
             launcher: PathBuf::from(env!("CARGO_BIN_EXE_occ")),

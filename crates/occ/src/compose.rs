@@ -311,9 +311,13 @@ impl ComputeDriverSettings {
     }
 
     /// Builds the selected Compute Driver.
-    async fn build(&self, settings: &PlatformSettings) -> anyhow::Result<Arc<dyn Compute>> {
+    async fn build(
+        &self,
+        settings: &PlatformSettings,
+        role: ComputeRole,
+    ) -> anyhow::Result<Arc<dyn Compute>> {
         Ok(match self {
-            Self::Process => Arc::new(process_compute(settings)?),
+            Self::Process => Arc::new(process_compute(settings, role)?),
             Self::Ssh(ssh) => Arc::new(ssh_compute(settings, ssh)?),
             Self::Kubernetes(k) => Arc::new(kubernetes_compute(settings, k).await?),
         })
@@ -357,8 +361,11 @@ fn ssh_host(ssh: &SshComputeSettings) -> SshHost {
 }
 
 /// The Compute Driver the settings select.
-pub async fn compute(settings: &PlatformSettings) -> anyhow::Result<Arc<dyn Compute>> {
-    settings.compute.driver.build(settings).await
+pub async fn compute(
+    settings: &PlatformSettings,
+    role: ComputeRole,
+) -> anyhow::Result<Arc<dyn Compute>> {
+    settings.compute.driver.build(settings, role).await
 }
 
 async fn kubernetes_compute(
@@ -438,18 +445,40 @@ pub fn process_sandbox(settings: &PlatformSettings) -> anyhow::Result<Option<San
     }
 }
 
-fn process_compute(settings: &PlatformSettings) -> anyhow::Result<ProcessCompute> {
+/// What a process does with its Compute Driver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ComputeRole {
+    /// Runs workloads (`occ worker`, `occ dev`): the process Driver's credential proxy lives
+    /// here, beside the gateways it serves.
+    Workloads,
+    /// Only reaches them (`occ serve`: chat, files, the Control UI).
+    Access,
+}
+
+fn process_compute(
+    settings: &PlatformSettings,
+    role: ComputeRole,
+) -> anyhow::Result<ProcessCompute> {
     let sandbox = process_sandbox(settings)?;
     if sandbox.is_none() {
         tracing::warn!(
             "OCC_PROCESS_ISOLATION=none: Agents' gateways run uncontained, as occ's own user, and can read everything it can (its data directory and keys, other Agents' workspaces); use it for development only"
         );
     }
+    // The range's last port is the credential proxy's (it must stay the same across restarts:
+    // gateways' snapshots name it); gateways and harnesses get the others.
+    let range = settings.compute.port_range.clone();
+    if range.start() >= range.end() {
+        anyhow::bail!(
+            "OCC_PROCESS_PORT_RANGE: needs at least two ports (the last one is the credential proxy's)"
+        );
+    }
+    let proxy_port = *range.end();
     ProcessCompute::new(ProcessSettings {
         host: LocalSettings {
             root: settings.compute.root.clone(),
             runtime_root: settings.compute.runtime_root.clone(),
-            port_range: settings.compute.port_range.clone(),
+            port_range: *range.start()..=proxy_port - 1,
             ready_timeout: GATEWAY_READY_TIMEOUT,
             stop_timeout: GATEWAY_STOP_TIMEOUT,
             path: crate::settings::program_path(),
@@ -463,6 +492,7 @@ fn process_compute(settings: &PlatformSettings) -> anyhow::Result<ProcessCompute
             ready_timeout: HARNESS_READY_TIMEOUT,
         }),
         sandbox,
+        credential_proxy_port: (role == ComputeRole::Workloads).then_some(proxy_port),
     })
     .map_err(|e| anyhow::anyhow!("OCC_PROCESS_ROOT: {e}"))
 }

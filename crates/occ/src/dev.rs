@@ -224,7 +224,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         )
         .filter(|d| !d.is_empty()),
     };
-    let compute = compose::compute(&platform).await?;
+    let compute = compose::compute(&platform, compose::ComputeRole::Workloads).await?;
     let controller = Arc::new(
         compose::controller(
             &platform,

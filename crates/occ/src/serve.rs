@@ -37,7 +37,7 @@ pub async fn run() -> anyhow::Result<()> {
             &settings.platform,
             compose::SessionSettings::of(&settings)?,
             store.clone(),
-            Some(compose::compute(&settings.platform).await?),
+            Some(compose::compute(&settings.platform, compose::ComputeRole::Access).await?),
         )
         .await?,
     );

@@ -32,7 +32,7 @@ pub async fn run() -> anyhow::Result<()> {
         )
         .await?,
     );
-    let compute = compose::compute(&settings.platform).await?;
+    let compute = compose::compute(&settings.platform, compose::ComputeRole::Workloads).await?;
     let metrics = Arc::new(Metrics::new(Service::Worker));
     let hooks = compose::namespace_hooks(&settings.platform).await?;
     let worker = Arc::new(

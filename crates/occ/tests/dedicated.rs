@@ -91,6 +91,7 @@ fn driver(root: &Path, runtime_root: PathBuf, model: &FakeModel) -> ProcessCompu
             )
             .expect("bubblewrap (scripts/test.sh installs it)"),
         ),
+        credential_proxy_port: None,
         maintenance_interval: None,
         dedicated: Some(DedicatedSettings {
             launcher: PathBuf::from(env!("CARGO_BIN_EXE_occ")),
@@ -258,9 +259,25 @@ impl DedicatedSite for ProcessSite<'_> {
             config["plugins"]["entries"]["file-transfer"]["config"]["workspaces"]["main"]["nodeId"],
             device_id
         );
-        *self.credential.lock().expect("lock") = Some(credential);
+        *self.credential.lock().expect("lock") = Some(credential.clone());
 
         let harness_pid = record_pid(&dir.join("harness.json")).expect("harness pid");
+        // The contained harness sees its credential, not the gateway's token or config.
+        let launcher = group_members(harness_pid)
+            .into_iter()
+            .find(|pid| process_name(*pid).as_deref() != Some("bwrap"))
+            .expect("the launcher in the harness's group");
+        assert!(
+            inside(launcher, &credential).is_file(),
+            "the harness reads its credential"
+        );
+        for hidden in [dir.join("gateway-token"), config_path.clone()] {
+            assert!(
+                !inside(launcher, &hidden).exists(),
+                "the harness sees {}",
+                hidden.display()
+            );
+        }
         self.pids
             .lock()
             .expect("lock")

@@ -13,6 +13,7 @@
 use std::time::Duration;
 
 use occ_core::resource::{ComputeIdentity, ExecutionMode};
+use occ_host::credential_proxy::CredentialProxy;
 use occ_host::sandbox::SandboxSettings;
 use occ_host::{DedicatedSettings, Host, HostOptions, LocalSettings};
 
@@ -33,6 +34,11 @@ pub struct ProcessSettings {
     pub dedicated: Option<DedicatedSettings>,
     /// Containment of each Agent's gateway (`None`: only when turned off explicitly).
     pub sandbox: Option<SandboxSettings>,
+    /// The loopback port of the credential proxy (`occ_host::credential_proxy`), which puts
+    /// bound model keys on the wire so they never enter a gateway; `None`: keys are delivered in
+    /// the gateway's environment. Gateways' snapshots name it, so it stays the same across
+    /// restarts.
+    pub credential_proxy_port: Option<u16>,
 }
 
 /// What the process Driver runs: embedded execution, and dedicated execution when it is given
@@ -67,11 +73,23 @@ impl ProcessCompute {
     /// The Driver over `settings`; creates the root (0700).
     pub fn new(settings: ProcessSettings) -> Result<Self, ComputeError> {
         let selection = selection(settings.dedicated.is_some());
+        let credential_proxy = settings
+            .credential_proxy_port
+            .map(|port| {
+                CredentialProxy::start(port).map_err(|e| {
+                    ComputeError::permanent(
+                        occ_core::ReasonCode::InvalidHostSettings,
+                        format!("the credential proxy cannot listen on 127.0.0.1:{port}: {e}"),
+                    )
+                })
+            })
+            .transpose()?;
         let host = Host::new(
             settings.host.clone(),
             HostOptions {
                 dedicated: settings.dedicated.clone(),
                 sandbox: settings.sandbox.clone(),
+                credential_proxy,
                 ..HostOptions::local(selection.identity.id.clone())
             },
         )?;

@@ -110,6 +110,28 @@ impl HarnessDirs {
         self.root().join("home")
     }
 
+    /// What a contained harness sees: the launcher and the runtime read-only; its home, Codex
+    /// home, temporary files, workspace, node state, the revision's run directory (launch input,
+    /// credential, status, setup code) and the revision's log directory read-write. Not the
+    /// gateway's config, token or state, nor anything else of the Agent's or occ's.
+    pub(crate) fn sandbox_view(
+        &self,
+        rev: &occ_core::RevisionId,
+        launcher: &Path,
+        runtime_root: &Path,
+    ) -> crate::sandbox::View {
+        let mut read_write: Vec<PathBuf> = ["home", "codex-home", "tmp", "workspace", "node"]
+            .iter()
+            .map(|sub| self.root().join(sub))
+            .collect();
+        read_write.push(self.run(rev));
+        read_write.extend(self.log(rev).parent().map(Path::to_path_buf));
+        crate::sandbox::View {
+            read_only: vec![launcher.to_path_buf(), runtime_root.to_path_buf()],
+            read_write,
+        }
+    }
+
     /// Creates the harness's directories (0700).
     pub(crate) fn create(&self, rev: &occ_core::RevisionId) -> Result<(), ComputeError> {
         create_dir(&self.root())?;

@@ -20,7 +20,8 @@ use serde::{Deserialize, Serialize};
 use crate::detached::StopRequest;
 use crate::failure::unavailable;
 use crate::layout::{open_output, read_json, remove_file, write_json};
-use crate::process::{is_same_process, process_start_time, stop_group};
+use crate::process::{group_is_alive, is_same_process, process_start_time, stop_group};
+use crate::sandbox::{SandboxSettings, View};
 
 /// `harness.json`: enough to find the exact launcher again after a restart.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -79,7 +80,9 @@ pub(crate) fn live_of(
 /// Stops the recorded launcher (SIGTERM to its group, SIGKILL after `stop_timeout`) and removes
 /// the record.
 pub(crate) async fn stop(agent_dir: &Path, stop_timeout: Duration) -> Result<(), ComputeError> {
-    if let Some(record) = live(agent_dir)? {
+    if let Some(record) = read_json::<HarnessRecord>(&agent_dir.join(RECORD))?
+        && (is_same_process(record.pid, record.start_time) || group_is_alive(record.pid))
+    {
         tracing::info!(pid = record.pid, revision = %record.revision_id, "stopping harness");
         StopRequest::write(&agent_dir.join(STOP_REQUEST), record.pid, record.start_time)?;
         stop_group(record.pid, record.start_time, stop_timeout, "harness").await?;
@@ -105,6 +108,9 @@ pub(crate) struct HarnessLaunch<'a> {
     pub rev: &'a RevisionTarget,
     /// Where an exit nobody asked for is reported.
     pub exits: &'a tokio::sync::broadcast::Sender<GatewayExit>,
+    /// Containment, with what the launcher and its children see, when the host contains its
+    /// workloads.
+    pub sandbox: Option<(&'a SandboxSettings, View)>,
 }
 
 /// Starts the launcher in its own process group with a clean environment (no secret in it: the
@@ -120,11 +126,18 @@ pub(crate) fn start(launch: HarnessLaunch<'_>) -> Result<HarnessRecord, ComputeE
         .env("HOME", launch.cwd)
         .env("OCC_LOG", "info")
         .env("NO_COLOR", "1")
-        .current_dir(launch.cwd)
-        .stdin(Stdio::null())
+        .current_dir(launch.cwd);
+    let mut cmd = match &launch.sandbox {
+        Some((sandbox, view)) => sandbox.wrap(&cmd, view),
+        // Its own group, so a stop reaches Codex and the node host too.
+        None => {
+            cmd.process_group(0);
+            cmd
+        }
+    };
+    cmd.stdin(Stdio::null())
         .stdout(out)
         .stderr(err)
-        .process_group(0)
         .kill_on_drop(false);
     let mut child = cmd.spawn().map_err(|e| {
         unavailable(format!(

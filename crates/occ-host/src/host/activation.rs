@@ -50,7 +50,7 @@ impl Host {
                 code: ReasonCode::RevisionSuperseded,
             });
         }
-        let mut rendered = self.render(rev, &agent_dir, marker.port);
+        let mut rendered = self.render(rev, &agent_dir, marker.port)?;
         if dedicated.is_some() {
             let harness_port = self.layout.ensure_harness_port(&rev.agent).await?;
             render_dedicated(
@@ -135,6 +135,12 @@ impl Host {
                 .activate_dedicated(settings, rev, ctx, &agent_dir, &marker)
                 .await;
         }
+        // Every activation (a deploy, each maintenance pass) registers the values it was given:
+        // a rotated Secret reaches the running gateway's provider calls at the next pass.
+        if let Some(credential_proxy) = &self.options.credential_proxy {
+            let token = layout::token(&agent_dir)?;
+            credential_proxy.register(rev, token.expose(), ctx, &self.proxied(rev));
+        }
         if let Some(sd) = self.systemd() {
             return self
                 .activate_unit(sd, rev, ctx, &agent_dir, marker.port)
@@ -198,6 +204,12 @@ impl Host {
             exits: &self.exits,
             dedicated: None,
             sandbox: self.options.sandbox.as_ref(),
+            placeholders: match &self.options.credential_proxy {
+                Some(_) => {
+                    proxy::placeholder_variables(&rev.spec.configuration, &self.proxied(rev))
+                }
+                None => Default::default(),
+            },
         }
     }
 
@@ -233,6 +245,9 @@ impl Host {
     /// Stops the revision's gateway if it is the installed one; keeps workspace, state and
     /// snapshots.
     pub async fn stop_revision(&self, rev: &RevisionTarget) -> Result<(), ComputeError> {
+        if let Some(credential_proxy) = &self.options.credential_proxy {
+            credential_proxy.withdraw_revision(&rev.revision_id);
+        }
         let Some(_) = self.layout.agent_marker(&rev.agent)? else {
             return Ok(());
         };

@@ -55,6 +55,12 @@ impl Host {
             agent_dir,
             rev,
             exits: &self.exits,
+            sandbox: self.options.sandbox.as_ref().map(|sandbox| {
+                (
+                    sandbox,
+                    dirs.sandbox_view(&rev.revision_id, &settings.launcher, &runtime.root),
+                )
+            }),
         })?;
         let started = async {
             wait_running(

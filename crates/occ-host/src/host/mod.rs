@@ -32,6 +32,7 @@ use serde_json::Value;
 use sha2::Digest as _;
 
 use crate::account::{self, Account, Accounts};
+use crate::credential_proxy::{self as proxy, CredentialProxy};
 use crate::detached::{self, DedicatedGateway, Launch};
 use crate::failure::{io_error, ownership, unavailable};
 use crate::fsutil;
@@ -119,6 +120,9 @@ pub struct HostOptions {
     /// Containment of gateways ([`crate::sandbox`]), or none: they see what the user
     /// they run as can see.
     pub sandbox: Option<SandboxSettings>,
+    /// The credential proxy of embedded revisions' model keys ([`crate::credential_proxy`]),
+    /// or none: bound keys are delivered in the gateway's environment.
+    pub credential_proxy: Option<CredentialProxy>,
 }
 
 /// How a host runs the Codex harness of dedicated Agents.
@@ -144,6 +148,7 @@ impl HostOptions {
             supervision: Supervision::Detached,
             dedicated: None,
             sandbox: None,
+            credential_proxy: None,
         }
     }
 }
@@ -289,13 +294,25 @@ impl Host {
         }
     }
 
-    /// The snapshot the revision runs with (see [`render_snapshot`]).
+    /// The providers of an embedded `rev` whose keys go through the credential proxy (none
+    /// without one).
+    fn proxied(&self, rev: &RevisionTarget) -> Vec<proxy::ProxiedProvider> {
+        match &self.options.credential_proxy {
+            Some(_) if rev.execution_mode() == ExecutionMode::Embedded => {
+                proxy::proxied_providers(&rev.spec.configuration, &proxy::bound_variables(rev))
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// The snapshot the revision runs with (see [`render_snapshot`]; proxied providers point at
+    /// their capability URLs).
     fn render(
         &self,
         rev: &RevisionTarget,
         agent_dir: &Path,
         port: u16,
-    ) -> serde_json::Map<String, Value> {
+    ) -> Result<serde_json::Map<String, Value>, ComputeError> {
         let log = GatewayLog::of_revision(agent_dir, &rev.revision_id)
             .current_path()
             .display()
@@ -307,13 +324,27 @@ impl Host {
             ExecutionMode::Embedded => agent_dir.join("state/workspace"),
         };
         let workspace = workspace.display().to_string();
-        render_snapshot(
+        let mut doc = render_snapshot(
             rev,
             port,
             self.options.bind.as_str(),
             &workspace,
             Some(&log),
-        )
+        );
+        if let Some(credential_proxy) = &self.options.credential_proxy {
+            let proxied = self.proxied(rev);
+            if !proxied.is_empty() {
+                let token = layout::token(agent_dir)?;
+                proxy::point_at_proxy(
+                    &mut doc,
+                    &proxied,
+                    credential_proxy.base_url(),
+                    token.expose(),
+                    &rev.revision_id,
+                );
+            }
+        }
+        Ok(doc)
     }
 
     /// Stops and removes everything of one Agent directory (and its account).
@@ -422,6 +453,9 @@ impl Host {
 
     /// Removes everything the Agent has here (gateway, workspace, state, account).
     pub async fn delete_agent(&self, agent: &AgentTarget) -> Result<(), ComputeError> {
+        if let Some(credential_proxy) = &self.options.credential_proxy {
+            credential_proxy.withdraw_agent(&agent.agent_id);
+        }
         if self.layout.agent_marker(agent)?.is_some() {
             self.remove_agent_dir(&self.agent_dir(agent)).await?;
         }
