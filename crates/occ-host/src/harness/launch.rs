@@ -181,11 +181,16 @@ async fn init_workspace(
 /// A fresh `CODEX_HOME` (anything a previous start left is removed) with `config.toml`
 /// (0600): file credential store, and the OpenAI-compatible provider when an endpoint is given.
 fn write_codex_config(input: &LaunchInput) -> std::io::Result<()> {
-    match std::fs::remove_dir_all(&input.codex_home) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
-        _ => {}
-    }
+    // Emptied rather than replaced: in a sandbox the directory is a mount point.
     fsutil::ensure_private_dir(&input.codex_home)?;
+    for entry in std::fs::read_dir(&input.codex_home)? {
+        let entry = entry?;
+        if entry.file_type()?.is_dir() {
+            std::fs::remove_dir_all(entry.path())?;
+        } else {
+            std::fs::remove_file(entry.path())?;
+        }
+    }
     for dir in [&input.home, &input.tmp_dir] {
         std::fs::create_dir_all(dir)?;
     }
