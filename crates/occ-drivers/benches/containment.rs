@@ -111,6 +111,7 @@ fn group_memory(leader: u32) -> (f64, f64) {
             .map(|(_, _, rss, _)| *rss as f64)
             .sum::<f64>()
             / 1024.0
+            + 0.0 // an empty sum is -0.0
     };
     (kib(&|_| true), kib(&|name| name == "bwrap"))
 }
