@@ -35,7 +35,8 @@ use crate::layout::{
 };
 use crate::logs::GatewayLog;
 use crate::process::{
-    group_is_alive, is_same_process, port_is_free, process_start_time, startup_output, stop_group,
+    is_same_process, orphaned_group_alive, port_is_free, process_start_time, startup_output,
+    stop_group,
 };
 use crate::runtime::OpenclawRuntime;
 use crate::sandbox::{SandboxSettings, View};
@@ -171,7 +172,7 @@ pub(crate) async fn stop(agent_dir: &Path, stop_timeout: Duration) -> Result<(),
     // The group too when its leader is gone: what a contained gateway's outer `bwrap` ran
     // outlives that process if it alone was killed.
     if let Some(record) = read_json::<GatewayRecord>(&agent_dir.join("gateway.json"))?
-        && (is_same_process(record.pid, record.start_time) || group_is_alive(record.pid))
+        && (is_same_process(record.pid, record.start_time) || orphaned_group_alive(record.pid))
     {
         tracing::info!(pid = record.pid, revision = %record.revision_id, "stopping gateway");
         StopRequest::write(&agent_dir.join(STOP_REQUEST), record.pid, record.start_time)?;
@@ -281,7 +282,12 @@ pub(crate) fn gateway_environment(
     }
     match env.app_server_token {
         // The credential is the harness's alone.
-        Some(token) => set("APP_SERVER_TOKEN", token.into()),
+        Some(token) => {
+            set("APP_SERVER_TOKEN", token.into());
+            for (name, value) in crate::snapshot::DEDICATED_GATEWAY_ENV {
+                set(name, value.into());
+            }
+        }
         None => {
             if let Some(credential) = &env.ctx.harness_credential {
                 set(harness_key_variable(env.rev)?, credential.expose().into());
@@ -489,14 +495,16 @@ fn gateway_view(
     })
 }
 
-/// The gateways recorded under `root`: `(pid, start time)` of each live one. Tests and
-/// operators use it to account for every process a host started.
+/// The gateways recorded under `root`: `(pid, start time)` of each live one — its process, or
+/// what is left of its group (a contained gateway outlives its outer `bwrap` while it stops).
+/// Tests and operators use it to account for every process a host started.
 pub fn recorded_gateways(root: &Path) -> Vec<(u32, u64)> {
     let mut out = Vec::new();
     for ns in read_dir(&root.join("namespaces")).unwrap_or_default() {
         for agent in read_dir(&ns.join("agents")).unwrap_or_default() {
             if let Ok(Some(record)) = read_json::<GatewayRecord>(&agent.join("gateway.json"))
-                && is_same_process(record.pid, record.start_time)
+                && (is_same_process(record.pid, record.start_time)
+                    || orphaned_group_alive(record.pid))
             {
                 out.push((record.pid, record.start_time));
             }
@@ -596,5 +604,22 @@ mod tests {
         assert_eq!(get("OPENCLAW_GATEWAY_TOKEN"), Some("gateway-token".into()));
         assert_eq!(get("OPENCLAW_NO_RESPAWN"), Some("1".into()));
         assert_eq!(get("npm_config_offline"), Some("true".into()));
+        assert_eq!(get("OPENCLAW_COMPATIBILITY_HOST_VERSION"), None);
+        let dedicated = gateway_environment(GatewayEnvironment {
+            path: "/runtime/node/bin:/usr/bin".into(),
+            agent_dir,
+            snapshot: Path::new("/srv/agents/a/harness/gateway/r/openclaw.json"),
+            rev: &rev,
+            token: "gateway-token",
+            ctx: &ctx,
+            app_server_token: Some("app-server-token"),
+            placeholders: &Default::default(),
+        })
+        .expect("environment");
+        assert_eq!(
+            dedicated.get(&OsString::from("OPENCLAW_COMPATIBILITY_HOST_VERSION")),
+            Some(&OsString::from(crate::runtime::CODEX_PLUGIN_VERSION)),
+            "a dedicated gateway's host version is pinned to its Codex plugin's"
+        );
     }
 }

@@ -51,10 +51,17 @@ pub(crate) fn signal_group(pid: u32, signal: Signal) {
     }
 }
 
-/// Whether any process is still in the group `pgid`. The kernel never hands out a pid that is
-/// still some process's group id, so members found are the group's own, even after its leader
-/// (a contained workload's outer `bwrap`, say, killed alone) is gone.
-pub(crate) fn group_is_alive(pgid: u32) -> bool {
+/// Whether the group once led by the process `pid` still has members after that leader is
+/// gone (a contained workload's outer `bwrap` killed alone, say). Only while no
+/// process holds the pid: the kernel never hands out a pid that is still a group's id, so then
+/// the members are the group's own; a live process with that pid and another start time is a
+/// stranger whose group is not ours.
+pub(crate) fn orphaned_group_alive(pid: u32) -> bool {
+    process_start_time(pid).is_none() && group_is_alive(pid)
+}
+
+/// Whether any process is still in the group `pgid`.
+fn group_is_alive(pgid: u32) -> bool {
     i32::try_from(pgid)
         .is_ok_and(|pgid| nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), None).is_ok())
 }
@@ -73,12 +80,12 @@ pub(crate) async fn stop_group(
     let deadline = Instant::now() + stop_timeout;
     // A contained workload's leader (`bwrap`) exits at the signal while the workload it runs
     // is still stopping: wait for the whole group.
-    while is_same_process(pid, start_time) || group_is_alive(pid) {
+    while is_same_process(pid, start_time) || orphaned_group_alive(pid) {
         if Instant::now() >= deadline {
             tracing::warn!(pid, "{what} did not stop in time; killing it");
             signal_group(pid, Signal::Kill);
             let kill_deadline = Instant::now() + Duration::from_secs(5);
-            while is_same_process(pid, start_time) || group_is_alive(pid) {
+            while is_same_process(pid, start_time) || orphaned_group_alive(pid) {
                 if Instant::now() >= kill_deadline {
                     return Err(crate::failure::unavailable(format!(
                         "{what} process {pid} does not exit"
@@ -194,10 +201,10 @@ mod tests {
         .expect("kill the leader");
         leader.wait().await.expect("reaped");
         assert!(!is_same_process(pid, start_time));
-        assert!(group_is_alive(pid), "its child is still in the group");
+        assert!(orphaned_group_alive(pid), "its child is still in the group");
         stop_group(pid, start_time, std::time::Duration::from_secs(5), "test")
             .await
             .expect("stopped");
-        assert!(!group_is_alive(pid), "nothing of the group is left");
+        assert!(!orphaned_group_alive(pid), "nothing of the group is left");
     }
 }

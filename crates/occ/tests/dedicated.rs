@@ -314,7 +314,12 @@ impl DedicatedSite for ProcessSite<'_> {
             Duration::from_secs(240),
         )
         .await;
-        assert_eq!(code, 200, "chat after the restart: {body}");
+        assert_eq!(
+            code,
+            200,
+            "chat after the restart: {body}\n{}",
+            self.diagnostics(&rev.agent)
+        );
     }
 
     fn diagnostics(&self, agent: &AgentTarget) -> String {
