@@ -282,12 +282,7 @@ pub(crate) fn gateway_environment(
     }
     match env.app_server_token {
         // The credential is the harness's alone.
-        Some(token) => {
-            set("APP_SERVER_TOKEN", token.into());
-            for (name, value) in crate::snapshot::DEDICATED_GATEWAY_ENV {
-                set(name, value.into());
-            }
-        }
+        Some(token) => set("APP_SERVER_TOKEN", token.into()),
         None => {
             if let Some(credential) = &env.ctx.harness_credential {
                 set(harness_key_variable(env.rev)?, credential.expose().into());
@@ -604,22 +599,5 @@ mod tests {
         assert_eq!(get("OPENCLAW_GATEWAY_TOKEN"), Some("gateway-token".into()));
         assert_eq!(get("OPENCLAW_NO_RESPAWN"), Some("1".into()));
         assert_eq!(get("npm_config_offline"), Some("true".into()));
-        assert_eq!(get("OPENCLAW_COMPATIBILITY_HOST_VERSION"), None);
-        let dedicated = gateway_environment(GatewayEnvironment {
-            path: "/runtime/node/bin:/usr/bin".into(),
-            agent_dir,
-            snapshot: Path::new("/srv/agents/a/harness/gateway/r/openclaw.json"),
-            rev: &rev,
-            token: "gateway-token",
-            ctx: &ctx,
-            app_server_token: Some("app-server-token"),
-            placeholders: &Default::default(),
-        })
-        .expect("environment");
-        assert_eq!(
-            dedicated.get(&OsString::from("OPENCLAW_COMPATIBILITY_HOST_VERSION")),
-            Some(&OsString::from(crate::runtime::CODEX_PLUGIN_VERSION)),
-            "a dedicated gateway's host version is pinned to its Codex plugin's"
-        );
     }
 }

@@ -43,17 +43,6 @@ pub const GATEWAY_FIXED_ENV: [(&str, &str); 7] = [
     ("npm_config_offline", "true"),
 ];
 
-/// What a dedicated revision's gateway (the one that loads the Codex plugin) gets beyond
-/// [`GATEWAY_FIXED_ENV`]: its plugin-compatibility host version pinned to the Codex plugin's.
-/// The pinned OpenClaw is a release ahead of the newest Codex plugin; without this, a gateway
-/// start that runs the plugin's state migration (seen under load after a restart) finds the
-/// plugin "not converged", tries an npm repair that cannot work offline, and comes up without
-/// the plugin, so every turn fails.
-pub const DEDICATED_GATEWAY_ENV: [(&str, &str); 1] = [(
-    "OPENCLAW_COMPATIBILITY_HOST_VERSION",
-    crate::runtime::CODEX_PLUGIN_VERSION,
-)];
-
 /// The variable an `api_key` harness credential is delivered in, by the provider of the
 /// Agent's primary model (`agents.defaults.model.primary = "<provider>/<model>"`).
 pub fn harness_key_variable(rev: &RevisionTarget) -> Result<&'static str, ComputeError> {

@@ -76,11 +76,6 @@ pub(super) fn deployment(
             json!({"name": "APP_SERVER_TOKEN", "valueFrom": {"secretKeyRef":
             {"name": names.harness.transport, "key": APP_SERVER_TOKEN_KEY}}}),
         );
-        env.extend(
-            occ_host::snapshot::DEDICATED_GATEWAY_ENV
-                .iter()
-                .map(|(k, v)| json!({"name": k, "value": v})),
-        );
     }
     if control_ui::enabled(&rev.spec.configuration) {
         env.push(
