@@ -110,6 +110,9 @@ pub fn placeholder_variables(
     config: &Map<String, Value>,
     proxied: &[ProxiedProvider],
 ) -> BTreeSet<String> {
+    if proxied.is_empty() {
+        return BTreeSet::new();
+    }
     let text = Value::Object(config.clone()).to_string();
     proxied
         .iter()

@@ -35,8 +35,7 @@ use crate::layout::{
 };
 use crate::logs::GatewayLog;
 use crate::process::{
-    is_same_process, orphaned_group_alive, port_is_free, process_start_time, startup_output,
-    stop_group,
+    is_same_process, port_is_free, process_start_time, startup_output, stop_group, workload_alive,
 };
 use crate::runtime::OpenclawRuntime;
 use crate::sandbox::{SandboxSettings, View};
@@ -172,7 +171,7 @@ pub(crate) async fn stop(agent_dir: &Path, stop_timeout: Duration) -> Result<(),
     // The group too when its leader is gone: what a contained gateway's outer `bwrap` ran
     // outlives that process if it alone was killed.
     if let Some(record) = read_json::<GatewayRecord>(&agent_dir.join("gateway.json"))?
-        && (is_same_process(record.pid, record.start_time) || orphaned_group_alive(record.pid))
+        && workload_alive(record.pid, record.start_time)
     {
         tracing::info!(pid = record.pid, revision = %record.revision_id, "stopping gateway");
         StopRequest::write(&agent_dir.join(STOP_REQUEST), record.pid, record.start_time)?;
@@ -498,8 +497,7 @@ pub fn recorded_gateways(root: &Path) -> Vec<(u32, u64)> {
     for ns in read_dir(&root.join("namespaces")).unwrap_or_default() {
         for agent in read_dir(&ns.join("agents")).unwrap_or_default() {
             if let Ok(Some(record)) = read_json::<GatewayRecord>(&agent.join("gateway.json"))
-                && (is_same_process(record.pid, record.start_time)
-                    || orphaned_group_alive(record.pid))
+                && workload_alive(record.pid, record.start_time)
             {
                 out.push((record.pid, record.start_time));
             }

@@ -56,8 +56,14 @@ pub(crate) fn signal_group(pid: u32, signal: Signal) {
 /// process holds the pid: the kernel never hands out a pid that is still a group's id, so then
 /// the members are the group's own; a live process with that pid and another start time is a
 /// stranger whose group is not ours.
-pub(crate) fn orphaned_group_alive(pid: u32) -> bool {
+fn orphaned_group_alive(pid: u32) -> bool {
     process_start_time(pid).is_none() && group_is_alive(pid)
+}
+
+/// Whether a recorded workload `(pid, start_time)` still runs: its leader, or what is left of
+/// its group ([`orphaned_group_alive`]).
+pub(crate) fn workload_alive(pid: u32, start_time: u64) -> bool {
+    is_same_process(pid, start_time) || orphaned_group_alive(pid)
 }
 
 /// Whether any process is still in the group `pgid`.
@@ -80,12 +86,12 @@ pub(crate) async fn stop_group(
     let deadline = Instant::now() + stop_timeout;
     // A contained workload's leader (`bwrap`) exits at the signal while the workload it runs
     // is still stopping: wait for the whole group.
-    while is_same_process(pid, start_time) || orphaned_group_alive(pid) {
+    while workload_alive(pid, start_time) {
         if Instant::now() >= deadline {
             tracing::warn!(pid, "{what} did not stop in time; killing it");
             signal_group(pid, Signal::Kill);
             let kill_deadline = Instant::now() + Duration::from_secs(5);
-            while is_same_process(pid, start_time) || orphaned_group_alive(pid) {
+            while workload_alive(pid, start_time) {
                 if Instant::now() >= kill_deadline {
                     return Err(crate::failure::unavailable(format!(
                         "{what} process {pid} does not exit"

@@ -152,39 +152,31 @@ pub fn same_but_driver_rendering(
         doc
     };
     let (mut stored, mut rendered) = (without_driver_parts(stored), without_driver_parts(rendered));
-    // A provider pointed at the credential proxy by one rendering and not the other (or at
-    // another capability): the Driver's part too.
-    let providers = |doc: &mut Map<String, Value>| {
-        doc.get_mut("models")
+    // A provider pointed at the credential proxy by either rendering (at a capability URL): its
+    // `baseUrl` is the Driver's part too.
+    let proxied: Vec<String> = [&stored, &rendered]
+        .into_iter()
+        .filter_map(|doc| doc.get("models")?.get("providers")?.as_object())
+        .flatten()
+        .filter(|(_, p)| {
+            p.get("baseUrl")
+                .and_then(Value::as_str)
+                .is_some_and(crate::credential_proxy::is_capability_url)
+        })
+        .map(|(name, _)| name.clone())
+        .collect();
+    for doc in [&mut stored, &mut rendered] {
+        let providers = doc
+            .get_mut("models")
             .and_then(|m| m.get_mut("providers"))
-            .and_then(Value::as_object_mut)
-            .map(std::mem::take)
-    };
-    let has_providers = |doc: &Map<String, Value>| {
-        doc.get("models")
-            .and_then(|m| m.get("providers"))
-            .is_some_and(Value::is_object)
-    };
-    if has_providers(&stored)
-        && has_providers(&rendered)
-        && let (Some(mut a), Some(mut b)) = (providers(&mut stored), providers(&mut rendered))
-    {
-        for (name, pa) in a.iter_mut() {
-            let Some(pb) = b.get_mut(name) else { continue };
-            let proxied = [&*pa, &*pb].iter().any(|p| {
-                p.get("baseUrl")
-                    .and_then(Value::as_str)
-                    .is_some_and(crate::credential_proxy::is_capability_url)
-            });
-            if proxied {
-                for p in [&mut *pa, &mut *pb] {
-                    if let Some(p) = p.as_object_mut() {
-                        p.remove("baseUrl");
-                    }
-                }
+            .and_then(Value::as_object_mut);
+        for (name, provider) in providers.into_iter().flat_map(|ps| ps.iter_mut()) {
+            if proxied.contains(name)
+                && let Some(provider) = provider.as_object_mut()
+            {
+                provider.remove("baseUrl");
             }
         }
-        return a == b && stored == rendered;
     }
     stored == rendered
 }

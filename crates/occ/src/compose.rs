@@ -435,7 +435,12 @@ pub fn process_sandbox(settings: &PlatformSettings) -> anyhow::Result<Option<San
     if !matches!(settings.compute.driver, ComputeDriverSettings::Process) {
         return Ok(None);
     }
-    match settings.compute.isolation {
+    sandbox_for(settings.compute.isolation)
+}
+
+/// The sandbox `isolation` asks for, its programs found and checked (`None`: turned off).
+pub fn sandbox_for(isolation: ProcessIsolation) -> anyhow::Result<Option<SandboxSettings>> {
+    match isolation {
         ProcessIsolation::Sandbox(limits) => {
             SandboxSettings::locate(&crate::settings::program_path(), limits)
                 .map(Some)

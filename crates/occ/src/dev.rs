@@ -95,10 +95,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         &mut crate::settings::FileSettings::default(),
     )?;
     // Containment's prerequisites too (the check runs an empty sandbox).
-    if let crate::settings::ProcessIsolation::Sandbox(limits) = isolation {
-        occ_host::sandbox::SandboxSettings::locate(&crate::settings::program_path(), limits)
-            .map_err(|e| anyhow!("OCC_PROCESS_ISOLATION=sandbox: {e}"))?;
-    }
+    compose::sandbox_for(isolation)?;
     occ_host::fsutil::ensure_private_dir(&data_dir)
         .with_context(|| format!("--data-dir {}", data_dir.display()))?;
 

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use crate::detached::StopRequest;
 use crate::failure::unavailable;
 use crate::layout::{open_output, read_json, remove_file, write_json};
-use crate::process::{is_same_process, orphaned_group_alive, process_start_time, stop_group};
+use crate::process::{is_same_process, process_start_time, stop_group, workload_alive};
 use crate::sandbox::{SandboxSettings, View};
 
 /// `harness.json`: enough to find the exact launcher again after a restart.
@@ -81,7 +81,7 @@ pub(crate) fn live_of(
 /// the record.
 pub(crate) async fn stop(agent_dir: &Path, stop_timeout: Duration) -> Result<(), ComputeError> {
     if let Some(record) = read_json::<HarnessRecord>(&agent_dir.join(RECORD))?
-        && (is_same_process(record.pid, record.start_time) || orphaned_group_alive(record.pid))
+        && workload_alive(record.pid, record.start_time)
     {
         tracing::info!(pid = record.pid, revision = %record.revision_id, "stopping harness");
         StopRequest::write(&agent_dir.join(STOP_REQUEST), record.pid, record.start_time)?;
@@ -187,7 +187,7 @@ pub fn recorded_harnesses(root: &Path) -> Vec<(u32, u64)> {
     let mut out = Vec::new();
     for agent in crate::layout::agent_dirs(root).unwrap_or_default() {
         if let Ok(Some(record)) = read_json::<HarnessRecord>(&agent.join(RECORD))
-            && (is_same_process(record.pid, record.start_time) || orphaned_group_alive(record.pid))
+            && workload_alive(record.pid, record.start_time)
         {
             out.push((record.pid, record.start_time));
         }

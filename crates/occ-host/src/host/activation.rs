@@ -204,12 +204,7 @@ impl Host {
             exits: &self.exits,
             dedicated: None,
             sandbox: self.options.sandbox.as_ref(),
-            placeholders: match &self.options.credential_proxy {
-                Some(_) => {
-                    proxy::placeholder_variables(&rev.spec.configuration, &self.proxied(rev))
-                }
-                None => Default::default(),
-            },
+            placeholders: proxy::placeholder_variables(&rev.spec.configuration, &self.proxied(rev)),
         }
     }
 
