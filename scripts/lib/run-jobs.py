@@ -55,6 +55,7 @@ HEAVY = {
 # Jobs that run the pinned runtime's CLI without starting gateways: with --gate, they wait for
 # the gate (the runtime's install) like the gateway jobs do, rather than run beside it.
 RUNTIME_USERS = {
+    "occ-host (lib)",
     "occ::runtime_schema",
     "occ-host::harness_launch",
     "occ-host::dedicated_render",

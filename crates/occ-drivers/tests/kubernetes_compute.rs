@@ -87,29 +87,18 @@ fn setup(agent: &AgentTarget) -> WorkspaceSetup {
 }
 
 /// The conformance suite, unchanged: ensure → prepare → activate → redeploy → retire → stop →
-/// resume → delete, with real gateways (one at a time: Recreate) reached through portforward.
-/// Then a revision whose gateway exits during startup: the crash is seen in the Pod status
-/// (not at the activation deadline) and the previous template is rolled out again.
+/// resume → delete, with real gateways (one at a time: Recreate) reached through portforward,
+/// in an operator's namespace adopted through `existingNamespace`: every object of the Agent
+/// lands there, and deleting the occ Namespace gives the namespace back with the operator's own
+/// objects and without anything of occ's. Then a revision whose gateway exits during startup, in
+/// a namespace occ makes and deletes: the crash is seen in the Pod status (not at the activation
+/// deadline) and the previous template is rolled out again.
 #[tokio::test]
 #[expect(
     clippy::print_stderr,
     reason = "the rollback figures docs/ARCHITECTURE.md cites"
 )]
 async fn conformance_suite_on_kubernetes() {
-    let fake = FakeKube::start().await;
-    let _kubelet = FakeKubelet::start(&fake);
-    let compute = driver(&fake);
-    conformance::lifecycle(&compute).await;
-    conformance::refusals(&compute).await;
-    let figures = conformance::rollback(&compute).await;
-    eprintln!("Kubernetes rollback: {figures:?}");
-}
-
-/// The same lifecycle in an operator's namespace adopted through `existingNamespace`: every
-/// object of the Agent lands there, and deleting the occ Namespace gives the namespace back
-/// with the operator's own objects and without anything of occ's.
-#[tokio::test]
-async fn conformance_lifecycle_in_an_adopted_namespace() {
     let fake = FakeKube::start().await;
     let _kubelet = FakeKubelet::start(&fake);
     let compute = driver(&fake);
@@ -167,6 +156,10 @@ async fn conformance_lifecycle_in_an_adopted_namespace() {
             );
         }
     }
+    // Refusals, and the rollback in a namespace occ manages (created, and deleted after).
+    conformance::refusals(&compute).await;
+    let figures = conformance::rollback(&compute).await;
+    eprintln!("Kubernetes rollback: {figures:?}");
 }
 
 #[tokio::test]

@@ -240,6 +240,8 @@ pub(crate) struct GatewayEnvironment<'a> {
     pub app_server_token: Option<&'a str>,
     /// Bound variables that get [`crate::credential_proxy::PLACEHOLDER`] instead of their value.
     pub placeholders: &'a std::collections::BTreeSet<String>,
+    /// The runtime's warm compile cache, when the gateway can use it (`NODE_COMPILE_CACHE`).
+    pub compile_cache: Option<&'a Path>,
 }
 
 /// The gateway's whole environment: the Secret bindings first, then every variable the Driver
@@ -278,6 +280,9 @@ pub(crate) fn gateway_environment(
     }
     for (name, value) in GATEWAY_FIXED_ENV {
         set(name, value.into());
+    }
+    if let Some(cache) = env.compile_cache {
+        set("NODE_COMPILE_CACHE", cache.into());
     }
     match env.app_server_token {
         // The credential is the harness's alone.
@@ -332,6 +337,12 @@ pub(crate) async fn start(
     };
     let log_path = GatewayLog::of_revision(agent_dir, &rev.revision_id).current_path();
     let (log, log_err) = open_output(&log_path, account)?;
+    // Node uses a cache it may not write only where its uid's directory exists: occ's own uid,
+    // or the uid inside a sandbox. An Agent's account outside a sandbox keeps its own cache
+    // (under its TMPDIR), as before.
+    let compile_cache = runtime
+        .compile_cache()
+        .filter(|_| sandbox.is_some() || account.is_none());
     let environment = gateway_environment(GatewayEnvironment {
         path: runtime.path_env(),
         agent_dir,
@@ -341,6 +352,7 @@ pub(crate) async fn start(
         ctx,
         app_server_token: dedicated.as_ref().map(|d| d.app_server_token.expose()),
         placeholders: &placeholders,
+        compile_cache: compile_cache.as_deref(),
     })?;
     let mut cmd = runtime.command();
     cmd.arg("gateway")
@@ -564,6 +576,7 @@ mod tests {
                 bound("OPENCLAW_GATEWAY_TOKEN"),
                 bound("OPENCLAW_NO_RESPAWN"),
                 bound("npm_config_offline"),
+                bound("NODE_COMPILE_CACHE"),
             ]
             .into(),
             ..RevisionContext::default()
@@ -578,6 +591,7 @@ mod tests {
             ctx: &ctx,
             app_server_token: None,
             placeholders: &["PROXIED_KEY".to_owned()].into(),
+            compile_cache: Some(Path::new("/runtime/compile-cache")),
         })
         .expect("environment");
         let get = |name: &str| env.get(&OsString::from(name)).cloned();
@@ -597,5 +611,9 @@ mod tests {
         assert_eq!(get("OPENCLAW_GATEWAY_TOKEN"), Some("gateway-token".into()));
         assert_eq!(get("OPENCLAW_NO_RESPAWN"), Some("1".into()));
         assert_eq!(get("npm_config_offline"), Some("true".into()));
+        assert_eq!(
+            get("NODE_COMPILE_CACHE"),
+            Some("/runtime/compile-cache".into())
+        );
     }
 }

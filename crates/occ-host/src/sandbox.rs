@@ -50,7 +50,7 @@ const ETC_READ_ONLY: &[&str] = &[
 
 /// The uid and gid a workload has inside its user namespace (it maps to the account the
 /// workload runs as outside: occ's own user, or the Agent's account).
-const SANDBOX_ID: u32 = 1000;
+pub(crate) const SANDBOX_ID: u32 = 1000;
 
 /// Limits of one workload. A value of 0 leaves that limit as occ's own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -402,10 +402,15 @@ pub async fn rollback(compute: &dyn Compute) -> RollbackFigures {
         .expect("retiring the failed revision leaves revision 1 serving");
 
     compute.delete_agent(&agent).await.expect("delete_agent");
-    compute
-        .delete_namespace(&ns)
-        .await
-        .expect("delete_namespace");
+    for _ in 0..2 {
+        assert_eq!(
+            compute
+                .delete_namespace(&ns)
+                .await
+                .expect("delete_namespace"),
+            Convergence::Done
+        );
+    }
     RollbackFigures {
         failed_activation,
         outage,

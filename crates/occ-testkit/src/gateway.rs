@@ -7,7 +7,8 @@
 //! state/                OPENCLAW_STATE_DIR (SQLite state, locks, logs/gateway.log, caches)
 //! config/openclaw.json  OPENCLAW_CONFIG_PATH: rendered by us, mode 0440 in a 0550 directory
 //! workspace/            the main agent's workspace, seeded by `openclaw setup --baseline`
-//! tmp/                  TMPDIR (V8 compile cache, terminal staging, setup's default log)
+//! tmp/                  TMPDIR (terminal staging, setup's default log; V8's compile cache
+//!                       too when the runtime has no warm one)
 //! gateway.out           the gateway's stdout and stderr
 //! ```
 //!
@@ -141,6 +142,8 @@ fn spawn_gateway(
         ))
         .env("OPENCLAW_GATEWAY_TOKEN", token)
         .envs(extra_env.iter().map(|(k, v)| (k, v)))
+        // The runtime's warm compile cache, as occ's gateways get it.
+        .envs(runtime.compile_cache().map(|cache| ("NODE_COMPILE_CACHE", cache)))
         .stdin(Stdio::null())
         .stdout(out.try_clone().expect("output fd"))
         .stderr(out)

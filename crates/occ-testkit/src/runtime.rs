@@ -33,7 +33,10 @@ pub fn shared_runtime() -> &'static OpenclawRuntime {
         let root = runtime_root();
         // The test process's own PATH, as occ passes its own.
         let path = std::env::var_os("PATH").unwrap_or_else(|| DEFAULT_PATH.into());
-        if let Ok(runtime) = OpenclawRuntime::locate(&root, &path) {
+        // A runtime from before occ kept a warm compile cache is completed by the install.
+        if let Ok(runtime) = OpenclawRuntime::locate(&root, &path)
+            && runtime.compile_cache().is_some()
+        {
             // Installs made before the marker was world-readable: the SSH Driver's tests run
             // workspace setup as per-Agent users, which locate the runtime too.
             use std::os::unix::fs::PermissionsExt as _;

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncRead, AsyncReadExt as _};
 
+use super::compile_cache;
 use super::locate::{
     BASELINE_WORKSPACE_REL, CODEX_BIN_IN_DIR, CODEX_DIR, CODEX_PLUGIN_PEER_LINK,
     CODEX_PLUGIN_PEER_TARGET, CODEX_PLUGIN_VERSION, CODEX_VERSION, ENTRY_REL, MARKER_FILE,
@@ -72,8 +73,8 @@ pub async fn install_with(
     progress: &(dyn Fn(&str) + Send + Sync),
 ) -> Result<OpenclawRuntime, RuntimeError> {
     if let Ok(runtime) = OpenclawRuntime::locate(root, search_path) {
-        if runtime.baseline_workspace().is_none() {
-            complete_baseline_workspace(&runtime, options, progress).await;
+        if runtime.baseline_workspace().is_none() || runtime.compile_cache().is_none() {
+            complete_extras(&runtime, options, progress).await;
         }
         progress(&format!(
             "{} already installed at {}",
@@ -259,14 +260,17 @@ async fn install_locked(
     // 6. The stock workspace files, once (best effort).
     keep_baseline_workspace(&runtime, options, progress).await;
 
-    // 7. The marker, last.
+    // 7. A warm compile cache for the gateways (best effort).
+    keep_compile_cache(&runtime, progress).await;
+
+    // 8. The marker, last.
     write_marker(root)?;
     OpenclawRuntime::locate(root, search_path)
 }
 
-/// Adds the stock workspace to a runtime installed before occ kept one (under the install
-/// lock; best effort, as in a new install: it never fails the install).
-async fn complete_baseline_workspace(
+/// Adds the stock workspace and the warm compile cache to a runtime installed before occ kept
+/// them (under the install lock; best effort, as in a new install: it never fails the install).
+async fn complete_extras(
     runtime: &OpenclawRuntime,
     options: &InstallOptions,
     progress: &(dyn Fn(&str) + Send + Sync),
@@ -278,12 +282,27 @@ async fn complete_baseline_workspace(
     let _lock = match lock(&sibling(parent, name, ".lock", false), progress).await {
         Ok(lock) => lock,
         Err(e) => {
-            progress(&format!("{BASELINE_STEP}: skipped ({e})"));
+            progress(&format!("completing the runtime: skipped ({e})"));
             return;
         }
     };
     if runtime.baseline_workspace().is_none() {
         keep_baseline_workspace(runtime, options, progress).await;
+    }
+    if runtime.compile_cache().is_none() {
+        keep_compile_cache(runtime, progress).await;
+    }
+}
+
+/// [`compile_cache::make`], reporting instead of failing: without the cache every gateway
+/// compiles the runtime's code itself, as before.
+async fn keep_compile_cache(runtime: &OpenclawRuntime, progress: &(dyn Fn(&str) + Send + Sync)) {
+    let step = compile_cache::STEP;
+    progress(&format!("{step}: one throwaway gateway start"));
+    if let Err(e) = compile_cache::make(runtime).await {
+        progress(&format!(
+            "{step}: not kept ({e}); each gateway compiles the runtime's code itself"
+        ));
     }
 }
 
@@ -484,7 +503,7 @@ async fn remove_leftovers(parent: &Path, name: &OsStr) -> Result<(), RuntimeErro
     Ok(())
 }
 
-async fn remove_dir_all(path: PathBuf) -> Result<(), RuntimeError> {
+pub(super) async fn remove_dir_all(path: PathBuf) -> Result<(), RuntimeError> {
     let shown = path.display().to_string();
     tokio::task::spawn_blocking(move || match fs::remove_dir_all(&path) {
         Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),

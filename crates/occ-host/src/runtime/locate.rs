@@ -236,6 +236,13 @@ impl OpenclawRuntime {
         cmd
     }
 
+    /// The warm V8 compile cache the install made once (`NODE_COMPILE_CACHE` for gateways), if
+    /// this runtime has it.
+    pub fn compile_cache(&self) -> Option<PathBuf> {
+        let dir = self.root.join(super::compile_cache::COMPILE_CACHE_REL);
+        dir.is_dir().then_some(dir)
+    }
+
     /// The stock workspace files the install made once (native `openclaw setup --baseline`), if
     /// this runtime has them (an install by an older occ, or one whose setup run failed, has not).
     pub fn baseline_workspace(&self) -> Option<PathBuf> {

@@ -17,6 +17,9 @@
 //! <root>/baseline-workspace/                             the stock workspace files (native
 //!                                                         `openclaw setup --baseline`, run once
 //!                                                         by install(); absent if that failed)
+//! <root>/compile-cache/                                 a warm V8 compile cache for gateways
+//!                                                         (one throwaway gateway start by
+//!                                                         install(); absent if that failed)
 //! <root>/.occ-runtime-complete                            written last by install()
 //! <root>.lock                                             install lock (sibling of root)
 //! ```
@@ -25,8 +28,8 @@
 //! exclusive lock on `<root>.lock`, runs `npm ci` into a staging sibling, renames it into place,
 //! lets `openclaw --version` finish the package lifecycle once, runs native `openclaw setup
 //! --baseline` once into `<root>/baseline-workspace` (a new Agent's workspace is seeded by copying
-//! it, not by running the CLI again: the output depends only on the runtime), and writes the
-//! marker last. A
+//! it, not by running the CLI again: the output depends only on the runtime), warms a compile
+//! cache for the gateways (`compile_cache`), and writes the marker last. A
 //! directory without the marker is never "installed" ([`OpenclawRuntime::locate`] refuses it)
 //! and the next install redoes it. A runtime whose marker names the pinned Node and openclaw
 //! but not the pinned Codex harness (installed before the harness was pinned) is completed:
@@ -36,8 +39,11 @@
 //! Nothing here reads the environment: the `PATH` the runtime's processes search and the one
 //! `npm` is found in are passed in by occ.
 
+mod compile_cache;
 mod install;
 mod locate;
+
+pub use compile_cache::COMPILE_CACHE_REL;
 
 pub use install::{InstallOptions, install, install_with};
 pub use locate::{
