@@ -8,7 +8,9 @@
 //!   other's files, workspace files GET/PUT through the gateway endpoint the Driver hands out;
 //! - an unknown or changed host key is refused (permanent, nothing created on the host); a
 //!   revision that needs a Secret is refused before the host is contacted;
-//! - sshd stopped during a deploy: a transient failure, converging once sshd is back.
+//! - sshd stopped while gateways serve: transient failures, the gateways outlive it, and the
+//!   retried activation converges once it is back (through the whole stack: a deploy while
+//!   sshd is down converges once it is back).
 //!
 //! Gateway-starting tests take turns (at most two gateways at once); every process a test
 //! started is killed by PID and every account it created is removed when it ends.
@@ -242,7 +244,7 @@ async fn the_control_ui_is_reached_through_the_ssh_forward() {
 async fn agents_on_one_host_are_separate_users() {
     let programs = tokio::task::spawn_blocking(agent_programs).await.unwrap();
     let _turn = GATEWAYS.lock().await;
-    let sshd = Sshd::start().await;
+    let mut sshd = Sshd::start().await;
     let host = Host::new();
     let compute = driver(&sshd, &host, &programs, (29910, 29919), sshd.known_hosts());
     let (ns, a) = targets();
@@ -417,6 +419,41 @@ async fn agents_on_one_host_are_separate_users() {
     assert_ne!(file.content, edited, "B sees its own workspace");
     session.close().await;
 
+    // sshd goes away while both serve: the Driver's operations fail as transient
+    // (`HOST_UNAVAILABLE`), the gateways outlive the ssh sessions and sshd itself, and once sshd
+    // is back the retried activation converges, as the worker's retry would.
+    sshd.stop().await;
+    let err = compute
+        .activate_revision(&rev_b, &ctx_b)
+        .await
+        .expect_err("no sshd");
+    assert_eq!(err.class, FailureClass::Transient, "{err}");
+    assert_eq!(err.code, ReasonCode::HostUnavailable, "{err}");
+    let err = compute.observe(&rev_b).await.expect_err("no sshd");
+    assert_eq!(err.class, FailureClass::Transient, "{err}");
+    assert!(occ_testkit::gateway::process_alive(gateway_pid(&dir_b)));
+    sshd.resume().await;
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        match compute.activate_revision(&rev_b, &ctx_b).await {
+            Ok(()) => break,
+            Err(e) if e.class == FailureClass::Transient && attempts < 3 => {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            Err(e) => panic!("activation after sshd came back: {e}"),
+        }
+    }
+    assert_eq!(
+        compute.observe(&rev_b).await.unwrap(),
+        RuntimeState::Serving
+    );
+    conformance::connect(&compute, &b)
+        .await
+        .expect("hello-ok from B after sshd came back")
+        .close()
+        .await;
+
     // A link planted by A's user where root opens A's log is refused, and its target untouched.
     compute.stop_revision(&rev_a).await.expect("stop a");
     let canary = host.path().join("canary");
@@ -499,62 +536,6 @@ async fn unknown_or_changed_host_keys_and_secrets_are_refused() {
     assert!(!host.path().join("namespaces").exists());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sshd_down_during_a_deploy_is_transient_and_converges() {
-    let programs = tokio::task::spawn_blocking(agent_programs).await.unwrap();
-    let _turn = GATEWAYS.lock().await;
-    let mut sshd = Sshd::start().await;
-    let host = Host::new();
-    let compute = driver(&sshd, &host, &programs, (29930, 29939), sshd.known_hosts());
-    let ctx = RevisionContext::default();
-    let (ns, agent) = targets();
-    compute.ensure_namespace(&ns).await.expect("ensure");
-    let rev = revision(&compute, &agent, 1, document("gpt-5"));
-    compute.prepare_revision(&rev, &ctx).await.expect("prepare");
-
-    // The host's sshd goes away between prepare and activate.
-    sshd.stop().await;
-    let err = compute
-        .activate_revision(&rev, &ctx)
-        .await
-        .expect_err("no sshd");
-    assert_eq!(err.class, FailureClass::Transient, "{err}");
-    assert_eq!(err.code, ReasonCode::HostUnavailable, "{err}");
-    let err = compute.observe(&rev).await.expect_err("no sshd");
-    assert_eq!(err.class, FailureClass::Transient, "{err}");
-
-    // It comes back: the retried activation converges, as the worker's retry would.
-    sshd.resume().await;
-    let mut attempts = 0;
-    loop {
-        attempts += 1;
-        match compute.activate_revision(&rev, &ctx).await {
-            Ok(()) => break,
-            Err(e) if e.class == FailureClass::Transient && attempts < 3 => {
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            }
-            Err(e) => panic!("activation after sshd came back: {e}"),
-        }
-    }
-    assert_eq!(compute.observe(&rev).await.unwrap(), RuntimeState::Serving);
-    conformance::connect(&compute, &agent)
-        .await
-        .expect("hello-ok")
-        .close()
-        .await;
-
-    // The gateway outlives the ssh sessions and sshd itself.
-    sshd.stop().await;
-    let pid = gateway_pid(&host.agent_dir(&agent));
-    assert!(occ_testkit::gateway::process_alive(pid));
-    sshd.resume().await;
-    assert_eq!(compute.observe(&rev).await.unwrap(), RuntimeState::Serving);
-
-    compute.delete_agent(&agent).await.expect("delete");
-    compute.delete_namespace(&ns).await.expect("delete ns");
-    assert!(!occ_testkit::gateway::process_alive(pid));
-}
-
 fn files_path(s: &support::Stack, agent: &str, name: &str) -> String {
     format!("/namespaces/{}/agents/{agent}/workspace/files/{name}", s.ns)
 }
@@ -571,8 +552,9 @@ async fn file_content(s: &support::Stack, agent: &str, name: &str) -> String {
 }
 
 /// The whole stack (`occ serve` + `occ worker` with `OCC_COMPUTE_DRIVER=ssh`): deploy → active →
-/// workspace files GET/PUT → redeploy → a crashed gateway restarted by maintenance → stop →
-/// resume; a deploy while sshd is down is retried
+/// workspace files GET/PUT → a crashed gateway restarted by maintenance → stop → resume (a
+/// redeploy over SSH is the conformance suite's, a redeploy through the stack `lifecycle`'s);
+/// a deploy while sshd is down is retried
 /// and converges once it is back; dedicated execution and Secret bindings are refused at
 /// deploy admission with 409.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -640,19 +622,6 @@ async fn deploy_files_redeploy_stop_resume_through_the_api() {
         std::fs::read_to_string(dir.join("state/workspace/USER.md")).unwrap(),
         edited
     );
-
-    // ---- redeploy after a Configuration change ----
-    let doc2 = json!({"values": {"agents": {"defaults": {"model": {"primary": "openai/gpt-5-mini"}}}, "plugins": {"enabled": false}}});
-    s.send(
-        Method::PATCH,
-        &format!("/namespaces/{}/configurations/{cfg}", s.ns),
-        Some(doc2),
-    )
-    .await;
-    let rev2 = s.deploy(&agent).await;
-    assert_eq!(s.settled(&agent, &rev2).await["status"], "succeeded");
-    assert_eq!(s.agent_state(&agent).await["activeRevisionId"], rev2);
-    assert_eq!(file_content(&s, &agent, "USER.md").await, edited);
 
     // ---- the supervisor: a crashed gateway is restarted by the worker's maintenance pass ----
     let crashed = gateway_pid(&dir);
