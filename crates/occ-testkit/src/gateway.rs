@@ -143,7 +143,11 @@ fn spawn_gateway(
         .env("OPENCLAW_GATEWAY_TOKEN", token)
         .envs(extra_env.iter().map(|(k, v)| (k, v)))
         // The runtime's warm compile cache, as occ's gateways get it.
-        .envs(runtime.compile_cache().map(|cache| ("NODE_COMPILE_CACHE", cache)))
+        .envs(
+            runtime
+                .compile_cache()
+                .map(|cache| ("NODE_COMPILE_CACHE", cache)),
+        )
         .stdin(Stdio::null())
         .stdout(out.try_clone().expect("output fd"))
         .stderr(out)

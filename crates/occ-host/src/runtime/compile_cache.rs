@@ -57,13 +57,13 @@ pub(super) async fn make(runtime: &OpenclawRuntime) -> Result<(), RuntimeError> 
     finished
 }
 
-async fn warm(
-    runtime: &OpenclawRuntime,
-    scratch: &Path,
-    cache: &Path,
-) -> Result<(), RuntimeError> {
+async fn warm(runtime: &OpenclawRuntime, scratch: &Path, cache: &Path) -> Result<(), RuntimeError> {
     let workspace = scratch.join("workspace");
-    for dir in [scratch.join("state"), workspace.clone(), cache.to_path_buf()] {
+    for dir in [
+        scratch.join("state"),
+        workspace.clone(),
+        cache.to_path_buf(),
+    ] {
         fs::create_dir_all(&dir).map_err(io_err(STEP))?;
     }
     runtime
@@ -207,7 +207,9 @@ mod tests {
         let path = std::ffi::OsString::from(DEFAULT_PATH);
         let root = occ_testkit::runtime::runtime_root();
         let runtime = install(&root, &path, &|_| {}).await.expect("runtime");
-        let cache = runtime.compile_cache().expect("the install warmed a compile cache");
+        let cache = runtime
+            .compile_cache()
+            .expect("the install warmed a compile cache");
         let sandbox =
             SandboxSettings::locate(&path, WorkloadLimits::default()).expect("bubblewrap");
         let mut cmd = runtime.command();
