@@ -283,6 +283,8 @@ pub(crate) fn gateway_environment(
     }
     if let Some(cache) = env.compile_cache {
         set("NODE_COMPILE_CACHE", cache.into());
+        let (name, value) = crate::runtime::COMPILE_CACHE_SETTLED;
+        set(name, value.into());
     }
     match env.app_server_token {
         // The credential is the harness's alone.

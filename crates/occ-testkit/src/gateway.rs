@@ -143,11 +143,13 @@ fn spawn_gateway(
         .env("OPENCLAW_GATEWAY_TOKEN", token)
         .envs(extra_env.iter().map(|(k, v)| (k, v)))
         // The runtime's warm compile cache, as occ's gateways get it.
-        .envs(
-            runtime
-                .compile_cache()
-                .map(|cache| ("NODE_COMPILE_CACHE", cache)),
-        )
+        .envs(runtime.compile_cache().into_iter().flat_map(|cache| {
+            let (name, value) = occ_host::runtime::COMPILE_CACHE_SETTLED;
+            [
+                ("NODE_COMPILE_CACHE", cache.into_os_string()),
+                (name, value.into()),
+            ]
+        }))
         .stdin(Stdio::null())
         .stdout(out.try_clone().expect("output fd"))
         .stderr(out)

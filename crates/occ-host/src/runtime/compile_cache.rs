@@ -19,10 +19,7 @@ use std::time::Duration;
 
 use occ_gateway::Endpoint;
 
-use super::locate::{OpenclawRuntime, RuntimeError, io_err};
-
-/// Where the warm cache lives inside the runtime.
-pub const COMPILE_CACHE_REL: &str = "compile-cache";
+use super::locate::{COMPILE_CACHE_REL, OpenclawRuntime, RuntimeError, io_err};
 /// The install step that makes it.
 pub(super) const STEP: &str = "warm the compile cache";
 /// How long the throwaway gateway may take to answer (a cold start takes 8–15 s).
@@ -36,10 +33,10 @@ pub(super) async fn make(runtime: &OpenclawRuntime) -> Result<(), RuntimeError> 
     let partial = runtime.root.join(".compile-cache.partial");
     let scratch = runtime.root.join(".compile-cache-scratch");
     for dir in [&partial, &scratch] {
-        super::install::remove_dir_all(dir.clone()).await?;
+        remove_dir_all(dir.clone()).await?;
     }
     let result = warm(runtime, &scratch, &partial).await;
-    let _ = super::install::remove_dir_all(scratch).await;
+    let _ = remove_dir_all(scratch).await;
     let finished = result.and_then(|()| {
         if !has_entries(&partial) {
             return Err(RuntimeError::Step {
@@ -52,7 +49,7 @@ pub(super) async fn make(runtime: &OpenclawRuntime) -> Result<(), RuntimeError> 
         fs::rename(&partial, runtime.root.join(COMPILE_CACHE_REL)).map_err(io_err(STEP))
     });
     if finished.is_err() {
-        let _ = super::install::remove_dir_all(partial).await;
+        let _ = remove_dir_all(partial).await;
     }
     finished
 }
@@ -128,6 +125,19 @@ async fn warm(runtime: &OpenclawRuntime, scratch: &Path, cache: &Path) -> Result
     }
 }
 
+async fn remove_dir_all(path: PathBuf) -> Result<(), RuntimeError> {
+    tokio::task::spawn_blocking(move || match fs::remove_dir_all(&path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    })
+    .await
+    .map_err(|e| RuntimeError::Io {
+        step: STEP.into(),
+        source: io::Error::other(e),
+    })?
+    .map_err(io_err(STEP))
+}
+
 /// Whether Node wrote any cache file under `dir`.
 fn has_entries(dir: &Path) -> bool {
     walk(dir)
@@ -196,7 +206,7 @@ fn readable_by_all(dir: &Path) -> io::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use crate::runtime::{DEFAULT_PATH, install};
+    use crate::runtime::{COMPILE_CACHE_SETTLED, DEFAULT_PATH, install};
     use crate::sandbox::{SandboxSettings, View, WorkloadLimits};
 
     /// A contained workload reads the install's warm cache: under the sandbox's uid, through
@@ -216,6 +226,7 @@ mod tests {
         cmd.arg("--version")
             .env("HOME", "/tmp")
             .env("NODE_COMPILE_CACHE", &cache)
+            .env(COMPILE_CACHE_SETTLED.0, COMPILE_CACHE_SETTLED.1)
             .env("NODE_DEBUG_NATIVE", "COMPILE_CACHE");
         let view = View {
             read_only: vec![runtime.root.clone()],

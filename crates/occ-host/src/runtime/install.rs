@@ -503,7 +503,7 @@ async fn remove_leftovers(parent: &Path, name: &OsStr) -> Result<(), RuntimeErro
     Ok(())
 }
 
-pub(super) async fn remove_dir_all(path: PathBuf) -> Result<(), RuntimeError> {
+async fn remove_dir_all(path: PathBuf) -> Result<(), RuntimeError> {
     let shown = path.display().to_string();
     tokio::task::spawn_blocking(move || match fs::remove_dir_all(&path) {
         Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),

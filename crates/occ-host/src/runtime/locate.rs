@@ -18,6 +18,12 @@ pub const CODEX_VERSION: &str = "0.154.0";
 /// The stock workspace files native `openclaw setup --baseline` writes, made once by
 /// [`super::install`], relative to an install root.
 pub const BASELINE_WORKSPACE_REL: &str = "baseline-workspace";
+/// The runtime's warm V8 compile cache (made by the install, `compile_cache`).
+pub const COMPILE_CACHE_REL: &str = "compile-cache";
+/// Set beside `NODE_COMPILE_CACHE` = [`OpenclawRuntime::compile_cache`]: tells OpenClaw's
+/// launcher the cache directory is already its own, so it does not start itself again as a
+/// child process to switch to it.
+pub const COMPILE_CACHE_SETTLED: (&str, &str) = ("OPENCLAW_PACKAGED_COMPILE_CACHE_RESPAWNED", "1");
 /// Written last by [`super::install`]; its presence (with matching versions) means "installed".
 pub const MARKER_FILE: &str = ".occ-runtime-complete";
 /// The Node binary, relative to an install root.
@@ -236,10 +242,25 @@ impl OpenclawRuntime {
         cmd
     }
 
-    /// The warm V8 compile cache the install made once (`NODE_COMPILE_CACHE` for gateways), if
-    /// this runtime has it.
+    /// The directory of the warm V8 compile cache the install made once, if this runtime has
+    /// it: the one OpenClaw itself derives from its base (`<base>/openclaw/<version>/<mtime in
+    /// ms>-<size of its package.json>`). Handed over as `NODE_COMPILE_CACHE` together with
+    /// [`COMPILE_CACHE_SETTLED`], OpenClaw uses it from the first module on instead of
+    /// starting itself again as a child with that directory.
     pub fn compile_cache(&self) -> Option<PathBuf> {
-        let dir = self.root.join(super::compile_cache::COMPILE_CACHE_REL);
+        let package = std::fs::metadata(self.root.join(OPENCLAW_PACKAGE_REL)).ok()?;
+        let mtime_ms = package
+            .modified()
+            .ok()?
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()?
+            .as_millis();
+        let dir = self
+            .root
+            .join(COMPILE_CACHE_REL)
+            .join("openclaw")
+            .join(OPENCLAW_VERSION)
+            .join(format!("{mtime_ms}-{}", package.len()));
         dir.is_dir().then_some(dir)
     }
 

@@ -43,12 +43,10 @@ mod compile_cache;
 mod install;
 mod locate;
 
-pub use compile_cache::COMPILE_CACHE_REL;
-
 pub use install::{InstallOptions, install, install_with};
 pub use locate::{
     BASELINE_WORKSPACE_REL, CODEX_BIN_IN_DIR, CODEX_DIR, CODEX_PACKAGE_IN_DIR, CODEX_PLUGIN_IN_DIR,
     CODEX_PLUGIN_PEER_LINK, CODEX_PLUGIN_PEER_TARGET, CODEX_PLUGIN_VERSION, CODEX_VERSION,
-    DEFAULT_PATH, ENTRY_REL, MARKER_FILE, NODE_REL, NODE_VERSION, OPENCLAW_VERSION,
-    OpenclawRuntime, RuntimeError,
+    COMPILE_CACHE_REL, COMPILE_CACHE_SETTLED, DEFAULT_PATH, ENTRY_REL, MARKER_FILE, NODE_REL,
+    NODE_VERSION, OPENCLAW_VERSION, OpenclawRuntime, RuntimeError,
 };
