@@ -56,6 +56,7 @@ HEAVY = {
 # the gate (the runtime's install) like the gateway jobs do, rather than run beside it.
 RUNTIME_USERS = {
     "occ-host (lib)",
+    "occ::dev",
     "occ::runtime_schema",
     "occ-host::harness_launch",
     "occ-host::dedicated_render",
