@@ -287,10 +287,15 @@ pub async fn lifecycle_in(compute: &dyn Compute, (ns, agent): (NamespaceTarget, 
             .expect("gateway_access")
             .is_none()
     );
+    namespace_deleted_twice(compute, &ns).await;
+}
+
+/// Deleting the Namespace is done, and deleting it again is done too.
+async fn namespace_deleted_twice(compute: &dyn Compute, ns: &NamespaceTarget) {
     for _ in 0..2 {
         assert_eq!(
             compute
-                .delete_namespace(&ns)
+                .delete_namespace(ns)
                 .await
                 .expect("delete_namespace"),
             Convergence::Done
@@ -402,15 +407,7 @@ pub async fn rollback(compute: &dyn Compute) -> RollbackFigures {
         .expect("retiring the failed revision leaves revision 1 serving");
 
     compute.delete_agent(&agent).await.expect("delete_agent");
-    for _ in 0..2 {
-        assert_eq!(
-            compute
-                .delete_namespace(&ns)
-                .await
-                .expect("delete_namespace"),
-            Convergence::Done
-        );
-    }
+    namespace_deleted_twice(compute, &ns).await;
     RollbackFigures {
         failed_activation,
         outage,

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use occ_gateway::Endpoint;
 
-use super::locate::{COMPILE_CACHE_REL, OpenclawRuntime, RuntimeError, io_err};
+use super::locate::{COMPILE_CACHE_REL, OpenclawRuntime, RuntimeError, io_err, remove_dir_all};
 /// The install step that makes it.
 pub(super) const STEP: &str = "warm the compile cache";
 /// How long the throwaway gateway may take to answer (a cold start takes 8–15 s).
@@ -123,19 +123,6 @@ async fn warm(runtime: &OpenclawRuntime, scratch: &Path, cache: &Path) -> Result
             message: format!("the gateway did not stop in time: {output}"),
         }),
     }
-}
-
-async fn remove_dir_all(path: PathBuf) -> Result<(), RuntimeError> {
-    tokio::task::spawn_blocking(move || match fs::remove_dir_all(&path) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
-        _ => Ok(()),
-    })
-    .await
-    .map_err(|e| RuntimeError::Io {
-        step: STEP.into(),
-        source: io::Error::other(e),
-    })?
-    .map_err(io_err(STEP))
 }
 
 /// Whether Node wrote any cache file under `dir`.

@@ -17,7 +17,7 @@ use super::locate::{
     BASELINE_WORKSPACE_REL, CODEX_BIN_IN_DIR, CODEX_DIR, CODEX_PLUGIN_PEER_LINK,
     CODEX_PLUGIN_PEER_TARGET, CODEX_PLUGIN_VERSION, CODEX_VERSION, ENTRY_REL, MARKER_FILE,
     NODE_REL, NODE_VERSION, OPENCLAW_VERSION, OpenclawRuntime, RuntimeError, io_err,
-    path_with_first,
+    path_with_first, remove_dir_all,
 };
 
 const NODE_PACKAGE_JSON: &str = include_str!("../../../../runtime/node/package.json");
@@ -501,20 +501,6 @@ async fn remove_leftovers(parent: &Path, name: &OsStr) -> Result<(), RuntimeErro
         }
     }
     Ok(())
-}
-
-async fn remove_dir_all(path: PathBuf) -> Result<(), RuntimeError> {
-    let shown = path.display().to_string();
-    tokio::task::spawn_blocking(move || match fs::remove_dir_all(&path) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
-        _ => Ok(()),
-    })
-    .await
-    .map_err(|e| RuntimeError::Io {
-        step: format!("remove {shown}"),
-        source: io::Error::other(e),
-    })?
-    .map_err(io_err(format!("remove {shown}")))
 }
 
 fn sync_dir(dir: &Path) {

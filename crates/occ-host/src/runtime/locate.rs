@@ -98,6 +98,21 @@ pub enum RuntimeError {
     },
 }
 
+/// Removes `path` and everything under it (off the async threads); a missing `path` is fine.
+pub(crate) async fn remove_dir_all(path: PathBuf) -> Result<(), RuntimeError> {
+    let shown = path.display().to_string();
+    tokio::task::spawn_blocking(move || match std::fs::remove_dir_all(&path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    })
+    .await
+    .map_err(|e| RuntimeError::Io {
+        step: format!("remove {shown}"),
+        source: io::Error::other(e),
+    })?
+    .map_err(io_err(format!("remove {shown}")))
+}
+
 pub(crate) fn io_err(step: impl Into<String>) -> impl FnOnce(io::Error) -> RuntimeError {
     let step = step.into();
     move |source| RuntimeError::Io { step, source }
