@@ -182,6 +182,11 @@ impl FakeCompute {
             .push_back(what);
     }
 
+    /// Drops every queued script of `verb` (its calls behave normally again).
+    pub fn clear_script(&self, verb: Verb) {
+        self.script.lock().expect("lock").remove(&verb);
+    }
+
     /// Every call so far.
     pub fn calls(&self) -> Vec<Call> {
         self.calls.lock().expect("lock").clone()
