@@ -67,7 +67,7 @@ pub fn shared_runtime() -> &'static OpenclawRuntime {
 /// binary (`occ workspace-setup`, started from the binary that runs `occ compute-host`) — at
 /// paths any user can reach. The checkout may sit under a directory other users cannot enter
 /// (a clone inside `mktemp -d`, mode 0700): then both are hard-linked (copied across file
-/// systems) under `/var/lib` and removed when this is dropped. Otherwise they are used in place.
+/// systems; plugin packages always copied) under `/var/lib` and removed when this is dropped. Otherwise they are used in place.
 pub struct AgentReachablePrograms {
     runtime: PathBuf,
     occ: PathBuf,
@@ -95,7 +95,7 @@ impl AgentReachablePrograms {
         std::fs::set_permissions(copy.path(), std::fs::Permissions::from_mode(0o755))
             .expect("chmod");
         let copied_runtime = copy.path().join("runtime");
-        link_tree(&runtime, &copied_runtime).expect("link the runtime");
+        link_tree(&runtime, &copied_runtime, false).expect("link the runtime");
         let copied_occ = copy.path().join("occ");
         link_or_copy(&occ, &copied_occ).expect("link occ");
         Self {
@@ -126,18 +126,24 @@ fn reachable_by_others(path: &Path) -> bool {
 }
 
 /// Recreates the tree at `from` under `to`: directories with their modes, files hard-linked,
-/// symbolic links as they are.
-fn link_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+/// symbolic links as they are. Plugin packages (directories with an `openclaw.plugin.json`,
+/// ~19 MB in all) are copied instead: OpenClaw refuses a plugin file that has more than one
+/// link, and a link here would add one to the shared runtime's own file while this copy lives
+/// (a gateway started meanwhile from the shared runtime would drop the plugin).
+fn link_tree(from: &Path, to: &Path, copy: bool) -> std::io::Result<()> {
     let meta = std::fs::symlink_metadata(from)?;
     if meta.file_type().is_symlink() {
         std::os::unix::fs::symlink(std::fs::read_link(from)?, to)
     } else if meta.is_dir() {
         std::fs::create_dir(to)?;
+        let copy = copy || from.join("openclaw.plugin.json").is_file();
         for entry in std::fs::read_dir(from)? {
             let entry = entry?;
-            link_tree(&entry.path(), &to.join(entry.file_name()))?;
+            link_tree(&entry.path(), &to.join(entry.file_name()), copy)?;
         }
         std::fs::set_permissions(to, meta.permissions())
+    } else if copy {
+        std::fs::copy(from, to).map(|_| ())
     } else {
         link_or_copy(from, to)
     }
@@ -146,4 +152,32 @@ fn link_tree(from: &Path, to: &Path) -> std::io::Result<()> {
 /// A hard link, or a copy (with its mode) where links cannot cross file systems.
 fn link_or_copy(from: &Path, to: &Path) -> std::io::Result<()> {
     std::fs::hard_link(from, to).or_else(|_| std::fs::copy(from, to).map(|_| ()))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::MetadataExt as _;
+
+    /// The linked copy leaves every plugin file of the source with one link (OpenClaw refuses
+    /// more), and links the rest.
+    #[test]
+    fn a_linked_runtime_copies_plugin_packages() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let from = dir.path().join("from");
+        let plugin = from.join("codex/node_modules/@openclaw/codex");
+        std::fs::create_dir_all(plugin.join("dist")).expect("mkdir");
+        std::fs::write(plugin.join("openclaw.plugin.json"), "{}").expect("write");
+        std::fs::write(plugin.join("dist/index.js"), "").expect("write");
+        std::fs::write(from.join("codex/big-binary"), "").expect("write");
+        super::link_tree(&from, &dir.path().join("to"), false).expect("link_tree");
+        let links = |path: &std::path::Path| std::fs::metadata(path).expect("stat").nlink();
+        assert_eq!(links(&plugin.join("dist/index.js")), 1);
+        assert_eq!(links(&plugin.join("openclaw.plugin.json")), 1);
+        assert_eq!(links(&from.join("codex/big-binary")), 2);
+        assert!(
+            dir.path()
+                .join("to/codex/node_modules/@openclaw/codex/dist/index.js")
+                .is_file()
+        );
+    }
 }
