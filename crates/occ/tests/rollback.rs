@@ -1,6 +1,6 @@
 //! A bad Configuration never takes a serving Agent down, end to end with real OpenClaw gateways
-//! through the real `occ serve` and `occ worker` and the process Compute Driver, on SQLite and
-//! on PostgreSQL:
+//! through the real `occ serve` and `occ worker` and the process Compute Driver, on SQLite (the
+//! worker's own suite proves the rollback's records on PostgreSQL too):
 //!
 //! - a typo the pinned runtime's schema rejects (`bogusTopLevelKey`) is refused at the PATCH
 //!   (400 naming `/values/bogusTopLevelKey`) and never reaches a deploy;
@@ -12,7 +12,7 @@
 //! - the operator learns why from occ alone: the failed revision's diagnostics name the failing
 //!   step and reason code, and its runtime logs hold the gateway's own account of the failure.
 //!
-//! On SQLite the serving revision's runtime and logs routes are also proven against the real
+//! The serving revision's runtime and logs routes are also proven against the real
 //! gateway's captured output: canaries planted among its lines (a bound Secret's exact value, an
 //! `sk-…` key, a bearer header, a PEM private key split over lines, the gateway token) never come
 //! back through a page, a follow or a download, and a follow delivers every line exactly once
@@ -30,9 +30,6 @@ use occ_store::Backend;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use support::Stack;
-
-/// One stack with gateways at a time: each starts and restarts real gateways.
-static GATEWAYS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 fn good_document() -> Value {
     json!({
@@ -412,9 +409,11 @@ async fn runtime_and_logs_of_a_serving_gateway(s: &Stack, agent: &str, rev: &str
     clippy::print_stderr,
     reason = "the figures docs/ARCHITECTURE.md cites"
 )]
-async fn a_bad_configuration_never_takes_a_serving_agent_down(backend: Backend, ports: &str) {
-    let _turn = GATEWAYS.lock().await;
-    let s = Arc::new(Stack::start(backend, ports).await);
+// On SQLite only: the worker's own suite proves the rollback's records on both stores, and
+// the real gateways here are what this test adds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_configuration_never_takes_a_serving_agent_down() {
+    let s = Arc::new(Stack::start(Backend::Sqlite, "29760-29779").await);
     let (cfg, secret) = bound_configuration(&s).await;
     let agent = s.agent("steady", &cfg).await;
     grant_secret(&s, &agent, &secret).await;
@@ -424,9 +423,7 @@ async fn a_bad_configuration_never_takes_a_serving_agent_down(backend: Backend, 
     let (status, body) = s.call(Method::GET, &file(&s, &agent), None).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let cfg_path = format!("/namespaces/{}/configurations/{cfg}", s.ns);
-    if backend == Backend::Sqlite {
-        runtime_and_logs_of_a_serving_gateway(&s, &agent, &rev1).await;
-    }
+    runtime_and_logs_of_a_serving_gateway(&s, &agent, &rev1).await;
 
     // ---- a typo the runtime's schema rejects never gets past the PATCH ----
     let mut typo = good_document();
@@ -536,7 +533,7 @@ async fn a_bad_configuration_never_takes_a_serving_agent_down(backend: Backend, 
     done.store(true, Ordering::SeqCst);
     let outage = poller.await.expect("poller");
     eprintln!(
-        "{backend:?}: the failed deploy settled after {settled_after:?}; workspace files \
+        "the failed deploy settled after {settled_after:?}; workspace files \
          unavailable for at most {outage:?}"
     );
     assert_eq!(s.audit_count("openclaw.agents.lifecycle.rollback").await, 1);
@@ -547,14 +544,4 @@ async fn a_bad_configuration_never_takes_a_serving_agent_down(backend: Backend, 
     );
     let (status, body) = s.call(Method::GET, &file(&s, &agent), None).await;
     assert_eq!(status, StatusCode::OK, "{body}");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_bad_configuration_never_takes_a_serving_agent_down_on_sqlite() {
-    a_bad_configuration_never_takes_a_serving_agent_down(Backend::Sqlite, "29760-29779").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_bad_configuration_never_takes_a_serving_agent_down_on_postgres() {
-    a_bad_configuration_never_takes_a_serving_agent_down(Backend::Postgres, "29780-29799").await;
 }

@@ -17,9 +17,23 @@ fn refused() -> ComputeError {
     ])
 }
 
+// Both stores: the restore moves the pointer back in the same transaction that fails the
+// candidate (the whole stack's real-gateway rollback runs on SQLite only).
 #[tokio::test]
-async fn a_failed_activation_restores_the_previous_revision_and_fails_the_new_one() {
-    let f = Fixture::new().await;
+async fn a_failed_activation_restores_the_previous_revision_and_fails_the_new_one_sqlite() {
+    a_failed_activation_restores_the_previous_revision_and_fails_the_new_one(Backend::Sqlite).await;
+}
+
+#[tokio::test]
+async fn a_failed_activation_restores_the_previous_revision_and_fails_the_new_one_postgres() {
+    a_failed_activation_restores_the_previous_revision_and_fails_the_new_one(Backend::Postgres)
+        .await;
+}
+
+async fn a_failed_activation_restores_the_previous_revision_and_fails_the_new_one(
+    backend: Backend,
+) {
+    let f = Fixture::with(backend, FakeCompute::new(), settings()).await;
     let (_, agent) = f.agent("a1").await;
     let rev1 = f.deploy(&agent).await;
     f.drain().await;
