@@ -374,7 +374,9 @@ pub(crate) async fn start(
                 view.read_only
                     .extend(dedicated.config.parent().map(Path::to_path_buf));
             }
-            sandbox.wrap(&cmd, &view)
+            sandbox
+                .wrap(&cmd, &view)
+                .map_err(|e| unavailable(format!("cannot contain the gateway: {e}")))?
         }
         // Its own group, so a stop reaches every process it starts.
         None => {
@@ -500,6 +502,7 @@ fn gateway_view(
             revision_dir(agent_dir, &rev.revision_id),
         ],
         read_write,
+        nests_sandboxes: false,
     })
 }
 

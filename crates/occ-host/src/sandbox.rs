@@ -9,14 +9,28 @@
 //! occ's data directory (the administrator key, the database, the Secret key), other Agents'
 //! workspaces and the checkout. Inside the sandbox none of that exists.
 //!
+//! A seccomp filter ([`seccomp`]) refuses the system calls that widen what a process without
+//! capabilities reaches of the kernel, and no further user namespace can be made inside.
+//!
 //! The chain is `setsid prlimit … bwrap … -- program args`: each execs the next in place, so the
 //! pid occ records is the outer `bwrap` (which exits with the workload's status) and it leads a
 //! new session without a controlling terminal (no terminal input can be injected) whose process
 //! group holds everything the workload starts, as signals to a gateway's group expect. The PID
 //! namespace dies with the workload's first process.
 
+mod seccomp;
+
 use std::ffi::{OsStr, OsString};
+use std::io::{Seek, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use command_fds::{CommandFdExt, FdMapping};
+
+pub use seccomp::denied_calls;
+
+/// The descriptor the seccomp program reaches bubblewrap on (after stdin, stdout and stderr).
+const SECCOMP_FD: i32 = 3;
 
 /// System directories every workload sees read-only (where they exist): the programs and
 /// libraries Node, git and the shell tools need.
@@ -88,6 +102,38 @@ pub struct SandboxSettings {
     pub prlimit: PathBuf,
     /// The limits of each workload.
     pub limits: WorkloadLimits,
+    /// The compiled seccomp filter of every workload.
+    pub seccomp: SeccompProgram,
+    /// The filter of a workload that makes sandboxes of its own ([`View::nests_sandboxes`]).
+    pub seccomp_nesting: SeccompProgram,
+}
+
+/// A compiled seccomp filter (classic BPF, as bubblewrap reads it).
+#[derive(Clone, PartialEq, Eq)]
+pub struct SeccompProgram(Arc<[u8]>);
+
+impl SeccompProgram {
+    /// The default filter ([`denied_calls`] fail with `EPERM`) for this machine's architecture;
+    /// with `nesting`, without the namespace and mount calls a nested sandbox makes.
+    pub fn default_filter(nesting: bool) -> Result<Self, SandboxUnavailable> {
+        seccomp::program(nesting)
+            .map(|bytes| Self(bytes.into()))
+            .map_err(SandboxUnavailable)
+    }
+
+    /// An anonymous file holding the program, read from its start.
+    fn file(&self) -> std::io::Result<std::fs::File> {
+        let mut file = tempfile::tempfile()?;
+        file.write_all(&self.0)?;
+        file.rewind()?;
+        Ok(file)
+    }
+}
+
+impl std::fmt::Debug for SeccompProgram {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SeccompProgram({} instructions)", self.0.len() / 8)
+    }
 }
 
 /// Why containment cannot run on this machine, naming what to install or enable.
@@ -111,23 +157,28 @@ impl SandboxSettings {
             setsid: find("setsid", "util-linux")?,
             prlimit: find("prlimit", "util-linux")?,
             limits,
+            seccomp: SeccompProgram::default_filter(false)?,
+            seccomp_nesting: SeccompProgram::default_filter(true)?,
         };
         settings.check()?;
         Ok(settings)
     }
 
-    /// Runs `true` in an empty sandbox: proves bubblewrap works and user namespaces are
-    /// allowed here.
+    /// Runs `true` in an empty sandbox: proves bubblewrap works, user namespaces are allowed
+    /// here and the kernel takes the seccomp filter.
     fn check(&self) -> Result<(), SandboxUnavailable> {
         let view = View::default();
         let mut args = self.bwrap_args(&view);
         args.push("--".into());
         args.push("/bin/true".into());
-        let output = std::process::Command::new(&self.bwrap)
-            .args(&args)
-            .env_clear()
-            .output()
-            .map_err(|e| SandboxUnavailable(format!("cannot run {}: {e}", self.bwrap.display())))?;
+        let cannot_run = |e: &dyn std::fmt::Display| {
+            SandboxUnavailable(format!("cannot run {}: {e}", self.bwrap.display()))
+        };
+        let mut cmd = std::process::Command::new(&self.bwrap);
+        cmd.args(&args).env_clear();
+        self.pass_seccomp(&mut cmd, &view)
+            .map_err(|e| cannot_run(&e))?;
+        let output = cmd.output().map_err(|e| cannot_run(&e))?;
         if output.status.success() {
             return Ok(());
         }
@@ -139,14 +190,32 @@ impl SandboxSettings {
         )))
     }
 
+    /// Gives `cmd` the seccomp program of `view`'s workload on [`SECCOMP_FD`] (the descriptor
+    /// `--seccomp` names).
+    fn pass_seccomp(&self, cmd: &mut impl CommandFdExt, view: &View) -> std::io::Result<()> {
+        let program = if view.nests_sandboxes {
+            &self.seccomp_nesting
+        } else {
+            &self.seccomp
+        };
+        let file = program.file()?;
+        cmd.fd_mappings(vec![FdMapping {
+            parent_fd: file.into(),
+            child_fd: SECCOMP_FD,
+        }])
+        .map_err(std::io::Error::other)?;
+        Ok(())
+    }
+
     /// `inner` (a program, its arguments, its whole environment and working directory) as a
     /// contained workload that sees `view`. The caller adds stdio; it must not put the process
-    /// in a group of its own (the chain makes a session, which leads its group).
+    /// in a group of its own (the chain makes a session, which leads its group). Fails only
+    /// when the seccomp program cannot be handed over (no temporary file).
     pub(crate) fn wrap(
         &self,
         inner: &tokio::process::Command,
         view: &View,
-    ) -> tokio::process::Command {
+    ) -> std::io::Result<tokio::process::Command> {
         let inner = inner.as_std();
         let mut cmd = tokio::process::Command::new(&self.setsid);
         cmd.arg(&self.prlimit);
@@ -166,7 +235,8 @@ impl SandboxSettings {
                 cmd.env(name, value);
             }
         }
-        cmd
+        self.pass_seccomp(&mut cmd, view)?;
+        Ok(cmd)
     }
 
     fn limit_args(&self) -> Vec<OsString> {
@@ -204,6 +274,10 @@ impl SandboxSettings {
         ]
         .map(OsString::from)
         .into();
+        if !view.nests_sandboxes {
+            args.push("--disable-userns".into());
+        }
+        args.extend(["--seccomp".into(), SECCOMP_FD.to_string().into()]);
         args.extend(["--uid", "--gid"].iter().flat_map(|flag| {
             [
                 OsString::from(*flag),
@@ -244,6 +318,9 @@ pub(crate) struct View {
     pub read_only: Vec<PathBuf>,
     /// Read-write (its state, home, temporary files and logs).
     pub read_write: Vec<PathBuf>,
+    /// Whether the workload makes sandboxes of its own (Codex's exec sandbox is a nested
+    /// bubblewrap): it may then make user namespaces and mount inside them.
+    pub nests_sandboxes: bool,
 }
 
 /// `program` in one of the directories of `search_path`, if it is there.
@@ -267,6 +344,8 @@ mod tests {
                 processes: 64,
                 open_files: 1024,
             },
+            seccomp: SeccompProgram::default_filter(false).expect("a filter for this machine"),
+            seccomp_nesting: SeccompProgram::default_filter(true).expect("a filter"),
         }
     }
 
@@ -291,8 +370,9 @@ mod tests {
         let view = View {
             read_only: vec!["/rt".into(), "/agents/a/revisions/r".into()],
             read_write: vec!["/agents/a/state".into(), "/agents/a/home".into()],
+            nests_sandboxes: false,
         };
-        let cmd = settings().wrap(&inner, &view);
+        let cmd = settings().wrap(&inner, &view).expect("wrapped");
         let std = cmd.as_std();
         assert_eq!(std.get_program(), "/usr/bin/setsid");
         let args: Vec<String> = std
@@ -307,7 +387,7 @@ mod tests {
             "{joined}"
         );
         for expected in [
-            "--cap-drop ALL",
+            "--cap-drop ALL --disable-userns --seccomp 3",
             "--proc /proc --dev /dev --tmpfs /tmp",
             "--ro-bind /rt /rt",
             "--ro-bind /agents/a/revisions/r /agents/a/revisions/r",
@@ -362,5 +442,48 @@ mod tests {
         let message = err.to_string();
         assert!(message.contains("bubblewrap"), "{message}");
         assert!(message.contains("OCC_PROCESS_ISOLATION=none"), "{message}");
+    }
+
+    /// A contained workload runs under the seccomp filter and cannot make a user namespace:
+    /// `unshare` fails with the filter's EPERM (bubblewrap's own refusal would be ENOSPC), while
+    /// ordinary work goes on. Runs the real chain.
+    #[tokio::test]
+    async fn a_workload_runs_under_the_seccomp_filter() {
+        let path = OsStr::new(crate::runtime::DEFAULT_PATH);
+        let sandbox = SandboxSettings::locate(path, WorkloadLimits::default()).expect("bubblewrap");
+        let mut inner = tokio::process::Command::new("/bin/sh");
+        inner.arg("-c").arg(
+            "grep '^Seccomp:' /proc/self/status; unshare --user true; echo unshare=$?; echo done",
+        );
+        inner.env_clear().env("PATH", "/usr/bin:/bin");
+        let out = sandbox
+            .wrap(&inner, &View::default())
+            .expect("wrapped")
+            .output()
+            .await
+            .expect("run");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stdout}{stderr}");
+        assert!(stdout.contains("Seccomp:\t2"), "{stdout}");
+        assert!(stdout.contains("unshare=1"), "{stdout}");
+        assert!(stderr.contains("Operation not permitted"), "{stderr}");
+        assert!(stdout.ends_with("done\n"), "{stdout}");
+
+        // A workload that nests sandboxes (the Codex harness) may make its own user namespace,
+        // still under a filter.
+        let view = View {
+            nests_sandboxes: true,
+            ..View::default()
+        };
+        let out = sandbox
+            .wrap(&inner, &view)
+            .expect("wrapped")
+            .output()
+            .await
+            .expect("run");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(stdout.contains("Seccomp:\t2"), "{stdout}");
+        assert!(stdout.contains("unshare=0"), "{stdout}");
     }
 }

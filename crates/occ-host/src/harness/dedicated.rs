@@ -129,6 +129,8 @@ impl HarnessDirs {
         crate::sandbox::View {
             read_only: vec![launcher.to_path_buf(), runtime_root.to_path_buf()],
             read_write,
+            // Codex runs its tools in a bubblewrap sandbox of its own.
+            nests_sandboxes: true,
         }
     }
 

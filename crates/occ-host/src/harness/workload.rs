@@ -128,7 +128,9 @@ pub(crate) fn start(launch: HarnessLaunch<'_>) -> Result<HarnessRecord, ComputeE
         .env("NO_COLOR", "1")
         .current_dir(launch.cwd);
     let mut cmd = match &launch.sandbox {
-        Some((sandbox, view)) => sandbox.wrap(&cmd, view),
+        Some((sandbox, view)) => sandbox
+            .wrap(&cmd, view)
+            .map_err(|e| unavailable(format!("cannot contain the harness: {e}")))?,
         // Its own group, so a stop reaches Codex and the node host too.
         None => {
             cmd.process_group(0);

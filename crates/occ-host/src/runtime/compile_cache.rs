@@ -218,8 +218,14 @@ mod tests {
         let view = View {
             read_only: vec![runtime.root.clone()],
             read_write: Vec::new(),
+            nests_sandboxes: false,
         };
-        let out = sandbox.wrap(&cmd, &view).output().await.expect("run");
+        let out = sandbox
+            .wrap(&cmd, &view)
+            .expect("wrapped")
+            .output()
+            .await
+            .expect("run");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{stderr}");
         assert!(stderr.contains("was accepted"), "{stderr}");
