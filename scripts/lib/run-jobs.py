@@ -142,7 +142,7 @@ def main():
 
     jobs = [(n, argv, cwd, env) for n, argv, cwd, env, _ in parse_tests(args.tests)]
     for script in args.scripts:
-        name, _, command = script.rpartition("=") if "=" in script.split("::")[0] else ("", "", script)
+        name, _, command = script.partition("=") if "=" in script.split("::")[0] else ("", "", script)
         argv = command.split("::")
         name = name or os.path.splitext(os.path.basename(argv[0]))[0]
         jobs.append((name, argv, os.getcwd(), {}))
@@ -207,7 +207,7 @@ def main():
             cpu = usage.ru_utime + usage.ru_stime
             with lock:
                 running.pop(name, None)
-                results[name] = (code, elapsed, log_path, cpu)
+                results[name] = (code, elapsed, log_path, cpu, started - stage_started)
                 done = len(results)
                 if name in HEAVY:
                     heavy_running[0] -= 1
@@ -217,6 +217,8 @@ def main():
                 f"[{done}/{len(jobs)}] {name}: {status} in {elapsed:.0f} s ({cpu:.0f} s of CPU)",
                 flush=True,
             )
+
+    stage_started = time.monotonic()
 
     def interrupt(signum, _frame):
         stopping.set()
@@ -232,7 +234,6 @@ def main():
     signal.signal(signal.SIGTERM, interrupt)
 
     machine_before = machine_cpu()
-    stage_started = time.monotonic()
     threads = [threading.Thread(target=worker, daemon=True) for _ in range(max(1, args.jobs))]
     for t in threads:
         t.start()
@@ -241,23 +242,26 @@ def main():
     stage_wall = time.monotonic() - stage_started
     machine_after = machine_cpu()
 
-    failed = [n for n, (code, _, _, _) in results.items() if code != 0]
+    failed = [n for n, (code, *_) in results.items() if code != 0]
     for name in failed:
-        _, _, log_path, _ = results[name]
+        log_path = results[name][2]
         print(f"\n== {name} failed; the end of {log_path}:", flush=True)
         with open(log_path, encoding="utf-8", errors="replace") as log:
             lines = log.readlines()
         sys.stdout.write("".join(lines[-150:]))
 
     with open(durations_file, "w", encoding="utf-8") as f:
-        json.dump({n: round(e, 1) for n, (_, e, _, _) in results.items()}, f, indent=1, sort_keys=True)
+        json.dump({n: round(r[1], 1) for n, r in results.items()}, f, indent=1, sort_keys=True)
 
-    print("\n== test jobs: wall time and CPU time (user + system, with the processes each waited for), slowest first")
+    print(
+        "\n== test jobs: wall time, CPU time (user + system, with the processes each waited for) "
+        "and when each started in the stage, slowest first"
+    )
     total_cpu = 0.0
-    for name, (code, elapsed, _, cpu) in sorted(results.items(), key=lambda kv: -kv[1][1]):
+    for name, (code, elapsed, _, cpu, offset) in sorted(results.items(), key=lambda kv: -kv[1][1]):
         mark = "" if code == 0 else "  FAILED"
         total_cpu += cpu
-        print(f"{elapsed:8.1f} s  {cpu:8.1f} s CPU  {name}{mark}")
+        print(f"{elapsed:8.1f} s  {cpu:8.1f} s CPU  from {offset:6.0f} s  {name}{mark}")
     print(f"{'':10}  {total_cpu:8.1f} s CPU  all jobs")
     if machine_before and machine_after:
         busy = machine_after[0] - machine_before[0]
