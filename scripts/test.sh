@@ -108,40 +108,18 @@ export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
 
 mkdir -p target/test-jobs
 export OCC_BIN=$PWD/target/debug/occ
-
-# The pinned OpenClaw runtime installs while the test targets compile: `occ` is built first
-# (most of the compilation: every library crate it links), then `occ runtime install` runs in
-# the background (mostly downloading, unpacking and one gateway's warm-up) beside the rest of
-# the build, in a session of its own that the exit trap ends by its PID if the run stops first.
-# The tests' gate job waits for it and reports its status.
-INSTALL_LOG=target/test-jobs/runtime-install.log
-INSTALL_STATUS=target/test-jobs/runtime-install.status
-INSTALL_PID=
-stop_install() {
-  if [ -n "$INSTALL_PID" ] && [ ! -e "$INSTALL_STATUS" ]; then
-    kill -TERM -- "-$INSTALL_PID" 2>/dev/null || true
-  fi
-}
-trap 'exit_status=$?; stop_install; (exit "$exit_status"); report' EXIT
-stage "cargo build occ with clippy (warnings are errors)" cargo build -p occ --bin occ --locked
-rm -f "$INSTALL_STATUS"
-setsid bash -c 'status=0; "$1" runtime install --dir target/openclaw-runtime >"$2" 2>&1 || status=$?; echo "$status" >"$3"' \
-  install "$OCC_BIN" "$INSTALL_LOG" "$INSTALL_STATUS" &
-INSTALL_PID=$!
 stage "cargo test --all-targets --no-run with clippy (warnings are errors)" \
   bash -c 'cargo test --workspace --all-targets --locked --no-run --message-format=json-render-diagnostics >target/test-jobs/tests.json'
 
 # The Rust test binaries, the doc tests, schemathesis against the reference OpenAPI document,
 # and one occ dev driven by the web console's browser tests (headless Chromium) and then by the
-# generated client (scripts/dev-e2e.sh), as parallel jobs (OCC_TEST_JOBS at once, default 4; at
-# most OCC_TEST_HEAVY of them start gateways, default 3).
-# The runtime's install (started above) is the gate of the jobs that start gateways or run its
-# CLI (the other jobs run meanwhile; a job that needs it earlier anyway waits on the install's
-# lock).
+# generated client (scripts/dev-e2e.sh), as parallel jobs (OCC_TEST_JOBS at once, default 4).
+# The pinned OpenClaw runtime installs first, as the gate of the jobs that start gateways or run
+# its CLI (it is mostly downloading and unpacking, so the other jobs run meanwhile; a job that
+# needs it earlier anyway waits on the install's lock).
 stage "tests: every test binary, doc tests, schemathesis, console and generated client" \
-  python3 scripts/lib/run-jobs.py --jobs "${OCC_TEST_JOBS:-4}" --heavy "${OCC_TEST_HEAVY:-3}" \
-    --logs target/test-jobs \
+  python3 scripts/lib/run-jobs.py --jobs "${OCC_TEST_JOBS:-4}" --logs target/test-jobs \
     --tests target/test-jobs/tests.json --gate openclaw-runtime \
-    "openclaw-runtime=bash::-c::while [ ! -s $INSTALL_STATUS ] && kill -0 $INSTALL_PID 2>/dev/null; do sleep 1; done; cat $INSTALL_LOG; exit \$(cat $INSTALL_STATUS 2>/dev/null || echo 1)" \
+    "openclaw-runtime=$OCC_BIN::runtime::install::--dir::target/openclaw-runtime" \
     "doctests=cargo::test::--workspace::--locked::--doc" \
     ./scripts/schemathesis.sh ./scripts/dev-e2e.sh
