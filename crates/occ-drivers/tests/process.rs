@@ -736,6 +736,25 @@ async fn an_agents_tools_reach_only_its_own_files() {
     let dir = agent_dir(&driver, &rev);
     let own = dir.join("state/workspace");
     std::fs::write(own.join("USER.md"), "own-workspace-canary-55d0").expect("write");
+    // The runtime report says how it runs and how its key travels, by name only.
+    let report = compute.runtime_report(&rev).await.expect("runtime report");
+    let said: Vec<(String, String)> = report.pods[0]
+        .events
+        .iter()
+        .map(|e| (e.reason.clone(), e.message.clone()))
+        .collect();
+    assert!(
+        said.iter()
+            .any(|(reason, message)| reason == "Contained" && message.contains("seccomp")),
+        "{said:?}"
+    );
+    assert!(
+        said.iter()
+            .any(|(reason, message)| reason == "SecretDelivery"
+                && message.starts_with("MODEL_KEY (the key of model provider fake) never enters")),
+        "{said:?}"
+    );
+    assert!(!format!("{said:?}").contains(MODEL_KEY), "{said:?}");
 
     let port = compute
         .gateway_access(&agent)
@@ -765,7 +784,7 @@ async fn an_agents_tools_reach_only_its_own_files() {
         (
             "exec",
             json!({"command": format!(
-                "cat {}; grep -E 'CapEff|NoNewPrivs' /proc/self/status; ls /proc | grep -c '^[0-9]'",
+                "cat {}; grep -E 'CapEff|NoNewPrivs|Seccomp:' /proc/self/status; unshare --user true 2>&1; echo unshare=$?; ls /proc | grep -c '^[0-9]'",
                 occ_key.display()
             )}),
         ),
@@ -827,6 +846,13 @@ async fn an_agents_tools_reach_only_its_own_files() {
     assert!(!shell.contains("occ-admin-key-canary-7f3a"), "{shell}");
     assert!(shell.contains("CapEff:\t0000000000000000"), "{shell}");
     assert!(shell.contains("NoNewPrivs:\t1"), "{shell}");
+    // Under the seccomp filter: a user namespace (the way to capabilities of its own) is
+    // refused by the filter's EPERM.
+    assert!(shell.contains("Seccomp:\t2"), "{shell}");
+    assert!(
+        shell.contains("unshare=1") && shell.contains("Operation not permitted"),
+        "{shell}"
+    );
     let processes: usize = shell
         .lines()
         .find_map(|line| line.trim().parse().ok())

@@ -101,6 +101,67 @@ pub(crate) fn gateway_pod(rev: &RevisionId, observed: Observed, ready: bool) -> 
     }
 }
 
+/// How a revision's gateway is contained, as the report states it.
+pub(crate) enum Containment<'a> {
+    /// Under bubblewrap with these limits (see [`crate::sandbox`]).
+    Sandbox(&'a crate::sandbox::WorkloadLimits),
+    /// As the Agent's own Unix account, without a sandbox.
+    Account,
+    /// As occ's own user, seeing what it sees (`OCC_PROCESS_ISOLATION=none`).
+    None,
+}
+
+/// Events that say how the gateway of a revision runs: its containment, and how each model key
+/// bound from a Secret reaches the model (`proxied` names the variables occ's credential proxy
+/// puts on the wire; every other bound variable is in the gateway's environment). Names only,
+/// never a value.
+pub(crate) fn delivery_events(
+    containment: Containment<'_>,
+    bound: &std::collections::BTreeSet<String>,
+    proxied: &[(String, String)],
+    at: Option<Timestamp>,
+) -> Vec<RuntimeEvent> {
+    let event = |kind, reason: &str, message: String| RuntimeEvent {
+        kind,
+        container: Some(GATEWAY_CONTAINER.into()),
+        reason: reason.into(),
+        message,
+        count: 1,
+        last_observed_at: at,
+    };
+    let mut events = vec![match containment {
+        Containment::Sandbox(limits) => event(
+            EventType::Normal,
+            "Contained",
+            format!(
+                "the gateway runs under bubblewrap: its own user, mount, PID, IPC and UTS namespaces, no capabilities, no_new_privs, a seccomp filter; limits (0 = occ's own): data {} MiB, {} processes, {} open files",
+                limits.memory_mib, limits.processes, limits.open_files
+            ),
+        ),
+        Containment::Account => event(
+            EventType::Normal,
+            "Contained",
+            "the gateway runs as the Agent's own Unix account, without a sandbox".into(),
+        ),
+        Containment::None => event(
+            EventType::Warning,
+            "Uncontained",
+            "the gateway runs as occ's own user and sees what it sees (OCC_PROCESS_ISOLATION=none)"
+                .into(),
+        ),
+    }];
+    for variable in bound {
+        let message = match proxied.iter().find(|(_, v)| v == variable) {
+            Some((provider, _)) => format!(
+                "{variable} (the key of model provider {provider}) never enters the gateway: it holds a placeholder and occ's credential proxy adds the key to each request"
+            ),
+            None => format!("{variable} is delivered in the gateway's environment"),
+        };
+        events.push(event(EventType::Normal, "SecretDelivery", message));
+    }
+    events
+}
+
 /// The container name of a dedicated revision's harness.
 pub const HARNESS_CONTAINER: &str = "harness";
 
@@ -163,5 +224,40 @@ mod tests {
         assert_eq!(unit.uid, "occ-gateway-0123456789ab");
         assert_eq!(unit.phase, "Pending");
         assert_eq!(unit.containers[0].reason.as_deref(), Some("activating"));
+    }
+
+    /// The report says how the gateway is contained and how each bound key reaches the
+    /// model, by name only.
+    #[test]
+    fn delivery_events_name_the_containment_and_each_bound_keys_path() {
+        let limits = crate::sandbox::WorkloadLimits::default();
+        let bound = ["OPENAI_API_KEY", "TELEGRAM_TOKEN"]
+            .map(str::to_owned)
+            .into_iter()
+            .collect();
+        let proxied = vec![("openai".to_owned(), "OPENAI_API_KEY".to_owned())];
+        let events = delivery_events(Containment::Sandbox(&limits), &bound, &proxied, None);
+        let lines: Vec<(&str, &str)> = events
+            .iter()
+            .map(|e| (e.reason.as_str(), e.message.as_str()))
+            .collect();
+        assert_eq!(lines.len(), 3, "{lines:?}");
+        assert_eq!(lines[0].0, "Contained");
+        assert!(lines[0].1.contains("seccomp filter"), "{lines:?}");
+        assert!(lines[0].1.contains("data 16384 MiB"), "{lines:?}");
+        assert_eq!(lines[1].0, "SecretDelivery");
+        assert!(
+            lines[1]
+                .1
+                .starts_with("OPENAI_API_KEY (the key of model provider openai) never enters"),
+            "{lines:?}"
+        );
+        assert_eq!(
+            lines[2].1,
+            "TELEGRAM_TOKEN is delivered in the gateway's environment"
+        );
+        let uncontained = delivery_events(Containment::None, &bound, &[], None);
+        assert_eq!(uncontained[0].reason, "Uncontained");
+        assert!(matches!(uncontained[0].kind, EventType::Warning));
     }
 }

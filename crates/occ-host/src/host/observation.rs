@@ -55,7 +55,24 @@ impl Host {
             },
         };
         let ready = self.serving(&rev.agent, &agent_dir, rev).await?;
-        let mut pods = vec![report::gateway_pod(&rev.revision_id, observed, ready)];
+        let mut gateway = report::gateway_pod(&rev.revision_id, observed, ready);
+        let containment = match (&self.options.sandbox, &self.options.accounts) {
+            (Some(sandbox), _) => report::Containment::Sandbox(&sandbox.limits),
+            (None, Some(_)) => report::Containment::Account,
+            (None, None) => report::Containment::None,
+        };
+        let proxied: Vec<(String, String)> = self
+            .proxied(rev)
+            .into_iter()
+            .map(|p| (p.provider, p.variable))
+            .collect();
+        gateway.events.extend(report::delivery_events(
+            containment,
+            &crate::credential_proxy::bound_variables(rev),
+            &proxied,
+            gateway.created_at,
+        ));
+        let mut pods = vec![gateway];
         if rev.execution_mode() == ExecutionMode::Dedicated
             && let Some(harness) = workload::recorded_for(&agent_dir, &rev.revision_id)?
         {
