@@ -106,6 +106,10 @@ pub struct SandboxSettings {
     pub seccomp: SeccompProgram,
     /// The filter of a workload that makes sandboxes of its own ([`View::nests_sandboxes`]).
     pub seccomp_nesting: SeccompProgram,
+    /// The `occ` binary whose `workspace-setup` subcommand applies an Agent's staged workspace
+    /// files inside the Agent's sandbox ([`SandboxSettings::with_setup_program`]); without it
+    /// they are applied in occ's own process.
+    pub setup_program: Option<PathBuf>,
 }
 
 /// A compiled seccomp filter (classic BPF, as bubblewrap reads it).
@@ -159,6 +163,7 @@ impl SandboxSettings {
             limits,
             seccomp: SeccompProgram::default_filter(false)?,
             seccomp_nesting: SeccompProgram::default_filter(true)?,
+            setup_program: None,
         };
         settings.check()?;
         Ok(settings)
@@ -188,6 +193,12 @@ impl SandboxSettings {
             output.status,
             stderr.trim()
         )))
+    }
+
+    /// These settings with `occ` (the binary whose `workspace-setup` runs inside the sandbox).
+    pub fn with_setup_program(mut self, occ: PathBuf) -> Self {
+        self.setup_program = Some(occ);
+        self
     }
 
     /// Gives `cmd` the seccomp program of `view`'s workload on [`SECCOMP_FD`] (the descriptor
@@ -346,6 +357,7 @@ mod tests {
             },
             seccomp: SeccompProgram::default_filter(false).expect("a filter for this machine"),
             seccomp_nesting: SeccompProgram::default_filter(true).expect("a filter"),
+            setup_program: None,
         }
     }
 

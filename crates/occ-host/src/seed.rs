@@ -20,6 +20,7 @@ use crate::failure::{io_error, unavailable};
 use crate::layout::{create_dir, open_output, write_new};
 use crate::process::log_tail;
 use crate::runtime::OpenclawRuntime;
+use crate::sandbox::{SandboxSettings, View};
 use crate::workspace_setup::{self, SetupEnv, SetupError, SetupInput};
 
 /// How long the native workspace seeding may take.
@@ -109,29 +110,39 @@ pub(crate) async fn seed(
     write_new(&done, b"")
 }
 
-/// The `occ workspace-setup` that runs a setup as an Agent's user.
-pub(crate) struct AsAgent<'a> {
-    /// The Agent's account.
-    pub account: Account,
+/// The `occ workspace-setup` process that applies a setup outside occ's own process.
+pub(crate) struct SetupProcess<'a> {
+    /// Who it runs as.
+    pub identity: SetupIdentity<'a>,
     /// The `occ` binary.
     pub program: &'a Path,
     /// Its `PATH`.
     pub path: &'a OsStr,
 }
 
+/// Who `occ workspace-setup` runs as.
+pub(crate) enum SetupIdentity<'a> {
+    /// The Agent's own account.
+    Account(Account),
+    /// occ's user inside the Agent's sandbox, which shows it the runtime and the `occ` binary
+    /// read-only and the Agent's home, temporary directory and workspace read-write: nothing
+    /// the Agent could plant there (a link into occ's data directory) leads anywhere else.
+    Sandbox(&'a SandboxSettings),
+}
+
 /// Applies the Agent's staged workspace setup (the setup runtime: in process, so the staged text
-/// goes straight from the record into the workspace and never lands in a delivery file; or as
-/// the Agent's user, `as_agent`), or, for a completed record, verifies the marker so a lost
-/// workspace blocks startup instead of being silently reseeded. Native setup runs inside, so no
-/// separate seeding follows.
+/// goes straight from the record into the workspace and never lands in a delivery file; or in
+/// an `occ workspace-setup` process, as the Agent's user or inside its sandbox, `process`), or,
+/// for a completed record, verifies the marker so a lost workspace blocks startup instead of
+/// being silently reseeded. Native setup runs inside, so no separate seeding follows.
 pub(crate) async fn apply_setup(
     runtime: &OpenclawRuntime,
     agent_dir: &Path,
     setup: &WorkspaceSetup,
-    as_agent: Option<AsAgent<'_>>,
+    process: Option<SetupProcess<'_>>,
 ) -> Result<(), ComputeError> {
-    match as_agent {
-        Some(as_agent) => setup_as_agent(runtime, agent_dir, setup, as_agent).await?,
+    match process {
+        Some(process) => setup_in_process_of_its_own(runtime, agent_dir, setup, process).await?,
         None => {
             let scratch = agent_dir.join("tmp").join("setup");
             let env = SetupEnv::new(runtime.clone(), scratch.clone(), agent_dir.join("tmp"));
@@ -160,30 +171,53 @@ fn setup_failure(e: SetupError) -> ComputeError {
     }
 }
 
-/// The workspace setup runtime (`occ workspace-setup`) as the Agent's user: the input goes
-/// on its stdin (never argv, never a file), its scratch space is the Agent's `tmp/`.
-async fn setup_as_agent(
+/// The workspace setup runtime (`occ workspace-setup`) as the Agent's user or inside its
+/// sandbox: the input goes on its stdin (never argv, never a file), its scratch space is the
+/// Agent's `tmp/`.
+async fn setup_in_process_of_its_own(
     runtime: &OpenclawRuntime,
     agent_dir: &Path,
     setup: &WorkspaceSetup,
-    as_agent: AsAgent<'_>,
+    process: SetupProcess<'_>,
 ) -> Result<(), ComputeError> {
     use tokio::io::AsyncWriteExt as _;
-    let program = as_agent.program;
+    let program = process.program;
+    let (home, tmp, workspace) = (
+        agent_dir.join("home"),
+        agent_dir.join("tmp"),
+        agent_dir.join("state/workspace"),
+    );
     let mut cmd = tokio::process::Command::new(program);
     cmd.arg("workspace-setup")
         .env_clear()
-        .env("PATH", as_agent.path)
-        .env("HOME", agent_dir.join("home"))
-        .env("TMPDIR", agent_dir.join("tmp"))
+        .env("PATH", process.path)
+        .env("HOME", &home)
+        .env("TMPDIR", &tmp)
         .env("OCC_LOG", "warn")
         .env("NO_COLOR", "1")
-        .env("OCC_WORKSPACE_DIR", agent_dir.join("state/workspace"))
+        .env("OCC_WORKSPACE_DIR", &workspace)
         .env("OCC_OPENCLAW_RUNTIME", &runtime.root)
-        .current_dir(agent_dir.join("home"))
-        .uid(as_agent.account.uid)
-        .gid(as_agent.account.gid)
-        .stdin(Stdio::piped())
+        .current_dir(&home);
+    let mut cmd = match process.identity {
+        SetupIdentity::Account(account) => {
+            cmd.uid(account.uid).gid(account.gid);
+            cmd
+        }
+        SetupIdentity::Sandbox(sandbox) => {
+            for dir in [&home, &tmp, &workspace] {
+                create_dir(dir)?;
+            }
+            let view = View {
+                read_only: vec![program.to_path_buf(), runtime.root.clone()],
+                read_write: vec![home, tmp, workspace],
+                nests_sandboxes: false,
+            };
+            sandbox
+                .wrap(&cmd, &view)
+                .map_err(|e| unavailable(format!("cannot contain workspace-setup: {e}")))?
+        }
+    };
+    cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);

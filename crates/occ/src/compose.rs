@@ -479,6 +479,11 @@ fn process_compute(
         );
     }
     let proxy_port = *range.end();
+    let occ = std::env::current_exe()
+        .map_err(|e| anyhow::anyhow!("cannot locate the occ binary: {e}"))?;
+    // Staged workspace files are applied by this binary's `workspace-setup` inside the Agent's
+    // sandbox, never in this process.
+    let sandbox = sandbox.map(|sandbox| sandbox.with_setup_program(occ.clone()));
     ProcessCompute::new(ProcessSettings {
         host: LocalSettings {
             root: settings.compute.root.clone(),
@@ -491,8 +496,7 @@ fn process_compute(
         maintenance_interval: Some(settings.compute.maintenance_interval),
         // Dedicated Agents' harnesses are this binary's `harness-launch`.
         dedicated: Some(DedicatedSettings {
-            launcher: std::env::current_exe()
-                .map_err(|e| anyhow::anyhow!("cannot locate the occ binary: {e}"))?,
+            launcher: occ,
             model_base_url: settings.compute.codex_base_url.clone(),
             ready_timeout: HARNESS_READY_TIMEOUT,
         }),

@@ -23,15 +23,25 @@ impl Host {
             // The harness initialises a dedicated Agent's workspace itself.
             _ if dedicated.is_some() => {}
             Some(setup) => {
-                let as_agent = match (account, &self.options.accounts) {
-                    (Some(account), Some(accounts)) => Some(AsAgent {
-                        account,
+                let process = match (account, &self.options.accounts, &self.options.sandbox) {
+                    (Some(account), Some(accounts), _) => Some(SetupProcess {
+                        identity: SetupIdentity::Account(account),
                         program: &accounts.setup_program,
                         path: &self.settings.path,
                     }),
+                    (None, _, Some(sandbox)) => {
+                        sandbox
+                            .setup_program
+                            .as_deref()
+                            .map(|program| SetupProcess {
+                                identity: SetupIdentity::Sandbox(sandbox),
+                                program,
+                                path: &self.settings.path,
+                            })
+                    }
                     _ => None,
                 };
-                seed::apply_setup(&runtime, &agent_dir, setup, as_agent).await?;
+                seed::apply_setup(&runtime, &agent_dir, setup, process).await?;
             }
             None => seed::seed(&runtime, &agent_dir, account).await?,
         }

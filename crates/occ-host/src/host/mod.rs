@@ -51,7 +51,7 @@ use crate::logs::{GatewayLog, LOG_ROTATE_BYTES, prune_revision_logs};
 use crate::report;
 use crate::runtime::{OpenclawRuntime, RuntimeError};
 use crate::sandbox::SandboxSettings;
-use crate::seed::{self, AsAgent};
+use crate::seed::{self, SetupIdentity, SetupProcess};
 use crate::snapshot::{GatewayBind, render_snapshot, same_but_driver_rendering};
 use crate::systemd::{self, SystemdSupervision, UnitAccount};
 
