@@ -368,6 +368,7 @@ pub(crate) async fn start(
     let mut cmd = match sandbox {
         Some(sandbox) => {
             let mut view = gateway_view(runtime, agent_dir, rev)?;
+            view.uid = account.map(|account| account.uid);
             if let Some(dedicated) = &dedicated {
                 // The runtime config's own directory (enrollment rewrites the file by rename
                 // while the gateway runs, which a directory bind shows), nothing of the harness.
@@ -503,6 +504,7 @@ fn gateway_view(
         ],
         read_write,
         nests_sandboxes: false,
+        uid: None,
     })
 }
 

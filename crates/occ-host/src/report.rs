@@ -134,8 +134,8 @@ pub(crate) fn delivery_events(
             EventType::Normal,
             "Contained",
             format!(
-                "the gateway runs under bubblewrap: its own user, mount, PID, IPC and UTS namespaces, no capabilities, no_new_privs, a seccomp filter; limits (0 = occ's own): data {} MiB, {} processes, {} open files",
-                limits.memory_mib, limits.processes, limits.open_files
+                "the gateway runs under bubblewrap: its own user, mount, PID, IPC and UTS namespaces, no capabilities, no_new_privs, a seccomp filter; limits (0 = occ's own): data {} MiB, {} processes, {} open files, resident {} MiB (in its own cgroup, where occ can make one)",
+                limits.memory_mib, limits.processes, limits.open_files, limits.resident_mib
             ),
         ),
         Containment::Account => event(

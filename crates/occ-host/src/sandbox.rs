@@ -18,6 +18,7 @@
 //! group holds everything the workload starts, as signals to a gateway's group expect. The PID
 //! namespace dies with the workload's first process.
 
+mod cgroup;
 mod seccomp;
 
 use std::ffi::{OsStr, OsString};
@@ -27,6 +28,7 @@ use std::sync::Arc;
 
 use command_fds::{CommandFdExt, FdMapping};
 
+pub use cgroup::Cgroups;
 pub use seccomp::denied_calls;
 
 /// The descriptor the seccomp program reaches bubblewrap on (after stdin, stdout and stderr).
@@ -76,6 +78,11 @@ pub struct WorkloadLimits {
     pub processes: u64,
     /// Most open files per process (`RLIMIT_NOFILE`).
     pub open_files: u64,
+    /// Most resident memory of the whole workload, in MiB (its cgroup's
+    /// `memory.limit_in_bytes`, where occ can make cgroups; the kernel reclaims, then kills
+    /// inside the workload only). `processes` is then also its cgroup's `pids.max`, which
+    /// counts this workload alone.
+    pub resident_mib: u64,
 }
 
 impl Default for WorkloadLimits {
@@ -87,6 +94,9 @@ impl Default for WorkloadLimits {
             memory_mib: 16384,
             processes: 1024,
             open_files: 8192,
+            // A gateway idles at ~0.8 GiB resident; a dedicated Agent's harness (Codex and
+            // the node host) adds its own.
+            resident_mib: 4096,
         }
     }
 }
@@ -110,6 +120,8 @@ pub struct SandboxSettings {
     /// files inside the Agent's sandbox ([`SandboxSettings::with_setup_program`]); without it
     /// they are applied in occ's own process.
     pub setup_program: Option<PathBuf>,
+    /// Where each workload gets a cgroup of its own ([`Cgroups::detect`]), or none.
+    pub cgroups: Option<Cgroups>,
 }
 
 /// A compiled seccomp filter (classic BPF, as bubblewrap reads it).
@@ -164,6 +176,7 @@ impl SandboxSettings {
             seccomp: SeccompProgram::default_filter(false)?,
             seccomp_nesting: SeccompProgram::default_filter(true)?,
             setup_program: None,
+            cgroups: Cgroups::detect(Path::new("/sys/fs/cgroup")),
         };
         settings.check()?;
         Ok(settings)
@@ -228,17 +241,36 @@ impl SandboxSettings {
         view: &View,
     ) -> std::io::Result<tokio::process::Command> {
         let inner = inner.as_std();
-        let mut cmd = tokio::process::Command::new(&self.setsid);
-        cmd.arg(&self.prlimit);
-        cmd.args(self.limit_args());
-        cmd.arg("--").arg(&self.bwrap);
-        cmd.args(self.bwrap_args(view));
+        let mut chain: Vec<OsString> =
+            vec![self.setsid.clone().into(), self.prlimit.clone().into()];
+        chain.extend(self.limit_args());
+        chain.push("--".into());
+        chain.push(self.bwrap.clone().into());
+        chain.extend(self.bwrap_args(view));
         if let Some(dir) = inner.get_current_dir() {
-            cmd.arg("--chdir").arg(dir);
+            chain.extend([OsString::from("--chdir"), dir.into()]);
         }
-        cmd.arg("--")
-            .arg(inner.get_program())
-            .args(inner.get_args());
+        chain.push("--".into());
+        chain.push(inner.get_program().into());
+        chain.extend(inner.get_args().map(OsString::from));
+        // In a cgroup of its own first, where occ can make one: the shell moves itself in and
+        // execs the chain in place.
+        if let Some(cgroups) = &self.cgroups {
+            let cgroup =
+                cgroups.create(self.limits.resident_mib, self.limits.processes, view.uid)?;
+            let mut entered: Vec<OsString> = vec![
+                "-c".into(),
+                r#"echo $$ > "$1" && echo $$ > "$2" && shift 2 && exec "$@""#.into(),
+                "sh".into(),
+            ];
+            entered.extend(cgroup.procs.map(OsString::from));
+            entered.append(&mut chain);
+            chain = std::iter::once(OsString::from("/bin/sh"))
+                .chain(entered)
+                .collect();
+        }
+        let mut cmd = tokio::process::Command::new(&chain[0]);
+        cmd.args(&chain[1..]);
         // The runtime's commands start from an empty environment; so does the chain.
         cmd.env_clear();
         for (name, value) in inner.get_envs() {
@@ -255,6 +287,7 @@ impl SandboxSettings {
             memory_mib,
             processes,
             open_files,
+            ..
         } = self.limits;
         let mut args: Vec<OsString> = vec!["--core=0".into()];
         if memory_mib > 0 {
@@ -332,6 +365,9 @@ pub(crate) struct View {
     /// Whether the workload makes sandboxes of its own (Codex's exec sandbox is a nested
     /// bubblewrap): it may then make user namespaces and mount inside them.
     pub nests_sandboxes: bool,
+    /// The user it runs as outside when that is not occ's own (an Agent's account): its cgroup
+    /// is handed to that user to enter.
+    pub uid: Option<u32>,
 }
 
 /// `program` in one of the directories of `search_path`, if it is there.
@@ -354,10 +390,12 @@ mod tests {
                 memory_mib: 2048,
                 processes: 64,
                 open_files: 1024,
+                resident_mib: 512,
             },
             seccomp: SeccompProgram::default_filter(false).expect("a filter for this machine"),
             seccomp_nesting: SeccompProgram::default_filter(true).expect("a filter"),
             setup_program: None,
+            cgroups: None,
         }
     }
 
@@ -383,6 +421,7 @@ mod tests {
             read_only: vec!["/rt".into(), "/agents/a/revisions/r".into()],
             read_write: vec!["/agents/a/state".into(), "/agents/a/home".into()],
             nests_sandboxes: false,
+            uid: None,
         };
         let cmd = settings().wrap(&inner, &view).expect("wrapped");
         let std = cmd.as_std();
@@ -440,6 +479,7 @@ mod tests {
             memory_mib: 0,
             processes: 0,
             open_files: 0,
+            resident_mib: 0,
         };
         assert_eq!(strings(&s.limit_args()), vec!["--core=0"]);
         let args = strings(&s.bwrap_args(&View::default()));
@@ -497,5 +537,65 @@ mod tests {
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(stdout.contains("Seccomp:\t2"), "{stdout}");
         assert!(stdout.contains("unshare=0"), "{stdout}");
+    }
+
+    /// Where occ can make cgroups (root with writable v1 hierarchies, as on this machine), a
+    /// workload runs in one of its own with the resident and process ceilings, and its cgroup
+    /// goes with the next sweep once it exited. Elsewhere the chain starts without the step.
+    #[tokio::test]
+    async fn a_workload_runs_in_a_cgroup_of_its_own_where_occ_can_make_one() {
+        let path = OsStr::new(crate::runtime::DEFAULT_PATH);
+        let mut sandbox =
+            SandboxSettings::locate(path, WorkloadLimits::default()).expect("bubblewrap");
+        sandbox.limits.resident_mib = 300;
+        sandbox.limits.processes = 50;
+        let mut inner = tokio::process::Command::new("/bin/sh");
+        inner.arg("-c").arg(
+            "grep -E ':(memory|pids):' /proc/self/cgroup; for i in $(seq 1 60); do sleep 2 & done 2>&1 | head -1; wait",
+        );
+        inner.env_clear().env("PATH", "/usr/bin:/bin");
+        let cmd = sandbox.wrap(&inner, &View::default()).expect("wrapped");
+        let Some(cgroups) = sandbox.cgroups.clone() else {
+            assert_eq!(cmd.as_std().get_program(), "/usr/bin/setsid");
+            return;
+        };
+        assert_eq!(cmd.as_std().get_program(), "/bin/sh");
+        let args: Vec<String> = cmd
+            .as_std()
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let memory = std::path::PathBuf::from(&args[3]);
+        let dir = memory.parent().expect("the cgroup").to_path_buf();
+        assert_eq!(
+            std::fs::read_to_string(dir.join("memory.limit_in_bytes"))
+                .expect("limit")
+                .trim(),
+            (300u64 * 1024 * 1024).to_string()
+        );
+        let mut cmd = cmd;
+        let out = cmd.output().await.expect("run");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        // Its cgroup namespace's root is its own cgroup, which did hold its memory.
+        assert!(stdout.contains(":memory:/\n"), "{stdout}");
+        let used: u64 = std::fs::read_to_string(dir.join("memory.max_usage_in_bytes"))
+            .expect("usage")
+            .trim()
+            .parse()
+            .expect("a number");
+        assert!(used > 0, "the workload's memory was counted in its cgroup");
+        assert!(
+            stdout.contains("Resource temporarily unavailable") || stdout.contains("fork"),
+            "the 51st process is refused: {stdout}"
+        );
+        // Once the last of its processes is gone (the kernel may still be reaping them).
+        for _ in 0..50 {
+            cgroups.sweep(std::time::Duration::ZERO);
+            if !dir.exists() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        assert!(!dir.exists(), "an exited workload's cgroup is swept");
     }
 }

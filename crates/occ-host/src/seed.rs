@@ -211,6 +211,7 @@ async fn setup_in_process_of_its_own(
                 read_only: vec![program.to_path_buf(), runtime.root.clone()],
                 read_write: vec![home, tmp, workspace],
                 nests_sandboxes: false,
+                uid: None,
             };
             sandbox
                 .wrap(&cmd, &view)

@@ -131,6 +131,7 @@ impl HarnessDirs {
             read_write,
             // Codex runs its tools in a bubblewrap sandbox of its own.
             nests_sandboxes: true,
+            uid: None,
         }
     }
 

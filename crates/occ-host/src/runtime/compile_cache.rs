@@ -219,6 +219,7 @@ mod tests {
             read_only: vec![runtime.root.clone()],
             read_write: Vec::new(),
             nests_sandboxes: false,
+            uid: None,
         };
         let out = sandbox
             .wrap(&cmd, &view)

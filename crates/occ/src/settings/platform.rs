@@ -41,8 +41,8 @@ pub struct ComputeSettings {
 }
 
 /// `OCC_PROCESS_ISOLATION`: `sandbox` (the default) runs each Agent's gateway under bubblewrap
-/// with `OCC_PROCESS_MEMORY_LIMIT_MIB`, `OCC_PROCESS_PIDS_LIMIT` and
-/// `OCC_PROCESS_OPEN_FILES_LIMIT`; `none` turns containment off (for development only: every
+/// with `OCC_PROCESS_MEMORY_LIMIT_MIB`, `OCC_PROCESS_PIDS_LIMIT`, `OCC_PROCESS_OPEN_FILES_LIMIT`
+/// and `OCC_PROCESS_RESIDENT_LIMIT_MIB` (its cgroup's, where occ can make cgroups); `none` turns containment off (for development only: every
 /// Agent then reads what occ's user can read).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProcessIsolation {
@@ -80,6 +80,12 @@ pub fn process_isolation(
                 "OCC_PROCESS_OPEN_FILES_LIMIT",
                 file.process_open_files_limit,
                 defaults.open_files,
+            )?,
+            resident_mib: positive(
+                env,
+                "OCC_PROCESS_RESIDENT_LIMIT_MIB",
+                file.process_resident_limit_mib,
+                defaults.resident_mib,
             )?,
         })),
         "none" => Ok(ProcessIsolation::None),

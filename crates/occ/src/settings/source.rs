@@ -53,6 +53,7 @@ pub struct FileSettings {
     pub(super) process_memory_limit_mib: Option<u64>,
     pub(super) process_pids_limit: Option<u64>,
     pub(super) process_open_files_limit: Option<u64>,
+    pub(super) process_resident_limit_mib: Option<u64>,
     pub(super) ssh_address: Option<String>,
     pub(super) ssh_port: Option<u16>,
     pub(super) ssh_user: Option<String>,

@@ -425,12 +425,14 @@ fn process_isolation_is_a_sandbox_with_limits_or_explicitly_none() {
             ("OCC_PROCESS_MEMORY_LIMIT_MIB", "2048"),
             ("OCC_PROCESS_PIDS_LIMIT", "64"),
             ("OCC_PROCESS_OPEN_FILES_LIMIT", "512"),
+            ("OCC_PROCESS_RESIDENT_LIMIT_MIB", "1024"),
         ])
         .unwrap(),
         ProcessIsolation::Sandbox(occ_host::sandbox::WorkloadLimits {
             memory_mib: 2048,
             processes: 64,
             open_files: 512,
+            resident_mib: 1024,
         })
     );
     assert_eq!(
