@@ -29,7 +29,6 @@ use std::sync::Arc;
 use command_fds::{CommandFdExt, FdMapping};
 
 pub use cgroup::Cgroups;
-pub use seccomp::denied_calls;
 
 /// The descriptor the seccomp program reaches bubblewrap on (after stdin, stdout and stderr).
 const SECCOMP_FD: i32 = 3;
@@ -129,7 +128,8 @@ pub struct SandboxSettings {
 pub struct SeccompProgram(Arc<[u8]>);
 
 impl SeccompProgram {
-    /// The default filter ([`denied_calls`] fail with `EPERM`) for this machine's architecture;
+    /// The default filter (the calls listed in `sandbox/seccomp.rs` fail with `EPERM`) for this
+    /// machine's architecture;
     /// with `nesting`, without the namespace and mount calls a nested sandbox makes.
     pub fn default_filter(nesting: bool) -> Result<Self, SandboxUnavailable> {
         seccomp::program(nesting)

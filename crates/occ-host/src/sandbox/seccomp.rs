@@ -26,8 +26,8 @@ enum Denied {
 }
 use Denied::{Always, UnlessNesting};
 
-/// The system calls a contained workload may not make, and whether a workload that makes
-/// sandboxes of its own keeps them.
+/// The system calls a contained workload may not make (named for the reader), and whether a
+/// workload that makes sandboxes of its own keeps them.
 const DENIED: &[(&str, i64, Denied)] = &[
     ("acct", libc::SYS_acct, Always),
     ("add_key", libc::SYS_add_key, Always),
@@ -74,11 +74,6 @@ const DENIED: &[(&str, i64, Denied)] = &[
     #[cfg(target_arch = "x86_64")]
     ("iopl", libc::SYS_iopl, Always),
 ];
-
-/// The names of the denied system calls (for the runtime report and the documentation).
-pub fn denied_calls() -> impl Iterator<Item = &'static str> {
-    DENIED.iter().map(|(name, _, _)| *name)
-}
 
 /// The filter as the classic BPF program bubblewrap's `--seccomp` reads: `struct sock_filter`
 /// entries in this machine's byte order. `nesting` keeps the calls a nested sandbox makes.
