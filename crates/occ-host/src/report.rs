@@ -112,13 +112,13 @@ pub(crate) enum Containment<'a> {
 }
 
 /// Events that say how the gateway of a revision runs: its containment, and how each model key
-/// bound from a Secret reaches the model (`proxied` names the variables occ's credential proxy
-/// puts on the wire; every other bound variable is in the gateway's environment). Names only,
-/// never a value.
+/// bound from a Secret reaches the model (`proxied`: the providers occ's credential proxy
+/// serves; every other bound variable is in the gateway's environment). Names only, never a
+/// value.
 pub(crate) fn delivery_events(
     containment: Containment<'_>,
     bound: &std::collections::BTreeSet<String>,
-    proxied: &[(String, String)],
+    proxied: &[crate::credential_proxy::ProxiedProvider],
     at: Option<Timestamp>,
 ) -> Vec<RuntimeEvent> {
     let event = |kind, reason: &str, message: String| RuntimeEvent {
@@ -151,9 +151,10 @@ pub(crate) fn delivery_events(
         ),
     }];
     for variable in bound {
-        let message = match proxied.iter().find(|(_, v)| v == variable) {
-            Some((provider, _)) => format!(
-                "{variable} (the key of model provider {provider}) never enters the gateway: it holds a placeholder and occ's credential proxy adds the key to each request"
+        let message = match proxied.iter().find(|p| &p.variable == variable) {
+            Some(proxied) => format!(
+                "{variable} (the key of model provider {}) never enters the gateway: it holds a placeholder and occ's credential proxy adds the key to each request",
+                proxied.provider
             ),
             None => format!("{variable} is delivered in the gateway's environment"),
         };
@@ -235,7 +236,12 @@ mod tests {
             .map(str::to_owned)
             .into_iter()
             .collect();
-        let proxied = vec![("openai".to_owned(), "OPENAI_API_KEY".to_owned())];
+        let proxied = vec![crate::credential_proxy::ProxiedProvider {
+            provider: "openai".to_owned(),
+            variable: "OPENAI_API_KEY".to_owned(),
+            upstream: "https://api.openai.com/v1".to_owned(),
+            header: crate::credential_proxy::KeyHeader::Bearer,
+        }];
         let events = delivery_events(Containment::Sandbox(&limits), &bound, &proxied, None);
         let lines: Vec<(&str, &str)> = events
             .iter()

@@ -61,15 +61,10 @@ impl Host {
             (None, Some(_)) => report::Containment::Account,
             (None, None) => report::Containment::None,
         };
-        let proxied: Vec<(String, String)> = self
-            .proxied(rev)
-            .into_iter()
-            .map(|p| (p.provider, p.variable))
-            .collect();
         gateway.events.extend(report::delivery_events(
             containment,
             &crate::credential_proxy::bound_variables(rev),
-            &proxied,
+            &self.proxied(rev),
             gateway.created_at,
         ));
         let mut pods = vec![gateway];
