@@ -390,19 +390,23 @@ async fn runtime_and_logs_of_a_serving_gateway(s: &Stack, agent: &str, rev: &str
     exactly_once_or_gap(&numbered(&follow.records, "after-"), 2);
     exactly_once_or_gap(&numbered(&follow.records, "canary-"), 5);
     assert_no_canary(&Value::Array(follow.records.clone()).to_string(), token);
-    let runtime = s
-        .get(&format!(
-            "/namespaces/{}/agents/{agent}/deployments/{rev}/runtime",
-            s.ns
-        ))
-        .await;
-    assert!(
+    // The worker records the restart once the new gateway answers; on a loaded machine that
+    // write may land a moment after the first request got through.
+    let runtime_path = format!(
+        "/namespaces/{}/agents/{agent}/deployments/{rev}/runtime",
+        s.ns
+    );
+    let restarts = |runtime: &Value| {
         runtime["data"]["pods"][0]["containers"][0]["restartCount"]
             .as_u64()
             .unwrap_or_default()
-            >= 1,
-        "the restart is counted: {runtime}"
-    );
+    };
+    s.wait_for("the restart to be counted", async || {
+        restarts(&s.get(&runtime_path).await) >= 1
+    })
+    .await;
+    let runtime = s.get(&runtime_path).await;
+    assert!(restarts(&runtime) >= 1, "the restart is counted: {runtime}");
 }
 
 #[expect(
