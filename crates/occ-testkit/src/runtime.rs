@@ -66,42 +66,50 @@ pub fn shared_runtime() -> &'static OpenclawRuntime {
 /// The programs that per-Agent Unix users run in a test — the shared runtime and an `occ`
 /// binary (`occ workspace-setup`, started from the binary that runs `occ compute-host`) — at
 /// paths any user can reach. The checkout may sit under a directory other users cannot enter
-/// (a clone inside `mktemp -d`, mode 0700): then both are hard-linked (copied across file
-/// systems; plugin packages always copied) under `/var/lib` and removed when this is dropped. Otherwise they are used in place.
+/// (a clone inside `mktemp -d`, mode 0700): then both are copied under `/var/lib`, once per test
+/// process, and the copy is removed when the process ends (by a watcher waiting on its PID).
+/// Otherwise they are used in place.
+///
+/// The runtime is copied, never hard-linked: a link changes the shared runtime's files (their
+/// link count and change time), and OpenClaw refuses a plugin file with more than one link and
+/// a plugin whose sources changed while it loads, so a gateway another test binary starts from
+/// the shared runtime meanwhile would come up without its plugin.
 pub struct AgentReachablePrograms {
     runtime: PathBuf,
     occ: PathBuf,
-    _copy: Option<tempfile::TempDir>,
 }
 
+static AGENT_REACHABLE: OnceLock<AgentReachablePrograms> = OnceLock::new();
+
 impl AgentReachablePrograms {
-    /// The shared runtime (installed on first use) and `occ`. Blocking, like [`shared_runtime`].
-    pub fn new(occ: &Path) -> Self {
-        use std::os::unix::fs::PermissionsExt as _;
+    /// The shared runtime (installed on first use) and `occ`, copied on first use where the
+    /// Agents' users cannot reach them. Blocking, like [`shared_runtime`]. Every call in one
+    /// process must name the same `occ`.
+    pub fn shared(occ: &Path) -> &'static Self {
+        let programs = AGENT_REACHABLE.get_or_init(|| Self::make(occ));
+        assert_eq!(
+            programs.occ.file_name(),
+            occ.file_name(),
+            "one occ binary per test process"
+        );
+        programs
+    }
+
+    fn make(occ: &Path) -> Self {
         shared_runtime();
         let runtime = std::fs::canonicalize(runtime_root()).expect("runtime root");
         let occ = std::fs::canonicalize(occ).expect("occ binary");
         if reachable_by_others(&runtime) && reachable_by_others(&occ) {
-            return Self {
-                runtime,
-                occ,
-                _copy: None,
-            };
+            return Self { runtime, occ };
         }
-        let copy = tempfile::Builder::new()
-            .prefix("occ-test-programs-")
-            .tempdir_in("/var/lib")
-            .expect("a directory under /var/lib");
-        std::fs::set_permissions(copy.path(), std::fs::Permissions::from_mode(0o755))
-            .expect("chmod");
-        let copied_runtime = copy.path().join("runtime");
-        link_tree(&runtime, &copied_runtime, false).expect("link the runtime");
-        let copied_occ = copy.path().join("occ");
+        let copy = reachable_dir();
+        let copied_runtime = copy.join("runtime");
+        copy_tree(&runtime, &copied_runtime).expect("copy the runtime");
+        let copied_occ = copy.join("occ");
         link_or_copy(&occ, &copied_occ).expect("link occ");
         Self {
             runtime: copied_runtime,
             occ: copied_occ,
-            _copy: Some(copy),
         }
     }
 
@@ -116,6 +124,74 @@ impl AgentReachablePrograms {
     }
 }
 
+/// An `occ` binary any user can run: the given one, or a link to it (a copy across file
+/// systems) under `/var/lib`, removed when this is dropped.
+pub struct ReachableOcc {
+    path: PathBuf,
+    _copy: Option<tempfile::TempDir>,
+}
+
+impl ReachableOcc {
+    /// `occ` itself where other users can reach it, else a link.
+    pub fn new(occ: &Path) -> Self {
+        let occ = std::fs::canonicalize(occ).expect("occ binary");
+        if reachable_by_others(&occ) {
+            return Self {
+                path: occ,
+                _copy: None,
+            };
+        }
+        let copy = reachable_tempdir();
+        let path = copy.path().join("occ");
+        link_or_copy(&occ, &path).expect("link occ");
+        Self {
+            path,
+            _copy: Some(copy),
+        }
+    }
+
+    /// The binary's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// A new directory under `/var/lib` that every user may enter.
+fn reachable_tempdir() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::Builder::new()
+        .prefix("occ-test-programs-")
+        .tempdir_in("/var/lib")
+        .expect("a directory under /var/lib");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    dir
+}
+
+/// A [`reachable_tempdir`] that lives as long as this process: a detached watcher removes it
+/// once the process has ended, however it ended.
+fn reachable_dir() -> PathBuf {
+    let dir = reachable_tempdir().keep();
+    // `setsid --fork` returns at once, leaving the watcher in a session of its own, so it
+    // outlives whatever kills this process's group.
+    let started = std::process::Command::new("setsid")
+        .args([
+            "--fork",
+            "sh",
+            "-c",
+            r#"while kill -0 "$1" 2>/dev/null; do sleep 1; done; rm -rf -- "$2""#,
+            "sh",
+        ])
+        .arg(std::process::id().to_string())
+        .arg(&dir)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .expect("the watcher that removes the copy");
+    assert!(started.success(), "setsid: {started}");
+    dir
+}
+
 /// Whether users other than the owner may search every directory down to `path` and search
 /// or execute `path` itself.
 fn reachable_by_others(path: &Path) -> bool {
@@ -125,27 +201,21 @@ fn reachable_by_others(path: &Path) -> bool {
     })
 }
 
-/// Recreates the tree at `from` under `to`: directories with their modes, files hard-linked,
-/// symbolic links as they are. Plugin packages (directories with an `openclaw.plugin.json`,
-/// ~19 MB in all) are copied instead: OpenClaw refuses a plugin file that has more than one
-/// link, and a link here would add one to the shared runtime's own file while this copy lives
-/// (a gateway started meanwhile from the shared runtime would drop the plugin).
-fn link_tree(from: &Path, to: &Path, copy: bool) -> std::io::Result<()> {
+/// Recreates the tree at `from` under `to`: directories with their modes, files copied with
+/// theirs, symbolic links as they are. Nothing of `from` changes.
+fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
     let meta = std::fs::symlink_metadata(from)?;
     if meta.file_type().is_symlink() {
         std::os::unix::fs::symlink(std::fs::read_link(from)?, to)
     } else if meta.is_dir() {
         std::fs::create_dir(to)?;
-        let copy = copy || from.join("openclaw.plugin.json").is_file();
         for entry in std::fs::read_dir(from)? {
             let entry = entry?;
-            link_tree(&entry.path(), &to.join(entry.file_name()), copy)?;
+            copy_tree(&entry.path(), &to.join(entry.file_name()))?;
         }
         std::fs::set_permissions(to, meta.permissions())
-    } else if copy {
-        std::fs::copy(from, to).map(|_| ())
     } else {
-        link_or_copy(from, to)
+        std::fs::copy(from, to).map(|_| ())
     }
 }
 
@@ -158,26 +228,36 @@ fn link_or_copy(from: &Path, to: &Path) -> std::io::Result<()> {
 mod tests {
     use std::os::unix::fs::MetadataExt as _;
 
-    /// The linked copy leaves every plugin file of the source with one link (OpenClaw refuses
-    /// more), and links the rest.
+    /// The copy leaves the source as it was — every file with one link and its change time —
+    /// and holds the same files and links.
     #[test]
-    fn a_linked_runtime_copies_plugin_packages() {
+    fn a_copied_runtime_leaves_the_source_unchanged() {
         let dir = tempfile::tempdir().expect("tempdir");
         let from = dir.path().join("from");
         let plugin = from.join("codex/node_modules/@openclaw/codex");
         std::fs::create_dir_all(plugin.join("dist")).expect("mkdir");
-        std::fs::write(plugin.join("openclaw.plugin.json"), "{}").expect("write");
-        std::fs::write(plugin.join("dist/index.js"), "").expect("write");
-        std::fs::write(from.join("codex/big-binary"), "").expect("write");
-        super::link_tree(&from, &dir.path().join("to"), false).expect("link_tree");
-        let links = |path: &std::path::Path| std::fs::metadata(path).expect("stat").nlink();
-        assert_eq!(links(&plugin.join("dist/index.js")), 1);
-        assert_eq!(links(&plugin.join("openclaw.plugin.json")), 1);
-        assert_eq!(links(&from.join("codex/big-binary")), 2);
-        assert!(
-            dir.path()
-                .join("to/codex/node_modules/@openclaw/codex/dist/index.js")
-                .is_file()
+        std::fs::write(plugin.join("dist/index.js"), "export {}").expect("write");
+        std::fs::write(from.join("codex/big-binary"), "ELF").expect("write");
+        std::os::unix::fs::symlink("big-binary", from.join("codex/link")).expect("symlink");
+        let stat = |path: &std::path::Path| {
+            let meta = std::fs::metadata(path).expect("stat");
+            (meta.nlink(), meta.ctime(), meta.ctime_nsec())
+        };
+        let before = stat(&plugin.join("dist/index.js"));
+        let binary_before = stat(&from.join("codex/big-binary"));
+        super::copy_tree(&from, &dir.path().join("to")).expect("copy_tree");
+        assert_eq!(stat(&plugin.join("dist/index.js")), before);
+        assert_eq!(stat(&from.join("codex/big-binary")), binary_before);
+        assert_eq!(before.0, 1);
+        let to = dir.path().join("to");
+        assert_eq!(
+            std::fs::read_to_string(to.join("codex/node_modules/@openclaw/codex/dist/index.js"))
+                .expect("copied"),
+            "export {}"
+        );
+        assert_eq!(
+            std::fs::read_link(to.join("codex/link")).expect("link"),
+            std::path::Path::new("big-binary")
         );
     }
 }

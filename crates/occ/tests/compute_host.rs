@@ -608,7 +608,7 @@ fn a_gateway_runs_from_its_systemd_unit() {
     use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 
     // The Agent's user runs the runtime: it must be able to reach it wherever the checkout is.
-    let programs = occ_testkit::runtime::AgentReachablePrograms::new(Path::new(OCC));
+    let programs = occ_testkit::runtime::AgentReachablePrograms::shared(Path::new(OCC));
     let root = Root::outside_tmp();
     // The runtime through a link in the root, and occ itself from the root (its unit runs
     // `occ workspace-setup` from where `occ compute-host` ran): the checkout may be under /tmp.

@@ -15,7 +15,7 @@ use occ_host::runtime::{
     CODEX_PLUGIN_PEER_TARGET, CODEX_PLUGIN_VERSION, CODEX_VERSION, ENTRY_REL, MARKER_FILE,
     NODE_REL, NODE_VERSION, OPENCLAW_VERSION,
 };
-use occ_testkit::runtime::{AgentReachablePrograms, shared_runtime};
+use occ_testkit::runtime::{ReachableOcc, shared_runtime};
 use serde_json::Value;
 
 fn repository() -> PathBuf {
@@ -157,8 +157,8 @@ fn a_runtime_behind_a_private_directory_is_refused_naming_that_directory() {
     // Everything else on the way is open: only `private` may be named.
     std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
     // `occ` itself must be reachable by nobody even when the checkout is not.
-    let programs = AgentReachablePrograms::new(Path::new(env!("CARGO_BIN_EXE_occ")));
-    let out = Command::new(programs.occ())
+    let occ = ReachableOcc::new(Path::new(env!("CARGO_BIN_EXE_occ")));
+    let out = Command::new(occ.path())
         .args(["runtime", "schema", "--dir"])
         .arg(&root)
         .env("OCC_LOG", "warn")

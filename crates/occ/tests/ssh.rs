@@ -104,8 +104,8 @@ impl Drop for Host {
 
 /// The runtime and `occ` where the Agents' users can reach them (gateways and workspace setup
 /// run as those users, from the runtime and from the `occ` that runs `occ compute-host`).
-fn agent_programs() -> AgentReachablePrograms {
-    AgentReachablePrograms::new(Path::new(OCC))
+fn agent_programs() -> &'static AgentReachablePrograms {
+    AgentReachablePrograms::shared(Path::new(OCC))
 }
 
 fn driver(
@@ -214,7 +214,7 @@ async fn conformance_suite_over_ssh() {
     let _turn = GATEWAYS.lock().await;
     let sshd = Sshd::start().await;
     let host = Host::new();
-    let compute = driver(&sshd, &host, &programs, (29900, 29909), sshd.known_hosts());
+    let compute = driver(&sshd, &host, programs, (29900, 29909), sshd.known_hosts());
     conformance::lifecycle(&compute).await;
     conformance::refusals(&compute).await;
     let figures = conformance::rollback(&compute).await;
@@ -234,7 +234,7 @@ async fn the_control_ui_is_reached_through_the_ssh_forward() {
     let _turn = GATEWAYS.lock().await;
     let sshd = Sshd::start().await;
     let host = Host::new();
-    let compute = driver(&sshd, &host, &programs, (29940, 29949), sshd.known_hosts());
+    let compute = driver(&sshd, &host, programs, (29940, 29949), sshd.known_hosts());
     conformance::control_ui(&compute).await;
     assert!(recorded_gateways(host.path()).is_empty());
     assert!(host.accounts().is_empty(), "{:?}", host.accounts());
@@ -246,7 +246,7 @@ async fn agents_on_one_host_are_separate_users() {
     let _turn = GATEWAYS.lock().await;
     let mut sshd = Sshd::start().await;
     let host = Host::new();
-    let compute = driver(&sshd, &host, &programs, (29910, 29919), sshd.known_hosts());
+    let compute = driver(&sshd, &host, programs, (29910, 29919), sshd.known_hosts());
     let (ns, a) = targets();
     let b = AgentTarget {
         agent_id: occ_core::AgentId::generate(),
@@ -489,7 +489,7 @@ async fn unknown_or_changed_host_keys_and_secrets_are_refused() {
     let host = Host::new();
     let (ns, agent) = targets();
     for known in [sshd.wrong_known_hosts(), sshd.empty_known_hosts()] {
-        let compute = driver(&sshd, &host, &programs, (29920, 29929), known.clone());
+        let compute = driver(&sshd, &host, programs, (29920, 29929), known.clone());
         let err = compute
             .ensure_namespace(&ns)
             .await
@@ -504,7 +504,7 @@ async fn unknown_or_changed_host_keys_and_secrets_are_refused() {
     );
 
     // A key the host does not accept: refused, permanent.
-    let mut wrong_key = driver(&sshd, &host, &programs, (29920, 29929), sshd.known_hosts());
+    let mut wrong_key = driver(&sshd, &host, programs, (29920, 29929), sshd.known_hosts());
     let other_key = sshd.dir.path().join("other_ed25519");
     wrong_key = SshCompute::new(SshSettings {
         host: SshHost {
@@ -519,7 +519,7 @@ async fn unknown_or_changed_host_keys_and_secrets_are_refused() {
     assert_eq!(err.class, FailureClass::Permanent);
 
     // Secrets are never delivered to a host: refused before the host is contacted.
-    let compute = driver(&sshd, &host, &programs, (29920, 29929), sshd.known_hosts());
+    let compute = driver(&sshd, &host, programs, (29920, 29929), sshd.known_hosts());
     let rev = revision(&compute, &agent, 1, document("gpt-5"));
     let ctx = RevisionContext {
         environment: [("OPENAI_API_KEY".to_owned(), SecretText::new("sk-x".into()))].into(),
@@ -758,14 +758,14 @@ async fn namespaces_go_to_their_hosts() {
     let a = driver(
         &sshd_a,
         &host_a,
-        &programs,
+        programs,
         (29920, 29929),
         sshd_a.known_hosts(),
     );
     let b = driver(
         &sshd_b,
         &host_b,
-        &programs,
+        programs,
         (29920, 29929),
         sshd_b.known_hosts(),
     );
