@@ -123,29 +123,21 @@ fn alive(pid: u32) -> bool {
     occ_testkit::gateway::process_alive(pid)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn conformance_suite() {
-    let runtime = tokio::task::spawn_blocking(runtime_root).await.unwrap();
-    let _turn = GATEWAYS.lock().await;
-    let driver = Driver::new(runtime);
-    conformance::lifecycle(&driver.compute).await;
-    conformance::refusals(&driver.compute).await;
-    assert!(recorded_gateways(driver.root.path()).is_empty());
-}
-
-/// Stop → start → on failure restart the predecessor: the figures are the outage the
-/// process Driver's rollback costs (docs/ARCHITECTURE.md cites them).
+/// The lifecycle, then the rollback from the revision it resumed with (stop → start → on
+/// failure restart the predecessor: the figures are the outage the process Driver's rollback
+/// costs, which docs/ARCHITECTURE.md cites), and the refusals.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[expect(
     clippy::print_stderr,
     reason = "the figures docs/ARCHITECTURE.md cites"
 )]
-async fn a_revision_that_cannot_start_is_rolled_back() {
+async fn conformance_suite() {
     let runtime = tokio::task::spawn_blocking(runtime_root).await.unwrap();
     let _turn = GATEWAYS.lock().await;
     let driver = Driver::new(runtime);
-    let figures = conformance::rollback(&driver.compute).await;
+    let figures = conformance::lifecycle_and_rollback(&driver.compute).await;
     eprintln!("process rollback: {figures:?}");
+    conformance::refusals(&driver.compute).await;
     assert!(recorded_gateways(driver.root.path()).is_empty());
 }
 

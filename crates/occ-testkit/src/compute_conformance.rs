@@ -8,7 +8,9 @@
 //! answers the native handshake with the Agent's credential (`gateway_access`), that preparing
 //! never disturbs what serves, that every verb is idempotent, and that the workspace survives
 //! stop and resume. It starts three gateways. [`rollback`] checks that a revision whose gateway
-//! cannot start is undone by `restore_revision` and measures the outage. [`dedicated_lifecycle`]
+//! cannot start is undone by `restore_revision` and measures the outage;
+//! [`lifecycle_and_rollback`] runs it from the revision the lifecycle resumed with, saving a
+//! gateway start. [`dedicated_lifecycle`]
 //! is the dedicated (Codex harness) case. [`control_ui`] is the native Control UI's path through
 //! the Driver's gateway access (trusted-proxy mode).
 
@@ -153,6 +155,32 @@ pub async fn lifecycle(compute: &dyn Compute) {
 
 /// [`lifecycle`] in the given Namespace (e.g. one adopting an existing namespace).
 pub async fn lifecycle_in(compute: &dyn Compute, (ns, agent): (NamespaceTarget, AgentTarget)) {
+    let resumed = lifecycle_until_resumed(compute, &ns, &agent).await;
+    deleted(compute, &ns, &agent, &resumed).await;
+}
+
+/// [`lifecycle`], then [`rollback`] from the revision the lifecycle resumed with (a Driver's
+/// rollback undoes a failed activation whatever brought the serving revision up), then the
+/// deletion: one gateway fewer than running both.
+pub async fn lifecycle_and_rollback(compute: &dyn Compute) -> RollbackFigures {
+    let (ns, agent) = targets();
+    let resumed = lifecycle_until_resumed(compute, &ns, &agent).await;
+    let figures = rollback_from(compute, &resumed, RESUMED_MARKER).await;
+    deleted(compute, &ns, &agent, &resumed).await;
+    figures
+}
+
+/// The model of the revision [`lifecycle`] resumes with (`document("resumed")`), which its
+/// gateway names in its startup output.
+const RESUMED_MARKER: &str = "openai/resumed";
+
+/// The walk of [`lifecycle`] up to the resumed revision 3, which it leaves serving.
+async fn lifecycle_until_resumed(
+    compute: &dyn Compute,
+    ns: &NamespaceTarget,
+    agent: &AgentTarget,
+) -> RevisionTarget {
+    let (ns, agent) = (ns.clone(), agent.clone());
     let ctx = RevisionContext::default();
 
     // Namespaces: idempotent.
@@ -254,7 +282,7 @@ pub async fn lifecycle_in(compute: &dyn Compute, (ns, agent): (NamespaceTarget, 
     );
 
     // Resume = a new revision; the workspace survived.
-    let rev3 = revision(compute, &agent, 3, document("gpt-5"));
+    let rev3 = revision(compute, &agent, 3, document("resumed"));
     compute
         .prepare_revision(&rev3, &ctx)
         .await
@@ -272,22 +300,31 @@ pub async fn lifecycle_in(compute: &dyn Compute, (ns, agent): (NamespaceTarget, 
         .expect("USER.md exists");
     assert_eq!(file.content, note, "the workspace survives stop and resume");
     session.close().await;
+    rev3
+}
 
-    // Delete: nothing left, idempotently.
-    compute.delete_agent(&agent).await.expect("delete_agent");
+/// Delete: nothing left of the Agent whose last revision was `last`, idempotently, and the
+/// Namespace goes too.
+async fn deleted(
+    compute: &dyn Compute,
+    ns: &NamespaceTarget,
+    agent: &AgentTarget,
+    last: &RevisionTarget,
+) {
+    compute.delete_agent(agent).await.expect("delete_agent");
     compute
-        .delete_agent(&agent)
+        .delete_agent(agent)
         .await
         .expect("delete_agent again");
-    assert_ne!(observe(compute, &rev3).await, RuntimeState::Serving);
+    assert_ne!(observe(compute, last).await, RuntimeState::Serving);
     assert!(
         compute
-            .gateway_access(&agent)
+            .gateway_access(agent)
             .await
             .expect("gateway_access")
             .is_none()
     );
-    namespace_deleted_twice(compute, &ns).await;
+    namespace_deleted_twice(compute, ns).await;
 }
 
 /// Deleting the Namespace is done, and deleting it again is done too.
@@ -341,26 +378,49 @@ pub async fn rollback(compute: &dyn Compute) -> RollbackFigures {
         .activate_revision(&rev1, &ctx)
         .await
         .expect("activate 1");
-    connect(compute, &agent).await.expect("revision 1 serves");
+    let figures = rollback_from(compute, &rev1, REVISION_1_MARKER).await;
+    compute.delete_agent(&agent).await.expect("delete_agent");
+    namespace_deleted_twice(compute, &ns).await;
+    figures
+}
+
+/// The rollback of [`rollback`] from `serving`, the Agent's serving revision, whose gateway
+/// names `marker` in its startup output: the next revision cannot start and `serving` is
+/// restored. Leaves `serving` serving.
+async fn rollback_from(
+    compute: &dyn Compute,
+    serving: &RevisionTarget,
+    marker: &str,
+) -> RollbackFigures {
+    let ctx = RevisionContext::default();
+    let agent = &serving.agent;
+    connect(compute, agent)
+        .await
+        .expect("the serving revision serves");
     // The Agent's credential, while a gateway serves (a Driver may hand it out only then).
     let token = compute
-        .gateway_access(&agent)
+        .gateway_access(agent)
         .await
         .expect("gateway_access")
         .expect("the Agent has a gateway credential")
         .token;
 
-    let rev2 = revision(compute, &agent, 2, document_failing_at_startup());
+    let failing = revision(
+        compute,
+        agent,
+        serving.revision + 1,
+        document_failing_at_startup(),
+    );
     assert_eq!(
         compute
-            .prepare_revision(&rev2, &ctx)
+            .prepare_revision(&failing, &ctx)
             .await
-            .expect("prepare 2"),
+            .expect("prepare the failing revision"),
         Readiness::Ready
     );
     let started = std::time::Instant::now();
     let failure = compute
-        .activate_revision(&rev2, &ctx)
+        .activate_revision(&failing, &ctx)
         .await
         .expect_err("a gateway with a missing TLS certificate does not start");
     let failed_activation = started.elapsed();
@@ -383,31 +443,32 @@ pub async fn rollback(compute: &dyn Compute) -> RollbackFigures {
         "the output is not folded into the message: {}",
         failure.message
     );
-    captured_output_holds(compute, &rev2, &failure.output, token.expose()).await;
+    captured_output_holds(compute, &failing, &failure.output, token.expose(), marker).await;
 
     for _ in 0..2 {
         compute
-            .restore_revision(&rev1, &ctx, &rev2)
+            .restore_revision(serving, &ctx, &failing)
             .await
-            .expect("restore revision 1");
+            .expect("restore the serving revision");
     }
-    connect(compute, &agent)
+    connect(compute, agent)
         .await
-        .expect("revision 1 serves again");
+        .expect("the serving revision serves again");
     let outage = started.elapsed();
-    assert_eq!(observe(compute, &rev1).await, RuntimeState::Serving);
-    assert_eq!(observe(compute, &rev2).await, RuntimeState::NotCurrent);
+    assert_eq!(observe(compute, serving).await, RuntimeState::Serving);
+    assert_eq!(observe(compute, &failing).await, RuntimeState::NotCurrent);
     // After the rollback: revision 1's output is its own (a Kubernetes Pod's log lives as
     // long as the Pod, so this is read once revision 1 runs again).
-    revision_reads_only_its_own_output(compute, &rev1, &failure.output).await;
-    compute.retire_revision(&rev2).await.expect("retire 2");
-    assert_eq!(observe(compute, &rev1).await, RuntimeState::Serving);
-    connect(compute, &agent)
+    revision_reads_only_its_own_output(compute, serving, &failure.output, marker).await;
+    compute
+        .retire_revision(&failing)
         .await
-        .expect("retiring the failed revision leaves revision 1 serving");
+        .expect("retire the failing revision");
+    assert_eq!(observe(compute, serving).await, RuntimeState::Serving);
+    connect(compute, agent)
+        .await
+        .expect("retiring the failed revision leaves the serving one serving");
 
-    compute.delete_agent(&agent).await.expect("delete_agent");
-    namespace_deleted_twice(compute, &ns).await;
     RollbackFigures {
         failed_activation,
         outage,
@@ -422,6 +483,7 @@ async fn captured_output_holds(
     rev: &RevisionTarget,
     failure_output: &[String],
     token: &str,
+    serving_marker: &str,
 ) {
     let tail = tail_chunk(compute, rev).await;
     let lines = line_entries(&tail);
@@ -435,8 +497,8 @@ async fn captured_output_holds(
         "the gateway token never leaves the Driver"
     );
     assert!(
-        !lines.iter().any(|l| l.contains(REVISION_1_MARKER)),
-        "the failed revision's output is its own, nothing of revision 1's: {lines:?}"
+        !lines.iter().any(|l| l.contains(serving_marker)),
+        "the failed revision's output is its own, nothing of the serving revision's: {lines:?}"
     );
     let position = tail.position.clone().expect("a position to follow from");
     let next = compute
@@ -505,6 +567,7 @@ async fn revision_reads_only_its_own_output(
     compute: &dyn Compute,
     rev1: &RevisionTarget,
     failure_output: &[String],
+    marker: &str,
 ) {
     let failure = failure_output
         .last()
@@ -513,7 +576,7 @@ async fn revision_reads_only_its_own_output(
         .to_owned();
     let first = tail_lines(compute, rev1).await;
     assert!(
-        first.iter().any(|l| l.contains(REVISION_1_MARKER)),
+        first.iter().any(|l| l.contains(marker)),
         "revision 1's output holds its own gateway's lines: {first:?}"
     );
     assert!(

@@ -215,9 +215,8 @@ async fn conformance_suite_over_ssh() {
     let sshd = Sshd::start().await;
     let host = Host::new();
     let compute = driver(&sshd, &host, programs, (29900, 29909), sshd.known_hosts());
-    conformance::lifecycle(&compute).await;
+    let figures = conformance::lifecycle_and_rollback(&compute).await;
     conformance::refusals(&compute).await;
-    let figures = conformance::rollback(&compute).await;
     eprintln!("SSH rollback: {figures:?}");
     assert!(recorded_gateways(host.path()).is_empty());
     // Deleting the Agents removed their accounts.
