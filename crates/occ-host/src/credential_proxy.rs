@@ -33,6 +33,14 @@ use sha2::Digest as _;
 /// What a proxied provider's variable holds inside the gateway.
 pub const PLACEHOLDER: &str = "occ-credential-proxy";
 
+/// The route of a dedicated revision's harness key (Codex's OpenAI API key). No Configuration
+/// provider is named so: the proxy serves only embedded revisions' providers, and a dedicated
+/// revision has this one route.
+pub const HARNESS_ROUTE: &str = "harness:codex";
+
+/// OpenAI's API: where Codex sends its requests when occ's settings name no model endpoint.
+pub const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
+
 /// Largest request body forwarded (a chat completion with a long history).
 const REQUEST_LIMIT: usize = 32 << 20;
 
@@ -284,6 +292,32 @@ impl CredentialProxy {
                 },
             );
         }
+    }
+
+    /// Serves dedicated `rev`'s harness key towards `upstream` (replacing what an earlier
+    /// activation registered for the revision) and returns the capability URL Codex is pointed
+    /// at in place of `upstream`.
+    pub fn register_harness(
+        &self,
+        rev: &RevisionTarget,
+        token: &str,
+        upstream: &str,
+        key: &SecretText,
+    ) -> String {
+        let cap = capability(token, &rev.revision_id, HARNESS_ROUTE);
+        let mut routes = self.inner.routes.write().unwrap_or_else(|e| e.into_inner());
+        routes.retain(|_, r| r.revision_id != rev.revision_id);
+        routes.insert(
+            cap.clone(),
+            Route {
+                upstream: upstream.trim_end_matches('/').to_owned(),
+                header: KeyHeader::Bearer,
+                secret: key.clone(),
+                revision_id: rev.revision_id.clone(),
+                agent_id: rev.agent.agent_id.clone(),
+            },
+        );
+        format!("{}/{cap}", self.base_url)
     }
 
     /// Withdraws every route of revision `rev`.

@@ -163,6 +163,23 @@ pub(crate) fn delivery_events(
     events
 }
 
+/// How a dedicated revision's harness credential reaches the model (names only, never a value).
+pub(crate) fn harness_key_event(proxied: bool, at: Option<Timestamp>) -> RuntimeEvent {
+    RuntimeEvent {
+        kind: EventType::Normal,
+        container: Some(HARNESS_CONTAINER.into()),
+        reason: "SecretDelivery".into(),
+        message: if proxied {
+            "the harness's API key never enters the harness: Codex holds a placeholder and occ's credential proxy adds the key to each request"
+        } else {
+            "the harness's credential is delivered in a private file of its run directory"
+        }
+        .into(),
+        count: 1,
+        last_observed_at: at,
+    }
+}
+
 /// The container name of a dedicated revision's harness.
 pub const HARNESS_CONTAINER: &str = "harness";
 

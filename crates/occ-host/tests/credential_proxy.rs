@@ -11,7 +11,7 @@ use occ_core::resource::{
 };
 use occ_core::{AgentId, ConfigurationId, IamId, NamespaceId, RevisionId};
 use occ_host::credential_proxy::{
-    CredentialProxy, PLACEHOLDER, capability, point_at_proxy, proxied_providers,
+    CredentialProxy, HARNESS_ROUTE, PLACEHOLDER, capability, point_at_proxy, proxied_providers,
 };
 use occ_testkit::fake_model::FakeModel;
 use serde_json::{Map, Value, json};
@@ -192,6 +192,77 @@ async fn requests_reach_only_the_admitted_provider_with_the_bound_key() {
     let before = model.requests().len();
     let (status, _) = post(
         &format!("{openai}/chat/completions"),
+        ("authorization", &bearer),
+        json!({}),
+    )
+    .await;
+    assert_eq!(status, 403);
+    assert_eq!(model.requests().len(), before);
+}
+
+/// A dedicated revision's harness key: Codex, pointed at the capability URL with the
+/// placeholder, reaches the model endpoint's Responses API with the real key; a
+/// re-registration (rotation) replaces it and the revision's withdrawal refuses it.
+#[tokio::test]
+async fn a_harness_key_reaches_only_its_endpoint() {
+    let model = FakeModel::start().await;
+    model.reply("harness answer");
+    let mut rev = revision(Map::new());
+    rev.spec.harness.mode = ExecutionMode::Dedicated;
+    let proxy = CredentialProxy::start(0).expect("proxy");
+    let url = proxy.register_harness(
+        &rev,
+        TOKEN,
+        &format!("{}/", model.base_url()),
+        &SecretText::new("sk-harness".to_owned()),
+    );
+    assert_eq!(
+        url,
+        format!(
+            "{}/{}",
+            proxy.base_url(),
+            capability(TOKEN, &rev.revision_id, HARNESS_ROUTE)
+        )
+    );
+    assert_eq!(proxy.route_count(), 1);
+    let bearer = format!("Bearer {PLACEHOLDER}");
+    let (status, body) = post(
+        &format!("{url}/responses"),
+        ("authorization", &bearer),
+        json!({"model": "m", "input": "hi", "stream": true}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let seen = model.requests_to("/v1/responses");
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].bearer(), Some("sk-harness"));
+
+    proxy.register_harness(
+        &rev,
+        TOKEN,
+        &model.base_url(),
+        &SecretText::new("sk-rotated".to_owned()),
+    );
+    assert_eq!(proxy.route_count(), 1, "the revision's route is replaced");
+    let (status, _) = post(
+        &format!("{url}/responses"),
+        ("authorization", &bearer),
+        json!({"model": "m", "input": "again"}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        model
+            .requests()
+            .last()
+            .and_then(|r| r.bearer().map(str::to_owned)),
+        Some("sk-rotated".to_owned())
+    );
+
+    proxy.withdraw_revision(&rev.revision_id);
+    let before = model.requests().len();
+    let (status, _) = post(
+        &format!("{url}/responses"),
         ("authorization", &bearer),
         json!({}),
     )

@@ -7,9 +7,10 @@
 //! (`occ_testkit::compute_conformance::dedicated_lifecycle`: deploy, the probe turn with the
 //! Agent's key, node enrollment, workspace files in the harness's workspace, a chat turn through
 //! the app-server, redeploy reusing the node, a refused key failing permanently with
-//! `RUNTIME_AUTHENTICATION_FAILED`, delete), plus what only this Driver shows: the gateway holds
-//! no key (environment, argv, any file under the Agent's directory), the credential file is
-//! private, the plugin is trusted without a load path, a SIGKILLed harness is reported,
+//! `RUNTIME_AUTHENTICATION_FAILED`, delete), plus what only this Driver shows: the key goes
+//! through occ's credential proxy, so neither the gateway nor the harness holds it (environment,
+//! argv, any file under the Agent's directory: the harness's private credential file and Codex's
+//! login store hold the proxy's placeholder, and the runtime report says so), the plugin is trusted without a load path, a SIGKILLed harness is reported,
 //! restarted, reconnects with its saved device (no new pairing) and answers again, retirement
 //! removes the old revision's credential, and delete leaves no process and no directory.
 //!
@@ -91,7 +92,8 @@ fn driver(root: &Path, runtime_root: PathBuf, model: &FakeModel) -> ProcessCompu
             )
             .expect("bubblewrap (scripts/test.sh installs it)"),
         ),
-        credential_proxy_port: None,
+        // As `occ worker` runs it: the harness's API key goes through the credential proxy.
+        credential_proxy_port: Some(0),
         maintenance_interval: None,
         dedicated: Some(DedicatedSettings {
             launcher: PathBuf::from(env!("CARGO_BIN_EXE_occ")),
@@ -132,9 +134,8 @@ fn read_json(path: &Path) -> Value {
         .expect("json")
 }
 
-/// Every file under `dir` whose content contains `needle`, but for the harness's own private
-/// copies: the revision's credential file `skip` and Codex's login store under `codex-home/`.
-fn files_containing(dir: &Path, needle: &str, skip: &Path) -> Vec<PathBuf> {
+/// Every file under `dir` whose content contains `needle`.
+fn files_containing(dir: &Path, needle: &str) -> Vec<PathBuf> {
     let mut found = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
@@ -144,11 +145,8 @@ fn files_containing(dir: &Path, needle: &str, skip: &Path) -> Vec<PathBuf> {
                 continue;
             };
             if kind.is_dir() {
-                if !path.ends_with("harness/codex-home") {
-                    stack.push(path);
-                }
+                stack.push(path);
             } else if kind.is_file()
-                && path != skip
                 && std::fs::read(&path)
                     .is_ok_and(|b| b.windows(needle.len()).any(|w| w == needle.as_bytes()))
             {
@@ -224,8 +222,35 @@ impl DedicatedSite for ProcessSite<'_> {
                 .permissions(),
         ) & 0o777;
         assert_eq!(mode, 0o600, "the credential file is private");
-        let leaks = files_containing(&dir, DEDICATED_KEY, &credential);
+        // The key never reaches the harness: its credential file and Codex's login store hold
+        // the credential proxy's placeholder, and no file of the Agent holds the key (the
+        // model endpoint received it, the conformance case checks).
+        assert_eq!(
+            std::fs::read_to_string(&credential).expect("credential"),
+            occ_host::credential_proxy::PLACEHOLDER
+        );
+        let leaks = files_containing(&dir, DEDICATED_KEY);
         assert!(leaks.is_empty(), "the key is in {leaks:?}");
+        let launch = read_json(&run.join("launch.json"));
+        assert!(
+            occ_host::credential_proxy::is_capability_url(
+                launch["model"]["baseUrl"].as_str().expect("model endpoint")
+            ),
+            "Codex is pointed at the credential proxy: {launch}"
+        );
+        let report = compute.runtime_report(rev).await.expect("report");
+        let harness = report
+            .pods
+            .iter()
+            .find(|p| p.role == occ_core::runtime_report::WorkloadRole::Agent)
+            .expect("the harness pod");
+        assert!(
+            harness
+                .events
+                .iter()
+                .any(|e| e.reason == "SecretDelivery" && e.message.contains("placeholder")),
+            "the report says how the key travels: {harness:?}"
+        );
         // The contained gateway's own view (its processes' root, through `/proc`): its
         // runtime config is there, the harness's credential is not.
         let config_path = dir

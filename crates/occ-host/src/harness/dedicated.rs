@@ -188,6 +188,10 @@ pub(crate) fn app_server_token(agent_dir: &Path) -> Result<SecretText, ComputeEr
 pub(crate) struct LaunchFiles<'a> {
     pub runtime_dir: &'a Path,
     pub model_base_url: Option<&'a str>,
+    /// The credential proxy's capability URL serving the revision's API key
+    /// ([`crate::credential_proxy::CredentialProxy::register_harness`]): Codex is pointed at it
+    /// and its credential file holds only the placeholder.
+    pub proxied_model: Option<&'a str>,
     pub app_server_port: u16,
     pub app_server_token: &'a SecretText,
     pub gateway_port: u16,
@@ -211,7 +215,13 @@ pub(crate) fn write_launch_files(
     dirs.create(&rev.revision_id)?;
     let run = dirs.run(&rev.revision_id);
     let credential_file = run.join("credential");
-    fsutil::write_atomic(&credential_file, credential.expose().as_bytes(), false)
+    // Proxied, the key never reaches the harness: Codex logs in with the placeholder, which the
+    // proxy replaces on the wire.
+    let (credential, model_base_url) = match files.proxied_model {
+        Some(url) => (crate::credential_proxy::PLACEHOLDER, Some(url)),
+        None => (credential.expose(), files.model_base_url),
+    };
+    fsutil::write_atomic(&credential_file, credential.as_bytes(), false)
         .map_err(|e| io_error("write", &credential_file, e))?;
     let workspace_setup = match &ctx.workspace_setup {
         Some(setup) => {
@@ -234,7 +244,7 @@ pub(crate) fn write_launch_files(
         status_file: dirs.status_file(&rev.revision_id),
         workspace_setup,
         login: login_input(rev, credential_file)?,
-        model: files.model_base_url.map(|base_url| ModelEndpoint {
+        model: model_base_url.map(|base_url| ModelEndpoint {
             base_url: base_url.to_owned(),
             model: primary_model_id(rev),
         }),

@@ -3,6 +3,8 @@
 //! Driver).
 
 use super::*;
+use crate::harness::LoginMethod;
+use crate::harness::enroll::login_method;
 
 impl Host {
     /// Activation of a dedicated revision: the harness (launch input and credential written,
@@ -17,6 +19,9 @@ impl Host {
         agent_dir: &Path,
         marker: &layout::AgentMarker,
     ) -> Result<(), ComputeError> {
+        // Every activation (a deploy, each maintenance pass) registers the key it was given, as
+        // for an embedded revision's providers: a rotated Secret reaches the running harness.
+        let proxied_model = self.register_harness_key(settings, rev, ctx, agent_dir)?;
         if self.serving(&rev.agent, agent_dir, rev).await? {
             return Ok(());
         }
@@ -38,6 +43,7 @@ impl Host {
             &LaunchFiles {
                 runtime_dir: &runtime.root,
                 model_base_url: settings.model_base_url.as_deref(),
+                proxied_model: proxied_model.as_deref(),
                 app_server_port: harness_port,
                 app_server_token: &app_server,
                 gateway_port: marker.port,
@@ -90,6 +96,46 @@ impl Host {
             return Err(e);
         }
         write_json(&enrolled_marker(&dirs, &rev.revision_id), &rev.revision_id)
+    }
+}
+
+impl Host {
+    /// Whether dedicated `rev`'s harness key goes through the credential proxy: an OpenAI API
+    /// key (`api_key`) where occ runs one. ChatGPT logins (`codex_pat`,
+    /// `chatgpt_service_account`) are tokens for ChatGPT's own service, so Codex holds them.
+    pub(super) fn harness_key_proxied(&self, rev: &RevisionTarget) -> bool {
+        self.options.credential_proxy.is_some()
+            && matches!(login_method(rev), Ok(LoginMethod::ApiKey))
+    }
+
+    /// Registers dedicated `rev`'s API key with the credential proxy, towards the model endpoint
+    /// of occ's settings (OpenAI's API without one); the capability URL Codex is pointed at, or
+    /// `None` when the key is not proxied ([`Self::harness_key_proxied`]).
+    fn register_harness_key(
+        &self,
+        settings: &DedicatedSettings,
+        rev: &RevisionTarget,
+        ctx: &RevisionContext,
+        agent_dir: &Path,
+    ) -> Result<Option<String>, ComputeError> {
+        let (Some(proxy), Some(key)) = (&self.options.credential_proxy, &ctx.harness_credential)
+        else {
+            return Ok(None);
+        };
+        if !self.harness_key_proxied(rev) {
+            return Ok(None);
+        }
+        let token = layout::token(agent_dir)?;
+        let upstream = settings
+            .model_base_url
+            .as_deref()
+            .unwrap_or(crate::credential_proxy::OPENAI_BASE_URL);
+        Ok(Some(proxy.register_harness(
+            rev,
+            token.expose(),
+            upstream,
+            key,
+        )))
     }
 }
 

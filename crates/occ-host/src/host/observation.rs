@@ -72,7 +72,12 @@ impl Host {
             && let Some(harness) = workload::recorded_for(&agent_dir, &rev.revision_id)?
         {
             let running = harness.live && harness_serving(&agent_dir, &rev.revision_id)?;
-            pods.push(report::harness_pod(&rev.revision_id, harness, running));
+            let mut pod = report::harness_pod(&rev.revision_id, harness, running);
+            pod.events.push(report::harness_key_event(
+                self.harness_key_proxied(rev),
+                pod.created_at,
+            ));
+            pods.push(pod);
         }
         Ok(RuntimeReport {
             pods,
