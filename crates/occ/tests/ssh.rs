@@ -239,6 +239,10 @@ async fn the_control_ui_is_reached_through_the_ssh_forward() {
     assert!(host.accounts().is_empty(), "{:?}", host.accounts());
 }
 
+/// Two Agents on one host: each its own account and group, its files its own, its workspace
+/// files through the Driver's SSH forward, A's own tools unable to reach B or the host's records
+/// ([`agent_tools_reach_only_their_own_files`]), sshd going away while both serve, a planted
+/// log link refused, and delete removing directories, gateways and accounts.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agents_on_one_host_are_separate_users() {
     let programs = tokio::task::spawn_blocking(agent_programs).await.unwrap();
@@ -272,7 +276,10 @@ async fn agents_on_one_host_are_separate_users() {
         ..RevisionContext::default()
     };
     let ctx_b = RevisionContext::default();
-    let rev_a = revision(&compute, &a, 1, document("gpt-5"));
+    // A's model answers with tool calls: the Agent's own tools probe what it can reach.
+    let fake = occ_testkit::fake_model::FakeModel::start().await;
+    fake.reply("done");
+    let rev_a = revision(&compute, &a, 1, tool_probe_document(&fake));
     let rev_b = revision(&compute, &b, 1, document("gpt-5"));
     assert_eq!(
         compute
@@ -417,6 +424,7 @@ async fn agents_on_one_host_are_separate_users() {
         .expect("exists");
     assert_ne!(file.content, edited, "B sees its own workspace");
     session.close().await;
+    agent_tools_reach_only_their_own_files(&compute, &fake, &host, (&a, &b)).await;
 
     // sshd goes away while both serve: the Driver's operations fail as transient
     // (`HOST_UNAVAILABLE`), the gateways outlive the ssh sessions and sshd itself, and once sshd
@@ -533,6 +541,121 @@ async fn unknown_or_changed_host_keys_and_secrets_are_refused() {
         assert_eq!(err.class, FailureClass::Permanent);
     }
     assert!(!host.path().join("namespaces").exists());
+}
+
+/// A document whose model is the test kit's fake (a literal key: the SSH Driver takes no
+/// Secret bindings).
+fn tool_probe_document(fake: &occ_testkit::fake_model::FakeModel) -> serde_json::Value {
+    serde_json::json!({
+        "agents": {"defaults": {"model": {"primary": "fake/fake-model"}}},
+        "models": {"providers": {"fake": {
+            "baseUrl": fake.base_url(),
+            "api": "openai-completions",
+            "apiKey": "sk-ssh-probe-literal",
+            "models": [{"id": "fake-model", "name": "Fake model"}],
+        }}},
+        "plugins": {"enabled": false},
+        "cron": {"enabled": false},
+    })
+}
+
+/// Containment on an SSH host, through A's own tools (the fake model answers with tool calls,
+/// as a prompt-injected model would): A reads and writes its own workspace; B's workspace, the
+/// host's records of both Agents (tokens, gateway records) and anything outside its workspace
+/// do not exist for it; its shell runs as A's account with no capability, under the seccomp
+/// filter.
+async fn agent_tools_reach_only_their_own_files(
+    compute: &SshCompute,
+    fake: &occ_testkit::fake_model::FakeModel,
+    host: &Host,
+    (a, b): (&AgentTarget, &AgentTarget),
+) {
+    let (dir_a, dir_b) = (host.agent_dir(a), host.agent_dir(b));
+    let own = dir_a.join("state/workspace");
+    std::fs::write(
+        dir_b.join("state/workspace/SOUL.md"),
+        "other-agent-canary-4b1e",
+    )
+    .unwrap();
+    let probes = [
+        ("read", serde_json::json!({"path": own.join("USER.md")})),
+        (
+            "read",
+            serde_json::json!({"path": dir_b.join("state/workspace/SOUL.md")}),
+        ),
+        (
+            "read",
+            serde_json::json!({"path": dir_a.join("gateway-token")}),
+        ),
+        (
+            "read",
+            serde_json::json!({"path": dir_b.join("gateway-token")}),
+        ),
+        (
+            "write",
+            serde_json::json!({"path": own.join("probe.txt"), "content": "written-inside"}),
+        ),
+        (
+            "write",
+            serde_json::json!({"path": host.path().join("planted.txt"), "content": "planted"}),
+        ),
+        (
+            "exec",
+            serde_json::json!({"command": "id -u; grep -E 'CapEff|NoNewPrivs|Seccomp:' /proc/self/status; ls /proc | grep -c '^[0-9]'"}),
+        ),
+    ];
+    let access = compute.gateway_access(a).await.unwrap().expect("access");
+    let endpoint = occ_gateway::Endpoint::new(access.url, access.token.expose());
+    for (name, args) in probes {
+        fake.call_tool(name, args);
+        let turn = occ_gateway::ChatTurn {
+            agent_id: "main",
+            session_key: "containment",
+            message: "use your tool",
+        };
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+        if let Err(e) = occ_gateway::chat_turn(&endpoint, turn, deadline, None).await {
+            panic!("the {name} turn failed: {e}");
+        }
+    }
+    let results = fake.tool_results();
+    assert_eq!(results.len(), 7, "every tool call came back: {results:#?}");
+    assert!(
+        results[0].contains("Edited through the gateway"),
+        "A reads its own workspace (the probe works): {results:#?}"
+    );
+    let token = |dir: &Path| std::fs::read_to_string(dir.join("gateway-token")).unwrap();
+    for (i, secret) in [
+        (1, "other-agent-canary-4b1e".to_owned()),
+        (2, token(&dir_a).trim().to_owned()),
+        (3, token(&dir_b).trim().to_owned()),
+    ] {
+        assert!(
+            !results[i].contains(&secret),
+            "probe {i} reached what it must not: {}",
+            results[i]
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(own.join("probe.txt")).unwrap(),
+        "written-inside"
+    );
+    assert!(
+        !host.path().join("planted.txt").exists(),
+        "A wrote outside its workspace: {}",
+        results[5]
+    );
+    let shell = &results[6];
+    assert!(shell.contains("CapEff:\t0000000000000000"), "{shell}");
+    assert!(shell.contains("NoNewPrivs:\t1"), "{shell}");
+    assert!(shell.contains("Seccomp:\t2"), "{shell}");
+    let processes: usize = shell
+        .lines()
+        .rev()
+        .find_map(|line| line.trim().parse().ok())
+        .unwrap_or(usize::MAX);
+    assert!(processes < 30, "it sees {processes} processes: {shell}");
+    std::fs::remove_file(own.join("probe.txt")).unwrap();
 }
 
 fn files_path(s: &support::Stack, agent: &str, name: &str) -> String {
