@@ -22,10 +22,10 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use occ_drivers::compute::process::{ProcessCompute, ProcessSettings};
-use occ_drivers::compute::{AgentTarget, Compute as _, RevisionContext};
+use occ_drivers::compute::{Compute as _, RevisionContext};
 use occ_host::sandbox::{SandboxSettings, WorkloadLimits};
 use occ_host::{LocalSettings, recorded_gateways};
-use occ_testkit::compute_conformance::{revision, targets};
+use occ_testkit::compute_conformance::{chat_turn, revision, targets};
 use occ_testkit::fake_model::FakeModel;
 use serde_json::json;
 
@@ -131,17 +131,7 @@ async fn one_agent(
 ) -> Sample {
     let (ns, agent) = targets();
     compute.ensure_namespace(&ns).await.expect("ensure");
-    let document = json!({
-        "agents": {"defaults": {"model": {"primary": "fake/fake-model"}}},
-        "models": {"providers": {"fake": {
-            "baseUrl": fake.base_url(),
-            "api": "openai-completions",
-            "apiKey": "sk-bench-0123456789",
-            "models": [{"id": "fake-model", "name": "Fake model"}],
-        }}},
-        "plugins": {"enabled": false},
-        "cron": {"enabled": false},
-    });
+    let document = fake.agent_document("sk-bench-0123456789");
     let rev = revision(compute, &agent, 1, document);
     let ctx = RevisionContext::default();
     let started = Instant::now();
@@ -152,11 +142,15 @@ async fn one_agent(
         .expect("activate");
     let deploy = started.elapsed().as_secs_f64();
     // One turn to warm the session, then the measured ones.
-    turn(compute, &agent).await;
+    chat_turn(compute, &agent, "bench", "hello")
+        .await
+        .expect("turn");
     let mut times = Vec::new();
     for _ in 0..turns {
         let t = Instant::now();
-        turn(compute, &agent).await;
+        chat_turn(compute, &agent, "bench", "hello")
+            .await
+            .expect("turn");
         times.push(t.elapsed().as_secs_f64() * 1000.0);
     }
     let leader = recorded_gateways(root)
@@ -173,24 +167,6 @@ async fn one_agent(
         group_mib,
         sandbox_mib,
     }
-}
-
-async fn turn(compute: &ProcessCompute, agent: &AgentTarget) {
-    let access = compute
-        .gateway_access(agent)
-        .await
-        .expect("access")
-        .expect("a gateway");
-    let endpoint = occ_gateway::Endpoint::new(access.url, access.token.expose());
-    let turn = occ_gateway::ChatTurn {
-        agent_id: "main",
-        session_key: "bench",
-        message: "hello",
-    };
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    occ_gateway::chat_turn(&endpoint, turn, deadline, None)
-        .await
-        .expect("turn");
 }
 
 fn median(mut v: Vec<f64>) -> f64 {

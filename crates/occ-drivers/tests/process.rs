@@ -629,29 +629,6 @@ setTimeout(()=>{console.log(out.join('\n'));process.exit(0)},10000);
 /// The bound model key of the containment test.
 const MODEL_KEY: &str = "sk-contained-model-key-0123456789";
 
-/// One chat turn with the gateway `compute` hands out for `agent` (native `agent` call).
-async fn turn(
-    compute: &ProcessCompute,
-    agent: &occ_drivers::compute::AgentTarget,
-    text: &str,
-) -> Result<(), occ_gateway::ChatError> {
-    let access = compute
-        .gateway_access(agent)
-        .await
-        .expect("gateway_access")
-        .expect("the Agent has a gateway");
-    let endpoint = occ_gateway::Endpoint::new(access.url, access.token.expose());
-    let turn = occ_gateway::ChatTurn {
-        agent_id: "main",
-        session_key: "containment",
-        message: text,
-    };
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
-    occ_gateway::chat_turn(&endpoint, turn, deadline, None)
-        .await
-        .map(|_| ())
-}
-
 /// Containment: a prompt-injected model drives the Agent's own `read` and `write` tools (the
 /// fake model answers with tool calls, as the reproduction did against `occ dev`). The
 /// gateway runs under bubblewrap: occ's files beside the layout (the data directory's keys), the
@@ -679,17 +656,7 @@ async fn an_agents_tools_reach_only_its_own_files() {
         namespace_id: ns.id.clone(),
         ..other
     };
-    let document = json!({
-        "agents": {"defaults": {"model": {"primary": "fake/fake-model"}}},
-        "models": {"providers": {"fake": {
-            "baseUrl": fake.base_url(),
-            "api": "openai-completions",
-            "apiKey": "${MODEL_KEY}",
-            "models": [{"id": "fake-model", "name": "Fake model"}],
-        }}},
-        "plugins": {"enabled": false},
-        "cron": {"enabled": false},
-    });
+    let document = fake.agent_document("${MODEL_KEY}");
     // The model key, bound from a Secret: the credential proxy puts it on the wire.
     let ctx = RevisionContext {
         environment: [(
@@ -800,7 +767,9 @@ async fn an_agents_tools_reach_only_its_own_files() {
         .join("gateway.log");
     for (name, args) in probes.drain(..) {
         fake.call_tool(name, args);
-        if let Err(e) = turn(compute, &agent, "use your tool").await {
+        if let Err(e) =
+            conformance::chat_turn(compute, &agent, "containment", "use your tool").await
+        {
             let log = std::fs::read_to_string(&log).unwrap_or_default();
             panic!("the {name} turn failed: {e}\ngateway log:\n{log}");
         }

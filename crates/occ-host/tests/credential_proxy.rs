@@ -61,6 +61,14 @@ fn context(pairs: &[(&str, &str)]) -> RevisionContext {
     }
 }
 
+/// The Bearer credential of the last request the model received.
+fn last_bearer(model: &FakeModel) -> Option<String> {
+    model
+        .requests()
+        .last()
+        .and_then(|r| r.bearer().map(str::to_owned))
+}
+
 async fn post(url: &str, auth: (&str, &str), body: Value) -> (u16, String) {
     let response = reqwest::Client::new()
         .post(url)
@@ -178,13 +186,7 @@ async fn requests_reach_only_the_admitted_provider_with_the_bound_key() {
     )
     .await;
     assert_eq!(status, 200);
-    assert_eq!(
-        model
-            .requests()
-            .last()
-            .and_then(|r| r.bearer().map(str::to_owned)),
-        Some("sk-rotated".to_owned())
-    );
+    assert_eq!(last_bearer(&model).as_deref(), Some("sk-rotated"));
 
     // Withdrawn (the revision stopped, retired or deleted): refused at once.
     proxy.withdraw_revision(&rev.revision_id);
@@ -251,13 +253,7 @@ async fn a_harness_key_reaches_only_its_endpoint() {
     )
     .await;
     assert_eq!(status, 200);
-    assert_eq!(
-        model
-            .requests()
-            .last()
-            .and_then(|r| r.bearer().map(str::to_owned)),
-        Some("sk-rotated".to_owned())
-    );
+    assert_eq!(last_bearer(&model).as_deref(), Some("sk-rotated"));
 
     proxy.withdraw_revision(&rev.revision_id);
     let before = model.requests().len();

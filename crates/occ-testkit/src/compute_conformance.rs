@@ -122,6 +122,31 @@ pub fn document(marker: &str) -> Value {
     })
 }
 
+/// One native chat turn (the `agent` call) in `session` with the gateway `compute` hands out
+/// for `agent`, within two minutes.
+pub async fn chat_turn(
+    compute: &dyn Compute,
+    agent: &AgentTarget,
+    session: &str,
+    message: &str,
+) -> Result<(), occ_gateway::ChatError> {
+    let access = compute
+        .gateway_access(agent)
+        .await
+        .expect("gateway_access")
+        .expect("the Agent has a gateway");
+    let endpoint = Endpoint::new(access.url, access.token.expose());
+    let turn = occ_gateway::ChatTurn {
+        agent_id: "main",
+        session_key: session,
+        message,
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    occ_gateway::chat_turn(&endpoint, turn, deadline, None)
+        .await
+        .map(|_| ())
+}
+
 async fn observe(compute: &dyn Compute, rev: &RevisionTarget) -> RuntimeState {
     compute
         .observe(rev)

@@ -123,6 +123,23 @@ impl FakeModel {
         format!("http://{}/v1", self.addr)
     }
 
+    /// An Agent's document whose model is this one (provider `fake`, OpenAI chat completions),
+    /// with `api_key` as the provider's `apiKey` (a literal, or `${VAR}` for a bound Secret);
+    /// plugins and cron off.
+    pub fn agent_document(&self, api_key: &str) -> Value {
+        serde_json::json!({
+            "agents": {"defaults": {"model": {"primary": "fake/fake-model"}}},
+            "models": {"providers": {"fake": {
+                "baseUrl": self.base_url(),
+                "api": "openai-completions",
+                "apiKey": api_key,
+                "models": [{"id": "fake-model", "name": "Fake model"}],
+            }}},
+            "plugins": {"enabled": false},
+            "cron": {"enabled": false},
+        })
+    }
+
     /// The port it listens on.
     pub fn port(&self) -> u16 {
         self.addr.port()

@@ -279,7 +279,8 @@ async fn agents_on_one_host_are_separate_users() {
     // A's model answers with tool calls: the Agent's own tools probe what it can reach.
     let fake = occ_testkit::fake_model::FakeModel::start().await;
     fake.reply("done");
-    let rev_a = revision(&compute, &a, 1, tool_probe_document(&fake));
+    // (A literal key: the SSH Driver takes no Secret bindings.)
+    let rev_a = revision(&compute, &a, 1, fake.agent_document("sk-ssh-probe-literal"));
     let rev_b = revision(&compute, &b, 1, document("gpt-5"));
     assert_eq!(
         compute
@@ -543,22 +544,6 @@ async fn unknown_or_changed_host_keys_and_secrets_are_refused() {
     assert!(!host.path().join("namespaces").exists());
 }
 
-/// A document whose model is the test kit's fake (a literal key: the SSH Driver takes no
-/// Secret bindings).
-fn tool_probe_document(fake: &occ_testkit::fake_model::FakeModel) -> serde_json::Value {
-    serde_json::json!({
-        "agents": {"defaults": {"model": {"primary": "fake/fake-model"}}},
-        "models": {"providers": {"fake": {
-            "baseUrl": fake.base_url(),
-            "api": "openai-completions",
-            "apiKey": "sk-ssh-probe-literal",
-            "models": [{"id": "fake-model", "name": "Fake model"}],
-        }}},
-        "plugins": {"enabled": false},
-        "cron": {"enabled": false},
-    })
-}
-
 /// Containment on an SSH host, through A's own tools (the fake model answers with tool calls,
 /// as a prompt-injected model would): A reads and writes its own workspace; B's workspace, the
 /// host's records of both Agents (tokens, gateway records) and anything outside its workspace
@@ -604,17 +589,9 @@ async fn agent_tools_reach_only_their_own_files(
             serde_json::json!({"command": "id -u; grep -E 'CapEff|NoNewPrivs|Seccomp:' /proc/self/status; ls /proc | grep -c '^[0-9]'"}),
         ),
     ];
-    let access = compute.gateway_access(a).await.unwrap().expect("access");
-    let endpoint = occ_gateway::Endpoint::new(access.url, access.token.expose());
     for (name, args) in probes {
         fake.call_tool(name, args);
-        let turn = occ_gateway::ChatTurn {
-            agent_id: "main",
-            session_key: "containment",
-            message: "use your tool",
-        };
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
-        if let Err(e) = occ_gateway::chat_turn(&endpoint, turn, deadline, None).await {
+        if let Err(e) = conformance::chat_turn(compute, a, "containment", "use your tool").await {
             panic!("the {name} turn failed: {e}");
         }
     }

@@ -118,13 +118,14 @@ impl Host {
         ctx: &RevisionContext,
         agent_dir: &Path,
     ) -> Result<Option<String>, ComputeError> {
-        let (Some(proxy), Some(key)) = (&self.options.credential_proxy, &ctx.harness_credential)
-        else {
-            return Ok(None);
-        };
         if !self.harness_key_proxied(rev) {
             return Ok(None);
         }
+        let (Some(proxy), Some(key)) = (&self.options.credential_proxy, &ctx.harness_credential)
+        else {
+            // No credential: writing the launch files refuses the revision.
+            return Ok(None);
+        };
         let token = layout::token(agent_dir)?;
         let upstream = settings
             .model_base_url

@@ -42,8 +42,8 @@ pub struct ComputeSettings {
 
 /// `OCC_PROCESS_ISOLATION`: `sandbox` (the default) runs each Agent's gateway under bubblewrap
 /// with `OCC_PROCESS_MEMORY_LIMIT_MIB`, `OCC_PROCESS_PIDS_LIMIT`, `OCC_PROCESS_OPEN_FILES_LIMIT`
-/// and `OCC_PROCESS_RESIDENT_LIMIT_MIB` (its cgroup's, where occ can make cgroups); `none` turns containment off (for development only: every
-/// Agent then reads what occ's user can read).
+/// and `OCC_PROCESS_RESIDENT_LIMIT_MIB` (its cgroup's, where occ can make cgroups); `none` turns
+/// containment off (for development only: every Agent then reads what occ's user can read).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProcessIsolation {
     /// bubblewrap, with these limits per gateway.
