@@ -1030,15 +1030,3 @@ async fn a_control_ui_revision_runs_in_trusted_proxy_mode() {
         json!({"mode": "token", "token": "${OPENCLAW_GATEWAY_TOKEN}"})
     );
 }
-
-/// The Control UI path on Kubernetes, with a real gateway through the test kubelet: the shared
-/// conformance case (a Control UI revision serves; occ's own client gets in through the
-/// port-forward with the credential as a password; the same forward carries the proxy's HTTP and
-/// a Control UI WebSocket admitted on the proxy identity, refused without it).
-#[tokio::test]
-async fn the_control_ui_is_reached_through_the_port_forward() {
-    let fake = FakeKube::start().await;
-    let _kubelet = FakeKubelet::start(&fake);
-    let compute = driver(&fake);
-    conformance::control_ui(&compute).await;
-}

@@ -38,17 +38,19 @@ pub(crate) async fn seed(
     if done.exists() {
         return Ok(());
     }
-    // Without accounts, the runtime's copy of native setup's output stands in for running it
-    // (the same files, without a ~2 s CLI run per Agent). With accounts the native setup runs as
-    // the Agent's user, so nothing is written into its directory with occ's privileges.
-    if account.is_none() {
-        let workspace = agent_dir.join("state/workspace");
-        let seeded = runtime
+    // The runtime's copy of native setup's output stands in for running it (the same files,
+    // without a CLI run of some 6 s of CPU per Agent). With accounts the copy, or the native
+    // setup, runs as the Agent's user, so nothing is written into its directory with occ's
+    // privileges.
+    let workspace = agent_dir.join("state/workspace");
+    let seeded = match account {
+        None => runtime
             .seed_from_baseline(&workspace)
-            .map_err(|e| io_error("seed from the runtime's stock workspace", &workspace, e))?;
-        if seeded {
-            return write_new(&done, b"");
-        }
+            .map_err(|e| io_error("seed from the runtime's stock workspace", &workspace, e))?,
+        Some(account) => copy_baseline_as(runtime, &workspace, account).await?,
+    };
+    if seeded {
+        return write_new(&done, b"");
     }
     // With accounts the scratch space lives in the root-owned Agent directory (never in a
     // directory the Agent's user could swap for a link) and is handed over bottom-up.
@@ -108,6 +110,57 @@ pub(crate) async fn seed(
         ));
     }
     write_new(&done, b"")
+}
+
+/// Copies the runtime's stock workspace into the Agent's empty `workspace` as the Agent's own
+/// user (coreutils `cp`), so the copy can write only what that user could anyway; `Ok(false)`
+/// when the runtime has no such copy or the workspace is not an empty directory (native setup
+/// runs then).
+async fn copy_baseline_as(
+    runtime: &OpenclawRuntime,
+    workspace: &Path,
+    account: Account,
+) -> Result<bool, ComputeError> {
+    let Some(baseline) = runtime.baseline_workspace() else {
+        return Ok(false);
+    };
+    let empty = std::fs::read_dir(workspace).is_ok_and(|mut entries| entries.next().is_none());
+    if !empty {
+        return Ok(false);
+    }
+    let mut cmd = tokio::process::Command::new("cp");
+    // -T: the baseline's entries land in the existing workspace, not in a directory inside it.
+    cmd.args(["-RT", "--preserve=mode"])
+        .arg(&baseline)
+        .arg(workspace)
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .uid(account.uid)
+        .gid(account.gid)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let out = tokio::time::timeout(SETUP_TIMEOUT, cmd.output())
+        .await
+        .map_err(|_| {
+            ComputeError::transient(
+                ReasonCode::WorkspaceSetupFailed,
+                format!("copying the stock workspace did not finish in {SETUP_TIMEOUT:?}"),
+            )
+        })?
+        .map_err(|e| unavailable(format!("cannot run cp: {e}")))?;
+    if !out.status.success() {
+        return Err(ComputeError::transient(
+            ReasonCode::WorkspaceSetupFailed,
+            format!(
+                "copying the stock workspace as the Agent's user failed ({}): {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+        ));
+    }
+    Ok(true)
 }
 
 /// The `occ workspace-setup` process that applies a setup outside occ's own process.

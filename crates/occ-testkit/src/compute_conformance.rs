@@ -10,9 +10,9 @@
 //! stop and resume. It starts three gateways. [`rollback`] checks that a revision whose gateway
 //! cannot start is undone by `restore_revision` and measures the outage;
 //! [`lifecycle_and_rollback`] runs it from the revision the lifecycle resumed with, saving a
-//! gateway start. [`dedicated_lifecycle`]
-//! is the dedicated (Codex harness) case. [`control_ui`] is the native Control UI's path through
-//! the Driver's gateway access (trusted-proxy mode).
+//! gateway start. The resumed revision is a Control UI revision: [`control_ui_serves`] checks
+//! the native Control UI's path through the Driver's gateway access (trusted-proxy mode) on
+//! it. [`dedicated_lifecycle`] is the dedicated (Codex harness) case.
 
 mod control_ui;
 mod dedicated;
@@ -29,7 +29,7 @@ use occ_drivers::compute::{
 use occ_gateway::{Endpoint, GatewayError, Session};
 use serde_json::{Value, json};
 
-pub use control_ui::control_ui;
+pub use control_ui::{control_ui_serves, with_control_ui};
 pub use dedicated::{
     DEDICATED_KEY, DEDICATED_WRONG_KEY, DedicatedFigures, DedicatedSite, dedicated_document,
     dedicated_lifecycle, key_context,
@@ -306,8 +306,10 @@ async fn lifecycle_until_resumed(
         "no gateway answers after stop"
     );
 
-    // Resume = a new revision; the workspace survived.
-    let rev3 = revision(compute, &agent, 3, document("resumed"));
+    // Resume = a new revision; the workspace survived. It is a Control UI revision, so the
+    // native Control UI's path through the Driver is checked on it (without a gateway start
+    // of its own).
+    let rev3 = revision(compute, &agent, 3, with_control_ui(document("resumed")));
     compute
         .prepare_revision(&rev3, &ctx)
         .await
@@ -325,6 +327,7 @@ async fn lifecycle_until_resumed(
         .expect("USER.md exists");
     assert_eq!(file.content, note, "the workspace survives stop and resume");
     session.close().await;
+    control_ui_serves(compute, &agent, &rev3).await;
     rev3
 }
 

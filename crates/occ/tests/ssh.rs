@@ -2,7 +2,8 @@
 //! real OpenClaw gateways on the "remote" side, run by the real `occ compute-host` (this build's
 //! binary) over the system `ssh` client:
 //!
-//! - the Compute conformance suite;
+//! - the Compute conformance suite (its resumed revision's Control UI through the Driver's SSH
+//!   forward included);
 //! - two Agents on one host: separate Unix users, 0700 directories, gateways running as their
 //!   own users, staged workspace files applied as the Agent's user, neither user can read the
 //!   other's files, workspace files GET/PUT through the gateway endpoint the Driver hands out;
@@ -223,22 +224,6 @@ async fn conformance_suite_over_ssh() {
     assert!(host.accounts().is_empty(), "{:?}", host.accounts());
 }
 
-/// The native Control UI's path over SSH: a Control UI revision's gateway (trusted-proxy mode,
-/// the credential as `OPENCLAW_GATEWAY_PASSWORD` from the detached supervisor's environment)
-/// serves the UI's page and admits the proxy identity's socket through the Driver's SSH forward,
-/// and refuses the socket without it (the shared conformance case).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_control_ui_is_reached_through_the_ssh_forward() {
-    let programs = tokio::task::spawn_blocking(agent_programs).await.unwrap();
-    let _turn = GATEWAYS.lock().await;
-    let sshd = Sshd::start().await;
-    let host = Host::new();
-    let compute = driver(&sshd, &host, programs, (29940, 29949), sshd.known_hosts());
-    conformance::control_ui(&compute).await;
-    assert!(recorded_gateways(host.path()).is_empty());
-    assert!(host.accounts().is_empty(), "{:?}", host.accounts());
-}
-
 /// Two Agents on one host: each its own account and group, its files its own, its workspace
 /// files through the Driver's SSH forward, A's own tools unable to reach B or the host's records
 /// ([`agent_tools_reach_only_their_own_files`]), sshd going away while both serve, a planted
@@ -369,6 +354,8 @@ async fn agents_on_one_host_are_separate_users() {
     assert_eq!(std::fs::metadata(&user_md_a).unwrap().uid(), meta_a.uid());
     let user_md_b = dir_b.join("state/workspace/USER.md");
     assert_ne!(std::fs::read_to_string(&user_md_b).unwrap(), staged);
+    // B's stock files were copied from the runtime by B's own user.
+    assert_eq!(std::fs::metadata(&user_md_b).unwrap().uid(), meta_b.uid());
     // Each user reads its own files and not the other's.
     assert_eq!(
         cat_as(&user_a, &user_md_a).expect("A reads its own"),

@@ -151,7 +151,8 @@ async fn prepare(
     Ok(())
 }
 
-/// Native setup, or the staged setup input applied (a completed record only verified).
+/// Native setup (seeded from the runtime's copy when the workspace is empty), or the staged
+/// setup input applied (a completed record only verified).
 async fn init_workspace(
     input: &LaunchInput,
     runtime: &OpenclawRuntime,
@@ -167,7 +168,7 @@ async fn init_workspace(
         Some(file) => workspace_setup::run(file, &input.workspace, &env)
             .await
             .map(|_| ()),
-        None => workspace_setup::native_setup(&input.workspace, &env).await,
+        None => workspace_setup::seed_workspace(&input.workspace, &env).await,
     };
     let _ = std::fs::remove_dir_all(&scratch);
     result.map_err(|e| {

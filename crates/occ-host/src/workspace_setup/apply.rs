@@ -12,7 +12,7 @@ use super::files::{
     replace_file,
 };
 use super::input::{SetupInput, read_input_file};
-use super::native::{SetupEnv, check_scratch, native_setup};
+use super::native::{SetupEnv, check_scratch, native_setup, seed_workspace};
 
 /// What a setup run did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,8 +96,8 @@ pub async fn apply(
     }
     remove_leftover_temp(&workspace)?;
 
-    // 6.
-    native_setup(&workspace, env).await?;
+    // 6. (An empty workspace is seeded from the runtime's copy of native setup's output.)
+    seed_workspace(&workspace, env).await?;
     for (name, value) in files {
         if check_replaceable(&workspace, name, value, stock(name))? {
             replace_file(&workspace, name, value.as_bytes())?;

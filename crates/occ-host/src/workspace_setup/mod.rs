@@ -41,4 +41,4 @@ pub use error::{MARKER_FILE, SetupError, TEMP_FILE, kind_is_retryable};
 pub use input::{
     ID_MAX_CHARS, INPUT_MAX_BYTES, SetupInput, parse_input, read_input_file, write_input_file,
 };
-pub use native::{NATIVE_SETUP_TIMEOUT, SetupEnv, native_setup};
+pub use native::{NATIVE_SETUP_TIMEOUT, SetupEnv, native_setup, seed_workspace};

@@ -41,6 +41,25 @@ impl SetupEnv {
     }
 }
 
+/// [`native_setup`], except on an empty workspace, where the runtime's copy of native setup's
+/// output on an empty workspace (made once at install) is copied in instead: the same files
+/// without a CLI run of some 6 s of CPU. A runtime without that copy, or a workspace with
+/// anything in it, gets the native run.
+pub async fn seed_workspace(workspace: &Path, env: &SetupEnv) -> Result<(), SetupError> {
+    let workspace = prepare_workspace(workspace)?;
+    let seeded = env
+        .runtime
+        .seed_from_baseline(&workspace)
+        .map_err(io_step(format!(
+            "copy the runtime's stock workspace into {}",
+            workspace.display()
+        )))?;
+    if seeded {
+        return Ok(());
+    }
+    native_setup(&workspace, env).await
+}
+
 /// The scratch directory is removed after each run, so it must be absolute and must neither
 /// contain nor lie inside the workspace.
 pub(super) fn check_scratch(workspace: &Path, env: &SetupEnv) -> Result<(), SetupError> {

@@ -6,36 +6,33 @@ use std::time::Duration;
 use futures::{SinkExt, StreamExt};
 use http_body_util::BodyExt;
 use occ_core::native::control_ui;
-use occ_drivers::compute::{Compute, RevisionContext};
+use occ_drivers::compute::{AgentTarget, Compute, RevisionTarget};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::{Message, client::IntoClientRequest};
 
-use super::{connect, document, revision, targets};
+use super::connect;
 
-/// A Control UI revision (`gateway.controlUi.enabled`) serves; occ's own client gets in with the
-/// credential (sent as token and password: the gateway runs in trusted-proxy mode); through the
-/// address `gateway_access` hands out, the proxy's HTTP gets the UI's page and a Control UI
-/// WebSocket on the proxy identity — in the header named with the revision's proxy key, derived
-/// from the credential — reaches hello-ok with `operator.admin`, while the same socket without
-/// the identity, with the fixed header occ used before per-revision keys
-/// (`x-occ-identity: occ-native-admin`, what any local process could send) or with another key
-/// is refused. Starts one gateway; deletes everything it made.
-pub async fn control_ui(compute: &dyn Compute) {
-    let (ns, agent) = targets();
-    compute.ensure_namespace(&ns).await.expect("ensure");
-    let mut doc = document("gpt-5");
+/// Makes `doc` a Control UI revision's document (`gateway.controlUi.enabled`).
+pub fn with_control_ui(mut doc: Value) -> Value {
     doc["gateway"] = json!({"controlUi": {"enabled": true}});
-    let rev = revision(compute, &agent, 1, doc);
-    compute
-        .activate_revision(&rev, &RevisionContext::default())
-        .await
-        .expect("activate a Control UI revision");
-    let session = connect(compute, &agent)
+    doc
+}
+
+/// `rev`, a Control UI revision ([`with_control_ui`]) of `agent`, serves: occ's own client gets
+/// in with the credential (sent as token and password: the gateway runs in trusted-proxy
+/// mode); through the address `gateway_access` hands out, the proxy's HTTP gets the UI's page
+/// and a Control UI WebSocket on the proxy identity — in the header named with the revision's
+/// proxy key, derived from the credential — reaches hello-ok with `operator.admin`, while the
+/// same socket without the identity, with the fixed header occ used before per-revision keys
+/// (`x-occ-identity: occ-native-admin`, what any local process could send) or with another
+/// key is refused.
+pub async fn control_ui_serves(compute: &dyn Compute, agent: &AgentTarget, rev: &RevisionTarget) {
+    let session = connect(compute, agent)
         .await
         .expect("occ's client: hello-ok with the password");
     session.close().await;
     let access = compute
-        .gateway_access(&agent)
+        .gateway_access(agent)
         .await
         .expect("access")
         .expect("serving");
@@ -74,13 +71,6 @@ pub async fn control_ui(compute: &dyn Compute) {
     ));
     let wrong = ui_socket(&authority, Some(&guessed)).await;
     assert_ne!(wrong["ok"], true, "another key: {wrong}");
-
-    compute.stop_revision(&rev).await.expect("stop");
-    compute.delete_agent(&agent).await.expect("delete");
-    compute
-        .delete_namespace(&ns)
-        .await
-        .expect("delete namespace");
 }
 
 /// `GET /` as occ's proxy sends it (the identity in `header`, a non-loopback client address).
