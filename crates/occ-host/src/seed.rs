@@ -90,15 +90,7 @@ pub(crate) async fn seed(
     if let Some(account) = account {
         cmd.uid(account.uid).gid(account.gid);
     }
-    let status = tokio::time::timeout(SETUP_TIMEOUT, cmd.status())
-        .await
-        .map_err(|_| {
-            ComputeError::transient(
-                ReasonCode::WorkspaceSetupFailed,
-                format!("openclaw setup did not finish in {SETUP_TIMEOUT:?}"),
-            )
-        })?
-        .map_err(|e| unavailable(format!("cannot run openclaw setup: {e}")))?;
+    let status = bounded("openclaw setup", cmd.status()).await?;
     let _ = std::fs::remove_dir_all(&scratch);
     if !status.success() {
         return Err(ComputeError::transient(
@@ -141,15 +133,7 @@ async fn copy_baseline_as(
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
-    let out = tokio::time::timeout(SETUP_TIMEOUT, cmd.output())
-        .await
-        .map_err(|_| {
-            ComputeError::transient(
-                ReasonCode::WorkspaceSetupFailed,
-                format!("copying the stock workspace did not finish in {SETUP_TIMEOUT:?}"),
-            )
-        })?
-        .map_err(|e| unavailable(format!("cannot run cp: {e}")))?;
+    let out = bounded("copying the stock workspace (cp)", cmd.output()).await?;
     if !out.status.success() {
         return Err(ComputeError::transient(
             ReasonCode::WorkspaceSetupFailed,
@@ -161,6 +145,23 @@ async fn copy_baseline_as(
         ));
     }
     Ok(true)
+}
+
+/// A seeding process (`what`) awaited within [`SETUP_TIMEOUT`]: expiry is a transient setup
+/// failure, a program that cannot be started makes the host unavailable.
+async fn bounded<T>(
+    what: &str,
+    run: impl std::future::Future<Output = std::io::Result<T>>,
+) -> Result<T, ComputeError> {
+    tokio::time::timeout(SETUP_TIMEOUT, run)
+        .await
+        .map_err(|_| {
+            ComputeError::transient(
+                ReasonCode::WorkspaceSetupFailed,
+                format!("{what} did not finish in {SETUP_TIMEOUT:?}"),
+            )
+        })?
+        .map_err(|e| unavailable(format!("cannot run {what}: {e}")))
 }
 
 /// The `occ workspace-setup` process that applies a setup outside occ's own process.
