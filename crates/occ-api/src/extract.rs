@@ -282,7 +282,7 @@ impl FromRequestParts<AppState> for Params {
                         ))
                     })?);
                 }
-                "roleId" | "bindingId" | "keyId" => {
+                "roleId" | "bindingId" | "keyId" | "servicePrincipalId" => {
                     params.iam = Some(value.parse().map_err(|_| {
                         let code = if value.chars().count() > 200 { DetailCode::TooLong } else { DetailCode::InvalidFormat };
                         ApiError(Error::invalid_field(
@@ -340,7 +340,7 @@ impl Params {
     pub fn revision(&self) -> Result<&occ_core::RevisionId, ApiError> {
         self.revision.as_ref().ok_or_else(|| missing("revisionId"))
     }
-    /// `{roleId}`, `{bindingId}` or `{keyId}`.
+    /// `{roleId}`, `{bindingId}`, `{keyId}` or `{servicePrincipalId}`.
     pub fn iam(&self) -> Result<&occ_core::IamId, ApiError> {
         self.iam.as_ref().ok_or_else(|| missing("roleId"))
     }

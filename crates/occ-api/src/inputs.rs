@@ -11,7 +11,8 @@ pub use fields::*;
 use occ_controller::agents::{AgentInput, AgentUpdate, Patch};
 use occ_controller::auth::{AccountInput, ServiceKeyInput};
 use occ_controller::configurations::ConfigurationInput;
-use occ_controller::iam::{BindingInput, RoleInput};
+use occ_controller::iam::{BindingInput, BindingTarget, RoleInput};
+use occ_controller::service_principals::ServicePrincipalInput;
 use occ_core::authz::{Action, ResourceKind};
 use occ_core::resource::{ExecutionMode, HarnessAuth, SecretBindings, WorkspaceFiles};
 use occ_core::{ConfigurationId, IamId, Name, NamespaceId};
@@ -183,6 +184,19 @@ request_body! {
 }
 
 request_body! {
+    /// `POST /namespaces/{namespaceId}/iam/namespace-bindings` (occ extension): a Role on the
+    /// whole Namespace.
+    pub struct NamespaceBindingCreateBody {
+        /// Always `identity`.
+        required "subjectKind" => subject_kind: IdentityKind,
+        /// The identity.
+        required "subjectId" => subject_id: IamId,
+        /// The Role (one of the Namespace's, e.g. its built-in viewer, operator or admin).
+        required "roleId" => role_id: IamId,
+    }
+}
+
+request_body! {
     /// `PATCH /namespaces/{namespaceId}/iam/access-bindings/{bindingId}/runtime-role`.
     pub struct RuntimeRoleBody {
         /// The runtime role to assign.
@@ -243,6 +257,16 @@ request_body! {
         required "name" => name: KeyName,
         /// Seconds, 86400..31536000 (default 30 days).
         optional "expiresIn" => expires_in: KeyLifetime,
+    }
+}
+
+request_body! {
+    /// `POST /api/auth/service-principals` (occ extension).
+    pub struct ServicePrincipalCreateBody {
+        /// 1..64 characters, unique in the Installation.
+        required "name" => name: PrincipalName,
+        /// Limit the principal (and every key issued to it) to one Namespace.
+        optional "namespaceId" => namespace_id: NamespaceId,
     }
 }
 
@@ -310,9 +334,31 @@ impl From<BindingCreateBody> for BindingInput {
         BindingInput {
             subject_id: body.subject_id,
             role_id: body.role_id,
-            resource_kind: body.resource_kind,
-            resource_id: body.resource_id.0,
+            target: BindingTarget::Resource {
+                kind: body.resource_kind,
+                id: body.resource_id.0,
+            },
             runtime_role: body.runtime_role.map(|r| r.0),
+        }
+    }
+}
+
+impl From<NamespaceBindingCreateBody> for BindingInput {
+    fn from(body: NamespaceBindingCreateBody) -> Self {
+        BindingInput {
+            subject_id: body.subject_id,
+            role_id: body.role_id,
+            target: BindingTarget::Namespace,
+            runtime_role: None,
+        }
+    }
+}
+
+impl From<ServicePrincipalCreateBody> for ServicePrincipalInput {
+    fn from(body: ServicePrincipalCreateBody) -> Self {
+        ServicePrincipalInput {
+            name: body.name.0,
+            namespace_id: body.namespace_id,
         }
     }
 }

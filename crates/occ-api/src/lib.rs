@@ -43,7 +43,7 @@ use envelope::{AUTH_ROUTE_ERRORS, REQUEST_ID};
 use error::ApiError;
 use handlers::{
     agents, auth, chat, configurations, iam, namespaces, native_admin, runtime_logs, secrets,
-    service_accounts, workspace,
+    service_accounts, service_principals, workspace,
 };
 
 /// The generated OpenAPI document and the router that serves it.
@@ -107,6 +107,7 @@ pub fn router_and_openapi(state: AppState) -> (axum::Router, utoipa::openapi::Op
         .routes(routes!(iam::list_roles, iam::create_role))
         .routes(routes!(iam::get_role, iam::delete_role))
         .routes(routes!(iam::list_bindings, iam::create_binding))
+        .routes(routes!(iam::create_namespace_binding))
         .routes(routes!(iam::get_binding, iam::delete_binding))
         .routes(routes!(iam::update_runtime_role))
         .routes(routes!(iam::get_permissions))
@@ -116,6 +117,13 @@ pub fn router_and_openapi(state: AppState) -> (axum::Router, utoipa::openapi::Op
         .routes(routes!(auth::create_account))
         .routes(routes!(auth::create_service_key))
         .routes(routes!(auth::revoke_service_key))
+        .routes(routes!(
+            service_principals::create,
+            service_principals::list
+        ))
+        .routes(routes!(service_principals::get, service_principals::delete))
+        .routes(routes!(service_principals::disable))
+        .routes(routes!(service_principals::enable))
         .split_for_parts();
     api.info.version = env!("CARGO_PKG_VERSION").to_owned();
     openapi::describe_responses(&mut api);
@@ -200,6 +208,7 @@ async fn frame(State(state): State<AppState>, req: Request, next: Next) -> Respo
         if req.uri().query().is_some()
             && !console::is_console_path(req.uri().path())
             && !runtime_logs::takes_query(req.uri().path())
+            && !service_principals::takes_query(req.uri().path())
             && req.uri().path() != occ_controller::native_admin::LAUNCH_PATH
         {
             return ApiError(Error::invalid_request(

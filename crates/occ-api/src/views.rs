@@ -613,6 +613,37 @@ impl From<&occ_controller::auth::IssuedKey> for IssuedKeyView {
     }
 }
 
+/// A non-Agent service principal (occ extension).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ServicePrincipalView {
+    id: String,
+    /// Absent for principals made before names existed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<String>,
+    /// Absent: Installation-wide.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    namespace_id: Option<String>,
+    /// Whether its keys are refused.
+    disabled: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    disabled_at: Option<String>,
+    created_at: String,
+}
+
+impl From<&occ_core::iam::ServicePrincipal> for ServicePrincipalView {
+    fn from(p: &occ_core::iam::ServicePrincipal) -> Self {
+        Self {
+            id: p.id.to_string(),
+            name: p.name.clone(),
+            namespace_id: p.namespace_id.as_ref().map(ToString::to_string),
+            disabled: p.disabled_at.is_some(),
+            disabled_at: p.disabled_at.map(|t| t.to_string()),
+            created_at: p.created_at.to_string(),
+        }
+    }
+}
+
 /// What the caller may do in a Namespace (`GET /namespaces/{ns}/iam/permissions`; occ's own
 /// route, for clients such as the console that offer only what would be allowed). Actions are
 /// wire names (`read`, `update`, …).

@@ -13,7 +13,7 @@ use argon2::password_hash::{PasswordHasher, PasswordVerifier};
 use base64::Engine as _;
 use hmac::{Hmac, KeyInit, Mac};
 use occ_core::audit::AuditKind;
-use occ_core::authz::{Action, AuthMethod, Caller, Permission, ResourceKind, ResourceRef};
+use occ_core::authz::{Action, AuthMethod, Caller, GrantScope, ResourceRef, StandIns, covers};
 use occ_core::iam::{AccessBinding, Identity, IdentityKind, ServiceKey, Session, UserAccount};
 use occ_core::{AdmissionDecisionId, Error, ErrorCode, IamId, NamespaceId, RequestId, Timestamp};
 use occ_store::iam::PolicySnapshot;
@@ -458,6 +458,15 @@ impl Controller {
             }
             Some(i) => i,
         };
+        if tx
+            .service_principal_get(&sp.id)
+            .await?
+            .is_some_and(|p| p.disabled_at.is_some())
+        {
+            return Err(Error::conflict(
+                "The service principal is disabled; enable it before issuing it a key",
+            ));
+        }
         if let Some(scope) = &sp.namespace_id
             && input.namespace_id.as_ref() != Some(scope)
         {
@@ -550,7 +559,7 @@ impl Controller {
 
     /// Every grant of `target` must be matched by a grant the caller holds at the same or a
     /// broader scope (`agent:administer` stands in for `agent:read_logs`).
-    async fn require_coverage(
+    pub(crate) async fn require_coverage(
         &self,
         mut tx: Authorized,
         req: &Request,
@@ -562,49 +571,55 @@ impl Controller {
         let mine = tx.policy_snapshot(&req.caller.principal_id).await?;
         let covered = theirs.grants.iter().all(|grant| {
             grant.role.permissions.iter().all(|p| {
-                mine.grants.iter().any(|g| {
-                    let has = g.role.permissions.iter().any(|q| {
-                        q == p
-                            || (p.action == Action::ReadLogs
-                                && *q == Permission::new(Action::Administer, ResourceKind::Agent)
-                                && p.resource_kind == ResourceKind::Agent)
-                    });
-                    let scope = match (&g.binding.namespace_id, &g.binding.resource) {
-                        (None, None) => true,
-                        (Some(ns), None) => grant.binding.namespace_id.as_ref() == Some(ns),
-                        (_, Some(r)) => {
-                            grant.binding.resource.as_ref() == Some(r)
-                                && grant.binding.namespace_id == g.binding.namespace_id
-                        }
-                    };
-                    has && scope
-                })
+                covers(
+                    mine.grants.iter().map(|g| (&g.binding, &g.role)),
+                    *p,
+                    GrantScope::of(&grant.binding),
+                    StandIns::LogReads,
+                )
             })
         });
         if covered {
             return Ok(tx);
         }
-        // Roll back before recording the denial: SQLite has a single writer, and the
-        // denial must be durable even though the operation is not.
         drop(tx);
+        Err(self
+            .coverage_denial(
+                req,
+                operation,
+                installation,
+                ("servicePrincipalId", target.as_str()),
+                "The caller does not hold every grant of the target service principal",
+            )
+            .await)
+    }
+
+    /// The refusal of a grant the caller's own grants do not cover: a durable denial record
+    /// (written in its own transaction: the operation's has been rolled back, and SQLite has a
+    /// single writer), then 403.
+    pub(crate) async fn coverage_denial(
+        &self,
+        req: &Request,
+        operation: &str,
+        resource: &ResourceRef,
+        (detail, value): (&str, &str),
+        message: &str,
+    ) -> Error {
         let event = self
             .event(
                 req,
                 AuditKind::AuthorizationDenial,
                 operation,
-                installation,
+                resource,
                 occ_core::audit::AuditOutcome::Denied,
             )
             .reason_code("AUTHORIZATION_DENIED")
             .metadata("decisionReason", "coverage")
-            .detail("servicePrincipalId", target.as_str());
-        audit_in_own_transaction(&self.store, &event)
-            .await
-            .map_err(|e| Error::unavailable(e.to_string()))?;
-        Err(Error::new(
-            ErrorCode::Forbidden,
-            "The caller does not hold every grant of the target service principal",
-        ))
+            .detail(detail, value);
+        if let Err(e) = audit_in_own_transaction(&self.store, &event).await {
+            return Error::unavailable(e.to_string());
+        }
+        Error::new(ErrorCode::Forbidden, message)
     }
 }
 

@@ -6,7 +6,9 @@
 
 use occ_core::audit::{AuditEvent, AuditKind, AuditOutcome};
 use occ_core::authz::{Evidence, ResourceRef, administrator_permissions};
-use occ_core::iam::{AccessBinding, Identity, IdentityKind, Role, ServiceKey, UserAccount};
+use occ_core::iam::{
+    AccessBinding, Identity, IdentityKind, Role, ServiceKey, ServicePrincipal, UserAccount,
+};
 use occ_core::resource::{Installation, Namespace, NamespaceStatus};
 use occ_core::work::NewWork;
 use occ_core::{Error, IamId, InstallationId, Name, NamespaceId, Timestamp};
@@ -17,6 +19,9 @@ use crate::auth::{
 use occ_store::Authorized;
 
 use crate::Controller;
+
+/// The name of the Installation service administrator bootstrap creates.
+pub const BOOTSTRAP_SERVICE_PRINCIPAL: &str = "installation-administrator";
 
 /// What bootstrap creates.
 #[derive(Debug, Clone)]
@@ -137,13 +142,11 @@ pub async fn bootstrap(
             principal_id: human.id.clone(),
             created_at: now,
         };
-        let service = Identity {
+        let service = ServicePrincipal {
             id: IamId::generate_service_principal(),
-            kind: IdentityKind::ServicePrincipal,
             namespace_id: None,
-            agent_id: None,
-            issuer: None,
-            subject: None,
+            name: Some(BOOTSTRAP_SERVICE_PRINCIPAL.into()),
+            disabled_at: None,
             created_at: now,
         };
         let role = Role {
@@ -184,7 +187,7 @@ pub async fn bootstrap(
         tx.installation_insert(&installation).await?;
         tx.identity_insert(&human).await?;
         tx.user_insert(&admin, &phc).await?;
-        tx.identity_insert(&service).await?;
+        tx.service_principal_insert(&service).await?;
         tx.role_insert(&role).await?;
         tx.binding_insert(&bind(&human.id, "admin_")).await?;
         tx.binding_insert(&bind(&service.id, "bootstrap_service_admin_"))

@@ -4,7 +4,9 @@
 
 use std::borrow::BorrowMut;
 
-use occ_core::authz::{Action, Permission, ResourceKind, ResourceRef};
+use occ_core::authz::{
+    Action, AuthMethod, GrantScope, Permission, ResourceKind, ResourceRef, StandIns, covers,
+};
 use occ_core::iam::{AccessBinding, BoundResource, IdentityKind, Role};
 use occ_core::validate::Problems;
 use occ_core::{AgentId, ConfigurationId, DetailCode, Error, IamId, NamespaceId, Timestamp};
@@ -30,12 +32,25 @@ pub struct BindingInput {
     pub subject_id: IamId,
     /// The Role granted.
     pub role_id: IamId,
-    /// The exact target.
-    pub resource_kind: ResourceKind,
-    /// The exact target id.
-    pub resource_id: String,
+    /// What the binding covers.
+    pub target: BindingTarget,
     /// The runtime role the person holds in the exact Agent's native Control UI.
     pub runtime_role: Option<String>,
+}
+
+/// What an AccessBinding covers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BindingTarget {
+    /// One exact resource of the Namespace (the reference's only kind of Namespace binding).
+    Resource {
+        /// Its kind.
+        kind: ResourceKind,
+        /// Its id.
+        id: String,
+    },
+    /// Every resource of the Namespace, present and future (occ extension). The caller's own
+    /// grants must cover every permission of the Role there.
+    Namespace,
 }
 
 const NAMESPACE_KINDS: [ResourceKind; 8] = [
@@ -230,33 +245,33 @@ impl Controller {
             .collect())
     }
 
-    /// Creates an exact-resource AccessBinding for an identity.
+    /// Creates an AccessBinding for an identity: on one exact resource, or on the whole
+    /// Namespace when the caller's own grants cover the Role there.
     pub async fn binding_create(
         &self,
         req: &Request,
         ns: &NamespaceId,
         input: BindingInput,
     ) -> Result<AccessBinding, Error> {
-        if !NAMESPACE_KINDS.contains(&input.resource_kind) {
+        const ACTION: &str = "openclaw.iam.access_bindings.create";
+        if let BindingTarget::Resource { kind, .. } = &input.target
+            && !NAMESPACE_KINDS.contains(kind)
+        {
             return Err(Error::invalid_field(
                 "/resourceKind",
                 DetailCode::InvalidValue,
                 "The request is invalid: /resourceKind must be a Namespace resource kind",
             ));
         }
-        let tx = self
-            .iam_write(req, ns, "openclaw.iam.access_bindings.create")
-            .await?;
-        let target = ResourceRef::exact(input.resource_kind, ns, &input.resource_id);
-        let mut tx = self
-            .authorize_in(
-                tx,
-                req,
-                Action::Read,
-                &target,
-                "openclaw.iam.access_bindings.create",
-            )
-            .await?;
+        let tx = self.iam_write(req, ns, ACTION).await?;
+        let mut tx = match &input.target {
+            BindingTarget::Resource { kind, id } => {
+                let target = ResourceRef::exact(*kind, ns, id);
+                self.authorize_in(tx, req, Action::Read, &target, ACTION)
+                    .await?
+            }
+            BindingTarget::Namespace => tx,
+        };
         let invalid = |path: &str, why: &str| {
             Error::invalid_field(
                 path,
@@ -269,21 +284,19 @@ impl Controller {
             Some(r) if r.namespace_id.is_none() || r.namespace_id.as_ref() == Some(ns) => r,
             _ => return Err(invalid("/roleId", "does not name a Role of this Namespace")),
         };
-        if role.permissions.iter().any(|p| p.action == Action::Create) {
-            return Err(invalid(
-                "/roleId",
-                "grants create, which exact-resource bindings cannot carry",
-            ));
-        }
-        if !role
-            .permissions
-            .iter()
-            .any(|p| p.resource_kind == input.resource_kind)
-        {
-            return Err(invalid(
-                "/roleId",
-                "grants nothing on the target's resource kind",
-            ));
+        if let BindingTarget::Resource { kind, .. } = &input.target {
+            if role.permissions.iter().any(|p| p.action == Action::Create) {
+                return Err(invalid(
+                    "/roleId",
+                    "grants create, which exact-resource bindings cannot carry",
+                ));
+            }
+            if !role.permissions.iter().any(|p| p.resource_kind == *kind) {
+                return Err(invalid(
+                    "/roleId",
+                    "grants nothing on the target's resource kind",
+                ));
+            }
         }
         let subject = tx.identity_get(&input.subject_id).await?;
         let subject_ok = subject.as_ref().is_some_and(|i| match i.kind {
@@ -295,27 +308,32 @@ impl Controller {
         if !subject_ok {
             return Err(invalid("/subjectId", "does not name a usable identity"));
         }
-        if input.resource_kind == ResourceKind::Namespace && input.resource_id != ns.as_str() {
-            return Err(invalid("/resourceId", "must be this Namespace"));
-        }
-        if !tx
-            .resource_exists(input.resource_kind, ns, &input.resource_id)
-            .await?
-        {
-            return Err(invalid(
-                "/resourceId",
-                "does not name a live resource of this Namespace",
-            ));
-        }
+        let resource = match input.target {
+            BindingTarget::Resource { kind, id } => {
+                if kind == ResourceKind::Namespace && id != ns.as_str() {
+                    return Err(invalid("/resourceId", "must be this Namespace"));
+                }
+                if !tx.resource_exists(kind, ns, &id).await? {
+                    return Err(invalid(
+                        "/resourceId",
+                        "does not name a live resource of this Namespace",
+                    ));
+                }
+                Some(BoundResource { kind, id })
+            }
+            BindingTarget::Namespace => {
+                tx = self
+                    .require_namespace_coverage(tx, req, ns, &role, ACTION)
+                    .await?;
+                None
+            }
+        };
         let binding = AccessBinding {
             id: IamId::generate_binding(""),
             namespace_id: Some(ns.clone()),
             subject_id: input.subject_id,
             role_id: role.id.clone(),
-            resource: Some(BoundResource {
-                kind: input.resource_kind,
-                id: input.resource_id,
-            }),
+            resource,
             runtime_role: input.runtime_role,
             created_at: Timestamp::now(),
         };
@@ -337,21 +355,62 @@ impl Controller {
         }
         tx.binding_insert(&binding).await?;
         let event = self
-            .mutation(
-                req,
-                "openclaw.iam.access_bindings.create",
-                &ResourceRef::namespace(ns),
-                tx.evidence(),
-            )
+            .mutation(req, ACTION, &ResourceRef::namespace(ns), tx.evidence())
             .detail("bindingId", binding.id.as_str())
             .detail("subjectId", binding.subject_id.as_str());
         let event = match &binding.runtime_role {
             Some(role) => event.detail("runtimeRole", role.as_str()),
             None => event,
         };
+        let event = match &binding.resource {
+            Some(_) => event,
+            None => event.detail("scope", "namespace"),
+        };
         tx.audit_append(&event).await?;
         tx.commit().await?;
         Ok(binding)
+    }
+
+    /// A Namespace-wide binding hands out every permission of its Role on the whole
+    /// Namespace: the caller's own grants must already allow each there (the coverage rule;
+    /// `agent:administer` stands in for log reads, and for a person also for `use`).
+    async fn require_namespace_coverage(
+        &self,
+        mut tx: Authorized,
+        req: &Request,
+        ns: &NamespaceId,
+        role: &Role,
+        operation: &str,
+    ) -> Result<Authorized, Error> {
+        let mine = tx.policy_snapshot(&req.caller.principal_id).await?;
+        let stand_ins = match req.caller.method {
+            AuthMethod::Session => StandIns::LogReadsAndUse,
+            AuthMethod::ApiKey | AuthMethod::Work => StandIns::LogReads,
+        };
+        let uncovered = role.permissions.iter().find(|p| {
+            !covers(
+                mine.grants.iter().map(|g| (&g.binding, &g.role)),
+                **p,
+                GrantScope::Namespace(ns),
+                stand_ins,
+            )
+        });
+        let Some(uncovered) = uncovered else {
+            return Ok(tx);
+        };
+        drop(tx);
+        Err(self
+            .coverage_denial(
+                req,
+                operation,
+                &ResourceRef::namespace(ns),
+                ("roleId", role.id.as_str()),
+                &format!(
+                    "The caller's own grants do not cover {}:{} on this Namespace, which the Role grants",
+                    uncovered.resource_kind, uncovered.action
+                ),
+            )
+            .await)
     }
 
     /// Assigns the runtime role a person holds in an Agent's native Control UI

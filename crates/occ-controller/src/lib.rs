@@ -44,6 +44,7 @@ pub mod native_admin;
 pub mod runtime_logs;
 pub mod secrets;
 pub mod service_accounts;
+pub mod service_principals;
 pub mod sign_in_limit;
 pub mod worker;
 pub mod workspace_files;

@@ -171,3 +171,153 @@ pub struct Session {
     /// Creation time.
     pub created_at: Timestamp,
 }
+
+/// A non-Agent service principal as automation sees it (an occ extension: the reference leaves
+/// creating them to its IAM authority): a named identity for service keys, optionally limited
+/// to one Namespace, that an administrator can disable (its keys then stop working at once)
+/// and delete.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServicePrincipal {
+    /// `spn_…`
+    pub id: IamId,
+    /// `Some`: the principal acts only inside this Namespace.
+    pub namespace_id: Option<NamespaceId>,
+    /// 1..64 characters, unique within its scope (`None` for principals made before names
+    /// existed, such as an older bootstrap's).
+    pub name: Option<String>,
+    /// When it was disabled; `None` while it is enabled.
+    pub disabled_at: Option<Timestamp>,
+    /// Creation time.
+    pub created_at: Timestamp,
+}
+
+/// The Roles every Namespace is created with (an occ extension): bind one to a person, a group
+/// or a service principal on the whole Namespace to give them access in one step. They are
+/// ordinary Namespace Roles with fixed ids (`role_<name>_<namespace uuid>`); an administrator
+/// may delete them like any other. None grants `agent:use`, so the bootstrap administrator
+/// (who holds everything else) may hand each of them out under the coverage rule; talking to
+/// an Agent is granted per Agent (`occ agent grant-use`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BuiltinRole {
+    /// Reads everything in the Namespace (Secret values are never readable).
+    Viewer,
+    /// A viewer who also deploys, stops and reads the logs of Agents, and lets them consume
+    /// Secrets and credential sources.
+    Operator,
+    /// An operator who also creates, changes and deletes the Namespace's resources and
+    /// administers its Agents (a person who administers an Agent may also talk to it).
+    Admin,
+}
+
+impl BuiltinRole {
+    /// Every built-in Role, least to most powerful.
+    pub const ALL: [BuiltinRole; 3] = [Self::Viewer, Self::Operator, Self::Admin];
+
+    /// Its name (also the Role's `name`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Viewer => "viewer",
+            Self::Operator => "operator",
+            Self::Admin => "admin",
+        }
+    }
+
+    /// The built-in Role called `name`.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|r| r.name() == name)
+    }
+
+    /// Its id in Namespace `ns`.
+    pub fn id(self, ns: &NamespaceId) -> IamId {
+        IamId::builtin_role(self.name(), ns)
+    }
+
+    /// What it grants, in a stable order.
+    pub fn permissions(self) -> Vec<Permission> {
+        use Action::*;
+        use ResourceKind as K;
+        let readable = [
+            K::Namespace,
+            K::Agent,
+            K::AgentRevision,
+            K::Configuration,
+            K::Secret,
+            K::ServiceAccount,
+            K::Preset,
+            K::CredentialSource,
+        ];
+        let mut out: Vec<Permission> = readable.iter().map(|k| Permission::new(Read, *k)).collect();
+        if self == Self::Viewer {
+            return out;
+        }
+        for action in [Deploy, Operate, ReadLogs] {
+            out.push(Permission::new(action, K::Agent));
+        }
+        out.push(Permission::new(Operate, K::Secret));
+        out.push(Permission::new(Operate, K::CredentialSource));
+        if self == Self::Operator {
+            return out;
+        }
+        out.push(Permission::new(Administer, K::Agent));
+        for kind in [
+            K::Agent,
+            K::Configuration,
+            K::Secret,
+            K::ServiceAccount,
+            K::Preset,
+            K::CredentialSource,
+        ] {
+            for action in [Create, Update, Delete] {
+                out.push(Permission::new(action, kind));
+            }
+        }
+        out
+    }
+
+    /// The Role as it is stored in Namespace `ns`.
+    pub fn role(self, ns: &NamespaceId, created_at: Timestamp) -> Role {
+        Role {
+            id: self.id(ns),
+            namespace_id: Some(ns.clone()),
+            name: Some(self.name().to_owned()),
+            permissions: self.permissions(),
+            created_at,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_roles_grow_from_viewer_to_admin_within_the_supported_matrix() {
+        let ns = NamespaceId::generate();
+        let mut previous: Vec<Permission> = Vec::new();
+        for role in BuiltinRole::ALL {
+            let perms = role.permissions();
+            assert!(perms.iter().all(|p| p.is_supported()), "{role:?}");
+            assert!(perms.iter().all(|p| p.resource_kind.is_namespaced()
+                || p == &Permission::new(Action::Read, ResourceKind::Namespace)));
+            assert!(
+                previous.iter().all(|p| perms.contains(p)),
+                "{role:?} keeps the lesser role's grants"
+            );
+            assert!(perms.len() > previous.len() && perms.len() <= 64);
+            let mut unique = perms.clone();
+            unique.sort();
+            unique.dedup();
+            assert_eq!(unique.len(), perms.len());
+            assert_eq!(BuiltinRole::from_name(role.name()), Some(role));
+            let id = role.id(&ns);
+            assert!(id.as_str().starts_with("role_") && id.as_str().ends_with(&ns.as_str()[3..]));
+            previous = perms;
+        }
+        assert!(
+            !BuiltinRole::Viewer
+                .permissions()
+                .iter()
+                .any(|p| p.action != Action::Read)
+        );
+    }
+}

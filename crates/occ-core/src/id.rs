@@ -181,6 +181,13 @@ impl IamId {
         let infix = if admin { "admin_" } else { "" };
         Self(format!("role_{infix}{}", Uuid::new_v4()))
     }
+    /// `role_<name>_<namespace uuid>`: a Namespace's built-in Role (`crate::iam::BuiltinRole`).
+    pub fn builtin_role(name: &str, ns: &NamespaceId) -> Self {
+        Self(format!(
+            "role_{name}_{}",
+            ns.as_str().trim_start_matches("ns_")
+        ))
+    }
     /// `binding_<infix><uuid>`.
     pub fn generate_binding(infix: &str) -> Self {
         Self(format!("binding_{infix}{}", Uuid::new_v4()))

@@ -123,6 +123,14 @@ macro_rules! policy_grant_columns {
     };
 }
 
+/// A disabled service principal has no policy: its keys do not authenticate and its queued
+/// work is not authorized (`i` is the identity).
+macro_rules! identity_enabled {
+    () => {
+        "NOT EXISTS (SELECT 1 FROM service_principals d WHERE d.id = i.id AND d.disabled_at IS NOT NULL)"
+    };
+}
+
 macro_rules! policy_grant_joins {
     () => {
         "LEFT JOIN iam_access_bindings b ON b.subject_id = i.id LEFT JOIN iam_roles r ON r.id = b.role_id"
@@ -304,6 +312,13 @@ impl Tx {
             .bind(ns.as_str())
             .execute()
             .await?;
+        // The Namespace's own service principals (their keys and bindings cascade).
+        self.q(sql!(
+            "DELETE FROM iam_identities WHERE namespace_id = $1 AND kind = 'service_principal' AND agent_id IS NULL"
+        ))
+        .bind(ns.as_str())
+        .execute()
+        .await?;
         Ok(ids)
     }
 
@@ -319,7 +334,9 @@ impl Tx {
                 policy_grant_columns!(),
                 " FROM iam_identities i ",
                 policy_grant_joins!(),
-                " WHERE i.id = $1 UNION ALL ",
+                " WHERE i.id = $1 AND ",
+                identity_enabled!(),
+                " UNION ALL ",
                 policy_restriction_rows!("")
             )))
             .bind(identity.as_str())
@@ -344,7 +361,9 @@ impl Tx {
                 policy_grant_columns!(),
                 " FROM service_keys k LEFT JOIN iam_identities i ON i.id = k.service_principal_id ",
                 policy_grant_joins!(),
-                " WHERE k.key_hash = $1 UNION ALL ",
+                " WHERE k.key_hash = $1 AND ",
+                identity_enabled!(),
+                " UNION ALL ",
                 policy_restriction_rows!("NULL, NULL, NULL, NULL, NULL, NULL, NULL, ")
             )))
             .bind(key_hash)
@@ -436,6 +455,12 @@ impl Authorized {
     /// Inserts a Role.
     pub async fn role_insert(&mut self, role: &Role) -> Result<(), StoreError> {
         self.require_installation(Action::Administer)?;
+        self.role_row_insert(role).await
+    }
+
+    /// Inserts a Role row: for [`Authorized::role_insert`] and the built-in Roles a Namespace
+    /// is created with ([`Authorized::namespace_insert`]).
+    pub(crate) async fn role_row_insert(&mut self, role: &Role) -> Result<(), StoreError> {
         let permissions = serde_json::to_value(&role.permissions)
             .map_err(|e| StoreError::Corrupt(e.to_string()))?;
         self.q(sql!("INSERT INTO iam_roles (id, namespace_id, name, permissions, created_at) VALUES ($1, $2, $3, $4, $5)"))

@@ -45,6 +45,7 @@ pub mod queue;
 pub mod revisions;
 pub mod secrets;
 pub mod service_accounts;
+pub mod service_principals;
 pub mod workspace_setups;
 
 pub use db::Backend;

@@ -66,6 +66,11 @@ const POSTGRES: &[Migration] = &[
         name: "native_admin_tickets",
         sql: include_str!("../migrations/postgres/0008_native_admin_tickets.sql"),
     },
+    Migration {
+        version: 9,
+        name: "service_principals",
+        sql: include_str!("../migrations/postgres/0009_service_principals.sql"),
+    },
 ];
 
 const SQLITE: &[Migration] = &[
@@ -108,6 +113,11 @@ const SQLITE: &[Migration] = &[
         version: 8,
         name: "native_admin_tickets",
         sql: include_str!("../migrations/sqlite/0008_native_admin_tickets.sql"),
+    },
+    Migration {
+        version: 9,
+        name: "service_principals",
+        sql: include_str!("../migrations/sqlite/0009_service_principals.sql"),
     },
 ];
 
@@ -184,9 +194,15 @@ fn plan(
 impl Store {
     /// Applies every pending migration. Safe to run concurrently from several processes.
     pub async fn migrate(&self) -> Result<MigrationReport, StoreError> {
+        self.migrate_to(i64::MAX).await
+    }
+
+    /// Applies the pending migrations up to and including `version` (an upgrade test's older
+    /// schema; a staged rollout). Safe to run concurrently from several processes.
+    pub async fn migrate_to(&self, version: i64) -> Result<MigrationReport, StoreError> {
         match &self.pool {
-            crate::Pool::Pg(pool, _) => migrate_pg(pool).await,
-            crate::Pool::Sqlite(pool, _) => migrate_sqlite(pool).await,
+            crate::Pool::Pg(pool, _) => migrate_pg(pool, version).await,
+            crate::Pool::Sqlite(pool, _) => migrate_sqlite(pool, version).await,
         }
     }
 
@@ -210,7 +226,7 @@ impl Store {
     }
 }
 
-async fn migrate_pg(pool: &sqlx::PgPool) -> Result<MigrationReport, StoreError> {
+async fn migrate_pg(pool: &sqlx::PgPool, until: i64) -> Result<MigrationReport, StoreError> {
     let mut conn = pool.acquire().await.map_err(StoreError::from_sqlx)?;
     sqlx::query("SELECT pg_advisory_lock($1)")
         .bind(PG_MIGRATION_LOCK)
@@ -228,7 +244,7 @@ async fn migrate_pg(pool: &sqlx::PgPool) -> Result<MigrationReport, StoreError> 
             applied: Vec::new(),
             current: done.last().map(|(v, _)| *v).unwrap_or(0),
         };
-        for m in pending {
+        for m in pending.into_iter().filter(|m| m.version <= until) {
             let mut tx = conn.begin().await.map_err(StoreError::from_sqlx)?;
             sqlx::raw_sql(m.sql)
                 .execute(&mut *tx)
@@ -261,7 +277,10 @@ async fn migrate_pg(pool: &sqlx::PgPool) -> Result<MigrationReport, StoreError> 
     result
 }
 
-async fn migrate_sqlite(pool: &sqlx::SqlitePool) -> Result<MigrationReport, StoreError> {
+async fn migrate_sqlite(
+    pool: &sqlx::SqlitePool,
+    until: i64,
+) -> Result<MigrationReport, StoreError> {
     let mut tx = pool
         .begin_with("BEGIN IMMEDIATE")
         .await
@@ -276,7 +295,7 @@ async fn migrate_sqlite(pool: &sqlx::SqlitePool) -> Result<MigrationReport, Stor
         applied: Vec::new(),
         current: done.last().map(|(v, _)| *v).unwrap_or(0),
     };
-    for m in pending {
+    for m in pending.into_iter().filter(|m| m.version <= until) {
         sqlx::raw_sql(m.sql)
             .execute(&mut *tx)
             .await
@@ -300,6 +319,27 @@ async fn migrate_sqlite(pool: &sqlx::SqlitePool) -> Result<MigrationReport, Stor
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_built_in_roles_given_to_existing_namespaces_match_the_code() {
+        use occ_core::iam::BuiltinRole;
+        for backend in [Backend::Postgres, Backend::Sqlite] {
+            let sql = migrations(backend)
+                .iter()
+                .find(|m| m.name == "service_principals")
+                .expect("the migration")
+                .sql;
+            for role in BuiltinRole::ALL {
+                let permissions = serde_json::to_string(&role.permissions()).unwrap();
+                let insert = format!(
+                    "'role_{}_' || substr(id, 4), id, '{}',\n    '{permissions}'",
+                    role.name(),
+                    role.name()
+                );
+                assert!(sql.contains(&insert), "{backend:?} {role:?}: {insert}");
+            }
+        }
+    }
 
     #[test]
     fn versions_are_strictly_increasing_and_dialects_match() {

@@ -2,6 +2,7 @@
 //! reserved; the database refuses lifecycle moves the spec does not allow.
 
 use occ_core::authz::{Action, ResourceKind, ResourceRef};
+use occ_core::iam::BuiltinRole;
 use occ_core::resource::{Namespace, NamespaceStatus};
 use occ_core::{NamespaceId, Timestamp};
 
@@ -214,6 +215,11 @@ impl Authorized {
         .bind(ns.deleted_at)
         .execute()
         .await?;
+        // A Namespace comes with its built-in Roles, under the authority that created it.
+        for role in BuiltinRole::ALL {
+            self.role_row_insert(&role.role(&ns.id, ns.created_at))
+                .await?;
+        }
         Ok(())
     }
 

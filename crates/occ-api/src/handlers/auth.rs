@@ -98,7 +98,7 @@ pub async fn sign_out(
 }
 
 /// The current session, or `null` (never 401).
-#[utoipa::path(get, path = "/api/auth/session", operation_id = "getSession", tag = "Authentication", security(()),
+#[utoipa::path(get, path = "/api/auth/session", operation_id = "getAuthSession", tag = "Authentication", security(()),
     responses((status = 200, description = "The session or null"), (status = 503, body = ErrorBody)))]
 pub async fn get_session(
     State(s): State<AppState>,
@@ -123,7 +123,7 @@ pub async fn get_session(
 }
 
 /// Create a human account (session callers administering the Installation).
-#[utoipa::path(post, path = "/api/auth/accounts", operation_id = "createAccount", tag = "Authentication", request_body = AccountCreateBody,
+#[utoipa::path(post, path = "/api/auth/accounts", operation_id = "createAuthAccount", tag = "Authentication", request_body = AccountCreateBody,
     responses((status = 201, body = Data<AccountView>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 409, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn create_account(

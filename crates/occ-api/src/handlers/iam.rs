@@ -6,7 +6,9 @@ use axum::response::IntoResponse;
 use crate::envelope::{NoContent, created, ok};
 use crate::error::ApiError;
 use crate::extract::{Ctx, DEFAULT_LIMIT, JsonBody, NoBody, Params};
-use crate::inputs::{BindingCreateBody, RoleCreateBody, RuntimeRoleBody};
+use crate::inputs::{
+    BindingCreateBody, NamespaceBindingCreateBody, RoleCreateBody, RuntimeRoleBody,
+};
 use crate::openapi::{Data, ErrorBody};
 use crate::state::AppState;
 use crate::views::{BindingView, PermissionsView, RoleView};
@@ -101,6 +103,28 @@ pub async fn create_binding(
     JsonBody(body): JsonBody<DEFAULT_LIMIT>,
 ) -> Result<impl IntoResponse, ApiError> {
     let input = BindingCreateBody::parse(&body)?;
+    let binding = s
+        .controller
+        .binding_create(&ctx.req, p.ns()?, input.into())
+        .await?;
+    Ok(created(BindingView::from(&binding)))
+}
+
+/// Grant a Role on the whole Namespace to an identity (occ extension): it covers every
+/// resource of the Namespace, present and future. The caller's own grants must cover every
+/// permission of the Role there; `agent:administer` stands in for `agent:read_logs`, and for a
+/// person also for `agent:use`. Listed, read and deleted with the exact bindings.
+#[utoipa::path(post, path = "/namespaces/{namespaceId}/iam/namespace-bindings", operation_id = "createIAMNamespaceAccessBinding", tag = "IAM",
+    params(("namespaceId" = String, Path)), request_body = NamespaceBindingCreateBody,
+    responses((status = 201, body = Data<BindingView>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 413, body = ErrorBody), (status = 415, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn create_namespace_binding(
+    State(s): State<AppState>,
+    p: Params,
+    ctx: Ctx,
+    JsonBody(body): JsonBody<DEFAULT_LIMIT>,
+) -> Result<impl IntoResponse, ApiError> {
+    let input = NamespaceBindingCreateBody::parse(&body)?;
     let binding = s
         .controller
         .binding_create(&ctx.req, p.ns()?, input.into())

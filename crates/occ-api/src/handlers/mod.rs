@@ -10,6 +10,7 @@ pub mod native_admin;
 pub mod runtime_logs;
 pub mod secrets;
 pub mod service_accounts;
+pub mod service_principals;
 pub mod workspace;
 
 use axum::extract::State;

@@ -507,6 +507,30 @@ impl<Cx> Field<Cx> for RuntimeRoleName {
     }
 }
 
+/// Longest service principal name, in characters.
+pub const PRINCIPAL_NAME_MAX_CHARS: usize = 64;
+
+/// A service principal's name: a [`Name`] of at most 64 characters.
+pub struct PrincipalName(pub String);
+
+impl<Cx> Field<Cx> for PrincipalName {
+    fn parse(value: &Value, path: &str, _: &Cx, problems: &mut Problems) -> Option<Self> {
+        let name = expect_name(value, path, problems)?;
+        if name.as_str().chars().count() > PRINCIPAL_NAME_MAX_CHARS {
+            problems.push(
+                path,
+                DetailCode::TooLong,
+                "is too long (expected at most 64 characters)",
+            );
+            return None;
+        }
+        Some(Self(name.to_string()))
+    }
+    fn schema() -> Schema {
+        string_schema(Some(1), Some(PRINCIPAL_NAME_MAX_CHARS), Some(NAME_PATTERN))
+    }
+}
+
 /// A service key's name: 1..32 characters, not blank, no NUL.
 pub struct KeyName(pub String);
 

@@ -30,6 +30,8 @@ struct Fixture {
     binding: String,
     key_id: String,
     target_sp: String,
+    /// A service principal the administrator disables, enables and deletes.
+    doomed_sp: String,
     callers: Vec<Credential>,
 }
 
@@ -130,6 +132,20 @@ async fn fixture() -> Fixture {
         .as_str()
         .unwrap()
         .to_owned();
+    let doomed_sp = expect(
+        app.call(
+            Method::POST,
+            "/api/auth/service-principals",
+            &admin,
+            Some(json!({"name": "doomed"})),
+        )
+        .await,
+        StatusCode::CREATED,
+    )
+    .data()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     // a role for the role-delete row must be unused: create another
     let read_all: Vec<Permission> = [
         ResourceKind::Installation,
@@ -175,6 +191,7 @@ async fn fixture() -> Fixture {
         binding,
         key_id,
         target_sp: target.to_string(),
+        doomed_sp,
         callers,
     }
 }
@@ -635,9 +652,64 @@ fn rows() -> Vec<Row> {
             body: none,
             expect: ADMIN_ONLY(200),
         },
+        // A Role on the whole Namespace (occ extension): Installation administrators whose own
+        // grants cover it.
+        Row {
+            op: "createIAMNamespaceAccessBinding",
+            method: Method::POST,
+            path: |f| format!("/namespaces/{}/iam/namespace-bindings", f.ns),
+            body: |f| {
+                let viewer = occ_core::iam::BuiltinRole::Viewer.id(&f.ns.parse().unwrap());
+                Some(json!({"subjectKind": "identity", "subjectId": f.target_sp, "roleId": viewer}))
+            },
+            expect: ADMIN_ONLY(201),
+        },
+        // Service principals (occ extension): Installation administrators only.
+        Row {
+            op: "createServicePrincipal",
+            method: Method::POST,
+            path: |_| "/api/auth/service-principals".into(),
+            body: |f| Some(json!({"name": "ci", "namespaceId": f.ns})),
+            expect: ADMIN_ONLY(201),
+        },
+        Row {
+            op: "listServicePrincipals",
+            method: Method::GET,
+            path: |_| "/api/auth/service-principals".into(),
+            body: none,
+            expect: ADMIN_ONLY(200),
+        },
+        Row {
+            op: "getServicePrincipal",
+            method: Method::GET,
+            path: |f| format!("/api/auth/service-principals/{}", f.doomed_sp),
+            body: none,
+            expect: ADMIN_ONLY(200),
+        },
+        Row {
+            op: "disableServicePrincipal",
+            method: Method::POST,
+            path: |f| format!("/api/auth/service-principals/{}/disable", f.doomed_sp),
+            body: none,
+            expect: ADMIN_ONLY(200),
+        },
+        Row {
+            op: "enableServicePrincipal",
+            method: Method::POST,
+            path: |f| format!("/api/auth/service-principals/{}/enable", f.doomed_sp),
+            body: none,
+            expect: ADMIN_ONLY(200),
+        },
+        Row {
+            op: "deleteServicePrincipal",
+            method: Method::DELETE,
+            path: |f| format!("/api/auth/service-principals/{}", f.doomed_sp),
+            body: none,
+            expect: ADMIN_ONLY(200),
+        },
         // Session-only routes: service keys are not sessions.
         Row {
-            op: "createAccount",
+            op: "createAuthAccount",
             method: Method::POST,
             path: |_| "/api/auth/accounts".into(),
             body: |_| Some(json!({"email": "a@b.c", "password": "long enough password"})),
@@ -652,7 +724,7 @@ fn rows() -> Vec<Row> {
         },
         // Public routes.
         Row {
-            op: "getSession",
+            op: "getAuthSession",
             method: Method::GET,
             path: |_| "/api/auth/session".into(),
             body: none,

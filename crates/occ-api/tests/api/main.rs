@@ -18,5 +18,6 @@ mod resources;
 mod runtime;
 mod runtime_logs;
 mod service_accounts;
+mod service_principals;
 mod snapshots;
 mod workspace;

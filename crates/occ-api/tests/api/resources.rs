@@ -431,7 +431,8 @@ fn resources() -> Vec<Resource> {
             created: vec![("/namespaceId", Some(json!("{ns}")))],
             private: None,
             audit: ("openclaw.iam.roles.create", "{ns}"),
-            list_len: 1,
+            // the Namespace's three built-in Roles and this one
+            list_len: 4,
             duplicate: None,
             refused: vec![
                 bad(json!({"permissions": []})),

@@ -333,8 +333,10 @@ mod tests {
     }
 }
 
+pub use coverage::{GrantScope, StandIns, covers};
 pub use decision::{
     AuthMethod, Caller, Decision, Evidence, PolicyRecords, ReadEvidence, decide, decide_standing_in,
 };
 
+mod coverage;
 mod decision;

@@ -34,6 +34,7 @@ macro_rules! conformance {
 conformance!(
     transactions::migrations_are_idempotent,
     transactions::concurrent_migrations_are_safe,
+    transactions::upgrading_gives_existing_namespaces_the_built_in_roles,
     transactions::failed_transaction_leaves_no_row,
     transactions::dropped_transaction_commits_nothing,
     transactions::read_sessions_are_read_only,
@@ -59,6 +60,7 @@ conformance!(
     resources::runtime_role_assignments,
     resources::launch_tickets_are_redeemed_once,
     resources::accounts_sessions_and_keys,
+    resources::service_principals_disable_delete_and_teardown,
     queue::enqueue_is_idempotent_per_key,
     queue::two_workers_claim_each_item_exactly_once,
     queue::expired_lease_is_reclaimed_and_late_completion_refused,

@@ -1056,3 +1056,141 @@ pub async fn admission_is_one_atomic_step(db: TestDb) {
         0
     );
 }
+
+/// Service principals: a name unique in the Installation; a disabled one has no policy (its
+/// keys do not authenticate, its queued work is not authorized) until it is enabled again;
+/// deleting one deletes its keys and bindings; a Namespace's teardown deletes the Namespace's
+/// own; a new Namespace comes with its built-in Roles.
+pub async fn service_principals_disable_delete_and_teardown(db: TestDb) {
+    use occ_core::iam::{BuiltinRole, ServicePrincipal};
+    use occ_core::resource::Namespace;
+    let store = db.store().await;
+    let ns = namespace("principals");
+    let now = Timestamp::now();
+    let principal = |name: &str, ns: Option<&Namespace>| ServicePrincipal {
+        id: IamId::generate_service_principal(),
+        namespace_id: ns.map(|n| n.id.clone()),
+        name: Some(name.into()),
+        disabled_at: None,
+        created_at: now,
+    };
+    let ci = principal("ci", None);
+    let scoped = principal("scoped", Some(&ns));
+    let reader = Role {
+        id: IamId::generate_role(false),
+        namespace_id: None,
+        name: None,
+        permissions: vec![Permission::new(Action::Read, ResourceKind::Installation)],
+        created_at: now,
+    };
+    let key = |principal: &ServicePrincipal| ServiceKey {
+        id: IamId::generate_service_key(),
+        service_principal_id: principal.id.clone(),
+        namespace_id: None,
+        name: "k".into(),
+        expires_at: now.plus(std::time::Duration::from_secs(60)),
+        created_at: now,
+    };
+    let mut tx = occ_testkit::begin_setup(&store).await;
+    tx.namespace_insert(&ns).await.unwrap();
+    tx.service_principal_insert(&ci).await.unwrap();
+    tx.service_principal_insert(&scoped).await.unwrap();
+    tx.role_insert(&reader).await.unwrap();
+    tx.binding_insert(&AccessBinding {
+        id: IamId::generate_binding(""),
+        namespace_id: None,
+        subject_id: ci.id.clone(),
+        role_id: reader.id.clone(),
+        resource: None,
+        runtime_role: None,
+        created_at: now,
+    })
+    .await
+    .unwrap();
+    tx.service_key_insert(&key(&ci), &"a".repeat(64))
+        .await
+        .unwrap();
+    tx.service_key_insert(&key(&scoped), &"b".repeat(64))
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+
+    let mut tx = occ_testkit::begin_setup(&store).await;
+    assert!(matches!(
+        tx.service_principal_insert(&principal("ci", Some(&ns)))
+            .await,
+        Err(StoreError::Conflict { .. })
+    ));
+    drop(tx);
+    let mut tx = occ_testkit::begin_setup(&store).await;
+    let roles = tx.role_list(&ns.id).await.unwrap();
+    for role in BuiltinRole::ALL {
+        assert!(
+            roles.contains(&role.role(&ns.id, ns.created_at)),
+            "{role:?}"
+        );
+    }
+    assert_eq!(
+        tx.service_principal_get(&ci.id).await.unwrap(),
+        Some(ci.clone())
+    );
+    assert_eq!(
+        tx.service_principal_list(Some(&ns.id)).await.unwrap(),
+        vec![scoped.clone()]
+    );
+    assert_eq!(tx.policy_snapshot(&ci.id).await.unwrap().grants.len(), 1);
+    let later = Timestamp::now();
+    tx.service_principal_set_disabled(&ci, Some(later))
+        .await
+        .unwrap();
+    let snap = tx.policy_snapshot(&ci.id).await.unwrap();
+    assert!(snap.identity.is_none() && snap.grants.is_empty());
+    assert!(
+        tx.service_key_with_policy(&"a".repeat(64))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(
+        tx.service_principal_get(&ci.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .disabled_at,
+        Some(later)
+    );
+    tx.service_principal_set_disabled(&ci, None).await.unwrap();
+    assert!(
+        tx.service_key_with_policy(&"a".repeat(64))
+            .await
+            .unwrap()
+            .is_some()
+    );
+    tx.service_principal_delete(&ci.id).await.unwrap();
+    assert!(
+        tx.service_key_with_policy(&"a".repeat(64))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(tx.service_principal_get(&ci.id).await.unwrap().is_none());
+    assert!(matches!(
+        tx.service_principal_delete(&ci.id).await,
+        Err(StoreError::NotFound)
+    ));
+    tx.iam_remove_namespace_policy(&ns.id).await.unwrap();
+    assert!(
+        tx.service_principal_get(&scoped.id)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        tx.service_key_with_policy(&"b".repeat(64))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(tx.role_list(&ns.id).await.unwrap().is_empty());
+    tx.commit().await.unwrap();
+}

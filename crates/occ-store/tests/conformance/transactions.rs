@@ -191,3 +191,51 @@ pub async fn lost_database_is_dependency_unavailable(db: TestDb) {
     tx.namespace_insert(&ns).await.unwrap();
     tx.commit().await.unwrap();
 }
+
+/// Upgrading a database made before service principals had names and Namespaces had
+/// built-in Roles: the bootstrap-era principal gets its row (no name) and every live Namespace
+/// gets the built-in Roles the code defines.
+pub async fn upgrading_gives_existing_namespaces_the_built_in_roles(db: TestDb) {
+    use occ_core::iam::{BuiltinRole, Identity, IdentityKind};
+    let fresh = TestDb::empty(db.backend).await;
+    let store = occ_store::Store::connect(&fresh.url, &StoreOptions::default())
+        .await
+        .unwrap();
+    let before = store.migrate_to(8).await.unwrap();
+    assert_eq!(before.current, 8);
+    let ns = namespace("older");
+    let spn = Identity {
+        id: occ_core::IamId::generate_service_principal(),
+        kind: IdentityKind::ServicePrincipal,
+        namespace_id: None,
+        agent_id: None,
+        issuer: None,
+        subject: None,
+        created_at: occ_core::Timestamp::now(),
+    };
+    let mut tx = occ_testkit::begin_setup(&store).await;
+    // Namespaces made by older builds have no built-in Roles.
+    tx.namespace_insert(&ns).await.unwrap();
+    for role in BuiltinRole::ALL {
+        tx.role_delete(&role.id(&ns.id)).await.unwrap();
+    }
+    tx.identity_insert(&spn).await.unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(store.migrate().await.unwrap().applied, [9]);
+    let mut tx = occ_testkit::begin_setup(&store).await;
+    let roles = tx.role_list(&ns.id).await.unwrap();
+    assert_eq!(roles.len(), BuiltinRole::ALL.len());
+    for role in BuiltinRole::ALL {
+        let stored = roles
+            .iter()
+            .find(|r| r.id == role.id(&ns.id))
+            .expect("the Role");
+        assert_eq!(stored.name.as_deref(), Some(role.name()));
+        assert_eq!(stored.permissions, role.permissions());
+    }
+    let listed = tx.service_principal_list(None).await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!((&listed[0].id, listed[0].name.as_deref()), (&spn.id, None));
+    drop(tx);
+    store.close().await;
+}
