@@ -77,6 +77,12 @@ enum Command {
     /// Namespace IAM: Roles and AccessBindings (needs --namespace).
     #[command(subcommand)]
     Iam(cli::IamCmd),
+    /// Service principals for automation (Installation administrators).
+    #[command(subcommand)]
+    ServicePrincipal(cli::ServicePrincipalCmd),
+    /// Service keys of service principals (Installation administrators).
+    #[command(subcommand)]
+    ServiceKey(cli::ServiceKeyCmd),
 }
 
 fn init_logging() {
@@ -110,6 +116,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::ServiceAccount(cmd) => cli::service_account(&client()?, cmd).await,
         Command::Agent(cmd) => cli::agent(&client()?, cmd).await,
         Command::Iam(cmd) => cli::iam(&client()?, cmd).await,
+        Command::ServicePrincipal(cmd) => cli::service_principal(&client()?, cmd).await,
+        Command::ServiceKey(cmd) => cli::service_key(&client()?, cmd).await,
     }
 }
 

@@ -595,6 +595,84 @@ fn end_to_end(backend: Backend) {
     let status = cli.yaml(&["agent", "deployment-status", &agt, &rev_id]);
     assert_eq!(str_of(&status, "status"), "queued");
 
+    // ---- automation: a service principal for CI, the built-in operator Role on the
+    // Namespace, a key limited to it, written to a private file and never printed ----
+    let ci = cli.json(&["service-principal", "create", "ci", "--in-namespace"]);
+    let ci_id = str_of(&ci, "id").to_owned();
+    assert_eq!(str_of(&ci, "namespaceId"), ns);
+    let listed = cli.json(&["service-principal", "list", "--in-namespace"]);
+    assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
+    let granted = cli.json(&["iam", "grant", "--subject", &ci_id, "--role", "operator"]);
+    assert!(
+        str_of(&granted, "roleId").starts_with("role_operator_"),
+        "{granted}"
+    );
+    let ci_key = path("ci-key.json");
+    let args = [
+        "service-key",
+        "create",
+        "--principal",
+        &ci_id,
+        "--name",
+        "ci",
+        "--in-namespace",
+        "--expires-in-days",
+        "7",
+        "--out",
+        &ci_key,
+    ];
+    let out = cli.raw("json", &args);
+    let shown = succeeded(&args, &out);
+    let issued: Value =
+        serde_json::from_str(&std::fs::read_to_string(&ci_key).expect("the key file"))
+            .expect("json");
+    let ci_plaintext = str_of(&issued["data"], "key");
+    assert!(
+        !shown.contains(ci_plaintext),
+        "the key is never printed: {shown}"
+    );
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&ci_key)
+            .expect("key file")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "the key file is private");
+    }
+    let err = cli.fails(&args);
+    assert!(
+        err.contains("--out"),
+        "an existing file is never replaced: {err}"
+    );
+    let ci_cli = Cli {
+        url: cli.url.clone(),
+        key_file: ci_key.clone(),
+        namespace: Some(ns.clone()),
+    };
+    let seen = ci_cli.json(&["agent", "get", &agt]);
+    assert_eq!(str_of(&seen, "id"), agt);
+    assert_api_error(
+        &ci_cli.fails(&["namespace", "create", "ci-made"]),
+        403,
+        "FORBIDDEN",
+    );
+    cli.json(&["service-principal", "disable", &ci_id]);
+    assert_api_error(
+        &ci_cli.fails(&["agent", "get", &agt]),
+        401,
+        "UNAUTHENTICATED",
+    );
+    cli.json(&["service-principal", "enable", &ci_id]);
+    ci_cli.json(&["agent", "get", &agt]);
+    let revoked = cli.json(&["service-key", "revoke", str_of(&issued["data"], "id")]);
+    assert_eq!(revoked["revoked"], true);
+    assert_api_error(
+        &ci_cli.fails(&["agent", "get", &agt]),
+        401,
+        "UNAUTHENTICATED",
+    );
+    cli.table(&["service-principal", "delete", &ci_id]);
+
     // ---- runtime: no active revision, so the latest; nothing runs for it (no worker) ----
     let runtime = cli.json(&["agent", "runtime", &agt]);
     assert_eq!(str_of(&runtime, "revisionId"), rev_id);

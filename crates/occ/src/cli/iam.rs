@@ -2,8 +2,12 @@
 
 use std::path::PathBuf;
 
+use anyhow::anyhow;
 use clap::Subcommand;
+use occ_core::NamespaceId;
+use occ_core::iam::BuiltinRole;
 use reqwest::Method;
+use serde_json::json;
 
 use super::client::Client;
 use super::render::read_json;
@@ -17,6 +21,16 @@ pub enum IamCmd {
     /// AccessBindings.
     #[command(subcommand)]
     AccessBinding(IamResourceCmd),
+    /// Grant a Role on the whole Namespace: `viewer`, `operator`, `admin` (the built-in
+    /// Roles) or a Role id. Your own grants must cover what the Role grants.
+    Grant {
+        /// The person's or service principal's identity id.
+        #[arg(long)]
+        subject: String,
+        /// `viewer`, `operator`, `admin` or a Role id.
+        #[arg(long)]
+        role: String,
+    },
 }
 
 /// `occ iam role|access-binding …`
@@ -45,6 +59,7 @@ pub async fn iam(c: &Client, cmd: IamCmd) -> anyhow::Result<()> {
             cmd,
             &["id", "name"],
         ),
+        IamCmd::Grant { subject, role } => return grant(c, ns, subject, role).await,
         IamCmd::AccessBinding(cmd) => (
             "AccessBinding",
             format!("/namespaces/{ns}/iam/access-bindings"),
@@ -65,4 +80,25 @@ pub async fn iam(c: &Client, cmd: IamCmd) -> anyhow::Result<()> {
         }
     };
     c.print(&v, columns)
+}
+
+/// `occ iam grant`: a Namespace-wide binding of a built-in Role (by name) or any Role (by id).
+async fn grant(c: &Client, ns: &str, subject: String, role: String) -> anyhow::Result<()> {
+    let role = match BuiltinRole::from_name(&role) {
+        Some(builtin) => {
+            let ns: NamespaceId = ns
+                .parse()
+                .map_err(|_| anyhow!("--namespace must be a Namespace id (ns_<uuid>)"))?;
+            builtin.id(&ns).to_string()
+        }
+        None => role,
+    };
+    let v = c
+        .call(
+            Method::POST,
+            &format!("/namespaces/{ns}/iam/namespace-bindings"),
+            Some(json!({"subjectKind": "identity", "subjectId": subject, "roleId": role})),
+        )
+        .await?;
+    c.print(&v, &["id", "subjectId", "roleId"])
 }

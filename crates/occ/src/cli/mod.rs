@@ -23,6 +23,7 @@ mod render;
 mod revisions;
 mod secret;
 mod service_account;
+mod service_principal;
 
 pub use agent::{AgentCmd, agent};
 pub use client::{Client, ClientOptions};
@@ -32,3 +33,4 @@ pub use installation::{InstallationCmd, installation};
 pub use namespace::{NamespaceCmd, namespace};
 pub use secret::{SecretCmd, secret};
 pub use service_account::{ServiceAccountCmd, service_account};
+pub use service_principal::{ServiceKeyCmd, ServicePrincipalCmd, service_key, service_principal};
