@@ -282,7 +282,7 @@ impl FromRequestParts<AppState> for Params {
                         ))
                     })?);
                 }
-                "roleId" | "bindingId" | "keyId" | "servicePrincipalId" => {
+                "roleId" | "bindingId" | "keyId" | "servicePrincipalId" | "userId" => {
                     params.iam = Some(value.parse().map_err(|_| {
                         let code = if value.chars().count() > 200 { DetailCode::TooLong } else { DetailCode::InvalidFormat };
                         ApiError(Error::invalid_field(
@@ -340,7 +340,7 @@ impl Params {
     pub fn revision(&self) -> Result<&occ_core::RevisionId, ApiError> {
         self.revision.as_ref().ok_or_else(|| missing("revisionId"))
     }
-    /// `{roleId}`, `{bindingId}`, `{keyId}` or `{servicePrincipalId}`.
+    /// `{roleId}`, `{bindingId}`, `{keyId}`, `{servicePrincipalId}` or `{userId}`.
     pub fn iam(&self) -> Result<&occ_core::IamId, ApiError> {
         self.iam.as_ref().ok_or_else(|| missing("roleId"))
     }

@@ -261,6 +261,14 @@ request_body! {
 }
 
 request_body! {
+    /// `POST /api/auth/accounts/{userId}/disable|enable|revoke`: the version the caller read.
+    pub struct AccountVersionBody {
+        /// The account's `version` as last read.
+        required "expectedVersion" => expected_version: AccountVersion,
+    }
+}
+
+request_body! {
     /// `POST /api/auth/service-principals` (occ extension).
     pub struct ServicePrincipalCreateBody {
         /// 1..64 characters, unique in the Installation.

@@ -115,6 +115,10 @@ pub fn router_and_openapi(state: AppState) -> (axum::Router, utoipa::openapi::Op
         .routes(routes!(auth::sign_out))
         .routes(routes!(auth::get_session))
         .routes(routes!(auth::create_account))
+        .routes(routes!(auth::get_account))
+        .routes(routes!(auth::disable_account))
+        .routes(routes!(auth::enable_account))
+        .routes(routes!(auth::revoke_account_sessions))
         .routes(routes!(auth::create_service_key))
         .routes(routes!(auth::revoke_service_key))
         .routes(routes!(

@@ -587,6 +587,44 @@ impl From<&UserAccount> for AccountView {
     }
 }
 
+/// An account as its administrators see it (`getAuthAccount`).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AccountStateView {
+    user_id: String,
+    principal_id: String,
+    /// Send it back as `expectedVersion` to change the account.
+    version: i64,
+    disabled: bool,
+    /// How the account signs in (occ: its password).
+    methods: Vec<SignInMethodView>,
+}
+
+/// One way an account signs in.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SignInMethodView {
+    method_id: String,
+    provider_id: String,
+    subject: String,
+}
+
+impl From<&UserAccount> for AccountStateView {
+    fn from(u: &UserAccount) -> Self {
+        Self {
+            user_id: u.id.to_string(),
+            principal_id: u.principal_id.to_string(),
+            version: u.version,
+            disabled: u.disabled_at.is_some(),
+            methods: vec![SignInMethodView {
+                method_id: format!("credential-{}", u.id),
+                provider_id: "credential".into(),
+                subject: u.id.to_string(),
+            }],
+        }
+    }
+}
+
 /// A newly issued service key (the key appears only here).
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]

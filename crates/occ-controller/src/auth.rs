@@ -156,7 +156,25 @@ pub struct ServiceKeyInput {
     pub expires_in: Option<i64>,
 }
 
-fn unauthenticated() -> Error {
+/// Whose grants the coverage rule compares with the caller's.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum GrantHolder<'a> {
+    /// A service principal's.
+    ServicePrincipal(&'a IamId),
+    /// A person's account's principal.
+    Account(&'a UserAccount),
+}
+
+impl GrantHolder<'_> {
+    fn principal(&self) -> &IamId {
+        match self {
+            GrantHolder::ServicePrincipal(id) => id,
+            GrantHolder::Account(user) => &user.principal_id,
+        }
+    }
+}
+
+pub(crate) fn unauthenticated() -> Error {
     Error::unauthenticated()
 }
 
@@ -272,7 +290,8 @@ impl Controller {
         let ok = tokio::task::spawn_blocking(move || verify_password(&password, &phc))
             .await
             .map_err(|e| Error::internal(format!("password check: {e}")))?;
-        let Some(user) = user.filter(|_| ok) else {
+        // A disabled account is refused like a wrong password (its hash was still checked).
+        let Some(user) = user.filter(|u| ok && u.disabled_at.is_none()) else {
             attempt.failed();
             return Err(Error::new(
                 ErrorCode::Unauthenticated,
@@ -389,6 +408,8 @@ impl Controller {
             email,
             name: input.name.clone().unwrap_or_else(|| input.email.clone()),
             principal_id: principal.id.clone(),
+            version: 1,
+            disabled_at: None,
             created_at: now,
         };
         let password = input.password.clone();
@@ -557,19 +578,40 @@ impl Controller {
         Ok(tx.commit().await?)
     }
 
-    /// Every grant of `target` must be matched by a grant the caller holds at the same or a
-    /// broader scope (`agent:administer` stands in for `agent:read_logs`).
+    /// Every grant of the service principal `target` must be matched by a grant the caller
+    /// holds at the same or a broader scope (`agent:administer` stands in for
+    /// `agent:read_logs`).
     pub(crate) async fn require_coverage(
         &self,
-        mut tx: Authorized,
+        tx: Authorized,
         req: &Request,
         target: &IamId,
         installation: &ResourceRef,
         operation: &str,
     ) -> Result<Authorized, Error> {
-        let theirs = tx.policy_snapshot(target).await?;
+        self.require_grants_covered(
+            tx,
+            req,
+            GrantHolder::ServicePrincipal(target),
+            installation,
+            operation,
+        )
+        .await
+    }
+
+    /// Every grant `holder` has (disabled or not) must be matched by one the caller holds at
+    /// the same or a broader scope; else a coverage denial naming the holder.
+    pub(crate) async fn require_grants_covered(
+        &self,
+        mut tx: Authorized,
+        req: &Request,
+        holder: GrantHolder<'_>,
+        resource: &ResourceRef,
+        operation: &str,
+    ) -> Result<Authorized, Error> {
+        let theirs = tx.grants_held(holder.principal()).await?;
         let mine = tx.policy_snapshot(&req.caller.principal_id).await?;
-        let covered = theirs.grants.iter().all(|grant| {
+        let covered = theirs.iter().all(|grant| {
             grant.role.permissions.iter().all(|p| {
                 covers(
                     mine.grants.iter().map(|g| (&g.binding, &g.role)),
@@ -583,14 +625,18 @@ impl Controller {
             return Ok(tx);
         }
         drop(tx);
-        Err(self
-            .coverage_denial(
-                req,
-                operation,
-                installation,
-                ("servicePrincipalId", target.as_str()),
+        let (detail, message) = match holder {
+            GrantHolder::ServicePrincipal(id) => (
+                ("servicePrincipalId", id.as_str()),
                 "The caller does not hold every grant of the target service principal",
-            )
+            ),
+            GrantHolder::Account(user) => (
+                ("userId", user.id.as_str()),
+                "The caller does not hold every grant of the target account's principal",
+            ),
+        };
+        Err(self
+            .coverage_denial(req, operation, resource, detail, message)
             .await)
     }
 

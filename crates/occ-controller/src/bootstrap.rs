@@ -140,6 +140,8 @@ pub async fn bootstrap(
             email,
             name: "Administrator".into(),
             principal_id: human.id.clone(),
+            version: 1,
+            disabled_at: None,
             created_at: now,
         };
         let service = ServicePrincipal {

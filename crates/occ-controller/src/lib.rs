@@ -28,6 +28,7 @@ use occ_drivers::secret::SecretDriver;
 use occ_store::Store;
 use serde_json::json;
 
+pub mod accounts;
 mod admission;
 pub mod agents;
 pub mod auth;

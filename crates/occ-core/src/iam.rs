@@ -128,6 +128,10 @@ pub struct UserAccount {
     pub name: String,
     /// The IAM principal of this human.
     pub principal_id: IamId,
+    /// Advanced by every administrative change (the reference's `version`, from 1).
+    pub version: i64,
+    /// When an administrator disabled it; `None` while it may sign in.
+    pub disabled_at: Option<Timestamp>,
     /// Creation time.
     pub created_at: Timestamp,
 }

@@ -15,6 +15,8 @@ fn user_from_row(r: &Row) -> Result<UserAccount, StoreError> {
         email: r.text("email")?,
         name: r.text("name")?,
         principal_id: r.parse("principal_id")?,
+        version: r.int("version")?,
+        disabled_at: r.opt_time("disabled_at")?,
         created_at: r.time("created_at")?,
     })
 }
@@ -37,12 +39,22 @@ impl Tx {
         email: &str,
     ) -> Result<Option<(UserAccount, String)>, StoreError> {
         let row = self
-            .q(sql!("SELECT id, email, name, password_hash, principal_id, created_at FROM users WHERE email = $1"))
+            .q(sql!("SELECT id, email, name, password_hash, principal_id, version, disabled_at, created_at FROM users WHERE email = $1"))
             .bind(email)
             .fetch_optional()
             .await?;
         row.map(|r| Ok((user_from_row(&r)?, r.text("password_hash")?)))
             .transpose()
+    }
+
+    /// An account by id.
+    pub async fn user_get(&mut self, id: &IamId) -> Result<Option<UserAccount>, StoreError> {
+        let row = self
+            .q(sql!("SELECT id, email, name, principal_id, version, disabled_at, created_at FROM users WHERE id = $1"))
+            .bind(id.as_str())
+            .fetch_optional()
+            .await?;
+        row.as_ref().map(user_from_row).transpose()
     }
 
     /// Inserts a session with the SHA-256 hex of its cookie token.
@@ -73,8 +85,9 @@ impl Tx {
         let row = self
             .q(sql!(
                 "SELECT s.id AS session_id, s.user_id, s.expires_at, s.created_at AS session_created_at, \
-                 u.id, u.email, u.name, u.principal_id, u.created_at \
-                 FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.token_hash = $1 AND s.expires_at > $2"
+                 u.id, u.email, u.name, u.principal_id, u.version, u.disabled_at, u.created_at \
+                 FROM sessions s JOIN users u ON u.id = s.user_id \
+                 WHERE s.token_hash = $1 AND s.expires_at > $2 AND u.disabled_at IS NULL"
             ))
             .bind(token_hash)
             .bind(now)
@@ -104,8 +117,9 @@ impl Tx {
         let row = self
             .q(sql!(
                 "SELECT s.id AS session_id, s.user_id, s.expires_at, s.created_at AS session_created_at, \
-                 u.id, u.email, u.name, u.principal_id, u.created_at \
-                 FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.id = $1 AND s.expires_at > $2"
+                 u.id, u.email, u.name, u.principal_id, u.version, u.disabled_at, u.created_at \
+                 FROM sessions s JOIN users u ON u.id = s.user_id \
+                 WHERE s.id = $1 AND s.expires_at > $2 AND u.disabled_at IS NULL"
             ))
             .bind(id)
             .bind(now)
@@ -193,17 +207,54 @@ impl Authorized {
     ) -> Result<(), StoreError> {
         self.require_installation(Action::Administer)?;
         self.q(sql!(
-            "INSERT INTO users (id, email, name, password_hash, principal_id, created_at) VALUES ($1, $2, $3, $4, $5, $6)"
+            "INSERT INTO users (id, email, name, password_hash, principal_id, version, disabled_at, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
         ))
         .bind(user.id.as_str())
         .bind(user.email.as_str())
         .bind(user.name.as_str())
         .bind(password_hash)
         .bind(user.principal_id.as_str())
+        .bind(user.version)
+        .bind(user.disabled_at)
         .bind(user.created_at)
         .execute()
         .await?;
         Ok(())
+    }
+
+    /// An administrative change of an account, if it is still at `expected_version`: sets
+    /// `disabled_at` (`Some` disables, `None` enables), advances the version, and (when
+    /// `end_sessions`) deletes every session of the account. Returns the account as changed, or
+    /// `None` when the version moved (or the account is gone) meanwhile.
+    pub async fn account_change(
+        &mut self,
+        id: &IamId,
+        expected_version: i64,
+        disabled_at: Option<Timestamp>,
+        end_sessions: bool,
+    ) -> Result<Option<UserAccount>, StoreError> {
+        self.require_installation(Action::Administer)?;
+        let row = self
+            .q(sql!(
+                "UPDATE users SET version = version + 1, disabled_at = $3 WHERE id = $1 AND version = $2 \
+                 RETURNING id, email, name, principal_id, version, disabled_at, created_at"
+            ))
+            .bind(id.as_str())
+            .bind(expected_version)
+            .bind(disabled_at)
+            .fetch_optional()
+            .await?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        if end_sessions {
+            self.q(sql!("DELETE FROM sessions WHERE user_id = $1"))
+                .bind(id.as_str())
+                .execute()
+                .await?;
+        }
+        Ok(Some(user_from_row(&row)?))
     }
 
     /// Inserts a service key with the SHA-256 hex of its plaintext.

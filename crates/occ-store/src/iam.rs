@@ -123,11 +123,12 @@ macro_rules! policy_grant_columns {
     };
 }
 
-/// A disabled service principal has no policy: its keys do not authenticate and its queued
+/// A disabled service principal or account has no policy: keys do not authenticate and queued
 /// work is not authorized (`i` is the identity).
 macro_rules! identity_enabled {
     () => {
-        "NOT EXISTS (SELECT 1 FROM service_principals d WHERE d.id = i.id AND d.disabled_at IS NOT NULL)"
+        "NOT EXISTS (SELECT 1 FROM service_principals d WHERE d.id = i.id AND d.disabled_at IS NOT NULL) \
+         AND NOT EXISTS (SELECT 1 FROM users d WHERE d.principal_id = i.id AND d.disabled_at IS NOT NULL)"
     };
 }
 
@@ -343,6 +344,23 @@ impl Tx {
             .fetch_all()
             .await?;
         snapshot_from_rows(&rows)
+    }
+
+    /// Every grant `identity` holds, whether or not it is disabled: what the coverage rule
+    /// compares (a disabled principal keeps its grants, and re-enabling it hands them back).
+    pub async fn grants_held(&mut self, identity: &IamId) -> Result<Vec<GrantedRole>, StoreError> {
+        let rows = self
+            .q(sql!(concat!(
+                "SELECT ",
+                policy_grant_columns!(),
+                " FROM iam_identities i ",
+                policy_grant_joins!(),
+                " WHERE i.id = $1"
+            )))
+            .bind(identity.as_str())
+            .fetch_all()
+            .await?;
+        Ok(snapshot_from_rows(&rows)?.grants)
     }
 
     /// The service key whose plaintext hashes to `key_hash` (expired ones included: the caller

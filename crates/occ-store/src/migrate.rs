@@ -71,6 +71,11 @@ const POSTGRES: &[Migration] = &[
         name: "service_principals",
         sql: include_str!("../migrations/postgres/0009_service_principals.sql"),
     },
+    Migration {
+        version: 10,
+        name: "account_controls",
+        sql: include_str!("../migrations/postgres/0010_account_controls.sql"),
+    },
 ];
 
 const SQLITE: &[Migration] = &[
@@ -118,6 +123,11 @@ const SQLITE: &[Migration] = &[
         version: 9,
         name: "service_principals",
         sql: include_str!("../migrations/sqlite/0009_service_principals.sql"),
+    },
+    Migration {
+        version: 10,
+        name: "account_controls",
+        sql: include_str!("../migrations/sqlite/0010_account_controls.sql"),
     },
 ];
 

@@ -3,16 +3,17 @@
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, HeaderValue, header};
+use occ_controller::accounts::AccountChange;
 use occ_core::{Error, ErrorCode};
 use serde_json::json;
 
 use crate::envelope::{created, ok};
 use crate::error::ApiError;
 use crate::extract::{Ctx, DEFAULT_LIMIT, JsonBody, NoBody, Params, check_csrf, cookie_values};
-use crate::inputs::{AccountCreateBody, ServiceKeyCreateBody, SignInBody};
+use crate::inputs::{AccountCreateBody, AccountVersionBody, ServiceKeyCreateBody, SignInBody};
 use crate::openapi::{Data, ErrorBody};
 use crate::state::AppState;
-use crate::views::{AccountView, IssuedKeyView};
+use crate::views::{AccountStateView, AccountView, IssuedKeyView};
 
 fn set_cookie(response: &mut Response, value: &str) {
     if let Ok(v) = HeaderValue::from_str(value) {
@@ -167,4 +168,93 @@ pub async fn revoke_service_key(
     let id = p.iam()?;
     s.controller.service_key_revoke(&ctx.req, id).await?;
     Ok(ok(json!({"id": id, "revoked": true})))
+}
+
+/// The account administration routes are for people: a missing session is 401 before the path
+/// is read (the caller comes first in their handlers), a service key is 401 before the body is.
+fn account_body(
+    s: &AppState,
+    ctx: &Ctx,
+    body: Result<JsonBody<DEFAULT_LIMIT>, ApiError>,
+) -> Result<i64, ApiError> {
+    s.controller.account_administration_caller(&ctx.req)?;
+    let JsonBody(body) = body?;
+    Ok(AccountVersionBody::parse(&body)?.expected_version.0)
+}
+
+async fn change_account(
+    s: AppState,
+    p: Params,
+    ctx: Ctx,
+    body: Result<JsonBody<DEFAULT_LIMIT>, ApiError>,
+    change: AccountChange,
+) -> Result<impl IntoResponse, ApiError> {
+    let expected = account_body(&s, &ctx, body)?;
+    let id = p.iam()?;
+    let user = s
+        .controller
+        .account_change(&ctx.req, id, expected, change)
+        .await?;
+    Ok(ok(json!({"userId": user.id})))
+}
+
+/// An account: its principal, version, whether it is disabled and how it signs in (people
+/// administering the Installation).
+#[utoipa::path(get, path = "/api/auth/accounts/{userId}", operation_id = "getAuthAccount", tag = "Authentication",
+    params(("userId" = String, Path)),
+    responses((status = 200, body = Data<AccountStateView>), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn get_account(
+    State(s): State<AppState>,
+    ctx: Ctx,
+    p: Params,
+) -> Result<Response, ApiError> {
+    let user = s.controller.account_get(&ctx.req, p.iam()?).await?;
+    let mut response = ok(AccountStateView::from(&user)).into_response();
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    Ok(response)
+}
+
+/// Disable an account: it signs in no more and every session it has ends at once.
+#[utoipa::path(post, path = "/api/auth/accounts/{userId}/disable", operation_id = "disableAuthAccount", tag = "Authentication",
+    params(("userId" = String, Path)), request_body = AccountVersionBody,
+    responses((status = 200, description = "Disabled: `{userId}`"), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn disable_account(
+    State(s): State<AppState>,
+    ctx: Ctx,
+    p: Params,
+    body: Result<JsonBody<DEFAULT_LIMIT>, ApiError>,
+) -> Result<impl IntoResponse, ApiError> {
+    change_account(s, p, ctx, body, AccountChange::Disable).await
+}
+
+/// Enable a disabled account: it may sign in again.
+#[utoipa::path(post, path = "/api/auth/accounts/{userId}/enable", operation_id = "enableAuthAccount", tag = "Authentication",
+    params(("userId" = String, Path)), request_body = AccountVersionBody,
+    responses((status = 200, description = "Enabled: `{userId}`"), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn enable_account(
+    State(s): State<AppState>,
+    ctx: Ctx,
+    p: Params,
+    body: Result<JsonBody<DEFAULT_LIMIT>, ApiError>,
+) -> Result<impl IntoResponse, ApiError> {
+    change_account(s, p, ctx, body, AccountChange::Enable).await
+}
+
+/// End every session of an account at once; signing in again works.
+#[utoipa::path(post, path = "/api/auth/accounts/{userId}/revoke", operation_id = "revokeAuthAccountSessions", tag = "Authentication",
+    params(("userId" = String, Path)), request_body = AccountVersionBody,
+    responses((status = 200, description = "Sessions ended: `{userId}`"), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn revoke_account_sessions(
+    State(s): State<AppState>,
+    ctx: Ctx,
+    p: Params,
+    body: Result<JsonBody<DEFAULT_LIMIT>, ApiError>,
+) -> Result<impl IntoResponse, ApiError> {
+    change_account(s, p, ctx, body, AccountChange::RevokeSessions).await
 }

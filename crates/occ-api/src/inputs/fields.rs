@@ -648,6 +648,24 @@ impl<Cx> Field<Cx> for KeyLifetime {
     }
 }
 
+/// The version of an account an administrator read: 1..2147483647.
+pub struct AccountVersion(pub i64);
+
+impl<Cx> Field<Cx> for AccountVersion {
+    fn parse(value: &Value, path: &str, _: &Cx, problems: &mut Problems) -> Option<Self> {
+        expect_int(value, path, 1, i64::from(i32::MAX), problems).map(Self)
+    }
+    fn schema() -> Schema {
+        Schema::Object(
+            ObjectBuilder::new()
+                .schema_type(Type::Integer)
+                .minimum(Some(1))
+                .maximum(Some(i32::MAX))
+                .build(),
+        )
+    }
+}
+
 /// A Role's permissions: 1..64 `{action, resourceKind}` objects.
 pub struct Permissions(pub Vec<Permission>);
 

@@ -2,6 +2,7 @@
 //! otherwise) and Drivers in temporary directories; requests through `tower::oneshot`.
 //! Namespace readiness, which the worker owns, is set through the store where a test needs it.
 
+mod accounts;
 mod auth;
 mod authz_matrix;
 mod bodies;

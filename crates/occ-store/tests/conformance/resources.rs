@@ -828,6 +828,8 @@ pub async fn accounts_sessions_and_keys(db: TestDb) {
         email: "admin@openclaw.local".into(),
         name: "Admin".into(),
         principal_id: principal.id.clone(),
+        version: 1,
+        disabled_at: None,
         created_at: now,
     };
     let hash = "$argon2id$v=19$m=19456,t=2,p=1$c2FsdA$aGFzaA";
@@ -897,6 +899,51 @@ pub async fn accounts_sessions_and_keys(db: TestDb) {
     assert_eq!(tx.session_delete_expired(now).await.unwrap(), 1);
     assert!(tx.session_delete("ses_1").await.unwrap());
     assert_eq!(tx.session_by_token_hash(&h1, now).await.unwrap(), None);
+
+    // Account controls: a change applies only at the version read and advances it; disabling
+    // ends every session, and a disabled account's principal has no policy.
+    tx.session_insert(&session, &h1).await.unwrap();
+    assert!(
+        tx.account_change(&user.id, 2, None, true)
+            .await
+            .unwrap()
+            .is_none(),
+        "stale version"
+    );
+    let disabled = tx
+        .account_change(&user.id, 1, Some(now), true)
+        .await
+        .unwrap()
+        .expect("at version 1");
+    assert_eq!((disabled.version, disabled.disabled_at), (2, Some(now)));
+    assert_eq!(tx.session_by_token_hash(&h1, now).await.unwrap(), None);
+    assert!(
+        tx.policy_snapshot(&principal.id)
+            .await
+            .unwrap()
+            .identity
+            .is_none()
+    );
+    assert_eq!(tx.user_get(&user.id).await.unwrap(), Some(disabled));
+    // A session stored for a disabled account (a sign-in racing the change) never authenticates.
+    tx.session_insert(&session, &h1).await.unwrap();
+    assert_eq!(tx.session_by_token_hash(&h1, now).await.unwrap(), None);
+    assert_eq!(tx.session_by_id("ses_1", now).await.unwrap(), None);
+    let enabled = tx
+        .account_change(&user.id, 2, None, false)
+        .await
+        .unwrap()
+        .expect("at 2");
+    assert_eq!(enabled.version, 3);
+    assert!(tx.session_by_token_hash(&h1, now).await.unwrap().is_some());
+    assert!(
+        tx.policy_snapshot(&principal.id)
+            .await
+            .unwrap()
+            .identity
+            .is_some()
+    );
+    assert!(tx.session_delete("ses_1").await.unwrap());
 
     let spn = Identity {
         id: IamId::generate_service_principal(),
