@@ -123,6 +123,23 @@ pub async fn get_session(
     Ok(ok(data).into_response())
 }
 
+/// How people sign in here: occ signs people in with a password (single sign-on providers are
+/// not configured), and its sessions are bound to their account (disabling it or ending its
+/// sessions takes effect on the next request). Public: the sign-in page asks before anyone
+/// signs in.
+#[utoipa::path(get, path = "/api/auth/providers", operation_id = "getAuthProviders", tag = "Authentication", security(()),
+    responses((status = 200, description = "The sign-in methods: `{github, google, oidc, password, sessionBinding}`"),
+        (status = 401, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn get_providers() -> impl IntoResponse {
+    ok(json!({
+        "github": false,
+        "google": false,
+        "oidc": false,
+        "password": true,
+        "sessionBinding": true,
+    }))
+}
+
 /// Create a human account (session callers administering the Installation).
 #[utoipa::path(post, path = "/api/auth/accounts", operation_id = "createAuthAccount", tag = "Authentication", request_body = AccountCreateBody,
     responses((status = 201, body = Data<AccountView>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),

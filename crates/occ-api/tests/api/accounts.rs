@@ -311,3 +311,22 @@ async fn only_people_administering_the_installation_and_covering_the_account_may
         StatusCode::OK,
     );
 }
+
+#[tokio::test]
+async fn the_sign_in_methods_are_public() {
+    let app = TestApp::new().await;
+    let reply = expect(
+        app.call(
+            Method::GET,
+            "/api/auth/providers",
+            &Credential::Anonymous,
+            None,
+        )
+        .await,
+        StatusCode::OK,
+    );
+    assert_eq!(
+        reply.data(),
+        &json!({"github": false, "google": false, "oidc": false, "password": true, "sessionBinding": true})
+    );
+}

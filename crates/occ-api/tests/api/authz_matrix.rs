@@ -752,6 +752,13 @@ fn rows() -> Vec<Row> {
         },
         // Public routes.
         Row {
+            op: "getAuthProviders",
+            method: Method::GET,
+            path: |_| "/api/auth/providers".into(),
+            body: none,
+            expect: [200; 6],
+        },
+        Row {
             op: "getAuthSession",
             method: Method::GET,
             path: |_| "/api/auth/session".into(),
