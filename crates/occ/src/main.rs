@@ -77,6 +77,13 @@ enum Command {
     /// Namespace IAM: Roles and AccessBindings (needs --namespace).
     #[command(subcommand)]
     Iam(cli::IamCmd),
+    /// Sign in with email and password; later commands without a service key use the session.
+    Login(cli::LoginArgs),
+    /// End the saved session and forget it.
+    Logout,
+    /// People's accounts (an Installation administrator signed in with `occ login`).
+    #[command(subcommand)]
+    Account(cli::AccountCmd),
     /// Service principals for automation (Installation administrators).
     #[command(subcommand)]
     ServicePrincipal(cli::ServicePrincipalCmd),
@@ -116,6 +123,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::ServiceAccount(cmd) => cli::service_account(&client()?, cmd).await,
         Command::Agent(cmd) => cli::agent(&client()?, cmd).await,
         Command::Iam(cmd) => cli::iam(&client()?, cmd).await,
+        Command::Login(args) => cli::login(&client()?, args).await,
+        Command::Logout => cli::logout(&client()?).await,
+        Command::Account(cmd) => cli::account(&client()?, cmd).await,
         Command::ServicePrincipal(cmd) => cli::service_principal(&client()?, cmd).await,
         Command::ServiceKey(cmd) => cli::service_key(&client()?, cmd).await,
     }

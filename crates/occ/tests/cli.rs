@@ -962,6 +962,126 @@ fn end_to_end(backend: Backend) {
         "a refused body created a Namespace"
     );
 
+    // ---- people: `occ login` keeps a session that commands without a key use; account
+    // administration goes through it ----
+    let config_dir = path("config");
+    let pat_config = path("config-pat");
+    let url = cli.url.clone();
+    let as_user = |config: &str, args: &[&str]| -> Output {
+        let mut all = vec!["--url", url.as_str(), "-o", "json"];
+        all.extend_from_slice(args);
+        run(&all, &[("OCC_CONFIG_DIR", config)])
+    };
+    let args = ["namespace", "list"];
+    let err = failed(&args, &as_user(&config_dir, &args));
+    assert!(
+        err.contains("occ login"),
+        "a missing credential says how to get one: {err}"
+    );
+    let args = [
+        "login",
+        "--email",
+        "admin@openclaw.local",
+        "--password-file",
+        &pw,
+    ];
+    let shown = succeeded(&args, &as_user(&config_dir, &args));
+    let session_file = Path::new(&config_dir).join("session.json");
+    let saved: Value =
+        serde_json::from_str(&std::fs::read_to_string(&session_file).expect("session file"))
+            .expect("json");
+    assert!(
+        !shown.contains(str_of(&saved, "token")),
+        "the session is never printed"
+    );
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&session_file)
+            .expect("session")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "the session file is private");
+    }
+    let args = ["namespace", "list"];
+    succeeded(&args, &as_user(&config_dir, &args));
+    // Accounts are administered by people: the session creates one, and its owner signs in.
+    std::fs::write(path("pat-password"), "pat's long password\n").expect("password");
+    let pat_pw = path("pat-password");
+    let args = [
+        "account",
+        "create",
+        "--email",
+        "pat@example.com",
+        "--password-file",
+        &pat_pw,
+    ];
+    let made: Value =
+        serde_json::from_str(&succeeded(&args, &as_user(&config_dir, &args))).expect("json");
+    let pat_id = str_of(&made, "id").to_owned();
+    let args = [
+        "login",
+        "--email",
+        "pat@example.com",
+        "--password-file",
+        &pat_pw,
+    ];
+    succeeded(&args, &as_user(&pat_config, &args));
+    let args = ["account", "get", &pat_id];
+    assert_api_error(
+        &failed(&args, &as_user(&pat_config, &args)),
+        403,
+        "FORBIDDEN",
+    );
+    let args = ["account", "disable", &pat_id];
+    let disabled: Value =
+        serde_json::from_str(&succeeded(&args, &as_user(&config_dir, &args))).expect("json");
+    assert_eq!(
+        (disabled["disabled"].clone(), disabled["version"].clone()),
+        (json!(true), json!(2))
+    );
+    let args = ["namespace", "list"];
+    let err = failed(&args, &as_user(&pat_config, &args));
+    assert_api_error(&err, 401, "UNAUTHENTICATED");
+    assert!(err.contains("occ login"), "{err}");
+    let args = [
+        "login",
+        "--email",
+        "pat@example.com",
+        "--password-file",
+        &pat_pw,
+    ];
+    assert_api_error(
+        &failed(&args, &as_user(&pat_config, &args)),
+        401,
+        "UNAUTHENTICATED",
+    );
+    let args = ["account", "enable", &pat_id];
+    succeeded(&args, &as_user(&config_dir, &args));
+    let args = [
+        "login",
+        "--email",
+        "pat@example.com",
+        "--password-file",
+        &pat_pw,
+    ];
+    succeeded(&args, &as_user(&pat_config, &args));
+    // Signing out ends the session on the server and forgets it.
+    let token = str_of(&saved, "token").to_owned();
+    let args = ["logout"];
+    succeeded(&args, &as_user(&config_dir, &args));
+    assert!(!session_file.exists(), "the session file is gone");
+    let reply = raw_http(
+        server.port,
+        &format!(
+            "GET /api/auth/session HTTP/1.1\r\nhost: 127.0.0.1\r\n\
+             cookie: openclaw_occ.session_token={token}\r\nconnection: close\r\n\r\n"
+        ),
+    );
+    assert!(
+        reply.contains(r#""data":null"#),
+        "the server ended it: {reply}"
+    );
+
     // ---- the server never logged the Secret value or the service key ----
     let log = server.log_text();
     assert!(

@@ -55,6 +55,8 @@ pub struct Client {
     pub(super) key: Option<String>,
     /// The service principal of the key, when its file names it.
     pub(super) key_principal: Option<String>,
+    /// Without a key: the session cookie `occ login` saved for this origin (name, value).
+    pub(super) session: Option<(String, String)>,
     pub(super) namespace: Option<String>,
     pub(super) output: Output,
 }
@@ -159,6 +161,11 @@ impl Client {
             Some((key, principal)) => (Some(key), principal),
             None => (None, None),
         };
+        // Without a key, the session `occ login` saved for this origin (if any).
+        let session = match &key {
+            Some(_) => None,
+            None => super::session::load(&base)?.map(|saved| (saved.cookie_name, saved.token)),
+        };
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(opts.timeout_seconds))
             .redirect(reqwest::redirect::Policy::none())
@@ -169,9 +176,47 @@ impl Client {
             base,
             key,
             key_principal,
+            session,
             namespace: opts.namespace.clone(),
             output: opts.output,
         })
+    }
+
+    /// The same client acting with a session cookie instead of any key.
+    pub(super) fn with_session(&self, cookie_name: &str, token: &str) -> Client {
+        Client {
+            http: self.http.clone(),
+            base: self.base.clone(),
+            key: None,
+            key_principal: None,
+            session: Some((cookie_name.to_owned(), token.to_owned())),
+            namespace: self.namespace.clone(),
+            output: self.output,
+        }
+    }
+
+    /// A 401 gets what to do about it: the credential this client used (or lacked) is named.
+    fn explain(&self, error: anyhow::Error) -> anyhow::Error {
+        match error.downcast::<ApiFailure>() {
+            Ok(mut failure) if failure.status == 401 && failure.hint.is_none() => {
+                failure.hint = Some(match (&self.key, &self.session) {
+                    (Some(_), _) => {
+                        "the service key was refused (expired, revoked or disabled)".into()
+                    }
+                    (None, Some(_)) => format!(
+                        "the session ended (signed out, expired, or ended by an administrator): occ login --url {} --email …",
+                        self.base
+                    ),
+                    (None, None) => format!(
+                        "no credential: pass --service-key-file (OCC_SERVICE_KEY_FILE) or sign in with occ login --url {} --email …",
+                        self.base
+                    ),
+                });
+                failure.into()
+            }
+            Ok(failure) => failure.into(),
+            Err(other) => other,
+        }
     }
 
     pub(super) fn ns(&self) -> anyhow::Result<&str> {
@@ -203,7 +248,10 @@ impl Client {
         wait: Duration,
     ) -> anyhow::Result<Value> {
         let resp = self.send(method, path, body, Some(wait), None).await?;
-        let bytes = Self::success(resp).await?.unwrap_or_default();
+        let bytes = Self::success(resp)
+            .await
+            .map_err(|e| self.explain(e))?
+            .unwrap_or_default();
         let doc: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
         Ok(doc.get("data").cloned().unwrap_or(Value::Null))
     }
@@ -286,6 +334,11 @@ impl Client {
         let mut req = self.http.request(method, format!("{}{path}", self.base));
         if let Some(key) = &self.key {
             req = req.header("x-api-key", key);
+        } else if let Some((name, token)) = &self.session {
+            // A session writes only from the API's own origin (its CSRF rule): the CLI is.
+            req = req
+                .header("cookie", format!("{name}={token}"))
+                .header("origin", &self.base);
         }
         if let Some(accept) = accept {
             req = req.header("accept", accept);
@@ -309,7 +362,7 @@ impl Client {
         body: Option<Value>,
     ) -> anyhow::Result<Option<Vec<u8>>> {
         let resp = self.send(method, path, body, None, None).await?;
-        Self::success(resp).await
+        Self::success(resp).await.map_err(|e| self.explain(e))
     }
 
     /// The body of a success (`None` for 204), or the API's error.

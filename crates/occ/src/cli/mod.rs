@@ -1,4 +1,5 @@
-//! The CLI client: resource commands that speak the HTTP API with a service key.
+//! The CLI client: resource commands that speak the HTTP API with a service key, or with the
+//! session `occ login` saved.
 //!
 //! Output is a table by default (`-` for unset values), or the resource without its envelope
 //! as JSON or YAML. Errors go to stderr with the HTTP status, API code, message and request id,
@@ -9,6 +10,7 @@
     reason = "the terminal is the CLI's interface"
 )]
 
+mod account;
 mod agent;
 mod chat;
 mod client;
@@ -24,7 +26,9 @@ mod revisions;
 mod secret;
 mod service_account;
 mod service_principal;
+mod session;
 
+pub use account::{AccountCmd, account};
 pub use agent::{AgentCmd, agent};
 pub use client::{Client, ClientOptions};
 pub use configuration::{ConfigurationCmd, configuration};
@@ -34,3 +38,4 @@ pub use namespace::{NamespaceCmd, namespace};
 pub use secret::{SecretCmd, secret};
 pub use service_account::{ServiceAccountCmd, service_account};
 pub use service_principal::{ServiceKeyCmd, ServicePrincipalCmd, service_key, service_principal};
+pub use session::{LoginArgs, login, logout};
