@@ -8,8 +8,9 @@
 // the reload message; an unknown write outcome disables Save until the file is reloaded; a
 // read-only user sees no enabled mutating control, is told it may not read the logs, and gets
 // the API's 403 explained when it forces a control; Try it sends a message through occ to an
-// Agent whose model (a local fake) gets the bound Secret as its key. Screenshots of each main page go to
-// docs/console/.
+// Agent whose model (a local fake) gets the bound Secret as its key; the Access page creates a service
+// principal, grants it the built-in viewer Role on the Namespace, removes it, disables and deletes
+// it. Screenshots of each main page go to docs/console/.
 
 import http from 'node:http';
 import test from 'node:test';
@@ -655,6 +656,45 @@ test('the web console, end to end', { timeout: 15 * 60_000 }, async (t) => {
       const tr = document.querySelector('#namespaces-table tr[data-name="console-e2e"]');
       return !tr || tr.dataset.status === 'deleting';
     }, null, { timeout: 60_000 });
+  });
+
+  await step('Access: a service principal gets the built-in viewer Role on the whole Namespace, then loses it', async () => {
+    await page.goto(`${URL_BASE}/console/access?namespace=${ns}`);
+    await page.locator('#grant-heading').waitFor();
+    await page.fill('#principal-name', 'console-ci');
+    await page.click('#create-principal');
+    const row = page.locator('#service-principals-table tr[data-name="console-ci"]');
+    await row.waitFor();
+    const principal = await row.getAttribute('data-principal');
+    assert.equal(await page.inputValue('#grant-subject'), principal, 'the new principal is offered for a grant');
+    const roles = await page.locator('#grant-role option').allTextContents();
+    assert.deepEqual(roles.slice(0, 3), ['viewer', 'operator', 'admin'], 'the built-in Roles come first');
+    await page.selectOption('#grant-role', { label: 'viewer' });
+    await page.click('#grant-role-button');
+    const grant = page.locator(`#access-grants-table tr[data-subject="${principal}"][data-role="viewer"]`);
+    await grant.waitFor();
+    // the principal's key now reads every Agent of the Namespace
+    const issued = await fetch(`${URL_BASE}/api/auth/service-keys`, {
+      method: 'POST',
+      headers: { 'x-api-key': SERVICE_KEY, 'content-type': 'application/json' },
+      body: JSON.stringify({ servicePrincipalId: principal, namespaceId: ns, name: 'console-ci' }),
+    });
+    assert.equal(issued.status, 201);
+    const ciKey = (await issued.json()).data.key;
+    const asCi = async () => (await fetch(`${URL_BASE}/namespaces/${ns}/agents`, { headers: { 'x-api-key': ciKey } })).status;
+    assert.equal(await asCi(), 200);
+    await page.evaluate(() => window.scrollTo(0, 0));
+    await shot(page, 'access', { fullPage: true });
+    await grant.locator('button', { hasText: 'Remove' }).click();
+    await confirmDialog(page, 'Remove');
+    await grant.waitFor({ state: 'detached' });
+    assert.equal(await asCi(), 403, 'without the Role the key reads nothing');
+    await row.locator('button', { hasText: 'Disable' }).click();
+    await page.locator('#service-principals-table tr[data-name="console-ci"] .badge', { hasText: 'disabled' }).waitFor();
+    assert.equal(await asCi(), 401, 'a disabled principal\'s key is refused');
+    await page.locator('#service-principals-table tr[data-name="console-ci"] button', { hasText: 'Delete' }).click();
+    await confirmDialog(page, 'Delete service principal');
+    await row.waitFor({ state: 'detached' });
   });
 
   await step('a version whose gateway cannot start fails; Diagnose names the cause', async () => {

@@ -70,6 +70,7 @@ static ASSETS: &[Asset] = assets![
     ("diagnosis.js", JS),
     ("diagnosis-panel.js", JS),
     ("namespaces.js", JS),
+    ("access.js", JS),
     ("favicon.svg", "image/svg+xml"),
 ];
 

@@ -10,6 +10,7 @@ import { signInPage } from './signin.js';
 import { agentsPage, createAgentPage } from './agents.js';
 import { agentPage } from './agent.js';
 import { namespacesPage } from './namespaces.js';
+import { accessPage } from './access.js';
 
 const routes = [
   { pattern: /^\/console\/?$/, render: () => navigate(href('/console/agents'), { replace: true, keepMessages: true }) },
@@ -18,6 +19,7 @@ const routes = [
   { pattern: /^\/console\/agents\/new$/, nav: 'agents', render: createAgentPage },
   { pattern: /^\/console\/agents\/(agt_[0-9a-f-]+)$/, nav: 'agents', render: agentPage },
   { pattern: /^\/console\/namespaces$/, nav: 'namespaces', render: namespacesPage },
+  { pattern: /^\/console\/access$/, nav: 'access', render: accessPage },
 ];
 
 let scope = new Scope();
