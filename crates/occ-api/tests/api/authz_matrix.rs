@@ -5,7 +5,9 @@
 //! Callers, in the order they call (only the last ones may change state):
 //! anonymous; a valid key whose principal has no grant; an administrator key scoped to another
 //! Namespace; a read-only role (read on every kind, Installation-wide); an operator (read +
-//! agent deploy/operate); the bootstrap administrator.
+//! agent deploy/operate); a CI key (a service principal of the fixture's Namespace holding the
+//! built-in `operator` Role on the whole Namespace, its key limited to that Namespace); the
+//! bootstrap administrator.
 
 use std::collections::BTreeSet;
 
@@ -33,6 +35,8 @@ struct Fixture {
     /// A service principal the administrator disables, enables and deletes.
     doomed_sp: String,
     callers: Vec<Credential>,
+    /// See [`Row::ci`].
+    ci: Credential,
 }
 
 async fn fixture() -> Fixture {
@@ -169,6 +173,48 @@ async fn fixture() -> Fixture {
         .await;
     let (_, reader) = app.principal_with(&read_all, None, None, None).await;
     let (_, operator) = app.principal_with(&operate, None, None, None).await;
+    // The CI key: made the way an operator would, through the API.
+    let ci_sp = expect(
+        app.call(
+            Method::POST,
+            "/api/auth/service-principals",
+            &admin,
+            Some(json!({"name": "ci-key", "namespaceId": ns})),
+        )
+        .await,
+        StatusCode::CREATED,
+    )
+    .data()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let operator_role = occ_core::iam::BuiltinRole::Operator.id(&app.default_ns);
+    expect(
+        app.call(
+            Method::POST,
+            &format!("/namespaces/{ns}/iam/namespace-bindings"),
+            &admin,
+            Some(json!({"subjectKind": "identity", "subjectId": ci_sp, "roleId": operator_role})),
+        )
+        .await,
+        StatusCode::CREATED,
+    );
+    let ci = Credential::Key(
+        expect(
+            app.call(
+                Method::POST,
+                "/api/auth/service-keys",
+                &admin,
+                Some(json!({"servicePrincipalId": ci_sp, "namespaceId": ns, "name": "ci"})),
+            )
+            .await,
+            StatusCode::CREATED,
+        )
+        .data()["key"]
+            .as_str()
+            .unwrap()
+            .to_owned(),
+    );
     let callers = vec![
         Credential::Anonymous,
         Credential::Key(no_grant),
@@ -193,6 +239,7 @@ async fn fixture() -> Fixture {
         target_sp: target.to_string(),
         doomed_sp,
         callers,
+        ci,
     }
 }
 
@@ -206,6 +253,10 @@ struct Row {
     body: BodyFn,
     /// anonymous, no grant, other-Namespace key, reader, operator, admin
     expect: [u16; 6],
+    /// The CI key: a service principal limited to the fixture's Namespace, holding the built-in
+    /// `operator` Role on the whole Namespace, with a key limited to it (called between the
+    /// operator and the administrator).
+    ci: u16,
 }
 
 fn none(_: &Fixture) -> Option<Value> {
@@ -222,6 +273,7 @@ fn rows() -> Vec<Row> {
             path: |_| "/installation".into(),
             body: none,
             expect: R,
+            ci: 403,
         },
         Row {
             op: "listNamespaces",
@@ -229,6 +281,7 @@ fn rows() -> Vec<Row> {
             path: |_| "/namespaces".into(),
             body: none,
             expect: [401, 200, 200, 200, 200, 200],
+            ci: 200,
         },
         Row {
             op: "createNamespace",
@@ -236,6 +289,7 @@ fn rows() -> Vec<Row> {
             path: |_| "/namespaces".into(),
             body: |_| Some(json!({"name": "created"})),
             expect: ADMIN_ONLY(201),
+            ci: 403,
         },
         Row {
             op: "getNamespace",
@@ -243,6 +297,7 @@ fn rows() -> Vec<Row> {
             path: |f| format!("/namespaces/{}", f.ns),
             body: none,
             expect: R,
+            ci: 200,
         },
         Row {
             op: "deleteNamespace",
@@ -250,6 +305,7 @@ fn rows() -> Vec<Row> {
             path: |f| format!("/namespaces/{}", f.spare_ns),
             body: none,
             expect: [401, 403, 202, 403, 403, 202],
+            ci: 403,
         },
         Row {
             op: "createConfiguration",
@@ -257,6 +313,7 @@ fn rows() -> Vec<Row> {
             path: |f| format!("/namespaces/{}/configurations", f.ns),
             body: |_| Some(json!({"kind": "agent", "values": {}})),
             expect: ADMIN_ONLY(201),
+            ci: 403,
         },
         Row {
             op: "getConfiguration",
@@ -264,6 +321,7 @@ fn rows() -> Vec<Row> {
             path: |f| format!("/namespaces/{}/configurations/{}", f.ns, f.cfg),
             body: none,
             expect: R,
+            ci: 200,
         },
         Row {
             op: "updateConfiguration",
@@ -271,6 +329,7 @@ fn rows() -> Vec<Row> {
             path: |f| format!("/namespaces/{}/configurations/{}", f.ns, f.cfg),
             body: |_| Some(json!({"values": {}})),
             expect: ADMIN_ONLY(200),
+            ci: 403,
         },
         Row {
             op: "deleteConfiguration",
@@ -278,6 +337,7 @@ fn rows() -> Vec<Row> {
             path: |f| format!("/namespaces/{}/configurations/{}", f.ns, f.spare_cfg),
             body: none,
             expect: ADMIN_ONLY(204),
+            ci: 403,
         },
         Row {
             op: "listSecrets",
@@ -285,6 +345,7 @@ fn rows() -> Vec<Row> {
             path: |f| format!("/namespaces/{}/secrets", f.ns),
             body: none,
             expect: R,
+            ci: 200,
         },
         Row {
             op: "createSecret",
@@ -292,6 +353,7 @@ fn rows() -> Vec<Row> {
             path: |f| format!("/namespaces/{}/secrets", f.ns),
             body: |_| Some(json!({"name": "new", "value": "v"})),
             expect: ADMIN_ONLY(201),
+            ci: 403,
         },
         Row {
             op: "getSecret",
@@ -299,6 +361,7 @@ fn rows() -> Vec<Row> {
             path: |f| format!("/namespaces/{}/secrets/{}", f.ns, f.sec),
             body: none,
             expect: R,
+            ci: 200,
         },
         Row {
             op: "updateSecret",
@@ -306,6 +369,7 @@ fn rows() -> Vec<Row> {
             path: |f| format!("/namespaces/{}/secrets/{}", f.ns, f.sec),
             body: |_| Some(json!({"value": "v2"})),
             expect: ADMIN_ONLY(200),
+            ci: 403,
         },
         Row {
             op: "deleteSecret",
@@ -313,6 +377,7 @@ fn rows() -> Vec<Row> {
             path: |f| format!("/namespaces/{}/secrets/{}", f.ns, f.sec),
             body: none,
             expect: ADMIN_ONLY(204),
+            ci: 403,
         },
         Row {
             op: "listServiceAccounts",
@@ -320,6 +385,7 @@ fn rows() -> Vec<Row> {
             path: |f| format!("/namespaces/{}/service-accounts", f.ns),
             body: none,
             expect: R,
+            ci: 200,
         },
         Row {
             op: "createServiceAccount",
@@ -327,6 +393,7 @@ fn rows() -> Vec<Row> {
             path: |f| format!("/namespaces/{}/service-accounts", f.ns),
             body: |_| Some(json!({"name": "new"})),
             expect: ADMIN_ONLY(201),
+            ci: 403,
         },
         Row {
             op: "getServiceAccount",
@@ -334,6 +401,7 @@ fn rows() -> Vec<Row> {
             path: |f| format!("/namespaces/{}/service-accounts/{}", f.ns, f.sa),
             body: none,
             expect: R,
+            ci: 200,
         },
         Row {
             op: "updateServiceAccountCredential",
@@ -345,6 +413,7 @@ fn rows() -> Vec<Row> {
                 )
             },
             expect: ADMIN_ONLY(200),
+            ci: 403,
         },
         // Authorized before anything else: without a ServiceAccount Driver the administrator
         // then learns issuing is unavailable.
@@ -354,6 +423,7 @@ fn rows() -> Vec<Row> {
             path: |f| format!("/namespaces/{}/service-accounts/{}/credentials", f.ns, f.sa),
             body: |_| Some(json!({})),
             expect: ADMIN_ONLY(503),
+            ci: 403,
         },
         Row {
             op: "deleteServiceAccount",
@@ -361,6 +431,7 @@ fn rows() -> Vec<Row> {
             path: |f| format!("/namespaces/{}/service-accounts/{}", f.ns, f.sa),
             body: none,
             expect: ADMIN_ONLY(204),
+            ci: 403,
         },
         Row {
             op: "listAgents",
@@ -368,6 +439,7 @@ fn rows() -> Vec<Row> {
             path: |f| format!("/namespaces/{}/agents", f.ns),
             body: none,
             expect: R,
+            ci: 200,
         },
         Row {
             op: "createAgent",
@@ -375,6 +447,7 @@ fn rows() -> Vec<Row> {
             path: |f| format!("/namespaces/{}/agents", f.ns),
             body: |f| Some(json!({"name": "new", "configurationId": f.cfg})),
             expect: ADMIN_ONLY(201),
+            ci: 403,
         },
         Row {
             op: "getAgent",
@@ -382,6 +455,7 @@ fn rows() -> Vec<Row> {
             path: |f| format!("/namespaces/{}/agents/{}", f.ns, f.agt),
             body: none,
             expect: R,
+            ci: 200,
         },
         Row {
             op: "updateAgent",
@@ -389,6 +463,7 @@ fn rows() -> Vec<Row> {
             path: |f| format!("/namespaces/{}/agents/{}", f.ns, f.agt),
             body: |f| Some(json!({"configurationId": f.cfg})),
             expect: ADMIN_ONLY(200),
+            ci: 403,
         },
         Row {
             op: "deleteAgent",
@@ -396,6 +471,7 @@ fn rows() -> Vec<Row> {
             path: |f| format!("/namespaces/{}/agents/{}", f.ns, f.agt),
             body: none,
             expect: ADMIN_ONLY(202),
+            ci: 403,
         },
         Row {
             op: "deployAgent",
@@ -403,6 +479,7 @@ fn rows() -> Vec<Row> {
             path: |f| format!("/namespaces/{}/agents/{}/deploy", f.ns, f.agt),
             body: none,
             expect: [401, 403, 403, 403, 202, 202],
+            ci: 202,
         },
         Row {
             op: "stopAgent",
@@ -410,6 +487,7 @@ fn rows() -> Vec<Row> {
             path: |f| format!("/namespaces/{}/agents/{}/stop", f.ns, f.agt),
             body: none,
             expect: [401, 403, 403, 403, 202, 202],
+            ci: 202,
         },
         Row {
             op: "listAgentRevisions",
@@ -417,6 +495,7 @@ fn rows() -> Vec<Row> {
             path: |f| format!("/namespaces/{}/agents/{}/revisions", f.ns, f.agt),
             body: none,
             expect: R,
+            ci: 200,
         },
         Row {
             op: "getAgentRevision",
@@ -424,6 +503,7 @@ fn rows() -> Vec<Row> {
             path: |f| format!("/namespaces/{}/agents/{}/revisions/{}", f.ns, f.agt, f.rev),
             body: none,
             expect: R,
+            ci: 200,
         },
         Row {
             op: "redeployAgentRevision",
@@ -436,6 +516,7 @@ fn rows() -> Vec<Row> {
             },
             body: none,
             expect: [401, 403, 403, 403, 202, 202],
+            ci: 202,
         },
         Row {
             op: "getAgentDeployment",
@@ -448,6 +529,7 @@ fn rows() -> Vec<Row> {
             },
             body: none,
             expect: R,
+            ci: 200,
         },
         // No Compute Driver is wired to this app: an authorized caller gets 503 for the
         // runtime, and diagnostics whose runtime checks are `unknown`.
@@ -462,6 +544,7 @@ fn rows() -> Vec<Row> {
             },
             body: none,
             expect: [401, 403, 403, 403, 503, 503],
+            ci: 503,
         },
         Row {
             op: "diagnoseAgentDeployment",
@@ -474,6 +557,7 @@ fn rows() -> Vec<Row> {
             },
             body: none,
             expect: [401, 403, 403, 403, 200, 200],
+            ci: 200,
         },
         // Log text needs read_logs (administer stands in): read or operate are not enough. No
         // Compute reads logs in this app, so the administrator gets 501 after the decision.
@@ -488,6 +572,7 @@ fn rows() -> Vec<Row> {
             },
             body: none,
             expect: [401, 403, 403, 403, 403, 501],
+            ci: 501,
         },
         Row {
             op: "getAgentRuntime",
@@ -495,6 +580,7 @@ fn rows() -> Vec<Row> {
             path: |f| format!("/namespaces/{}/agents/{}/runtime", f.ns, f.agt),
             body: none,
             expect: R,
+            ci: 200,
         },
         // No worker runs here, so the Agent has no active revision: an authorized caller gets
         // 503 DEPENDENCY_UNAVAILABLE, after the authorization decision.
@@ -509,6 +595,7 @@ fn rows() -> Vec<Row> {
             },
             body: none,
             expect: [401, 403, 403, 503, 503, 503],
+            ci: 503,
         },
         Row {
             op: "putAgentWorkspaceFile",
@@ -521,6 +608,7 @@ fn rows() -> Vec<Row> {
             },
             body: |_| Some(json!({"content": "# USER.md\n"})),
             expect: [401, 403, 403, 403, 503, 503],
+            ci: 503,
         },
         // Talking to an Agent needs use; administer stands in only for people, and every
         // caller here is a key: all are refused (the chat tests cover who may).
@@ -530,6 +618,7 @@ fn rows() -> Vec<Row> {
             path: |f| format!("/namespaces/{}/agents/{}/chat", f.ns, f.agt),
             body: |_| Some(json!({"message": "hello"})),
             expect: [401, 403, 403, 403, 403, 403],
+            ci: 403,
         },
         // The Control UI is for people: every key is refused, whatever it holds (the
         // native-admin tests cover who may).
@@ -539,6 +628,7 @@ fn rows() -> Vec<Row> {
             path: |f| format!("/namespaces/{}/agents/{}/native-admin", f.ns, f.agt),
             body: none,
             expect: [401, 403, 403, 403, 403, 403],
+            ci: 403,
         },
         // Installation administrators only; the Agent here has no active revision (no worker
         // runs), so the administrator gets 503 after the decision.
@@ -548,6 +638,7 @@ fn rows() -> Vec<Row> {
             path: |f| format!("/namespaces/{}/agents/{}/runtime-roles", f.ns, f.agt),
             body: none,
             expect: ADMIN_ONLY(503),
+            ci: 403,
         },
         Row {
             op: "getWorkspaceDefaults",
@@ -555,6 +646,7 @@ fn rows() -> Vec<Row> {
             path: |f| format!("/namespaces/{}/workspace-defaults", f.ns),
             body: none,
             expect: [401, 403, 403, 403, 403, 200],
+            ci: 403,
         },
         // occ's own question route: anyone who may read the Namespace may ask
         Row {
@@ -563,6 +655,7 @@ fn rows() -> Vec<Row> {
             path: |f| format!("/namespaces/{}/iam/permissions", f.ns),
             body: none,
             expect: R,
+            ci: 200,
         },
         Row {
             op: "listIAMRoles",
@@ -570,6 +663,7 @@ fn rows() -> Vec<Row> {
             path: |f| format!("/namespaces/{}/iam/roles", f.ns),
             body: none,
             expect: ADMIN_ONLY(200),
+            ci: 403,
         },
         Row {
             op: "createIAMRole",
@@ -577,6 +671,7 @@ fn rows() -> Vec<Row> {
             path: |f| format!("/namespaces/{}/iam/roles", f.ns),
             body: |_| Some(json!({"permissions": [{"action": "read", "resourceKind": "secret"}]})),
             expect: ADMIN_ONLY(201),
+            ci: 403,
         },
         Row {
             op: "getIAMRole",
@@ -584,6 +679,7 @@ fn rows() -> Vec<Row> {
             path: |f| format!("/namespaces/{}/iam/roles/{}", f.ns, f.role),
             body: none,
             expect: ADMIN_ONLY(200),
+            ci: 403,
         },
         Row {
             op: "deleteIAMRole",
@@ -591,6 +687,7 @@ fn rows() -> Vec<Row> {
             path: |f| format!("/namespaces/{}/iam/roles/{}", f.ns, f.role),
             body: none,
             expect: ADMIN_ONLY(409),
+            ci: 403,
         },
         Row {
             op: "listIAMAccessBindings",
@@ -598,6 +695,7 @@ fn rows() -> Vec<Row> {
             path: |f| format!("/namespaces/{}/iam/access-bindings", f.ns),
             body: none,
             expect: ADMIN_ONLY(200),
+            ci: 403,
         },
         Row {
             op: "createIAMAccessBinding",
@@ -609,6 +707,7 @@ fn rows() -> Vec<Row> {
                 )
             },
             expect: ADMIN_ONLY(201),
+            ci: 403,
         },
         Row {
             op: "getIAMAccessBinding",
@@ -616,6 +715,7 @@ fn rows() -> Vec<Row> {
             path: |f| format!("/namespaces/{}/iam/access-bindings/{}", f.ns, f.binding),
             body: none,
             expect: ADMIN_ONLY(200),
+            ci: 403,
         },
         Row {
             op: "deleteIAMAccessBinding",
@@ -623,6 +723,7 @@ fn rows() -> Vec<Row> {
             path: |f| format!("/namespaces/{}/iam/access-bindings/{}", f.ns, f.binding),
             body: none,
             expect: ADMIN_ONLY(204),
+            ci: 403,
         },
         // The fixture's binding is a service principal's, which holds no runtime role: the
         // administrator passes authorization and is told so (409).
@@ -637,6 +738,7 @@ fn rows() -> Vec<Row> {
             },
             body: |_| Some(json!({"runtimeRole": "platform-administrator"})),
             expect: ADMIN_ONLY(409),
+            ci: 403,
         },
         Row {
             op: "createServiceKey",
@@ -644,6 +746,7 @@ fn rows() -> Vec<Row> {
             path: |_| "/api/auth/service-keys".into(),
             body: |f| Some(json!({"servicePrincipalId": f.target_sp, "name": "k"})),
             expect: ADMIN_ONLY(201),
+            ci: 403,
         },
         Row {
             op: "revokeServiceKey",
@@ -651,6 +754,7 @@ fn rows() -> Vec<Row> {
             path: |f| format!("/api/auth/service-keys/{}", f.key_id),
             body: none,
             expect: ADMIN_ONLY(200),
+            ci: 403,
         },
         // A Role on the whole Namespace (occ extension): Installation administrators whose own
         // grants cover it.
@@ -663,6 +767,7 @@ fn rows() -> Vec<Row> {
                 Some(json!({"subjectKind": "identity", "subjectId": f.target_sp, "roleId": viewer}))
             },
             expect: ADMIN_ONLY(201),
+            ci: 403,
         },
         // Service principals (occ extension): Installation administrators only.
         Row {
@@ -671,6 +776,7 @@ fn rows() -> Vec<Row> {
             path: |_| "/api/auth/service-principals".into(),
             body: |f| Some(json!({"name": "ci", "namespaceId": f.ns})),
             expect: ADMIN_ONLY(201),
+            ci: 403,
         },
         Row {
             op: "listServicePrincipals",
@@ -678,6 +784,7 @@ fn rows() -> Vec<Row> {
             path: |_| "/api/auth/service-principals".into(),
             body: none,
             expect: ADMIN_ONLY(200),
+            ci: 403,
         },
         Row {
             op: "getServicePrincipal",
@@ -685,6 +792,7 @@ fn rows() -> Vec<Row> {
             path: |f| format!("/api/auth/service-principals/{}", f.doomed_sp),
             body: none,
             expect: ADMIN_ONLY(200),
+            ci: 403,
         },
         Row {
             op: "disableServicePrincipal",
@@ -692,6 +800,7 @@ fn rows() -> Vec<Row> {
             path: |f| format!("/api/auth/service-principals/{}/disable", f.doomed_sp),
             body: none,
             expect: ADMIN_ONLY(200),
+            ci: 403,
         },
         Row {
             op: "enableServicePrincipal",
@@ -699,6 +808,7 @@ fn rows() -> Vec<Row> {
             path: |f| format!("/api/auth/service-principals/{}/enable", f.doomed_sp),
             body: none,
             expect: ADMIN_ONLY(200),
+            ci: 403,
         },
         Row {
             op: "deleteServicePrincipal",
@@ -706,6 +816,7 @@ fn rows() -> Vec<Row> {
             path: |f| format!("/api/auth/service-principals/{}", f.doomed_sp),
             body: none,
             expect: ADMIN_ONLY(200),
+            ci: 403,
         },
         // Session-only routes: service keys are not sessions.
         Row {
@@ -714,6 +825,7 @@ fn rows() -> Vec<Row> {
             path: |_| "/api/auth/accounts".into(),
             body: |_| Some(json!({"email": "a@b.c", "password": "long enough password"})),
             expect: [401; 6],
+            ci: 401,
         },
         Row {
             op: "getAuthAccount",
@@ -721,6 +833,7 @@ fn rows() -> Vec<Row> {
             path: |_| "/api/auth/accounts/usr_someone".into(),
             body: none,
             expect: [401; 6],
+            ci: 401,
         },
         Row {
             op: "disableAuthAccount",
@@ -728,6 +841,7 @@ fn rows() -> Vec<Row> {
             path: |_| "/api/auth/accounts/usr_someone/disable".into(),
             body: |_| Some(json!({"expectedVersion": 1})),
             expect: [401; 6],
+            ci: 401,
         },
         Row {
             op: "enableAuthAccount",
@@ -735,6 +849,7 @@ fn rows() -> Vec<Row> {
             path: |_| "/api/auth/accounts/usr_someone/enable".into(),
             body: |_| Some(json!({"expectedVersion": 1})),
             expect: [401; 6],
+            ci: 401,
         },
         Row {
             op: "revokeAuthAccountSessions",
@@ -742,6 +857,7 @@ fn rows() -> Vec<Row> {
             path: |_| "/api/auth/accounts/usr_someone/revoke".into(),
             body: |_| Some(json!({"expectedVersion": 1})),
             expect: [401; 6],
+            ci: 401,
         },
         Row {
             op: "signOut",
@@ -749,6 +865,7 @@ fn rows() -> Vec<Row> {
             path: |_| "/api/auth/sign-out".into(),
             body: none,
             expect: [401; 6],
+            ci: 401,
         },
         // Public routes.
         Row {
@@ -757,6 +874,7 @@ fn rows() -> Vec<Row> {
             path: |_| "/api/auth/providers".into(),
             body: none,
             expect: [200; 6],
+            ci: 200,
         },
         Row {
             op: "getAuthSession",
@@ -764,6 +882,7 @@ fn rows() -> Vec<Row> {
             path: |_| "/api/auth/session".into(),
             body: none,
             expect: [200; 6],
+            ci: 200,
         },
         Row {
             op: "signInEmail",
@@ -773,6 +892,7 @@ fn rows() -> Vec<Row> {
                 Some(json!({"email": "nobody@example.com", "password": "long enough password"}))
             },
             expect: [401; 6],
+            ci: 401,
         },
     ]
 }
@@ -819,17 +939,23 @@ async fn matrix() {
     let mut failures = Vec::new();
     for row in rows() {
         let f = fixture().await;
-        for (i, who) in f.callers.iter().enumerate() {
+        // In calling order: the first five, the CI key, the administrator last.
+        let mut order: Vec<(&str, &Credential, u16)> = (0..5)
+            .map(|i| (names[i], &f.callers[i], row.expect[i]))
+            .collect();
+        order.push(("CI key", &f.ci, row.ci));
+        order.push((names[5], &f.callers[5], row.expect[5]));
+        for (name, who, expected) in order {
             let reply = f
                 .app
                 .call(row.method.clone(), &(row.path)(&f), who, (row.body)(&f))
                 .await;
-            if reply.status.as_u16() != row.expect[i] {
+            if reply.status.as_u16() != expected {
                 failures.push(format!(
                     "{} as {}: expected {}, got {} {}",
                     row.op,
-                    names[i],
-                    row.expect[i],
+                    name,
+                    expected,
                     reply.status.as_u16(),
                     reply.body
                 ));
