@@ -10,7 +10,7 @@
 // the API's 403 explained when it forces a control; Try it sends a message through occ to an
 // Agent whose model (a local fake) gets the bound Secret as its key; the Access page creates a service
 // principal, grants it the built-in viewer Role on the Namespace, removes it, disables and deletes
-// it. Screenshots of each main page go to docs/console/.
+// it; the Accounts page creates an account, disables it (its sign-in is refused) and enables it. Screenshots of each main page go to docs/console/.
 
 import http from 'node:http';
 import test from 'node:test';
@@ -695,6 +695,29 @@ test('the web console, end to end', { timeout: 15 * 60_000 }, async (t) => {
     await page.locator('#service-principals-table tr[data-name="console-ci"] button', { hasText: 'Delete' }).click();
     await confirmDialog(page, 'Delete service principal');
     await row.waitFor({ state: 'detached' });
+  });
+
+  await step('Accounts: create one, disable it (its sign-in is refused), enable it', async () => {
+    const TEAMMATE = { email: 'teammate@openclaw.local', password: 'teammate password 1234' };
+    await page.goto(`${URL_BASE}/console/accounts?namespace=${ns}`);
+    await page.locator('#accounts-table').waitFor();
+    await page.locator(`#accounts-table tr[data-email="${ADMIN_EMAIL}"]`, { hasText: '(you)' }).waitFor();
+    await page.fill('#account-email-input', TEAMMATE.email);
+    await page.fill('#account-password', TEAMMATE.password);
+    await page.click('#create-account');
+    const row = page.locator(`#accounts-table tr[data-email="${TEAMMATE.email}"]`);
+    await row.waitFor();
+    const signIn = async () => (await fetch(`${URL_BASE}/api/auth/sign-in/email`, {
+      method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(TEAMMATE),
+    })).status;
+    assert.equal(await signIn(), 200);
+    await row.locator('button', { hasText: 'Disable' }).click();
+    await page.locator(`#accounts-table tr[data-email="${TEAMMATE.email}"][data-disabled="true"]`).waitFor();
+    assert.equal(await signIn(), 401, 'a disabled account signs in no more');
+    await shot(page, 'accounts');
+    await page.locator(`#accounts-table tr[data-email="${TEAMMATE.email}"] button`, { hasText: 'Enable' }).click();
+    await page.locator(`#accounts-table tr[data-email="${TEAMMATE.email}"][data-disabled="false"]`).waitFor();
+    assert.equal(await signIn(), 200);
   });
 
   await step('a version whose gateway cannot start fails; Diagnose names the cause', async () => {

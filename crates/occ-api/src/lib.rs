@@ -115,7 +115,7 @@ pub fn router_and_openapi(state: AppState) -> (axum::Router, utoipa::openapi::Op
         .routes(routes!(auth::sign_out))
         .routes(routes!(auth::get_session))
         .routes(routes!(auth::get_providers))
-        .routes(routes!(auth::create_account))
+        .routes(routes!(auth::create_account, auth::list_accounts))
         .routes(routes!(auth::get_account))
         .routes(routes!(auth::disable_account))
         .routes(routes!(auth::enable_account))

@@ -600,6 +600,28 @@ pub struct AccountStateView {
     methods: Vec<SignInMethodView>,
 }
 
+/// An account in the list of accounts (occ extension): the account and its state.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AccountListItemView {
+    #[serde(flatten)]
+    account: AccountView,
+    version: i64,
+    disabled: bool,
+    created_at: String,
+}
+
+impl From<&UserAccount> for AccountListItemView {
+    fn from(u: &UserAccount) -> Self {
+        Self {
+            account: AccountView::from(u),
+            version: u.version,
+            disabled: u.disabled_at.is_some(),
+            created_at: u.created_at.to_string(),
+        }
+    }
+}
+
 /// One way an account signs in.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]

@@ -10,6 +10,7 @@
 use occ_core::authz::{Action, AuthMethod, ResourceRef};
 use occ_core::iam::UserAccount;
 use occ_core::{Error, IamId, Timestamp};
+use occ_store::Tx;
 
 use crate::auth::{GrantHolder, unauthenticated};
 use crate::authorization::found;
@@ -50,18 +51,34 @@ impl Controller {
         people_only(req)
     }
 
+    /// Every account (an occ extension, for the console's Accounts page).
+    pub async fn account_list(&self, req: &Request) -> Result<Vec<UserAccount>, Error> {
+        let mut tx = self
+            .account_read(req, "openclaw.auth.accounts.list")
+            .await?;
+        Ok(tx.user_list().await?)
+    }
+
     /// One account: its principal, version and whether it is disabled.
     pub async fn account_get(&self, req: &Request, id: &IamId) -> Result<UserAccount, Error> {
+        let mut tx = self
+            .account_read(req, "openclaw.auth.accounts.read")
+            .await?;
+        found(tx.user_get(id).await?)
+    }
+
+    /// A read of accounts: a person administering the Installation.
+    async fn account_read(&self, req: &Request, audit_action: &str) -> Result<Tx, Error> {
         people_only(req)?;
-        let (mut tx, _) = self
+        let (tx, _) = self
             .read_authorized_on_installation(
                 req,
                 Action::Administer,
                 ResourceRef::installation,
-                "openclaw.auth.accounts.read",
+                audit_action,
             )
             .await?;
-        found(tx.user_get(id).await?)
+        Ok(tx)
     }
 
     /// Applies `change` to the account if it is still at `expected_version`; returns it as

@@ -57,6 +57,15 @@ impl Tx {
         row.as_ref().map(user_from_row).transpose()
     }
 
+    /// Every account, oldest first.
+    pub async fn user_list(&mut self) -> Result<Vec<UserAccount>, StoreError> {
+        let rows = self
+            .q(sql!("SELECT id, email, name, principal_id, version, disabled_at, created_at FROM users ORDER BY created_at, id"))
+            .fetch_all()
+            .await?;
+        rows.iter().map(user_from_row).collect()
+    }
+
     /// Inserts a session with the SHA-256 hex of its cookie token.
     pub async fn session_insert(
         &mut self,

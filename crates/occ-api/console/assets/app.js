@@ -11,6 +11,7 @@ import { agentsPage, createAgentPage } from './agents.js';
 import { agentPage } from './agent.js';
 import { namespacesPage } from './namespaces.js';
 import { accessPage } from './access.js';
+import { accountsPage } from './accounts.js';
 
 const routes = [
   { pattern: /^\/console\/?$/, render: () => navigate(href('/console/agents'), { replace: true, keepMessages: true }) },
@@ -20,6 +21,7 @@ const routes = [
   { pattern: /^\/console\/agents\/(agt_[0-9a-f-]+)$/, nav: 'agents', render: agentPage },
   { pattern: /^\/console\/namespaces$/, nav: 'namespaces', render: namespacesPage },
   { pattern: /^\/console\/access$/, nav: 'access', render: accessPage },
+  { pattern: /^\/console\/accounts$/, nav: 'accounts', render: accountsPage },
 ];
 
 let scope = new Scope();

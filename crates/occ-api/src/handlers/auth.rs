@@ -13,7 +13,7 @@ use crate::extract::{Ctx, DEFAULT_LIMIT, JsonBody, NoBody, Params, check_csrf, c
 use crate::inputs::{AccountCreateBody, AccountVersionBody, ServiceKeyCreateBody, SignInBody};
 use crate::openapi::{Data, ErrorBody};
 use crate::state::AppState;
-use crate::views::{AccountStateView, AccountView, IssuedKeyView};
+use crate::views::{AccountListItemView, AccountStateView, AccountView, IssuedKeyView};
 
 fn set_cookie(response: &mut Response, value: &str) {
     if let Ok(v) = HeaderValue::from_str(value) {
@@ -213,6 +213,24 @@ async fn change_account(
         .account_change(&ctx.req, id, expected, change)
         .await?;
     Ok(ok(json!({"userId": user.id})))
+}
+
+/// Every account, oldest first (occ extension, for the console's Accounts page; people
+/// administering the Installation).
+#[utoipa::path(get, path = "/api/auth/accounts", operation_id = "listAuthAccounts", tag = "Authentication",
+    responses((status = 200, body = Data<Vec<AccountListItemView>>), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 503, body = ErrorBody)))]
+pub async fn list_accounts(State(s): State<AppState>, ctx: Ctx) -> Result<Response, ApiError> {
+    let list = s.controller.account_list(&ctx.req).await?;
+    let mut response = ok(list
+        .iter()
+        .map(AccountListItemView::from)
+        .collect::<Vec<_>>())
+    .into_response();
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    Ok(response)
 }
 
 /// An account: its principal, version, whether it is disabled and how it signs in (people

@@ -112,6 +112,20 @@ async fn disabling_enabling_and_revoking_take_effect_at_once() {
         async move { app.call(Method::GET, "/api/auth/session", &who, None).await }
     };
     assert!(whoami(pat.clone()).await.data().is_object());
+    let listed = expect(
+        app.call(Method::GET, "/api/auth/accounts", &admin, None)
+            .await,
+        StatusCode::OK,
+    );
+    let emails: Vec<&str> = listed
+        .data()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["email"].as_str().unwrap())
+        .collect();
+    assert_eq!(emails, ["admin@openclaw.local", "pat@example.com"]);
+    assert_eq!(listed.data()[1]["principalId"], principal.as_str());
 
     // Disable: the live session ends on its next request; signing in is refused.
     let done = expect(
@@ -216,6 +230,11 @@ async fn only_people_administering_the_installation_and_covering_the_account_may
         ),
     ] {
         expect(app.call(Method::GET, &path, &who, None).await, status);
+        expect(
+            app.call(Method::GET, "/api/auth/accounts", &who, None)
+                .await,
+            status,
+        );
         expect(change(&app, &who, &user, "revoke", 1).await, status);
     }
     // A service key is refused before its body is read.

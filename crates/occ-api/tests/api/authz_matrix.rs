@@ -828,6 +828,14 @@ fn rows() -> Vec<Row> {
             ci: 401,
         },
         Row {
+            op: "listAuthAccounts",
+            method: Method::GET,
+            path: |_| "/api/auth/accounts".into(),
+            body: none,
+            expect: [401; 6],
+            ci: 401,
+        },
+        Row {
             op: "getAuthAccount",
             method: Method::GET,
             path: |_| "/api/auth/accounts/usr_someone".into(),
