@@ -50,6 +50,8 @@ use handlers::{
 pub fn router_and_openapi(state: AppState) -> (axum::Router, utoipa::openapi::OpenApi) {
     let (router, mut api) = OpenApiRouter::<AppState>::with_openapi(openapi::ApiDoc::openapi())
         .routes(routes!(handlers::get_installation))
+        .routes(routes!(handlers::get_deployment_inventory))
+        .routes(routes!(handlers::list_backends))
         .routes(routes!(
             namespaces::list_namespaces,
             namespaces::create_namespace

@@ -205,6 +205,84 @@ impl From<&Agent> for AgentView {
     }
 }
 
+/// The deployment inventory (`getInstallationDeploymentInventory`).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InventoryView {
+    installation_id: String,
+    namespaces: Vec<InventoryNamespaceView>,
+}
+
+/// A Namespace of the inventory.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InventoryNamespaceView {
+    id: String,
+    status: String,
+    agents: Vec<InventoryAgentView>,
+}
+
+/// An Agent of the inventory.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InventoryAgentView {
+    id: String,
+    status: String,
+    desired_runtime_state: String,
+    execution_mode: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    active_revision_id: Option<String>,
+    /// A deployment of it is queued or running.
+    deployment_in_progress: bool,
+}
+
+impl From<&occ_controller::inventory::Inventory> for InventoryView {
+    fn from(inv: &occ_controller::inventory::Inventory) -> Self {
+        Self {
+            installation_id: inv.installation_id.to_string(),
+            namespaces: inv
+                .namespaces
+                .iter()
+                .map(|(ns, agents)| InventoryNamespaceView {
+                    id: ns.id.to_string(),
+                    status: ns.status.as_str().into(),
+                    agents: agents
+                        .iter()
+                        .map(|(a, in_progress)| InventoryAgentView {
+                            id: a.id.to_string(),
+                            status: a.status.as_str().into(),
+                            desired_runtime_state: a.desired_runtime_state.as_str().into(),
+                            execution_mode: a.execution_mode.as_str().into(),
+                            active_revision_id: a
+                                .active_revision_id
+                                .as_ref()
+                                .map(ToString::to_string),
+                            deployment_in_progress: *in_progress,
+                        })
+                        .collect(),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// A configured Backend (`listBackends`): its id and type, never its credentials.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BackendView {
+    id: String,
+    #[serde(rename = "type")]
+    kind: String,
+}
+
+impl From<&occ_controller::BackendConfig> for BackendView {
+    fn from(b: &occ_controller::BackendConfig) -> Self {
+        Self {
+            id: b.id.clone(),
+            kind: b.kind.clone(),
+        }
+    }
+}
+
 /// The public projection of a revision's harness auth: Secret sources lose their Namespace.
 fn public_harness_auth(auth: &Option<HarnessAuth>) -> Value {
     match auth {

@@ -39,6 +39,7 @@ pub mod configurations;
 pub mod deployment_runtime;
 pub mod deployments;
 pub mod iam;
+pub mod inventory;
 pub mod metrics;
 pub mod namespaces;
 pub mod native_admin;

@@ -104,6 +104,24 @@ impl Tx {
         rows.iter().map(from_row).collect()
     }
 
+    /// Every Agent of the Installation, by Namespace and age, each with whether a deployment
+    /// of it is queued or running (the deployment inventory).
+    pub async fn agent_inventory(&mut self) -> Result<Vec<(Agent, bool)>, StoreError> {
+        let rows = self
+            .q(sql!(concat!(
+                "SELECT ",
+                agent_cols!(),
+                ", EXISTS (SELECT 1 FROM controller_work w WHERE w.agent_id = agents.id \
+                 AND w.revision_id IS NOT NULL AND w.state IN ('queued', 'claimed')) AS deployment_in_progress \
+                 FROM agents ORDER BY namespace_id, created_at, id"
+            )))
+            .fetch_all()
+            .await?;
+        rows.iter()
+            .map(|r| Ok((from_row(r)?, r.boolean("deployment_in_progress")?)))
+            .collect()
+    }
+
     /// Compare-and-swap of the active-revision pointer: `expected → new`. Returns whether it
     /// moved.
     pub async fn agent_swap_active_revision(

@@ -595,6 +595,22 @@ fn end_to_end(backend: Backend) {
     let status = cli.yaml(&["agent", "deployment-status", &agt, &rev_id]);
     assert_eq!(str_of(&status, "status"), "queued");
 
+    // ---- the deployment inventory: the queued deployment shows; a table row per Agent ----
+    let inventory = cli.json(&["installation", "deployment-inventory"]);
+    let listed = inventory["namespaces"]
+        .as_array()
+        .and_then(|all| all.iter().find(|n| n["id"] == ns.as_str()))
+        .unwrap_or_else(|| panic!("{inventory}"));
+    let row = listed["agents"]
+        .as_array()
+        .and_then(|agents| agents.iter().find(|a| a["id"] == agt.as_str()))
+        .unwrap_or_else(|| panic!("{inventory}"));
+    assert_eq!(row["deploymentInProgress"], true, "{row}");
+    let table = cli.table(&["installation", "deployment-inventory"]);
+    assert!(table.starts_with("NAMESPACEID"), "{table}");
+    assert!(table.contains(&agt), "{table}");
+    assert_eq!(cli.json(&["installation", "backends"]), json!([]));
+
     // ---- automation: a service principal for CI, the built-in operator Role on the
     // Namespace, a key limited to it, written to a private file and never printed ----
     let ci = cli.json(&["service-principal", "create", "ci", "--in-namespace"]);

@@ -21,7 +21,7 @@ use crate::error::ApiError;
 use crate::extract::Ctx;
 use crate::openapi::{Data, ErrorBody};
 use crate::state::AppState;
-use crate::views::InstallationView;
+use crate::views::{BackendView, InstallationView, InventoryView};
 
 /// The Installation.
 #[utoipa::path(get, path = "/installation", operation_id = "getInstallation", tag = "Installation",
@@ -36,4 +36,33 @@ pub async fn get_installation(
         &installation,
         &s.controller.execution_modes(),
     )))
+}
+
+/// What the Installation runs: every Namespace the caller may read with the Agents it may read,
+/// each with its runtime state and whether a deployment of it is queued or running
+/// (Installation administrators).
+#[utoipa::path(get, path = "/installation/deployment-inventory", operation_id = "getInstallationDeploymentInventory", tag = "Installation",
+    responses((status = 200, body = Data<InventoryView>), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn get_deployment_inventory(
+    State(s): State<AppState>,
+    ctx: Ctx,
+) -> Result<impl IntoResponse, ApiError> {
+    let inventory = s.controller.deployment_inventory(&ctx.req).await?;
+    Ok(ok(InventoryView::from(&inventory)))
+}
+
+/// The configured Backends Agents may select with `backendId` (Installation administrators).
+#[utoipa::path(get, path = "/backends", operation_id = "listBackends", tag = "Installation",
+    responses((status = 200, body = Data<Vec<BackendView>>), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn list_backends(
+    State(s): State<AppState>,
+    ctx: Ctx,
+) -> Result<impl IntoResponse, ApiError> {
+    let backends = s.controller.backend_list(&ctx.req).await?;
+    Ok(ok(backends
+        .iter()
+        .map(BackendView::from)
+        .collect::<Vec<_>>()))
 }

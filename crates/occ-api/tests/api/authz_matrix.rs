@@ -276,6 +276,22 @@ fn rows() -> Vec<Row> {
             ci: 403,
         },
         Row {
+            op: "getInstallationDeploymentInventory",
+            method: Method::GET,
+            path: |_| "/installation/deployment-inventory".into(),
+            body: none,
+            expect: ADMIN_ONLY(200),
+            ci: 403,
+        },
+        Row {
+            op: "listBackends",
+            method: Method::GET,
+            path: |_| "/backends".into(),
+            body: none,
+            expect: ADMIN_ONLY(200),
+            ci: 403,
+        },
+        Row {
             op: "listNamespaces",
             method: Method::GET,
             path: |_| "/namespaces".into(),

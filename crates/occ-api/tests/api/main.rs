@@ -12,6 +12,7 @@ mod configurations;
 mod console;
 mod deploy;
 mod framing;
+mod inventory;
 mod kubernetes;
 mod native_admin;
 mod redeploy;

@@ -416,6 +416,11 @@ impl Client {
         }
     }
 
+    /// Whether the output is the human-readable table.
+    pub(super) fn is_table(&self) -> bool {
+        matches!(self.output, Output::Table)
+    }
+
     pub(super) fn print(&self, value: &Value, columns: &[&str]) -> anyhow::Result<()> {
         let text = match self.output {
             Output::Json => serde_json::to_string_pretty(value)?,
