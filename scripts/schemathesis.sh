@@ -42,11 +42,12 @@ occ_binary
 # --- a fresh installation --------------------------------------------------------------------
 DIR=$(mktemp -d)
 SERVER_PID=
+MODELS_PID=
 cleanup() {
-  if [ -n "$SERVER_PID" ]; then
-    kill "$SERVER_PID" 2>/dev/null || true
-    wait "$SERVER_PID" 2>/dev/null || true
-  fi
+  for pid in $SERVER_PID $MODELS_PID; do
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
   rm -rf "$DIR"
 }
 trap cleanup EXIT
@@ -75,6 +76,26 @@ KEY=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["data"]["
 PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 BASE=http://127.0.0.1:$PORT
 
+# A model provider for model discovery: `GET /v1/models` answers one model (either provider's
+# list shape), so discovery reaches its success path; no request leaves the machine.
+MODELS_PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+python3 - "$MODELS_PORT" >"$DIR/models.log" 2>&1 <<'PY' &
+import http.server, json, sys
+class Models(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = json.dumps({"data": [{"id": "gpt-test", "display_name": "GPT test"}]}).encode()
+        self.send_response(200 if self.path.split("?")[0] == "/v1/models" else 404)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Models).serve_forever()
+PY
+MODELS_PID=$!
+
+OCC_OPENAI_BASE_URL=http://127.0.0.1:$MODELS_PORT/v1 OCC_ANTHROPIC_BASE_URL=http://127.0.0.1:$MODELS_PORT/v1 \
 OCC_DATABASE_URL=$DB OCC_DATA_DIR=$DIR/data OCC_PORT=$PORT OCC_HOST=127.0.0.1 \
   OCC_AUTH_BASE_URL=$BASE \
   OCC_LOG=${OCC_LOG:-warn} OCC_AUTH_SECRET=$(python3 -c 'import secrets; print(secrets.token_hex(32))') \
@@ -328,6 +349,13 @@ lines += [
     # authorization, as the reference does without one.
     "[[operations]]",
     'include-operation-id = "createServiceAccountCredential"',
+    "checks = { not_a_server_error = { enabled = false } }",
+    "",
+    # Model discovery of a ChatGPT personal access token (`authMethod: codex_pat`) is the
+    # documented 501: occ lists models for API keys only (the API keys reach the local model
+    # list above: 200).
+    "[[operations]]",
+    'include-operation-id = "discoverAgentModels"',
     "checks = { not_a_server_error = { enabled = false } }",
     "",
     # Without a worker no Agent serves a revision, and the runtime roles come from the revision

@@ -12,6 +12,7 @@ use occ_controller::agents::{AgentInput, AgentUpdate, Patch};
 use occ_controller::auth::{AccountInput, ServiceKeyInput};
 use occ_controller::configurations::ConfigurationInput;
 use occ_controller::iam::{BindingInput, BindingTarget, RoleInput};
+use occ_controller::models::DiscoveryInput;
 use occ_controller::service_principals::ServicePrincipalInput;
 use occ_core::authz::{Action, ResourceKind};
 use occ_core::resource::{ExecutionMode, HarnessAuth, SecretBindings, WorkspaceFiles};
@@ -269,6 +270,18 @@ request_body! {
 }
 
 request_body! {
+    /// `POST /namespaces/{namespaceId}/agents/models`: which models a provider offers to a key.
+    pub struct ModelDiscoveryBody {
+        /// `openai` | `anthropic`.
+        required "provider" => provider: DiscoveryProvider,
+        /// `api_key` | `codex_pat`.
+        required "authMethod" => auth_method: DiscoveryAuthMethod,
+        /// The key, sent to the provider only and never kept.
+        required "apiKey" => api_key: DiscoveryKey,
+    }
+}
+
+request_body! {
     /// `POST /api/auth/service-principals` (occ extension).
     pub struct ServicePrincipalCreateBody {
         /// 1..64 characters, unique in the Installation.
@@ -358,6 +371,16 @@ impl From<NamespaceBindingCreateBody> for BindingInput {
             role_id: body.role_id,
             target: BindingTarget::Namespace,
             runtime_role: None,
+        }
+    }
+}
+
+impl From<ModelDiscoveryBody> for DiscoveryInput {
+    fn from(body: ModelDiscoveryBody) -> Self {
+        DiscoveryInput {
+            provider: body.provider.0,
+            auth: body.auth_method.0,
+            api_key: body.api_key.0,
         }
     }
 }

@@ -83,6 +83,7 @@ pub fn router_and_openapi(state: AppState) -> (axum::Router, utoipa::openapi::Op
         .routes(routes!(service_accounts::create_service_account_credential))
         .routes(routes!(service_accounts::update_service_account_credential))
         .routes(routes!(agents::list_agents, agents::create_agent))
+        .routes(routes!(agents::discover_models))
         .routes(routes!(
             agents::get_agent,
             agents::update_agent,

@@ -266,6 +266,22 @@ impl From<&occ_controller::inventory::Inventory> for InventoryView {
     }
 }
 
+/// A model a provider offers (`discoverAgentModels`).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ModelView {
+    id: String,
+    name: String,
+}
+
+impl From<&occ_controller::models::ModelInfo> for ModelView {
+    fn from(m: &occ_controller::models::ModelInfo) -> Self {
+        Self {
+            id: m.id.clone(),
+            name: m.name.clone(),
+        }
+    }
+}
+
 /// A configured Backend (`listBackends`): its id and type, never its credentials.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct BackendView {

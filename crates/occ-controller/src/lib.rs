@@ -41,6 +41,7 @@ pub mod deployments;
 pub mod iam;
 pub mod inventory;
 pub mod metrics;
+pub mod models;
 pub mod namespaces;
 pub mod native_admin;
 pub mod runtime_logs;
@@ -169,6 +170,8 @@ pub struct Controller {
     runtime_log_limiter: runtime_logs::LogRateLimiter,
     /// The Backend's ServiceAccount Driver, when one is configured.
     accounts: Option<Arc<dyn occ_drivers::service_account::AccountDriver>>,
+    /// Where model discovery reads providers' model lists, when it is configured.
+    model_catalog: Option<Arc<dyn occ_drivers::model_catalog::ModelCatalog>>,
     /// Where Agents' Control UIs are offered, when they are.
     native_admin: Option<native_admin::NativeAdminSettings>,
     /// Sessions that ended here, for the Control UI sockets they opened.
@@ -209,6 +212,7 @@ impl Controller {
             runtime: None,
             runtime_log_limiter: runtime_logs::LogRateLimiter::default(),
             accounts: None,
+            model_catalog: None,
             native_admin: None,
             session_ends: native_admin::SessionEnds::default(),
             recent_admissions: native_admin::RecentAdmissions::default(),
@@ -222,6 +226,15 @@ impl Controller {
         driver: Arc<dyn occ_drivers::service_account::AccountDriver>,
     ) -> Self {
         self.accounts = Some(driver);
+        self
+    }
+
+    /// Gives the controller the model catalog that model discovery reads.
+    pub fn with_model_catalog(
+        mut self,
+        catalog: Arc<dyn occ_drivers::model_catalog::ModelCatalog>,
+    ) -> Self {
+        self.model_catalog = Some(catalog);
         self
     }
 

@@ -74,6 +74,14 @@ pub enum ErrorCode {
     ModelError,
     /// A chat turn did not finish before its deadline (occ extension).
     ChatTimeout,
+    /// 400: the model provider refused the key given for model discovery.
+    ModelDiscoveryCredentialsRejected,
+    /// 429: the model provider is rate limiting discovery.
+    ModelDiscoveryRateLimited,
+    /// 503: the model provider could not be reached or failed.
+    ModelDiscoveryUnavailable,
+    /// 503: the model provider's answer was not a model list.
+    ModelDiscoveryInvalidResponse,
 }
 
 impl ErrorCode {
@@ -107,6 +115,10 @@ impl ErrorCode {
             ErrorCode::RuntimeLogsTimeout => "RUNTIME_LOGS_TIMEOUT",
             ErrorCode::ModelError => "MODEL_ERROR",
             ErrorCode::ChatTimeout => "CHAT_TIMEOUT",
+            ErrorCode::ModelDiscoveryCredentialsRejected => "MODEL_DISCOVERY_CREDENTIALS_REJECTED",
+            ErrorCode::ModelDiscoveryRateLimited => "MODEL_DISCOVERY_RATE_LIMITED",
+            ErrorCode::ModelDiscoveryUnavailable => "MODEL_DISCOVERY_UNAVAILABLE",
+            ErrorCode::ModelDiscoveryInvalidResponse => "MODEL_DISCOVERY_INVALID_RESPONSE",
         }
     }
 
@@ -116,7 +128,8 @@ impl ErrorCode {
             ErrorCode::InvalidRequest
             | ErrorCode::RuntimeLogsCursorInvalid
             | ErrorCode::RuntimeLogsPodInvalid
-            | ErrorCode::RuntimeLogsSourceUnavailable => 400,
+            | ErrorCode::RuntimeLogsSourceUnavailable
+            | ErrorCode::ModelDiscoveryCredentialsRejected => 400,
             ErrorCode::Unauthenticated => 401,
             ErrorCode::Forbidden => 403,
             ErrorCode::NotFound => 404,
@@ -128,14 +141,18 @@ impl ErrorCode {
             | ErrorCode::NamespaceNotEmpty => 409,
             ErrorCode::PayloadTooLarge => 413,
             ErrorCode::UnsupportedMediaType => 415,
-            ErrorCode::RateLimited | ErrorCode::RuntimeLogsRateLimited => 429,
+            ErrorCode::RateLimited
+            | ErrorCode::RuntimeLogsRateLimited
+            | ErrorCode::ModelDiscoveryRateLimited => 429,
             ErrorCode::InternalError => 500,
             ErrorCode::NotImplemented => 501,
             ErrorCode::DependencyUnavailable
             | ErrorCode::UnknownOutcome
             | ErrorCode::RuntimeLogsClusterRbac
             | ErrorCode::RuntimeLogsUnavailable
-            | ErrorCode::RuntimeLogsAuditUnavailable => 503,
+            | ErrorCode::RuntimeLogsAuditUnavailable
+            | ErrorCode::ModelDiscoveryUnavailable
+            | ErrorCode::ModelDiscoveryInvalidResponse => 503,
             ErrorCode::ModelError => 502,
             ErrorCode::RuntimeLogsTimeout | ErrorCode::ChatTimeout => 504,
         }

@@ -6,6 +6,7 @@
 //! - [`secret::SecretDriver`]: where Secret values live (local, encrypted at rest).
 //! - [`service_account::AccountDriver`]: a Backend that makes provider accounts for
 //!   ServiceAccounts and issues their credentials (ChatGPT's workspace Admin API).
+//! - [`model_catalog::ModelCatalog`]: which models a provider offers to a key.
 //! - [`compute::ComputeSelection`]: which Compute Driver this installation uses and what it
 //!   supports, as admission needs to know it.
 
@@ -13,6 +14,7 @@ pub mod compute;
 pub mod configuration;
 pub mod error;
 pub mod kubernetes;
+pub mod model_catalog;
 pub mod secret;
 pub mod service_account;
 

@@ -140,6 +140,8 @@ pub struct TestAppOptions {
     /// The Backend's ServiceAccount Driver (none: accounts are native, issuing credentials
     /// answers 503).
     pub accounts: Option<Arc<dyn occ_drivers::service_account::AccountDriver>>,
+    /// Where model discovery reads model lists (none: discovery answers 503).
+    pub models: Option<Arc<dyn occ_drivers::model_catalog::ModelCatalog>>,
     /// Offers Agents' Control UIs at Agent origins.
     pub native_admin: Option<occ_controller::native_admin::NativeAdminSettings>,
 }
@@ -248,6 +250,14 @@ impl TestApp {
                 Arc::into_inner(controller)
                     .expect("not shared yet")
                     .with_account_driver(accounts),
+            ),
+            None => controller,
+        };
+        let controller = match options.models {
+            Some(catalog) => Arc::new(
+                Arc::into_inner(controller)
+                    .expect("not shared yet")
+                    .with_model_catalog(catalog),
             ),
             None => controller,
         };

@@ -20,6 +20,7 @@ use occ_drivers::configuration::{
     ConfigurationDriver, FilesystemConfigurationDriver, KubernetesConfigurationDriver,
 };
 use occ_drivers::kubernetes::{KubeClient, TenantAccess, TenantNamespaces};
+use occ_drivers::model_catalog::HttpModelCatalog;
 use occ_drivers::secret::{KubernetesSecretDriver, LocalSecretDriver, SecretDriver};
 use occ_host::runtime::OpenclawRuntime;
 use occ_host::sandbox::SandboxSettings;
@@ -213,6 +214,10 @@ pub async fn controller(
     if let Some(accounts) = account_driver(settings)? {
         controller = controller.with_account_driver(accounts);
     }
+    let discovery = &settings.model_discovery;
+    let catalog = HttpModelCatalog::new(&discovery.openai_base_url, &discovery.anthropic_base_url)
+        .map_err(|e| anyhow::anyhow!("model discovery: {e}"))?;
+    let controller = controller.with_model_catalog(Arc::new(catalog));
     Ok(match files_through {
         Some(compute) => controller
             .with_runtime_access(compute.clone())

@@ -206,6 +206,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
             isolation,
         },
         metrics: metrics_address,
+        model_discovery: crate::settings::ModelDiscoverySettings::from_env(&process_env)?,
     };
     let server = ServerSettings {
         platform: platform.clone(),

@@ -7,7 +7,7 @@ use axum::response::IntoResponse;
 use crate::envelope::{accepted, created, ok};
 use crate::error::ApiError;
 use crate::extract::{AGENT_CREATE_LIMIT, Ctx, DEFAULT_LIMIT, JsonBody, NoBody, Params};
-use crate::inputs::{AgentCreateBody, AgentUpdateBody};
+use crate::inputs::{AgentCreateBody, AgentUpdateBody, ModelDiscoveryBody};
 use crate::openapi::{Data, ErrorBody};
 use crate::state::AppState;
 use crate::views::{
@@ -265,4 +265,29 @@ pub async fn diagnose_agent_deployment(
         .deployment_diagnostics(&ctx.req, p.ns()?, p.agent()?, p.revision()?)
         .await?;
     Ok(ok(DiagnosticsView::from(&diagnostics)))
+}
+
+/// The models a provider offers to a key, for choosing an Agent's model (needs `agent:create`
+/// in the Namespace). The key goes to the provider only and is never kept; the providers' base
+/// URLs are settings (`OCC_OPENAI_BASE_URL`, `OCC_ANTHROPIC_BASE_URL`).
+#[utoipa::path(post, path = "/namespaces/{namespaceId}/agents/models", operation_id = "discoverAgentModels", tag = "Agents",
+    params(("namespaceId" = String, Path)), request_body = ModelDiscoveryBody,
+    responses((status = 200, body = Data<Vec<crate::views::ModelView>>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 413, body = ErrorBody),
+        (status = 415, body = ErrorBody), (status = 429, body = ErrorBody), (status = 501, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn discover_models(
+    State(s): State<AppState>,
+    p: Params,
+    ctx: Ctx,
+    JsonBody(body): JsonBody<DEFAULT_LIMIT>,
+) -> Result<impl IntoResponse, ApiError> {
+    let input = ModelDiscoveryBody::parse(&body)?;
+    let models = s
+        .controller
+        .discover_models(&ctx.req, p.ns()?, input.into())
+        .await?;
+    Ok(ok(models
+        .iter()
+        .map(crate::views::ModelView::from)
+        .collect::<Vec<_>>()))
 }

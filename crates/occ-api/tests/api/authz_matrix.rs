@@ -465,6 +465,17 @@ fn rows() -> Vec<Row> {
             expect: ADMIN_ONLY(201),
             ci: 403,
         },
+        // No model catalog is configured here: an allowed caller learns that (503).
+        Row {
+            op: "discoverAgentModels",
+            method: Method::POST,
+            path: |f| format!("/namespaces/{}/agents/models", f.ns),
+            body: |_| {
+                Some(json!({"provider": "openai", "authMethod": "api_key", "apiKey": "sk-test"}))
+            },
+            expect: ADMIN_ONLY(503),
+            ci: 403,
+        },
         Row {
             op: "getAgent",
             method: Method::GET,

@@ -14,6 +14,7 @@ mod deploy;
 mod framing;
 mod inventory;
 mod kubernetes;
+mod models;
 mod native_admin;
 mod redeploy;
 mod resources;

@@ -18,8 +18,9 @@ mod tests;
 
 pub use kubernetes::KubernetesComputeSettings;
 pub use platform::{
-    ComputeDriverSettings, ComputeSettings, ConfigurationStore, PlatformSettings, ProcessIsolation,
-    SecretStore, codex_base_url, dev_metrics_address, prepare_database_url, process_isolation,
+    ComputeDriverSettings, ComputeSettings, ConfigurationStore, ModelDiscoverySettings,
+    PlatformSettings, ProcessIsolation, SecretStore, codex_base_url, dev_metrics_address,
+    prepare_database_url, process_isolation,
 };
 pub use server::ServerSettings;
 pub(crate) use source::port_range;

@@ -128,6 +128,35 @@ pub fn codex_base_url(value: Option<String>) -> anyhow::Result<Option<String>> {
     }
 }
 
+/// Where model discovery reads providers' model lists (`OCC_OPENAI_BASE_URL`,
+/// `OCC_ANTHROPIC_BASE_URL`; the public endpoints by default, an installation's own endpoint
+/// when it is air-gapped or in tests).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelDiscoverySettings {
+    /// OpenAI's (or an OpenAI-compatible) API base, e.g. `https://api.openai.com/v1`.
+    pub openai_base_url: String,
+    /// Anthropic's API base, e.g. `https://api.anthropic.com/v1`.
+    pub anthropic_base_url: String,
+}
+
+impl ModelDiscoverySettings {
+    /// From `OCC_OPENAI_BASE_URL` and `OCC_ANTHROPIC_BASE_URL`, checked like
+    /// `OCC_CODEX_BASE_URL` (`http(s)://host[:port]/path`, no credentials in it).
+    pub fn from_env(env: Env<'_>) -> anyhow::Result<Self> {
+        let base = |name: &str, default: &str| -> anyhow::Result<String> {
+            let url = env(name)
+                .filter(|v| !v.is_empty())
+                .unwrap_or_else(|| default.to_owned());
+            occ_host::harness::check_model_base_url(&url).map_err(|e| anyhow!("{name} {e}"))?;
+            Ok(url)
+        };
+        Ok(Self {
+            openai_base_url: base("OCC_OPENAI_BASE_URL", "https://api.openai.com/v1")?,
+            anthropic_base_url: base("OCC_ANTHROPIC_BASE_URL", "https://api.anthropic.com/v1")?,
+        })
+    }
+}
+
 /// What every occ process needs.
 #[derive(Debug, Clone)]
 pub struct PlatformSettings {
@@ -146,6 +175,8 @@ pub struct PlatformSettings {
     pub compute: ComputeSettings,
     /// The private metrics listener, when enabled.
     pub metrics: Option<SocketAddr>,
+    /// Where model discovery reads providers' model lists.
+    pub model_discovery: ModelDiscoverySettings,
 }
 
 /// The Configuration Driver (`OCC_CONFIGURATION_DRIVER`).
@@ -306,6 +337,7 @@ impl PlatformSettings {
                 isolation: process_isolation(env, file)?,
             },
             metrics,
+            model_discovery: ModelDiscoverySettings::from_env(env)?,
         })
     }
 }

@@ -1,0 +1,214 @@
+//! Model discovery (`POST …/agents/models`) through the real HTTP model catalog to the testkit's
+//! model server: the provider's list, the key sent only to it in its provider's header, and
+//! each failure a clear code that never carries the key.
+
+use std::sync::Arc;
+
+use http::{Method, StatusCode};
+use occ_core::authz::{Action, Permission, ResourceKind};
+use occ_drivers::model_catalog::HttpModelCatalog;
+use occ_store::audit::AuditFilter;
+use occ_testkit::app::{Credential, TestApp, TestAppOptions};
+use occ_testkit::fake_model::{Failure, FakeModel};
+use serde_json::json;
+
+use crate::common::expect;
+
+const KEY: &str = "sk-discovery-key-never-echoed-4242";
+
+async fn app_with(base_url: &str) -> TestApp {
+    TestApp::with(
+        occ_store::Backend::Sqlite,
+        TestAppOptions {
+            models: Some(Arc::new(HttpModelCatalog::new(base_url, base_url).unwrap())),
+            ..TestAppOptions::default()
+        },
+    )
+    .await
+}
+
+async fn discover(
+    app: &TestApp,
+    who: &Credential,
+    body: serde_json::Value,
+) -> occ_testkit::app::Reply {
+    app.call(
+        Method::POST,
+        &format!("/namespaces/{}/agents/models", app.default_ns),
+        who,
+        Some(body),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_provider_lists_its_models_to_a_key_and_failures_are_clear() {
+    let model = FakeModel::start().await;
+    let app = app_with(&model.base_url()).await;
+    let admin = app.admin();
+    let body =
+        |provider: &str| json!({"provider": provider, "authMethod": "api_key", "apiKey": KEY});
+
+    let listed = expect(discover(&app, &admin, body("openai")).await, StatusCode::OK);
+    let models = listed.data().as_array().unwrap();
+    assert!(!models.is_empty());
+    assert!(
+        models
+            .iter()
+            .all(|m| m["id"].is_string() && m["name"].is_string()),
+        "{}",
+        listed.body
+    );
+    let seen = model.requests_to("/v1/models");
+    let headers = &seen.last().unwrap().headers;
+    let header = |name: &str| {
+        headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    };
+    assert_eq!(
+        header("authorization"),
+        Some(format!("Bearer {KEY}").as_str())
+    );
+    // Anthropic's header and version, to the same (test) endpoint.
+    expect(
+        discover(&app, &admin, body("anthropic")).await,
+        StatusCode::OK,
+    );
+    let seen = model.requests_to("/v1/models");
+    let headers = &seen.last().unwrap().headers;
+    let header = |name: &str| {
+        headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    };
+    assert_eq!(header("x-api-key"), Some(KEY));
+    assert_eq!(header("anthropic-version"), Some("2023-06-01"));
+    assert_eq!(header("authorization"), None);
+
+    // The provider's refusals and failures, each a code of its own; the key is never echoed.
+    for (status, code, answer) in [
+        (
+            401,
+            "MODEL_DISCOVERY_CREDENTIALS_REJECTED",
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            403,
+            "MODEL_DISCOVERY_CREDENTIALS_REJECTED",
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            429,
+            "MODEL_DISCOVERY_RATE_LIMITED",
+            StatusCode::TOO_MANY_REQUESTS,
+        ),
+        (
+            500,
+            "MODEL_DISCOVERY_UNAVAILABLE",
+            StatusCode::SERVICE_UNAVAILABLE,
+        ),
+    ] {
+        model.fail_with(Some(Failure {
+            status,
+            code: "x".into(),
+            message: format!("bad key {KEY}"),
+        }));
+        let reply = expect(discover(&app, &admin, body("openai")).await, answer);
+        assert_eq!(reply.code(), code);
+        assert!(!reply.body.to_string().contains(KEY), "{}", reply.body);
+        if status == 429 {
+            assert!(reply.headers.contains_key("retry-after"));
+        }
+    }
+    model.fail_with(None);
+
+    // A ChatGPT token cannot be listed here; bad bodies name their field.
+    let reply = expect(
+        discover(
+            &app,
+            &admin,
+            json!({"provider": "openai", "authMethod": "codex_pat", "apiKey": KEY}),
+        )
+        .await,
+        StatusCode::NOT_IMPLEMENTED,
+    );
+    assert!(!reply.body.to_string().contains(KEY));
+    for (bad, path) in [
+        (
+            json!({"provider": "mistral", "authMethod": "api_key", "apiKey": KEY}),
+            "/provider",
+        ),
+        (
+            json!({"provider": "openai", "authMethod": "oauth", "apiKey": KEY}),
+            "/authMethod",
+        ),
+        (
+            json!({"provider": "openai", "authMethod": "api_key", "apiKey": "   "}),
+            "/apiKey",
+        ),
+        (
+            json!({"provider": "openai", "authMethod": "api_key", "apiKey": "a\nb"}),
+            "/apiKey",
+        ),
+        (
+            json!({"provider": "openai", "authMethod": "api_key"}),
+            "/apiKey",
+        ),
+    ] {
+        let reply = expect(
+            discover(&app, &admin, bad.clone()).await,
+            StatusCode::BAD_REQUEST,
+        );
+        assert!(
+            reply.body.to_string().contains(path),
+            "{bad}: {}",
+            reply.body
+        );
+    }
+
+    // Only who may create Agents in the Namespace may ask.
+    let (_, reader) = app
+        .principal_with(
+            &[Permission::new(Action::Read, ResourceKind::Agent)],
+            None,
+            None,
+            None,
+        )
+        .await;
+    expect(
+        discover(&app, &Credential::Key(reader), body("openai")).await,
+        StatusCode::FORBIDDEN,
+    );
+
+    // Nothing recorded anywhere holds the key.
+    let mut tx = app.store.begin_read().await.unwrap();
+    let audit = format!(
+        "{:?}",
+        tx.audit_list(&AuditFilter::default()).await.unwrap()
+    );
+    assert!(!audit.contains(KEY));
+}
+
+#[tokio::test]
+async fn an_unreachable_provider_is_unavailable() {
+    // A port nothing listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let app = app_with(&format!("http://127.0.0.1:{port}/v1")).await;
+    let reply = expect(
+        discover(
+            &app,
+            &app.admin(),
+            json!({"provider": "openai", "authMethod": "api_key", "apiKey": KEY}),
+        )
+        .await,
+        StatusCode::SERVICE_UNAVAILABLE,
+    );
+    assert_eq!(reply.code(), "MODEL_DISCOVERY_UNAVAILABLE");
+}
