@@ -4,9 +4,13 @@
 //! the rules several requests share (Secret bindings, harness auth, workspace files, Secret values,
 //! the native `openclaw.json` checks) live in `occ-core`.
 
+mod account_fields;
 mod fields;
+mod model_fields;
 
+pub use account_fields::*;
 pub use fields::*;
+pub use model_fields::*;
 
 use occ_controller::agents::{AgentInput, AgentUpdate, Patch};
 use occ_controller::auth::{AccountInput, ServiceKeyInput};

@@ -1,7 +1,6 @@
 //! The value types of request-body fields, each with its rule and its schema side by side
 //! (names, ids, enums, patterns, lengths, the closed objects shared by several bodies).
 
-use occ_controller::auth::{KEY_TTL_RANGE, PASSWORD_CHARS};
 use occ_core::authz::{Action, Permission, ResourceKind};
 use occ_core::inputs::{
     SECRET_BINDING_KEY_MAX, SECRET_BINDINGS_MAX, SECRET_VALUE_MAX_BYTES, check_secret_value,
@@ -12,9 +11,7 @@ use occ_core::resource::{
     ExecutionMode, HarnessAuth, SecretBindings, ServiceAccountCredentialKind,
     WORKSPACE_FILE_MAX_BYTES, WorkspaceFileName, WorkspaceFiles,
 };
-use occ_core::validate::{
-    Problems, expect_id, expect_int, expect_name, expect_str, index, type_name,
-};
+use occ_core::validate::{Problems, expect_id, expect_name, expect_str, index, type_name};
 use occ_core::{ConfigurationId, DetailCode, IamId, Name, NamespaceId};
 use serde_json::{Map, Value};
 use utoipa::openapi::RefOr;
@@ -26,7 +23,8 @@ use crate::body::{
 };
 
 /// Names: no outer whitespace, no control characters (C0, DEL, C1).
-const NAME_PATTERN: &str = r"^(?!\s)(?![\s\S]*\s$)(?![\s\S]*[\u0000-\u001f\u007f-\u009f])[\s\S]+$";
+pub(super) const NAME_PATTERN: &str =
+    r"^(?!\s)(?![\s\S]*\s$)(?![\s\S]*[\u0000-\u001f\u007f-\u009f])[\s\S]+$";
 /// No whitespace and no control characters.
 const NO_SPACE_PATTERN: &str = r"^[^\s\u0000-\u001f\u007f-\u009f]+$";
 /// No NUL.
@@ -411,90 +409,6 @@ impl<Cx> Field<Cx> for ReferenceCredentialKind {
     }
 }
 
-/// A model provider whose models can be listed: `openai` or `anthropic`.
-pub struct DiscoveryProvider(pub occ_controller::models::ModelProvider);
-
-impl<Cx> Field<Cx> for DiscoveryProvider {
-    fn parse(value: &Value, path: &str, _: &Cx, problems: &mut Problems) -> Option<Self> {
-        use occ_controller::models::ModelProvider;
-        match expect_str(value, path, problems)? {
-            "openai" => Some(Self(ModelProvider::OpenAi)),
-            "anthropic" => Some(Self(ModelProvider::Anthropic)),
-            _ => {
-                problems.push(
-                    path,
-                    DetailCode::InvalidValue,
-                    "must be openai or anthropic",
-                );
-                None
-            }
-        }
-    }
-    fn schema() -> Schema {
-        enum_schema(["openai", "anthropic"])
-    }
-}
-
-/// How a discovery key authenticates: `api_key` or `codex_pat`.
-pub struct DiscoveryAuthMethod(pub occ_controller::models::DiscoveryAuth);
-
-impl<Cx> Field<Cx> for DiscoveryAuthMethod {
-    fn parse(value: &Value, path: &str, _: &Cx, problems: &mut Problems) -> Option<Self> {
-        use occ_controller::models::DiscoveryAuth;
-        match expect_str(value, path, problems)? {
-            "api_key" => Some(Self(DiscoveryAuth::ApiKey)),
-            "codex_pat" => Some(Self(DiscoveryAuth::CodexPat)),
-            _ => {
-                problems.push(
-                    path,
-                    DetailCode::InvalidValue,
-                    "must be api_key or codex_pat",
-                );
-                None
-            }
-        }
-    }
-    fn schema() -> Schema {
-        enum_schema(["api_key", "codex_pat"])
-    }
-}
-
-/// Longest discovery key, in characters.
-const DISCOVERY_KEY_MAX_CHARS: usize = 8192;
-
-/// A provider key for model discovery: 1..8192 characters, not blank (write-only).
-pub struct DiscoveryKey(pub String);
-
-impl<Cx> Field<Cx> for DiscoveryKey {
-    fn parse(value: &Value, path: &str, _: &Cx, problems: &mut Problems) -> Option<Self> {
-        let s = expect_str(value, path, problems)?;
-        if s.chars().count() > DISCOVERY_KEY_MAX_CHARS {
-            problems.push(
-                path,
-                DetailCode::TooLong,
-                "is too long (expected at most 8192 characters)",
-            );
-            None
-        } else if s.trim().is_empty() {
-            problems.push(path, DetailCode::InvalidFormat, "must not be blank");
-            None
-        } else if s.chars().any(|c| c.is_control()) {
-            // It becomes an HTTP header value.
-            problems.push(
-                path,
-                DetailCode::InvalidValue,
-                "must not contain control characters",
-            );
-            None
-        } else {
-            Some(Self(s.to_owned()))
-        }
-    }
-    fn schema() -> Schema {
-        string_schema(Some(1), Some(DISCOVERY_KEY_MAX_CHARS), Some(r"\S"))
-    }
-}
-
 /// A Secret value (write-only; never printed).
 pub struct SecretValue(pub String);
 
@@ -588,165 +502,6 @@ impl<Cx> Field<Cx> for RuntimeRoleName {
     }
     fn schema() -> Schema {
         string_schema(Some(1), Some(128), Some(r"^\S(?:.*\S)?$"))
-    }
-}
-
-/// Longest service principal name, in characters.
-pub const PRINCIPAL_NAME_MAX_CHARS: usize = 64;
-
-/// A service principal's name: a [`Name`] of at most 64 characters.
-pub struct PrincipalName(pub String);
-
-impl<Cx> Field<Cx> for PrincipalName {
-    fn parse(value: &Value, path: &str, _: &Cx, problems: &mut Problems) -> Option<Self> {
-        let name = expect_name(value, path, problems)?;
-        if name.as_str().chars().count() > PRINCIPAL_NAME_MAX_CHARS {
-            problems.push(
-                path,
-                DetailCode::TooLong,
-                "is too long (expected at most 64 characters)",
-            );
-            return None;
-        }
-        Some(Self(name.to_string()))
-    }
-    fn schema() -> Schema {
-        string_schema(Some(1), Some(PRINCIPAL_NAME_MAX_CHARS), Some(NAME_PATTERN))
-    }
-}
-
-/// A service key's name: 1..32 characters, not blank, no NUL.
-pub struct KeyName(pub String);
-
-impl<Cx> Field<Cx> for KeyName {
-    fn parse(value: &Value, path: &str, _: &Cx, problems: &mut Problems) -> Option<Self> {
-        let s = expect_str(value, path, problems)?;
-        let n = s.chars().count();
-        if n > 32 {
-            problems.push(
-                path,
-                DetailCode::TooLong,
-                "is too long (expected at most 32 characters)",
-            );
-            None
-        } else if n == 0 || s.trim().is_empty() {
-            problems.push(path, DetailCode::InvalidFormat, "must not be blank");
-            None
-        } else if s.contains('\0') {
-            // PostgreSQL text cannot hold NUL: refused here on both backends
-            problems.push(
-                path,
-                DetailCode::InvalidValue,
-                "must not contain NUL characters",
-            );
-            None
-        } else {
-            Some(Self(s.to_owned()))
-        }
-    }
-    fn schema() -> Schema {
-        string_schema(
-            Some(1),
-            Some(32),
-            Some(r"^[^\u0000]*[^\s\u0000][^\u0000]*$"),
-        )
-    }
-}
-
-/// An account email: at most 320 characters, an `@`, no whitespace or control characters.
-pub struct Email(pub String);
-
-impl<Cx> Field<Cx> for Email {
-    fn parse(value: &Value, path: &str, _: &Cx, problems: &mut Problems) -> Option<Self> {
-        let s = expect_str(value, path, problems)?;
-        if s.chars().count() > 320 {
-            problems.push(
-                path,
-                DetailCode::TooLong,
-                "is too long (expected at most 320 characters)",
-            );
-            return None;
-        }
-        let ok = s.len() >= 3
-            && s.contains('@')
-            && !s.chars().any(|c| c.is_whitespace() || c.is_control());
-        if !ok {
-            problems.push(path, DetailCode::InvalidFormat, "must be an email address");
-        }
-        ok.then(|| Self(s.to_owned()))
-    }
-    fn schema() -> Schema {
-        string_schema(
-            None,
-            Some(320),
-            Some(r"^[^\s\u0000-\u001f\u007f-\u009f]*@[^\s\u0000-\u001f\u007f-\u009f]*$"),
-        )
-    }
-}
-
-/// A password (never printed).
-pub struct Password(pub String);
-
-impl<Cx> Field<Cx> for Password {
-    fn parse(value: &Value, path: &str, _: &Cx, problems: &mut Problems) -> Option<Self> {
-        let s = expect_str(value, path, problems)?;
-        let n = s.chars().count();
-        if n > PASSWORD_CHARS.1 {
-            problems.push(
-                path,
-                DetailCode::TooLong,
-                "is too long (expected at most 128 characters)",
-            );
-            None
-        } else if n < PASSWORD_CHARS.0 {
-            problems.push(
-                path,
-                DetailCode::InvalidValue,
-                "is too short (expected at least 12 characters)",
-            );
-            None
-        } else {
-            Some(Self(s.to_owned()))
-        }
-    }
-    fn schema() -> Schema {
-        string_schema(Some(PASSWORD_CHARS.0), Some(PASSWORD_CHARS.1), None)
-    }
-}
-
-/// A service key's lifetime in seconds.
-pub struct KeyLifetime(pub i64);
-
-impl<Cx> Field<Cx> for KeyLifetime {
-    fn parse(value: &Value, path: &str, _: &Cx, problems: &mut Problems) -> Option<Self> {
-        expect_int(value, path, KEY_TTL_RANGE.0, KEY_TTL_RANGE.1, problems).map(Self)
-    }
-    fn schema() -> Schema {
-        Schema::Object(
-            ObjectBuilder::new()
-                .schema_type(Type::Integer)
-                .minimum(Some(KEY_TTL_RANGE.0))
-                .maximum(Some(KEY_TTL_RANGE.1))
-                .build(),
-        )
-    }
-}
-
-/// The version of an account an administrator read: 1..2147483647.
-pub struct AccountVersion(pub i64);
-
-impl<Cx> Field<Cx> for AccountVersion {
-    fn parse(value: &Value, path: &str, _: &Cx, problems: &mut Problems) -> Option<Self> {
-        expect_int(value, path, 1, i64::from(i32::MAX), problems).map(Self)
-    }
-    fn schema() -> Schema {
-        Schema::Object(
-            ObjectBuilder::new()
-                .schema_type(Type::Integer)
-                .minimum(Some(1))
-                .maximum(Some(i32::MAX))
-                .build(),
-        )
     }
 }
 

@@ -164,7 +164,7 @@ impl Client {
         // Without a key, the session `occ login` saved for this origin (if any).
         let session = match &key {
             Some(_) => None,
-            None => super::session::load(&base)?.map(|saved| (saved.cookie_name, saved.token)),
+            None => super::session_file::load(&base)?.map(|saved| (saved.cookie_name, saved.token)),
         };
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(opts.timeout_seconds))

@@ -27,6 +27,7 @@ mod secret;
 mod service_account;
 mod service_principal;
 mod session;
+mod session_file;
 
 pub use account::{AccountCmd, account};
 pub use agent::{AgentCmd, agent};

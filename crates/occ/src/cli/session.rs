@@ -1,92 +1,18 @@
-//! `occ login` / `occ logout` and the signed-in session every command uses when no service key
-//! is given: the session cookie kept in the user's config directory (`$OCC_CONFIG_DIR`, else
-//! `$XDG_CONFIG_HOME/occ`, else `~/.config/occ`), owner-only, for one API origin. It lives as
-//! long as the server's session (8 hours by default); signing out, or an administrator
-//! disabling the account or ending its sessions, ends it at once.
+//! `occ login` / `occ logout`: a password sign-in whose session every command uses when no
+//! service key is given (kept by `session_file`). It lives as long as the server's session (8
+//! hours by default); signing out, or an administrator disabling the account or ending its
+//! sessions, ends it at once.
 
-use std::fs::OpenOptions;
-use std::io::{BufRead as _, Write as _};
-use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+use std::io::BufRead as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, anyhow, bail};
 use clap::Args;
 use reqwest::Method;
-use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::client::Client;
-
-/// The signed-in session as it is kept on disk.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SavedSession {
-    /// The API origin it belongs to.
-    pub url: String,
-    /// The session cookie's name and value.
-    pub cookie_name: String,
-    /// The cookie's value: the session credential.
-    pub token: String,
-    /// Who signed in.
-    pub email: String,
-    /// The account.
-    pub user_id: String,
-}
-
-/// Where the session file lives.
-pub fn session_path() -> anyhow::Result<PathBuf> {
-    let var = |name: &str| {
-        std::env::var_os(name)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    };
-    let dir = var("OCC_CONFIG_DIR")
-        .or_else(|| var("XDG_CONFIG_HOME").map(|d| d.join("occ")))
-        .or_else(|| var("HOME").map(|d| d.join(".config").join("occ")))
-        .ok_or_else(|| anyhow!("no config directory: set OCC_CONFIG_DIR or HOME"))?;
-    Ok(dir.join("session.json"))
-}
-
-/// The saved session for `url`, if there is one (none where no config directory is known).
-pub fn load(url: &str) -> anyhow::Result<Option<SavedSession>> {
-    let Ok(path) = session_path() else {
-        return Ok(None);
-    };
-    let text = match std::fs::read_to_string(&path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
-    };
-    let saved: SavedSession = serde_json::from_str(&text)
-        .with_context(|| format!("{} is not a saved session; run occ logout", path.display()))?;
-    Ok((saved.url == url).then_some(saved))
-}
-
-/// Writes the session owner-only, replacing the previous one in one rename.
-fn save(session: &SavedSession) -> anyhow::Result<PathBuf> {
-    let path = session_path()?;
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .with_context(|| format!("creating {}", dir.display()))?;
-    let temp = dir.join(format!(".session.{}.tmp", std::process::id()));
-    let _ = std::fs::remove_file(&temp);
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&temp)
-        .with_context(|| format!("creating {}", temp.display()))?;
-    let mut bytes = serde_json::to_vec_pretty(session)?;
-    bytes.push(b'\n');
-    file.write_all(&bytes)?;
-    file.sync_all()?;
-    std::fs::rename(&temp, &path).with_context(|| format!("writing {}", path.display()))?;
-    Ok(path)
-}
+use super::session_file::{SavedSession, load, save, session_path};
 
 /// `occ login`
 #[derive(Debug, Args)]
