@@ -7,7 +7,7 @@
 //! API process: sessions are looked up in the store on every request, and a disabled account's
 //! stored sessions (and its principal's policy) stop counting even before they are deleted.
 
-use occ_core::authz::{Action, AuthMethod, ResourceRef};
+use occ_core::authz::{AuthMethod, ResourceRef};
 use occ_core::iam::UserAccount;
 use occ_core::{Error, IamId, Timestamp};
 use occ_store::Tx;
@@ -70,14 +70,7 @@ impl Controller {
     /// A read of accounts: a person administering the Installation.
     async fn account_read(&self, req: &Request, audit_action: &str) -> Result<Tx, Error> {
         people_only(req)?;
-        let (tx, _) = self
-            .read_authorized_on_installation(
-                req,
-                Action::Administer,
-                ResourceRef::installation,
-                audit_action,
-            )
-            .await?;
+        let (tx, _) = self.read_administering(req, audit_action).await?;
         Ok(tx)
     }
 
@@ -94,14 +87,7 @@ impl Controller {
     ) -> Result<UserAccount, Error> {
         people_only(req)?;
         let operation = change.audit_action();
-        let (mut tx, installation) = self
-            .write_authorized_on_installation(
-                req,
-                Action::Administer,
-                ResourceRef::installation,
-                operation,
-            )
-            .await?;
+        let (mut tx, installation) = self.write_administering(req, operation).await?;
         let user = found(tx.user_get(id).await?)?;
         if user.version != expected_version {
             return Err(Error::conflict(format!(

@@ -13,7 +13,7 @@ use argon2::password_hash::{PasswordHasher, PasswordVerifier};
 use base64::Engine as _;
 use hmac::{Hmac, KeyInit, Mac};
 use occ_core::audit::AuditKind;
-use occ_core::authz::{Action, AuthMethod, Caller, GrantScope, ResourceRef, StandIns, covers};
+use occ_core::authz::{AuthMethod, Caller, GrantScope, ResourceRef, StandIns, covers};
 use occ_core::iam::{AccessBinding, Identity, IdentityKind, ServiceKey, Session, UserAccount};
 use occ_core::{AdmissionDecisionId, Error, ErrorCode, IamId, NamespaceId, RequestId, Timestamp};
 use occ_store::iam::PolicySnapshot;
@@ -367,12 +367,7 @@ impl Controller {
             return Err(unauthenticated());
         }
         let (mut tx, installation) = self
-            .write_authorized_on_installation(
-                req,
-                Action::Administer,
-                ResourceRef::installation,
-                "openclaw.auth.accounts.create",
-            )
+            .write_administering(req, "openclaw.auth.accounts.create")
             .await?;
         let target = ResourceRef::installation(&installation.id);
         let email = input.email.trim().to_lowercase();
@@ -453,12 +448,7 @@ impl Controller {
         input: ServiceKeyInput,
     ) -> Result<IssuedKey, Error> {
         let (mut tx, installation) = self
-            .write_authorized_on_installation(
-                req,
-                Action::Administer,
-                ResourceRef::installation,
-                "openclaw.auth.service-keys.create",
-            )
+            .write_administering(req, "openclaw.auth.service-keys.create")
             .await?;
         let target = ResourceRef::installation(&installation.id);
         let sp = tx.identity_get(&input.service_principal_id).await?;
@@ -547,12 +537,7 @@ impl Controller {
     /// Revokes a service key (same authority as issuing one).
     pub async fn service_key_revoke(&self, req: &Request, key_id: &IamId) -> Result<(), Error> {
         let (mut tx, installation) = self
-            .write_authorized_on_installation(
-                req,
-                Action::Administer,
-                ResourceRef::installation,
-                "openclaw.auth.service-keys.revoke",
-            )
+            .write_administering(req, "openclaw.auth.service-keys.revoke")
             .await?;
         let target = ResourceRef::installation(&installation.id);
         let key = found(tx.service_key_get(key_id).await?)?;

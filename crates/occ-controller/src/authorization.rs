@@ -83,6 +83,37 @@ impl Controller {
         Ok((tx, installation))
     }
 
+    /// [`Controller::read_authorized_on_installation`] for an Installation administrator
+    /// (`installation:administer`): IAM, accounts, keys, service principals, the inventory.
+    pub(crate) async fn read_administering(
+        &self,
+        req: &Request,
+        audit_action: &str,
+    ) -> Result<(Tx, Installation), Error> {
+        self.read_authorized_on_installation(
+            req,
+            Action::Administer,
+            ResourceRef::installation,
+            audit_action,
+        )
+        .await
+    }
+
+    /// [`Controller::write_authorized_on_installation`] for an Installation administrator.
+    pub(crate) async fn write_administering(
+        &self,
+        req: &Request,
+        audit_action: &str,
+    ) -> Result<(Authorized, Installation), Error> {
+        self.write_authorized_on_installation(
+            req,
+            Action::Administer,
+            ResourceRef::installation,
+            audit_action,
+        )
+        .await
+    }
+
     /// [`Controller::write_authorized`] for a target named by the Installation's id (read first
     /// in the same transaction; 404 before bootstrap).
     pub(crate) async fn write_authorized_on_installation(

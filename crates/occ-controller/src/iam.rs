@@ -72,14 +72,7 @@ impl Controller {
         ns: &NamespaceId,
         audit_action: &str,
     ) -> Result<Tx, Error> {
-        let (tx, _) = self
-            .read_authorized_on_installation(
-                req,
-                Action::Administer,
-                ResourceRef::installation,
-                audit_action,
-            )
-            .await?;
+        let (tx, _) = self.read_administering(req, audit_action).await?;
         self.iam_namespace(tx, req, ns, audit_action).await
     }
 
@@ -91,14 +84,7 @@ impl Controller {
         ns: &NamespaceId,
         audit_action: &str,
     ) -> Result<Authorized, Error> {
-        let (tx, _) = self
-            .write_authorized_on_installation(
-                req,
-                Action::Administer,
-                ResourceRef::installation,
-                audit_action,
-            )
-            .await?;
+        let (tx, _) = self.write_administering(req, audit_action).await?;
         self.iam_namespace(tx, req, ns, audit_action).await
     }
 

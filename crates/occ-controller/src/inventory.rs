@@ -24,12 +24,7 @@ impl Controller {
     /// only when the caller may read it).
     pub async fn deployment_inventory(&self, req: &Request) -> Result<Inventory, Error> {
         let (mut tx, installation) = self
-            .read_authorized_on_installation(
-                req,
-                Action::Administer,
-                ResourceRef::installation,
-                "openclaw.installation.deployment_inventory.read",
-            )
+            .read_administering(req, "openclaw.installation.deployment_inventory.read")
             .await?;
         let snapshot = tx.policy_snapshot(&req.caller.principal_id).await?;
         let mut by_namespace: HashMap<NamespaceId, Vec<(Agent, bool)>> = HashMap::new();
@@ -72,13 +67,8 @@ impl Controller {
 
     /// The configured Backends (`installation:administer`).
     pub async fn backend_list(&self, req: &Request) -> Result<Vec<BackendConfig>, Error> {
-        self.read_authorized_on_installation(
-            req,
-            Action::Administer,
-            ResourceRef::installation,
-            "openclaw.backends.list",
-        )
-        .await?;
+        self.read_administering(req, "openclaw.backends.list")
+            .await?;
         Ok(self.settings.backends.clone())
     }
 }

@@ -6,7 +6,7 @@
 //! an existing principal also needs the caller to hold every grant it has (the coverage rule
 //! of key issuance), so nobody disables or deletes a principal more powerful than themselves.
 
-use occ_core::authz::{Action, ResourceRef};
+use occ_core::authz::ResourceRef;
 use occ_core::iam::ServicePrincipal;
 use occ_core::{DetailCode, Error, IamId, NamespaceId, Timestamp};
 use occ_store::StoreError;
@@ -37,14 +37,7 @@ impl Controller {
         req: &Request,
         input: ServicePrincipalInput,
     ) -> Result<ServicePrincipal, Error> {
-        let (mut tx, installation) = self
-            .write_authorized_on_installation(
-                req,
-                Action::Administer,
-                ResourceRef::installation,
-                CREATE,
-            )
-            .await?;
+        let (mut tx, installation) = self.write_administering(req, CREATE).await?;
         if let Some(ns) = &input.namespace_id
             && tx
                 .namespace_get(ns)
@@ -96,14 +89,7 @@ impl Controller {
         req: &Request,
         ns: Option<&NamespaceId>,
     ) -> Result<Vec<ServicePrincipal>, Error> {
-        let (mut tx, _) = self
-            .read_authorized_on_installation(
-                req,
-                Action::Administer,
-                ResourceRef::installation,
-                LIST,
-            )
-            .await?;
+        let (mut tx, _) = self.read_administering(req, LIST).await?;
         Ok(tx.service_principal_list(ns).await?)
     }
 
@@ -113,14 +99,7 @@ impl Controller {
         req: &Request,
         id: &IamId,
     ) -> Result<ServicePrincipal, Error> {
-        let (mut tx, _) = self
-            .read_authorized_on_installation(
-                req,
-                Action::Administer,
-                ResourceRef::installation,
-                READ,
-            )
-            .await?;
+        let (mut tx, _) = self.read_administering(req, READ).await?;
         found(tx.service_principal_get(id).await?)
     }
 
@@ -135,14 +114,7 @@ impl Controller {
         disabled: bool,
     ) -> Result<ServicePrincipal, Error> {
         let operation = if disabled { DISABLE } else { ENABLE };
-        let (mut tx, installation) = self
-            .write_authorized_on_installation(
-                req,
-                Action::Administer,
-                ResourceRef::installation,
-                operation,
-            )
-            .await?;
+        let (mut tx, installation) = self.write_administering(req, operation).await?;
         let mut principal = found(tx.service_principal_get(id).await?)?;
         if principal.disabled_at.is_some() == disabled {
             return Ok(principal);
@@ -169,14 +141,7 @@ impl Controller {
 
     /// Deletes a non-Agent service principal with its keys and its bindings.
     pub async fn service_principal_delete(&self, req: &Request, id: &IamId) -> Result<(), Error> {
-        let (mut tx, installation) = self
-            .write_authorized_on_installation(
-                req,
-                Action::Administer,
-                ResourceRef::installation,
-                DELETE,
-            )
-            .await?;
+        let (mut tx, installation) = self.write_administering(req, DELETE).await?;
         found(tx.service_principal_get(id).await?)?;
         if *id == req.caller.principal_id {
             return Err(Error::conflict(

@@ -20,6 +20,18 @@ pub mod service_account;
 
 pub use error::DriverError;
 
+/// An HTTP client for a Driver's calls to an outside service: TLS through ring (as everywhere in
+/// occ; the process may already have installed it), no redirects, each call bounded by
+/// `timeout`.
+pub(crate) fn http_client(timeout: std::time::Duration) -> Result<reqwest::Client, String> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder()
+        .timeout(timeout)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(|e| format!("HTTP client: {e}"))
+}
+
 /// A Driver's identity, as pinned into revisions and recorded in audit evidence.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct DriverIdentity {

@@ -82,13 +82,7 @@ pub struct HttpModelCatalog {
 impl HttpModelCatalog {
     /// A catalog reading `{base}/models` of each provider (e.g. `https://api.openai.com/v1`).
     pub fn new(openai_base_url: &str, anthropic_base_url: &str) -> Result<Self, String> {
-        // The process's one TLS provider (ring), should the binary not have installed it yet.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let http = reqwest::Client::builder()
-            .timeout(CALL_TIMEOUT)
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|e| format!("HTTP client: {e}"))?;
+        let http = crate::http_client(CALL_TIMEOUT)?;
         Ok(Self {
             http,
             openai_base_url: openai_base_url.trim_end_matches('/').to_owned(),

@@ -235,6 +235,17 @@ impl Cli {
     }
 }
 
+/// `path` is readable and writable by its owner only.
+#[track_caller]
+fn assert_owner_only(path: impl AsRef<Path>, what: &str) {
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = std::fs::metadata(path.as_ref())
+        .unwrap_or_else(|e| panic!("{what}: {e}"))
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600, "{what}");
+}
+
 /// An API failure on stderr: `HTTP <status> <CODE>: <message> (request req_…)`.
 #[track_caller]
 fn assert_api_error(stderr: &str, status: u16, code: &str) {
@@ -320,14 +331,7 @@ fn end_to_end(backend: Backend) {
         &key_file,
     ];
     succeeded(&args, &run(&args, &[]));
-    {
-        use std::os::unix::fs::PermissionsExt as _;
-        let mode = std::fs::metadata(&key_file)
-            .expect("key file")
-            .permissions()
-            .mode();
-        assert_eq!(mode & 0o777, 0o600, "the key file is private");
-    }
+    assert_owner_only(&key_file, "the key file is private");
     let key_doc: Value =
         serde_json::from_str(&std::fs::read_to_string(&key_file).expect("read key")).expect("key");
     let admin_key = str_of(&key_doc["data"], "key").to_owned();
@@ -647,14 +651,7 @@ fn end_to_end(backend: Backend) {
         !shown.contains(ci_plaintext),
         "the key is never printed: {shown}"
     );
-    {
-        use std::os::unix::fs::PermissionsExt as _;
-        let mode = std::fs::metadata(&ci_key)
-            .expect("key file")
-            .permissions()
-            .mode();
-        assert_eq!(mode & 0o777, 0o600, "the key file is private");
-    }
+    assert_owner_only(&ci_key, "the key file is private");
     let err = cli.fails(&args);
     assert!(
         err.contains("--out"),
@@ -1010,14 +1007,7 @@ fn end_to_end(backend: Backend) {
         !shown.contains(str_of(&saved, "token")),
         "the session is never printed"
     );
-    {
-        use std::os::unix::fs::PermissionsExt as _;
-        let mode = std::fs::metadata(&session_file)
-            .expect("session")
-            .permissions()
-            .mode();
-        assert_eq!(mode & 0o777, 0o600, "the session file is private");
-    }
+    assert_owner_only(&session_file, "the session file is private");
     let args = ["namespace", "list"];
     succeeded(&args, &as_user(&config_dir, &args));
     // Accounts are administered by people: the session creates one, and its owner signs in.

@@ -41,6 +41,16 @@ async fn discover(
     .await
 }
 
+/// A header of the last model-list request the provider received.
+fn last_header(model: &FakeModel, name: &str) -> Option<String> {
+    let seen = model.requests_to("/v1/models");
+    let last = seen.last().expect("a model-list request");
+    last.headers
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.clone())
+}
+
 #[tokio::test]
 async fn a_provider_lists_its_models_to_a_key_and_failures_are_clear() {
     let model = FakeModel::start().await;
@@ -59,34 +69,21 @@ async fn a_provider_lists_its_models_to_a_key_and_failures_are_clear() {
         "{}",
         listed.body
     );
-    let seen = model.requests_to("/v1/models");
-    let headers = &seen.last().unwrap().headers;
-    let header = |name: &str| {
-        headers
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    };
     assert_eq!(
-        header("authorization"),
-        Some(format!("Bearer {KEY}").as_str())
+        last_header(&model, "authorization"),
+        Some(format!("Bearer {KEY}"))
     );
     // Anthropic's header and version, to the same (test) endpoint.
     expect(
         discover(&app, &admin, body("anthropic")).await,
         StatusCode::OK,
     );
-    let seen = model.requests_to("/v1/models");
-    let headers = &seen.last().unwrap().headers;
-    let header = |name: &str| {
-        headers
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    };
-    assert_eq!(header("x-api-key"), Some(KEY));
-    assert_eq!(header("anthropic-version"), Some("2023-06-01"));
-    assert_eq!(header("authorization"), None);
+    assert_eq!(last_header(&model, "x-api-key").as_deref(), Some(KEY));
+    assert_eq!(
+        last_header(&model, "anthropic-version").as_deref(),
+        Some("2023-06-01")
+    );
+    assert_eq!(last_header(&model, "authorization"), None);
 
     // The provider's refusals and failures, each a code of its own; the key is never echoed.
     for (status, code, answer) in [

@@ -83,13 +83,7 @@ impl ChatgptAccounts {
         {
             return Err("apiBaseUrl must be an http(s) URL".into());
         }
-        // TLS through ring, as everywhere in occ (the process may already have installed it).
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let http = reqwest::Client::builder()
-            .timeout(CALL_TIMEOUT)
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|e| format!("HTTP client: {e}"))?;
+        let http = crate::http_client(CALL_TIMEOUT)?;
         Ok(Self { settings, http })
     }
 
