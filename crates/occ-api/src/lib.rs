@@ -111,6 +111,7 @@ pub fn router_and_openapi(state: AppState) -> (axum::Router, utoipa::openapi::Op
         .routes(routes!(iam::get_role, iam::delete_role))
         .routes(routes!(iam::list_bindings, iam::create_binding))
         .routes(routes!(iam::create_namespace_binding))
+        .routes(routes!(iam::list_installation_roles))
         .routes(routes!(iam::get_binding, iam::delete_binding))
         .routes(routes!(iam::update_runtime_role))
         .routes(routes!(iam::get_permissions))

@@ -600,7 +600,9 @@ impl From<&Diagnostics> for DiagnosticsView {
 #[serde(rename_all = "camelCase")]
 pub struct RoleView {
     id: String,
-    namespace_id: String,
+    /// Absent for the Installation's own Roles (`GET /iam/roles`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    namespace_id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     name: Option<String>,
     #[schema(value_type = Vec<Object>)]
@@ -611,11 +613,7 @@ impl From<&Role> for RoleView {
     fn from(r: &Role) -> Self {
         Self {
             id: r.id.to_string(),
-            namespace_id: r
-                .namespace_id
-                .as_ref()
-                .map(ToString::to_string)
-                .unwrap_or_default(),
+            namespace_id: r.namespace_id.as_ref().map(ToString::to_string),
             name: r.name.clone(),
             permissions: r
                 .permissions

@@ -104,6 +104,15 @@ impl Controller {
         Ok(tx)
     }
 
+    /// The Installation's own Roles (occ extension): what `POST /api/auth/accounts` may bind
+    /// with `roleId`, the bootstrap administrator Role among them.
+    pub async fn installation_role_list(&self, req: &Request) -> Result<Vec<Role>, Error> {
+        let (mut tx, _) = self
+            .read_administering(req, "openclaw.iam.installation_roles.list")
+            .await?;
+        Ok(tx.installation_role_list().await?)
+    }
+
     /// Roles of a Namespace.
     pub async fn role_list(&self, req: &Request, ns: &NamespaceId) -> Result<Vec<Role>, Error> {
         let mut tx = self.iam_read(req, ns, "openclaw.iam.roles.list").await?;

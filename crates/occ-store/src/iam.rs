@@ -225,6 +225,17 @@ impl Tx {
         rows.iter().map(role_from_row).collect()
     }
 
+    /// The Installation's own Roles (no Namespace), oldest first.
+    pub async fn installation_role_list(&mut self) -> Result<Vec<Role>, StoreError> {
+        let rows = self
+            .q(sql!(
+                "SELECT id, namespace_id, name, permissions, created_at FROM iam_roles WHERE namespace_id IS NULL ORDER BY created_at, id"
+            ))
+            .fetch_all()
+            .await?;
+        rows.iter().map(role_from_row).collect()
+    }
+
     /// An AccessBinding by id.
     pub async fn binding_get(&mut self, id: &IamId) -> Result<Option<AccessBinding>, StoreError> {
         let row = self

@@ -1032,6 +1032,28 @@ fn end_to_end(backend: Backend) {
         &pat_pw,
     ];
     succeeded(&args, &as_user(&pat_config, &args));
+    // A second full administrator, made with one flag.
+    let args = [
+        "account",
+        "create",
+        "--email",
+        "second@example.com",
+        "--password-file",
+        &pat_pw,
+        "--administrator",
+    ];
+    succeeded(&args, &as_user(&config_dir, &args));
+    let second_config = path("config-second");
+    let args = [
+        "login",
+        "--email",
+        "second@example.com",
+        "--password-file",
+        &pat_pw,
+    ];
+    succeeded(&args, &as_user(&second_config, &args));
+    let args = ["namespace", "create", "by-second"];
+    succeeded(&args, &as_user(&second_config, &args));
     let args = ["account", "get", &pat_id];
     assert_api_error(
         &failed(&args, &as_user(&pat_config, &args)),

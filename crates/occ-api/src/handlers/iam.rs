@@ -13,6 +13,19 @@ use crate::openapi::{Data, ErrorBody};
 use crate::state::AppState;
 use crate::views::{BindingView, PermissionsView, RoleView};
 
+/// The Installation's own Roles (occ extension): what account creation's `roleId` may name,
+/// the bootstrap administrator Role among them (Installation administrators).
+#[utoipa::path(get, path = "/iam/roles", operation_id = "listInstallationRoles", tag = "IAM",
+    responses((status = 200, body = Data<Vec<RoleView>>), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 503, body = ErrorBody)))]
+pub async fn list_installation_roles(
+    State(s): State<AppState>,
+    ctx: Ctx,
+) -> Result<impl IntoResponse, ApiError> {
+    let list = s.controller.installation_role_list(&ctx.req).await?;
+    Ok(ok(list.iter().map(RoleView::from).collect::<Vec<_>>()))
+}
+
 /// Roles of the Namespace.
 #[utoipa::path(get, path = "/namespaces/{namespaceId}/iam/roles", operation_id = "listIAMRoles", tag = "IAM",
     params(("namespaceId" = String, Path)),

@@ -349,3 +349,64 @@ async fn the_sign_in_methods_are_public() {
         &json!({"github": false, "google": false, "oidc": false, "password": true, "sessionBinding": true})
     );
 }
+
+#[tokio::test]
+async fn an_account_bound_to_the_administrator_role_is_a_full_installation_administrator() {
+    let app = TestApp::new().await;
+    let admin = app.admin_session().await;
+    let roles = expect(
+        app.call(Method::GET, "/iam/roles", &admin, None).await,
+        StatusCode::OK,
+    );
+    let administrator = roles
+        .data()
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "Installation administrator")
+        .unwrap_or_else(|| panic!("{}", roles.body));
+    assert!(administrator.get("namespaceId").is_none());
+    let role: IamId = administrator["id"].as_str().unwrap().parse().unwrap();
+    account(&app, &admin, "second@example.com", Some(&role)).await;
+    let second = session_of(&app, "second@example.com").await;
+    // Everything the bootstrap administrator does: Namespaces, IAM, accounts, keys.
+    expect(
+        app.call(
+            Method::POST,
+            "/namespaces",
+            &second,
+            Some(json!({"name": "by-second"})),
+        )
+        .await,
+        StatusCode::CREATED,
+    );
+    expect(
+        app.call(Method::GET, "/api/auth/accounts", &second, None)
+            .await,
+        StatusCode::OK,
+    );
+    expect(
+        app.call(
+            Method::POST,
+            "/api/auth/service-principals",
+            &second,
+            Some(json!({"name": "made-by-second"})),
+        )
+        .await,
+        StatusCode::CREATED,
+    );
+    // Only administrators list the Installation's Roles.
+    let (_, reader) = app
+        .principal_with(
+            &[Permission::new(Action::Read, ResourceKind::Installation)],
+            None,
+            None,
+            None,
+        )
+        .await;
+    expect(
+        app.call(Method::GET, "/iam/roles", &Credential::Key(reader), None)
+            .await,
+        StatusCode::FORBIDDEN,
+    );
+}

@@ -284,6 +284,14 @@ fn rows() -> Vec<Row> {
             ci: 403,
         },
         Row {
+            op: "listInstallationRoles",
+            method: Method::GET,
+            path: |_| "/iam/roles".into(),
+            body: none,
+            expect: ADMIN_ONLY(200),
+            ci: 403,
+        },
+        Row {
             op: "listBackends",
             method: Method::GET,
             path: |_| "/backends".into(),

@@ -26,8 +26,11 @@ pub enum AccountCmd {
         #[arg(long)]
         name: Option<String>,
         /// An Installation Role to bind to it.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "administrator")]
         role_id: Option<String>,
+        /// Make it a full Installation administrator (binds the bootstrap administrator Role).
+        #[arg(long)]
+        administrator: bool,
     },
     /// Show an account: its principal, version and whether it is disabled.
     Get { user_id: String },
@@ -49,7 +52,12 @@ pub async fn account(c: &Client, cmd: AccountCmd) -> anyhow::Result<()> {
             password_file,
             name,
             role_id,
+            administrator,
         } => {
+            let role_id = match administrator {
+                true => Some(administrator_role(c).await?),
+                false => role_id,
+            };
             let password = std::fs::read_to_string(&password_file)
                 .map_err(|e| anyhow::anyhow!("--password-file {}: {e}", password_file.display()))?;
             let mut body =
@@ -85,4 +93,19 @@ pub async fn account(c: &Client, cmd: AccountCmd) -> anyhow::Result<()> {
     .await?;
     let after = c.call(Method::GET, &path, None).await?;
     c.print(&after, COLUMNS)
+}
+
+/// The id of the Installation's administrator Role (the one bootstrap made).
+async fn administrator_role(c: &Client) -> anyhow::Result<String> {
+    let roles = c.call(Method::GET, "/iam/roles", None).await?;
+    roles
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|r| r["name"] == "Installation administrator")
+        .and_then(|r| r["id"].as_str())
+        .map(str::to_owned)
+        .ok_or_else(|| {
+            anyhow::anyhow!("the Installation has no \"Installation administrator\" Role")
+        })
 }
