@@ -38,7 +38,7 @@ use crate::process::{
     is_same_process, port_is_free, process_start_time, startup_output, stop_group, workload_alive,
 };
 use crate::runtime::OpenclawRuntime;
-use crate::sandbox::{SandboxSettings, View};
+use crate::sandbox::{PrivateNetwork, SandboxSettings, View};
 use crate::snapshot::{GATEWAY_FIXED_ENV, GatewayBind, harness_key_variable};
 
 /// How long a starting gateway waits for its port to be released by a predecessor.
@@ -369,6 +369,9 @@ pub(crate) async fn start(
         Some(sandbox) => {
             let mut view = gateway_view(runtime, agent_dir, rev)?;
             view.uid = account.map(|account| account.uid);
+            if bind == GatewayBind::Loopback && sandbox.occ_program.is_some() {
+                view.network = Some(private_network(agent_dir, rev, port, &snapshot)?);
+            }
             if let Some(dedicated) = &dedicated {
                 // The runtime config's own directory (enrollment rewrites the file by rename
                 // while the gateway runs, which a directory bind shows), nothing of the harness.
@@ -505,7 +508,27 @@ fn gateway_view(
         read_write,
         nests_sandboxes: false,
         uid: None,
+        network: None,
     })
+}
+
+/// The private network of a gateway listening on `port` with the configuration at
+/// `snapshot`: its relays' socket directory (per revision, emptied first) and the loopback
+/// endpoints the configuration names.
+fn private_network(
+    agent_dir: &Path,
+    rev: &RevisionTarget,
+    port: u16,
+    snapshot: &Path,
+) -> Result<PrivateNetwork, ComputeError> {
+    let config: serde_json::Value = std::fs::read(snapshot)
+        .map_err(|e| e.to_string())
+        .and_then(|bytes| serde_json::from_slice(&bytes).map_err(|e| e.to_string()))
+        .map_err(|e| unavailable(format!("cannot read {}: {e}", snapshot.display())))?;
+    let socket_dir = agent_dir.join("net").join(rev.revision_id.as_str());
+    let _ = std::fs::remove_dir_all(&socket_dir);
+    layout::create_dir(&socket_dir)?;
+    Ok(PrivateNetwork::for_config(socket_dir, port, &config))
 }
 
 /// The gateways recorded under `root`: `(pid, start time)` of each live one — its process, or

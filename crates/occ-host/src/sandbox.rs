@@ -19,6 +19,8 @@
 //! namespace dies with the workload's first process.
 
 mod cgroup;
+mod network;
+pub mod relay;
 mod seccomp;
 
 use std::ffi::{OsStr, OsString};
@@ -29,6 +31,7 @@ use std::sync::Arc;
 use command_fds::{CommandFdExt, FdMapping};
 
 pub use cgroup::Cgroups;
+pub(crate) use network::PrivateNetwork;
 
 /// The descriptor the seccomp program reaches bubblewrap on (after stdin, stdout and stderr).
 const SECCOMP_FD: i32 = 3;
@@ -115,10 +118,11 @@ pub struct SandboxSettings {
     pub seccomp: SeccompProgram,
     /// The filter of a workload that makes sandboxes of its own ([`View::nests_sandboxes`]).
     pub seccomp_nesting: SeccompProgram,
-    /// The `occ` binary whose `workspace-setup` subcommand applies an Agent's staged workspace
-    /// files inside the Agent's sandbox ([`SandboxSettings::with_setup_program`]); without it
-    /// they are applied in occ's own process.
-    pub setup_program: Option<PathBuf>,
+    /// The `occ` binary ([`SandboxSettings::with_occ_program`]): its `workspace-setup` applies
+    /// an Agent's staged workspace files inside the Agent's sandbox, and its `sandbox-relay`
+    /// connects a gateway's private network ([`network`]) to the host. Without it the files
+    /// are applied in occ's own process and gateways share the host's network.
+    pub occ_program: Option<PathBuf>,
     /// Where each workload gets a cgroup of its own ([`Cgroups::detect`]), or none.
     pub cgroups: Option<Cgroups>,
 }
@@ -175,7 +179,7 @@ impl SandboxSettings {
             limits,
             seccomp: SeccompProgram::default_filter(false)?,
             seccomp_nesting: SeccompProgram::default_filter(true)?,
-            setup_program: None,
+            occ_program: None,
             cgroups: Cgroups::detect(Path::new("/sys/fs/cgroup")),
         };
         settings.check()?;
@@ -187,6 +191,8 @@ impl SandboxSettings {
     fn check(&self) -> Result<(), SandboxUnavailable> {
         let view = View::default();
         let mut args = self.bwrap_args(&view);
+        // Private networks need a network namespace too.
+        args.push("--unshare-net".into());
         args.push("--".into());
         args.push("/bin/true".into());
         let cannot_run = |e: &dyn std::fmt::Display| {
@@ -209,8 +215,8 @@ impl SandboxSettings {
     }
 
     /// These settings with `occ` (the binary whose `workspace-setup` runs inside the sandbox).
-    pub fn with_setup_program(mut self, occ: PathBuf) -> Self {
-        self.setup_program = Some(occ);
+    pub fn with_occ_program(mut self, occ: PathBuf) -> Self {
+        self.occ_program = Some(occ);
         self
     }
 
@@ -241,16 +247,32 @@ impl SandboxSettings {
         view: &View,
     ) -> std::io::Result<tokio::process::Command> {
         let inner = inner.as_std();
-        let mut chain: Vec<OsString> =
-            vec![self.setsid.clone().into(), self.prlimit.clone().into()];
+        let network = view.network.as_ref().zip(self.occ_program.as_deref());
+        let mut chain: Vec<OsString> = vec![self.setsid.clone().into()];
+        if let Some((network, occ)) = network {
+            chain.extend(relay_args(occ, network, &network.outside()));
+        }
+        chain.push(self.prlimit.clone().into());
         chain.extend(self.limit_args());
         chain.push("--".into());
         chain.push(self.bwrap.clone().into());
         chain.extend(self.bwrap_args(view));
+        if let Some((network, occ)) = network {
+            chain.extend(["--unshare-net", "--ro-bind"].map(OsString::from));
+            chain.extend([occ.into(), occ.into()]);
+            chain.push("--bind".into());
+            chain.extend([
+                network.socket_dir.clone().into(),
+                network.socket_dir.clone().into(),
+            ]);
+        }
         if let Some(dir) = inner.get_current_dir() {
             chain.extend([OsString::from("--chdir"), dir.into()]);
         }
         chain.push("--".into());
+        if let Some((network, occ)) = network {
+            chain.extend(relay_args(occ, network, &network.inside()));
+        }
         chain.push(inner.get_program().into());
         chain.extend(inner.get_args().map(OsString::from));
         // In a cgroup of its own first, where occ can make one: the shell moves itself in and
@@ -368,6 +390,25 @@ pub(crate) struct View {
     /// The user it runs as outside when that is not occ's own (an Agent's account): its cgroup
     /// is handed to that user to enter.
     pub uid: Option<u32>,
+    /// Its private network, where it has one (with [`SandboxSettings::occ_program`] set);
+    /// otherwise it shares the host's.
+    pub network: Option<PrivateNetwork>,
+}
+
+/// `occ sandbox-relay` with `forwards` in `network`'s socket directory, up to the `--` before
+/// the program it runs.
+fn relay_args(occ: &Path, network: &PrivateNetwork, forwards: &[relay::Forward]) -> Vec<OsString> {
+    let mut args: Vec<OsString> = vec![
+        occ.into(),
+        "sandbox-relay".into(),
+        "--socket-dir".into(),
+        network.socket_dir.clone().into(),
+    ];
+    for forward in forwards {
+        args.extend([OsString::from("--forward"), forward.arg().into()]);
+    }
+    args.push("--".into());
+    args
 }
 
 /// `program` in one of the directories of `search_path`, if it is there.
@@ -394,7 +435,7 @@ mod tests {
             },
             seccomp: SeccompProgram::default_filter(false).expect("a filter for this machine"),
             seccomp_nesting: SeccompProgram::default_filter(true).expect("a filter"),
-            setup_program: None,
+            occ_program: None,
             cgroups: None,
         }
     }
@@ -422,6 +463,7 @@ mod tests {
             read_write: vec!["/agents/a/state".into(), "/agents/a/home".into()],
             nests_sandboxes: false,
             uid: None,
+            network: None,
         };
         let cmd = settings().wrap(&inner, &view).expect("wrapped");
         let std = cmd.as_std();

@@ -266,6 +266,7 @@ async fn setup_in_process_of_its_own(
                 read_write: vec![home, tmp, workspace],
                 nests_sandboxes: false,
                 uid: None,
+                network: None,
             };
             sandbox
                 .wrap(&cmd, &view)

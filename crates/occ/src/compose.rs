@@ -488,7 +488,7 @@ fn process_compute(
         .map_err(|e| anyhow::anyhow!("cannot locate the occ binary: {e}"))?;
     // Staged workspace files are applied by this binary's `workspace-setup` inside the Agent's
     // sandbox, never in this process.
-    let sandbox = sandbox.map(|sandbox| sandbox.with_setup_program(occ.clone()));
+    let sandbox = sandbox.map(|sandbox| sandbox.with_occ_program(occ.clone()));
     ProcessCompute::new(ProcessSettings {
         host: LocalSettings {
             root: settings.compute.root.clone(),

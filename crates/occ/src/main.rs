@@ -14,6 +14,7 @@ mod harness_launch;
 mod metrics;
 mod migrate;
 mod runtime;
+mod sandbox_relay;
 mod serve;
 mod settings;
 mod worker;
@@ -56,6 +57,9 @@ enum Command {
     /// A dedicated gateway's state directory trusts the runtime's Codex plugin (an init step).
     #[command(hide = true)]
     CodexPluginTrust(harness_launch::CodexPluginTrustArgs),
+    /// The relay on either side of a contained gateway's private network.
+    #[command(hide = true)]
+    SandboxRelay(sandbox_relay::SandboxRelayArgs),
     /// The Installation.
     #[command(subcommand)]
     Installation(cli::InstallationCmd),
@@ -116,6 +120,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::ComputeHost => compute_host::run().await,
         Command::HarnessLaunch(args) => harness_launch::run(args).await,
         Command::CodexPluginTrust(args) => harness_launch::trust_plugin(args).await,
+        Command::SandboxRelay(args) => sandbox_relay::run(args).await,
         Command::Installation(cmd) => cli::installation(&client()?, cmd).await,
         Command::Namespace(cmd) => cli::namespace(&client()?, cmd).await,
         Command::Configuration(cmd) => cli::configuration(&client()?, cmd).await,

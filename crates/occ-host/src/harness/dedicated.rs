@@ -132,6 +132,7 @@ impl HarnessDirs {
             // Codex runs its tools in a bubblewrap sandbox of its own.
             nests_sandboxes: true,
             uid: None,
+            network: None,
         }
     }
 

@@ -30,14 +30,11 @@ impl Host {
                         path: &self.settings.path,
                     }),
                     (None, _, Some(sandbox)) => {
-                        sandbox
-                            .setup_program
-                            .as_deref()
-                            .map(|program| SetupProcess {
-                                identity: SetupIdentity::Sandbox(sandbox),
-                                program,
-                                path: &self.settings.path,
-                            })
+                        sandbox.occ_program.as_deref().map(|program| SetupProcess {
+                            identity: SetupIdentity::Sandbox(sandbox),
+                            program,
+                            path: &self.settings.path,
+                        })
                     }
                     _ => None,
                 };

@@ -220,6 +220,7 @@ mod tests {
             read_write: Vec::new(),
             nests_sandboxes: false,
             uid: None,
+            network: None,
         };
         let out = sandbox
             .wrap(&cmd, &view)
