@@ -83,7 +83,8 @@ fn settings(root: &Path, runtime_root: PathBuf) -> ProcessSettings {
                 &std::env::var_os("PATH").unwrap_or_default(),
                 WorkloadLimits::default(),
             )
-            .expect("bubblewrap (scripts/test.sh installs it)"),
+            .expect("bubblewrap (scripts/test.sh installs it)")
+            .with_occ_program(occ_testkit::runtime::occ_binary()),
         ),
     }
 }
@@ -602,6 +603,9 @@ async fn ports_never_collide_and_busy_ports_are_skipped() {
 /// Run by the Agent's own `exec` tool: a client on loopback with a freshly made, correctly
 /// signed device identity and no gateway token asks for an operator session (twice, as a
 /// pairing that waits for approval would be retried). Prints every frame it receives.
+/// Connects to `127.0.0.1:<argv[1]>` and says whether anything answered.
+const HOST_PORT_PROBE: &str = "require('net').connect(Number(process.argv[1]), '127.0.0.1').on('connect', () => { console.log('host-port reached'); process.exit(0); }).on('error', (e) => console.log('host-port refused', e.code))";
+
 const LOOPBACK_PROBE: &str = r#"const port = Number(process.argv[2]);
 const crypto = require('crypto');
 const out = [];
@@ -726,6 +730,8 @@ async fn an_agents_tools_reach_only_its_own_files() {
         .expect("port")
         .to_owned();
     std::fs::write(own.join("loopback-probe.js"), LOOPBACK_PROBE).expect("probe");
+    // A listener of the host's loopback, as occ's API or a local database would be.
+    let host_listener = std::net::TcpListener::bind("127.0.0.1:0").expect("host listener");
     let mut probes = vec![
         ("read", json!({"path": own.join("USER.md")})),
         ("read", json!({"path": occ_key})),
@@ -749,7 +755,13 @@ async fn an_agents_tools_reach_only_its_own_files() {
         ),
         (
             "exec",
-            json!({"command": format!("node {} {port}", own.join("loopback-probe.js").display())}),
+            json!({"command": format!(
+                "node {} {port}; for port in {} {}; do node -e \"{}\" $port; done",
+                own.join("loopback-probe.js").display(),
+                host_listener.local_addr().expect("addr").port(),
+                fake.port(),
+                HOST_PORT_PROBE,
+            )}),
         ),
         (
             "exec",
@@ -829,6 +841,13 @@ async fn an_agents_tools_reach_only_its_own_files() {
         "both attempts refused for want of the token: {loopback}"
     );
     assert!(!loopback.contains("hello-ok"), "{loopback}");
+    // In its private network the host's loopback listeners do not exist: neither one the
+    // configuration does not name, nor the model, which it reaches only through the proxy.
+    assert_eq!(
+        loopback.matches("host-port refused ECONNREFUSED").count(),
+        2,
+        "the Agent reached a listener of the host: {loopback}"
+    );
     // Its model key: not in its environment (nor its sandbox's first processes'), nor in any
     // file it can read; the variable holds the proxy's placeholder.
     // (Each line reversed by the probe: OpenClaw shortens what looks like a credential in a

@@ -25,6 +25,26 @@ pub fn runtime_root() -> PathBuf {
     workspace.join("target").join("openclaw-runtime")
 }
 
+/// The `occ` binary of this build (`$OCC_BIN`, else `<workspace root>/target/debug/occ`), for
+/// Driver tests whose sandboxes run its `sandbox-relay` and `workspace-setup` as occ's own
+/// Drivers do. `scripts/test.sh` builds it before any test runs; panics when it is missing.
+pub fn occ_binary() -> PathBuf {
+    let path = std::env::var_os("OCC_BIN").map_or_else(
+        || {
+            let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+            let workspace = manifest.parent().and_then(Path::parent).unwrap_or(manifest);
+            workspace.join("target").join("debug").join("occ")
+        },
+        PathBuf::from,
+    );
+    assert!(
+        path.is_file(),
+        "{} is missing: build it first (cargo build -p occ)",
+        path.display()
+    );
+    path
+}
+
 /// The installed runtime, installing it on first use. Blocking; call it from a test thread or
 /// `spawn_blocking` (it runs the install on its own thread with its own tokio runtime).
 /// Panics with the install error (which names the failed step) when it cannot be installed.
