@@ -707,8 +707,9 @@ async fn an_agents_tools_reach_only_its_own_files() {
         .map(|e| (e.reason.clone(), e.message.clone()))
         .collect();
     assert!(
-        said.iter()
-            .any(|(reason, message)| reason == "Contained" && message.contains("seccomp")),
+        said.iter().any(|(reason, message)| reason == "Contained"
+            && message.contains("seccomp")
+            && message.contains("a private network")),
         "{said:?}"
     );
     assert!(

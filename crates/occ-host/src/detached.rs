@@ -369,8 +369,10 @@ pub(crate) async fn start(
         Some(sandbox) => {
             let mut view = gateway_view(runtime, agent_dir, rev)?;
             view.uid = account.map(|account| account.uid);
-            if bind == GatewayBind::Loopback && sandbox.occ_program.is_some() {
-                view.network = Some(private_network(agent_dir, rev, port, &snapshot)?);
+            if has_private_network(sandbox, bind) {
+                let network = private_network(agent_dir, rev, port, &snapshot)?;
+                cmd.envs(network.proxy_environment());
+                view.network = Some(network);
             }
             if let Some(dedicated) = &dedicated {
                 // The runtime config's own directory (enrollment rewrites the file by rename
@@ -510,6 +512,12 @@ fn gateway_view(
         uid: None,
         network: None,
     })
+}
+
+/// Whether a contained gateway gets a private network: it is reached on the loopback (a
+/// gateway occ reaches over the network shares the host's) and the relays' program is known.
+pub(crate) fn has_private_network(sandbox: &SandboxSettings, bind: GatewayBind) -> bool {
+    bind == GatewayBind::Loopback && sandbox.occ_program.is_some()
 }
 
 /// The private network of a gateway listening on `port` with the configuration at

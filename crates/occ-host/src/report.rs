@@ -103,8 +103,12 @@ pub(crate) fn gateway_pod(rev: &RevisionId, observed: Observed, ready: bool) -> 
 
 /// How a revision's gateway is contained, as the report states it.
 pub(crate) enum Containment<'a> {
-    /// Under bubblewrap with these limits (see [`crate::sandbox`]).
-    Sandbox(&'a crate::sandbox::WorkloadLimits),
+    /// Under bubblewrap with these limits (see [`crate::sandbox`]), in a private network or
+    /// on the host's.
+    Sandbox {
+        limits: &'a crate::sandbox::WorkloadLimits,
+        private_network: bool,
+    },
     /// As the Agent's own Unix account, without a sandbox.
     Account,
     /// As occ's own user, seeing what it sees (`OCC_PROCESS_ISOLATION=none`).
@@ -130,12 +134,23 @@ pub(crate) fn delivery_events(
         last_observed_at: at,
     };
     let mut events = vec![match containment {
-        Containment::Sandbox(limits) => event(
+        Containment::Sandbox {
+            limits,
+            private_network,
+        } => event(
             EventType::Normal,
             "Contained",
             format!(
-                "the gateway runs under bubblewrap: its own user, mount, PID, IPC and UTS namespaces, no capabilities, no_new_privs, a seccomp filter; limits (0 = occ's own): data {} MiB, {} processes, {} open files, resident {} MiB (in its own cgroup, where occ can make one)",
-                limits.memory_mib, limits.processes, limits.open_files, limits.resident_mib
+                "the gateway runs under bubblewrap: its own user, mount, PID, IPC and UTS namespaces, {}, no capabilities, no_new_privs, a seccomp filter; limits (0 = occ's own): data {} MiB, {} processes, {} open files, resident {} MiB (in its own cgroup, where occ can make one)",
+                if private_network {
+                    "a private network (reached through occ's relay; out only to the loopback endpoints its configuration names)"
+                } else {
+                    "the host's network"
+                },
+                limits.memory_mib,
+                limits.processes,
+                limits.open_files,
+                limits.resident_mib
             ),
         ),
         Containment::Account => event(
@@ -259,7 +274,11 @@ mod tests {
             upstream: "https://api.openai.com/v1".to_owned(),
             header: crate::credential_proxy::KeyHeader::Bearer,
         }];
-        let events = delivery_events(Containment::Sandbox(&limits), &bound, &proxied, None);
+        let contained = Containment::Sandbox {
+            limits: &limits,
+            private_network: true,
+        };
+        let events = delivery_events(contained, &bound, &proxied, None);
         let lines: Vec<(&str, &str)> = events
             .iter()
             .map(|e| (e.reason.as_str(), e.message.as_str()))
@@ -267,6 +286,7 @@ mod tests {
         assert_eq!(lines.len(), 3, "{lines:?}");
         assert_eq!(lines[0].0, "Contained");
         assert!(lines[0].1.contains("seccomp filter"), "{lines:?}");
+        assert!(lines[0].1.contains("a private network"), "{lines:?}");
         assert!(lines[0].1.contains("data 16384 MiB"), "{lines:?}");
         assert_eq!(lines[1].0, "SecretDelivery");
         assert!(

@@ -250,7 +250,7 @@ impl SandboxSettings {
         let network = view.network.as_ref().zip(self.occ_program.as_deref());
         let mut chain: Vec<OsString> = vec![self.setsid.clone().into()];
         if let Some((network, occ)) = network {
-            chain.extend(relay_args(occ, network, &network.outside()));
+            chain.extend(relay_args(occ, network, &network.outside(), &network.named));
         }
         chain.push(self.prlimit.clone().into());
         chain.extend(self.limit_args());
@@ -271,7 +271,12 @@ impl SandboxSettings {
         }
         chain.push("--".into());
         if let Some((network, occ)) = network {
-            chain.extend(relay_args(occ, network, &network.inside()));
+            chain.extend(relay_args(
+                occ,
+                network,
+                &network.inside(),
+                &Default::default(),
+            ));
         }
         chain.push(inner.get_program().into());
         chain.extend(inner.get_args().map(OsString::from));
@@ -395,9 +400,14 @@ pub(crate) struct View {
     pub network: Option<PrivateNetwork>,
 }
 
-/// `occ sandbox-relay` with `forwards` in `network`'s socket directory, up to the `--` before
-/// the program it runs.
-fn relay_args(occ: &Path, network: &PrivateNetwork, forwards: &[relay::Forward]) -> Vec<OsString> {
+/// `occ sandbox-relay` with `forwards` in `network`'s socket directory (its egress proxy
+/// allowing the `named` endpoints), up to the `--` before the program it runs.
+fn relay_args(
+    occ: &Path,
+    network: &PrivateNetwork,
+    forwards: &[relay::Forward],
+    named: &relay::egress::Named,
+) -> Vec<OsString> {
     let mut args: Vec<OsString> = vec![
         occ.into(),
         "sandbox-relay".into(),
@@ -406,6 +416,11 @@ fn relay_args(occ: &Path, network: &PrivateNetwork, forwards: &[relay::Forward])
     ];
     for forward in forwards {
         args.extend([OsString::from("--forward"), forward.arg().into()]);
+    }
+    for (host, port) in named {
+        let end = relay::RelayEnd::Tcp(host.clone(), *port).arg();
+        let address = end.strip_prefix("tcp:").unwrap_or(&end);
+        args.extend([OsString::from("--allow"), address.into()]);
     }
     args.push("--".into());
     args

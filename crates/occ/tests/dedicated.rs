@@ -260,11 +260,12 @@ impl DedicatedSite for ProcessSite<'_> {
         let inside = |pid: u32, path: &Path| {
             Path::new(&format!("/proc/{pid}/root")).join(path.strip_prefix("/").expect("absolute"))
         };
+        // (Not a `bwrap` of the chain, nor the relays of its private network.)
         let gateway_processes = group_members(gateway_pid);
         let node = gateway_processes
             .iter()
             .copied()
-            .find(|pid| process_name(*pid).as_deref() != Some("bwrap"))
+            .find(|pid| !matches!(process_name(*pid).as_deref(), Some("bwrap" | "occ")))
             .expect("the gateway's own process in its group");
         assert!(
             inside(node, &config_path).is_file(),

@@ -57,7 +57,10 @@ impl Host {
         let ready = self.serving(&rev.agent, &agent_dir, rev).await?;
         let mut gateway = report::gateway_pod(&rev.revision_id, observed, ready);
         let containment = match (&self.options.sandbox, &self.options.accounts) {
-            (Some(sandbox), _) => report::Containment::Sandbox(&sandbox.limits),
+            (Some(sandbox), _) => report::Containment::Sandbox {
+                limits: &sandbox.limits,
+                private_network: crate::detached::has_private_network(sandbox, self.options.bind),
+            },
             (None, Some(_)) => report::Containment::Account,
             (None, None) => report::Containment::None,
         };

@@ -3,7 +3,9 @@
 //! endpoints its rendered configuration names (the credential proxy's capability URLs, a
 //! dedicated gateway's Codex app-server, a provider on this machine). The host's other
 //! listeners — occ's API, other Agents' gateways, a database on 127.0.0.1 — do not exist for
-//! it.
+//! it. Everything else goes through an egress proxy outside the sandbox
+//! ([`super::relay::egress`]), which never connects back to this machine unless the
+//! configuration names the endpoint.
 
 use std::collections::BTreeSet;
 use std::net::IpAddr;
@@ -11,10 +13,17 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
+use super::relay::egress::{Named, host_of};
 use super::relay::{Forward, RelayEnd};
 
 /// The socket the inside relay listens on for connections to the workload's port.
 const INGRESS_SOCKET: &str = "in.sock";
+
+/// The socket the outside relay's egress proxy listens on.
+const EGRESS_SOCKET: &str = "egress.sock";
+
+/// The first port tried for the egress proxy in the workload's loopback (squid's).
+const EGRESS_PORT: u16 = 3128;
 
 /// A workload's private network.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,21 +32,51 @@ pub(crate) struct PrivateNetwork {
     pub socket_dir: PathBuf,
     /// The loopback port the workload listens on inside and the host knows it by outside.
     pub port: u16,
-    /// The loopback endpoints (host, port) it may reach.
+    /// The loopback endpoints (host, port) it may reach, each relayed to the same address
+    /// inside.
     pub reaches: BTreeSet<(String, u16)>,
+    /// The other endpoints its configuration names: the egress proxy connects to these even
+    /// where they are on this machine.
+    pub named: Named,
+    /// The port of its own loopback its egress proxy listens on (`HTTP_PROXY`).
+    pub egress_port: u16,
 }
 
 impl PrivateNetwork {
     /// The network of a workload listening on `port` whose configuration is `config`.
     pub fn for_config(socket_dir: PathBuf, port: u16, config: &Value) -> Self {
-        let mut reaches = loopback_endpoints(config);
+        let (mut reaches, named): (BTreeSet<_>, BTreeSet<_>) = named_endpoints(config)
+            .into_iter()
+            .partition(|(host, _)| is_loopback(host));
         // Its own port is inside the namespace already.
         reaches.retain(|(_, p)| *p != port);
+        let taken: BTreeSet<u16> = reaches.iter().map(|(_, p)| *p).chain([port]).collect();
+        let egress_port = (EGRESS_PORT..)
+            .find(|p| !taken.contains(p))
+            .unwrap_or(EGRESS_PORT);
         Self {
             socket_dir,
             port,
             reaches,
+            named,
+            egress_port,
         }
+    }
+
+    /// The variables that send the workload's HTTP clients (Node's own with
+    /// `NODE_USE_ENV_PROXY`, curl, git) through its egress proxy, and loopback past it.
+    pub fn proxy_environment(&self) -> Vec<(&'static str, String)> {
+        let proxy = format!("http://127.0.0.1:{}", self.egress_port);
+        let direct = "localhost,127.0.0.1,::1".to_owned();
+        vec![
+            ("HTTP_PROXY", proxy.clone()),
+            ("HTTPS_PROXY", proxy.clone()),
+            ("http_proxy", proxy.clone()),
+            ("https_proxy", proxy),
+            ("NO_PROXY", direct.clone()),
+            ("no_proxy", direct),
+            ("NODE_USE_ENV_PROXY", "1".into()),
+        ]
     }
 
     /// The outside relay's forwards: the host's port to the ingress socket, each egress
@@ -51,6 +90,10 @@ impl PrivateNetwork {
             from: socket,
             to: end,
         }));
+        forwards.push(Forward {
+            from: RelayEnd::Unix(EGRESS_SOCKET.into()),
+            to: RelayEnd::EgressProxy,
+        });
         forwards
     }
 
@@ -78,15 +121,15 @@ impl PrivateNetwork {
     }
 }
 
-/// Every loopback endpoint a URL in `config` names (`http`, `https`, `ws`, `wss`), as the
-/// host and port a client connects to.
-pub(crate) fn loopback_endpoints(config: &Value) -> BTreeSet<(String, u16)> {
+/// Every endpoint a URL in `config` names (`http`, `https`, `ws`, `wss`), as the host (lower
+/// case, IPv6 without brackets) and port a client connects to.
+pub(crate) fn named_endpoints(config: &Value) -> BTreeSet<(String, u16)> {
     let mut out = BTreeSet::new();
     let mut stack = vec![config];
     while let Some(value) = stack.pop() {
         match value {
             Value::String(text) => {
-                if let Some(endpoint) = loopback_endpoint(text) {
+                if let Some(endpoint) = endpoint(text) {
                     out.insert(endpoint);
                 }
             }
@@ -98,7 +141,7 @@ pub(crate) fn loopback_endpoints(config: &Value) -> BTreeSet<(String, u16)> {
     out
 }
 
-fn loopback_endpoint(text: &str) -> Option<(String, u16)> {
+fn endpoint(text: &str) -> Option<(String, u16)> {
     if !text.contains("://") {
         return None;
     }
@@ -106,14 +149,12 @@ fn loopback_endpoint(text: &str) -> Option<(String, u16)> {
     if !matches!(url.scheme(), "http" | "https" | "ws" | "wss") {
         return None;
     }
-    let port = url.port_or_known_default()?;
-    let host = match url.host()? {
-        url::Host::Domain(name) if name.eq_ignore_ascii_case("localhost") => "localhost".into(),
-        url::Host::Ipv4(ip) if IpAddr::V4(ip).is_loopback() => ip.to_string(),
-        url::Host::Ipv6(ip) if ip.is_loopback() => ip.to_string(),
-        _ => return None,
-    };
-    Some((host, port))
+    Some((host_of(&url)?, url.port_or_known_default()?))
+}
+
+/// Whether a client reaches `host` on its own machine's loopback.
+fn is_loopback(host: &str) -> bool {
+    host == "localhost" || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 #[cfg(test)]
@@ -122,7 +163,7 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn only_loopback_urls_of_the_configuration_are_reachable() {
+    fn loopback_endpoints_are_relayed_and_the_others_named_for_the_egress_proxy() {
         let config = json!({
             "models": {"providers": {
                 "proxied": {"baseUrl": "http://127.0.0.1:29199/p/abc/v1"},
@@ -133,7 +174,7 @@ mod tests {
             }},
             "plugins": {"entries": {"codex": {"config": {"appServer": {"url": "ws://127.0.0.1:41000"}}}}},
             "gateway": {"port": 29100, "self": "http://127.0.0.1:29100/"},
-            "notes": ["see http://127.0.0.2:7/x", "not a url: 127.0.0.1:5", "file:///etc/passwd"],
+            "notes": ["http://127.0.0.2:7/x", "see http://127.0.0.3:9/", "not a url: 127.0.0.1:5", "file:///etc/passwd"],
         });
         let network = PrivateNetwork::for_config("/net".into(), 29100, &config);
         let reaches: Vec<(String, u16)> = network.reaches.iter().cloned().collect();
@@ -147,6 +188,15 @@ mod tests {
                 ("localhost".to_owned(), 11434),
             ]
         );
+        let named: Vec<(String, u16)> = network.named.iter().cloned().collect();
+        assert_eq!(
+            named,
+            vec![
+                ("192.0.2.2".to_owned(), 8080),
+                ("api.openai.com".to_owned(), 443)
+            ]
+        );
+        assert_eq!(network.egress_port, 3128);
         let outside: Vec<String> = network.outside().iter().map(Forward::arg).collect();
         assert_eq!(outside[0], "tcp:127.0.0.1:29100=unix:in.sock");
         assert!(

@@ -17,6 +17,8 @@ use std::path::{Path, PathBuf};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 
+pub mod egress;
+
 /// One side of a forward: a loopback TCP address (`tcp:127.0.0.1:18789`, `tcp:[::1]:80`,
 /// `tcp:localhost:8080`) or a socket in the relay's socket directory (`unix:in.sock`).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -25,6 +27,8 @@ pub enum RelayEnd {
     Tcp(String, u16),
     /// A socket's file name in the socket directory.
     Unix(String),
+    /// The egress proxy ([`egress`]): only as the far end of a forward.
+    EgressProxy,
 }
 
 impl RelayEnd {
@@ -34,10 +38,14 @@ impl RelayEnd {
             Self::Tcp(host, port) if host.contains(':') => format!("tcp:[{host}]:{port}"),
             Self::Tcp(host, port) => format!("tcp:{host}:{port}"),
             Self::Unix(name) => format!("unix:{name}"),
+            Self::EgressProxy => "egress-proxy".into(),
         }
     }
 
     fn parse(text: &str) -> Result<Self, String> {
+        if text == "egress-proxy" {
+            return Ok(Self::EgressProxy);
+        }
         if let Some(name) = text.strip_prefix("unix:") {
             let plain = !name.is_empty()
                 && !name.contains('/')
@@ -86,8 +94,14 @@ impl Forward {
         let (from, to) = text
             .split_once('=')
             .ok_or_else(|| format!("`{text}`: a forward is FROM=TO"))?;
+        let from = RelayEnd::parse(from)?;
+        if from == RelayEnd::EgressProxy {
+            return Err(format!(
+                "`{text}`: the egress proxy is not a place to listen"
+            ));
+        }
         Ok(Self {
-            from: RelayEnd::parse(from)?,
+            from,
             to: RelayEnd::parse(to)?,
         })
     }
@@ -98,6 +112,8 @@ impl Forward {
 pub struct RelayPlan {
     pub socket_dir: PathBuf,
     pub forwards: Vec<Forward>,
+    /// The endpoints (host, port) the egress proxy connects to whatever their address.
+    pub named: egress::Named,
     pub program: OsString,
     pub args: Vec<OsString>,
 }
@@ -138,22 +154,25 @@ pub async fn run(plan: RelayPlan) -> Result<std::convert::Infallible, String> {
     for mut signals in terminations {
         tokio::spawn(async move { while signals.recv().await.is_some() {} });
     }
+    let named = std::sync::Arc::new(plan.named);
     for (listener, to) in listeners {
+        let named = named.clone();
         match listener {
             Listener::Unix(listener) => {
                 tokio::spawn(async move {
                     while let Ok((stream, _)) = listener.accept().await {
-                        tokio::spawn(copy_to(stream, to.clone()));
+                        tokio::spawn(copy_to(stream, to.clone(), named.clone()));
                     }
                 });
             }
             Listener::Tcp(listeners) => {
                 for listener in listeners {
                     let to = to.clone();
+                    let named = named.clone();
                     tokio::spawn(async move {
                         while let Ok((stream, _)) = listener.accept().await {
                             let _ = stream.set_nodelay(true);
-                            tokio::spawn(copy_to(stream, to.clone()));
+                            tokio::spawn(copy_to(stream, to.clone(), named.clone()));
                         }
                     });
                 }
@@ -175,6 +194,7 @@ pub async fn run(plan: RelayPlan) -> Result<std::convert::Infallible, String> {
 
 async fn bind(end: &RelayEnd) -> Result<Listener, String> {
     match end {
+        RelayEnd::EgressProxy => Err("the egress proxy is not a place to listen".into()),
         RelayEnd::Unix(name) => {
             // A socket left by an earlier run of the same revision.
             let _ = std::fs::remove_file(name);
@@ -209,13 +229,14 @@ async fn bind(end: &RelayEnd) -> Result<Listener, String> {
 /// client sees a slow connection rather than one closed during its handshake.
 const CONNECT_PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
 
-async fn copy_to<S>(mut inbound: S, to: RelayEnd)
+async fn copy_to<S>(mut inbound: S, to: RelayEnd, named: std::sync::Arc<egress::Named>)
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
     let started = tokio::time::Instant::now();
     loop {
         let copied = match &to {
+            RelayEnd::EgressProxy => return egress::serve(inbound, &named).await,
             RelayEnd::Unix(name) => match UnixStream::connect(Path::new(name)).await {
                 Ok(mut outbound) => {
                     tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await
@@ -256,6 +277,7 @@ mod tests {
             "tcp:127.0.0.1:18789=unix:in.sock",
             "unix:out-1.sock=tcp:[::1]:8080",
             "tcp:localhost:80=unix:out-2.sock",
+            "unix:egress.sock=egress-proxy",
         ] {
             assert_eq!(Forward::parse(text).expect(text).arg(), text);
         }
@@ -267,6 +289,7 @@ mod tests {
             "unix:../x=tcp:127.0.0.1:1",
             "unix:a/b=tcp:127.0.0.1:1",
             "udp:1.2.3.4:5=unix:a",
+            "egress-proxy=unix:a",
         ] {
             assert!(Forward::parse(bad).is_err(), "{bad}");
         }
