@@ -606,6 +606,9 @@ async fn ports_never_collide_and_busy_ports_are_skipped() {
 /// Connects to `127.0.0.1:<argv[1]>` and says whether anything answered.
 const HOST_PORT_PROBE: &str = "require('net').connect(Number(process.argv[1]), '127.0.0.1').on('connect', () => { console.log('host-port reached'); process.exit(0); }).on('error', (e) => console.log('host-port refused', e.code))";
 
+/// Fetches `argv[1]` with Node's own `fetch` and prints the status and body.
+const FETCH_PROBE: &str = "const u = process.argv[1]; fetch(u).then(async (r) => console.log('fetch', u, r.status, (await r.text()).trim().slice(0, 40))).catch((e) => console.log('fetch', u, 'failed', String((e.cause && e.cause.message) || e.message)))";
+
 const LOOPBACK_PROBE: &str = r#"const port = Number(process.argv[2]);
 const crypto = require('crypto');
 const out = [];
@@ -660,7 +663,41 @@ async fn an_agents_tools_reach_only_its_own_files() {
         namespace_id: ns.id.clone(),
         ..other
     };
-    let document = fake.agent_document("${MODEL_KEY}");
+    let mut document = fake.agent_document("${MODEL_KEY}");
+    // An endpoint on this machine's own network address that the configuration names (as a
+    // provider on the company network would be): the egress proxy connects to it, and to no
+    // other listener of this machine.
+    let lan_ip = {
+        let probe = std::net::UdpSocket::bind("0.0.0.0:0").expect("udp");
+        probe
+            .connect("198.51.100.1:9")
+            .expect("a default route (the test needs a non-loopback address of this machine)");
+        probe.local_addr().expect("addr").ip()
+    };
+    let named_listener = std::net::TcpListener::bind((lan_ip, 0)).expect("named listener");
+    let unnamed_listener = std::net::TcpListener::bind((lan_ip, 0)).expect("unnamed listener");
+    let answer = |listener: std::net::TcpListener| {
+        std::thread::spawn(move || {
+            use std::io::{Read as _, Write as _};
+            for mut stream in listener.incoming().flatten() {
+                let mut buf = [0u8; 2048];
+                let _ = stream.read(&mut buf);
+                let _ = stream.write_all(
+                    b"HTTP/1.1 200 OK\r\ncontent-length: 6\r\nconnection: close\r\n\r\nlan-ok",
+                );
+            }
+        })
+    };
+    let named_url = format!("http://{}/", named_listener.local_addr().expect("addr"));
+    let unnamed_url = format!("http://{}/", unnamed_listener.local_addr().expect("addr"));
+    answer(named_listener);
+    answer(unnamed_listener);
+    document["models"]["providers"]["lan"] = json!({
+        "baseUrl": named_url,
+        "api": "openai-completions",
+        "apiKey": "not-a-secret",
+        "models": [{"id": "lan-model", "name": "LAN model"}],
+    });
     // The model key, bound from a Secret: the credential proxy puts it on the wire.
     let ctx = RevisionContext {
         environment: [(
@@ -757,11 +794,12 @@ async fn an_agents_tools_reach_only_its_own_files() {
         (
             "exec",
             json!({"command": format!(
-                "node {} {port}; for port in {} {}; do node -e \"{}\" $port; done",
+                "node {} {port}; for port in {} {}; do node -e \"{}\" $port; done; for url in {named_url} {unnamed_url}; do node -e \"{}\" $url; done",
                 own.join("loopback-probe.js").display(),
                 host_listener.local_addr().expect("addr").port(),
                 fake.port(),
                 HOST_PORT_PROBE,
+                FETCH_PROBE,
             )}),
         ),
         (
@@ -848,6 +886,18 @@ async fn an_agents_tools_reach_only_its_own_files() {
         loopback.matches("host-port refused ECONNREFUSED").count(),
         2,
         "the Agent reached a listener of the host: {loopback}"
+    );
+    // Beyond its loopback only through the egress proxy (Node's own fetch follows
+    // HTTP_PROXY): the named endpoint answers; the proxy refuses the tunnel to the unnamed one
+    // on the same address (403, which Node reports as a cancelled request).
+    assert!(
+        loopback.contains(&format!("fetch {named_url} 200 lan-ok")),
+        "the named endpoint through the egress proxy: {loopback}"
+    );
+    assert!(
+        loopback.contains(&format!("fetch {unnamed_url} failed"))
+            && loopback.matches("lan-ok").count() == 1,
+        "the egress proxy refuses this machine's other listeners: {loopback}"
     );
     // Its model key: not in its environment (nor its sandbox's first processes'), nor in any
     // file it can read; the variable holds the proxy's placeholder.

@@ -108,6 +108,10 @@ impl PrivateNetwork {
             from: end,
             to: socket,
         }));
+        forwards.push(Forward {
+            from: RelayEnd::Tcp("127.0.0.1".into(), self.egress_port),
+            to: RelayEnd::Unix(EGRESS_SOCKET.into()),
+        });
         forwards
     }
 
@@ -208,6 +212,14 @@ mod tests {
         assert!(
             inside.contains(&"tcp:localhost:11434=unix:out-4.sock".to_owned()),
             "{inside:?}"
+        );
+        assert_eq!(
+            inside.last().expect("egress"),
+            "tcp:127.0.0.1:3128=unix:egress.sock"
+        );
+        assert_eq!(
+            outside.last().expect("egress"),
+            "unix:egress.sock=egress-proxy"
         );
     }
 }
