@@ -11,7 +11,8 @@
 //! - a chat turn: the median of `--turns` native `agent` turns against the test kit's fake model
 //!   (so the figure is the gateway's and the sandbox's, not a model's);
 //! - memory: the resident set of the gateway's whole process group, and of the sandbox's own
-//!   processes in it (the two `bwrap` processes: what each contained Agent adds).
+//!   processes in it (the two `bwrap` processes and the two `occ sandbox-relay` of its private
+//!   network: what each contained Agent adds).
 //!
 //! Goals (issue 32): ≤ 2% on deploy, ≤ 1 ms on a turn.
 //!
@@ -45,7 +46,10 @@ fn arg(name: &str, default: usize) -> usize {
 fn driver(root: &Path, runtime_root: &Path, contained: bool, ports: u16) -> ProcessCompute {
     let path = std::env::var_os("PATH").unwrap_or_default();
     let sandbox = contained.then(|| {
-        SandboxSettings::locate(&path, WorkloadLimits::default()).expect("bubblewrap installed")
+        SandboxSettings::locate(&path, WorkloadLimits::default())
+            .expect("bubblewrap installed")
+            // Its private network's relays, as `occ dev` and `occ worker` run them.
+            .with_occ_program(occ_testkit::runtime::occ_binary())
     });
     ProcessCompute::new(ProcessSettings {
         host: LocalSettings {
@@ -98,7 +102,8 @@ fn processes() -> Vec<(u32, u32, u64, String)> {
     out
 }
 
-/// Resident MiB of the process group led by `leader`: all of it, and its `bwrap` processes.
+/// Resident MiB of the process group led by `leader`: all of it, and the sandbox's own
+/// processes (`bwrap`, and the `occ` relays of its private network).
 fn group_memory(leader: u32) -> (f64, f64) {
     let members: Vec<_> = processes()
         .into_iter()
@@ -113,7 +118,7 @@ fn group_memory(leader: u32) -> (f64, f64) {
             / 1024.0
             + 0.0 // an empty sum is -0.0
     };
-    (kib(&|_| true), kib(&|name| name == "bwrap"))
+    (kib(&|_| true), kib(&|name| name == "bwrap" || name == "occ"))
 }
 
 struct Sample {
