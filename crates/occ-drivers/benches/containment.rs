@@ -118,7 +118,10 @@ fn group_memory(leader: u32) -> (f64, f64) {
             / 1024.0
             + 0.0 // an empty sum is -0.0
     };
-    (kib(&|_| true), kib(&|name| name == "bwrap" || name == "occ"))
+    (
+        kib(&|_| true),
+        kib(&|name| name == "bwrap" || name == "occ"),
+    )
 }
 
 struct Sample {

@@ -370,7 +370,7 @@ pub(crate) async fn start(
             let mut view = gateway_view(runtime, agent_dir, rev)?;
             view.uid = account.map(|account| account.uid);
             if has_private_network(sandbox, bind) {
-                let network = private_network(agent_dir, rev, port, &snapshot)?;
+                let network = private_network(agent_dir, rev, port, &snapshot, account)?;
                 cmd.envs(network.proxy_environment());
                 view.network = Some(network);
             }
@@ -521,21 +521,32 @@ pub(crate) fn has_private_network(sandbox: &SandboxSettings, bind: GatewayBind) 
 }
 
 /// The private network of a gateway listening on `port` with the configuration at
-/// `snapshot`: its relays' socket directory (per revision, emptied first) and the loopback
-/// endpoints the configuration names.
+/// `snapshot`: its relays' socket directory (per revision, emptied first; with an `account`,
+/// the account's, in a `net/` that stays root's like `logs/`) and the endpoints the
+/// configuration names.
 fn private_network(
     agent_dir: &Path,
     rev: &RevisionTarget,
     port: u16,
     snapshot: &Path,
+    account: Option<Account>,
 ) -> Result<PrivateNetwork, ComputeError> {
     let config: serde_json::Value = std::fs::read(snapshot)
         .map_err(|e| e.to_string())
         .and_then(|bytes| serde_json::from_slice(&bytes).map_err(|e| e.to_string()))
         .map_err(|e| unavailable(format!("cannot read {}: {e}", snapshot.display())))?;
-    let socket_dir = agent_dir.join("net").join(rev.revision_id.as_str());
+    let net = agent_dir.join("net");
+    layout::create_dir(&net)?;
+    if let Some(account) = account {
+        layout::share_with_group(&net, account.gid, 0o750)?;
+    }
+    let socket_dir = net.join(rev.revision_id.as_str());
     let _ = std::fs::remove_dir_all(&socket_dir);
     layout::create_dir(&socket_dir)?;
+    if let Some(account) = account {
+        std::os::unix::fs::lchown(&socket_dir, Some(account.uid), Some(account.gid))
+            .map_err(|e| unavailable(format!("cannot hand {} over: {e}", socket_dir.display())))?;
+    }
     Ok(PrivateNetwork::for_config(socket_dir, port, &config))
 }
 

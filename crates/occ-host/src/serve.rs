@@ -66,14 +66,15 @@ async fn run(request: HostRequest, process: HostProcess) -> Result<HostValue, Co
         "supervisor"
     );
     // On a host that has bubblewrap, a detached gateway is also contained on top of its own
-    // account (systemd units carry systemd's own hardening instead); only activations start
-    // one, so only they check.
+    // account, in a private network where it binds loopback (systemd units carry systemd's
+    // own hardening instead); only activations start one, so only they check.
     let sandbox = match (&supervision, &operation) {
         (
             Supervision::Detached,
             HostOp::ActivateRevision { .. } | HostOp::RestoreRevision { .. },
         ) => match SandboxSettings::locate(&process.path, WorkloadLimits::default()) {
-            Ok(sandbox) => Some(sandbox),
+            // This binary relays a loopback gateway's private network.
+            Ok(sandbox) => Some(sandbox.with_occ_program(process.setup_program.clone())),
             Err(e) => {
                 tracing::info!(reason = %e, "gateways on this host run uncontained but for their accounts");
                 None

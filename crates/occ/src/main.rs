@@ -136,11 +136,34 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // A sandbox's relays run beside every contained gateway: one thread each is plenty, and
+    // keeps what each Agent costs small.
+    let runtime = if matches!(cli.command, Command::SandboxRelay(_)) {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+    };
+    match runtime {
+        Ok(runtime) => runtime.block_on(main_async(cli)),
+        Err(e) => {
+            #[allow(clippy::print_stderr, reason = "no logging without a runtime")]
+            {
+                eprintln!("error: cannot start the async runtime: {e}");
+            }
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn main_async(cli: Cli) -> ExitCode {
     // One TLS provider for every client in the process (rustls with ring).
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let cli = Cli::parse();
     let server_side = matches!(
         cli.command,
         Command::Migrate(_)

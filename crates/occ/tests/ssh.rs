@@ -549,6 +549,8 @@ async fn agent_tools_reach_only_their_own_files(
         "other-agent-canary-4b1e",
     )
     .unwrap();
+    // A listener of the host's loopback (as occ's own or another service's would be).
+    let host_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let probes = [
         ("read", serde_json::json!({"path": own.join("USER.md")})),
         (
@@ -573,7 +575,10 @@ async fn agent_tools_reach_only_their_own_files(
         ),
         (
             "exec",
-            serde_json::json!({"command": "id -u; grep -E 'CapEff|NoNewPrivs|Seccomp:' /proc/self/status; ls /proc | grep -c '^[0-9]'"}),
+            serde_json::json!({"command": format!(
+                "node -e \"require('net').connect({}, '127.0.0.1').on('connect', () => {{ console.log('host-port reached'); process.exit(0); }}).on('error', (e) => console.log('host-port refused', e.code))\"; id -u; grep -E 'CapEff|NoNewPrivs|Seccomp:' /proc/self/status; ls /proc | grep -c '^[0-9]'",
+                host_listener.local_addr().unwrap().port()
+            )}),
         ),
     ];
     for (name, args) in probes {
@@ -613,6 +618,11 @@ async fn agent_tools_reach_only_their_own_files(
     assert!(shell.contains("CapEff:\t0000000000000000"), "{shell}");
     assert!(shell.contains("NoNewPrivs:\t1"), "{shell}");
     assert!(shell.contains("Seccomp:\t2"), "{shell}");
+    // In its private network, the host's loopback listeners do not exist.
+    assert!(
+        shell.contains("host-port refused ECONNREFUSED"),
+        "A reached a listener of the host: {shell}"
+    );
     let processes: usize = shell
         .lines()
         .rev()

@@ -145,10 +145,14 @@ pub async fn run(plan: RelayPlan) -> Result<std::convert::Infallible, String> {
             tokio::signal::unix::signal(kind).map_err(|e| format!("cannot take signals: {e}"))?,
         );
     }
-    let mut child = tokio::process::Command::new(&plan.program)
-        .args(&plan.args)
-        .current_dir(&child_dir)
-        .kill_on_drop(false)
+    let mut command = tokio::process::Command::new(&plan.program);
+    command.args(&plan.args).kill_on_drop(false);
+    // Where its starter was, if this relay's user may be there (an Agent's account may not
+    // enter the directory of the occ that started it; bubblewrap sets the workload's own).
+    if nix::unistd::access(&child_dir, nix::unistd::AccessFlags::X_OK).is_ok() {
+        command.current_dir(&child_dir);
+    }
+    let mut child = command
         .spawn()
         .map_err(|e| format!("cannot start {}: {e}", plan.program.to_string_lossy()))?;
     for mut signals in terminations {
