@@ -298,6 +298,9 @@ pub(crate) fn gateway_environment(
     Ok(vars)
 }
 
+/// How long a failed readiness check waits for the gateway's exit to be reaped.
+const EXIT_GRACE: Duration = Duration::from_secs(3);
+
 /// Starts the gateway for `launch.rev` in its own process group with a clean environment (as
 /// the Agent's `account`, when it has one) and waits for `hello-ok`. An early exit with
 /// OpenClaw's invalid-configuration status is a permanent `RUNTIME_CONFIGURATION_INVALID`, any
@@ -443,23 +446,24 @@ pub(crate) async fn start(
         }
     });
     let endpoint = Endpoint::loopback(port, token.expose());
+    let exited = |status: Option<std::process::ExitStatus>| -> ComputeError {
+        let code = status.and_then(|s| s.code());
+        let message = format!(
+            "the gateway exited during startup ({})",
+            status.map_or("unknown status".into(), |s| s.to_string()),
+        );
+        let error = match remove_file(&agent_dir.join("gateway.json")) {
+            Err(e) => return e,
+            Ok(()) if code == Some(EXIT_CONFIGURATION_INVALID) => {
+                ComputeError::permanent(ReasonCode::RuntimeConfigurationInvalid, message)
+            }
+            Ok(()) => ComputeError::transient(ReasonCode::RuntimeStartupFailed, message),
+        };
+        error.with_output(startup_output(&log_path, ctx, token.expose()))
+    };
     let ready = tokio::select! {
         ready = occ_gateway::wait_ready(&endpoint, ready_timeout) => ready,
-        status = &mut exit_rx => {
-            let status = status.ok().flatten();
-            let code = status.and_then(|s| s.code());
-            let message = format!(
-                "the gateway exited during startup ({})",
-                status.map_or("unknown status".into(), |s| s.to_string()),
-            );
-            remove_file(&agent_dir.join("gateway.json"))?;
-            let error = if code == Some(EXIT_CONFIGURATION_INVALID) {
-                ComputeError::permanent(ReasonCode::RuntimeConfigurationInvalid, message)
-            } else {
-                ComputeError::transient(ReasonCode::RuntimeStartupFailed, message)
-            };
-            return Err(error.with_output(startup_output(&log_path, ctx, token.expose())));
-        }
+        status = &mut exit_rx => return Err(exited(status.ok().flatten())),
     };
     match ready {
         Ok(hello) => {
@@ -467,6 +471,11 @@ pub(crate) async fn start(
             mark_served(agent_dir, &rev.revision_id)
         }
         Err(e) => {
+            // A gateway that exits while a relay holds the readiness connection ends that
+            // connection a moment before its exit is reaped: the exit is then the cause.
+            if let Ok(status) = tokio::time::timeout(EXIT_GRACE, &mut exit_rx).await {
+                return Err(exited(status.ok().flatten()));
+            }
             // Do not leave a gateway that never became ready: the next pass starts over.
             stop(agent_dir, stop_timeout).await?;
             Err(match e {
