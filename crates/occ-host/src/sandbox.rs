@@ -31,7 +31,8 @@ use std::sync::Arc;
 use command_fds::{CommandFdExt, FdMapping};
 
 pub use cgroup::Cgroups;
-pub(crate) use network::PrivateNetwork;
+pub use network::PROXY_VARIABLES;
+pub(crate) use network::{PrivateNetwork, named_endpoints};
 
 /// The descriptor the seccomp program reaches bubblewrap on (after stdin, stdout and stderr).
 const SECCOMP_FD: i32 = 3;

@@ -37,7 +37,7 @@ struct Launcher {
 async fn start(input: &LaunchInput) -> Launcher {
     let (stop, stopped) = watch::channel(false);
     let input = input.clone();
-    let task = tokio::spawn(async move { run_launcher(&input, &path(), stopped).await });
+    let task = tokio::spawn(async move { run_launcher(&input, &path(), &[], stopped).await });
     Launcher { stop, task }
 }
 

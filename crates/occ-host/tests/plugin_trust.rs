@@ -116,7 +116,7 @@ async fn a_gateway_trusts_the_runtime_plugin_and_answers_through_codex() {
     let (stop, stopped) = watch::channel(false);
     let launcher = {
         let input = input.clone();
-        tokio::spawn(async move { run_launcher(&input, &path(), stopped).await })
+        tokio::spawn(async move { run_launcher(&input, &path(), &[], stopped).await })
     };
     app_server_running(&input).await;
 

@@ -25,7 +25,12 @@ pub async fn run(args: HarnessLaunchArgs) -> anyhow::Result<()> {
         crate::serve::shutdown_signal().await;
         let _ = stop.send(true);
     });
-    launch::run(&input, &crate::settings::program_path(), stopped).await?;
+    // The egress proxy of the harness's private network, if it has one, for its children.
+    let proxy: Vec<(std::ffi::OsString, std::ffi::OsString)> = occ_host::sandbox::PROXY_VARIABLES
+        .iter()
+        .filter_map(|&name| std::env::var_os(name).map(|value| (name.into(), value)))
+        .collect();
+    launch::run(&input, &crate::settings::program_path(), &proxy, stopped).await?;
     Ok(())
 }
 

@@ -90,7 +90,9 @@ fn driver(root: &Path, runtime_root: PathBuf, model: &FakeModel) -> ProcessCompu
                 &path(),
                 occ_host::sandbox::WorkloadLimits::default(),
             )
-            .expect("bubblewrap (scripts/test.sh installs it)"),
+            .expect("bubblewrap (scripts/test.sh installs it)")
+            // Private networks, relayed by this binary as `occ worker`'s are.
+            .with_occ_program(PathBuf::from(env!("CARGO_BIN_EXE_occ"))),
         ),
         // As `occ worker` runs it: the harness's API key goes through the credential proxy.
         credential_proxy_port: Some(0),
@@ -123,6 +125,17 @@ fn group_members(leader: u32) -> Vec<u32> {
 }
 
 /// A process's command name.
+/// Whether `pid` is a step of a workload's containment chain (`bwrap`, an `occ sandbox-relay`)
+/// rather than the workload.
+fn chain_process(pid: u32) -> bool {
+    let relay = std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|cmdline| {
+        cmdline
+            .split(|b| *b == 0)
+            .any(|arg| arg == b"sandbox-relay")
+    });
+    relay || process_name(pid).as_deref() == Some("bwrap")
+}
+
 fn process_name(pid: u32) -> Option<String> {
     std::fs::read_to_string(format!("/proc/{pid}/comm"))
         .ok()
@@ -260,12 +273,12 @@ impl DedicatedSite for ProcessSite<'_> {
         let inside = |pid: u32, path: &Path| {
             Path::new(&format!("/proc/{pid}/root")).join(path.strip_prefix("/").expect("absolute"))
         };
-        // (Not a `bwrap` of the chain, nor the relays of its private network.)
+        // (Not a `bwrap` of the chain, nor a relay of its private network.)
         let gateway_processes = group_members(gateway_pid);
         let node = gateway_processes
             .iter()
             .copied()
-            .find(|pid| !matches!(process_name(*pid).as_deref(), Some("bwrap" | "occ")))
+            .find(|pid| !chain_process(*pid))
             .expect("the gateway's own process in its group");
         assert!(
             inside(node, &config_path).is_file(),
@@ -291,12 +304,24 @@ impl DedicatedSite for ProcessSite<'_> {
         // The contained harness sees its credential, not the gateway's token or config.
         let launcher = group_members(harness_pid)
             .into_iter()
-            .find(|pid| process_name(*pid).as_deref() != Some("bwrap"))
+            .find(|pid| !chain_process(*pid))
             .expect("the launcher in the harness's group");
         assert!(
             inside(launcher, &credential).is_file(),
             "the harness reads its credential"
         );
+        // Both run in networks of their own (each joined to the host by its relays only).
+        let network_of = |pid: u32| std::fs::read_link(format!("/proc/{pid}/ns/net")).ok();
+        let host_network = network_of(std::process::id());
+        assert!(host_network.is_some(), "this test reads network namespaces");
+        for (what, pid) in [("gateway", node), ("harness", launcher)] {
+            assert_ne!(
+                network_of(pid),
+                host_network,
+                "the {what} shares the host's network"
+            );
+        }
+        assert_ne!(network_of(node), network_of(launcher));
         for hidden in [dir.join("gateway-token"), config_path.clone()] {
             assert!(
                 !inside(launcher, &hidden).exists(),

@@ -136,6 +136,28 @@ impl HarnessDirs {
         }
     }
 
+    /// The harness's private network: reached on its app-server's `port`, reaching its
+    /// gateway on `gateway_port` and the endpoints its launch `input` names (the model).
+    pub(crate) fn network(
+        &self,
+        rev: &occ_core::RevisionId,
+        port: u16,
+        gateway_port: u16,
+        input: &Path,
+    ) -> Result<crate::sandbox::PrivateNetwork, ComputeError> {
+        let input: serde_json::Value = read_json(input)?.ok_or_else(|| {
+            crate::failure::unavailable(format!("no launch input at {}", input.display()))
+        })?;
+        let mut endpoints = crate::sandbox::named_endpoints(&input);
+        endpoints.insert(("127.0.0.1".into(), gateway_port));
+        let socket_dir = self.run(rev).join("net");
+        let _ = std::fs::remove_dir_all(&socket_dir);
+        create_dir(&socket_dir)?;
+        Ok(crate::sandbox::PrivateNetwork::for_endpoints(
+            socket_dir, port, endpoints,
+        ))
+    }
+
     /// Creates the harness's directories (0700).
     pub(crate) fn create(&self, rev: &occ_core::RevisionId) -> Result<(), ComputeError> {
         create_dir(&self.root())?;

@@ -50,10 +50,13 @@ fn log_phase(log: &HarnessLog, phase: LaunchPhase, ok: bool, started: Instant) {
 /// Runs the launcher until `shutdown` turns true (SIGTERM in `occ harness-launch`): the phases,
 /// then supervision; a failed phase is written to the status file and held. Returns once every
 /// child has stopped. `search_path` is occ's `PATH` (the runtime's processes search it after
-/// their own directories).
+/// their own directories); `proxy` the egress proxy variables of the harness's private network
+/// (`crate::sandbox::PROXY_VARIABLES` from the launcher's environment), for Codex's and Node's
+/// HTTP clients.
 pub async fn run(
     input: &LaunchInput,
     search_path: &std::ffi::OsStr,
+    proxy: &[(OsString, OsString)],
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), LaunchError> {
     let runtime = OpenclawRuntime::locate(&input.runtime_dir, search_path)?;
@@ -75,8 +78,8 @@ pub async fn run(
     status.write(LaunchPhase::Running, None)?;
     log_phase(&log, LaunchPhase::Running, true, Instant::now());
     let children = vec![
-        app_server_child(input, &runtime),
-        node_child(input, &runtime).map_err(|source| LaunchError::Io {
+        app_server_child(input, &runtime, proxy),
+        node_child(input, &runtime, proxy).map_err(|source| LaunchError::Io {
             step: "write the node host preload".into(),
             source,
         })?,
@@ -244,7 +247,11 @@ fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 /// `codex app-server` on the WebSocket listener, token auth by digest only.
-fn app_server_child(input: &LaunchInput, runtime: &OpenclawRuntime) -> Child {
+fn app_server_child(
+    input: &LaunchInput,
+    runtime: &OpenclawRuntime,
+    proxy: &[(OsString, OsString)],
+) -> Child {
     let listen = format!(
         "ws://{}",
         std::net::SocketAddr::new(input.app_server.host, input.app_server.port)
@@ -260,12 +267,15 @@ fn app_server_child(input: &LaunchInput, runtime: &OpenclawRuntime) -> Child {
         name: "app-server",
         program: runtime.codex_bin(),
         args,
-        env: vec![
+        env: [
             ("HOME".into(), input.home.clone().into()),
             ("CODEX_HOME".into(), input.codex_home.clone().into()),
             ("TMPDIR".into(), input.tmp_dir.clone().into()),
             ("PATH".into(), runtime.codex_path_env()),
-        ],
+        ]
+        .into_iter()
+        .chain(proxy.iter().cloned())
+        .collect(),
         cwd: input.workspace.clone(),
         parent_stdin: false,
         ready: None,
@@ -276,7 +286,11 @@ fn app_server_child(input: &LaunchInput, runtime: &OpenclawRuntime) -> Child {
 /// `openclaw node run` with its own state directory, the seven commands, and the setup code
 /// spliced in from its file by the preload (never on the command line). It exits when the
 /// launcher's end of its stdin closes (`--parent-stdin`).
-fn node_child(input: &LaunchInput, runtime: &OpenclawRuntime) -> std::io::Result<Child> {
+fn node_child(
+    input: &LaunchInput,
+    runtime: &OpenclawRuntime,
+    proxy: &[(OsString, OsString)],
+) -> std::io::Result<Child> {
     std::fs::create_dir_all(&input.tmp_dir)?;
     write_node_config(input)?;
     let preload = input.tmp_dir.join("occ-node-pair.cjs");
@@ -315,7 +329,10 @@ fn node_child(input: &LaunchInput, runtime: &OpenclawRuntime) -> std::io::Result
                 "OCC_NODE_SETUP_CODE_FILE".into(),
                 node.setup_code_file.clone().into(),
             ),
-        ],
+        ]
+        .into_iter()
+        .chain(proxy.iter().cloned())
+        .collect(),
         cwd: input.workspace.clone(),
         parent_stdin: true,
         ready: Some(Box::new(move || node_may_start(&state_dir, &code_file))),

@@ -127,6 +127,16 @@ pub(crate) fn start(launch: HarnessLaunch<'_>) -> Result<HarnessRecord, ComputeE
         .env("OCC_LOG", "info")
         .env("NO_COLOR", "1")
         .current_dir(launch.cwd);
+    if let Some((
+        _,
+        View {
+            network: Some(network),
+            ..
+        },
+    )) = &launch.sandbox
+    {
+        cmd.envs(network.proxy_environment());
+    }
     let mut cmd = match &launch.sandbox {
         Some((sandbox, view)) => sandbox
             .wrap(&cmd, view)

@@ -52,6 +52,13 @@ impl Host {
         let snapshot = revision_dir(agent_dir, &rev.revision_id).join("openclaw.json");
         let paired = write_runtime_config(&dirs, &snapshot, rev)?;
         let home = dirs.home();
+        // In a private network where the gateways have one (the relays are this binary's).
+        let network = match &self.options.sandbox {
+            Some(sandbox) if sandbox.occ_program.is_some() => {
+                Some(dirs.network(&rev.revision_id, harness_port, marker.port, &input)?)
+            }
+            _ => None,
+        };
         let record = workload::start(HarnessLaunch {
             program: &settings.launcher,
             input: &input,
@@ -62,10 +69,10 @@ impl Host {
             rev,
             exits: &self.exits,
             sandbox: self.options.sandbox.as_ref().map(|sandbox| {
-                (
-                    sandbox,
-                    dirs.sandbox_view(&rev.revision_id, &settings.launcher, &runtime.root),
-                )
+                let mut view =
+                    dirs.sandbox_view(&rev.revision_id, &settings.launcher, &runtime.root);
+                view.network = network;
+                (sandbox, view)
             }),
         })?;
         let started = async {

@@ -25,6 +25,18 @@ const EGRESS_SOCKET: &str = "egress.sock";
 /// The first port tried for the egress proxy in the workload's loopback (squid's).
 const EGRESS_PORT: u16 = 3128;
 
+/// The variables of [`PrivateNetwork::proxy_environment`], which a launcher passes on to the
+/// programs it starts.
+pub const PROXY_VARIABLES: [&str; 7] = [
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "NO_PROXY",
+    "no_proxy",
+    "NODE_USE_ENV_PROXY",
+];
+
 /// A workload's private network.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct PrivateNetwork {
@@ -45,7 +57,16 @@ pub(crate) struct PrivateNetwork {
 impl PrivateNetwork {
     /// The network of a workload listening on `port` whose configuration is `config`.
     pub fn for_config(socket_dir: PathBuf, port: u16, config: &Value) -> Self {
-        let (mut reaches, named): (BTreeSet<_>, BTreeSet<_>) = named_endpoints(config)
+        Self::for_endpoints(socket_dir, port, named_endpoints(config))
+    }
+
+    /// The network of a workload listening on `port` that connects to `endpoints`.
+    pub fn for_endpoints(
+        socket_dir: PathBuf,
+        port: u16,
+        endpoints: BTreeSet<(String, u16)>,
+    ) -> Self {
+        let (mut reaches, named): (BTreeSet<_>, BTreeSet<_>) = endpoints
             .into_iter()
             .partition(|(host, _)| is_loopback(host));
         // Its own port is inside the namespace already.
@@ -67,16 +88,18 @@ impl PrivateNetwork {
     /// `NODE_USE_ENV_PROXY`, curl, git) through its egress proxy, and loopback past it.
     pub fn proxy_environment(&self) -> Vec<(&'static str, String)> {
         let proxy = format!("http://127.0.0.1:{}", self.egress_port);
-        let direct = "localhost,127.0.0.1,::1".to_owned();
-        vec![
-            ("HTTP_PROXY", proxy.clone()),
-            ("HTTPS_PROXY", proxy.clone()),
-            ("http_proxy", proxy.clone()),
-            ("https_proxy", proxy),
-            ("NO_PROXY", direct.clone()),
-            ("no_proxy", direct),
-            ("NODE_USE_ENV_PROXY", "1".into()),
-        ]
+        let direct = "localhost,127.0.0.1,::1";
+        PROXY_VARIABLES
+            .iter()
+            .map(|&name| {
+                let value = match name {
+                    "NO_PROXY" | "no_proxy" => direct.to_owned(),
+                    "NODE_USE_ENV_PROXY" => "1".to_owned(),
+                    _ => proxy.clone(),
+                };
+                (name, value)
+            })
+            .collect()
     }
 
     /// The outside relay's forwards: the host's port to the ingress socket, each egress

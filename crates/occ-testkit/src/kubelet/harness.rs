@@ -128,7 +128,8 @@ pub(super) async fn run(ctx: &PodCtx, container: &HarnessContainer) {
         let launcher = tokio::spawn({
             let input = input.clone();
             async move {
-                let result = occ_host::harness::launch::run(&input, &search_path(), stopped).await;
+                let result =
+                    occ_host::harness::launch::run(&input, &search_path(), &[], stopped).await;
                 let _ = done_tx.send(true);
                 result
             }
