@@ -17,6 +17,10 @@
 //! new session without a controlling terminal (no terminal input can be injected) whose process
 //! group holds everything the workload starts, as signals to a gateway's group expect. The PID
 //! namespace dies with the workload's first process.
+//!
+//! A workload with a private network ([`network`]) runs as `setsid occ sandbox-relay … --
+//! prlimit … bwrap --unshare-net … -- occ sandbox-relay … -- program args`: each relay runs
+//! the rest as its child and exits like it, so the recorded pid is then the outer relay.
 
 mod cgroup;
 mod network;
@@ -215,7 +219,8 @@ impl SandboxSettings {
         )))
     }
 
-    /// These settings with `occ` (the binary whose `workspace-setup` runs inside the sandbox).
+    /// These settings with `occ` (the binary whose `workspace-setup` runs inside the sandbox
+    /// and whose `sandbox-relay` joins a private network to the host).
     pub fn with_occ_program(mut self, occ: PathBuf) -> Self {
         self.occ_program = Some(occ);
         self
@@ -530,6 +535,57 @@ mod tests {
         );
     }
 
+    /// With a private network (and the occ binary known), the chain starts with the outer
+    /// relay, unshares the network, shows the relay's binary and socket directory, and runs the
+    /// program under the inner relay; without the binary the network is the host's.
+    #[test]
+    fn a_private_network_puts_a_relay_either_side_of_the_sandbox() {
+        let mut inner = tokio::process::Command::new("/rt/node");
+        inner.arg("gateway").current_dir("/agents/a/state");
+        let network = PrivateNetwork::for_config(
+            "/agents/a/net/r".into(),
+            29100,
+            &serde_json::json!({"p": "http://127.0.0.1:29199/cap/v1", "q": "https://models.example/v1"}),
+        );
+        let view = View {
+            network: Some(network),
+            ..View::default()
+        };
+        let mut with_occ = settings();
+        with_occ.occ_program = Some("/bin/occ".into());
+        let cmd = with_occ.wrap(&inner, &view).expect("wrapped");
+        let joined = strings(
+            &cmd.as_std()
+                .get_args()
+                .map(OsString::from)
+                .collect::<Vec<_>>(),
+        )
+        .join(" ");
+        assert!(
+            joined.starts_with(
+                "/bin/occ sandbox-relay --socket-dir /agents/a/net/r --forward tcp:127.0.0.1:29100=unix:in.sock --forward unix:out-0.sock=tcp:127.0.0.1:29199 --forward unix:egress.sock=egress-proxy --allow models.example:443 -- /usr/bin/prlimit"
+            ),
+            "{joined}"
+        );
+        assert!(
+            joined.contains("--unshare-net --ro-bind /bin/occ /bin/occ --bind /agents/a/net/r /agents/a/net/r --chdir /agents/a/state -- /bin/occ sandbox-relay --socket-dir /agents/a/net/r --forward unix:in.sock=tcp:127.0.0.1:29100 --forward tcp:127.0.0.1:29199=unix:out-0.sock --forward tcp:127.0.0.1:3128=unix:egress.sock -- /rt/node gateway"),
+            "{joined}"
+        );
+        let without = settings().wrap(&inner, &view).expect("wrapped");
+        let joined = strings(
+            &without
+                .as_std()
+                .get_args()
+                .map(OsString::from)
+                .collect::<Vec<_>>(),
+        )
+        .join(" ");
+        assert!(
+            !joined.contains("sandbox-relay") && !joined.contains("--unshare-net"),
+            "{joined}"
+        );
+    }
+
     #[test]
     fn nothing_of_etc_but_the_listed_files_and_no_limit_of_zero() {
         let mut s = settings();
@@ -593,8 +649,10 @@ mod tests {
             .await
             .expect("run");
         let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(stdout.contains("Seccomp:\t2"), "{stdout}");
-        assert!(stdout.contains("unshare=0"), "{stdout}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let said = format!("{}: {stdout}{stderr}", out.status);
+        assert!(stdout.contains("Seccomp:\t2"), "{said}");
+        assert!(stdout.contains("unshare=0"), "{said}");
     }
 
     /// Where occ can make cgroups (root with writable v1 hierarchies, as on this machine), a
@@ -646,9 +704,11 @@ mod tests {
             stdout.contains("Resource temporarily unavailable") || stdout.contains("fork"),
             "the 51st process is refused: {stdout}"
         );
-        // Once the last of its processes is gone (the kernel may still be reaping them).
+        // Once the last of its processes is gone (the kernel may still be reaping them). At
+        // least a second old: a sibling test's workload cgroup made a moment ago, which its shell
+        // has not entered yet, must not go with it (that failed the seccomp test at random).
         for _ in 0..50 {
-            cgroups.sweep(std::time::Duration::ZERO);
+            cgroups.sweep(std::time::Duration::from_secs(1));
             if !dir.exists() {
                 break;
             }
