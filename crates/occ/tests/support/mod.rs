@@ -367,6 +367,8 @@ pub fn free_port() -> u16 {
 /// The gateway workloads of one Agent: processes started with its state directory whose
 /// parent is not one of them (the helpers of a gateway are its children), each the gateway
 /// itself or, contained, the `bwrap` that runs it (the pid occ records).
+/// (The root of a contained chain is its outer `bwrap`, or the outer `occ sandbox-relay` of a
+/// private network.)
 pub fn gateway_roots(agent_dir: &Path) -> Vec<u32> {
     let procs = processes_with_env(&format!("OPENCLAW_STATE_DIR={}/state", agent_dir.display()));
     let pids: Vec<u32> = procs.iter().map(|(p, _)| *p).collect();
@@ -375,8 +377,9 @@ pub fn gateway_roots(agent_dir: &Path) -> Vec<u32> {
         .filter(|(_, parent)| !pids.contains(parent))
         .map(|(p, _)| *p)
         .filter(|p| {
-            std::fs::read_to_string(format!("/proc/{p}/comm"))
-                .is_ok_and(|c| c.starts_with("openclaw-gatewa") || c.trim() == "bwrap")
+            std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| {
+                c.starts_with("openclaw-gatewa") || matches!(c.trim(), "bwrap" | "occ")
+            })
         })
         .collect()
 }
