@@ -229,8 +229,12 @@ pub async fn defer_refunds_and_retry_exhausts(db: TestDb) {
     };
     // defer: back in the queue, attempt refunded, not claimable before the delay
     let c = store.work_claim(&opts).await.unwrap().unwrap();
+    // Long enough that a loaded machine still claims before it passes; the claim below only
+    // proves the wait while the delay has not passed yet (measured, not assumed).
+    let delay = Duration::from_secs(2);
+    let deferred_at = std::time::Instant::now();
     let mut tx = occ_testkit::begin_setup(&store).await;
-    tx.work_defer(&c, "REVISION_INCOMPLETE", Duration::from_millis(400), false)
+    tx.work_defer(&c, "REVISION_INCOMPLETE", delay, false)
         .await
         .unwrap();
     tx.commit().await.unwrap();
@@ -238,12 +242,17 @@ pub async fn defer_refunds_and_retry_exhausts(db: TestDb) {
     let item = tx.work_get(&key).await.unwrap().unwrap();
     assert_eq!((item.state, item.attempt_count), (WorkState::Queued, 0));
     drop(tx);
+    let early = store.work_claim(&opts).await.unwrap();
     assert!(
-        store.work_claim(&opts).await.unwrap().is_none(),
+        early.is_none() || deferred_at.elapsed() >= delay,
         "deferred work waits for its delay"
     );
     // retry keeps the attempt; at max_attempts it fails permanently
-    let c = wait_claim(&store, &opts, Duration::from_secs(3)).await;
+    let c = match early {
+        Some(c) => c,
+        None => wait_claim(&store, &opts, Duration::from_secs(10)).await,
+    };
+    assert!(deferred_at.elapsed() >= delay, "claimed before the delay");
     assert_eq!(c.item.attempt_count, 1);
     let mut tx = occ_testkit::begin_setup(&store).await;
     assert_eq!(
