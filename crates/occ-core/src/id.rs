@@ -133,6 +133,10 @@ prefixed_id!(
     RevisionId, "rev"
 );
 prefixed_id!(
+    /// A Preset, a Namespace's template for new Agents (`pre_…`).
+    PresetId, "pre"
+);
+prefixed_id!(
     /// A Secret (`sec_…`).
     SecretId, "sec"
 );

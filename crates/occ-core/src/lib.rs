@@ -14,6 +14,7 @@ pub mod id;
 pub mod inputs;
 pub mod name;
 pub mod native;
+pub mod preset;
 pub mod reason;
 pub mod redact;
 pub mod resource;
@@ -26,7 +27,7 @@ pub mod work;
 pub use error::{DetailCode, Error, ErrorCode, ErrorDetail, Result};
 pub use id::{
     AdmissionDecisionId, AgentId, AuditEventId, ConfigurationId, IamId, InstallationId,
-    NamespaceId, RequestId, RevisionId, SecretId, ServiceAccountId,
+    NamespaceId, PresetId, RequestId, RevisionId, SecretId, ServiceAccountId,
 };
 pub use name::Name;
 pub use reason::ReasonCode;
