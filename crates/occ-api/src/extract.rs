@@ -239,6 +239,7 @@ pub struct Params {
     agent: Option<occ_core::AgentId>,
     configuration: Option<occ_core::ConfigurationId>,
     secret: Option<occ_core::SecretId>,
+    preset: Option<occ_core::PresetId>,
     service_account: Option<occ_core::ServiceAccountId>,
     revision: Option<occ_core::RevisionId>,
     iam: Option<occ_core::IamId>,
@@ -271,6 +272,7 @@ impl FromRequestParts<AppState> for Params {
                 "agentId" => params.agent = parse_param(value, name, "agt")?,
                 "configurationId" => params.configuration = parse_param(value, name, "cfg")?,
                 "secretId" => params.secret = parse_param(value, name, "sec")?,
+                "presetId" => params.preset = parse_param(value, name, "pre")?,
                 "serviceAccountId" => params.service_account = parse_param(value, name, "sa")?,
                 "revisionId" | "deploymentId" => params.revision = parse_param(value, name, "rev")?,
                 "name" => {
@@ -329,6 +331,10 @@ impl Params {
     /// `{secretId}`.
     pub fn secret(&self) -> Result<&occ_core::SecretId, ApiError> {
         self.secret.as_ref().ok_or_else(|| missing("secretId"))
+    }
+    /// `{presetId}`.
+    pub fn preset(&self) -> Result<&occ_core::PresetId, ApiError> {
+        self.preset.as_ref().ok_or_else(|| missing("presetId"))
     }
     /// `{serviceAccountId}`.
     pub fn service_account(&self) -> Result<&occ_core::ServiceAccountId, ApiError> {

@@ -63,6 +63,27 @@ request_body! {
 }
 
 request_body! {
+    /// `POST /namespaces/{namespaceId}/presets`.
+    pub struct PresetCreateBody in NamespaceId {
+        /// Unique per Namespace.
+        required "name" => name: Name,
+        /// The template (`occ_core::preset`).
+        required "template" => template: PresetTemplate,
+    }
+}
+
+request_body! {
+    /// `PATCH /namespaces/{namespaceId}/presets/{presetId}`: what is given replaces what is
+    /// stored (a template wholesale); at least one of them.
+    pub struct PresetUpdateBody in NamespaceId {
+        /// A new name, unique per Namespace.
+        optional "name" => name: Name,
+        /// A new template.
+        optional "template" => template: PresetTemplate,
+    }
+}
+
+request_body! {
     /// `POST /namespaces/{namespaceId}/secrets`.
     pub struct SecretCreateBody {
         /// Unique per Namespace.

@@ -42,8 +42,8 @@ pub use state::{ApiSettings, AppState};
 use envelope::{AUTH_ROUTE_ERRORS, REQUEST_ID};
 use error::ApiError;
 use handlers::{
-    agents, auth, chat, configurations, iam, namespaces, native_admin, runtime_logs, secrets,
-    service_accounts, service_principals, workspace,
+    agents, auth, chat, configurations, iam, namespaces, native_admin, presets, runtime_logs,
+    secrets, service_accounts, service_principals, workspace,
 };
 
 /// The generated OpenAPI document and the router that serves it.
@@ -65,6 +65,12 @@ pub fn router_and_openapi(state: AppState) -> (axum::Router, utoipa::openapi::Op
             configurations::get_configuration,
             configurations::update_configuration,
             configurations::delete_configuration
+        ))
+        .routes(routes!(presets::list_presets, presets::create_preset))
+        .routes(routes!(
+            presets::get_preset,
+            presets::update_preset,
+            presets::delete_preset
         ))
         .routes(routes!(secrets::list_secrets, secrets::create_secret))
         .routes(routes!(

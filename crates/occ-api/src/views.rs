@@ -140,6 +140,30 @@ impl From<&SecretMeta> for SecretView {
     }
 }
 
+/// A Preset.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PresetView {
+    id: String,
+    namespace_id: String,
+    name: String,
+    #[schema(value_type = Object)]
+    template: serde_json::Value,
+    created_at: String,
+}
+
+impl From<&occ_core::preset::Preset> for PresetView {
+    fn from(p: &occ_core::preset::Preset) -> Self {
+        Self {
+            id: p.id.to_string(),
+            namespace_id: p.namespace_id.to_string(),
+            name: p.name.to_string(),
+            template: p.template.clone(),
+            created_at: p.created_at.to_string(),
+        }
+    }
+}
+
 /// A ServiceAccount (no credential value, ever).
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]

@@ -44,6 +44,7 @@ pub mod metrics;
 pub mod models;
 pub mod namespaces;
 pub mod native_admin;
+pub mod presets;
 pub mod runtime_logs;
 pub mod secrets;
 pub mod service_accounts;

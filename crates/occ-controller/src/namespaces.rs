@@ -130,6 +130,7 @@ impl Controller {
                 ("configurations", &contents.configurations),
                 ("secrets", &contents.secrets),
                 ("service accounts", &contents.service_accounts),
+                ("presets", &contents.presets),
             ] {
                 if !ids.is_empty() {
                     parts.push(format!("{kind}: {}", ids.join(", ")));

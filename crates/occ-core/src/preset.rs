@@ -16,9 +16,46 @@ use serde_json::{Map, Value};
 
 use crate::env_name::binding_name_refusal;
 use crate::error::DetailCode;
-use crate::id::{NamespaceId, SecretId, ServiceAccountId};
+use crate::id::{NamespaceId, PresetId, SecretId, ServiceAccountId};
 use crate::inputs::{SECRET_BINDINGS_MAX, parse_initial_workspace_files, refusal_code};
 use crate::validate::{Fields, Problems, child, expect_id, type_name};
+use crate::{Name, Timestamp};
+
+/// A Preset: a named template in a Namespace.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Preset {
+    /// Its id.
+    pub id: PresetId,
+    /// Its Namespace.
+    pub namespace_id: NamespaceId,
+    /// Unique in the Namespace.
+    pub name: Name,
+    /// The admitted template ([`parse_template`]).
+    pub template: Value,
+    /// For a built-in Preset occ seeded: the digest of what it wrote ([`seed_digest`]).
+    pub seed_digest: Option<String>,
+    /// When it was made.
+    pub created_at: Timestamp,
+}
+
+impl Preset {
+    /// Whether this is a built-in Preset nobody has changed since occ seeded it.
+    pub fn is_unchanged_seed(&self) -> bool {
+        self.seed_digest
+            .as_deref()
+            .is_some_and(|d| d == seed_digest(&self.name, &self.template))
+    }
+}
+
+/// The digest of a Preset's name and template (SHA-256, hex).
+pub fn seed_digest(name: &Name, template: &Value) -> String {
+    use sha2::Digest as _;
+    let mut h = sha2::Sha256::new();
+    h.update(name.as_str().as_bytes());
+    h.update([0]);
+    h.update(template.to_string().as_bytes());
+    hex::encode(h.finalize())
+}
 
 /// The largest template, serialized.
 pub const TEMPLATE_MAX_BYTES: usize = 1024 * 1024;
@@ -205,6 +242,12 @@ pub fn parse_template(v: &Value, ns: &NamespaceId, problems: &mut Problems) -> O
     }
     f.finish(problems);
     check_references(v, path, &variables, problems);
+    if problems.items().len() == before && normalized.pointer("/configuration/values").is_some() {
+        // The document as it would be used with every default: what the pinned runtime's
+        // schema is checked against (references without a default stay as written).
+        let values = values_with_defaults(&normalized);
+        crate::native::validate_document(&values, "/template/configuration/values", problems);
+    }
     (problems.items().len() == before && problems.is_empty()).then_some(normalized)
 }
 

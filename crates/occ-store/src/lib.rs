@@ -41,6 +41,7 @@ pub mod iam;
 pub mod installation;
 pub mod metrics;
 pub mod namespaces;
+pub mod presets;
 pub mod queue;
 pub mod revisions;
 pub mod secrets;

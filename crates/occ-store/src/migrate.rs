@@ -76,6 +76,11 @@ const POSTGRES: &[Migration] = &[
         name: "account_controls",
         sql: include_str!("../migrations/postgres/0010_account_controls.sql"),
     },
+    Migration {
+        version: 11,
+        name: "presets",
+        sql: include_str!("../migrations/postgres/0011_presets.sql"),
+    },
 ];
 
 const SQLITE: &[Migration] = &[
@@ -128,6 +133,11 @@ const SQLITE: &[Migration] = &[
         version: 10,
         name: "account_controls",
         sql: include_str!("../migrations/sqlite/0010_account_controls.sql"),
+    },
+    Migration {
+        version: 11,
+        name: "presets",
+        sql: include_str!("../migrations/sqlite/0011_presets.sql"),
     },
 ];
 

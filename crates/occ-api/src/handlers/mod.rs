@@ -7,6 +7,7 @@ pub mod configurations;
 pub mod iam;
 pub mod namespaces;
 pub mod native_admin;
+pub mod presets;
 pub mod runtime_logs;
 pub mod secrets;
 pub mod service_accounts;

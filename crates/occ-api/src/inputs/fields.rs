@@ -651,3 +651,32 @@ impl<Cx> Field<Cx> for ChatSessionKey {
         string_schema(Some(1), Some(64), Some("^[a-z0-9][a-z0-9_-]{0,63}$"))
     }
 }
+
+/// A Preset's template (`occ_core::preset`): `{variables?, agent?, configuration?}`, admitted
+/// for the path's Namespace.
+pub struct PresetTemplate(pub Value);
+
+impl Field<NamespaceId> for PresetTemplate {
+    fn parse(value: &Value, _: &str, ns: &NamespaceId, problems: &mut Problems) -> Option<Self> {
+        occ_core::preset::parse_template(value, ns, problems).map(PresetTemplate)
+    }
+    fn schema() -> Schema {
+        let free_form = || {
+            Schema::Object(
+                ObjectBuilder::new()
+                    .schema_type(Type::Object)
+                    .additional_properties(Some(AdditionalProperties::<Schema>::FreeForm(true)))
+                    .build(),
+            )
+        };
+        object_schema(
+            "PresetTemplate",
+            "Variables (`{{ vars.NAME }}` in any string), a new Agent's launch fields and a native Configuration with its Secret bindings.",
+            vec![
+                property("variables", Presence::Optional, free_form()),
+                property("agent", Presence::Optional, free_form()),
+                property("configuration", Presence::Optional, free_form()),
+            ],
+        )
+    }
+}

@@ -297,6 +297,65 @@ fn resources() -> Vec<Resource> {
             after_delete: vec![],
         },
         Resource {
+            kind: "Preset",
+            prefix: "pre",
+            setup: vec![],
+            collection: "/namespaces/{ns}/presets",
+            create: json!({"name": "Standard", "template": {
+                "variables": {"model": {"type": "string", "default": "gpt-5"}, "key": {"type": "password"}},
+                "agent": {"name": "helper", "executionMode": "embedded",
+                          "harnessAuth": {"method": "api_key", "secret": "{{ vars.key }}"}},
+                "configuration": {"values": {"agents": {"defaults": {"model": {"primary": "openai/{{ vars.model }}"}}}}}
+            }}),
+            created: vec![
+                ("/namespaceId", Some(json!("{ns}"))),
+                ("/template/agent/name", Some(json!("helper"))),
+            ],
+            private: None,
+            audit: ("openclaw.presets.create", "{id}"),
+            list_len: 1,
+            duplicate: Some((json!({"name": "Standard", "template": {}}), None)),
+            refused: vec![
+                // a credential never lives in a Preset
+                bad(json!({"name": "p", "template": {"agent": {"harnessAuth": {"method": "api_key", "secret": "sk-live-1"}}}}))
+                    .says("/error/details/0/path", json!("/template/agent/harnessAuth/secret")),
+                bad(json!({"name": "p", "template": {"agent": {"name": "{{ vars.nope }}"}}}))
+                    .says("/error/details/0/path", json!("/template/agent/name")),
+                bad(json!({"name": "p", "template": {"agent": {"name": "{{ vars.x"}, "variables": {"x": {"type": "string"}}}})),
+                bad(json!({"name": "p", "template": {"variables": {"pw": {"type": "password", "default": "x"}}}}))
+                    .says("/error/details/0/path", json!("/template/variables/pw/default")),
+                bad(json!({"name": "p", "template": {"color": "red"}})),
+                bad(json!({"name": "p", "template": {"configuration": {"values": []}}})),
+                bad(json!({"template": {}})),
+                bad(json!({"name": "p"})),
+            ],
+            patches: vec![
+                Patch {
+                    body: json!({"name": "Renamed"}),
+                    status: S::OK,
+                    fields: vec![("/name", Some(json!("Renamed")))],
+                },
+                Patch {
+                    body: json!({"template": {"agent": {"name": "other"}}}),
+                    status: S::OK,
+                    fields: vec![("/template", Some(json!({"agent": {"name": "other"}})))],
+                },
+                Patch {
+                    body: json!({}),
+                    status: S::BAD_REQUEST,
+                    fields: vec![],
+                },
+                Patch {
+                    body: json!({"template": {"agent": {"name": "{{ vars.nope }}"}}}),
+                    status: S::BAD_REQUEST,
+                    fields: vec![],
+                },
+            ],
+            in_use: None,
+            delete: Delete::Gone,
+            after_delete: vec![],
+        },
+        Resource {
             kind: "Agent",
             prefix: "agt",
             setup: vec![],
