@@ -27,6 +27,7 @@ struct Fixture {
     agt: String,
     rev: String,
     sec: String,
+    pre: String,
     sa: String,
     role: String,
     binding: String,
@@ -72,6 +73,17 @@ async fn fixture() -> Fixture {
         .unwrap()
         .to_owned();
     let sec = secret(&app, &ns, "token", &admin).await;
+    let pre = expect(
+        app.call(
+            Method::POST,
+            &format!("/namespaces/{ns}/presets"),
+            &admin,
+            Some(json!({"name": "standard", "template": {}})),
+        )
+        .await,
+        StatusCode::CREATED,
+    )
+    .created_id();
     let sa = expect(
         app.call(
             Method::POST,
@@ -157,6 +169,7 @@ async fn fixture() -> Fixture {
         ResourceKind::Configuration,
         ResourceKind::Secret,
         ResourceKind::ServiceAccount,
+        ResourceKind::Preset,
         ResourceKind::Agent,
         ResourceKind::AgentRevision,
     ]
@@ -232,6 +245,7 @@ async fn fixture() -> Fixture {
         agt,
         rev,
         sec,
+        pre,
         sa,
         role,
         binding,
@@ -399,6 +413,46 @@ fn rows() -> Vec<Row> {
             op: "deleteSecret",
             method: Method::DELETE,
             path: |f| format!("/namespaces/{}/secrets/{}", f.ns, f.sec),
+            body: none,
+            expect: ADMIN_ONLY(204),
+            ci: 403,
+        },
+        Row {
+            op: "listPresets",
+            method: Method::GET,
+            path: |f| format!("/namespaces/{}/presets", f.ns),
+            body: none,
+            expect: R,
+            ci: 200,
+        },
+        Row {
+            op: "createPreset",
+            method: Method::POST,
+            path: |f| format!("/namespaces/{}/presets", f.ns),
+            body: |_| Some(json!({"name": "new", "template": {}})),
+            expect: ADMIN_ONLY(201),
+            ci: 403,
+        },
+        Row {
+            op: "getPreset",
+            method: Method::GET,
+            path: |f| format!("/namespaces/{}/presets/{}", f.ns, f.pre),
+            body: none,
+            expect: R,
+            ci: 200,
+        },
+        Row {
+            op: "updatePreset",
+            method: Method::PATCH,
+            path: |f| format!("/namespaces/{}/presets/{}", f.ns, f.pre),
+            body: |_| Some(json!({"name": "renamed"})),
+            expect: ADMIN_ONLY(200),
+            ci: 403,
+        },
+        Row {
+            op: "deletePreset",
+            method: Method::DELETE,
+            path: |f| format!("/namespaces/{}/presets/{}", f.ns, f.pre),
             body: none,
             expect: ADMIN_ONLY(204),
             ci: 403,
