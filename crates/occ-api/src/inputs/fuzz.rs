@@ -219,6 +219,22 @@ proptest! {
     }
 
     #[test]
+    fn preset_bodies(b in body(json!({"name": "n", "template": {
+        "variables": {"m": {"type": "string", "default": CANARY}},
+        "agent": {"name": "{{ vars.m }}"},
+        "configuration": {"values": {}, "secretBindings": {}}
+    }}))) {
+        parsed::<_, PresetCreateBody>(&b, &ns())?;
+        parsed::<_, PresetUpdateBody>(&b, &ns())?;
+    }
+
+    #[test]
+    fn preset_templates(values in json_value()) {
+        let b = json!({"name": "n", "template": {"configuration": {"values": values}}});
+        parsed::<_, PresetCreateBody>(&b, &ns())?;
+    }
+
+    #[test]
     fn workspace_file_bodies(b in body(json!({"content": CANARY}))) {
         parsed::<_, WorkspaceFileBody>(&b, &())?;
     }
@@ -311,6 +327,11 @@ fn schemas_admit_valid_bodies_and_refuse_unknown_fields() {
         &ns,
     );
     agree::<_, ConfigurationUpdateBody>(json!({"values": {}, "secretBindings": {}}), &ns);
+    agree::<_, PresetCreateBody>(
+        json!({"name": "p", "template": {"agent": {"harnessAuth": {"method": "api_key", "source": source}}}}),
+        &ns,
+    );
+    agree::<_, PresetUpdateBody>(json!({"template": {}}), &ns);
     agree::<_, SecretCreateBody>(json!({"name": "s", "value": "é\u{1}x"}), &());
     agree::<_, SecretUpdateBody>(json!({"value": "v"}), &());
     agree::<_, ServiceAccountCreateBody>(json!({"name": "robot"}), &());
