@@ -197,6 +197,7 @@ pub async fn bootstrap(
         tx.service_key_insert(&key.key, &credential_hash(&key.plaintext))
             .await?;
         tx.namespace_insert(&namespace).await?;
+        tx.namespace_seed_presets(&namespace).await?;
         tx.work_enqueue(&NewWork::namespace_ready(&namespace.id, &service.id))
             .await?;
         let event = |action: &str, resource: &ResourceRef| {

@@ -3,9 +3,10 @@
 
 use occ_core::audit::{AuditKind, AuditOutcome};
 use occ_core::authz::{Action, ResourceRef};
+use occ_core::preset::Preset;
 use occ_core::resource::{Namespace, NamespaceStatus};
 use occ_core::work::NewWork;
-use occ_core::{Error, ErrorCode, Name, NamespaceId, Timestamp};
+use occ_core::{Error, ErrorCode, Name, NamespaceId, PresetId, Timestamp};
 use occ_store::StoreError;
 
 use crate::authorization::{audit_in_own_transaction, found, installation_required};
@@ -84,6 +85,7 @@ impl Controller {
             }
             other => other.into(),
         })?;
+        tx.namespace_seed_presets(&ns).await?;
         tx.work_enqueue(&NewWork::namespace_ready(&ns.id, &req.caller.principal_id))
             .await?;
         let target = ResourceRef::namespace(&ns.id);
@@ -122,7 +124,18 @@ impl Controller {
                 .await?
                 .filter(|n| n.deleted_at.is_none()),
         )?;
-        let contents = tx.namespace_contents(id).await?;
+        let mut contents = tx.namespace_contents(id).await?;
+        // Built-in Presets nobody changed go with their Namespace; any other Preset keeps it.
+        let seeds: Vec<PresetId> = tx
+            .preset_list(id)
+            .await?
+            .into_iter()
+            .filter(Preset::is_unchanged_seed)
+            .map(|p| p.id)
+            .collect();
+        contents
+            .presets
+            .retain(|p| !seeds.iter().any(|s| s.as_str() == p));
         if !contents.is_empty() {
             let mut parts = Vec::new();
             for (kind, ids) in [
@@ -151,9 +164,15 @@ impl Controller {
         {
             return Err(Error::conflict("The Namespace changed concurrently; retry"));
         }
+        // (Bindings naming them go with the Namespace's own bindings at teardown.)
+        for seed in &seeds {
+            tx.preset_delete(id, seed, true).await?;
+        }
         tx.work_enqueue(&NewWork::namespace_deleted(id, &req.caller.principal_id))
             .await?;
-        let event = self.mutation(req, "openclaw.namespaces.delete", &target, tx.evidence());
+        let event = self
+            .mutation(req, "openclaw.namespaces.delete", &target, tx.evidence())
+            .detail("removedBuiltInPresets", seeds.len());
         tx.audit_append(&event).await?;
         tx.commit().await?;
         Ok(Namespace {

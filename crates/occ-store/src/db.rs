@@ -205,6 +205,14 @@ pub(crate) enum Conn<'c> {
 }
 
 impl Conn<'_> {
+    /// The same connection for one more statement.
+    pub(crate) fn reborrow(&mut self) -> Conn<'_> {
+        match self {
+            Conn::Pg(c) => Conn::Pg(c),
+            Conn::Sqlite(c) => Conn::Sqlite(c),
+        }
+    }
+
     pub(crate) fn backend(&self) -> Backend {
         match self {
             Conn::Pg(_) => Backend::Postgres,

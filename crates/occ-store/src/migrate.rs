@@ -158,6 +158,31 @@ pub struct MigrationReport {
     pub current: i64,
 }
 
+/// The migration that adds Presets: Namespaces that exist then get the built-in ones.
+const PRESETS_MIGRATION: i64 = 11;
+
+/// What a migration adds beyond its SQL, in its transaction: rows the code defines, which SQL
+/// would only repeat.
+async fn after_sql(version: i64, mut conn: Conn<'_>) -> Result<(), StoreError> {
+    if version != PRESETS_MIGRATION {
+        return Ok(());
+    }
+    let rows = Query::new(
+        conn.reborrow(),
+        sql!("SELECT id FROM namespaces WHERE deleted_at IS NULL ORDER BY id"),
+    )
+    .fetch_all()
+    .await?;
+    let now = occ_core::Timestamp::now();
+    for row in rows {
+        let ns: occ_core::NamespaceId = row.parse("id")?;
+        for builtin in occ_core::preset::BuiltinPreset::ALL {
+            crate::presets::insert_row(conn.reborrow(), &builtin.preset(&ns, now)).await?;
+        }
+    }
+    Ok(())
+}
+
 fn checksum(sql: &str) -> String {
     hex::encode(Sha256::digest(sql.as_bytes()))
 }
@@ -270,6 +295,7 @@ async fn migrate_pg(pool: &sqlx::PgPool, until: i64) -> Result<MigrationReport, 
                 .execute(&mut *tx)
                 .await
                 .map_err(StoreError::from_sqlx)?;
+            after_sql(m.version, Conn::Pg(&mut tx)).await?;
             Query::new(
                 Conn::Pg(&mut tx),
                 sql!("INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)"),
@@ -320,6 +346,7 @@ async fn migrate_sqlite(
             .execute(&mut *tx)
             .await
             .map_err(StoreError::from_sqlx)?;
+        after_sql(m.version, Conn::Sqlite(&mut tx)).await?;
         Query::new(
             Conn::Sqlite(&mut tx),
             sql!("INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)"),

@@ -3,6 +3,7 @@
 
 use occ_core::authz::{Action, ResourceKind, ResourceRef};
 use occ_core::iam::BuiltinRole;
+use occ_core::preset::BuiltinPreset;
 use occ_core::resource::{Namespace, NamespaceStatus};
 use occ_core::{NamespaceId, Timestamp};
 
@@ -223,6 +224,17 @@ impl Authorized {
         // A Namespace comes with its built-in Roles, under the authority that created it.
         for role in BuiltinRole::ALL {
             self.role_row_insert(&role.role(&ns.id, ns.created_at))
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Gives a Namespace just created ([`Self::namespace_insert`]) its built-in Presets, under
+    /// the authority that created it.
+    pub async fn namespace_seed_presets(&mut self, ns: &Namespace) -> Result<(), StoreError> {
+        self.require_installation_collection(Action::Create, ResourceKind::Namespace)?;
+        for preset in BuiltinPreset::ALL {
+            self.preset_row_insert(&preset.preset(&ns.id, ns.created_at))
                 .await?;
         }
         Ok(())

@@ -5,7 +5,7 @@ use occ_core::authz::{Action, ResourceKind, ResourceRef};
 use occ_core::preset::Preset;
 use occ_core::{NamespaceId, PresetId};
 
-use crate::db::{Row, sql};
+use crate::db::{Conn, Query, Row, sql};
 use crate::{Authorized, StoreError, Tx};
 
 macro_rules! preset_cols {
@@ -60,6 +60,34 @@ impl Tx {
     }
 }
 
+impl Tx {
+    /// Inserts a Preset row: behind [`Authorized::preset_insert`], and the built-in Presets a
+    /// new Namespace comes with (under the authority that created it, like its Roles).
+    pub(crate) async fn preset_row_insert(&mut self, preset: &Preset) -> Result<(), StoreError> {
+        insert_row(self.conn(), preset).await
+    }
+}
+
+/// Inserts a Preset row on `conn` (also the upgrade that gives existing Namespaces their
+/// built-in Presets, [`crate::migrate`]).
+pub(crate) async fn insert_row(conn: Conn<'_>, preset: &Preset) -> Result<(), StoreError> {
+    Query::new(
+        conn,
+        sql!(
+            "INSERT INTO presets (id, namespace_id, name, template, seed_digest, created_at) VALUES ($1, $2, $3, $4, $5, $6)"
+        ),
+    )
+    .bind(preset.id.as_str())
+    .bind(preset.namespace_id.as_str())
+    .bind(preset.name.as_str())
+    .bind(preset.template.clone())
+    .bind(preset.seed_digest.clone())
+    .bind(preset.created_at)
+    .execute()
+    .await?;
+    Ok(())
+}
+
 /// Admission mutators: reached from client operations, so they need the evidence of the
 /// decision that allowed the operation (see [`Authorized`]).
 impl Authorized {
@@ -69,18 +97,7 @@ impl Authorized {
             &[Action::Create],
             &ResourceRef::collection(ResourceKind::Preset, &preset.namespace_id),
         )?;
-        self.q(sql!(
-            "INSERT INTO presets (id, namespace_id, name, template, seed_digest, created_at) VALUES ($1, $2, $3, $4, $5, $6)"
-        ))
-        .bind(preset.id.as_str())
-        .bind(preset.namespace_id.as_str())
-        .bind(preset.name.as_str())
-        .bind(preset.template.clone())
-        .bind(preset.seed_digest.clone())
-        .bind(preset.created_at)
-        .execute()
-        .await?;
-        Ok(())
+        self.preset_row_insert(preset).await
     }
 
     /// Replaces a Preset's name and template; a taken name is a [`StoreError::Conflict`].

@@ -16,6 +16,7 @@ mod inventory;
 mod kubernetes;
 mod models;
 mod native_admin;
+mod presets;
 mod redeploy;
 mod resources;
 mod runtime;

@@ -313,7 +313,8 @@ fn resources() -> Vec<Resource> {
             ],
             private: None,
             audit: ("openclaw.presets.create", "{id}"),
-            list_len: 1,
+            // with the Namespace's built-in Presets
+            list_len: 3,
             duplicate: Some((json!({"name": "Standard", "template": {}}), None)),
             refused: vec![
                 // a credential never lives in a Preset

@@ -34,7 +34,7 @@ macro_rules! conformance {
 conformance!(
     transactions::migrations_are_idempotent,
     transactions::concurrent_migrations_are_safe,
-    transactions::upgrading_gives_existing_namespaces_the_built_in_roles,
+    transactions::upgrading_gives_existing_namespaces_the_built_in_roles_and_presets,
     transactions::failed_transaction_leaves_no_row,
     transactions::dropped_transaction_commits_nothing,
     transactions::read_sessions_are_read_only,

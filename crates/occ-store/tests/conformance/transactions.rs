@@ -195,7 +195,7 @@ pub async fn lost_database_is_dependency_unavailable(db: TestDb) {
 /// Upgrading a database made before service principals had names and Namespaces had
 /// built-in Roles: the bootstrap-era principal gets its row (no name) and every live Namespace
 /// gets the built-in Roles the code defines.
-pub async fn upgrading_gives_existing_namespaces_the_built_in_roles(db: TestDb) {
+pub async fn upgrading_gives_existing_namespaces_the_built_in_roles_and_presets(db: TestDb) {
     use occ_core::iam::{BuiltinRole, Identity, IdentityKind};
     let fresh = TestDb::empty(db.backend).await;
     let store = occ_store::Store::connect(&fresh.url, &StoreOptions::default())
@@ -236,6 +236,15 @@ pub async fn upgrading_gives_existing_namespaces_the_built_in_roles(db: TestDb) 
     let listed = tx.service_principal_list(None).await.unwrap();
     assert_eq!(listed.len(), 1);
     assert_eq!((&listed[0].id, listed[0].name.as_deref()), (&spn.id, None));
+    // Migration 11 gives them the built-in Presets too, as occ writes them for a new one.
+    let presets = tx.preset_list(&ns.id).await.unwrap();
+    let names: Vec<_> = presets.iter().map(|p| p.name.clone()).collect();
+    let expected: Vec<_> = occ_core::preset::BuiltinPreset::ALL
+        .iter()
+        .map(|b| b.name())
+        .collect();
+    assert_eq!(names, expected);
+    assert!(presets.iter().all(|p| p.is_unchanged_seed()));
     drop(tx);
     store.close().await;
 }
