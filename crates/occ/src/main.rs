@@ -75,6 +75,9 @@ enum Command {
     /// ServiceAccounts (needs --namespace).
     #[command(subcommand)]
     ServiceAccount(cli::ServiceAccountCmd),
+    /// Presets, templates for new Agents (needs --namespace).
+    #[command(subcommand)]
+    Preset(cli::PresetCmd),
     /// Agents, deployments and revisions (needs --namespace).
     #[command(subcommand)]
     Agent(cli::AgentCmd),
@@ -126,6 +129,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Configuration(cmd) => cli::configuration(&client()?, cmd).await,
         Command::Secret(cmd) => cli::secret(&client()?, cmd).await,
         Command::ServiceAccount(cmd) => cli::service_account(&client()?, cmd).await,
+        Command::Preset(cmd) => cli::preset(&client()?, cmd).await,
         Command::Agent(cmd) => cli::agent(&client()?, cmd).await,
         Command::Iam(cmd) => cli::iam(&client()?, cmd).await,
         Command::Login(args) => cli::login(&client()?, args).await,

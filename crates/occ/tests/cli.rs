@@ -881,6 +881,45 @@ fn end_to_end(backend: Backend) {
     let gone = cli.json(&["service-account", "delete", sa_id]);
     assert_eq!(gone, json!({"id": sa_id, "deleted": true}));
 
+    // ---- Presets: the built-in ones, then one of our own ----
+    let listed = cli.json(&["preset", "list"]);
+    let names: Vec<&str> = listed
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|p| str_of(p, "name"))
+        .collect();
+    assert_eq!(names, ["Standard OpenClaw", "Standard Codex"]);
+    let preset_file = write_json(
+        dir.path(),
+        "preset.json",
+        &json!({"name": "support", "template": {
+            "variables": {"model": {"type": "string", "default": "gpt-5-mini"}},
+            "configuration": {"values": doc("openai/{{ vars.model }}")}}}),
+    );
+    let preset = cli.json(&["preset", "create", "--file", &preset_file]);
+    let preset_id = str_of(&preset, "id").to_owned();
+    assert!(preset_id.starts_with("pre_"), "{preset}");
+    // the document is checked with each default filled in
+    let bad_preset = write_json(
+        dir.path(),
+        "bad-preset.json",
+        &json!({"name": "bad", "template": {
+            "variables": {"url": {"type": "string", "default": "ftp://x"}},
+            "configuration": {"values": {"models": {"providers": {"x": {"baseUrl": "{{ vars.url }}"}}}}}}}),
+    );
+    let err = cli.fails(&["preset", "create", "--file", &bad_preset]);
+    assert_api_error(&err, 400, "INVALID_REQUEST");
+    let rename = write_json(dir.path(), "rename.json", &json!({"name": "helpdesk"}));
+    let renamed = cli.json(&["preset", "update", &preset_id, "--file", &rename]);
+    assert_eq!(str_of(&renamed, "name"), "helpdesk");
+    assert_eq!(
+        cli.json(&["preset", "get", &preset_id])["template"],
+        preset["template"]
+    );
+    let gone = cli.json(&["preset", "delete", &preset_id]);
+    assert_eq!(gone, json!({"id": preset_id, "deleted": true}));
+
     // ---- API errors: status, code, message and request id on stderr ----
     let err = cli.fails(&["agent", "get", MISSING_AGENT]);
     assert_api_error(&err, 404, "NOT_FOUND");

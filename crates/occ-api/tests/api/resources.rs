@@ -326,6 +326,11 @@ fn resources() -> Vec<Resource> {
                 bad(json!({"name": "p", "template": {"variables": {"pw": {"type": "password", "default": "x"}}}}))
                     .says("/error/details/0/path", json!("/template/variables/pw/default")),
                 bad(json!({"name": "p", "template": {"color": "red"}})),
+                // the document is checked against the runtime's schema with each default
+                bad(json!({"name": "p", "template": {
+                    "variables": {"url": {"type": "string", "default": "ftp://x"}},
+                    "configuration": {"values": {"models": {"providers": {"x": {"baseUrl": "{{ vars.url }}"}}}}}}}))
+                    .says("/error/details/0/path", json!("/template/configuration/values/models/providers/x/baseUrl")),
                 bad(json!({"name": "p", "template": {"configuration": {"values": []}}})),
                 bad(json!({"template": {}})),
                 bad(json!({"name": "p"})),
