@@ -858,6 +858,68 @@ test('the web console, end to end', { timeout: 15 * 60_000 }, async (t) => {
     assert.ok((await pageApi(page, 'DELETE', `/namespaces/${ns}/agents/${agent.id}`)).status < 300);
   });
 
+  await step('a new Agent from a Preset: its variables, a password kept as a Secret, the Configuration, the Agent and its grant in one step; a failed step undoes the others', async () => {
+    const KEY = 'sk-console-preset-0123456789abcdef';
+    await page.goto(`${URL_BASE}/console/agents?namespace=${ns}`);
+    await page.click('#create-from-preset');
+    await page.locator('#preset-form').waitFor();
+    // the built-in Presets, and the variables of the chosen one
+    const options = await page.locator('#preset-select option').allTextContents();
+    assert.deepEqual(options.slice(0, 2), ['Standard OpenClaw', 'Standard Codex']);
+    await page.selectOption('#preset-select', { label: 'Standard Codex' });
+    await page.locator('#preset-var-modelSecret[type="password"]').waitFor();
+    await page.fill('#preset-var-name', 'from-preset');
+    await page.fill('#preset-var-model', 'gpt-5.6-sol');
+    await page.uncheck('#preset-deploy');
+    // without the key nothing is sent
+    await page.click('#preset-submit');
+    await page.locator('#preset-var-modelSecret[aria-invalid="true"]').waitFor();
+    await page.fill('#preset-var-modelSecret', KEY);
+    assert.equal(await page.locator('#preset-variables [aria-invalid="true"]').count(), 0, 'typing clears the field\'s error');
+    // the name first, the password last
+    assert.deepEqual(await page.locator('#preset-variables input').evaluateAll((els) => els.map((e) => e.id)),
+      ['preset-var-name', 'preset-var-model', 'preset-var-modelSecret']);
+    await shot(page, 'agent-from-preset', { fullPage: true });
+    const created = page.waitForResponse((r) => r.url().endsWith(`/namespaces/${ns}/agents`) && r.request().method() === 'POST');
+    await page.click('#preset-submit');
+    const agent = (await (await created).json()).data;
+    await page.waitForURL(/\/console\/agents\/agt_[0-9a-f-]+\?/);
+    await page.locator('#status', { hasText: 'created from Standard Codex' }).waitFor();
+    assert.equal(agent.name, 'from-preset');
+    assert.equal(agent.executionMode, 'dedicated');
+    const secretId = agent.harnessAuth.source.id;
+    const secret = (await pageApi(page, 'GET', `/namespaces/${ns}/secrets/${secretId}`)).body.data;
+    assert.equal(secret.name, 'from-preset-modelSecret');
+    const cfg = (await pageApi(page, 'GET', `/namespaces/${ns}/configurations/${agent.configurationId}`)).body.data;
+    assert.equal(cfg.values.agents.defaults.model, 'openai/gpt-5.6-sol');
+    assert.deepEqual(cfg.values.agents.defaults.models, { 'openai/gpt-5.6-sol': { agentRuntime: { id: 'codex' } } });
+    const bindings = (await pageApi(page, 'GET', `/namespaces/${ns}/iam/access-bindings`)).body.data;
+    assert.ok(bindings.some((b) => b.subjectId === agent.servicePrincipalId && b.resourceKind === 'secret' && b.resourceId === secretId),
+      'the Agent may use the key\'s Secret');
+    for (const body of [cfg, secret, agent]) assert.ok(!JSON.stringify(body).includes(KEY), 'the key is never shown');
+    assert.ok((await pageApi(page, 'DELETE', `/namespaces/${ns}/agents/${agent.id}`)).status < 300);
+
+    // A Preset whose Agent the API refuses (an unknown Backend): the Configuration made on the
+    // way is deleted again.
+    const preset = (await pageApi(page, 'POST', `/namespaces/${ns}/presets`, {
+      name: 'broken',
+      template: { variables: { name: { type: 'string', default: 'broken-agent' } },
+        agent: { name: '{{ vars.name }}', backendId: 'no-such-backend' },
+        configuration: { values: { agents: { defaults: { model: { primary: 'openai/gpt-5' } } } } } },
+    })).body.data;
+    await page.goto(`${URL_BASE}/console/agents/from-preset?namespace=${ns}`);
+    await page.selectOption('#preset-select', { label: 'broken' });
+    const cfgCreated = page.waitForResponse((r) => r.url().endsWith(`/namespaces/${ns}/configurations`) && r.request().method() === 'POST');
+    await page.click('#preset-submit');
+    const madeCfg = (await (await cfgCreated).json()).data;
+    assert.match(await alertText(page), /Creating an Agent from broken/);
+    assert.equal((await pageApi(page, 'GET', `/namespaces/${ns}/configurations/${madeCfg.id}`)).status, 404,
+      'the Configuration made on the way is gone');
+    const agents = (await pageApi(page, 'GET', `/namespaces/${ns}/agents`)).body.data;
+    assert.ok(!agents.some((a) => a.name === 'broken-agent'));
+    assert.equal((await pageApi(page, 'DELETE', `/namespaces/${ns}/presets/${preset.id}`)).status, 204);
+  });
+
   await step('Try it: a message through occ, answered by the Agent\'s model with its bound key (after the offer to let the Agent use the Secret)', async () => {
     const REPLY = 'Hello from the console fake model.';
     const KEY = 'sk-console-try-it-0123456789abcdef';

@@ -67,6 +67,7 @@ static ASSETS: &[Asset] = assets![
     ("logs-tab.js", JS),
     ("chat-tab.js", JS),
     ("secret-access.js", JS),
+    ("presets.js", JS),
     ("diagnosis.js", JS),
     ("diagnosis-panel.js", JS),
     ("namespaces.js", JS),

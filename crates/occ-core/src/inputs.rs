@@ -68,15 +68,16 @@ pub fn check_binding_names(bindings: &SecretBindings, path: &str, problems: &mut
     }
 }
 
-/// Parses and normalizes `secretBindings`: at most 64 entries, keys follow the binding-name
-/// rule of [`crate::env_name`] (upper case, ≤ 128 characters, no reserved name), sources are Secrets of `namespace`
-/// (another Namespace is a 400 naming the field), delivery normalizes to `{type:"env"}`.
-pub fn parse_secret_bindings(
+/// Walks a `secretBindings` object: at most 64 entries whose keys follow the binding-name rule of
+/// [`crate::env_name`]; `entry` reads each entry's `source` (with its pointer) and returns what it
+/// keeps of it, and a `delivery` must be `{type:"env"}`. The kept sources by binding name when
+/// nothing was wrong.
+pub fn walk_secret_bindings<T>(
     v: &Value,
     path: &str,
-    namespace: &NamespaceId,
     problems: &mut Problems,
-) -> Option<SecretBindings> {
+    mut source: impl FnMut(&Value, &str, &mut Problems) -> Option<T>,
+) -> Option<Vec<(String, T)>> {
     let Value::Object(map) = v else {
         problems.push(
             path,
@@ -93,7 +94,7 @@ pub fn parse_secret_bindings(
         );
         return None;
     }
-    let mut out = SecretBindings::new();
+    let mut out = Vec::new();
     let before = problems.items().len();
     for (key, entry) in map {
         let kp = child(path, key);
@@ -102,50 +103,67 @@ pub fn parse_secret_bindings(
             continue;
         }
         let mut f = Fields::new(entry, &kp, problems);
-        let source = f
+        let kept = f
             .required("source", problems)
-            .and_then(|s| parse_secret_ref(s, &child(&kp, "source"), problems));
-        let delivery_ok = match f.optional("delivery") {
-            None => true,
-            Some(d) => {
-                let dp = child(&kp, "delivery");
-                let mut df = Fields::new(d, &dp, problems);
-                let t = df.required_str("type", problems);
-                df.finish(problems);
-                match t {
-                    Some("env") => true,
-                    Some(_) => {
-                        problems.push(
-                            child(&dp, "type"),
-                            DetailCode::InvalidValue,
-                            "must be \"env\"",
-                        );
-                        false
-                    }
-                    None => false,
-                }
-            }
-        };
-        f.finish(problems);
-        if let (Some(source), true) = (source, delivery_ok) {
-            if &source.namespace_id != namespace {
+            .and_then(|s| source(s, &child(&kp, "source"), problems));
+        if let Some(d) = f.optional("delivery") {
+            let dp = child(&kp, "delivery");
+            let mut df = Fields::new(d, &dp, problems);
+            if df
+                .required_str("type", problems)
+                .is_some_and(|t| t != "env")
+            {
                 problems.push(
-                    child(&child(&kp, "source"), "namespaceId"),
+                    child(&dp, "type"),
                     DetailCode::InvalidValue,
-                    "must be this Namespace",
+                    "must be \"env\"",
                 );
-                continue;
             }
-            out.insert(
-                key.clone(),
-                SecretBinding {
-                    source,
-                    delivery: SecretDelivery::Env,
-                },
-            );
+            df.finish(problems);
+        }
+        f.finish(problems);
+        if let Some(kept) = kept {
+            out.push((key.clone(), kept));
         }
     }
     (problems.items().len() == before).then_some(out)
+}
+
+/// Parses and normalizes `secretBindings` ([`walk_secret_bindings`]): sources are Secrets of
+/// `namespace` (another Namespace is a 400 naming the field), delivery normalizes to
+/// `{type:"env"}`.
+pub fn parse_secret_bindings(
+    v: &Value,
+    path: &str,
+    namespace: &NamespaceId,
+    problems: &mut Problems,
+) -> Option<SecretBindings> {
+    let sources = walk_secret_bindings(v, path, problems, |s, sp, problems| {
+        let source = parse_secret_ref(s, sp, problems)?;
+        if &source.namespace_id != namespace {
+            problems.push(
+                child(sp, "namespaceId"),
+                DetailCode::InvalidValue,
+                "must be this Namespace",
+            );
+            return None;
+        }
+        Some(source)
+    })?;
+    Some(
+        sources
+            .into_iter()
+            .map(|(key, source)| {
+                (
+                    key,
+                    SecretBinding {
+                        source,
+                        delivery: SecretDelivery::Env,
+                    },
+                )
+            })
+            .collect(),
+    )
 }
 
 /// Parses `harnessAuth` (an object or `null`). Supported methods: `runtime`, `api_key` and

@@ -10,16 +10,22 @@
 //! no stored default and is usable only as the whole of `agent.harnessAuth.secret`: a
 //! credential never lives in a Preset, only the Secret a person supplies when using it does.
 
+mod builtin;
+mod render;
+
 use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use crate::env_name::binding_name_refusal;
 use crate::error::DetailCode;
 use crate::id::{NamespaceId, PresetId, SecretId, ServiceAccountId};
-use crate::inputs::{SECRET_BINDINGS_MAX, parse_initial_workspace_files, refusal_code};
+use crate::inputs::{parse_initial_workspace_files, walk_secret_bindings};
 use crate::validate::{Fields, Problems, child, expect_id, type_name};
 use crate::{Name, Timestamp};
+
+pub use builtin::BuiltinPreset;
+use render::whole_reference;
+pub use render::{MalformedReference, Piece, is_variable_name, pieces, render};
 
 /// A Preset: a named template in a Namespace.
 #[derive(Debug, Clone, PartialEq)]
@@ -55,92 +61,6 @@ pub fn seed_digest(name: &Name, template: &Value) -> String {
     h.update([0]);
     h.update(template.to_string().as_bytes());
     hex::encode(h.finalize())
-}
-
-/// The Presets every Namespace starts with: editable and deletable like any other; a Namespace
-/// that still holds one as occ wrote it can be deleted (the copy goes with it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BuiltinPreset {
-    /// An embedded OpenClaw Agent on an OpenAI model, its key bound from a Secret.
-    StandardOpenclaw,
-    /// A dedicated Codex Agent, signing in with an OpenAI API key given when it is used.
-    StandardCodex,
-}
-
-impl BuiltinPreset {
-    /// Every built-in Preset, in the order they are listed.
-    pub const ALL: [BuiltinPreset; 2] = [Self::StandardOpenclaw, Self::StandardCodex];
-
-    /// Its name.
-    pub fn name(self) -> Name {
-        let name = match self {
-            Self::StandardOpenclaw => "Standard OpenClaw",
-            Self::StandardCodex => "Standard Codex",
-        };
-        name.parse().expect("a valid name")
-    }
-
-    /// Its template (admitted by [`parse_template`]; a unit test holds it to that).
-    pub fn template(self) -> Value {
-        let name = serde_json::json!({"type": "string", "description": "The new Agent's name"});
-        match self {
-            Self::StandardOpenclaw => serde_json::json!({
-                "variables": {
-                    "name": name,
-                    "model": {"type": "string", "description": "An OpenAI model id, e.g. gpt-5.6-sol"},
-                    "modelKeySecret": {"type": "string",
-                        "description": "The id (sec_…) of a Secret of this Namespace that holds the OpenAI API key"}
-                },
-                "agent": {"name": "{{ vars.name }}", "executionMode": "embedded",
-                          "harnessAuth": {"method": "runtime"}},
-                "configuration": {
-                    "values": {
-                        "agents": {"defaults": {"model": {"primary": "openai/{{ vars.model }}"}}},
-                        "models": {"providers": {"openai": {
-                            "baseUrl": "https://api.openai.com/v1", "api": "openai-responses",
-                            "apiKey": "${MODEL_API_KEY}",
-                            "models": [{"id": "{{ vars.model }}", "name": "{{ vars.model }}"}]}}}
-                    },
-                    "secretBindings": {"MODEL_API_KEY":
-                        {"source": {"kind": "secret", "id": "{{ vars.modelKeySecret }}"}}}
-                }
-            }),
-            Self::StandardCodex => serde_json::json!({
-                "variables": {
-                    "name": name,
-                    "model": {"type": "string", "description": "A model id Codex serves, e.g. gpt-5.6-sol"},
-                    "modelSecret": {"type": "password",
-                        "description": "The OpenAI API key Codex signs in with (kept as a Secret of the Namespace)"}
-                },
-                "agent": {"name": "{{ vars.name }}", "executionMode": "dedicated",
-                          "harnessAuth": {"method": "api_key", "secret": "{{ vars.modelSecret }}"}},
-                "configuration": {
-                    "values": {
-                        "agents": {"defaults": {"model": "openai/{{ vars.model }}",
-                            "models": {"openai/{{ vars.model }}": {"agentRuntime": {"id": "codex"}}}}}
-                    }
-                }
-            }),
-        }
-    }
-
-    /// The built-in as a new Preset of Namespace `ns` seeded at `seeded_at` (each a millisecond
-    /// after the one before, so lists show them in [`Self::ALL`]'s order).
-    pub fn preset(self, ns: &NamespaceId, seeded_at: Timestamp) -> Preset {
-        let name = self.name();
-        // As admission stores it (Secret references completed with the Namespace).
-        let template = parse_template(&self.template(), ns, &mut Problems::new())
-            .expect("a built-in Preset is admitted as written");
-        let rank = Self::ALL.iter().position(|b| *b == self).unwrap_or(0) as u64;
-        Preset {
-            id: PresetId::generate(),
-            namespace_id: ns.clone(),
-            seed_digest: Some(seed_digest(&name, &template)),
-            name,
-            template,
-            created_at: seeded_at.plus(std::time::Duration::from_millis(rank)),
-        }
-    }
 }
 
 /// The largest template, serialized.
@@ -205,82 +125,6 @@ pub struct Variable {
     pub kind: VariableType,
     /// Its default, of its type (never for a password).
     pub default: Option<Value>,
-}
-
-/// One piece of a template string.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Piece {
-    /// Literal text (escapes already undone).
-    Text(String),
-    /// A reference to the named variable.
-    Variable(String),
-}
-
-/// A malformed variable reference (`{{ vars.` not followed by a name and `}}`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MalformedReference;
-
-/// Splits a template string into literal text and variable references.
-pub fn pieces(s: &str) -> Result<Vec<Piece>, MalformedReference> {
-    let mut out = Vec::new();
-    let mut text = String::new();
-    let mut rest = s;
-    while !rest.is_empty() {
-        if let Some(after) = rest.strip_prefix("\\{{") {
-            text.push_str("{{");
-            rest = after;
-            continue;
-        }
-        if let Some(after) = rest.strip_prefix("{{") {
-            let inner = after.trim_start_matches(' ');
-            if let Some(name_on) = inner.strip_prefix("vars.") {
-                let end = name_on
-                    .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-                    .unwrap_or(name_on.len());
-                let name = &name_on[..end];
-                let tail = name_on[end..].trim_start_matches(' ');
-                let Some(after_ref) = tail.strip_prefix("}}") else {
-                    return Err(MalformedReference);
-                };
-                if !is_variable_name(name) {
-                    return Err(MalformedReference);
-                }
-                if !text.is_empty() {
-                    out.push(Piece::Text(std::mem::take(&mut text)));
-                }
-                out.push(Piece::Variable(name.to_owned()));
-                rest = after_ref;
-                continue;
-            }
-            text.push_str("{{");
-            rest = after;
-            continue;
-        }
-        let next = rest.chars().next().map_or(1, char::len_utf8);
-        text.push_str(&rest[..next]);
-        rest = &rest[next..];
-    }
-    if !text.is_empty() {
-        out.push(Piece::Text(text));
-    }
-    Ok(out)
-}
-
-/// Whether `name` is a variable name (`^[A-Za-z_][A-Za-z0-9_]*$`).
-pub fn is_variable_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-}
-
-/// The name of the variable `s` consists of, when it is exactly one reference.
-fn whole_reference(s: &str) -> Option<String> {
-    match pieces(s).ok()?.as_slice() {
-        [Piece::Variable(name)] => Some(name.clone()),
-        _ => None,
-    }
 }
 
 /// Parses a template (at `/template`) for the Preset's Namespace `ns`; the normalized template
@@ -615,58 +459,20 @@ fn check_bindings(
     ns: &NamespaceId,
     problems: &mut Problems,
 ) -> Option<Value> {
-    let Value::Object(map) = v else {
-        problems.push(
-            path,
-            DetailCode::InvalidType,
-            format!("must be an object, not {}", type_name(v)),
-        );
-        return None;
-    };
-    if map.len() > SECRET_BINDINGS_MAX {
-        problems.push(
-            path,
-            DetailCode::InvalidValue,
-            "has too many entries (expected at most 64)",
-        );
-        return None;
-    }
-    let before = problems.items().len();
-    let mut out = Map::new();
-    for (name, binding) in map {
-        let bp = child(path, name);
-        if let Some(refusal) = binding_name_refusal(name) {
-            problems.push(&bp, refusal_code(refusal), refusal.message());
-            continue;
-        }
-        let mut f = Fields::new(binding, &bp, problems);
-        let source = f
-            .required("source", problems)
-            .and_then(|s| check_secret_source(s, &child(&bp, "source"), ns, problems));
-        if let Some(delivery) = f.optional("delivery") {
-            let dp = child(&bp, "delivery");
-            let mut df = Fields::new(delivery, &dp, problems);
-            if df
-                .required_str("type", problems)
-                .is_some_and(|t| t != "env")
-            {
-                problems.push(
-                    child(&dp, "type"),
-                    DetailCode::InvalidValue,
-                    "must be \"env\"",
-                );
-            }
-            df.finish(problems);
-        }
-        f.finish(problems);
-        if let Some(source) = source {
-            out.insert(
-                name.clone(),
-                serde_json::json!({"source": source, "delivery": {"type": "env"}}),
-            );
-        }
-    }
-    (problems.items().len() == before).then_some(Value::Object(out))
+    let sources = walk_secret_bindings(v, path, problems, |s, sp, problems| {
+        check_secret_source(s, sp, ns, problems)
+    })?;
+    Some(Value::Object(
+        sources
+            .into_iter()
+            .map(|(name, source)| {
+                (
+                    name,
+                    serde_json::json!({"source": source, "delivery": {"type": "env"}}),
+                )
+            })
+            .collect(),
+    ))
 }
 
 /// Checks every variable reference of the template: well-formed, declared, a non-string
@@ -794,54 +600,6 @@ pub fn values_with_defaults(template: &Value) -> Value {
         .cloned()
         .unwrap_or_else(|| Value::Object(Map::new()));
     render(&values, &defaults)
-}
-
-/// Fills `values` into every reference of `v` whose variable has one (one pass: what is filled
-/// in is not read again); references without a value stay as they are written.
-pub fn render(v: &Value, values: &BTreeMap<String, Value>) -> Value {
-    match v {
-        Value::String(s) => render_string(s, values),
-        Value::Array(items) => Value::Array(items.iter().map(|i| render(i, values)).collect()),
-        Value::Object(map) => Value::Object(
-            map.iter()
-                .map(|(k, v)| {
-                    let key = match render_string(k, values) {
-                        Value::String(s) => s,
-                        other => other.to_string(),
-                    };
-                    (key, render(v, values))
-                })
-                .collect(),
-        ),
-        other => other.clone(),
-    }
-}
-
-fn render_string(s: &str, values: &BTreeMap<String, Value>) -> Value {
-    let Ok(parts) = pieces(s) else {
-        return Value::String(s.to_owned());
-    };
-    if let [Piece::Variable(name)] = parts.as_slice()
-        && let Some(value) = values.get(name)
-    {
-        return value.clone();
-    }
-    let mut out = String::new();
-    for part in parts {
-        match part {
-            Piece::Text(t) => out.push_str(&t),
-            Piece::Variable(name) => match values.get(&name) {
-                Some(Value::String(s)) => out.push_str(s),
-                Some(other) => out.push_str(&other.to_string()),
-                None => {
-                    out.push_str("{{ vars.");
-                    out.push_str(&name);
-                    out.push_str(" }}");
-                }
-            },
-        }
-    }
-    Value::String(out)
 }
 
 #[cfg(test)]

@@ -147,6 +147,29 @@ pub async fn chat_turn(
         .map(|_| ())
 }
 
+/// Activates `rev` as the worker does: a transient failure (a gateway that did not come up on a
+/// loaded machine, e.g. OpenClaw's own 5 s state-lease timeout at startup) is tried again, at
+/// most twice; anything else, or a third failure, fails the test.
+async fn activate(compute: &dyn Compute, rev: &RevisionTarget, ctx: &RevisionContext, what: &str) {
+    let mut retries = 0;
+    loop {
+        match compute.activate_revision(rev, ctx).await {
+            Ok(()) => return,
+            Err(e) if e.class == occ_core::compute::FailureClass::Transient && retries < 2 => {
+                retries += 1;
+                #[expect(
+                    clippy::print_stderr,
+                    reason = "a retried failure shows in the test's output"
+                )]
+                {
+                    eprintln!("activate {what}: {e:?}; trying again, as the worker would");
+                }
+            }
+            Err(e) => panic!("activate {what}: {e:?}"),
+        }
+    }
+}
+
 async fn observe(compute: &dyn Compute, rev: &RevisionTarget) -> RuntimeState {
     compute
         .observe(rev)
@@ -233,10 +256,7 @@ async fn lifecycle_until_resumed(
     assert_ne!(observe(compute, &rev1).await, RuntimeState::Serving);
 
     // Activate: it serves and answers the native handshake with the Agent's credential.
-    compute
-        .activate_revision(&rev1, &ctx)
-        .await
-        .expect("activate rev1");
+    activate(compute, &rev1, &ctx, "rev1").await;
     assert_eq!(observe(compute, &rev1).await, RuntimeState::Serving);
     // The runtime report shows its workload ready and running, and survives sanitizing
     // (names and uids in the published patterns) as the API serves it.
@@ -260,10 +280,7 @@ async fn lifecycle_until_resumed(
         .expect("write USER.md");
     session.close().await;
     // Activating what already serves is a no-op.
-    compute
-        .activate_revision(&rev1, &ctx)
-        .await
-        .expect("activate rev1 again");
+    activate(compute, &rev1, &ctx, "rev1 again").await;
     assert_eq!(observe(compute, &rev1).await, RuntimeState::Serving);
 
     // Preparing a new revision does not disturb what serves.
@@ -278,10 +295,7 @@ async fn lifecycle_until_resumed(
     assert_eq!(observe(compute, &rev1).await, RuntimeState::Serving);
 
     // Redeploy: rev2 replaces rev1; retiring rev1 leaves rev2 alone.
-    compute
-        .activate_revision(&rev2, &ctx)
-        .await
-        .expect("activate rev2");
+    activate(compute, &rev2, &ctx, "rev2").await;
     assert_eq!(observe(compute, &rev2).await, RuntimeState::Serving);
     assert_eq!(observe(compute, &rev1).await, RuntimeState::NotCurrent);
     compute.retire_revision(&rev1).await.expect("retire rev1");
@@ -314,10 +328,7 @@ async fn lifecycle_until_resumed(
         .prepare_revision(&rev3, &ctx)
         .await
         .expect("prepare rev3");
-    compute
-        .activate_revision(&rev3, &ctx)
-        .await
-        .expect("activate rev3");
+    activate(compute, &rev3, &ctx, "rev3").await;
     assert_eq!(observe(compute, &rev3).await, RuntimeState::Serving);
     let mut session = connect(compute, &agent).await.expect("hello-ok from rev3");
     let file = session
@@ -402,10 +413,7 @@ pub async fn rollback(compute: &dyn Compute) -> RollbackFigures {
         .prepare_revision(&rev1, &ctx)
         .await
         .expect("prepare 1");
-    compute
-        .activate_revision(&rev1, &ctx)
-        .await
-        .expect("activate 1");
+    activate(compute, &rev1, &ctx, "1").await;
     let figures = rollback_from(compute, &rev1, REVISION_1_MARKER).await;
     compute.delete_agent(&agent).await.expect("delete_agent");
     namespace_deleted_twice(compute, &ns).await;

@@ -50,6 +50,12 @@ export async function agentsPage({ scope }) {
         id: 'create-agent',
         onclick: () => navigate(href('/console/agents/new')),
       }),
+      actionButton('From a Preset', {
+        allowed: canCreate,
+        id: 'create-from-preset',
+        kind: 'secondary',
+        onclick: () => navigate(href('/console/agents/from-preset')),
+      }),
       refresh),
     body);
 

@@ -113,6 +113,7 @@ export const paths = {
   deploymentRuntime: (ns, agt, rev) => `/namespaces/${seg(ns)}/agents/${seg(agt)}/deployments/${seg(rev)}/runtime`,
   runtimeLogs: (ns, agt, rev, query) => `/namespaces/${seg(ns)}/agents/${seg(agt)}/deployments/${seg(rev)}/runtime/logs?${query}`,
   diagnostics: (ns, agt, rev) => `/namespaces/${seg(ns)}/agents/${seg(agt)}/deployments/${seg(rev)}/diagnostics`,
+  presets: (ns) => `/namespaces/${seg(ns)}/presets`,
   secrets: (ns) => `/namespaces/${seg(ns)}/secrets`,
   secret: (ns, sec) => `/namespaces/${seg(ns)}/secrets/${seg(sec)}`,
   roles: (ns) => `/namespaces/${seg(ns)}/iam/roles`,

@@ -9,6 +9,7 @@ import {
 import { signInPage } from './signin.js';
 import { agentsPage, createAgentPage } from './agents.js';
 import { agentPage } from './agent.js';
+import { presetAgentPage } from './presets.js';
 import { namespacesPage } from './namespaces.js';
 import { accessPage } from './access.js';
 import { accountsPage } from './accounts.js';
@@ -18,6 +19,7 @@ const routes = [
   { pattern: /^\/console\/login$/, public: true, render: signInPage },
   { pattern: /^\/console\/agents$/, nav: 'agents', render: agentsPage },
   { pattern: /^\/console\/agents\/new$/, nav: 'agents', render: createAgentPage },
+  { pattern: /^\/console\/agents\/from-preset$/, nav: 'agents', render: presetAgentPage },
   { pattern: /^\/console\/agents\/(agt_[0-9a-f-]+)$/, nav: 'agents', render: agentPage },
   { pattern: /^\/console\/namespaces$/, nav: 'namespaces', render: namespacesPage },
   { pattern: /^\/console\/access$/, nav: 'access', render: accessPage },

@@ -1,0 +1,226 @@
+// A new Agent from one of the Namespace's Presets, in one step: the person picks a Preset and
+// fills in its variables; the console renders the template (as the API's rendering does:
+// `{{ vars.NAME }}`, one pass, a whole reference keeps the variable's type), keeps the password
+// the template uses (a dedicated Agent's harness key) as a new Secret, creates the Configuration
+// and the Agent, lets the Agent use the Secrets it consumes, and deploys it. A step that fails
+// undoes the ones before it.
+
+import { api, paths } from './api.js';
+import { field, h, replace, setFieldError } from './dom.js';
+import { letAgentUseSecret } from './secret-access.js';
+import { canCollection, ctx, href, navigate, page, showError, showStatus } from './shell.js';
+
+const REFERENCE = /^\{\{ *vars\.([A-Za-z_][A-Za-z0-9_]*) *\}\}/;
+
+/** A template string as literal text and variable references (`\\{{` is a literal `{{`). */
+function pieces(text) {
+  const out = [];
+  let literal = '';
+  let i = 0;
+  while (i < text.length) {
+    if (text.startsWith('\\{{', i)) {
+      literal += '{{';
+      i += 3;
+      continue;
+    }
+    const m = text.startsWith('{{', i) ? REFERENCE.exec(text.slice(i)) : null;
+    if (m) {
+      if (literal) out.push({ text: literal });
+      literal = '';
+      out.push({ name: m[1] });
+      i += m[0].length;
+      continue;
+    }
+    literal += text[i];
+    i += 1;
+  }
+  if (literal) out.push({ text: literal });
+  return out;
+}
+
+/** The variable a string consists of, when it is exactly one reference. */
+function wholeReference(text) {
+  const parts = pieces(text);
+  return parts.length === 1 && parts[0].name ? parts[0].name : null;
+}
+
+/** Fills `values` into every reference of `value` (one pass; unknown references stay). */
+export function render(value, values) {
+  if (typeof value === 'string') {
+    const parts = pieces(value);
+    if (parts.length === 1 && parts[0].name && Object.hasOwn(values, parts[0].name)) return values[parts[0].name];
+    return parts.map((p) => {
+      if (!p.name) return p.text;
+      return Object.hasOwn(values, p.name) ? String(values[p.name]) : `{{ vars.${p.name} }}`;
+    }).join('');
+  }
+  if (Array.isArray(value)) return value.map((v) => render(v, values));
+  if (value && typeof value === 'object') {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [render(k, values), render(v, values)]));
+  }
+  return value;
+}
+
+/** Where a variable's field goes: the name first, passwords last, the rest by name. */
+function fieldRank([name, spec]) {
+  if (name === 'name') return 0;
+  return spec.type === 'password' ? 2 : 1;
+}
+
+/** One input per declared variable, its default filled in. */
+function variableFields(template) {
+  const vars = Object.entries(template.variables || {});
+  vars.sort((a, b) => fieldRank(a) - fieldRank(b) || a[0].localeCompare(b[0]));
+  return vars.map(([name, spec]) => {
+    const id = `preset-var-${name}`;
+    let control;
+    if (spec.type === 'boolean') {
+      control = h('input', { type: 'checkbox', id, checked: spec.default === true });
+    } else {
+      control = h('input', {
+        type: spec.type === 'password' ? 'password' : spec.type === 'number' ? 'number' : 'text',
+        id,
+        autocomplete: 'off',
+        spellcheck: 'false',
+        value: spec.default === undefined ? '' : String(spec.default),
+      });
+    }
+    const wrapper = field({ label: name, control, hint: spec.description || `A ${spec.type}.` });
+    control.addEventListener('input', () => setFieldError(wrapper, null));
+    return { name, spec, control, wrapper };
+  });
+}
+
+/** The variables' values, or null after marking the fields that need one. */
+function readValues(fields) {
+  const values = {};
+  let ok = true;
+  for (const f of fields) {
+    setFieldError(f.wrapper, null);
+    if (f.spec.type === 'boolean') {
+      values[f.name] = f.control.checked;
+      continue;
+    }
+    const raw = f.control.value;
+    if (raw === '') {
+      setFieldError(f.wrapper, `Enter ${f.name}.`);
+      ok = false;
+      continue;
+    }
+    if (f.spec.type === 'number') {
+      const n = Number(raw);
+      if (!Number.isFinite(n)) {
+        setFieldError(f.wrapper, `${f.name} must be a number.`);
+        ok = false;
+        continue;
+      }
+      values[f.name] = n;
+    } else {
+      values[f.name] = raw;
+    }
+  }
+  return ok ? values : null;
+}
+
+export async function presetAgentPage() {
+  if (!ctx.ns) {
+    page('New Agent from a Preset', h('p', {}, 'Select a Namespace first.'));
+    return;
+  }
+  const allowed = canCollection('agent', 'create') && canCollection('configuration', 'create');
+  const presets = (await api('GET', paths.presets(ctx.ns))).data;
+  if (!presets.length) {
+    page('New Agent from a Preset', h('p', { class: 'empty' }, 'This Namespace has no Preset you can read.'));
+    return;
+  }
+  const select = h('select', { id: 'preset-select' },
+    presets.map((p) => h('option', { value: p.id }, p.name)));
+  const variables = h('div', { class: 'stack', id: 'preset-variables' });
+  const deployNow = h('input', { type: 'checkbox', id: 'preset-deploy', checked: true });
+  const submit = h('button', { type: 'submit', id: 'preset-submit', disabled: !allowed, 'data-mutating': true }, 'Create Agent');
+  let fields = [];
+  const chosen = () => presets.find((p) => p.id === select.value);
+  function showVariables() {
+    fields = variableFields(chosen().template);
+    replace(variables, ...(fields.length ? fields.map((f) => f.wrapper) : [h('p', { class: 'hint' }, 'This Preset has no variables.')]));
+  }
+  select.addEventListener('change', showVariables);
+  showVariables();
+
+  const form = h('form', { class: 'stack', novalidate: true, id: 'preset-form' },
+    field({ label: 'Preset', control: select, hint: 'A template of this Namespace: a Configuration, the Agent\'s settings and its variables.' }),
+    variables,
+    h('label', { class: 'check' }, deployNow, ' Deploy it now'),
+    h('div', { class: 'actions' }, submit));
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    const preset = chosen();
+    const values = readValues(fields);
+    if (!values) {
+      form.querySelector('[aria-invalid="true"]')?.focus();
+      return;
+    }
+    submit.disabled = true;
+    const undo = [];
+    try {
+      const agent = await createFromPreset(preset, values, undo);
+      if (deployNow.checked) await api('POST', paths.deploy(ctx.ns, agent.id));
+      await navigate(href(`/console/agents/${agent.id}`));
+      showStatus(deployNow.checked
+        ? `Agent ${agent.name} created from ${preset.name} and deploying.`
+        : `Agent ${agent.name} created from ${preset.name}. Deploy it with “Deploy new version”.`);
+    } catch (e) {
+      // Nothing half-made stays: what this attempt created goes again, newest first.
+      for (const step of undo.reverse()) await step().catch(() => {});
+      showError(e, `Creating an Agent from ${preset.name}`);
+    } finally {
+      submit.disabled = !allowed;
+    }
+  });
+  page('New Agent from a Preset',
+    allowed ? null : h('p', { class: 'notice' }, 'You do not have permission to create Agents and Configurations in this Namespace.'),
+    form);
+}
+
+/** A Secret for the harness's password, then the Configuration, the Agent and its grants. */
+async function createFromPreset(preset, values, undo) {
+  const template = preset.template;
+  const passwords = Object.entries(template.variables || {}).filter(([, spec]) => spec.type === 'password');
+  const plain = { ...values };
+  for (const [name] of passwords) delete plain[name];
+  const rendered = render(template, plain);
+  // The one place a password may stand (the API refuses it anywhere else).
+  const secretAt = template.agent && template.agent.harnessAuth && template.agent.harnessAuth.secret;
+  const harnessPassword = typeof secretAt === 'string' ? wholeReference(secretAt) : null;
+  const agentSpec = rendered.agent || {};
+  const agentName = typeof agentSpec.name === 'string' ? agentSpec.name.trim() : '';
+  if (!agentName || wholeReference(agentName) !== null) {
+    throw new Error(`${preset.name} names no Agent: give it a name variable or an agent.name`);
+  }
+  // A password becomes a Secret of the Namespace; the template names it where the key goes.
+  let harnessAuth = agentSpec.harnessAuth;
+  if (harnessPassword !== null) {
+    const secret = (await api('POST', paths.secrets(ctx.ns), { name: `${agentName}-${harnessPassword}`, value: values[harnessPassword] })).data;
+    undo.push(() => api('DELETE', paths.secret(ctx.ns, secret.id)));
+    harnessAuth = { method: harnessAuth.method, source: { kind: 'secret', namespaceId: ctx.ns, id: secret.id } };
+  }
+  const configuration = rendered.configuration || {};
+  const request = { kind: 'agent', values: configuration.values || {} };
+  if (configuration.secretBindings && Object.keys(configuration.secretBindings).length) {
+    request.secretBindings = configuration.secretBindings;
+  }
+  const cfg = (await api('POST', paths.configurations(ctx.ns), request)).data;
+  undo.push(() => api('DELETE', paths.configuration(ctx.ns, cfg.id)));
+  const body = { name: agentName, configurationId: cfg.id };
+  if (agentSpec.executionMode) body.executionMode = agentSpec.executionMode;
+  if (harnessAuth !== undefined) body.harnessAuth = harnessAuth;
+  if (agentSpec.backendId) body.backendId = agentSpec.backendId;
+  if (agentSpec.initialWorkspaceFiles) body.initialWorkspaceFiles = agentSpec.initialWorkspaceFiles;
+  const agent = (await api('POST', paths.agents(ctx.ns), body)).data;
+  undo.push(() => api('DELETE', paths.agent(ctx.ns, agent.id)));
+  // The Agent's own identity may use every Secret it consumes.
+  const used = new Set(Object.values(request.secretBindings || {}).map((b) => b.source.id));
+  if (harnessAuth && harnessAuth.source) used.add(harnessAuth.source.id);
+  for (const id of used) await letAgentUseSecret(ctx.ns, agent.servicePrincipalId, id);
+  return agent;
+}
