@@ -846,9 +846,9 @@ test('the web console, end to end', { timeout: 15 * 60_000 }, async (t) => {
     await page.locator('#status', { hasText: 'with its model key in Secret' }).waitFor();
     const cfg = (await pageApi(page, 'GET', `/namespaces/${ns}/configurations/${agent.configurationId}`)).body.data;
     const provider = cfg.values.models.providers.local;
-    assert.deepEqual(provider, { baseUrl: 'http://127.0.0.1:9/v1', api: 'openai-completions', apiKey: '${LOCAL_API_KEY}', models: [{ id: 'fake-model', name: 'fake-model' }] });
+    assert.deepEqual(provider, { baseUrl: 'http://127.0.0.1:9/v1', api: 'openai-completions', apiKey: '${MODEL_KEY_LOCAL}', models: [{ id: 'fake-model', name: 'fake-model' }] });
     assert.equal(cfg.values.agents.defaults.model.primary, 'local/fake-model');
-    const secretId = cfg.secretBindings.LOCAL_API_KEY.source.id;
+    const secretId = cfg.secretBindings.MODEL_KEY_LOCAL.source.id;
     const secret = (await pageApi(page, 'GET', `/namespaces/${ns}/secrets/${secretId}`)).body.data;
     assert.equal(secret.name, 'keyed-model-key');
     const bindings = (await pageApi(page, 'GET', `/namespaces/${ns}/iam/access-bindings`)).body.data;

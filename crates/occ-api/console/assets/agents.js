@@ -299,7 +299,8 @@ export async function createAgentPage() {
       setFieldError(keyField, 'Enter the provider\'s API key.');
       return null;
     }
-    const variable = `${provider.toUpperCase().replace(/-/g, '_')}_API_KEY`;
+    // Not `<PROVIDER>_API_KEY`: `OPENAI_…` and `ANTHROPIC_…` are names a binding may not take.
+    const variable = `MODEL_KEY_${provider.toUpperCase().replace(/-/g, '_')}`;
     return { provider, baseUrl: baseUrl.value.trim(), api: apiStyle.value, model: modelId.value.trim(), key: modelKey.value, variable };
   }
 
