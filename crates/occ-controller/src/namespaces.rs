@@ -6,7 +6,7 @@ use occ_core::authz::{Action, ResourceRef};
 use occ_core::preset::Preset;
 use occ_core::resource::{Namespace, NamespaceStatus};
 use occ_core::work::NewWork;
-use occ_core::{Error, ErrorCode, Name, NamespaceId, PresetId, Timestamp};
+use occ_core::{Error, ErrorCode, Name, NamespaceId, Timestamp};
 use occ_store::StoreError;
 
 use crate::authorization::{audit_in_own_transaction, found, installation_required};
@@ -124,26 +124,22 @@ impl Controller {
                 .await?
                 .filter(|n| n.deleted_at.is_none()),
         )?;
-        let mut contents = tx.namespace_contents(id).await?;
+        let contents = tx.namespace_contents(id).await?;
         // Built-in Presets nobody changed go with their Namespace; any other Preset keeps it.
-        let seeds: Vec<PresetId> = tx
+        let (seeds, kept): (Vec<Preset>, Vec<Preset>) = tx
             .preset_list(id)
             .await?
             .into_iter()
-            .filter(Preset::is_unchanged_seed)
-            .map(|p| p.id)
-            .collect();
-        contents
-            .presets
-            .retain(|p| !seeds.iter().any(|s| s.as_str() == p));
-        if !contents.is_empty() {
+            .partition(Preset::is_unchanged_seed);
+        let kept: Vec<String> = kept.iter().map(|p| p.id.to_string()).collect();
+        if !contents.is_empty() || !kept.is_empty() {
             let mut parts = Vec::new();
             for (kind, ids) in [
                 ("agents", &contents.agents),
                 ("configurations", &contents.configurations),
                 ("secrets", &contents.secrets),
                 ("service accounts", &contents.service_accounts),
-                ("presets", &contents.presets),
+                ("presets", &kept),
             ] {
                 if !ids.is_empty() {
                     parts.push(format!("{kind}: {}", ids.join(", ")));
@@ -166,7 +162,7 @@ impl Controller {
         }
         // (Bindings naming them go with the Namespace's own bindings at teardown.)
         for seed in &seeds {
-            tx.preset_delete(id, seed, true).await?;
+            tx.preset_delete(id, &seed.id, true).await?;
         }
         tx.work_enqueue(&NewWork::namespace_deleted(id, &req.caller.principal_id))
             .await?;

@@ -87,9 +87,7 @@ impl Controller {
         let namespace = live_namespace(&mut tx, ns).await?;
         require_ready(&namespace)?;
         self.admit_template(&template)?;
-        if tx.preset_list(ns).await?.iter().any(|p| p.name == name) {
-            return Err(Error::conflict(NAME_TAKEN));
-        }
+        // A taken name is the database's unique constraint (`name_conflict`).
         let preset = Preset {
             id: PresetId::generate(),
             namespace_id: ns.clone(),
@@ -123,12 +121,6 @@ impl Controller {
         require_ready(&namespace)?;
         if let Some(template) = &change.template {
             self.admit_template(template)?;
-        }
-        if let Some(name) = &change.name
-            && name != &current.name
-            && tx.preset_list(ns).await?.iter().any(|p| &p.name == name)
-        {
-            return Err(Error::conflict(NAME_TAKEN));
         }
         let preset = Preset {
             name: change.name.unwrap_or(current.name),

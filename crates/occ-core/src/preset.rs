@@ -175,7 +175,7 @@ pub fn parse_template(v: &Value, ns: &NamespaceId, problems: &mut Problems) -> O
     if problems.items().len() == before && normalized.pointer("/configuration/values").is_some() {
         // The document as it would be used with every default: what the pinned runtime's
         // schema is checked against (references without a default stay as written).
-        let values = values_with_defaults(&normalized);
+        let values = render_values(&normalized, &defaults(variables));
         crate::native::validate_document(&values, "/template/configuration/values", problems);
     }
     (problems.items().len() == before && problems.is_empty()).then_some(normalized)
@@ -491,55 +491,68 @@ fn check_references(
                 check_references(item, &crate::validate::index(path, i), variables, problems);
             }
         }
+        // Declarations are names, not references.
+        Value::Object(_) if path == "/template/variables" => {}
         Value::Object(map) => {
             let keyed = path == KEYED_PLACE || path.starts_with(&format!("{KEYED_PLACE}/"));
             for (key, value) in map {
                 let p = child(path, key);
-                // Declarations are names, not references.
-                if path == "/template/variables" {
-                    continue;
-                }
-                if key.contains("{{") {
-                    match pieces(key) {
-                        Err(MalformedReference) => problems.push(
-                            &p,
-                            DetailCode::InvalidFormat,
-                            "has a malformed variable reference in its name",
-                        ),
-                        Ok(parts) if parts.iter().any(|x| matches!(x, Piece::Variable(_))) => {
-                            if !keyed {
-                                problems.push(
-                                    &p,
-                                    DetailCode::InvalidValue,
-                                    "has a variable in its name: only configuration.values may",
-                                );
-                            } else {
-                                for part in parts {
-                                    if let Piece::Variable(name) = part {
-                                        match variables.get(&name).map(|v| v.kind) {
-                                            Some(VariableType::String) => {}
-                                            Some(_) => problems.push(
-                                                &p,
-                                                DetailCode::InvalidValue,
-                                                "names a non-string variable in its name",
-                                            ),
-                                            None => problems.push(
-                                                &p,
-                                                DetailCode::InvalidValue,
-                                                "names an undeclared variable",
-                                            ),
-                                        }
-                                    }
-                                }
-                            }
-                        }
-                        Ok(_) => {}
-                    }
-                }
+                check_key(key, &p, keyed, variables, problems);
                 check_references(value, &p, variables, problems);
             }
         }
         _ => {}
+    }
+}
+
+/// Checks the references in an object key at `path`: allowed only under [`KEYED_PLACE`]
+/// (`keyed`), well-formed, declared, and of `string` variables.
+fn check_key(
+    key: &str,
+    path: &str,
+    keyed: bool,
+    variables: &BTreeMap<String, Variable>,
+    problems: &mut Problems,
+) {
+    if !key.contains("{{") {
+        return;
+    }
+    let Ok(parts) = pieces(key) else {
+        problems.push(
+            path,
+            DetailCode::InvalidFormat,
+            "has a malformed variable reference in its name",
+        );
+        return;
+    };
+    let mut names = parts.iter().filter_map(|part| match part {
+        Piece::Variable(name) => Some(name),
+        Piece::Text(_) => None,
+    });
+    if !keyed {
+        if names.next().is_some() {
+            problems.push(
+                path,
+                DetailCode::InvalidValue,
+                "has a variable in its name: only configuration.values may",
+            );
+        }
+        return;
+    }
+    for name in names {
+        match variables.get(name).map(|v| v.kind) {
+            Some(VariableType::String) => {}
+            Some(_) => problems.push(
+                path,
+                DetailCode::InvalidValue,
+                "names a non-string variable in its name",
+            ),
+            None => problems.push(
+                path,
+                DetailCode::InvalidValue,
+                "names an undeclared variable",
+            ),
+        }
     }
 }
 
@@ -586,20 +599,27 @@ fn check_string(
 /// `configuration.values` of a valid template with each variable that has a default filled in
 /// (references without one stay as text): what the Configuration Driver validates a Preset by.
 pub fn values_with_defaults(template: &Value) -> Value {
-    let mut problems = Problems::new();
     let variables = template
         .get("variables")
-        .map(|v| parse_variables(v, "/template/variables", &mut problems))
+        .map(|v| parse_variables(v, "/template/variables", &mut Problems::new()))
         .unwrap_or_default();
-    let defaults: BTreeMap<String, Value> = variables
+    render_values(template, &defaults(variables))
+}
+
+/// The variables' defaults by name.
+fn defaults(variables: BTreeMap<String, Variable>) -> BTreeMap<String, Value> {
+    variables
         .into_iter()
         .filter_map(|(name, var)| var.default.map(|d| (name, d)))
-        .collect();
-    let values = template
-        .pointer("/configuration/values")
-        .cloned()
-        .unwrap_or_else(|| Value::Object(Map::new()));
-    render(&values, &defaults)
+        .collect()
+}
+
+/// `configuration.values` of `template` (`{}` without one) with `values` filled in.
+fn render_values(template: &Value, values: &BTreeMap<String, Value>) -> Value {
+    match template.pointer("/configuration/values") {
+        Some(document) => render(document, values),
+        None => Value::Object(Map::new()),
+    }
 }
 
 #[cfg(test)]

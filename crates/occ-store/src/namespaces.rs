@@ -38,15 +38,12 @@ pub struct NamespaceContents {
     pub secrets: Vec<String>,
     /// ServiceAccount ids.
     pub service_accounts: Vec<String>,
-    /// Preset ids.
-    pub presets: Vec<String>,
 }
 
 impl NamespaceContents {
     /// Whether nothing remains.
     pub fn is_empty(&self) -> bool {
         self.agents.is_empty()
-            && self.presets.is_empty()
             && self.configurations.is_empty()
             && self.secrets.is_empty()
             && self.service_accounts.is_empty()
@@ -148,7 +145,6 @@ impl Tx {
                  UNION ALL SELECT 'configuration', id FROM configurations WHERE namespace_id = $1 \
                  UNION ALL SELECT 'secret', id FROM secrets WHERE namespace_id = $1 \
                  UNION ALL SELECT 'service_account', id FROM service_accounts WHERE namespace_id = $1 \
-                 UNION ALL SELECT 'preset', id FROM presets WHERE namespace_id = $1 \
                  ORDER BY 1, 2"
             ))
             .bind(id.as_str())
@@ -161,7 +157,6 @@ impl Tx {
                 "agent" => contents.agents.push(id),
                 "configuration" => contents.configurations.push(id),
                 "secret" => contents.secrets.push(id),
-                "preset" => contents.presets.push(id),
                 _ => contents.service_accounts.push(id),
             }
         }
