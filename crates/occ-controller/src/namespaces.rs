@@ -162,7 +162,7 @@ impl Controller {
         }
         // (Bindings naming them go with the Namespace's own bindings at teardown.)
         for seed in &seeds {
-            tx.preset_delete(id, &seed.id, true).await?;
+            tx.preset_delete_with_namespace(id, &seed.id).await?;
         }
         tx.work_enqueue(&NewWork::namespace_deleted(id, &req.caller.principal_id))
             .await?;

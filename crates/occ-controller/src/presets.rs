@@ -150,7 +150,7 @@ impl Controller {
         let removed = tx
             .binding_delete_targeting(ResourceKind::Preset, id.as_str())
             .await?;
-        tx.preset_delete(ns, id, false).await?;
+        tx.preset_delete(ns, id).await?;
         let event = self
             .mutation(req, "openclaw.presets.delete", &target, tx.evidence())
             .detail("removedAccessBindings", removed);

@@ -123,22 +123,35 @@ impl Authorized {
         }
     }
 
-    /// Deletes a Preset (`action`: [`Action::Delete`] for the Preset's own deletion, or the
-    /// Namespace's [`Action::Delete`] when an unchanged built-in goes with its Namespace).
+    /// Deletes a Preset (its own deletion's decision).
     pub async fn preset_delete(
         &mut self,
         ns: &NamespaceId,
         id: &PresetId,
-        with_namespace: bool,
     ) -> Result<(), StoreError> {
-        if with_namespace {
-            self.require(&[Action::Delete], &ResourceRef::namespace(ns))?;
-        } else {
-            self.require(
-                &[Action::Delete],
-                &ResourceRef::exact(ResourceKind::Preset, ns, id),
-            )?;
-        }
+        self.require(
+            &[Action::Delete],
+            &ResourceRef::exact(ResourceKind::Preset, ns, id),
+        )?;
+        self.preset_row_delete(ns, id).await
+    }
+
+    /// Deletes a built-in Preset nobody changed along with its Namespace (the Namespace
+    /// deletion's decision).
+    pub async fn preset_delete_with_namespace(
+        &mut self,
+        ns: &NamespaceId,
+        id: &PresetId,
+    ) -> Result<(), StoreError> {
+        self.require(&[Action::Delete], &ResourceRef::namespace(ns))?;
+        self.preset_row_delete(ns, id).await
+    }
+
+    async fn preset_row_delete(
+        &mut self,
+        ns: &NamespaceId,
+        id: &PresetId,
+    ) -> Result<(), StoreError> {
         let n = self
             .q(sql!(
                 "DELETE FROM presets WHERE namespace_id = $1 AND id = $2"
