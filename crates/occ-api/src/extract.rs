@@ -18,6 +18,8 @@ use crate::state::AppState;
 pub const DEFAULT_LIMIT: usize = 64 * 1024;
 /// Agent creation body limit (four 16 KiB files can grow about 6× when JSON-escaped).
 pub const AGENT_CREATE_LIMIT: usize = 448 * 1024;
+/// Agent provisioning body limit: an Agent's body and a Configuration's together.
+pub const PROVISION_LIMIT: usize = AGENT_CREATE_LIMIT + DEFAULT_LIMIT;
 /// Workspace file PUT body limit.
 pub const WORKSPACE_PUT_LIMIT: usize = 48 * 1024;
 /// Chat body limit: a 16 KiB message can grow about 3× when JSON-escaped.
@@ -240,6 +242,7 @@ pub struct Params {
     configuration: Option<occ_core::ConfigurationId>,
     secret: Option<occ_core::SecretId>,
     preset: Option<occ_core::PresetId>,
+    work: Option<occ_core::ProvisioningId>,
     service_account: Option<occ_core::ServiceAccountId>,
     revision: Option<occ_core::RevisionId>,
     iam: Option<occ_core::IamId>,
@@ -273,6 +276,7 @@ impl FromRequestParts<AppState> for Params {
                 "configurationId" => params.configuration = parse_param(value, name, "cfg")?,
                 "secretId" => params.secret = parse_param(value, name, "sec")?,
                 "presetId" => params.preset = parse_param(value, name, "pre")?,
+                "workId" => params.work = parse_param(value, name, "prv")?,
                 "serviceAccountId" => params.service_account = parse_param(value, name, "sa")?,
                 "revisionId" | "deploymentId" => params.revision = parse_param(value, name, "rev")?,
                 "name" => {
@@ -335,6 +339,10 @@ impl Params {
     /// `{presetId}`.
     pub fn preset(&self) -> Result<&occ_core::PresetId, ApiError> {
         self.preset.as_ref().ok_or_else(|| missing("presetId"))
+    }
+    /// `{workId}` (a provisioning job).
+    pub fn work(&self) -> Result<&occ_core::ProvisioningId, ApiError> {
+        self.work.as_ref().ok_or_else(|| missing("workId"))
     }
     /// `{serviceAccountId}`.
     pub fn service_account(&self) -> Result<&occ_core::ServiceAccountId, ApiError> {

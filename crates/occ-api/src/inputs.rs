@@ -17,10 +17,12 @@ use occ_controller::auth::{AccountInput, ServiceKeyInput};
 use occ_controller::configurations::ConfigurationInput;
 use occ_controller::iam::{BindingInput, BindingTarget, RoleInput};
 use occ_controller::models::DiscoveryInput;
+use occ_controller::provisioning::ProvisionInput;
 use occ_controller::service_principals::ServicePrincipalInput;
 use occ_core::authz::{Action, ResourceKind};
+use occ_core::provisioning::ProvisionSpec;
 use occ_core::resource::{ExecutionMode, HarnessAuth, SecretBindings, WorkspaceFiles};
-use occ_core::{ConfigurationId, IamId, Name, NamespaceId};
+use occ_core::{ConfigurationId, IamId, Name, NamespaceId, RequestId};
 
 use crate::body::request_body;
 
@@ -151,6 +153,42 @@ request_body! {
         nullable "harnessAuth" => harness_auth: HarnessAuth,
         /// Any of AGENTS.md, SOUL.md, IDENTITY.md, USER.md → content (≤ 16 KiB UTF-8, no NUL);
         /// `{}` stages nothing.
+        optional "initialWorkspaceFiles" => initial_workspace_files: WorkspaceFiles,
+        /// The 64-hex defaults identity the form was rendered with.
+        optional "workspaceDefaultsId" => workspace_defaults_id: WorkspaceDefaultsId,
+    }
+}
+
+request_body! {
+    /// The new Configuration of `provisionAgent`, as `POST …/configurations` takes it.
+    pub struct ProvisionConfiguration in NamespaceId {
+        /// Always `agent`.
+        required "kind" => kind: AgentKind,
+        /// The native `openclaw.json` document, validated as on Configuration create.
+        required "values" => values: OpenclawDocument,
+        /// Environment variable name → a Secret of this Namespace, at most 64.
+        optional "secretBindings" => secret_bindings: SecretBindings,
+    }
+}
+
+request_body! {
+    /// `POST /namespaces/{namespaceId}/agents/provision`: a Configuration and an Agent to create
+    /// and deploy as one job.
+    pub struct AgentProvisionBody in NamespaceId {
+        /// The caller's idempotency key (`req_<uuid>`): resending the same request returns the
+        /// same job.
+        required "requestId" => request_id: RequestId,
+        /// The Agent's name, unique per Namespace.
+        required "name" => name: Name,
+        /// The Configuration to create.
+        required "configuration" => configuration: ProvisionConfiguration,
+        /// `embedded` (default) | `dedicated`.
+        optional "executionMode" => execution_mode: ExecutionMode,
+        /// A configured Backend, or null.
+        nullable "backendId" => backend_id: Name,
+        /// How the harness authenticates, or null.
+        nullable "harnessAuth" => harness_auth: HarnessAuth,
+        /// Any of AGENTS.md, SOUL.md, IDENTITY.md, USER.md → content; `{}` stages nothing.
         optional "initialWorkspaceFiles" => initial_workspace_files: WorkspaceFiles,
         /// The 64-hex defaults identity the form was rendered with.
         optional "workspaceDefaultsId" => workspace_defaults_id: WorkspaceDefaultsId,
@@ -347,6 +385,25 @@ impl From<AgentCreateBody> for AgentInput {
             // an empty object stages nothing
             initial_workspace_files: body.initial_workspace_files.filter(|f| !f.is_empty()),
             workspace_defaults_id: body.workspace_defaults_id.map(|d| d.0),
+        }
+    }
+}
+
+impl From<AgentProvisionBody> for ProvisionInput {
+    fn from(body: AgentProvisionBody) -> Self {
+        ProvisionInput {
+            request_id: body.request_id,
+            spec: ProvisionSpec {
+                name: body.name.to_string(),
+                configuration_values: body.configuration.values.0,
+                secret_bindings: body.configuration.secret_bindings.unwrap_or_default(),
+                execution_mode: body.execution_mode.unwrap_or(ExecutionMode::Embedded),
+                backend_id: body.backend_id.map(|n| n.to_string()),
+                harness_auth: body.harness_auth,
+                // an empty object stages nothing
+                initial_workspace_files: body.initial_workspace_files.filter(|f| !f.is_empty()),
+                workspace_defaults_id: body.workspace_defaults_id.map(|d| d.0),
+            },
         }
     }
 }

@@ -42,8 +42,8 @@ pub use state::{ApiSettings, AppState};
 use envelope::{AUTH_ROUTE_ERRORS, REQUEST_ID};
 use error::ApiError;
 use handlers::{
-    agents, auth, chat, configurations, iam, namespaces, native_admin, presets, runtime_logs,
-    secrets, service_accounts, service_principals, workspace,
+    agents, auth, chat, configurations, iam, namespaces, native_admin, presets, provisioning,
+    runtime_logs, secrets, service_accounts, service_principals, workspace,
 };
 
 /// The generated OpenAPI document and the router that serves it.
@@ -90,6 +90,9 @@ pub fn router_and_openapi(state: AppState) -> (axum::Router, utoipa::openapi::Op
         .routes(routes!(service_accounts::update_service_account_credential))
         .routes(routes!(agents::list_agents, agents::create_agent))
         .routes(routes!(agents::discover_models))
+        .routes(routes!(provisioning::provision_agent))
+        .routes(routes!(provisioning::get_agent_provisioning))
+        .routes(routes!(provisioning::retry_agent_provisioning))
         .routes(routes!(
             agents::get_agent,
             agents::update_agent,

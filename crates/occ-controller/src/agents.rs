@@ -99,9 +99,24 @@ impl Controller {
             .authorize_in(tx, req, Action::Read, &cfg_ref, audit_action)
             .await?;
         let cfg = found(tx.configuration_get(ns, configuration_id).await?)?;
-        tx = self
+        let tx = self
             .authorize_bindings(tx, req, ns, &cfg.secret_bindings, audit_action)
             .await?;
+        self.authorize_agent_credentials(tx, req, ns, harness_auth, backend_id, audit_action)
+            .await
+    }
+
+    /// Checks an Agent's harness auth source (exists; the caller may operate the Secret or
+    /// read the ServiceAccount) and its Backend (configured).
+    pub(crate) async fn authorize_agent_credentials(
+        &self,
+        mut tx: Authorized,
+        req: &Request,
+        ns: &NamespaceId,
+        harness_auth: Option<&HarnessAuth>,
+        backend_id: Option<&str>,
+        audit_action: &str,
+    ) -> Result<Authorized, Error> {
         match harness_auth {
             Some(HarnessAuth::ApiKey { source } | HarnessAuth::CodexPat { source }) => {
                 let target = ResourceRef::exact(ResourceKind::Secret, ns, &source.id);
@@ -162,6 +177,18 @@ impl Controller {
         ns: &NamespaceId,
         input: AgentInput,
     ) -> Result<Agent, Error> {
+        self.agent_create_as(req, ns, AgentId::generate(), input)
+            .await
+    }
+
+    /// Creates an Agent under a given id (a provisioning job's planned id).
+    pub(crate) async fn agent_create_as(
+        &self,
+        req: &Request,
+        ns: &NamespaceId,
+        id: AgentId,
+        input: AgentInput,
+    ) -> Result<Agent, Error> {
         let collection = ResourceRef::collection(ResourceKind::Agent, ns);
         let mut tx = self
             .write_authorized(req, Action::Create, &collection, "openclaw.agents.create")
@@ -198,7 +225,6 @@ impl Controller {
         {
             return Err(Error::conflict("An Agent with this name already exists"));
         }
-        let id = AgentId::generate();
         let agent = Agent {
             service_principal_id: IamId::agent_service_principal(&id),
             id,

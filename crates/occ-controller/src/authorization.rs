@@ -130,6 +130,25 @@ impl Controller {
         Ok((authorized(tx, evidence)?, installation))
     }
 
+    /// [`Controller::authorize_in`] of Installation `administer`: a further decision of an
+    /// operation whose mutations need another (e.g. provisioning, which hands out grants).
+    pub(crate) async fn authorize_administer_in<T: BorrowMut<Tx>>(
+        &self,
+        mut tx: T,
+        req: &Request,
+        audit_action: &str,
+    ) -> Result<T, Error> {
+        let installation = installation_required(tx.borrow_mut()).await?;
+        self.authorize_in(
+            tx,
+            req,
+            Action::Administer,
+            &ResourceRef::installation(&installation.id),
+            audit_action,
+        )
+        .await
+    }
+
     /// A decision on a transaction the caller already holds: the further decisions of an
     /// operation (a referenced Configuration, a consumed Secret, the Namespace of an IAM route) —
     /// its evidence stays the first decision's — and the worker's re-authorization on its own

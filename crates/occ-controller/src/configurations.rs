@@ -72,6 +72,21 @@ impl Controller {
         ns: &NamespaceId,
         input: ConfigurationInput,
     ) -> Result<Configuration, Error> {
+        self.configuration_create_as(req, ns, ConfigurationId::generate(), input, false)
+            .await
+    }
+
+    /// Creates a Configuration under a given id. `replace_stale` lets the Driver overwrite a
+    /// generation-1 document left at that id by an earlier attempt that never committed (a
+    /// provisioning job's planned id: nothing else can have written there).
+    pub(crate) async fn configuration_create_as(
+        &self,
+        req: &Request,
+        ns: &NamespaceId,
+        id: ConfigurationId,
+        input: ConfigurationInput,
+        replace_stale: bool,
+    ) -> Result<Configuration, Error> {
         let collection = ResourceRef::collection(ResourceKind::Configuration, ns);
         let mut tx = self
             .write_authorized(
@@ -94,7 +109,7 @@ impl Controller {
             .authorize_bindings(tx, req, ns, &bindings, "openclaw.configurations.create")
             .await?;
         let meta = ConfigurationMeta {
-            id: ConfigurationId::generate(),
+            id,
             namespace_id: ns.clone(),
             generation: Generation::FIRST,
             secret_bindings: bindings,
@@ -119,7 +134,7 @@ impl Controller {
         };
         let receipt = self
             .configurations
-            .write(key, &input.values, false)
+            .write(key, &input.values, replace_stale)
             .await
             .map_err(Error::from)?;
         let committed = match self.run_configuration_hook().await {

@@ -45,6 +45,7 @@ pub mod models;
 pub mod namespaces;
 pub mod native_admin;
 pub mod presets;
+pub mod provisioning;
 pub mod runtime_logs;
 pub mod secrets;
 pub mod service_accounts;

@@ -97,6 +97,7 @@ pub fn work_kind(target: WorkTarget) -> &'static str {
         WorkTarget::RevisionReconcile | WorkTarget::RevisionMaintenance => "agent_revision",
         WorkTarget::AgentStopped => "agent_stop",
         WorkTarget::AgentDeleted => "agent_delete",
+        WorkTarget::AgentProvisioning => "agent_provisioning",
     }
 }
 

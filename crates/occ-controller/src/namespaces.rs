@@ -132,8 +132,13 @@ impl Controller {
             .into_iter()
             .partition(Preset::is_unchanged_seed);
         let kept: Vec<String> = kept.iter().map(|p| p.id.to_string()).collect();
-        if !contents.is_empty() || !kept.is_empty() {
+        // A provisioning job still to run would create resources in it.
+        let provisioning = tx.provisioning_unfinished(id).await?;
+        if !contents.is_empty() || !kept.is_empty() || provisioning {
             let mut parts = Vec::new();
+            if provisioning {
+                parts.push("Agent provisioning jobs that have not finished".to_owned());
+            }
             for (kind, ids) in [
                 ("agents", &contents.agents),
                 ("configurations", &contents.configurations),

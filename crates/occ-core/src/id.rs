@@ -137,6 +137,10 @@ prefixed_id!(
     PresetId, "pre"
 );
 prefixed_id!(
+    /// An Agent provisioning job, the `workId` of `provisionAgent` (`prv_…`).
+    ProvisioningId, "prv"
+);
+prefixed_id!(
     /// A Secret (`sec_…`).
     SecretId, "sec"
 );

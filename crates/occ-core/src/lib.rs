@@ -15,6 +15,7 @@ pub mod inputs;
 pub mod name;
 pub mod native;
 pub mod preset;
+pub mod provisioning;
 pub mod reason;
 pub mod redact;
 pub mod resource;
@@ -27,7 +28,7 @@ pub mod work;
 pub use error::{DetailCode, Error, ErrorCode, ErrorDetail, Result};
 pub use id::{
     AdmissionDecisionId, AgentId, AuditEventId, ConfigurationId, IamId, InstallationId,
-    NamespaceId, PresetId, RequestId, RevisionId, SecretId, ServiceAccountId,
+    NamespaceId, PresetId, ProvisioningId, RequestId, RevisionId, SecretId, ServiceAccountId,
 };
 pub use name::Name;
 pub use reason::ReasonCode;

@@ -138,6 +138,10 @@ reason_codes! {
     NamespaceNotReady = "NAMESPACE_NOT_READY",
     /// The Namespace is not ready yet (pending).
     NamespaceIncomplete = "NAMESPACE_INCOMPLETE",
+    /// An Agent provisioning job created its resources and handed off the first deploy.
+    AgentProvisioned = "AGENT_PROVISIONED",
+    /// An Agent provisioning job stopped at a step (its record names the step and why).
+    AgentProvisioningFailed = "AGENT_PROVISIONING_FAILED",
     /// The Namespace was ensured or removed.
     NamespaceReconciled = "NAMESPACE_RECONCILED",
     /// An adopted Kubernetes namespace is not ready.

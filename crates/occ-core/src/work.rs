@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::id::{AgentId, IamId, NamespaceId, RevisionId};
+use crate::id::{AgentId, IamId, NamespaceId, ProvisioningId, RevisionId};
 use crate::time::Timestamp;
 
 /// First retry delay.
@@ -39,6 +39,8 @@ pub enum WorkTarget {
     RevisionReconcile,
     /// Revision maintenance pass.
     RevisionMaintenance,
+    /// An Agent provisioning job: create what it names, then deploy.
+    AgentProvisioning,
 }
 
 impl WorkTarget {
@@ -50,6 +52,15 @@ impl WorkTarget {
             WorkTarget::AgentStopped => "agent_stop",
             WorkTarget::AgentDeleted => "agent_delete",
             WorkTarget::RevisionReconcile | WorkTarget::RevisionMaintenance => "agent_revision",
+            WorkTarget::AgentProvisioning => "agent_provisioning",
+        }
+    }
+
+    /// The stored `work_kind` column.
+    pub fn work_kind(self) -> &'static str {
+        match self {
+            WorkTarget::AgentProvisioning => "provisioning",
+            _ => "lifecycle",
         }
     }
 
@@ -101,6 +112,10 @@ impl WorkKey {
     /// `agent_revision:<rev>:maintenance:<bucket>`.
     pub fn revision_maintenance(rev: &RevisionId, bucket: u64) -> Self {
         Self(format!("agent_revision:{rev}:maintenance:{bucket}"))
+    }
+    /// `agent_provisioning:<prv>:attempt:<n>`: one per admission or retry of a provisioning job.
+    pub fn agent_provisioning(job: &ProvisioningId, attempt: u32) -> Self {
+        Self(format!("agent_provisioning:{job}:attempt:{attempt}"))
     }
     /// A key read back from storage (trusted: the database checks its format).
     pub fn from_stored(value: String) -> Self {
@@ -205,6 +220,20 @@ impl NewWork {
             actor_id: actor.clone(),
             target,
         }
+    }
+    /// An Agent provisioning job's `attempt`-th run (its lane is the Namespace's).
+    pub fn agent_provisioning(
+        ns: &NamespaceId,
+        job: &ProvisioningId,
+        actor: &IamId,
+        attempt: u32,
+    ) -> Self {
+        Self::namespace(
+            WorkKey::agent_provisioning(job, attempt),
+            ns,
+            actor,
+            WorkTarget::AgentProvisioning,
+        )
     }
     /// Revision reconcile (deploy).
     pub fn revision_reconcile(

@@ -107,6 +107,37 @@ async fn run(program: &str, args: &[&str]) -> Result<(), ComputeError> {
     )))
 }
 
+/// `userdel NAME`, waiting out the last processes of a workload that was just stopped: userdel
+/// refuses (exit 8) while any process still runs as the user, and a stopped unit's processes can
+/// take a moment to be reaped.
+async fn remove_user(name: &str) -> Result<(), ComputeError> {
+    const USER_BUSY: i32 = 8;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let output = tokio::process::Command::new("userdel")
+            .arg(name)
+            .stdin(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .output()
+            .await
+            .map_err(|e| unavailable(format!("cannot run userdel: {e}")))?;
+        if output.status.success() {
+            return Ok(());
+        }
+        if output.status.code() == Some(USER_BUSY) && std::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+            continue;
+        }
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let stderr: String = stderr.chars().take(512).collect();
+        return Err(unavailable(format!(
+            "userdel {name} failed ({}): {}",
+            output.status,
+            stderr.trim()
+        )));
+    }
+}
+
 /// The per-Agent accounts of one host root and Driver, named with one prefix.
 #[derive(Debug, Clone)]
 pub struct Accounts {
@@ -220,7 +251,7 @@ impl Accounts {
             if user.uid.is_root() {
                 return Err(ownership(format!("user {name} has uid 0")));
             }
-            run("userdel", &[&name]).await?;
+            remove_user(&name).await?;
         }
         if lookup_group(&name)?.is_some() {
             run("groupdel", &[&name]).await?;

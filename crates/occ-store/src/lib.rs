@@ -42,6 +42,7 @@ pub mod installation;
 pub mod metrics;
 pub mod namespaces;
 pub mod presets;
+pub mod provisioning;
 pub mod queue;
 pub mod revisions;
 pub mod secrets;
@@ -597,6 +598,10 @@ impl Authorized {
             WorkTarget::RevisionReconcile | WorkTarget::RevisionMaintenance => {
                 agent(&[Action::Deploy])
             }
+            WorkTarget::AgentProvisioning => self.require(
+                &[Action::Create],
+                &ResourceRef::collection(ResourceKind::Agent, ns),
+            ),
         }
     }
 

@@ -81,6 +81,11 @@ const POSTGRES: &[Migration] = &[
         name: "presets",
         sql: include_str!("../migrations/postgres/0011_presets.sql"),
     },
+    Migration {
+        version: 12,
+        name: "agent_provisioning",
+        sql: include_str!("../migrations/postgres/0012_agent_provisioning.sql"),
+    },
 ];
 
 const SQLITE: &[Migration] = &[
@@ -138,6 +143,11 @@ const SQLITE: &[Migration] = &[
         version: 11,
         name: "presets",
         sql: include_str!("../migrations/sqlite/0011_presets.sql"),
+    },
+    Migration {
+        version: 12,
+        name: "agent_provisioning",
+        sql: include_str!("../migrations/sqlite/0012_agent_provisioning.sql"),
     },
 ];
 

@@ -52,6 +52,9 @@ fn target_of(r: &Row, key: &str) -> Result<WorkTarget, StoreError> {
         (None, Some("deleted"), None) => WorkTarget::AgentDeleted,
         (None, None, Some(_)) if key.contains(":maintenance:") => WorkTarget::RevisionMaintenance,
         (None, None, Some(_)) => WorkTarget::RevisionReconcile,
+        (None, None, None) if key.starts_with("agent_provisioning:") => {
+            WorkTarget::AgentProvisioning
+        }
         _ => return Err(StoreError::Corrupt(format!("work {key}: unknown shape"))),
     })
 }
@@ -164,8 +167,8 @@ impl Tx {
         let inserted = self
             .q(sql!(concat!(
                 "INSERT INTO controller_work (idempotency_key, namespace_id, agent_id, revision_id, actor_id, \
-                 namespace_target, agent_target, state, available_at, attempt_count, created_at, updated_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, 'queued', {{now_plus_ms:$8}}, 0, {{now}}, {{now}}) \
+                 namespace_target, agent_target, state, available_at, attempt_count, created_at, updated_at, work_kind) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, 'queued', {{now_plus_ms:$8}}, 0, {{now}}, {{now}}, $9) \
                  ON CONFLICT (idempotency_key) DO NOTHING RETURNING ",
                 work_cols!()
             )))
@@ -177,6 +180,7 @@ impl Tx {
             .bind(work.target.namespace_target())
             .bind(work.target.agent_target())
             .bind(millis(delay))
+            .bind(work.target.work_kind())
             .fetch_optional()
             .await?;
         if let Some(row) = inserted {

@@ -12,7 +12,7 @@ use occ_core::resource::{
     WORKSPACE_FILE_MAX_BYTES, WorkspaceFileName, WorkspaceFiles,
 };
 use occ_core::validate::{Problems, expect_id, expect_name, expect_str, index, type_name};
-use occ_core::{ConfigurationId, DetailCode, IamId, Name, NamespaceId};
+use occ_core::{ConfigurationId, DetailCode, IamId, Name, NamespaceId, RequestId};
 use serde_json::{Map, Value};
 use utoipa::openapi::RefOr;
 use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, Schema, Type};
@@ -62,7 +62,7 @@ macro_rules! id_fields {
     )+};
 }
 
-id_fields!(ConfigurationId, NamespaceId);
+id_fields!(ConfigurationId, NamespaceId, RequestId);
 
 /// IAM ids (identities, Roles, keys): 1..200 characters without whitespace.
 impl<Cx> Field<Cx> for IamId {

@@ -28,6 +28,8 @@ struct Fixture {
     rev: String,
     sec: String,
     pre: String,
+    /// A provisioning job the administrator admitted (queued: no worker runs here).
+    work: String,
     sa: String,
     role: String,
     binding: String,
@@ -84,6 +86,21 @@ async fn fixture() -> Fixture {
         StatusCode::CREATED,
     )
     .created_id();
+    let work = expect(
+        app.call(
+            Method::POST,
+            &format!("/namespaces/{ns}/agents/provision"),
+            &admin,
+            Some(json!({"requestId": "req_00000000-0000-4000-8000-000000000001", "name": "provisioned",
+                "configuration": {"kind": "agent", "values": crate::common::document()}})),
+        )
+        .await,
+        StatusCode::ACCEPTED,
+    )
+    .data()["provisioning"]["workId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let sa = expect(
         app.call(
             Method::POST,
@@ -246,6 +263,7 @@ async fn fixture() -> Fixture {
         rev,
         sec,
         pre,
+        work,
         sa,
         role,
         binding,
@@ -536,6 +554,37 @@ fn rows() -> Vec<Row> {
                 Some(json!({"provider": "openai", "authMethod": "api_key", "apiKey": "sk-test"}))
             },
             expect: ADMIN_ONLY(503),
+            ci: 403,
+        },
+        // Provisioning needs Installation administration; the job in the fixture is the
+        // administrator's, still queued, so a retry conflicts.
+        Row {
+            op: "provisionAgent",
+            method: Method::POST,
+            path: |f| format!("/namespaces/{}/agents/provision", f.ns),
+            body: |_| {
+                Some(
+                    json!({"requestId": "req_00000000-0000-4000-8000-000000000002", "name": "provisioned-2",
+                    "configuration": {"kind": "agent", "values": crate::common::document()}}),
+                )
+            },
+            expect: ADMIN_ONLY(202),
+            ci: 403,
+        },
+        Row {
+            op: "getAgentProvisioning",
+            method: Method::GET,
+            path: |f| format!("/namespaces/{}/agents/provision/{}", f.ns, f.work),
+            body: none,
+            expect: ADMIN_ONLY(200),
+            ci: 403,
+        },
+        Row {
+            op: "retryAgentProvisioning",
+            method: Method::POST,
+            path: |f| format!("/namespaces/{}/agents/provision/{}/retry", f.ns, f.work),
+            body: none,
+            expect: ADMIN_ONLY(409),
             ci: 403,
         },
         Row {

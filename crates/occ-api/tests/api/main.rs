@@ -17,6 +17,7 @@ mod kubernetes;
 mod models;
 mod native_admin;
 mod presets;
+mod provisioning;
 mod redeploy;
 mod resources;
 mod runtime;

@@ -13,13 +13,14 @@
 //! fails with `CONVERGENCE_DEADLINE_EXCEEDED`.
 //!
 //! Work kinds: Namespace ensure/delete ([`namespaces`]), revision reconcile and maintenance
-//! ([`revisions`]), Agent stop and delete ([`agents`]). Gateway exits the Compute Driver
+//! ([`revisions`]), Agent stop and delete ([`agents`]), Agent provisioning ([`provisioning`]). Gateway exits the Compute Driver
 //! reports bring the maintenance pass forward ([`exits`]).
 
 mod agents;
 mod exits;
 pub mod lease;
 mod namespaces;
+mod provisioning;
 mod revisions;
 
 pub(crate) use revisions::revision_target;
@@ -345,6 +346,7 @@ impl Worker {
             }
             WorkTarget::AgentStopped => self.agent_stop(&claim).await,
             WorkTarget::AgentDeleted => self.agent_delete(&claim).await,
+            WorkTarget::AgentProvisioning => self.agent_provisioning(&claim).await,
         };
         let outcome = match result {
             Ok(outcome) => outcome,
@@ -534,5 +536,6 @@ fn operation_name(target: WorkTarget) -> &'static str {
         WorkTarget::RevisionMaintenance => "agent_revision.maintenance",
         WorkTarget::AgentStopped => "agent.stop",
         WorkTarget::AgentDeleted => "agent.delete",
+        WorkTarget::AgentProvisioning => "agent.provision",
     }
 }

@@ -21,6 +21,7 @@ use serde_json::{Value, json};
 
 mod accounts;
 mod exits;
+mod provisioning;
 mod rollback;
 
 fn settings() -> WorkerSettings {
