@@ -920,6 +920,91 @@ fn end_to_end(backend: Backend) {
     let gone = cli.json(&["preset", "delete", &preset_id]);
     assert_eq!(gone, json!({"id": preset_id, "deleted": true}));
 
+    // ---- one-step provisioning from a Preset (no worker runs here: the job stays queued) ----
+    let job = cli.json(&[
+        "agent",
+        "provision",
+        "--preset",
+        "Standard Codex",
+        "--name",
+        "cli-codex",
+        "--var",
+        "model=gpt-5.6-sol",
+        "--var",
+        "modelSecret=sk-cli-provision-0123456789",
+    ]);
+    let work = str_of(&job, "workId").to_owned();
+    assert!(work.starts_with("prv_"), "{job}");
+    assert_eq!(
+        (str_of(&job, "status"), str_of(&job, "phase")),
+        ("queued", "admitted")
+    );
+    // the password became a Secret of the Namespace, never printed
+    let secrets = cli.json(&["secret", "list"]);
+    assert!(
+        secrets
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["name"] == "cli-codex-modelSecret"),
+        "{secrets}"
+    );
+    assert!(!secrets.to_string().contains("sk-cli-provision"));
+    let read = cli.json(&["agent", "provisioning", &work]);
+    assert_eq!(str_of(&read, "workId"), work);
+    let err = cli.fails(&["agent", "provision-retry", &work]);
+    assert_api_error(&err, 409, "RESOURCE_CONFLICT");
+    // variables are checked before anything is sent
+    let err = cli.fails(&[
+        "agent",
+        "provision",
+        "--preset",
+        "Standard Codex",
+        "--var",
+        "colour=red",
+    ]);
+    assert!(err.contains("has no variable colour"), "{err}");
+    let err = cli.fails(&[
+        "agent",
+        "provision",
+        "--preset",
+        "Standard Codex",
+        "--name",
+        "x",
+    ]);
+    assert!(
+        err.contains("needs a value for: model, modelSecret"),
+        "{err}"
+    );
+    let err = cli.fails(&["agent", "provision", "--preset", "no-such-preset"]);
+    assert!(err.contains("no Preset"), "{err}");
+    // a job the API refuses leaves no Secret behind
+    let refused_file = write_json(
+        dir.path(),
+        "refused-preset.json",
+        &json!({"name": "refused", "template": {
+            "variables": {"key": {"type": "password"}},
+            "agent": {"name": "refused-agent", "backendId": "no-such-backend",
+                      "harnessAuth": {"method": "api_key", "secret": "{{ vars.key }}"}},
+            "configuration": {"values": doc("openai/gpt-5")}}}),
+    );
+    let refused = cli.json(&["preset", "create", "--file", &refused_file]);
+    let err = cli.fails(&[
+        "agent",
+        "provision",
+        "--preset",
+        "refused",
+        "--var",
+        "key=sk-refused-0123",
+    ]);
+    assert_api_error(&err, 404, "NOT_FOUND");
+    let secrets = cli.json(&["secret", "list"]);
+    assert!(
+        !secrets.to_string().contains("refused-agent-key"),
+        "{secrets}"
+    );
+    cli.json(&["preset", "delete", str_of(&refused, "id")]);
+
     // ---- API errors: status, code, message and request id on stderr ----
     let err = cli.fails(&["agent", "get", MISSING_AGENT]);
     assert_api_error(&err, 404, "NOT_FOUND");

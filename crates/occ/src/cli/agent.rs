@@ -14,6 +14,7 @@ use super::client::{Client, Output, with_grant_hint, with_use_hint};
 use super::diagnose::{agent_diagnose, runtime_table};
 use super::grants::{grant_control_ui, grant_use};
 use super::logs::{LogsArgs, agent_logs};
+use super::provision::{ProvisionArgs, agent_provision, agent_provisioning};
 use super::render::{AGENT_COLUMNS, REVISION_COLUMNS, cell, read_json};
 use super::revisions::default_runtime_revision;
 
@@ -34,6 +35,22 @@ pub enum AgentCmd {
         id: String,
         #[arg(long)]
         file: PathBuf,
+    },
+    /// Create a Configuration and an Agent and deploy them in one step, from one of the
+    /// Namespace's Presets (`--preset`, `--name`, `--var`) or a `provisionAgent` body file;
+    /// `--wait` follows each step and then the deployment.
+    Provision(ProvisionArgs),
+    /// Show a provisioning job (`prv_…`): its status, the step it is at, what it created.
+    Provisioning {
+        work_id: String,
+        #[command(flatten)]
+        follow: FollowArgs,
+    },
+    /// Retry a failed provisioning job from the step that failed.
+    ProvisionRetry {
+        work_id: String,
+        #[command(flatten)]
+        follow: FollowArgs,
     },
     /// Admit a new revision from the Agent's Configuration and deploy it.
     Deploy {
@@ -120,10 +137,17 @@ pub enum AgentCmd {
 pub struct FollowArgs {
     /// Follow the deployment until it succeeds or fails.
     #[arg(long)]
-    wait: bool,
+    pub(super) wait: bool,
     /// How long to wait, in seconds.
     #[arg(long, default_value_t = 900)]
     wait_timeout_seconds: u64,
+}
+
+impl FollowArgs {
+    /// How long `--wait` follows.
+    pub(super) fn limit(&self) -> Duration {
+        Duration::from_secs(self.wait_timeout_seconds)
+    }
 }
 
 /// `occ agent files …`
@@ -174,6 +198,13 @@ pub async fn agent(c: &Client, cmd: AgentCmd) -> anyhow::Result<()> {
             )
         }
         AgentCmd::Logs(args) => agent_logs(c, &base, args).await,
+        AgentCmd::Provision(args) => agent_provision(c, args).await,
+        AgentCmd::Provisioning { work_id, follow } => {
+            agent_provisioning(c, &work_id, false, &follow).await
+        }
+        AgentCmd::ProvisionRetry { work_id, follow } => {
+            agent_provisioning(c, &work_id, true, &follow).await
+        }
         AgentCmd::GrantUse { id, principal } => {
             let binding = grant_use(c, &id, principal).await?;
             c.print(
@@ -306,12 +337,7 @@ pub(super) async fn admitted(
         "Deployment {rev_id} (revision {}) admitted.",
         cell(&rev["revision"])
     );
-    follow_deployment(
-        c,
-        &format!("{agent}/deployments/{rev_id}"),
-        Duration::from_secs(follow.wait_timeout_seconds),
-    )
-    .await
+    follow_deployment(c, &format!("{agent}/deployments/{rev_id}"), follow.limit()).await
 }
 
 /// Polls a deployment until it ends, printing each change of state or progress.

@@ -22,6 +22,7 @@ mod installation;
 mod logs;
 mod namespace;
 mod preset;
+mod provision;
 mod render;
 mod revisions;
 mod secret;
