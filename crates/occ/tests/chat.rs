@@ -2,9 +2,10 @@
 //! `occ worker` processes and the process Compute Driver, the model being the test kit's fake
 //! OpenAI-compatible provider:
 //!
-//! - the Configuration points a provider at the fake with its key bound from a Secret
-//!   (`secretBindings` + `${FAKE_API_KEY}`), the Agent's principal is granted the Secret, the
-//!   deploy succeeds;
+//! - one `occ agent provision --file … --wait` makes the Configuration pointing a provider at
+//!   the fake with its key bound from a Secret (`secretBindings` + `${FAKE_API_KEY}`), the
+//!   Agent, the Agent principal's grant of the Secret and the deploy, and follows each step and
+//!   the deployment to success;
 //! - `POST …/chat` answers with the fake's reply, the model and the session; the fake saw
 //!   exactly the Secret's value as Bearer;
 //! - with `Accept: text/event-stream` the reply arrives as `delta` events whose concatenation
@@ -104,31 +105,6 @@ async fn an_agent_answers_through_occ_with_its_bound_key() {
         .as_str()
         .unwrap()
         .to_owned();
-    let cfg = s
-        .send(
-            Method::POST,
-            &format!("/namespaces/{ns}/configurations"),
-            Some(json!({
-                "kind": "agent",
-                "values": {
-                    "agents": {"defaults": {"model": {"primary": "fake/fake-model"}}},
-                    "models": {"providers": {"fake": {
-                        "baseUrl": fake.base_url(),
-                        "api": "openai-completions",
-                        "apiKey": "${FAKE_API_KEY}",
-                        "models": [{"id": "fake-model", "name": "Fake model"}],
-                    }}},
-                    "plugins": {"enabled": false},
-                },
-                "secretBindings": {"FAKE_API_KEY": {"source": {"kind": "secret", "namespaceId": ns, "id": secret}}},
-            })),
-        )
-        .await["data"]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let agent = s.agent("talker", &cfg).await;
-
     let key_file = s.dir.path().join("key.json");
     let cli = |args: &[&str]| {
         std::process::Command::new(OCC)
@@ -141,8 +117,64 @@ async fn an_agent_answers_through_occ_with_its_bound_key() {
             .output()
             .expect("occ cli")
     };
-    let granted = cli(&["secret", "grant", &secret, "--agent", &agent]);
-    assert!(granted.status.success(), "{granted:?}");
+    // One step from the CLI: the Configuration, the Agent, its grant of the Secret and the
+    // deploy, followed until the deployment succeeded.
+    let body = s.dir.path().join("provision.json");
+    std::fs::write(
+        &body,
+        serde_json::to_vec(&json!({
+            "name": "talker",
+            "configuration": {
+                "kind": "agent",
+                "values": {
+                    "agents": {"defaults": {"model": {"primary": "fake/fake-model"}}},
+                    "models": {"providers": {"fake": {
+                        "baseUrl": fake.base_url(),
+                        "api": "openai-completions",
+                        "apiKey": "${FAKE_API_KEY}",
+                        "models": [{"id": "fake-model", "name": "Fake model"}],
+                    }}},
+                    "plugins": {"enabled": false},
+                },
+                "secretBindings": {"FAKE_API_KEY": {"source": {"kind": "secret", "namespaceId": ns, "id": secret}}},
+            },
+            "harnessAuth": {"method": "runtime"},
+        }))
+        .unwrap(),
+    )
+    .unwrap();
+    let provisioned = cli(&[
+        "agent",
+        "provision",
+        "--file",
+        body.to_str().unwrap(),
+        "--wait",
+        "-o",
+        "json",
+    ]);
+    let progress = String::from_utf8_lossy(&provisioned.stderr);
+    assert!(provisioned.status.success(), "{provisioned:?}");
+    for step in [
+        "Provisioning prv_",
+        "succeeded (handoff)",
+        "deployment rev_",
+    ] {
+        assert!(progress.contains(step), "{step}: {progress}");
+    }
+    let deployment: Value = serde_json::from_slice(&provisioned.stdout).expect("json");
+    assert_eq!(deployment["status"], "succeeded", "{deployment}");
+    let agents = s
+        .send(Method::GET, &format!("/namespaces/{ns}/agents"), None)
+        .await;
+    let agent = agents["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["name"] == "talker")
+        .expect("the provisioned Agent")["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
 
     // A service key talks to an Agent only once granted `use` on it; the CLI says how.
     let (status, body) = chat(&s, &agent, json!({"message": "hi"})).await;
@@ -159,15 +191,6 @@ async fn an_agent_answers_through_occ_with_its_bound_key() {
     let again = cli(&["agent", "grant-use", &agent]);
     assert!(again.status.success(), "{again:?}");
     assert_eq!(allowed.stdout, again.stdout, "grant-use is idempotent");
-
-    // Not deployed yet: nothing to talk to.
-    let (status, body) = chat(&s, &agent, json!({"message": "hi"})).await;
-    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
-    assert_eq!(body["error"]["code"], "DEPENDENCY_UNAVAILABLE");
-
-    let rev = s.deploy(&agent).await;
-    let settled = s.settled(&agent, &rev).await;
-    assert_eq!(settled["status"], "succeeded", "{settled}");
 
     // One turn, JSON.
     let started = Instant::now();
