@@ -899,8 +899,8 @@ test('the web console, end to end', { timeout: 15 * 60_000 }, async (t) => {
     for (const body of [cfg, secret, agent]) assert.ok(!JSON.stringify(body).includes(KEY), 'the key is never shown');
     assert.ok((await pageApi(page, 'DELETE', `/namespaces/${ns}/agents/${agent.id}`)).status < 300);
 
-    // A Preset whose Agent the API refuses (an unknown Backend): the Configuration made on the
-    // way is deleted again.
+    // A Preset whose Agent the API refuses (an unknown Backend): provisioning refuses it whole
+    // before anything is made.
     const preset = (await pageApi(page, 'POST', `/namespaces/${ns}/presets`, {
       name: 'broken',
       template: { variables: { name: { type: 'string', default: 'broken-agent' } },
@@ -909,15 +909,70 @@ test('the web console, end to end', { timeout: 15 * 60_000 }, async (t) => {
     })).body.data;
     await page.goto(`${URL_BASE}/console/agents/from-preset?namespace=${ns}`);
     await page.selectOption('#preset-select', { label: 'broken' });
-    const cfgCreated = page.waitForResponse((r) => r.url().endsWith(`/namespaces/${ns}/configurations`) && r.request().method() === 'POST');
+    const refused = page.waitForResponse((r) => r.url().endsWith(`/namespaces/${ns}/agents/provision`) && r.request().method() === 'POST');
     await page.click('#preset-submit');
-    const madeCfg = (await (await cfgCreated).json()).data;
+    assert.equal((await refused).status(), 404);
     assert.match(await alertText(page), /Creating an Agent from broken/);
-    assert.equal((await pageApi(page, 'GET', `/namespaces/${ns}/configurations/${madeCfg.id}`)).status, 404,
-      'the Configuration made on the way is gone');
     const agents = (await pageApi(page, 'GET', `/namespaces/${ns}/agents`)).body.data;
     assert.ok(!agents.some((a) => a.name === 'broken-agent'));
     assert.equal((await pageApi(page, 'DELETE', `/namespaces/${ns}/presets/${preset.id}`)).status, 204);
+  });
+
+  await step('one step from a Preset to a chat reply: the provisioning job makes the Configuration, the Agent and its Secret grant and deploys, its steps shown as it runs', async () => {
+    const REPLY = 'Provisioned and answering.';
+    const KEY = 'sk-console-provision-0123456789abcdef';
+    const model = await fakeModel(REPLY);
+    try {
+      const secret = (await pageApi(page, 'POST', `/namespaces/${ns}/secrets`, { name: 'provision-key', value: KEY })).body.data;
+      const preset = (await pageApi(page, 'POST', `/namespaces/${ns}/presets`, {
+        name: 'local model',
+        template: {
+          variables: { name: { type: 'string' }, keySecret: { type: 'string', description: 'The Secret holding the key' } },
+          agent: { name: '{{ vars.name }}', harnessAuth: { method: 'runtime' } },
+          configuration: {
+            values: {
+              agents: { defaults: { model: { primary: 'fake/fake-model' } } },
+              models: { providers: { fake: { baseUrl: model.url, api: 'openai-completions', apiKey: '${FAKE_API_KEY}',
+                models: [{ id: 'fake-model', name: 'Fake model' }] } } },
+            },
+            secretBindings: { FAKE_API_KEY: { source: { kind: 'secret', id: '{{ vars.keySecret }}' } } },
+          },
+        },
+      })).body.data;
+      await page.goto(`${URL_BASE}/console/agents/from-preset?namespace=${ns}`);
+      await page.selectOption('#preset-select', { label: 'local model' });
+      await page.fill('#preset-var-name', 'provisioned');
+      await page.fill('#preset-var-keySecret', secret.id);
+      const admitted = page.waitForResponse((r) => r.url().endsWith(`/namespaces/${ns}/agents/provision`) && r.request().method() === 'POST');
+      const polled = page.waitForResponse((r) => /\/agents\/provision\/prv_[0-9a-f-]+$/.test(r.url()));
+      await page.click('#preset-submit');
+      assert.equal((await admitted).status(), 202);
+      // the job's steps, shown while the worker runs them
+      await page.locator('#preset-progress li[data-phase]').first().waitFor();
+      const steps = await page.locator('#preset-progress li[data-phase]').evaluateAll((els) => els.map((e) => e.dataset.phase));
+      assert.deepEqual(steps, ['admitted', 'configuration', 'transport', 'handoff']);
+      assert.equal((await polled).status(), 200);
+      await page.waitForURL(/\/console\/agents\/agt_[0-9a-f-]+\?/, { timeout: 120_000 });
+      await page.locator('#status', { hasText: 'created from local model and deploying' }).waitFor();
+      const agentId = /\/agents\/(agt_[0-9a-f-]+)/.exec(page.url())[1];
+      const agent = (await pageApi(page, 'GET', `/namespaces/${ns}/agents/${agentId}`)).body.data;
+      const bindings = (await pageApi(page, 'GET', `/namespaces/${ns}/iam/access-bindings`)).body.data;
+      assert.ok(bindings.some((b) => b.subjectId === agent.servicePrincipalId && b.resourceKind === 'secret' && b.resourceId === secret.id),
+        'the job let the Agent use its Secret');
+      await waitState(page, 'running', DEPLOY_TIMEOUT);
+      await page.click('#tab-chat');
+      await page.locator('#chat-message').waitFor({ timeout: 30_000 });
+      await page.fill('#chat-message', 'Are you there?');
+      await page.click('#chat-send');
+      await page.locator('#chat-log .chat-agent[data-state="done"]').waitFor({ timeout: 120_000 });
+      assert.equal(await page.locator('#chat-log .chat-agent .chat-text').last().textContent(), REPLY);
+      assert.ok(model.seen.some((c) => c.authorization === `Bearer ${KEY}`), 'the model got exactly the Secret\'s value');
+      assert.ok(!(await page.content()).includes(KEY), 'the key is never on the page');
+      assert.ok((await pageApi(page, 'DELETE', `/namespaces/${ns}/agents/${agentId}`)).status < 300);
+      assert.equal((await pageApi(page, 'DELETE', `/namespaces/${ns}/presets/${preset.id}`)).status, 204);
+    } finally {
+      model.close();
+    }
   });
 
   await step('Try it: a message through occ, answered by the Agent\'s model with its bound key (after the offer to let the Agent use the Secret)', async () => {

@@ -106,6 +106,35 @@ impl Controller {
             .await
     }
 
+    /// What a new Agent needs besides its references (409 otherwise): a name no Agent of the
+    /// Namespace has, and the workspace file defaults the form was rendered with still current.
+    pub(crate) async fn require_new_agent(
+        &self,
+        tx: &mut Authorized,
+        ns: &NamespaceId,
+        name: &str,
+        workspace_defaults_id: Option<&String>,
+    ) -> Result<(), Error> {
+        if let (Some(given), Some(current)) = (
+            workspace_defaults_id,
+            self.settings.workspace_defaults.as_ref().map(|d| &d.id),
+        ) && given != current
+        {
+            return Err(Error::conflict(
+                "The workspace file defaults changed since the form was loaded; reload it and submit again",
+            ));
+        }
+        if tx
+            .agent_list(ns)
+            .await?
+            .iter()
+            .any(|a| a.name.as_str() == name)
+        {
+            return Err(Error::conflict("An Agent with this name already exists"));
+        }
+        Ok(())
+    }
+
     /// Checks an Agent's harness auth source (exists; the caller may operate the Secret or
     /// read the ServiceAccount) and its Backend (configured).
     pub(crate) async fn authorize_agent_credentials(
@@ -208,23 +237,13 @@ impl Controller {
                 "openclaw.agents.create",
             )
             .await?;
-        if let (Some(given), Some(current)) = (
-            &input.workspace_defaults_id,
-            self.settings.workspace_defaults.as_ref().map(|d| &d.id),
-        ) && given != current
-        {
-            return Err(Error::conflict(
-                "The workspace file defaults changed since the form was loaded; reload it and submit again",
-            ));
-        }
-        if tx
-            .agent_list(ns)
-            .await?
-            .iter()
-            .any(|a| a.name == input.name)
-        {
-            return Err(Error::conflict("An Agent with this name already exists"));
-        }
+        self.require_new_agent(
+            &mut tx,
+            ns,
+            input.name.as_str(),
+            input.workspace_defaults_id.as_ref(),
+        )
+        .await?;
         let agent = Agent {
             service_principal_id: IamId::agent_service_principal(&id),
             id,

@@ -12,6 +12,8 @@ use occ_core::work::{NewWork, WorkKey, WorkState};
 use occ_core::{
     AgentId, ConfigurationId, Error, NamespaceId, ProvisioningId, RequestId, Timestamp,
 };
+use std::borrow::BorrowMut;
+
 use occ_store::{Authorized, StoreError, Tx};
 
 use crate::namespaces::{live_namespace, require_accepting, require_ready};
@@ -57,6 +59,18 @@ impl Controller {
                 audit_action,
             )
             .await?;
+        self.provisioning_authority_in(tx, req, ns, audit_action)
+            .await
+    }
+
+    /// The rest of [`Self::provisioning_authority`] after the Agent collection's `create`.
+    async fn provisioning_authority_in<T: BorrowMut<Tx>>(
+        &self,
+        tx: T,
+        req: &Request,
+        ns: &NamespaceId,
+        audit_action: &str,
+    ) -> Result<T, Error> {
         let tx = self
             .authorize_in(
                 tx,
@@ -111,23 +125,8 @@ impl Controller {
                 PROVISION,
             )
             .await?;
-        if let (Some(given), Some(current)) = (
-            &spec.workspace_defaults_id,
-            self.settings.workspace_defaults.as_ref().map(|d| &d.id),
-        ) && given != current
-        {
-            return Err(Error::conflict(
-                "The workspace file defaults changed since the form was loaded; reload it and submit again",
-            ));
-        }
-        if tx
-            .agent_list(ns)
-            .await?
-            .iter()
-            .any(|a| a.name.as_str() == spec.name)
-        {
-            return Err(Error::conflict("An Agent with this name already exists"));
-        }
+        self.require_new_agent(&mut tx, ns, &spec.name, spec.workspace_defaults_id.as_ref())
+            .await?;
         let planned_agent_id = AgentId::generate();
         // The job deploys the Agent it creates with the caller's authority: a caller who could
         // create it but not deploy it would get a job bound to fail at its last step.
@@ -199,16 +198,7 @@ impl Controller {
                 READ,
             )
             .await?;
-        let tx = self
-            .authorize_in(
-                tx,
-                req,
-                Action::Create,
-                &ResourceRef::collection(ResourceKind::Configuration, ns),
-                READ,
-            )
-            .await?;
-        let mut tx = self.authorize_administer_in(tx, req, READ).await?;
+        let mut tx = self.provisioning_authority_in(tx, req, ns, READ).await?;
         live_namespace(&mut tx, ns).await?;
         let job = own_job(tx.provisioning_get(ns, id).await?, req)?;
         abandoned_as_failed(&mut tx, job).await

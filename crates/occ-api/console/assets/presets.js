@@ -1,9 +1,11 @@
 // A new Agent from one of the Namespace's Presets, in one step: the person picks a Preset and
 // fills in its variables; the console renders the template (as the API's rendering does:
-// `{{ vars.NAME }}`, one pass, a whole reference keeps the variable's type), keeps the password
-// the template uses (a dedicated Agent's harness key) as a new Secret, creates the Configuration
-// and the Agent, lets the Agent use the Secrets it consumes, and deploys it. A step that fails
-// undoes the ones before it.
+// `{{ vars.NAME }}`, one pass, a whole reference keeps the variable's type) and keeps the password
+// the template uses (a dedicated Agent's harness key) as a new Secret. To deploy, it sends one
+// provisioning job (`provisionAgent`: the Configuration, the Agent, its Secret grants, the first
+// deploy) and shows its steps as the worker runs them; a failed step keeps what was made and can
+// be retried there. Without deploying, it creates the Configuration and the Agent and lets the
+// Agent use the Secrets it consumes; a step that fails undoes the ones before it.
 
 import { api, paths } from './api.js';
 import { field, h, replace, setFieldError } from './dom.js';
@@ -147,11 +149,13 @@ export async function presetAgentPage() {
   select.addEventListener('change', showVariables);
   showVariables();
 
+  const progress = h('ol', { class: 'steps', id: 'preset-progress', hidden: true });
   const form = h('form', { class: 'stack', novalidate: true, id: 'preset-form' },
     field({ label: 'Preset', control: select, hint: 'A template of this Namespace: a Configuration, the Agent\'s settings and its variables.' }),
     variables,
     h('label', { class: 'check' }, deployNow, ' Deploy it now'),
-    h('div', { class: 'actions' }, submit));
+    h('div', { class: 'actions' }, submit),
+    progress);
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
     const preset = chosen();
@@ -163,12 +167,19 @@ export async function presetAgentPage() {
     submit.disabled = true;
     const undo = [];
     try {
-      const agent = await createFromPreset(preset, values, undo);
-      if (deployNow.checked) await api('POST', paths.deploy(ctx.ns, agent.id));
-      await navigate(href(`/console/agents/${agent.id}`));
-      showStatus(deployNow.checked
-        ? `Agent ${agent.name} created from ${preset.name} and deploying.`
-        : `Agent ${agent.name} created from ${preset.name}. Deploy it with “Deploy new version”.`);
+      const draft = await draftFromPreset(preset, values, undo);
+      if (deployNow.checked) {
+        const job = await admit(draft);
+        // Admitted: the job owns what it makes from here (a failure keeps it for a retry).
+        undo.length = 0;
+        const done = await followJob(job, progress);
+        await navigate(href(`/console/agents/${done.agentId}`));
+        showStatus(`Agent ${draft.name} created from ${preset.name} and deploying.`);
+      } else {
+        const agent = await createDraft(draft, undo);
+        await navigate(href(`/console/agents/${agent.id}`));
+        showStatus(`Agent ${agent.name} created from ${preset.name}. Deploy it with “Deploy new version”.`);
+      }
     } catch (e) {
       // Nothing half-made stays: what this attempt created goes again, newest first.
       for (const step of undo.reverse()) await step().catch(() => {});
@@ -182,8 +193,71 @@ export async function presetAgentPage() {
     form);
 }
 
-/** A Secret for the harness's password, then the Configuration, the Agent and its grants. */
-async function createFromPreset(preset, values, undo) {
+/** The steps of a provisioning job, in order, with what the person reads for each. */
+const STEPS = [
+  ['admitted', 'Accepted'],
+  ['configuration', 'Configuration'],
+  ['transport', 'Agent and its credentials'],
+  ['handoff', 'First deployment'],
+];
+
+/** A new idempotency key: the same one is sent again only for the same request. */
+function requestId() {
+  const b = crypto.getRandomValues(new Uint8Array(16));
+  b[6] = (b[6] & 0x0f) | 0x40;
+  b[8] = (b[8] & 0x3f) | 0x80;
+  const x = [...b].map((v) => v.toString(16).padStart(2, '0')).join('');
+  return `req_${x.slice(0, 8)}-${x.slice(8, 12)}-${x.slice(12, 16)}-${x.slice(16, 20)}-${x.slice(20)}`;
+}
+
+/** Sends the draft as one provisioning job; its admitted state. */
+async function admit(draft) {
+  const body = { requestId: requestId(), name: draft.name, configuration: draft.configuration, ...draft.agent };
+  return (await api('POST', paths.provision(ctx.ns), body)).data.provisioning;
+}
+
+/** Shows each step of the job as the worker runs it, until it succeeds (its state) or fails. */
+async function followJob(job, list) {
+  list.hidden = false;
+  for (;;) {
+    const at = STEPS.findIndex(([phase]) => phase === job.phase);
+    replace(list, ...STEPS.map(([phase, label], i) => {
+      const state = job.status === 'succeeded' || i < at ? 'done'
+        : i === at ? (job.status === 'failed' ? 'failed' : 'current') : 'waiting';
+      return h('li', { class: `step ${state}`, 'data-phase': phase, 'data-state': state }, label);
+    }));
+    if (job.status === 'succeeded') return job;
+    if (job.status === 'failed') {
+      const retry = h('button', { type: 'button', id: 'preset-retry', 'data-mutating': true }, 'Retry from this step');
+      const failure = h('li', { class: 'step-error', role: 'alert' },
+        `${job.error.code}: ${job.error.message} `, retry);
+      list.append(failure);
+      job = await new Promise((resolve, reject) => retry.addEventListener('click', () => {
+        retry.disabled = true;
+        api('POST', `${paths.provisioning(ctx.ns, job.workId)}/retry`).then((r) => resolve(r.data), reject);
+      }));
+      continue;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    job = (await api('GET', paths.provisioning(ctx.ns, job.workId))).data;
+  }
+}
+
+/** The Configuration and the Agent without deploying, and the Agent's grants of its Secrets. */
+async function createDraft(draft, undo) {
+  const cfg = (await api('POST', paths.configurations(ctx.ns), draft.configuration)).data;
+  undo.push(() => api('DELETE', paths.configuration(ctx.ns, cfg.id)));
+  const agent = (await api('POST', paths.agents(ctx.ns), { name: draft.name, configurationId: cfg.id, ...draft.agent })).data;
+  undo.push(() => api('DELETE', paths.agent(ctx.ns, agent.id)));
+  // The Agent's own identity may use every Secret it consumes.
+  const used = new Set(Object.values(draft.configuration.secretBindings || {}).map((b) => b.source.id));
+  if (draft.agent.harnessAuth && draft.agent.harnessAuth.source) used.add(draft.agent.harnessAuth.source.id);
+  for (const id of used) await letAgentUseSecret(ctx.ns, agent.servicePrincipalId, id);
+  return agent;
+}
+
+/** The Agent a Preset describes with these values; a password becomes a Secret first. */
+async function draftFromPreset(preset, values, undo) {
   const template = preset.template;
   const passwords = Object.entries(template.variables || {}).filter(([, spec]) => spec.type === 'password');
   const plain = { ...values };
@@ -209,18 +283,10 @@ async function createFromPreset(preset, values, undo) {
   if (configuration.secretBindings && Object.keys(configuration.secretBindings).length) {
     request.secretBindings = configuration.secretBindings;
   }
-  const cfg = (await api('POST', paths.configurations(ctx.ns), request)).data;
-  undo.push(() => api('DELETE', paths.configuration(ctx.ns, cfg.id)));
-  const body = { name: agentName, configurationId: cfg.id };
-  if (agentSpec.executionMode) body.executionMode = agentSpec.executionMode;
-  if (harnessAuth !== undefined) body.harnessAuth = harnessAuth;
-  if (agentSpec.backendId) body.backendId = agentSpec.backendId;
-  if (agentSpec.initialWorkspaceFiles) body.initialWorkspaceFiles = agentSpec.initialWorkspaceFiles;
-  const agent = (await api('POST', paths.agents(ctx.ns), body)).data;
-  undo.push(() => api('DELETE', paths.agent(ctx.ns, agent.id)));
-  // The Agent's own identity may use every Secret it consumes.
-  const used = new Set(Object.values(request.secretBindings || {}).map((b) => b.source.id));
-  if (harnessAuth && harnessAuth.source) used.add(harnessAuth.source.id);
-  for (const id of used) await letAgentUseSecret(ctx.ns, agent.servicePrincipalId, id);
-  return agent;
+  const agent = {};
+  if (agentSpec.executionMode) agent.executionMode = agentSpec.executionMode;
+  if (harnessAuth !== undefined) agent.harnessAuth = harnessAuth;
+  if (agentSpec.backendId) agent.backendId = agentSpec.backendId;
+  if (agentSpec.initialWorkspaceFiles) agent.initialWorkspaceFiles = agentSpec.initialWorkspaceFiles;
+  return { name: agentName, configuration: request, agent };
 }

@@ -14,6 +14,8 @@ use serde_json::{Map, Value, json};
 
 const KEYS: &[&str] = &[
     "name",
+    "requestId",
+    "configuration",
     "value",
     "values",
     "kind",
@@ -235,6 +237,18 @@ proptest! {
     }
 
     #[test]
+    fn provision_bodies(b in body(json!({
+        "requestId": "req_00000000-0000-4000-8000-000000000000",
+        "name": "n",
+        "configuration": {"kind": "agent", "values": {}, "secretBindings": {}},
+        "executionMode": "embedded",
+        "harnessAuth": {"method": "runtime"},
+        "initialWorkspaceFiles": {"SOUL.md": CANARY}
+    }))) {
+        parsed::<_, AgentProvisionBody>(&b, &ns())?;
+    }
+
+    #[test]
     fn workspace_file_bodies(b in body(json!({"content": CANARY}))) {
         parsed::<_, WorkspaceFileBody>(&b, &())?;
     }
@@ -332,6 +346,15 @@ fn schemas_admit_valid_bodies_and_refuse_unknown_fields() {
         &ns,
     );
     agree::<_, PresetUpdateBody>(json!({"template": {}}), &ns);
+    agree::<_, AgentProvisionBody>(
+        json!({"requestId": "req_00000000-0000-4000-8000-000000000000", "name": "a",
+               "configuration": {"kind": "agent", "values": {"gateway": {"mode": "local"}},
+                                 "secretBindings": {"MY_KEY": {"source": source}}},
+               "executionMode": "dedicated", "backendId": null,
+               "harnessAuth": {"method": "api_key", "source": source},
+               "initialWorkspaceFiles": {"AGENTS.md": "be brief"}}),
+        &ns,
+    );
     agree::<_, SecretCreateBody>(json!({"name": "s", "value": "é\u{1}x"}), &());
     agree::<_, SecretUpdateBody>(json!({"value": "v"}), &());
     agree::<_, ServiceAccountCreateBody>(json!({"name": "robot"}), &());
