@@ -16,6 +16,7 @@ mod chat;
 mod client;
 mod configuration;
 mod diagnose;
+mod follow;
 mod grants;
 mod iam;
 mod installation;

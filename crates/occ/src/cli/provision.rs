@@ -12,8 +12,8 @@ use occ_core::preset::{Piece, pieces, render};
 use reqwest::Method;
 use serde_json::{Map, Value, json};
 
-use super::agent::{FollowArgs, follow_deployment};
 use super::client::Client;
+use super::follow::{FollowArgs, follow_deployment};
 use super::render::read_json;
 
 /// `occ agent provision`
