@@ -112,6 +112,22 @@ impl Controller {
         self.configurations
             .validate(&spec.configuration_values)
             .map_err(Error::from)?;
+        // What the first deploy would refuse is refused now, before anything is made.
+        let auth = spec.harness_auth.as_ref().ok_or_else(|| {
+            Error::conflict(
+                "The Agent needs a harnessAuth to be deployed; give one (e.g. {\"method\": \"runtime\"})",
+            )
+        })?;
+        if let Some(refusal) = self
+            .compute
+            .refusal(spec.execution_mode, Some(auth))
+            .or_else(|| {
+                self.compute
+                    .secret_refusal(!spec.secret_bindings.is_empty())
+            })
+        {
+            return Err(Error::conflict(refusal));
+        }
         let tx = self
             .authorize_bindings(tx, req, ns, &spec.secret_bindings, PROVISION)
             .await?;
