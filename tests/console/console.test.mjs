@@ -918,31 +918,18 @@ test('the web console, end to end', { timeout: 15 * 60_000 }, async (t) => {
     assert.equal((await pageApi(page, 'DELETE', `/namespaces/${ns}/presets/${preset.id}`)).status, 204);
   });
 
-  await step('one step from a Preset to a chat reply: the provisioning job makes the Configuration, the Agent and its Secret grant and deploys, its steps shown as it runs', async () => {
+  await step('one step from the built-in Standard OpenClaw Preset to a chat reply: the key typed in kept as a Secret, the provisioning job\'s steps shown as it runs', async () => {
     const REPLY = 'Provisioned and answering.';
     const KEY = 'sk-console-provision-0123456789abcdef';
     const model = await fakeModel(REPLY);
     try {
-      const secret = (await pageApi(page, 'POST', `/namespaces/${ns}/secrets`, { name: 'provision-key', value: KEY })).body.data;
-      const preset = (await pageApi(page, 'POST', `/namespaces/${ns}/presets`, {
-        name: 'local model',
-        template: {
-          variables: { name: { type: 'string' }, keySecret: { type: 'string', description: 'The Secret holding the key' } },
-          agent: { name: '{{ vars.name }}', harnessAuth: { method: 'runtime' } },
-          configuration: {
-            values: {
-              agents: { defaults: { model: { primary: 'fake/fake-model' } } },
-              models: { providers: { fake: { baseUrl: model.url, api: 'openai-completions', apiKey: '${FAKE_API_KEY}',
-                models: [{ id: 'fake-model', name: 'Fake model' }] } } },
-            },
-            secretBindings: { FAKE_API_KEY: { source: { kind: 'secret', id: '{{ vars.keySecret }}' } } },
-          },
-        },
-      })).body.data;
       await page.goto(`${URL_BASE}/console/agents/from-preset?namespace=${ns}`);
-      await page.selectOption('#preset-select', { label: 'local model' });
+      await page.selectOption('#preset-select', { label: 'Standard OpenClaw' });
+      assert.equal(await page.inputValue('#preset-var-baseUrl'), 'https://api.openai.com/v1', 'the default is filled in');
       await page.fill('#preset-var-name', 'provisioned');
-      await page.fill('#preset-var-keySecret', secret.id);
+      await page.fill('#preset-var-model', 'fake-model');
+      await page.fill('#preset-var-baseUrl', model.url);
+      await page.fill('#preset-var-modelKey', KEY);
       const admitted = page.waitForResponse((r) => r.url().endsWith(`/namespaces/${ns}/agents/provision`) && r.request().method() === 'POST');
       const polled = page.waitForResponse((r) => /\/agents\/provision\/prv_[0-9a-f-]+$/.test(r.url()));
       await page.click('#preset-submit');
@@ -953,9 +940,14 @@ test('the web console, end to end', { timeout: 15 * 60_000 }, async (t) => {
       assert.deepEqual(steps, ['admitted', 'configuration', 'transport', 'handoff']);
       assert.equal((await polled).status(), 200);
       await page.waitForURL(/\/console\/agents\/agt_[0-9a-f-]+\?/, { timeout: 120_000 });
-      await page.locator('#status', { hasText: 'created from local model and deploying' }).waitFor();
+      await page.locator('#status', { hasText: 'created from Standard OpenClaw and deploying' }).waitFor();
       const agentId = /\/agents\/(agt_[0-9a-f-]+)/.exec(page.url())[1];
       const agent = (await pageApi(page, 'GET', `/namespaces/${ns}/agents/${agentId}`)).body.data;
+      const secrets = (await pageApi(page, 'GET', `/namespaces/${ns}/secrets`)).body.data;
+      const secret = secrets.find((s) => s.name === 'provisioned-modelKey');
+      assert.ok(secret, 'the key typed in is a Secret of the Namespace');
+      const cfg = (await pageApi(page, 'GET', `/namespaces/${ns}/configurations/${agent.configurationId}`)).body.data;
+      assert.equal(cfg.secretBindings.MODEL_API_KEY.source.id, secret.id);
       const bindings = (await pageApi(page, 'GET', `/namespaces/${ns}/iam/access-bindings`)).body.data;
       assert.ok(bindings.some((b) => b.subjectId === agent.servicePrincipalId && b.resourceKind === 'secret' && b.resourceId === secret.id),
         'the job let the Agent use its Secret');
@@ -966,10 +958,10 @@ test('the web console, end to end', { timeout: 15 * 60_000 }, async (t) => {
       await page.click('#chat-send');
       await page.locator('#chat-log .chat-agent[data-state="done"]').waitFor({ timeout: 120_000 });
       assert.equal(await page.locator('#chat-log .chat-agent .chat-text').last().textContent(), REPLY);
-      assert.ok(model.seen.some((c) => c.authorization === `Bearer ${KEY}`), 'the model got exactly the Secret\'s value');
+      assert.ok(model.seen.some((c) => c.authorization === `Bearer ${KEY}`), 'the model got exactly the key typed in');
       assert.ok(!(await page.content()).includes(KEY), 'the key is never on the page');
+      for (const body of [cfg, agent, secret]) assert.ok(!JSON.stringify(body).includes(KEY), 'the key is never shown');
       assert.ok((await pageApi(page, 'DELETE', `/namespaces/${ns}/agents/${agentId}`)).status < 300);
-      assert.equal((await pageApi(page, 'DELETE', `/namespaces/${ns}/presets/${preset.id}`)).status, 204);
     } finally {
       model.close();
     }

@@ -7,8 +7,10 @@
 //! any other `{{ … }}` or `${…}` text stays literal). A string that is one reference keeps the
 //! variable's type when rendered; a reference inside longer text needs a `string` variable.
 //! Object keys may hold references only inside `configuration.values`. A `password` variable has
-//! no stored default and is usable only as the whole of `agent.harnessAuth.secret`: a
-//! credential never lives in a Preset, only the Secret a person supplies when using it does.
+//! no stored default and is usable only as the whole of `agent.harnessAuth.secret` or (an occ
+//! extension) of a Secret binding's `source.id`: a credential never lives in a Preset, only the
+//! Secret a person supplies when using it does (the console and the CLI keep the value as a new
+//! Secret of the Namespace and put its id there).
 
 mod builtin;
 mod render;
@@ -70,8 +72,20 @@ pub const TEMPLATE_MAX_DEPTH: usize = 64;
 /// The most repository entries of `agent.repositoryAccess` or `agent.repositoryBindings`.
 const REPOSITORY_ENTRIES_MAX: usize = 16;
 
-/// Where a password variable may stand (as the whole string).
+/// Where a password variable may stand (as the whole string): the harness credential, or the
+/// Secret of one of the Configuration's bindings ([`is_password_place`]).
 const PASSWORD_PLACE: &str = "/template/agent/harnessAuth/secret";
+/// The bindings whose `source.id` may be a password variable.
+const BINDINGS_PLACE: &str = "/template/configuration/secretBindings/";
+
+/// Whether a password variable may stand at `path` (as the whole string).
+fn is_password_place(path: &str) -> bool {
+    path == PASSWORD_PLACE
+        || path
+            .strip_prefix(BINDINGS_PLACE)
+            .and_then(|rest| rest.strip_suffix("/source/id"))
+            .is_some_and(|binding| !binding.is_empty() && !binding.contains('/'))
+}
 /// Under which object keys may hold variable references.
 const KEYED_PLACE: &str = "/template/configuration/values";
 
@@ -581,10 +595,10 @@ fn check_string(
                 DetailCode::InvalidValue,
                 "names an undeclared variable",
             ),
-            Some(VariableType::Password) if !(whole && path == PASSWORD_PLACE) => problems.push(
+            Some(VariableType::Password) if !(whole && is_password_place(path)) => problems.push(
                 path,
                 DetailCode::InvalidValue,
-                "uses a password variable: only agent.harnessAuth.secret may",
+                "uses a password variable: only agent.harnessAuth.secret or a Secret binding's source.id may",
             ),
             Some(VariableType::Number | VariableType::Boolean) if !whole => problems.push(
                 path,
@@ -798,6 +812,32 @@ mod tests {
         );
         assert!(check(json!({"agent": {"harnessAuth": null}})).is_ok());
         assert!(check(json!({"agent": {"harnessAuth": {"method": "runtime"}}})).is_ok());
+    }
+
+    #[test]
+    fn a_password_may_name_the_secret_of_a_binding_and_nothing_else_there() {
+        let vars = json!({"key": {"type": "password"}});
+        let bound = json!({"variables": vars, "configuration": {"secretBindings": {
+            "MODEL_KEY": {"source": {"kind": "secret", "id": "{{ vars.key }}"}}}}});
+        assert!(check(bound).is_ok());
+        for (template, path) in [
+            (
+                json!({"variables": vars, "configuration": {"secretBindings": {
+                    "MODEL_KEY": {"source": {"kind": "secret", "id": "sec-{{ vars.key }}"}}}}}),
+                "/template/configuration/secretBindings/MODEL_KEY/source/id",
+            ),
+            (
+                json!({"variables": vars, "configuration": {"values": {"k": "{{ vars.key }}"}}}),
+                "/template/configuration/values/k",
+            ),
+            (
+                json!({"variables": vars, "configuration": {"secretBindings": {
+                    "MODEL_KEY": {"source": {"kind": "{{ vars.key }}", "id": SecretId::generate().to_string()}}}}}),
+                "/template/configuration/secretBindings/MODEL_KEY/source/kind",
+            ),
+        ] {
+            assert!(paths(check(template)).contains(&path.to_owned()), "{path}");
+        }
     }
 
     #[test]

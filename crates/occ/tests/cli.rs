@@ -950,6 +950,31 @@ fn end_to_end(backend: Backend) {
         "{secrets}"
     );
     assert!(!secrets.to_string().contains("sk-cli-provision"));
+    // the embedded built-in takes its endpoint's key the same way, bound to the Configuration
+    let embedded = cli.json(&[
+        "agent",
+        "provision",
+        "--preset",
+        "Standard OpenClaw",
+        "--name",
+        "cli-embedded",
+        "--var",
+        "model=local-model",
+        "--var",
+        "baseUrl=http://127.0.0.1:9/v1",
+        "--var",
+        "modelKey=sk-cli-embedded-0123456789",
+    ]);
+    assert_eq!(str_of(&embedded, "status"), "queued", "{embedded}");
+    let secrets = cli.json(&["secret", "list"]);
+    assert!(
+        secrets
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["name"] == "cli-embedded-modelKey"),
+        "{secrets}"
+    );
     let read = cli.json(&["agent", "provisioning", &work]);
     assert_eq!(str_of(&read, "workId"), work);
     let err = cli.fails(&["agent", "provision-retry", &work]);

@@ -256,27 +256,33 @@ async function createDraft(draft, undo) {
   return agent;
 }
 
-/** The Agent a Preset describes with these values; a password becomes a Secret first. */
+/** The Agent a Preset describes with these values; each password becomes a Secret first. */
 async function draftFromPreset(preset, values, undo) {
   const template = preset.template;
   const passwords = Object.entries(template.variables || {}).filter(([, spec]) => spec.type === 'password');
   const plain = { ...values };
   for (const [name] of passwords) delete plain[name];
-  const rendered = render(template, plain);
-  // The one place a password may stand (the API refuses it anywhere else).
-  const secretAt = template.agent && template.agent.harnessAuth && template.agent.harnessAuth.secret;
-  const harnessPassword = typeof secretAt === 'string' ? wholeReference(secretAt) : null;
-  const agentSpec = rendered.agent || {};
-  const agentName = typeof agentSpec.name === 'string' ? agentSpec.name.trim() : '';
+  const named = render(template, plain).agent || {};
+  const agentName = typeof named.name === 'string' ? named.name.trim() : '';
   if (!agentName || wholeReference(agentName) !== null) {
     throw new Error(`${preset.name} names no Agent: give it a name variable or an agent.name`);
   }
-  // A password becomes a Secret of the Namespace; the template names it where the key goes.
-  let harnessAuth = agentSpec.harnessAuth;
-  if (harnessPassword !== null) {
-    const secret = (await api('POST', paths.secrets(ctx.ns), { name: `${agentName}-${harnessPassword}`, value: values[harnessPassword] })).data;
+  // A password becomes a Secret of the Namespace, whose id stands where the template names the
+  // password (a binding's source.id; agent.harnessAuth.secret becomes the harness's source).
+  const secretIds = {};
+  for (const [name] of passwords) {
+    if (values[name] === undefined) continue;
+    const secret = (await api('POST', paths.secrets(ctx.ns), { name: `${agentName}-${name}`, value: values[name] })).data;
     undo.push(() => api('DELETE', paths.secret(ctx.ns, secret.id)));
-    harnessAuth = { method: harnessAuth.method, source: { kind: 'secret', namespaceId: ctx.ns, id: secret.id } };
+    secretIds[name] = secret.id;
+  }
+  const rendered = render(template, { ...plain, ...secretIds });
+  const agentSpec = rendered.agent || {};
+  const secretAt = template.agent && template.agent.harnessAuth && template.agent.harnessAuth.secret;
+  const harnessPassword = typeof secretAt === 'string' ? wholeReference(secretAt) : null;
+  let harnessAuth = agentSpec.harnessAuth;
+  if (harnessPassword !== null && secretIds[harnessPassword]) {
+    harnessAuth = { method: harnessAuth.method, source: { kind: 'secret', namespaceId: ctx.ns, id: secretIds[harnessPassword] } };
   }
   const configuration = rendered.configuration || {};
   const request = { kind: 'agent', values: configuration.values || {} };

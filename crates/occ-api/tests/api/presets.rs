@@ -76,6 +76,20 @@ async fn every_namespace_starts_with_the_built_in_presets() {
             json!(ns)
         );
     }
+    // Each built-in passes the checks of an ordinary Preset (its document, each default filled
+    // in, against the pinned runtime's schema): an administrator could have written it.
+    for builtin in BuiltinPreset::ALL {
+        expect(
+            app.call(
+                Method::POST,
+                &format!("/namespaces/{}/presets", app.default_ns),
+                &admin,
+                Some(json!({"name": format!("copy of {}", builtin.name()), "template": builtin.template()})),
+            )
+            .await,
+            StatusCode::CREATED,
+        );
+    }
     // Reading them needs preset:read, like any Preset.
     let (_, no_preset_read) = app
         .principal_with(

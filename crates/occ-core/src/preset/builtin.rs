@@ -11,7 +11,8 @@ use crate::{Name, Timestamp};
 /// that still holds one as occ wrote it can be deleted (the copy goes with it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BuiltinPreset {
-    /// An embedded OpenClaw Agent on an OpenAI model, its key bound from a Secret.
+    /// An embedded OpenClaw Agent on an OpenAI-compatible endpoint (OpenAI's by default), its
+    /// key given when it is used and kept as a Secret bound as `MODEL_API_KEY`.
     StandardOpenclaw,
     /// A dedicated Codex Agent, signing in with an OpenAI API key given when it is used.
     StandardCodex,
@@ -37,22 +38,24 @@ impl BuiltinPreset {
             Self::StandardOpenclaw => serde_json::json!({
                 "variables": {
                     "name": name,
-                    "model": {"type": "string", "description": "An OpenAI model id, e.g. gpt-5.6-sol"},
-                    "modelKeySecret": {"type": "string",
-                        "description": "The id (sec_…) of a Secret of this Namespace that holds the OpenAI API key"}
+                    "model": {"type": "string", "description": "A model id the endpoint serves, e.g. gpt-5.6-sol"},
+                    "baseUrl": {"type": "string", "default": "https://api.openai.com/v1",
+                        "description": "The OpenAI-compatible endpoint (OpenAI's, or your own, e.g. http://127.0.0.1:8000/v1)"},
+                    "modelKey": {"type": "password",
+                        "description": "The endpoint's API key (kept as a Secret of the Namespace)"}
                 },
                 "agent": {"name": "{{ vars.name }}", "executionMode": "embedded",
                           "harnessAuth": {"method": "runtime"}},
                 "configuration": {
                     "values": {
-                        "agents": {"defaults": {"model": {"primary": "openai/{{ vars.model }}"}}},
-                        "models": {"providers": {"openai": {
-                            "baseUrl": "https://api.openai.com/v1", "api": "openai-responses",
+                        "agents": {"defaults": {"model": {"primary": "openai-compatible/{{ vars.model }}"}}},
+                        "models": {"providers": {"openai-compatible": {
+                            "baseUrl": "{{ vars.baseUrl }}", "api": "openai-completions",
                             "apiKey": "${MODEL_API_KEY}",
                             "models": [{"id": "{{ vars.model }}", "name": "{{ vars.model }}"}]}}}
                     },
                     "secretBindings": {"MODEL_API_KEY":
-                        {"source": {"kind": "secret", "id": "{{ vars.modelKeySecret }}"}}}
+                        {"source": {"kind": "secret", "id": "{{ vars.modelKey }}"}}}
                 }
             }),
             Self::StandardCodex => serde_json::json!({

@@ -279,8 +279,9 @@ fn fill(preset: &Value, args: &ProvisionArgs) -> anyhow::Result<Filled> {
     })
 }
 
-/// The `provisionAgent` body a filled Preset describes; a password variable (only ever the whole
-/// of `agent.harnessAuth.secret`) becomes a Secret of the Namespace first.
+/// The `provisionAgent` body a filled Preset describes; each password variable becomes a Secret
+/// of the Namespace first, whose id stands where the template names the password (a binding's
+/// `source.id`; `agent.harnessAuth.secret` becomes the harness's `source`).
 async fn from_preset(
     c: &Client,
     ns: &str,
@@ -288,14 +289,30 @@ async fn from_preset(
     request_id: &str,
     made_secrets: &mut Vec<String>,
 ) -> anyhow::Result<Value> {
-    let rendered = render(&filled.template, &filled.values);
-    let agent = rendered["agent"].as_object().cloned().unwrap_or_default();
-    let name = agent
-        .get("name")
-        .and_then(Value::as_str)
+    let named = render(&filled.template, &filled.values);
+    let name = named["agent"]["name"]
+        .as_str()
         .filter(|n| !n.contains("{{"))
         .ok_or_else(|| anyhow!("the Preset names no Agent: give --name"))?
         .to_owned();
+    let mut values = filled.values.clone();
+    for (var, value) in &filled.passwords {
+        let secret = c
+            .call(
+                Method::POST,
+                &format!("/namespaces/{ns}/secrets"),
+                Some(json!({"name": format!("{name}-{var}"), "value": value})),
+            )
+            .await?;
+        let id = secret["id"]
+            .as_str()
+            .ok_or_else(|| anyhow!("the Secret response has no id"))?
+            .to_owned();
+        made_secrets.push(id.clone());
+        values.insert(var.clone(), Value::String(id));
+    }
+    let rendered = render(&filled.template, &values);
+    let agent = rendered["agent"].as_object().cloned().unwrap_or_default();
     let mut body = Map::new();
     body.insert("requestId".into(), json!(request_id));
     body.insert("name".into(), json!(name));
@@ -314,7 +331,6 @@ async fn from_preset(
         }
     }
     if let Some(auth) = agent.get("harnessAuth") {
-        let method = auth["method"].clone();
         let secret_var = filled.template["agent"]["harnessAuth"]["secret"]
             .as_str()
             .and_then(|s| match pieces(s).ok()?.as_slice() {
@@ -323,23 +339,11 @@ async fn from_preset(
             });
         let auth = match secret_var {
             Some(var) => {
-                let value = filled
-                    .passwords
+                let id = values
                     .get(&var)
+                    .filter(|_| filled.passwords.contains_key(&var))
                     .ok_or_else(|| anyhow!("the Preset needs --var {var}=VALUE (a password)"))?;
-                let secret = c
-                    .call(
-                        Method::POST,
-                        &format!("/namespaces/{ns}/secrets"),
-                        Some(json!({"name": format!("{name}-{var}"), "value": value})),
-                    )
-                    .await?;
-                let id = secret["id"]
-                    .as_str()
-                    .ok_or_else(|| anyhow!("the Secret response has no id"))?
-                    .to_owned();
-                made_secrets.push(id.clone());
-                json!({"method": method, "source": {"kind": "secret", "namespaceId": ns, "id": id}})
+                json!({"method": auth["method"], "source": {"kind": "secret", "namespaceId": ns, "id": id}})
             }
             None => auth.clone(),
         };
