@@ -217,34 +217,17 @@ async fn references_names_and_request_ids_are_checked_before_anything_is_queued(
         .as_object_mut()
         .unwrap()
         .remove("harnessAuth");
-    let r = provision(&app, &admin, unauthenticated).await;
-    assert_eq!(
-        (r.status, r.code()),
-        (StatusCode::CONFLICT, "RESOURCE_CONFLICT")
-    );
-    assert!(
-        r.body["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("harnessAuth"),
-        "{}",
-        r.body
-    );
     let mut dedicated = body(&request_id(), "dedicated");
     dedicated["executionMode"] = json!("dedicated");
-    let r = provision(&app, &admin, dedicated).await;
-    assert_eq!(
-        (r.status, r.code()),
-        (StatusCode::CONFLICT, "RESOURCE_CONFLICT")
-    );
-    assert!(
-        r.body["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("dedicated"),
-        "{}",
-        r.body
-    );
+    for (refused, named) in [(unauthenticated, "harnessAuth"), (dedicated, "dedicated")] {
+        let r = provision(&app, &admin, refused).await;
+        assert_eq!(
+            (r.status, r.code()),
+            (StatusCode::CONFLICT, "RESOURCE_CONFLICT")
+        );
+        let message = r.body["error"]["message"].as_str().unwrap();
+        assert!(message.contains(named), "{named}: {message}");
+    }
     // The same requestId: the same job for the same request, 409 for another.
     let request = request_id();
     let first = expect(
