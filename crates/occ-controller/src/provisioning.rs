@@ -112,6 +112,21 @@ impl Controller {
         self.configurations
             .validate(&spec.configuration_values)
             .map_err(Error::from)?;
+        let tx = self
+            .authorize_bindings(tx, req, ns, &spec.secret_bindings, PROVISION)
+            .await?;
+        let mut tx = self
+            .authorize_agent_credentials(
+                tx,
+                req,
+                ns,
+                spec.harness_auth.as_ref(),
+                spec.backend_id.as_deref(),
+                PROVISION,
+            )
+            .await?;
+        self.require_new_agent(&mut tx, ns, &spec.name, spec.workspace_defaults_id.as_ref())
+            .await?;
         // What the first deploy would refuse is refused now, before anything is made.
         let auth = spec.harness_auth.as_ref().ok_or_else(|| {
             Error::conflict(
@@ -128,21 +143,6 @@ impl Controller {
         {
             return Err(Error::conflict(refusal));
         }
-        let tx = self
-            .authorize_bindings(tx, req, ns, &spec.secret_bindings, PROVISION)
-            .await?;
-        let mut tx = self
-            .authorize_agent_credentials(
-                tx,
-                req,
-                ns,
-                spec.harness_auth.as_ref(),
-                spec.backend_id.as_deref(),
-                PROVISION,
-            )
-            .await?;
-        self.require_new_agent(&mut tx, ns, &spec.name, spec.workspace_defaults_id.as_ref())
-            .await?;
         let planned_agent_id = AgentId::generate();
         // The job deploys the Agent it creates with the caller's authority: a caller who could
         // create it but not deploy it would get a job bound to fail at its last step.
