@@ -92,7 +92,8 @@ async fn fixture() -> Fixture {
             &format!("/namespaces/{ns}/agents/provision"),
             &admin,
             Some(json!({"requestId": "req_00000000-0000-4000-8000-000000000001", "name": "provisioned",
-                "configuration": {"kind": "agent", "values": crate::common::document()}})),
+                "configuration": {"kind": "agent", "values": crate::common::document()},
+                "harnessAuth": {"method": "runtime"}})),
         )
         .await,
         StatusCode::ACCEPTED,
@@ -565,7 +566,8 @@ fn rows() -> Vec<Row> {
             body: |_| {
                 Some(
                     json!({"requestId": "req_00000000-0000-4000-8000-000000000002", "name": "provisioned-2",
-                    "configuration": {"kind": "agent", "values": crate::common::document()}}),
+                    "configuration": {"kind": "agent", "values": crate::common::document()},
+                "harnessAuth": {"method": "runtime"}}),
                 )
             },
             expect: ADMIN_ONLY(202),
