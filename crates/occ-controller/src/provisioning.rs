@@ -10,7 +10,7 @@ use occ_core::provisioning::{
 };
 use occ_core::work::{NewWork, WorkKey, WorkState};
 use occ_core::{
-    AgentId, ConfigurationId, Error, NamespaceId, ProvisioningId, RequestId, Timestamp,
+    AgentId, ConfigurationId, Error, NamespaceId, ProvisioningId, ReasonCode, RequestId, Timestamp,
 };
 use std::borrow::BorrowMut;
 
@@ -30,15 +30,6 @@ pub struct ProvisionInput {
     pub request_id: RequestId,
     /// What to create.
     pub spec: ProvisionSpec,
-}
-
-/// What admission did.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Admitted {
-    /// The job.
-    pub job: Provisioning,
-    /// False when the same request was admitted before (nothing new was queued).
-    pub new: bool,
 }
 
 impl Controller {
@@ -84,13 +75,13 @@ impl Controller {
     }
 
     /// Admits a provisioning job (202). The same caller's `requestId` with the same request
-    /// returns the job it admitted; with another request it is a 409.
+    /// returns the job it admitted (nothing new is queued); with another request it is a 409.
     pub async fn agent_provision(
         &self,
         req: &Request,
         ns: &NamespaceId,
         input: ProvisionInput,
-    ) -> Result<Admitted, Error> {
+    ) -> Result<Provisioning, Error> {
         let mut tx = self.provisioning_authority(req, ns, PROVISION).await?;
         let namespace = live_namespace(&mut tx, ns).await?;
         require_accepting(&namespace)?;
@@ -103,7 +94,7 @@ impl Controller {
         let fingerprint = spec.fingerprint();
         if let Some(job) = tx.provisioning_find(ns, &actor, &request_id).await? {
             if job.fingerprint == fingerprint {
-                return Ok(Admitted { job, new: false });
+                return Ok(job);
             }
             return Err(Error::conflict(
                 "This requestId was used for a different provisioning request; send a new requestId",
@@ -196,7 +187,7 @@ impl Controller {
             .detail("configurationId", job.planned_configuration_id.as_str());
         tx.audit_append(&event).await?;
         tx.commit().await?;
-        Ok(Admitted { job, new: true })
+        Ok(job)
     }
 
     /// A job the caller admitted (404 for anyone else's).
@@ -281,7 +272,7 @@ async fn abandoned_as_failed(tx: &mut Tx, mut job: Provisioning) -> Result<Provi
             job.error = Some(ProvisioningError::new(
                 work.reason_code
                     .as_deref()
-                    .unwrap_or("MAX_ATTEMPTS_EXHAUSTED"),
+                    .unwrap_or(ReasonCode::MaxAttemptsExhausted.as_str()),
                 "The worker gave up on this job; retry it",
             ));
         }

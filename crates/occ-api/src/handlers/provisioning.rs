@@ -27,11 +27,11 @@ pub async fn provision_agent(
 ) -> Result<impl IntoResponse, ApiError> {
     let ns = p.ns()?;
     let input = AgentProvisionBody::parse(&body, ns)?;
-    let admitted = s
+    let job = s
         .controller
         .agent_provision(&ctx.req, ns, input.into())
         .await?;
-    Ok(accepted(ProvisionedView::from(&admitted.job)))
+    Ok(accepted(ProvisionedView::from(&job)))
 }
 
 /// A provisioning job the caller admitted: its status, phase, what it created, and why it failed.
