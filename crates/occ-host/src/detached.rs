@@ -35,7 +35,8 @@ use crate::layout::{
 };
 use crate::logs::GatewayLog;
 use crate::process::{
-    is_same_process, port_is_free, process_start_time, startup_output, stop_group, workload_alive,
+    held_until_recorded, is_same_process, port_is_free, process_start_time, release,
+    startup_output, stop_group, workload_alive,
 };
 use crate::runtime::OpenclawRuntime;
 use crate::sandbox::{PrivateNetwork, SandboxSettings, View};
@@ -368,6 +369,7 @@ pub(crate) async fn start(
         .arg(bind.as_str())
         .envs(environment)
         .current_dir(agent_dir.join("state"));
+    let mut cmd = held_until_recorded(&cmd);
     let mut cmd = match sandbox {
         Some(sandbox) => {
             let mut view = gateway_view(runtime, agent_dir, rev)?;
@@ -393,7 +395,7 @@ pub(crate) async fn start(
             cmd
         }
     };
-    cmd.stdin(Stdio::null())
+    cmd.stdin(Stdio::piped())
         .stdout(log)
         .stderr(log_err)
         .kill_on_drop(false);
@@ -416,6 +418,8 @@ pub(crate) async fn start(
         port,
     };
     write_json(&agent_dir.join("gateway.json"), &record)?;
+    // Held until now: a worker killed before the record leaves nothing running.
+    let _ = release(&mut child);
     tracing::info!(pid, port, revision = %rev.revision_id, "gateway started");
     let (exit_tx, mut exit_rx) = tokio::sync::oneshot::channel();
     // Reap it whenever it exits, so it never lingers as a zombie of this process. During startup

@@ -1,9 +1,12 @@
 //! Facts about processes and ports on this machine, as the supervisors need them: a process's
 //! start time (so a recycled pid is never mistaken for a gateway), signals to a gateway's process
-//! group, whether a loopback port is free, and the tail of a log for failure messages
-//! (redacted when it is a gateway's, which was handed secrets).
+//! group, whether a loopback port is free, the hold that keeps a workload from running before
+//! its spawner recorded it, and the tail of a log for failure messages (redacted when it is a
+//! gateway's, which was handed secrets).
 
+use std::os::fd::AsFd;
 use std::path::Path;
+use std::process::Stdio;
 
 use occ_core::compute::{OUTPUT_LINES, RevisionContext};
 
@@ -106,6 +109,48 @@ pub(crate) async fn stop_group(
     Ok(())
 }
 
+/// The shell line of [`held_until_recorded`]: one line `start` on stdin runs the workload in
+/// place (same pid, stdin back to `/dev/null`); end of input (its spawner died) ends it.
+const HOLD: &str = r#"read -r go && [ "$go" = start ] && exec "$@" </dev/null"#;
+
+/// `inner` (a program started from an empty environment, with its arguments, environment and
+/// working directory) held in a shell until [`release`]. A supervisor records a workload's pid
+/// right after the spawn; a supervisor killed between the two would leave a workload nobody
+/// can find (one holding the Agent's port, say). Held, such a workload sees its stdin close
+/// and exits without having run. The caller sets the other stdio, the group and the user.
+pub(crate) fn held_until_recorded(inner: &tokio::process::Command) -> tokio::process::Command {
+    let inner = inner.as_std();
+    let mut held = tokio::process::Command::new("/bin/sh");
+    held.arg("-c")
+        .arg(HOLD)
+        .arg("occ-held")
+        .arg(inner.get_program())
+        .args(inner.get_args())
+        .env_clear();
+    for (name, value) in inner.get_envs() {
+        if let Some(value) = value {
+            held.env(name, value);
+        }
+    }
+    if let Some(dir) = inner.get_current_dir() {
+        held.current_dir(dir);
+    }
+    held.stdin(Stdio::piped());
+    held
+}
+
+/// Lets a workload started by [`held_until_recorded`] run, once its record is written. An error
+/// means it is gone already (its exit is reported as any other).
+pub(crate) fn release(child: &mut tokio::process::Child) -> std::io::Result<()> {
+    let stdin = child
+        .stdin
+        .take()
+        .ok_or_else(|| std::io::Error::other("the held workload has no stdin"))?;
+    // Six bytes into an empty pipe: never blocks.
+    nix::unistd::write(stdin.as_fd(), b"start\n")?;
+    Ok(())
+}
+
 /// Whether nothing listens on `127.0.0.1:<port>` now.
 pub(crate) fn port_is_free(port: u16) -> bool {
     std::net::TcpListener::bind(("127.0.0.1", port)).is_ok()
@@ -143,6 +188,40 @@ pub(crate) fn startup_output(log: &Path, ctx: &RevisionContext, token: &str) -> 
 mod tests {
     use super::*;
     use occ_core::compute::SecretText;
+
+    /// A `sh` workload that leaves `ran` (its environment's `MARK` and working directory) in
+    /// `dir` when it runs, held.
+    fn held_marker(dir: &Path) -> tokio::process::Command {
+        let mut inner = tokio::process::Command::new("/bin/sh");
+        inner
+            .args(["-c", r#"echo "$MARK $(pwd)" > ran; cat"#])
+            .env_clear()
+            .env("MARK", "m1")
+            .current_dir(dir);
+        let mut held = held_until_recorded(&inner);
+        held.stdout(Stdio::null()).kill_on_drop(true);
+        held
+    }
+
+    /// Released, the workload runs as it was described (environment, working directory) with
+    /// stdin at `/dev/null` (so `cat` ends at once); its spawner dying first (its end of the
+    /// pipe closes) ends it without its having run.
+    #[tokio::test]
+    async fn a_held_workload_runs_only_once_released() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut child = held_marker(dir.path()).spawn().expect("spawn");
+        release(&mut child).expect("release");
+        assert!(child.wait().await.expect("wait").success());
+        let ran = std::fs::read_to_string(dir.path().join("ran")).expect("it ran");
+        assert_eq!(ran.trim(), format!("m1 {}", dir.path().display()));
+
+        let other = tempfile::tempdir().expect("tempdir");
+        let mut child = held_marker(other.path()).spawn().expect("spawn");
+        drop(child.stdin.take());
+        let status = child.wait().await.expect("wait");
+        assert!(!status.success(), "{status}");
+        assert!(!other.path().join("ran").exists(), "it never ran");
+    }
 
     #[test]
     fn startup_output_is_the_redacted_end_of_the_log() {

@@ -80,7 +80,9 @@ fn driver(root: &Path, runtime_root: PathBuf, model: &FakeModel) -> ProcessCompu
             root: root.to_path_buf(),
             runtime_root,
             port_range: 29300..=29399,
-            ready_timeout: Duration::from_secs(180),
+            // Bounds for a hang, not for speed: on the 2-core CI machine beside two other
+            // gateway suites the first activation alone has taken four minutes.
+            ready_timeout: Duration::from_secs(360),
             stop_timeout: Duration::from_secs(10),
             path: path(),
         },
@@ -100,7 +102,7 @@ fn driver(root: &Path, runtime_root: PathBuf, model: &FakeModel) -> ProcessCompu
         dedicated: Some(DedicatedSettings {
             launcher: PathBuf::from(env!("CARGO_BIN_EXE_occ")),
             model_base_url: Some(model.base_url()),
-            ready_timeout: Duration::from_secs(240),
+            ready_timeout: Duration::from_secs(480),
         }),
     })
     .expect("driver")

@@ -20,7 +20,9 @@ use serde::{Deserialize, Serialize};
 use crate::detached::StopRequest;
 use crate::failure::unavailable;
 use crate::layout::{open_output, read_json, remove_file, write_json};
-use crate::process::{is_same_process, process_start_time, stop_group, workload_alive};
+use crate::process::{
+    held_until_recorded, is_same_process, process_start_time, release, stop_group, workload_alive,
+};
 use crate::sandbox::{SandboxSettings, View};
 
 /// `harness.json`: enough to find the exact launcher again after a restart.
@@ -137,6 +139,7 @@ pub(crate) fn start(launch: HarnessLaunch<'_>) -> Result<HarnessRecord, ComputeE
     {
         cmd.envs(network.proxy_environment());
     }
+    let mut cmd = held_until_recorded(&cmd);
     let mut cmd = match &launch.sandbox {
         Some((sandbox, view)) => sandbox
             .wrap(&cmd, view)
@@ -147,7 +150,7 @@ pub(crate) fn start(launch: HarnessLaunch<'_>) -> Result<HarnessRecord, ComputeE
             cmd
         }
     };
-    cmd.stdin(Stdio::null())
+    cmd.stdin(Stdio::piped())
         .stdout(out)
         .stderr(err)
         .kill_on_drop(false);
@@ -167,6 +170,8 @@ pub(crate) fn start(launch: HarnessLaunch<'_>) -> Result<HarnessRecord, ComputeE
         revision_id: launch.rev.revision_id.to_string(),
     };
     write_json(&launch.agent_dir.join(RECORD), &record)?;
+    // Held until now: a worker killed before the record leaves nothing running.
+    let _ = release(&mut child);
     tracing::info!(pid, revision = %launch.rev.revision_id, "harness started");
     tokio::spawn({
         let exits = launch.exits.clone();
