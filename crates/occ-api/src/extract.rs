@@ -242,6 +242,7 @@ pub struct Params {
     configuration: Option<occ_core::ConfigurationId>,
     secret: Option<occ_core::SecretId>,
     preset: Option<occ_core::PresetId>,
+    credential_source: Option<occ_core::CredentialSourceId>,
     work: Option<occ_core::ProvisioningId>,
     service_account: Option<occ_core::ServiceAccountId>,
     revision: Option<occ_core::RevisionId>,
@@ -276,6 +277,9 @@ impl FromRequestParts<AppState> for Params {
                 "configurationId" => params.configuration = parse_param(value, name, "cfg")?,
                 "secretId" => params.secret = parse_param(value, name, "sec")?,
                 "presetId" => params.preset = parse_param(value, name, "pre")?,
+                "credentialSourceId" => {
+                    params.credential_source = parse_param(value, name, "cs")?;
+                }
                 "workId" => params.work = parse_param(value, name, "prv")?,
                 "serviceAccountId" => params.service_account = parse_param(value, name, "sa")?,
                 "revisionId" | "deploymentId" => params.revision = parse_param(value, name, "rev")?,
@@ -336,6 +340,13 @@ impl Params {
     pub fn secret(&self) -> Result<&occ_core::SecretId, ApiError> {
         self.secret.as_ref().ok_or_else(|| missing("secretId"))
     }
+    /// `{credentialSourceId}`.
+    pub fn credential_source(&self) -> Result<&occ_core::CredentialSourceId, ApiError> {
+        self.credential_source
+            .as_ref()
+            .ok_or_else(|| missing("credentialSourceId"))
+    }
+
     /// `{presetId}`.
     pub fn preset(&self) -> Result<&occ_core::PresetId, ApiError> {
         self.preset.as_ref().ok_or_else(|| missing("presetId"))

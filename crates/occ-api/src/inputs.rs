@@ -86,6 +86,30 @@ request_body! {
 }
 
 request_body! {
+    /// `POST /namespaces/{namespaceId}/credential-sources`.
+    pub struct CredentialSourceCreateBody in NamespaceId {
+        /// Unique per Namespace.
+        required "name" => name: Name,
+        /// A type the Credential Gateway's catalog offers (`openai`, `anthropic`).
+        required "type" => source_type: SourceTypeName,
+        /// The type's non-secret settings (`base_url`), at most 32.
+        optional "config" => config: SourceConfig,
+        /// The type's Secret fields (`api_key`) → Secrets of this Namespace, at most 16.
+        optional "secrets" => secrets: SourceSecrets,
+    }
+}
+
+request_body! {
+    /// `PATCH /namespaces/{namespaceId}/credential-sources/{credentialSourceId}`: the source's
+    /// Secrets, replaced as a whole.
+    pub struct CredentialSourceUpdateBody in NamespaceId {
+        /// The type's Secret fields → Secrets of this Namespace (the reference's schema makes
+        /// it optional; a PATCH without it changes nothing and is refused with 400).
+        optional "secrets" => secrets: SourceSecrets,
+    }
+}
+
+request_body! {
     /// `POST /namespaces/{namespaceId}/secrets`.
     pub struct SecretCreateBody {
         /// Unique per Namespace.

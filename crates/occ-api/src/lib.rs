@@ -42,8 +42,8 @@ pub use state::{ApiSettings, AppState};
 use envelope::{AUTH_ROUTE_ERRORS, REQUEST_ID};
 use error::ApiError;
 use handlers::{
-    agents, auth, chat, configurations, iam, namespaces, native_admin, presets, provisioning,
-    runtime_logs, secrets, service_accounts, service_principals, workspace,
+    agents, auth, chat, configurations, credential_sources, iam, namespaces, native_admin, presets,
+    provisioning, runtime_logs, secrets, service_accounts, service_principals, workspace,
 };
 
 /// The generated OpenAPI document and the router that serves it.
@@ -71,6 +71,15 @@ pub fn router_and_openapi(state: AppState) -> (axum::Router, utoipa::openapi::Op
             presets::get_preset,
             presets::update_preset,
             presets::delete_preset
+        ))
+        .routes(routes!(
+            credential_sources::list_credential_sources,
+            credential_sources::create_credential_source
+        ))
+        .routes(routes!(
+            credential_sources::get_credential_source,
+            credential_sources::update_credential_source,
+            credential_sources::delete_credential_source
         ))
         .routes(routes!(secrets::list_secrets, secrets::create_secret))
         .routes(routes!(

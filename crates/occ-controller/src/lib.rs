@@ -36,6 +36,7 @@ mod authorization;
 pub mod bootstrap;
 pub mod chat;
 pub mod configurations;
+pub mod credential_sources;
 pub mod deployment_runtime;
 pub mod deployments;
 pub mod iam;

@@ -144,6 +144,7 @@ impl Controller {
                 ("configurations", &contents.configurations),
                 ("secrets", &contents.secrets),
                 ("service accounts", &contents.service_accounts),
+                ("credential sources", &contents.credential_sources),
                 ("presets", &kept),
             ] {
                 if !ids.is_empty() {

@@ -156,6 +156,13 @@ impl Controller {
                 configs.join(", ")
             )));
         }
+        let sources = tx.secret_referencing_credential_sources(ns, id).await?;
+        if !sources.is_empty() {
+            return Err(Error::conflict(format!(
+                "The Secret holds a credential of credential source(s) {}",
+                sources.join(", ")
+            )));
+        }
         let removed = tx
             .binding_delete_targeting(ResourceKind::Secret, id.as_str())
             .await?;

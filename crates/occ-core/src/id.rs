@@ -137,6 +137,10 @@ prefixed_id!(
     PresetId, "pre"
 );
 prefixed_id!(
+    /// A credential source, a Namespace's saved provider connection (`cs_…`).
+    CredentialSourceId, "cs"
+);
+prefixed_id!(
     /// An Agent provisioning job, the `workId` of `provisionAgent` (`prv_…`).
     ProvisioningId, "prv"
 );

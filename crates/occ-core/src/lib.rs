@@ -7,6 +7,7 @@
 pub mod audit;
 pub mod authz;
 pub mod compute;
+pub mod credential_source;
 pub mod env_name;
 pub mod error;
 pub mod iam;
@@ -27,8 +28,9 @@ pub mod work;
 
 pub use error::{DetailCode, Error, ErrorCode, ErrorDetail, Result};
 pub use id::{
-    AdmissionDecisionId, AgentId, AuditEventId, ConfigurationId, IamId, InstallationId,
-    NamespaceId, PresetId, ProvisioningId, RequestId, RevisionId, SecretId, ServiceAccountId,
+    AdmissionDecisionId, AgentId, AuditEventId, ConfigurationId, CredentialSourceId, IamId,
+    InstallationId, NamespaceId, PresetId, ProvisioningId, RequestId, RevisionId, SecretId,
+    ServiceAccountId,
 };
 pub use name::Name;
 pub use reason::ReasonCode;

@@ -162,7 +162,7 @@ fn walk(v: &Value, path: &str, depth: usize, problems: &mut Problems) {
     }
 }
 
-fn is_http_url(s: &str) -> bool {
+pub(crate) fn is_http_url(s: &str) -> bool {
     let lower = s.to_ascii_lowercase();
     let rest = if let Some(r) = lower.strip_prefix("https://") {
         r

@@ -37,6 +37,7 @@ pub mod agent_runtime;
 pub mod agents;
 pub mod audit;
 pub mod configurations;
+pub mod credential_sources;
 pub mod iam;
 pub mod installation;
 pub mod metrics;

@@ -86,6 +86,11 @@ const POSTGRES: &[Migration] = &[
         name: "agent_provisioning",
         sql: include_str!("../migrations/postgres/0012_agent_provisioning.sql"),
     },
+    Migration {
+        version: 13,
+        name: "credential_sources",
+        sql: include_str!("../migrations/postgres/0013_credential_sources.sql"),
+    },
 ];
 
 const SQLITE: &[Migration] = &[
@@ -148,6 +153,11 @@ const SQLITE: &[Migration] = &[
         version: 12,
         name: "agent_provisioning",
         sql: include_str!("../migrations/sqlite/0012_agent_provisioning.sql"),
+    },
+    Migration {
+        version: 13,
+        name: "credential_sources",
+        sql: include_str!("../migrations/sqlite/0013_credential_sources.sql"),
     },
 ];
 

@@ -38,6 +38,8 @@ pub struct NamespaceContents {
     pub secrets: Vec<String>,
     /// ServiceAccount ids.
     pub service_accounts: Vec<String>,
+    /// Credential source ids.
+    pub credential_sources: Vec<String>,
 }
 
 impl NamespaceContents {
@@ -47,6 +49,7 @@ impl NamespaceContents {
             && self.configurations.is_empty()
             && self.secrets.is_empty()
             && self.service_accounts.is_empty()
+            && self.credential_sources.is_empty()
     }
 }
 
@@ -145,6 +148,7 @@ impl Tx {
                  UNION ALL SELECT 'configuration', id FROM configurations WHERE namespace_id = $1 \
                  UNION ALL SELECT 'secret', id FROM secrets WHERE namespace_id = $1 \
                  UNION ALL SELECT 'service_account', id FROM service_accounts WHERE namespace_id = $1 \
+                 UNION ALL SELECT 'credential_source', id FROM credential_sources WHERE namespace_id = $1 \
                  ORDER BY 1, 2"
             ))
             .bind(id.as_str())
@@ -157,6 +161,7 @@ impl Tx {
                 "agent" => contents.agents.push(id),
                 "configuration" => contents.configurations.push(id),
                 "secret" => contents.secrets.push(id),
+                "credential_source" => contents.credential_sources.push(id),
                 _ => contents.service_accounts.push(id),
             }
         }

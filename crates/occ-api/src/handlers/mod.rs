@@ -4,6 +4,7 @@ pub mod agents;
 pub mod auth;
 pub mod chat;
 pub mod configurations;
+pub mod credential_sources;
 pub mod iam;
 pub mod namespaces;
 pub mod native_admin;

@@ -680,3 +680,76 @@ impl Field<NamespaceId> for PresetTemplate {
         )
     }
 }
+
+/// A credential source's `type`: `^[a-z][a-z0-9-]{0,63}$` (whether the catalog offers it is
+/// the operation's 409).
+#[derive(Debug, Clone)]
+pub struct SourceTypeName(pub String);
+
+impl<Cx> Field<Cx> for SourceTypeName {
+    fn parse(value: &Value, path: &str, _: &Cx, problems: &mut Problems) -> Option<Self> {
+        let s = expect_str(value, path, problems)?;
+        if !occ_core::credential_source::is_type_name(s) {
+            let code = if s.len() > 64 {
+                DetailCode::TooLong
+            } else {
+                DetailCode::InvalidFormat
+            };
+            problems.push(
+                path,
+                code,
+                "must be a lowercase letter, then at most 63 lowercase letters, digits or dashes",
+            );
+            return None;
+        }
+        Some(Self(s.to_owned()))
+    }
+    fn schema() -> Schema {
+        string_schema(Some(1), Some(64), Some("^[a-z][a-z0-9-]{0,63}$"))
+    }
+}
+
+/// A credential source's `config`: field → a non-empty string, at most 32.
+#[derive(Debug, Clone, Default)]
+pub struct SourceConfig(pub std::collections::BTreeMap<String, String>);
+
+impl<Cx> Field<Cx> for SourceConfig {
+    fn parse(value: &Value, path: &str, _: &Cx, problems: &mut Problems) -> Option<Self> {
+        occ_core::credential_source::parse_config(value, path, problems).map(Self)
+    }
+    fn schema() -> Schema {
+        use occ_core::credential_source::{MAX_CONFIG_ENTRIES, MAX_CONFIG_VALUE_CHARS};
+        Schema::Object(
+            ObjectBuilder::new()
+                .schema_type(Type::Object)
+                .max_properties(Some(MAX_CONFIG_ENTRIES))
+                .additional_properties(Some(AdditionalProperties::RefOr(RefOr::T(string_schema(
+                    Some(1),
+                    Some(MAX_CONFIG_VALUE_CHARS),
+                    Some(NO_NUL_PATTERN),
+                )))))
+                .build(),
+        )
+    }
+}
+
+/// A credential source's `secrets`: field → a Secret of this Namespace, at most 16.
+#[derive(Debug, Clone, Default)]
+pub struct SourceSecrets(pub std::collections::BTreeMap<String, occ_core::resource::SecretRef>);
+
+impl Field<NamespaceId> for SourceSecrets {
+    fn parse(value: &Value, path: &str, ns: &NamespaceId, problems: &mut Problems) -> Option<Self> {
+        occ_core::credential_source::parse_secrets(value, path, ns, problems).map(Self)
+    }
+    fn schema() -> Schema {
+        Schema::Object(
+            ObjectBuilder::new()
+                .schema_type(Type::Object)
+                .max_properties(Some(occ_core::credential_source::MAX_SECRET_FIELDS))
+                .additional_properties(Some(AdditionalProperties::RefOr(RefOr::T(
+                    secret_ref_schema(),
+                ))))
+                .build(),
+        )
+    }
+}

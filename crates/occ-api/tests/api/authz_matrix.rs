@@ -28,6 +28,9 @@ struct Fixture {
     rev: String,
     sec: String,
     pre: String,
+    /// A credential source naming `cs_sec` (not `sec`, which a row deletes).
+    cs: String,
+    cs_sec: String,
     /// A provisioning job the administrator admitted (queued: no worker runs here).
     work: String,
     sa: String,
@@ -81,6 +84,19 @@ async fn fixture() -> Fixture {
             &format!("/namespaces/{ns}/presets"),
             &admin,
             Some(json!({"name": "standard", "template": {}})),
+        )
+        .await,
+        StatusCode::CREATED,
+    )
+    .created_id();
+    let cs_sec = secret(&app, &ns, "provider-key", &admin).await;
+    let cs = expect(
+        app.call(
+            Method::POST,
+            &format!("/namespaces/{ns}/credential-sources"),
+            &admin,
+            Some(json!({"name": "provider", "type": "openai",
+                "secrets": {"api_key": {"kind": "secret", "namespaceId": ns, "id": cs_sec}}})),
         )
         .await,
         StatusCode::CREATED,
@@ -188,6 +204,7 @@ async fn fixture() -> Fixture {
         ResourceKind::Secret,
         ResourceKind::ServiceAccount,
         ResourceKind::Preset,
+        ResourceKind::CredentialSource,
         ResourceKind::Agent,
         ResourceKind::AgentRevision,
     ]
@@ -264,6 +281,8 @@ async fn fixture() -> Fixture {
         rev,
         sec,
         pre,
+        cs,
+        cs_sec,
         work,
         sa,
         role,
@@ -472,6 +491,53 @@ fn rows() -> Vec<Row> {
             op: "deletePreset",
             method: Method::DELETE,
             path: |f| format!("/namespaces/{}/presets/{}", f.ns, f.pre),
+            body: none,
+            expect: ADMIN_ONLY(204),
+            ci: 403,
+        },
+        Row {
+            op: "listCredentialSources",
+            method: Method::GET,
+            path: |f| format!("/namespaces/{}/credential-sources", f.ns),
+            body: none,
+            expect: R,
+            ci: 200,
+        },
+        Row {
+            op: "createCredentialSource",
+            method: Method::POST,
+            path: |f| format!("/namespaces/{}/credential-sources", f.ns),
+            body: |f| {
+                Some(json!({"name": "another", "type": "anthropic",
+                    "secrets": {"api_key": {"kind": "secret", "namespaceId": f.ns, "id": f.cs_sec}}}))
+            },
+            expect: ADMIN_ONLY(201),
+            ci: 403,
+        },
+        Row {
+            op: "getCredentialSource",
+            method: Method::GET,
+            path: |f| format!("/namespaces/{}/credential-sources/{}", f.ns, f.cs),
+            body: none,
+            expect: R,
+            ci: 200,
+        },
+        Row {
+            op: "updateCredentialSource",
+            method: Method::PATCH,
+            path: |f| format!("/namespaces/{}/credential-sources/{}", f.ns, f.cs),
+            body: |f| {
+                Some(
+                    json!({"secrets": {"api_key": {"kind": "secret", "namespaceId": f.ns, "id": f.cs_sec}}}),
+                )
+            },
+            expect: ADMIN_ONLY(200),
+            ci: 403,
+        },
+        Row {
+            op: "deleteCredentialSource",
+            method: Method::DELETE,
+            path: |f| format!("/namespaces/{}/credential-sources/{}", f.ns, f.cs),
             body: none,
             expect: ADMIN_ONLY(204),
             ci: 403,

@@ -10,6 +10,7 @@ mod chat;
 mod common;
 mod configurations;
 mod console;
+mod credential_sources;
 mod deploy;
 mod framing;
 mod inventory;

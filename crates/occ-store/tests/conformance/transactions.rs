@@ -221,7 +221,7 @@ pub async fn upgrading_gives_existing_namespaces_the_built_in_roles_and_presets(
     }
     tx.identity_insert(&spn).await.unwrap();
     tx.commit().await.unwrap();
-    assert_eq!(store.migrate().await.unwrap().applied, [9, 10, 11, 12]);
+    assert_eq!(store.migrate().await.unwrap().applied, [9, 10, 11, 12, 13]);
     let mut tx = occ_testkit::begin_setup(&store).await;
     let roles = tx.role_list(&ns.id).await.unwrap();
     assert_eq!(roles.len(), BuiltinRole::ALL.len());
