@@ -78,6 +78,9 @@ enum Command {
     /// Presets, templates for new Agents (needs --namespace).
     #[command(subcommand)]
     Preset(cli::PresetCmd),
+    /// Credential sources, saved connections to model providers (needs --namespace).
+    #[command(subcommand)]
+    CredentialSource(cli::CredentialSourceCmd),
     /// Agents, deployments and revisions (needs --namespace).
     #[command(subcommand)]
     Agent(cli::AgentCmd),
@@ -130,6 +133,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Secret(cmd) => cli::secret(&client()?, cmd).await,
         Command::ServiceAccount(cmd) => cli::service_account(&client()?, cmd).await,
         Command::Preset(cmd) => cli::preset(&client()?, cmd).await,
+        Command::CredentialSource(cmd) => cli::credential_source(&client()?, cmd).await,
         Command::Agent(cmd) => cli::agent(&client()?, cmd).await,
         Command::Iam(cmd) => cli::iam(&client()?, cmd).await,
         Command::Login(args) => cli::login(&client()?, args).await,

@@ -1030,6 +1030,85 @@ fn end_to_end(backend: Backend) {
     );
     cli.json(&["preset", "delete", str_of(&refused, "id")]);
 
+    // ---- credential sources: a key from a file becomes a Secret, never printed ----
+    std::fs::write(path("provider-key"), "sk-provider-0123456789\n").expect("write");
+    let table = cli.table(&[
+        "credential-source",
+        "create",
+        "--name",
+        "local-model",
+        "--type",
+        "openai",
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+        "--key-file",
+        &path("provider-key"),
+    ]);
+    assert!(!table.contains("sk-provider"), "{table}");
+    let source_id = field(&table, "id");
+    assert!(source_id.starts_with("cs_"), "{table}");
+    let source = cli.json(&["credential-source", "get", &source_id]);
+    assert_eq!(
+        source["config"],
+        json!({"base_url": "http://127.0.0.1:9/v1"})
+    );
+    let key_secret = source["secrets"]["api_key"]["id"]
+        .as_str()
+        .expect("key")
+        .to_owned();
+    let secrets = cli.json(&["secret", "list"]);
+    assert!(
+        secrets.to_string().contains("local-model-api-key"),
+        "{secrets}"
+    );
+    assert!(!secrets.to_string().contains("sk-provider"), "{secrets}");
+    // a type the catalog lacks: 409, and the Secret made for it goes again
+    let err = cli.fails(&[
+        "credential-source",
+        "create",
+        "--name",
+        "refused-source",
+        "--type",
+        "vertex",
+        "--key-file",
+        &path("provider-key"),
+    ]);
+    assert_api_error(&err, 409, "RESOURCE_CONFLICT");
+    let secrets = cli.json(&["secret", "list"]);
+    assert!(!secrets.to_string().contains("refused-source"), "{secrets}");
+    let err = cli.fails(&[
+        "credential-source",
+        "create",
+        "--name",
+        "x",
+        "--type",
+        "openai",
+    ]);
+    assert!(
+        err.contains("--secret") || err.contains("required"),
+        "{err}"
+    );
+    // rotate to another Secret, then delete; the Secrets stay theirs to delete
+    let other = cli.json(&[
+        "credential-source",
+        "update",
+        &source_id,
+        "--key-file",
+        &path("provider-key"),
+    ]);
+    let rotated = other["secrets"]["api_key"]["id"]
+        .as_str()
+        .expect("key")
+        .to_owned();
+    assert_ne!(rotated, key_secret);
+    let listed = cli.json(&["credential-source", "list"]);
+    assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
+    let gone = cli.json(&["credential-source", "delete", &source_id]);
+    assert_eq!(gone, json!({"id": source_id, "deleted": true}));
+    for id in [&key_secret, &rotated] {
+        cli.json(&["secret", "delete", id]);
+    }
+
     // ---- API errors: status, code, message and request id on stderr ----
     let err = cli.fails(&["agent", "get", MISSING_AGENT]);
     assert_api_error(&err, 404, "NOT_FOUND");
