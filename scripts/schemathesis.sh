@@ -151,6 +151,10 @@ def seed(tag):
     """One of each resource; `tag` keeps names unique."""
     r = {}
     r["secret"] = call("POST", p + "/secrets", {"name": f"st-{tag}", "value": "sk-seed-value-123"})
+    provider_key = call("POST", p + "/secrets", {"name": f"st-{tag}-provider", "value": "sk-seed-provider-1"})
+    r["credential_source"] = call("POST", p + "/credential-sources", {
+        "name": f"st-{tag}", "type": "openai",
+        "secrets": {"api_key": {"kind": "secret", "namespaceId": ns, "id": provider_key["id"]}}})
     r["configuration"] = call("POST", p + "/configurations", {"kind": "agent", "values": native})
     r["agent"] = call("POST", p + "/agents", {
         "name": f"st-{tag}", "configurationId": r["configuration"]["id"],
@@ -224,14 +228,14 @@ q = json.dumps
 ids = lambda r, kinds: {k: [r[k]["id"]] for k in kinds}
 dictionaries = {
     **ids(keep, ["agent", "configuration", "secret", "service_account", "role", "revision",
-                 "service_key"]),
+                 "service_key", "credential_source"]),
     "binding": [keep["binding"]["id"], keep["runtime_binding"]["id"]],
     "account": [victim["id"]],
     "principal": [boot["servicePrincipalId"], agent["servicePrincipalId"]],
     "resource_kind": ["agent"],
     "runtime_role": ["platform-administrator"],
     **{f"doomed_{k}": v for k, v in ids(doomed, ["agent", "configuration", "secret", "service_account",
-                                                  "role", "binding"]).items()},
+                                                  "role", "binding", "credential_source"]).items()},
 }
 # How often a bound parameter takes a seeded id; the rest are generated (404s, 400s).
 P = 0.6
@@ -239,6 +243,7 @@ bindings = {
     "path.agentId": "agent",
     "path.configurationId": "configuration",
     "path.secretId": "secret",
+    "path.credentialSourceId": "credential_source",
     "path.serviceAccountId": "service_account",
     "path.roleId": "role",
     "path.bindingId": "binding",
@@ -258,6 +263,7 @@ deletes = {
     "deleteAgent": "agentId",
     "deleteConfiguration": "configurationId",
     "deleteSecret": "secretId",
+    "deleteCredentialSource": "credentialSourceId",
     "deleteServiceAccount": "serviceAccountId",
     "deleteIAMRole": "roleId",
     "deleteIAMAccessBinding": "bindingId",

@@ -3,7 +3,7 @@
 use axum::extract::State;
 use axum::response::IntoResponse;
 use occ_controller::credential_sources::CredentialSourceInput;
-use occ_core::{DetailCode, Error};
+use occ_core::{DetailCode, Error, ErrorCode};
 
 use crate::envelope::{NoContent, created, ok};
 use crate::error::ApiError;
@@ -84,13 +84,18 @@ pub async fn get_credential_source(
 #[utoipa::path(patch, path = "/namespaces/{namespaceId}/credential-sources/{credentialSourceId}", operation_id = "updateCredentialSource", tag = "Credential sources",
     params(("namespaceId" = String, Path), ("credentialSourceId" = String, Path)), request_body = CredentialSourceUpdateBody,
     responses((status = 200, body = Data<CredentialSourceView>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
-        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 413, body = ErrorBody), (status = 415, body = ErrorBody), (status = 503, body = ErrorBody)))]
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 413, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn update_credential_source(
     State(s): State<AppState>,
     p: Params,
     ctx: Ctx,
-    JsonBody(body): JsonBody<DEFAULT_LIMIT>,
+    body: Result<JsonBody<DEFAULT_LIMIT>, ApiError>,
 ) -> Result<impl IntoResponse, ApiError> {
+    // The reference documents no 415 here: a body that is not JSON is an invalid request.
+    let JsonBody(body) = body.map_err(|e| match e.0.code() {
+        ErrorCode::UnsupportedMediaType => ApiError(Error::invalid_request(e.0.message())),
+        _ => e,
+    })?;
     let ns = p.ns()?;
     let body = CredentialSourceUpdateBody::parse(&body, ns)?;
     let Some(secrets) = body.secrets else {

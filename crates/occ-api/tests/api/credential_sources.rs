@@ -326,6 +326,21 @@ async fn bad_sources_are_refused_with_the_references_codes() {
         .await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST);
     assert_eq!(r.body["error"]["details"][0]["path"], "/credentialSourceId");
+    // PATCH documents no 415: a body that is not JSON is a 400.
+    let request = http::Request::patch(format!(
+        "/namespaces/{ns}/credential-sources/cs_00000000-0000-4000-8000-000000000000"
+    ))
+    .header("x-api-key", &app.admin_key)
+    .header("content-type", "text/plain")
+    .body(axum::body::Body::from("secrets"))
+    .unwrap();
+    let r = app.send(request).await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::BAD_REQUEST, "INVALID_REQUEST"),
+        "{}",
+        r.body
+    );
     // Nothing was registered.
     let list = expect(
         app.call(
