@@ -183,19 +183,8 @@ impl Controller {
             )
             .await?;
         live_namespace(&mut tx, ns).await?;
-        let snapshot = tx.policy_snapshot(&req.caller.principal_id).await?;
         let all = tx.agent_list(ns).await?;
-        Ok(all
-            .into_iter()
-            .filter(|a| {
-                Self::allowed(
-                    &snapshot,
-                    &req.caller,
-                    Action::Read,
-                    &ResourceRef::exact(ResourceKind::Agent, ns, &a.id),
-                )
-            })
-            .collect())
+        Self::readable(&mut tx, req, ns, ResourceKind::Agent, all, |a| &a.id).await
     }
 
     /// Creates an Agent: `stopped`, no revision, no work. Initial workspace files are staged

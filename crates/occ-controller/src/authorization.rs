@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use occ_core::audit::{AuditEvent, AuditKind, AuditOutcome};
 use occ_core::authz::{
-    Action, Caller, Decision, Evidence, ReadEvidence, ResourceRef, decide_standing_in,
+    Action, Caller, Decision, Evidence, ReadEvidence, ResourceKind, ResourceRef, decide_standing_in,
 };
 use occ_core::resource::Installation;
 use occ_core::{Error, ErrorCode, IamId, InstallationId, NamespaceId};
@@ -442,6 +442,31 @@ impl Controller {
                 Some(denied_message.to_owned()),
             )
             .await)
+    }
+
+    /// A list route's per-item authorization: of `items` (of `kind` in `ns`, each with the id
+    /// `id_of` gives), those the caller may read exactly, each decided silently like
+    /// [`Controller::allowed`].
+    pub(crate) async fn readable<T, I: std::fmt::Display>(
+        tx: &mut Tx,
+        req: &Request,
+        ns: &NamespaceId,
+        kind: ResourceKind,
+        items: Vec<T>,
+        id_of: impl Fn(&T) -> &I,
+    ) -> Result<Vec<T>, Error> {
+        let snapshot = tx.policy_snapshot(&req.caller.principal_id).await?;
+        Ok(items
+            .into_iter()
+            .filter(|item| {
+                Self::allowed(
+                    &snapshot,
+                    &req.caller,
+                    Action::Read,
+                    &ResourceRef::exact(kind, ns, id_of(item)),
+                )
+            })
+            .collect())
     }
 
     /// Whether the caller may do `action` on `resource`, silently (list filtering): the same

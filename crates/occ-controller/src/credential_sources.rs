@@ -59,19 +59,11 @@ impl Controller {
             )
             .await?;
         live_namespace(&mut tx, ns).await?;
-        let snapshot = tx.policy_snapshot(&req.caller.principal_id).await?;
         let all = tx.credential_source_list(ns).await?;
-        Ok(all
-            .into_iter()
-            .filter(|s| {
-                Self::allowed(
-                    &snapshot,
-                    &req.caller,
-                    Action::Read,
-                    &ResourceRef::exact(ResourceKind::CredentialSource, ns, &s.id),
-                )
-            })
-            .collect())
+        Self::readable(&mut tx, req, ns, ResourceKind::CredentialSource, all, |s| {
+            &s.id
+        })
+        .await
     }
 
     /// One credential source.

@@ -43,19 +43,8 @@ impl Controller {
             )
             .await?;
         live_namespace(&mut tx, ns).await?;
-        let snapshot = tx.policy_snapshot(&req.caller.principal_id).await?;
         let all = tx.preset_list(ns).await?;
-        Ok(all
-            .into_iter()
-            .filter(|p| {
-                Self::allowed(
-                    &snapshot,
-                    &req.caller,
-                    Action::Read,
-                    &ResourceRef::exact(ResourceKind::Preset, ns, &p.id),
-                )
-            })
-            .collect())
+        Self::readable(&mut tx, req, ns, ResourceKind::Preset, all, |p| &p.id).await
     }
 
     /// One Preset.

@@ -26,19 +26,8 @@ impl Controller {
             )
             .await?;
         live_namespace(&mut tx, ns).await?;
-        let snapshot = tx.policy_snapshot(&req.caller.principal_id).await?;
         let all = tx.secret_list(ns).await?;
-        Ok(all
-            .into_iter()
-            .filter(|s| {
-                Self::allowed(
-                    &snapshot,
-                    &req.caller,
-                    Action::Read,
-                    &ResourceRef::exact(ResourceKind::Secret, ns, &s.id),
-                )
-            })
-            .collect())
+        Self::readable(&mut tx, req, ns, ResourceKind::Secret, all, |s| &s.id).await
     }
 
     /// Creates a Secret (the Namespace must be ready).

@@ -38,19 +38,11 @@ impl Controller {
             )
             .await?;
         live_namespace(&mut tx, ns).await?;
-        let snapshot = tx.policy_snapshot(&req.caller.principal_id).await?;
         let all = tx.service_account_list(ns).await?;
-        Ok(all
-            .into_iter()
-            .filter(|s| {
-                Self::allowed(
-                    &snapshot,
-                    &req.caller,
-                    Action::Read,
-                    &ResourceRef::exact(ResourceKind::ServiceAccount, ns, &s.id),
-                )
-            })
-            .collect())
+        Self::readable(&mut tx, req, ns, ResourceKind::ServiceAccount, all, |s| {
+            &s.id
+        })
+        .await
     }
 
     /// Creates a ServiceAccount: with a ServiceAccount Driver, its provider account first.
