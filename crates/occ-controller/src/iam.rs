@@ -559,12 +559,13 @@ pub struct NamespacePermissions {
 }
 
 /// The kinds whose collections [`NamespacePermissions`] reports.
-const REPORTED_COLLECTIONS: [ResourceKind; 5] = [
+const REPORTED_COLLECTIONS: [ResourceKind; 6] = [
     ResourceKind::Agent,
     ResourceKind::AgentRevision,
     ResourceKind::Configuration,
     ResourceKind::Secret,
     ResourceKind::ServiceAccount,
+    ResourceKind::CredentialSource,
 ];
 
 impl Controller {
