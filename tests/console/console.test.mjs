@@ -658,6 +658,36 @@ test('the web console, end to end', { timeout: 15 * 60_000 }, async (t) => {
     }, null, { timeout: 60_000 });
   });
 
+  await step('Connections: save one (its key a Secret, never shown), a refused one leaves no Secret, delete it', async () => {
+    await page.goto(`${URL_BASE}/console/connections?namespace=${ns}`);
+    await page.locator('#create-connection-heading').waitFor();
+    await page.fill('#connection-name', 'local-model');
+    await page.selectOption('#connection-type', 'openai');
+    await page.fill('#connection-base-url', 'http://127.0.0.1:9/v1');
+    await page.fill('#connection-key', 'sk-console-connection-0123');
+    await page.click('#create-connection');
+    const row = page.locator('#connections-table tr[data-name="local-model"]');
+    await row.waitFor();
+    assert.ok((await row.textContent()).includes('http://127.0.0.1:9/v1'));
+    assert.ok(!(await page.content()).includes('sk-console-connection'), 'the key is never shown');
+    await shot(page, 'connections');
+    const source = (await pageApi(page, 'GET', `/namespaces/${ns}/credential-sources`)).body.data
+      .find((c) => c.name === 'local-model');
+    const secretId = source.secrets.api_key.id;
+    // refused (the base URL is not http): the error shows at the field, the Secret goes again
+    await page.fill('#connection-name', 'refused-connection');
+    await page.fill('#connection-base-url', 'ftp://nowhere');
+    await page.fill('#connection-key', 'sk-refused-0123');
+    await page.click('#create-connection');
+    await page.locator('#alert', { hasText: 'Saving the connection' }).waitFor();
+    const secrets = (await pageApi(page, 'GET', `/namespaces/${ns}/secrets`)).body.data.map((x) => x.name);
+    assert.ok(!secrets.includes('refused-connection-api-key'), `no Secret left behind: ${secrets}`);
+    await page.click('#delete-connection-local-model');
+    await confirmDialog(page, 'Delete connection');
+    await row.waitFor({ state: 'detached' });
+    await pageApi(page, 'DELETE', `/namespaces/${ns}/secrets/${secretId}`);
+  });
+
   await step('Access: a service principal gets the built-in viewer Role on the whole Namespace, then loses it', async () => {
     await page.goto(`${URL_BASE}/console/access?namespace=${ns}`);
     await page.locator('#grant-heading').waitFor();

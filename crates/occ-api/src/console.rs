@@ -71,6 +71,7 @@ static ASSETS: &[Asset] = assets![
     ("diagnosis.js", JS),
     ("diagnosis-panel.js", JS),
     ("namespaces.js", JS),
+    ("connections.js", JS),
     ("access.js", JS),
     ("accounts.js", JS),
     ("favicon.svg", "image/svg+xml"),

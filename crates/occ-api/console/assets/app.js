@@ -11,6 +11,7 @@ import { agentsPage, createAgentPage } from './agents.js';
 import { agentPage } from './agent.js';
 import { presetAgentPage } from './presets.js';
 import { namespacesPage } from './namespaces.js';
+import { connectionsPage } from './connections.js';
 import { accessPage } from './access.js';
 import { accountsPage } from './accounts.js';
 
@@ -22,6 +23,7 @@ const routes = [
   { pattern: /^\/console\/agents\/from-preset$/, nav: 'agents', render: presetAgentPage },
   { pattern: /^\/console\/agents\/(agt_[0-9a-f-]+)$/, nav: 'agents', render: agentPage },
   { pattern: /^\/console\/namespaces$/, nav: 'namespaces', render: namespacesPage },
+  { pattern: /^\/console\/connections$/, nav: 'connections', render: connectionsPage },
   { pattern: /^\/console\/access$/, nav: 'access', render: accessPage },
   { pattern: /^\/console\/accounts$/, nav: 'accounts', render: accountsPage },
 ];
