@@ -1103,6 +1103,64 @@ fn end_to_end(backend: Backend) {
     assert_ne!(rotated, key_secret);
     let listed = cli.json(&["credential-source", "list"]);
     assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
+    // a Preset provisioned with the saved connection: its key's Secret and its base URL fill
+    // the Preset's password and baseUrl variables; no key is typed and no Secret is made
+    let connected = cli.json(&[
+        "agent",
+        "provision",
+        "--preset",
+        "Standard OpenClaw",
+        "--name",
+        "cli-connected",
+        "--var",
+        "model=local-model",
+        "--connection",
+        "local-model",
+    ]);
+    assert_eq!(str_of(&connected, "status"), "queued", "{connected}");
+    let secrets = cli.json(&["secret", "list"]);
+    assert!(!secrets.to_string().contains("cli-connected"), "{secrets}");
+    let spec = rt.block_on(async {
+        let store = occ_store::Store::connect(&db.url, &Default::default())
+            .await
+            .expect("store");
+        let mut tx = store.begin_read().await.expect("read");
+        let job = tx
+            .provisioning_get(
+                &ns.parse().expect("ns"),
+                &str_of(&connected, "workId").parse().expect("workId"),
+            )
+            .await
+            .expect("job")
+            .expect("the job is stored");
+        job.spec
+    });
+    assert_eq!(
+        spec.secret_bindings["MODEL_API_KEY"].source.id.as_str(),
+        rotated,
+        "the connection's key is bound"
+    );
+    assert_eq!(
+        spec.configuration_values["models"]["providers"]["openai-compatible"]["baseUrl"],
+        "http://127.0.0.1:9/v1",
+        "the connection's base URL is the provider's"
+    );
+    let err = cli.fails(&[
+        "agent",
+        "provision",
+        "--preset",
+        "Standard OpenClaw",
+        "--name",
+        "x",
+        "--var",
+        "model=m",
+        "--connection",
+        "no-such-connection",
+    ]);
+    assert!(
+        err.contains("no credential source") && err.contains("local-model"),
+        "{err}"
+    );
     let gone = cli.json(&["credential-source", "delete", &source_id]);
     assert_eq!(gone, json!({"id": source_id, "deleted": true}));
     for id in [&key_secret, &rotated] {

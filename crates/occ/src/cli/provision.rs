@@ -30,6 +30,11 @@ pub struct ProvisionArgs {
     /// that the Agent is given; it is never sent anywhere else.
     #[arg(long = "var", value_name = "NAME=VALUE")]
     vars: Vec<String>,
+    /// A saved connection (`occ credential-source`, its id or name) for the Preset's model
+    /// provider: its key's Secret fills each `password` variable not given with `--var`, and
+    /// its base URL a `baseUrl` variable not given (no key is typed or stored again).
+    #[arg(long, conflicts_with = "file", value_name = "CONNECTION")]
+    connection: Option<String>,
     /// A `provisionAgent` body instead of a Preset (`requestId` may be left out).
     #[arg(long)]
     file: Option<PathBuf>,
@@ -62,7 +67,11 @@ pub(super) async fn agent_provision(c: &Client, args: ProvisionArgs) -> anyhow::
         }
         (None, Some(preset)) => {
             let preset = find_preset(c, &ns, preset).await?;
-            let filled = fill(&preset, &args)?;
+            let connection = match &args.connection {
+                Some(wanted) => Some(find_connection(c, &ns, wanted).await?),
+                None => None,
+            };
+            let filled = fill(&preset, &args, connection.as_ref())?;
             from_preset(c, &ns, filled, &request_id, &mut made_secrets).await?
         }
         (None, None) => bail!("give --preset or --file"),
@@ -197,12 +206,71 @@ async fn find_preset(c: &Client, ns: &str, wanted: &str) -> anyhow::Result<Value
 struct Filled {
     template: Value,
     values: BTreeMap<String, Value>,
-    passwords: BTreeMap<String, String>,
+    passwords: BTreeMap<String, Password>,
+}
+
+/// A `password` variable's value.
+enum Password {
+    /// Typed: kept as a new Secret first.
+    Typed(String),
+    /// An existing Secret's id (a saved connection's key).
+    Secret(String),
+}
+
+/// What a saved connection gives a Preset.
+struct Connection {
+    /// The Secret holding its key.
+    key_secret: String,
+    /// Its base URL, or its provider's public endpoint.
+    base_url: String,
+}
+
+/// The credential source named by id or by name.
+async fn find_connection(c: &Client, ns: &str, wanted: &str) -> anyhow::Result<Connection> {
+    let list = c
+        .call(
+            Method::GET,
+            &format!("/namespaces/{ns}/credential-sources"),
+            None,
+        )
+        .await?;
+    let sources = list.as_array().cloned().unwrap_or_default();
+    let source = sources
+        .iter()
+        .find(|s| s["id"] == wanted)
+        .or_else(|| sources.iter().find(|s| s["name"] == wanted))
+        .ok_or_else(|| {
+            let names: Vec<&str> = sources.iter().filter_map(|s| s["name"].as_str()).collect();
+            anyhow!(
+                "no credential source {wanted:?} in this Namespace; it has: {}",
+                names.join(", ")
+            )
+        })?;
+    let key_secret = source["secrets"]["api_key"]["id"]
+        .as_str()
+        .ok_or_else(|| anyhow!("the credential source {wanted:?} names no api_key Secret"))?
+        .to_owned();
+    let base_url = match (
+        source["config"]["base_url"].as_str(),
+        source["type"].as_str(),
+    ) {
+        (Some(url), _) => url.to_owned(),
+        (None, Some("anthropic")) => "https://api.anthropic.com/v1".to_owned(),
+        (None, _) => "https://api.openai.com/v1".to_owned(),
+    };
+    Ok(Connection {
+        key_secret,
+        base_url,
+    })
 }
 
 /// Reads `--name` and `--var` against the Preset's variables: each declared, typed as declared,
 /// every variable without a default given.
-fn fill(preset: &Value, args: &ProvisionArgs) -> anyhow::Result<Filled> {
+fn fill(
+    preset: &Value,
+    args: &ProvisionArgs,
+    connection: Option<&Connection>,
+) -> anyhow::Result<Filled> {
     let template = preset["template"].clone();
     let declared = template["variables"]
         .as_object()
@@ -234,10 +302,24 @@ fn fill(preset: &Value, args: &ProvisionArgs) -> anyhow::Result<Filled> {
     {
         given.entry("name".into()).or_insert_with(|| name.clone());
     }
+    if let Some(connection) = connection
+        && declared.contains_key("baseUrl")
+    {
+        given
+            .entry("baseUrl".into())
+            .or_insert_with(|| connection.base_url.clone());
+    }
     let (mut values, mut passwords, mut missing) = (BTreeMap::new(), BTreeMap::new(), Vec::new());
     for (name, spec) in &declared {
         let kind = spec["type"].as_str().unwrap_or("string");
         let Some(raw) = given.remove(name) else {
+            if let (Some(connection), "password") = (connection, kind) {
+                passwords.insert(
+                    name.clone(),
+                    Password::Secret(connection.key_secret.clone()),
+                );
+                continue;
+            }
             match spec.get("default") {
                 Some(default) => {
                     values.insert(name.clone(), default.clone());
@@ -248,7 +330,7 @@ fn fill(preset: &Value, args: &ProvisionArgs) -> anyhow::Result<Filled> {
         };
         let value = match kind {
             "password" => {
-                passwords.insert(name.clone(), raw);
+                passwords.insert(name.clone(), Password::Typed(raw));
                 continue;
             }
             "number" => raw
@@ -296,7 +378,14 @@ async fn from_preset(
         .ok_or_else(|| anyhow!("the Preset names no Agent: give --name"))?
         .to_owned();
     let mut values = filled.values.clone();
-    for (var, value) in &filled.passwords {
+    for (var, password) in &filled.passwords {
+        let value = match password {
+            Password::Secret(id) => {
+                values.insert(var.clone(), Value::String(id.clone()));
+                continue;
+            }
+            Password::Typed(value) => value,
+        };
         let secret = c
             .call(
                 Method::POST,
