@@ -948,18 +948,26 @@ test('the web console, end to end', { timeout: 15 * 60_000 }, async (t) => {
     assert.equal((await pageApi(page, 'DELETE', `/namespaces/${ns}/presets/${preset.id}`)).status, 204);
   });
 
-  await step('one step from the built-in Standard OpenClaw Preset to a chat reply: the key typed in kept as a Secret, the provisioning job\'s steps shown as it runs', async () => {
+  await step('one step from the built-in Standard OpenClaw Preset and a saved connection to a chat reply, the provisioning job\'s steps shown as it runs', async () => {
     const REPLY = 'Provisioned and answering.';
     const KEY = 'sk-console-provision-0123456789abcdef';
     const model = await fakeModel(REPLY);
     try {
+      // a saved connection to the local endpoint, its key a Secret of the Namespace
+      const keySecret = (await pageApi(page, 'POST', `/namespaces/${ns}/secrets`, { name: 'local-endpoint-key', value: KEY })).body.data;
+      const connection = (await pageApi(page, 'POST', `/namespaces/${ns}/credential-sources`, {
+        name: 'local-endpoint', type: 'openai', config: { base_url: model.url },
+        secrets: { api_key: { kind: 'secret', namespaceId: ns, id: keySecret.id } },
+      })).body.data;
       await page.goto(`${URL_BASE}/console/agents/from-preset?namespace=${ns}`);
       await page.selectOption('#preset-select', { label: 'Standard OpenClaw' });
       assert.equal(await page.inputValue('#preset-var-baseUrl'), 'https://api.openai.com/v1', 'the default is filled in');
       await page.fill('#preset-var-name', 'provisioned');
       await page.fill('#preset-var-model', 'fake-model');
-      await page.fill('#preset-var-baseUrl', model.url);
-      await page.fill('#preset-var-modelKey', KEY);
+      // choosing the connection stands for the key and fills the base URL
+      await page.selectOption('#preset-var-modelKey-connection', connection.id);
+      assert.equal(await page.inputValue('#preset-var-baseUrl'), model.url);
+      assert.ok(await page.locator('#preset-var-modelKey').isDisabled(), 'no key is typed');
       const admitted = page.waitForResponse((r) => r.url().endsWith(`/namespaces/${ns}/agents/provision`) && r.request().method() === 'POST');
       const polled = page.waitForResponse((r) => /\/agents\/provision\/prv_[0-9a-f-]+$/.test(r.url()));
       await page.click('#preset-submit');
@@ -974,8 +982,8 @@ test('the web console, end to end', { timeout: 15 * 60_000 }, async (t) => {
       const agentId = /\/agents\/(agt_[0-9a-f-]+)/.exec(page.url())[1];
       const agent = (await pageApi(page, 'GET', `/namespaces/${ns}/agents/${agentId}`)).body.data;
       const secrets = (await pageApi(page, 'GET', `/namespaces/${ns}/secrets`)).body.data;
-      const secret = secrets.find((s) => s.name === 'provisioned-modelKey');
-      assert.ok(secret, 'the key typed in is a Secret of the Namespace');
+      assert.ok(!secrets.some((s) => s.name === 'provisioned-modelKey'), 'no Secret is made: the connection\'s is used');
+      const secret = secrets.find((s) => s.id === keySecret.id);
       const cfg = (await pageApi(page, 'GET', `/namespaces/${ns}/configurations/${agent.configurationId}`)).body.data;
       assert.equal(cfg.secretBindings.MODEL_API_KEY.source.id, secret.id);
       const bindings = (await pageApi(page, 'GET', `/namespaces/${ns}/iam/access-bindings`)).body.data;
@@ -988,10 +996,11 @@ test('the web console, end to end', { timeout: 15 * 60_000 }, async (t) => {
       await page.click('#chat-send');
       await page.locator('#chat-log .chat-agent[data-state="done"]').waitFor({ timeout: 120_000 });
       assert.equal(await page.locator('#chat-log .chat-agent .chat-text').last().textContent(), REPLY);
-      assert.ok(model.seen.some((c) => c.authorization === `Bearer ${KEY}`), 'the model got exactly the key typed in');
+      assert.ok(model.seen.some((c) => c.authorization === `Bearer ${KEY}`), 'the model got exactly the connection\'s key');
       assert.ok(!(await page.content()).includes(KEY), 'the key is never on the page');
       for (const body of [cfg, agent, secret]) assert.ok(!JSON.stringify(body).includes(KEY), 'the key is never shown');
       assert.ok((await pageApi(page, 'DELETE', `/namespaces/${ns}/agents/${agentId}`)).status < 300);
+      assert.equal((await pageApi(page, 'DELETE', `/namespaces/${ns}/credential-sources/${connection.id}`)).status, 204);
     } finally {
       model.close();
     }

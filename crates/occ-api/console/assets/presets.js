@@ -1,7 +1,8 @@
 // A new Agent from one of the Namespace's Presets, in one step: the person picks a Preset and
 // fills in its variables; the console renders the template (as the API's rendering does:
 // `{{ vars.NAME }}`, one pass, a whole reference keeps the variable's type) and keeps the password
-// the template uses (a dedicated Agent's harness key) as a new Secret. To deploy, it sends one
+// the template uses (a model key, a dedicated Agent's harness key) as a new Secret, or uses a
+// saved connection's key Secret instead (its base URL filling a `baseUrl` variable). To deploy, it sends one
 // provisioning job (`provisionAgent`: the Configuration, the Agent, its Secret grants, the first
 // deploy) and shows its steps as the worker runs them; a failed step keeps what was made and can
 // be retried there. Without deploying, it creates the Configuration and the Agent and lets the
@@ -69,8 +70,18 @@ function fieldRank([name, spec]) {
   return spec.type === 'password' ? 2 : 1;
 }
 
-/** One input per declared variable, its default filled in. */
-function variableFields(template) {
+/** Where a connection without a base URL sends requests: its provider's public endpoint. */
+function connectionUrl(connection) {
+  if (connection.config && connection.config.base_url) return connection.config.base_url;
+  return connection.type === 'anthropic' ? 'https://api.anthropic.com/v1' : 'https://api.openai.com/v1';
+}
+
+/**
+ * One input per declared variable, its default filled in. With saved connections, a password
+ * variable also offers them: a chosen connection's key Secret stands for the password (nothing
+ * is typed or stored again) and its base URL fills a `baseUrl` variable.
+ */
+function variableFields(template, connections = []) {
   const vars = Object.entries(template.variables || {});
   vars.sort((a, b) => fieldRank(a) - fieldRank(b) || a[0].localeCompare(b[0]));
   return vars.map(([name, spec]) => {
@@ -89,8 +100,29 @@ function variableFields(template) {
     }
     const wrapper = field({ label: name, control, hint: spec.description || `A ${spec.type}.` });
     control.addEventListener('input', () => setFieldError(wrapper, null));
-    return { name, spec, control, wrapper };
+    let connection = null;
+    if (spec.type === 'password' && connections.length) {
+      connection = h('select', { id: `${id}-connection`, 'aria-label': `${name}: a saved connection or a typed key` },
+        h('option', { value: '' }, 'Type a key'),
+        connections.map((c) => h('option', { value: c.id }, `Saved connection ${c.name}`)));
+      wrapper.append(connection);
+    }
+    return { name, spec, control, wrapper, connection };
   });
+}
+
+/** Wires each password field's connection choice to the fields it fills. */
+function wireConnections(fields, connections) {
+  const baseUrl = fields.find((f) => f.name === 'baseUrl' && f.spec.type === 'string');
+  for (const f of fields.filter((x) => x.connection)) {
+    f.connection.addEventListener('change', () => {
+      const chosen = connections.find((c) => c.id === f.connection.value);
+      f.control.disabled = Boolean(chosen);
+      if (chosen) f.control.value = '';
+      setFieldError(f.wrapper, null);
+      if (chosen && baseUrl) baseUrl.control.value = connectionUrl(chosen);
+    });
+  }
 }
 
 /** The variables' values, or null after marking the fields that need one. */
@@ -101,6 +133,11 @@ function readValues(fields) {
     setFieldError(f.wrapper, null);
     if (f.spec.type === 'boolean') {
       values[f.name] = f.control.checked;
+      continue;
+    }
+    if (f.connection && f.connection.value) {
+      // A saved connection's key: its Secret stands for the password.
+      values[f.name] = { connection: f.connection.value };
       continue;
     }
     const raw = f.control.value;
@@ -131,6 +168,8 @@ export async function presetAgentPage() {
   }
   const allowed = canCollection('agent', 'create') && canCollection('configuration', 'create');
   const presets = (await api('GET', paths.presets(ctx.ns))).data;
+  // Saved connections (credential sources) the caller may read; none when it may read none.
+  const connections = (await api('GET', paths.credentialSources(ctx.ns)).catch(() => ({ data: [] }))).data;
   if (!presets.length) {
     page('New Agent from a Preset', h('p', { class: 'empty' }, 'This Namespace has no Preset you can read.'));
     return;
@@ -143,7 +182,8 @@ export async function presetAgentPage() {
   let fields = [];
   const chosen = () => presets.find((p) => p.id === select.value);
   function showVariables() {
-    fields = variableFields(chosen().template);
+    fields = variableFields(chosen().template, connections);
+    wireConnections(fields, connections);
     replace(variables, ...(fields.length ? fields.map((f) => f.wrapper) : [h('p', { class: 'hint' }, 'This Preset has no variables.')]));
   }
   select.addEventListener('change', showVariables);
@@ -167,7 +207,7 @@ export async function presetAgentPage() {
     submit.disabled = true;
     const undo = [];
     try {
-      const draft = await draftFromPreset(preset, values, undo);
+      const draft = await draftFromPreset(preset, values, undo, connections);
       if (deployNow.checked) {
         const job = await admit(draft);
         // Admitted: the job owns what it makes from here (a failure keeps it for a retry).
@@ -257,7 +297,7 @@ async function createDraft(draft, undo) {
 }
 
 /** The Agent a Preset describes with these values; each password becomes a Secret first. */
-async function draftFromPreset(preset, values, undo) {
+async function draftFromPreset(preset, values, undo, connections = []) {
   const template = preset.template;
   const passwords = Object.entries(template.variables || {}).filter(([, spec]) => spec.type === 'password');
   const plain = { ...values };
@@ -272,6 +312,11 @@ async function draftFromPreset(preset, values, undo) {
   const secretIds = {};
   for (const [name] of passwords) {
     if (values[name] === undefined) continue;
+    if (values[name] && values[name].connection) {
+      const connection = connections.find((c) => c.id === values[name].connection);
+      secretIds[name] = connection.secrets.api_key.id;
+      continue;
+    }
     const secret = (await api('POST', paths.secrets(ctx.ns), { name: `${agentName}-${name}`, value: values[name] })).data;
     undo.push(() => api('DELETE', paths.secret(ctx.ns, secret.id)));
     secretIds[name] = secret.id;
