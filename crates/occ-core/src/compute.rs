@@ -217,6 +217,17 @@ pub struct ComputeError {
 /// `RUNTIME_STARTUP_FAILED`.
 pub const EXIT_CONFIGURATION_INVALID: i32 = 78;
 
+/// Whether an early exit with [`EXIT_CONFIGURATION_INVALID`] is OpenClaw deferring its own
+/// startup maintenance (its state lease timed out on a saturated machine: "maintenance
+/// required") rather than refusing the configuration: its output says so. Such an exit is
+/// transient — the same configuration starts once the machine has room.
+pub fn startup_maintenance_deferred(output: &[String]) -> bool {
+    output.iter().any(|line| {
+        line.contains("gateway.maintenance_required")
+            || line.contains("lease heartbeat did not become ready")
+    })
+}
+
 /// How many output lines a [`ComputeError`] carries at most.
 pub const OUTPUT_LINES: usize = 20;
 
@@ -373,6 +384,21 @@ impl LogChunk {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A refused configuration stays permanent; OpenClaw deferring its startup maintenance on a
+    /// saturated machine (as a CI run's gateway printed it) is transient.
+    #[test]
+    fn deferred_startup_maintenance_is_told_from_a_refused_configuration() {
+        let refused =
+            vec!["Invalid config at /x: agents.defaults.model: expected string".to_owned()];
+        assert!(!startup_maintenance_deferred(&refused));
+        let deferred = vec![
+            "Run \"openclaw doctor --fix\" against the same state/config, then restart the gateway. | gateway.maintenance_required | Doctor stopped".to_owned(),
+            "Failing check media-persistence (step-refused): agent database maintenance lease core:agent-database-maintenance/global was lost | state lease heartbeat did not become ready (phase=startup".to_owned(),
+        ];
+        assert!(startup_maintenance_deferred(&deferred));
+        assert!(startup_maintenance_deferred(&deferred[1..]));
+    }
 
     #[test]
     fn the_output_redactor_removes_what_the_context_hands_out() {

@@ -456,14 +456,18 @@ pub(crate) async fn start(
             "the gateway exited during startup ({})",
             status.map_or("unknown status".into(), |s| s.to_string()),
         );
+        let output = startup_output(&log_path, ctx, token.expose());
         let error = match remove_file(&agent_dir.join("gateway.json")) {
             Err(e) => return e,
-            Ok(()) if code == Some(EXIT_CONFIGURATION_INVALID) => {
+            Ok(())
+                if code == Some(EXIT_CONFIGURATION_INVALID)
+                    && !occ_core::compute::startup_maintenance_deferred(&output) =>
+            {
                 ComputeError::permanent(ReasonCode::RuntimeConfigurationInvalid, message)
             }
             Ok(()) => ComputeError::transient(ReasonCode::RuntimeStartupFailed, message),
         };
-        error.with_output(startup_output(&log_path, ctx, token.expose()))
+        error.with_output(output)
     };
     let ready = tokio::select! {
         ready = occ_gateway::wait_ready(&endpoint, ready_timeout) => ready,

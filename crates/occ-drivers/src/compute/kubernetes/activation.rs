@@ -246,14 +246,15 @@ impl KubernetesCompute {
                     "the gateway of {} exited during startup (exit code {code})",
                     rev.revision_id
                 );
-                let error = if code == EXIT_CONFIGURATION_INVALID {
+                let output = self.startup_output(rev, ctx, Workload::Gateway).await;
+                let error = if code == EXIT_CONFIGURATION_INVALID
+                    && !occ_core::compute::startup_maintenance_deferred(&output)
+                {
                     ComputeError::permanent(ReasonCode::RuntimeConfigurationInvalid, message)
                 } else {
                     ComputeError::transient(ReasonCode::RuntimeStartupFailed, message)
                 };
-                return Err(
-                    error.with_output(self.startup_output(rev, ctx, Workload::Gateway).await)
-                );
+                return Err(error.with_output(output));
             }
             if tokio::time::Instant::now() >= deadline {
                 return Err(ComputeError::transient(
