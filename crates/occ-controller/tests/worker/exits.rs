@@ -281,3 +281,70 @@ async fn the_maintenance_pass_records_a_gateway_it_found_down() {
         "{restarted}"
     );
 }
+
+/// A restart the pass that made it could not settle (its activation failed after the gateway
+/// was started, or its claim was lost) still counts: the next pass finds the gateway serving
+/// while the record says it is down, and records the restart, once.
+#[tokio::test]
+async fn a_restart_an_unsettled_pass_made_is_counted_once() {
+    let f = Fixture::with(
+        Backend::Sqlite,
+        FakeCompute::new().with_maintenance(Duration::from_millis(100)),
+        settings(),
+    )
+    .await;
+    let (_, agent) = f.agent("a1").await;
+    let rev = f.deploy(&agent).await;
+    f.drain().await;
+    for _ in 0..1000 {
+        f.compute.script(
+            Verb::Activate,
+            Scripted::Fail(ComputeError::transient(
+                ReasonCode::GatewayNotReady,
+                "not ready in time",
+            )),
+        );
+    }
+    f.compute.crash(&agent_id(&agent));
+    let mut down = f.runtime(&agent).await;
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        f.drain().await;
+        down = f.runtime(&agent).await;
+        if down["state"] == "restarting" {
+            break;
+        }
+    }
+    assert_eq!(down["state"], "restarting", "{down}");
+    // The gateway the failed pass started comes up after all.
+    f.compute.assume_serving(&agent_id(&agent), &rev_id(&rev));
+    f.compute.clear_script(Verb::Activate);
+    let mut counted = down.clone();
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        f.drain().await;
+        counted = f.runtime(&agent).await;
+        if counted["state"] == "running" {
+            break;
+        }
+    }
+    assert_eq!(
+        (
+            &counted["state"],
+            &counted["restarts"],
+            &counted["lastExitAt"]
+        ),
+        (
+            &Value::from("running"),
+            &Value::from(1),
+            &down["lastExitAt"]
+        ),
+        "{counted}"
+    );
+    // Later passes find it serving and running: no second count.
+    for _ in 0..3 {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        f.drain().await;
+    }
+    assert_eq!(f.runtime(&agent).await["restarts"], 1);
+}

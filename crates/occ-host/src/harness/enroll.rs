@@ -18,7 +18,7 @@ pub const NODE_CONNECT_WAIT: Duration = Duration::from_secs(45);
 /// How long the node host may take to use a setup code once delivered.
 pub const SETUP_WAIT: Duration = Duration::from_secs(60);
 /// How long the gateway may take to apply a rewritten runtime config.
-const BINDING_APPLY_WAIT: Duration = Duration::from_secs(30);
+const BINDING_APPLY_WAIT: Duration = Duration::from_secs(60);
 
 /// The `harnessAuth` method the launcher logs in with (permanent `INVALID_HARNESS_AUTH` for
 /// any other).

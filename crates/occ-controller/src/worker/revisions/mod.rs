@@ -27,8 +27,8 @@ use occ_core::audit::{AuditKind, AuditOutcome};
 use occ_core::authz::{Action, ResourceKind, ResourceRef};
 use occ_core::resource::{
     Agent, AgentRevision, DesiredRuntimeState, ExecutionMode, FrozenAccountCredential, HarnessAuth,
-    NamespaceStatus, RuntimeObservation, SecretMeta, ServiceAccount, ServiceAccountBinding,
-    WorkspaceSetup,
+    NamespaceStatus, ObservedRuntimeState, RuntimeObservation, SecretMeta, ServiceAccount,
+    ServiceAccountBinding, WorkspaceSetup,
 };
 use occ_core::work::{NewWork, WorkKey, WorkTarget};
 use occ_core::{Error, IamId, SecretId, ServiceAccountId};
@@ -315,6 +315,12 @@ impl Worker {
         let newer_admitted = newer().next().is_some();
         let newer_dedicated_admitted =
             newer().any(|r| r.spec.harness.mode == ExecutionMode::Dedicated);
+        let down_recorded = tx
+            .agent_runtime_get(ns_id, agent_id)
+            .await?
+            .is_some_and(|r| {
+                r.revision_id == revision.id && r.state == ObservedRuntimeState::Restarting
+            });
         let facts = Facts {
             kind,
             namespace_ready: ns.status == NamespaceStatus::Ready && ns.deleted_at.is_none(),
@@ -325,6 +331,7 @@ impl Worker {
             active,
             newer_admitted,
             newer_dedicated_admitted,
+            down_recorded,
         };
         let predecessor = facts.predecessor().cloned();
         let mut secrets = BTreeMap::new();

@@ -50,6 +50,10 @@ pub(crate) struct Facts {
     /// Whether a later dedicated revision of the Agent has been admitted (it replaces this one
     /// exclusively, so this one is not restarted).
     pub newer_dedicated_admitted: bool,
+    /// Whether occ last recorded this revision's gateway as down and being started again (an
+    /// exit it reported, or a restart that did not finish): a maintenance pass that finds it
+    /// serving again counts the restart an earlier, unsettled pass made.
+    pub down_recorded: bool,
     /// The harness this installation approves for the revision's execution mode.
     pub approved_harness: HarnessDescriptor,
     /// The identity of the Compute Driver this worker drives.
@@ -273,7 +277,8 @@ pub(crate) fn plan(facts: &Facts, progress: &Progress) -> Step {
         outcome: Outcome::done(code),
         completion: Some(Completion {
             code,
-            restarted: facts.kind == PassKind::Maintenance && before == RuntimeState::NotRunning,
+            restarted: facts.kind == PassKind::Maintenance
+                && (before == RuntimeState::NotRunning || facts.down_recorded),
         }),
         rolled_back: false,
     })
@@ -463,6 +468,7 @@ mod tests {
             active: None,
             newer_admitted: false,
             newer_dedicated_admitted: false,
+            down_recorded: false,
             approved_harness: harness(),
             compute: compute(),
         }
@@ -868,6 +874,26 @@ mod tests {
             })
         );
         p.activated = Some(Ok(RuntimeState::Serving));
+        let Step::Finish(finish) = plan(&facts, &p) else {
+            panic!("finish");
+        };
+        assert!(!finish.completion.expect("completion").restarted);
+    }
+
+    #[test]
+    fn maintenance_counts_a_restart_an_unsettled_pass_made() {
+        // The gateway exited (recorded), a pass restarted it but lost its claim before it
+        // settled: the next pass finds it serving, and the restart still counts once.
+        let mut facts = maintenance();
+        facts.down_recorded = true;
+        let mut p = ready();
+        p.activated = Some(Ok(RuntimeState::Serving));
+        p.retired = Some(Ok(()));
+        let Step::Finish(finish) = plan(&facts, &p) else {
+            panic!("finish");
+        };
+        assert!(finish.completion.expect("completion").restarted);
+        facts.kind = PassKind::Deploy;
         let Step::Finish(finish) = plan(&facts, &p) else {
             panic!("finish");
         };
