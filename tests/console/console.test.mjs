@@ -108,6 +108,11 @@ async function fakeModel(reply) {
     req.on('data', (c) => { body += c; });
     req.on('end', () => {
       seen.push({ path: req.url, authorization: req.headers.authorization || null });
+      if (req.method === 'GET' && req.url === '/v1/models') {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ object: 'list', data: [{ id: 'fake-model', object: 'model' }, { id: 'fake-model-large', object: 'model' }] }));
+        return;
+      }
       if (req.method !== 'POST' || req.url !== '/v1/chat/completions') {
         res.writeHead(404, { 'content-type': 'application/json' });
         res.end(JSON.stringify({ error: { message: 'unknown route', type: 'not_found', code: 'not_found' } }));
@@ -963,11 +968,17 @@ test('the web console, end to end', { timeout: 15 * 60_000 }, async (t) => {
       await page.selectOption('#preset-select', { label: 'Standard OpenClaw' });
       assert.equal(await page.inputValue('#preset-var-baseUrl'), 'https://api.openai.com/v1', 'the default is filled in');
       await page.fill('#preset-var-name', 'provisioned');
-      await page.fill('#preset-var-model', 'fake-model');
-      // choosing the connection stands for the key and fills the base URL
+      // choosing the connection stands for the key, fills the base URL and offers the models
+      // the endpoint lists for the connection's key
       await page.selectOption('#preset-var-modelKey-connection', connection.id);
       assert.equal(await page.inputValue('#preset-var-baseUrl'), model.url);
       assert.ok(await page.locator('#preset-var-modelKey').isDisabled(), 'no key is typed');
+      await page.locator('#preset-var-model-offered', { hasText: '2 models offered by local-endpoint' }).waitFor();
+      const offered = await page.locator('#preset-var-model-choices option').evaluateAll((els) => els.map((e) => e.value));
+      assert.deepEqual(offered, ['fake-model', 'fake-model-large']);
+      assert.ok(model.seen.some((c) => c.path === '/v1/models' && c.authorization === `Bearer ${KEY}`),
+        'occ asked the endpoint with the connection\'s key');
+      await page.fill('#preset-var-model', 'fake-model');
       const admitted = page.waitForResponse((r) => r.url().endsWith(`/namespaces/${ns}/agents/provision`) && r.request().method() === 'POST');
       const polled = page.waitForResponse((r) => /\/agents\/provision\/prv_[0-9a-f-]+$/.test(r.url()));
       await page.click('#preset-submit');

@@ -81,6 +81,7 @@ pub fn router_and_openapi(state: AppState) -> (axum::Router, utoipa::openapi::Op
             credential_sources::update_credential_source,
             credential_sources::delete_credential_source
         ))
+        .routes(routes!(credential_sources::credential_source_models))
         .routes(routes!(secrets::list_secrets, secrets::create_secret))
         .routes(routes!(
             secrets::get_secret,

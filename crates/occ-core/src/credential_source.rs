@@ -48,12 +48,17 @@ pub struct SourceType {
     pub secrets: &'static [FieldSpec],
 }
 
+/// The provider types' endpoint setting (`config.base_url`).
+pub const BASE_URL_FIELD: &str = "base_url";
+/// The provider types' key (`secrets.api_key`).
+pub const API_KEY_FIELD: &str = "api_key";
+
 const PROVIDER_CONFIG: &[FieldSpec] = &[FieldSpec {
-    name: "base_url",
+    name: BASE_URL_FIELD,
     required: false,
 }];
 const PROVIDER_SECRETS: &[FieldSpec] = &[FieldSpec {
-    name: "api_key",
+    name: API_KEY_FIELD,
     required: true,
 }];
 
@@ -169,7 +174,7 @@ pub fn check_fields(
             )));
         }
     }
-    if let Some(url) = config.get("base_url")
+    if let Some(url) = config.get(BASE_URL_FIELD)
         && !crate::native::is_http_url(url)
     {
         return Err(Error::invalid_field(

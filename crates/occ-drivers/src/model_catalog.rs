@@ -56,10 +56,12 @@ pub enum CatalogError {
 /// Reads providers' model lists.
 #[async_trait]
 pub trait ModelCatalog: Send + Sync {
-    /// The models `provider` offers to `api_key`, sorted by id.
+    /// The models `provider` offers to `api_key`, sorted by id: at `base_url` (a saved
+    /// connection's own endpoint) when given, else at the provider's configured one.
     async fn models(
         &self,
         provider: ModelProvider,
+        base_url: Option<&str>,
         api_key: &str,
     ) -> Result<Vec<ModelInfo>, CatalogError>;
 }
@@ -96,16 +98,21 @@ impl ModelCatalog for HttpModelCatalog {
     async fn models(
         &self,
         provider: ModelProvider,
+        base_url: Option<&str>,
         api_key: &str,
     ) -> Result<Vec<ModelInfo>, CatalogError> {
+        let base = base_url.map_or_else(
+            || match provider {
+                ModelProvider::OpenAi => self.openai_base_url.as_str(),
+                ModelProvider::Anthropic => self.anthropic_base_url.as_str(),
+            },
+            |url| url.trim_end_matches('/'),
+        );
         let request = match provider {
-            ModelProvider::OpenAi => self
-                .http
-                .get(format!("{}/models", self.openai_base_url))
-                .bearer_auth(api_key),
+            ModelProvider::OpenAi => self.http.get(format!("{base}/models")).bearer_auth(api_key),
             ModelProvider::Anthropic => self
                 .http
-                .get(format!("{}/models?limit=1000", self.anthropic_base_url))
+                .get(format!("{base}/models?limit=1000"))
                 .header("x-api-key", api_key)
                 .header("anthropic-version", ANTHROPIC_VERSION),
         };

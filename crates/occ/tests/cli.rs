@@ -1101,6 +1101,10 @@ fn end_to_end(backend: Backend) {
         .expect("key")
         .to_owned();
     assert_ne!(rotated, key_secret);
+    // its models are asked at its own base URL, where nothing listens: a clear 503
+    let err = cli.fails(&["credential-source", "models", &source_id]);
+    assert_api_error(&err, 503, "MODEL_DISCOVERY_UNAVAILABLE");
+    assert!(!err.contains("sk-provider"), "{err}");
     let listed = cli.json(&["credential-source", "list"]);
     assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
     // a Preset provisioned with the saved connection: its key's Secret and its base URL fill

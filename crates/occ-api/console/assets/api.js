@@ -120,6 +120,7 @@ export const paths = {
   secret: (ns, sec) => `/namespaces/${seg(ns)}/secrets/${seg(sec)}`,
   credentialSources: (ns) => `/namespaces/${seg(ns)}/credential-sources`,
   credentialSource: (ns, cs) => `/namespaces/${seg(ns)}/credential-sources/${seg(cs)}`,
+  credentialSourceModels: (ns, cs) => `/namespaces/${seg(ns)}/credential-sources/${seg(cs)}/models`,
   roles: (ns) => `/namespaces/${seg(ns)}/iam/roles`,
   bindings: (ns) => `/namespaces/${seg(ns)}/iam/access-bindings`,
   namespaceBindings: (ns) => `/namespaces/${seg(ns)}/iam/namespace-bindings`,

@@ -2,7 +2,8 @@
 // fills in its variables; the console renders the template (as the API's rendering does:
 // `{{ vars.NAME }}`, one pass, a whole reference keeps the variable's type) and keeps the password
 // the template uses (a model key, a dedicated Agent's harness key) as a new Secret, or uses a
-// saved connection's key Secret instead (its base URL filling a `baseUrl` variable). To deploy, it sends one
+// saved connection's key Secret instead (its base URL filling a `baseUrl` variable, the models
+// its provider lists offered for a `model` variable). To deploy, it sends one
 // provisioning job (`provisionAgent`: the Configuration, the Agent, its Secret grants, the first
 // deploy) and shows its steps as the worker runs them; a failed step keeps what was made and can
 // be retried there. Without deploying, it creates the Configuration and the Agent and lets the
@@ -111,9 +112,50 @@ function variableFields(template, connections = []) {
   });
 }
 
+/**
+ * Offers the models a chosen connection's provider lists for its key as suggestions of the
+ * `model` field (asked through occ: the key never reaches the browser). A later choice wins
+ * over an answer still on its way.
+ */
+async function offerModels(model, connection) {
+  const listId = `${model.control.id}-choices`;
+  let list = model.wrapper.querySelector('datalist');
+  if (!list) {
+    list = h('datalist', { id: listId });
+    model.wrapper.append(list);
+    model.control.setAttribute('list', listId);
+  }
+  let note = model.wrapper.querySelector('.model-offer');
+  if (!note) {
+    note = h('p', { class: 'hint model-offer', id: `${model.control.id}-offered`, 'aria-live': 'polite' });
+    model.wrapper.append(note);
+  }
+  const asked = (model.asked = (model.asked || 0) + 1);
+  replace(list);
+  if (!connection) {
+    note.textContent = '';
+    return;
+  }
+  note.textContent = `Asking ${connection.name} for its models…`;
+  let text;
+  try {
+    const models = (await api('GET', paths.credentialSourceModels(ctx.ns, connection.id))).data;
+    if (asked !== model.asked) return;
+    replace(list, ...models.map((m) => h('option', { value: m.id }, m.name)));
+    text = models.length
+      ? `${models.length} model${models.length === 1 ? '' : 's'} offered by ${connection.name}: pick one or type an id.`
+      : `${connection.name} lists no models; type an id.`;
+  } catch (e) {
+    if (asked !== model.asked) return;
+    text = `The models of ${connection.name} could not be listed (${e.message}); type an id.`;
+  }
+  note.textContent = text;
+}
+
 /** Wires each password field's connection choice to the fields it fills. */
 function wireConnections(fields, connections) {
   const baseUrl = fields.find((f) => f.name === 'baseUrl' && f.spec.type === 'string');
+  const model = fields.find((f) => f.name === 'model' && f.spec.type === 'string');
   for (const f of fields.filter((x) => x.connection)) {
     f.connection.addEventListener('change', () => {
       const chosen = connections.find((c) => c.id === f.connection.value);
@@ -121,6 +163,7 @@ function wireConnections(fields, connections) {
       if (chosen) f.control.value = '';
       setFieldError(f.wrapper, null);
       if (chosen && baseUrl) baseUrl.control.value = connectionUrl(chosen);
+      if (model) offerModels(model, chosen || null);
     });
   }
 }

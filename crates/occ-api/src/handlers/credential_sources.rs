@@ -129,3 +129,26 @@ pub async fn delete_credential_source(
         .await?;
     Ok(NoContent)
 }
+
+/// The models the provider offers to the source's key, at the source's own endpoint when it
+/// names one (occ extension; needs `credential_source:operate`): a client lists models for a
+/// saved connection without ever holding its key.
+#[utoipa::path(get, path = "/namespaces/{namespaceId}/credential-sources/{credentialSourceId}/models", operation_id = "listCredentialSourceModels", tag = "Credential sources",
+    params(("namespaceId" = String, Path), ("credentialSourceId" = String, Path)),
+    responses((status = 200, body = Data<Vec<crate::views::ModelView>>), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 429, body = ErrorBody),
+        (status = 501, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub async fn credential_source_models(
+    State(s): State<AppState>,
+    p: Params,
+    ctx: Ctx,
+) -> Result<impl IntoResponse, ApiError> {
+    let models = s
+        .controller
+        .credential_source_models(&ctx.req, p.ns()?, p.credential_source()?)
+        .await?;
+    Ok(ok(models
+        .iter()
+        .map(crate::views::ModelView::from)
+        .collect::<Vec<_>>()))
+}

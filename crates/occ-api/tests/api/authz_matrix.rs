@@ -534,6 +534,16 @@ fn rows() -> Vec<Row> {
             expect: ADMIN_ONLY(200),
             ci: 403,
         },
+        // Using a source needs `credential_source:operate` (the CI key's operator Role has
+        // it); no model catalog is configured here, so an allowed caller learns that (503).
+        Row {
+            op: "listCredentialSourceModels",
+            method: Method::GET,
+            path: |f| format!("/namespaces/{}/credential-sources/{}/models", f.ns, f.cs),
+            body: none,
+            expect: ADMIN_ONLY(503),
+            ci: 503,
+        },
         Row {
             op: "deleteCredentialSource",
             method: Method::DELETE,

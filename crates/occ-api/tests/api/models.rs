@@ -209,3 +209,122 @@ async fn an_unreachable_provider_is_unavailable() {
     );
     assert_eq!(reply.code(), "MODEL_DISCOVERY_UNAVAILABLE");
 }
+
+/// A saved connection's models (`GET …/credential-sources/{cs}/models`, occ extension): asked
+/// with the key its Secret holds, at the connection's own base URL (or, without one, at the
+/// provider's configured endpoint); the same failures; only who may use the source may ask.
+#[tokio::test]
+async fn a_saved_connection_lists_its_models_without_the_caller_holding_its_key() {
+    let model = FakeModel::start().await;
+    // The configured provider endpoints point where nothing listens: a success proves the
+    // source's own base URL was used.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let app = app_with(&format!("http://127.0.0.1:{port}/v1")).await;
+    let admin = app.admin();
+    let ns = app.default_ns.to_string();
+    let value = "sk-saved-connection-key-5151";
+    let sec = expect(
+        app.call(
+            Method::POST,
+            &format!("/namespaces/{ns}/secrets"),
+            &admin,
+            Some(json!({"name": "saved-key", "value": value})),
+        )
+        .await,
+        StatusCode::CREATED,
+    )
+    .data()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let source = |name: &str, config: serde_json::Value| {
+        json!({"name": name, "type": "openai", "config": config,
+            "secrets": {"api_key": {"kind": "secret", "namespaceId": ns, "id": sec}}})
+    };
+    let create = async |body: serde_json::Value| {
+        expect(
+            app.call(
+                Method::POST,
+                &format!("/namespaces/{ns}/credential-sources"),
+                &admin,
+                Some(body),
+            )
+            .await,
+            StatusCode::CREATED,
+        )
+        .data()["id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let local = create(source("local", json!({"base_url": model.base_url()}))).await;
+    let public = create(source("public", json!({}))).await;
+    let models_of = async |who: &Credential, cs: &str| {
+        app.call(
+            Method::GET,
+            &format!("/namespaces/{ns}/credential-sources/{cs}/models"),
+            who,
+            None,
+        )
+        .await
+    };
+
+    let listed = expect(models_of(&admin, &local).await, StatusCode::OK);
+    assert!(
+        !listed.data().as_array().unwrap().is_empty(),
+        "{}",
+        listed.body
+    );
+    assert_eq!(
+        last_header(&model, "authorization"),
+        Some(format!("Bearer {value}"))
+    );
+    assert!(!listed.body.to_string().contains(value));
+    let unreachable = expect(
+        models_of(&admin, &public).await,
+        StatusCode::SERVICE_UNAVAILABLE,
+    );
+    assert_eq!(unreachable.code(), "MODEL_DISCOVERY_UNAVAILABLE");
+
+    model.fail_with(Some(Failure {
+        status: 401,
+        code: "x".into(),
+        message: format!("bad key {value}"),
+    }));
+    let refused = expect(models_of(&admin, &local).await, StatusCode::BAD_REQUEST);
+    assert_eq!(refused.code(), "MODEL_DISCOVERY_CREDENTIALS_REJECTED");
+    assert!(!refused.body.to_string().contains(value));
+    model.fail_with(None);
+
+    // Reading a source is not using it.
+    let (_, reader) = app
+        .principal_with(
+            &[Permission::new(
+                Action::Read,
+                ResourceKind::CredentialSource,
+            )],
+            None,
+            None,
+            None,
+        )
+        .await;
+    expect(
+        models_of(&Credential::Key(reader), &local).await,
+        StatusCode::FORBIDDEN,
+    );
+    expect(
+        models_of(&admin, "cs_00000000-0000-4000-8000-000000000000").await,
+        StatusCode::NOT_FOUND,
+    );
+
+    let mut tx = app.store.begin_read().await.unwrap();
+    let audit = format!(
+        "{:?}",
+        tx.audit_list(&AuditFilter::default()).await.unwrap()
+    );
+    assert!(!audit.contains(value));
+}

@@ -100,7 +100,7 @@ pub enum ResourceKind {
     Agent,
     /// An AgentRevision.
     AgentRevision,
-    /// A CredentialSource (not implemented by occ yet; kept for wire compatibility of Roles).
+    /// A CredentialSource (a saved provider connection).
     CredentialSource,
 }
 

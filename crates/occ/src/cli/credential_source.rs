@@ -49,6 +49,8 @@ pub enum CredentialSourceCmd {
         #[command(flatten)]
         key: KeySource,
     },
+    /// The models the provider lists for the source's key (asked by occ; the key stays there).
+    Models { id: String },
     /// Delete a credential source (its Secrets stay).
     Delete { id: String },
 }
@@ -94,6 +96,12 @@ pub async fn credential_source(c: &Client, cmd: CredentialSourceCmd) -> anyhow::
             let (secret, made) = key_secret(c, &ns, &secret_name, key).await?;
             let body = json!({"secrets": {"api_key": {"kind": "secret", "namespaceId": ns, "id": secret}}});
             sent_or_undone(c, &ns, made, c.call(Method::PATCH, &path, Some(body)).await).await?
+        }
+        CredentialSourceCmd::Models { id } => {
+            let v = c
+                .call(Method::GET, &format!("{base}/{id}/models"), None)
+                .await?;
+            return c.print(&v, &["id", "name"]);
         }
         CredentialSourceCmd::Delete { id } => {
             c.call(Method::DELETE, &format!("{base}/{id}"), None)
