@@ -199,6 +199,20 @@ fn too_large(limit: usize) -> ApiError {
 /// validated: the route's body declaration in [`crate::inputs`] does that.
 pub struct JsonBody<const LIMIT: usize>(pub Value);
 
+/// The body of a route for which the reference documents no 415: a body that is not JSON is an
+/// invalid request (400) there, every other refusal as [`JsonBody`] gives it.
+pub fn json_body_without_415<const LIMIT: usize>(
+    body: Result<JsonBody<LIMIT>, ApiError>,
+) -> Result<Value, ApiError> {
+    match body {
+        Ok(JsonBody(value)) => Ok(value),
+        Err(e) if e.0.code() == occ_core::ErrorCode::UnsupportedMediaType => {
+            Err(ApiError(occ_core::Error::invalid_request(e.0.message())))
+        }
+        Err(e) => Err(e),
+    }
+}
+
 impl<const LIMIT: usize> FromRequest<AppState> for JsonBody<LIMIT> {
     type Rejection = ApiError;
 

@@ -9,7 +9,9 @@ use serde_json::json;
 
 use crate::envelope::{created, ok};
 use crate::error::ApiError;
-use crate::extract::{Ctx, DEFAULT_LIMIT, JsonBody, NoBody, Params, check_csrf, cookie_values};
+use crate::extract::{
+    Ctx, DEFAULT_LIMIT, JsonBody, NoBody, Params, check_csrf, cookie_values, json_body_without_415,
+};
 use crate::inputs::{AccountCreateBody, AccountVersionBody, ServiceKeyCreateBody, SignInBody};
 use crate::openapi::{Data, ErrorBody};
 use crate::state::AppState;
@@ -161,8 +163,9 @@ pub async fn create_account(
 pub async fn create_service_key(
     State(s): State<AppState>,
     ctx: Ctx,
-    JsonBody(body): JsonBody<DEFAULT_LIMIT>,
+    body: Result<JsonBody<DEFAULT_LIMIT>, ApiError>,
 ) -> Result<impl IntoResponse, ApiError> {
+    let body = json_body_without_415(body)?;
     let input = ServiceKeyCreateBody::parse(&body)?;
     let issued = s
         .controller

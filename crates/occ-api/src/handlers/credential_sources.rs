@@ -3,11 +3,11 @@
 use axum::extract::State;
 use axum::response::IntoResponse;
 use occ_controller::credential_sources::CredentialSourceInput;
-use occ_core::{DetailCode, Error, ErrorCode};
+use occ_core::{DetailCode, Error};
 
 use crate::envelope::{NoContent, created, ok};
 use crate::error::ApiError;
-use crate::extract::{Ctx, DEFAULT_LIMIT, JsonBody, NoBody, Params};
+use crate::extract::{Ctx, DEFAULT_LIMIT, JsonBody, NoBody, Params, json_body_without_415};
 use crate::inputs::{CredentialSourceCreateBody, CredentialSourceUpdateBody};
 use crate::openapi::{Data, ErrorBody};
 use crate::state::AppState;
@@ -91,11 +91,7 @@ pub async fn update_credential_source(
     ctx: Ctx,
     body: Result<JsonBody<DEFAULT_LIMIT>, ApiError>,
 ) -> Result<impl IntoResponse, ApiError> {
-    // The reference documents no 415 here: a body that is not JSON is an invalid request.
-    let JsonBody(body) = body.map_err(|e| match e.0.code() {
-        ErrorCode::UnsupportedMediaType => ApiError(Error::invalid_request(e.0.message())),
-        _ => e,
-    })?;
+    let body = json_body_without_415(body)?;
     let ns = p.ns()?;
     let body = CredentialSourceUpdateBody::parse(&body, ns)?;
     let Some(secrets) = body.secrets else {

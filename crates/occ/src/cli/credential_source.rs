@@ -10,6 +10,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 use super::client::Client;
+use super::secret::{make_secret, remove_made_secrets};
 
 /// Where a source's API key comes from.
 #[derive(Debug, Args)]
@@ -128,18 +129,8 @@ async fn key_secret(
         .ok_or_else(|| anyhow!("give --secret or --key-file"))?;
     let value = std::fs::read_to_string(&file)
         .with_context(|| format!("cannot read {}", file.display()))?;
-    let value = value.trim_end_matches(['\n', '\r']).to_owned();
-    let made = c
-        .call(
-            Method::POST,
-            &format!("/namespaces/{ns}/secrets"),
-            Some(json!({"name": secret_name, "value": value})),
-        )
-        .await?;
-    let id = made["id"]
-        .as_str()
-        .ok_or_else(|| anyhow!("the Secret response has no id"))?
-        .to_owned();
+    let value = value.trim_end_matches(['\n', '\r']);
+    let id = make_secret(c, ns, secret_name, value).await?;
     Ok((id.clone(), Some(id)))
 }
 
@@ -152,15 +143,8 @@ async fn sent_or_undone(
 ) -> anyhow::Result<Value> {
     if sent.is_err()
         && let Some(id) = made
-        && let Err(e) = c
-            .call(
-                Method::DELETE,
-                &format!("/namespaces/{ns}/secrets/{id}"),
-                None,
-            )
-            .await
     {
-        eprintln!("the Secret {id} made for the key was not removed: {e}");
+        remove_made_secrets(c, ns, &[id]).await;
     }
     sent
 }

@@ -15,6 +15,7 @@ use serde_json::{Map, Value, json};
 use super::client::Client;
 use super::follow::{FollowArgs, follow_deployment};
 use super::render::read_json;
+use super::secret::{make_secret, remove_made_secrets};
 
 /// `occ agent provision`
 #[derive(Debug, Args)]
@@ -87,15 +88,7 @@ pub(super) async fn agent_provision(c: &Client, args: ProvisionArgs) -> anyhow::
         Ok(v) => v,
         Err(e) => {
             // Nothing was queued: the Secrets made for this attempt go again.
-            for id in made_secrets {
-                let _ = c
-                    .call(
-                        Method::DELETE,
-                        &format!("/namespaces/{ns}/secrets/{id}"),
-                        None,
-                    )
-                    .await;
-            }
+            remove_made_secrets(c, &ns, &made_secrets).await;
             return Err(e);
         }
     };
@@ -386,17 +379,7 @@ async fn from_preset(
             }
             Password::Typed(value) => value,
         };
-        let secret = c
-            .call(
-                Method::POST,
-                &format!("/namespaces/{ns}/secrets"),
-                Some(json!({"name": format!("{name}-{var}"), "value": value})),
-            )
-            .await?;
-        let id = secret["id"]
-            .as_str()
-            .ok_or_else(|| anyhow!("the Secret response has no id"))?
-            .to_owned();
+        let id = make_secret(c, ns, &format!("{name}-{var}"), value).await?;
         made_secrets.push(id.clone());
         values.insert(var.clone(), Value::String(id));
     }

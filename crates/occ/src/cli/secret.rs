@@ -2,8 +2,10 @@
 
 use std::path::PathBuf;
 
+use anyhow::anyhow;
 use clap::Subcommand;
 use reqwest::Method;
+use serde_json::json;
 
 use super::client::Client;
 use super::grants::grant_secret;
@@ -71,4 +73,42 @@ pub async fn secret(c: &Client, cmd: SecretCmd) -> anyhow::Result<()> {
         }
     };
     c.print(&v, &["id", "name"])
+}
+
+/// Stores `value` as a new Secret `name` of Namespace `ns` for a request about to name it; its
+/// id (see [`remove_made_secrets`] for when that request is refused).
+pub(super) async fn make_secret(
+    c: &Client,
+    ns: &str,
+    name: &str,
+    value: &str,
+) -> anyhow::Result<String> {
+    let made = c
+        .call(
+            Method::POST,
+            &format!("/namespaces/{ns}/secrets"),
+            Some(json!({"name": name, "value": value})),
+        )
+        .await?;
+    made["id"]
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| anyhow!("the Secret response has no id"))
+}
+
+/// Deletes the Secrets made for a request the API refused, so nothing is left behind; one that
+/// cannot be deleted is reported, not fatal (the refusal is what the caller needs to see).
+pub(super) async fn remove_made_secrets(c: &Client, ns: &str, made: &[String]) {
+    for id in made {
+        if let Err(e) = c
+            .call(
+                Method::DELETE,
+                &format!("/namespaces/{ns}/secrets/{id}"),
+                None,
+            )
+            .await
+        {
+            eprintln!("the Secret {id} made for this request was not removed: {e}");
+        }
+    }
 }
