@@ -114,12 +114,13 @@ stage "cargo test --all-targets --no-run with clippy (warnings are errors)" \
 # The Rust test binaries, the doc tests, schemathesis against the reference OpenAPI document,
 # and one occ dev driven by the web console's browser tests (headless Chromium) and then by the
 # generated client (scripts/dev-e2e.sh), as parallel jobs (OCC_TEST_JOBS at once, default 4; of
-# them at most OCC_TEST_HEAVY, default 3, start real gateways).
+# them at most OCC_TEST_HEAVY, default 2, start real gateways: a third beside them starved
+# gateways into timeouts on 2 cores without finishing the run any sooner, as it is CPU-bound).
 # The pinned OpenClaw runtime installs first, as the gate of the jobs that start gateways or run
 # its CLI (it is mostly downloading and unpacking, so the other jobs run meanwhile; a job that
 # needs it earlier anyway waits on the install's lock).
 stage "tests: every test binary, doc tests, schemathesis, console and generated client" \
-  python3 scripts/lib/run-jobs.py --jobs "${OCC_TEST_JOBS:-4}" --heavy "${OCC_TEST_HEAVY:-3}" \
+  python3 scripts/lib/run-jobs.py --jobs "${OCC_TEST_JOBS:-4}" --heavy "${OCC_TEST_HEAVY:-2}" \
     --logs target/test-jobs \
     --tests target/test-jobs/tests.json --gate openclaw-runtime \
     "openclaw-runtime=$OCC_BIN::runtime::install::--dir::target/openclaw-runtime" \

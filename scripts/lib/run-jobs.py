@@ -30,7 +30,7 @@ import threading
 import time
 
 # Jobs that start real gateways (each ~1 GB and ~13 s of a core to start): at most
-# --heavy of them run at once (scripts/test.sh passes 3), since the suite is bound by CPU on a
+# --heavy of them run at once (scripts/test.sh passes 2), since the suite is bound by CPU on a
 # 2-core machine and gateways that starve each other time out. Every other job may fill the
 # remaining slots.
 HEAVY = {

@@ -765,7 +765,9 @@ test('the web console, end to end', { timeout: 15 * 60_000 }, async (t) => {
       gateway: { tls: { enabled: true, autoGenerate: false } },
     }, null, 2));
     await page.click('#deploy');
-    await waitState(page, 'failed', DEPLOY_TIMEOUT);
+    // the gateway gives up only once it has loaded far enough to read its TLS settings, which on
+    // a loaded machine takes as long as a whole deploy; then the predecessor is restored
+    await waitState(page, 'failed', 2 * DEPLOY_TIMEOUT);
     await page.click('#tab-activity');
     const failedRow = page.locator('#activity-table tbody tr[data-revision="4"][data-status="failed"]');
     await failedRow.waitFor();

@@ -39,7 +39,7 @@ fn settings(dedicated: Option<KubernetesDedicatedSettings>) -> KubernetesCompute
         state_storage: "10Gi".into(),
         storage_class: None,
         runtime_class: None,
-        activation_timeout: Duration::from_secs(240),
+        activation_timeout: Duration::from_secs(360),
         stop_timeout: Duration::from_secs(60),
         dedicated,
     }
@@ -54,7 +54,7 @@ fn dedicated_settings() -> KubernetesDedicatedSettings {
             cidr: "203.0.113.0/24".into(),
             port: 443,
         }],
-        ready_timeout: Duration::from_secs(240),
+        ready_timeout: Duration::from_secs(360),
     }
 }
 

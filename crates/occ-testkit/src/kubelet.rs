@@ -99,8 +99,10 @@ pub use harness::MAX_HARNESSES;
 
 /// At most this many gateways run at once in one test process.
 pub const MAX_GATEWAYS: usize = 3;
-/// How long a gateway may take to answer the handshake.
-pub const GATEWAY_READY_TIMEOUT: Duration = Duration::from_secs(180);
+/// How long a gateway may take to answer the handshake before the kubelet kills it (its startup
+/// probe): a bound for a hang, since on a saturated 2-core machine a restarted gateway that
+/// migrates its state has taken past 180 s.
+pub const GATEWAY_READY_TIMEOUT: Duration = Duration::from_secs(300);
 const TICK: Duration = Duration::from_millis(100);
 const INIT_RETRY: Duration = Duration::from_secs(5);
 const MARKER_ENV: &str = "OCC_FAKE_KUBELET_POD";
