@@ -33,7 +33,7 @@ fn driver(fake: &FakeKube) -> KubernetesCompute {
             state_storage: "10Gi".into(),
             storage_class: None,
         runtime_class: None,
-            activation_timeout: Duration::from_secs(240),
+            activation_timeout: Duration::from_secs(360),
             stop_timeout: Duration::from_secs(60),
             dedicated: None,
         },
