@@ -58,12 +58,23 @@ pub async fn agent(app: &TestApp, ns: &str, cfg: &str, name: &str, who: &Credent
 
 /// Creates a Secret; returns its id.
 pub async fn secret(app: &TestApp, ns: &str, name: &str, who: &Credential) -> String {
+    secret_holding(app, ns, name, "sk-test-value-123", who).await
+}
+
+/// A Secret `name` of `ns` holding `value`; its id.
+pub async fn secret_holding(
+    app: &TestApp,
+    ns: &str,
+    name: &str,
+    value: &str,
+    who: &Credential,
+) -> String {
     let r = app
         .call(
             Method::POST,
             &format!("/namespaces/{ns}/secrets"),
             who,
-            Some(json!({"name": name, "value": "sk-test-value-123"})),
+            Some(json!({"name": name, "value": value})),
         )
         .await;
     expect(r, StatusCode::CREATED).data()["id"]

@@ -12,7 +12,7 @@ use occ_testkit::app::{Credential, TestApp, TestAppOptions};
 use occ_testkit::fake_model::{Failure, FakeModel};
 use serde_json::json;
 
-use crate::common::expect;
+use crate::common::{expect, secret_holding};
 
 const KEY: &str = "sk-discovery-key-never-echoed-4242";
 
@@ -39,6 +39,16 @@ async fn discover(
         Some(body),
     )
     .await
+}
+
+/// Asserts that no audit record holds `value`.
+async fn assert_audit_free_of(app: &TestApp, value: &str) {
+    let mut tx = app.store.begin_read().await.unwrap();
+    let audit = format!(
+        "{:?}",
+        tx.audit_list(&AuditFilter::default()).await.unwrap()
+    );
+    assert!(!audit.contains(value));
 }
 
 /// A header of the last model-list request the provider received.
@@ -181,12 +191,7 @@ async fn a_provider_lists_its_models_to_a_key_and_failures_are_clear() {
     );
 
     // Nothing recorded anywhere holds the key.
-    let mut tx = app.store.begin_read().await.unwrap();
-    let audit = format!(
-        "{:?}",
-        tx.audit_list(&AuditFilter::default()).await.unwrap()
-    );
-    assert!(!audit.contains(KEY));
+    assert_audit_free_of(&app, KEY).await;
 }
 
 #[tokio::test]
@@ -227,20 +232,7 @@ async fn a_saved_connection_lists_its_models_without_the_caller_holding_its_key(
     let admin = app.admin();
     let ns = app.default_ns.to_string();
     let value = "sk-saved-connection-key-5151";
-    let sec = expect(
-        app.call(
-            Method::POST,
-            &format!("/namespaces/{ns}/secrets"),
-            &admin,
-            Some(json!({"name": "saved-key", "value": value})),
-        )
-        .await,
-        StatusCode::CREATED,
-    )
-    .data()["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let sec = secret_holding(&app, &ns, "saved-key", value, &admin).await;
     let source = |name: &str, config: serde_json::Value| {
         json!({"name": name, "type": "openai", "config": config,
             "secrets": {"api_key": {"kind": "secret", "namespaceId": ns, "id": sec}}})
@@ -321,10 +313,5 @@ async fn a_saved_connection_lists_its_models_without_the_caller_holding_its_key(
         StatusCode::NOT_FOUND,
     );
 
-    let mut tx = app.store.begin_read().await.unwrap();
-    let audit = format!(
-        "{:?}",
-        tx.audit_list(&AuditFilter::default()).await.unwrap()
-    );
-    assert!(!audit.contains(value));
+    assert_audit_free_of(&app, value).await;
 }

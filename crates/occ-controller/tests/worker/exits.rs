@@ -67,6 +67,35 @@ impl Fixture {
         }
     }
 
+    /// Crashes `agent`'s gateway without a report, every restart failing with `code` until the
+    /// script is cleared (however slow the machine, the test sees the gateway down before it
+    /// comes back), and runs passes until the record shows it down; the last view.
+    async fn crash_with_failing_restarts(&self, agent: &str, code: ReasonCode) -> Value {
+        for _ in 0..1000 {
+            self.compute.script(
+                Verb::Activate,
+                Scripted::Fail(ComputeError::transient(code, "not yet")),
+            );
+        }
+        self.compute.crash(&agent_id(agent));
+        self.passes_until(agent, |v| v["state"] != "running").await
+    }
+
+    /// Runs the due passes every 100 ms until `done` holds of the runtime view (at most 50
+    /// rounds); the last view.
+    async fn passes_until(&self, agent: &str, done: impl Fn(&Value) -> bool) -> Value {
+        let mut view = self.runtime(agent).await;
+        for _ in 0..50 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            self.drain().await;
+            view = self.runtime(agent).await;
+            if done(&view) {
+                break;
+            }
+        }
+        view
+    }
+
     fn target(&self, agent: &str) -> AgentTarget {
         AgentTarget {
             namespace_id: self.app.default_ns.clone(),
@@ -230,27 +259,9 @@ async fn the_maintenance_pass_records_a_gateway_it_found_down() {
     let (_, agent) = f.agent("a1").await;
     f.deploy(&agent).await;
     f.drain().await;
-    // Every restart fails until the script is cleared: however slow the machine, the test
-    // sees the gateway down before it comes back.
-    for _ in 0..1000 {
-        f.compute.script(
-            Verb::Activate,
-            Scripted::Fail(ComputeError::transient(
-                ReasonCode::RuntimeStartupFailed,
-                "not yet",
-            )),
-        );
-    }
-    f.compute.crash(&agent_id(&agent));
-    let mut down = f.runtime(&agent).await;
-    for _ in 0..50 {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        f.drain().await;
-        down = f.runtime(&agent).await;
-        if down["state"] != "running" {
-            break;
-        }
-    }
+    let down = f
+        .crash_with_failing_restarts(&agent, ReasonCode::RuntimeStartupFailed)
+        .await;
     assert_eq!(
         (&down["state"], &down["restarts"], &down["lastExitStatus"]),
         (&Value::from("restarting"), &Value::from(0), &Value::Null),
@@ -258,15 +269,7 @@ async fn the_maintenance_pass_records_a_gateway_it_found_down() {
     );
     assert!(down["lastExitAt"].is_string(), "{down}");
     f.compute.clear_script(Verb::Activate);
-    let mut restarted = down.clone();
-    for _ in 0..50 {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        f.drain().await;
-        restarted = f.runtime(&agent).await;
-        if restarted["restarts"] == 1 {
-            break;
-        }
-    }
+    let restarted = f.passes_until(&agent, |v| v["restarts"] == 1).await;
     assert_eq!(
         (
             &restarted["state"],
@@ -296,38 +299,14 @@ async fn a_restart_an_unsettled_pass_made_is_counted_once() {
     let (_, agent) = f.agent("a1").await;
     let rev = f.deploy(&agent).await;
     f.drain().await;
-    for _ in 0..1000 {
-        f.compute.script(
-            Verb::Activate,
-            Scripted::Fail(ComputeError::transient(
-                ReasonCode::GatewayNotReady,
-                "not ready in time",
-            )),
-        );
-    }
-    f.compute.crash(&agent_id(&agent));
-    let mut down = f.runtime(&agent).await;
-    for _ in 0..50 {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        f.drain().await;
-        down = f.runtime(&agent).await;
-        if down["state"] == "restarting" {
-            break;
-        }
-    }
+    let down = f
+        .crash_with_failing_restarts(&agent, ReasonCode::GatewayNotReady)
+        .await;
     assert_eq!(down["state"], "restarting", "{down}");
     // The gateway the failed pass started comes up after all.
     f.compute.assume_serving(&agent_id(&agent), &rev_id(&rev));
     f.compute.clear_script(Verb::Activate);
-    let mut counted = down.clone();
-    for _ in 0..50 {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        f.drain().await;
-        counted = f.runtime(&agent).await;
-        if counted["state"] == "running" {
-            break;
-        }
-    }
+    let counted = f.passes_until(&agent, |v| v["state"] == "running").await;
     assert_eq!(
         (
             &counted["state"],
