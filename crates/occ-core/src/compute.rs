@@ -221,7 +221,7 @@ pub const EXIT_CONFIGURATION_INVALID: i32 = 78;
 /// startup maintenance (its state lease timed out on a saturated machine: "maintenance
 /// required") rather than refusing the configuration: its output says so. Such an exit is
 /// transient — the same configuration starts once the machine has room.
-pub fn startup_maintenance_deferred(output: &[String]) -> bool {
+fn startup_maintenance_deferred(output: &[String]) -> bool {
     output.iter().any(|line| {
         line.contains("gateway.maintenance_required")
             || line.contains("lease heartbeat did not become ready")
@@ -251,6 +251,25 @@ impl ComputeError {
             message: message.into(),
             output: Vec::new(),
         }
+    }
+
+    /// A gateway that exited during startup with `exit_code`, carrying its last `output` lines
+    /// (redacted by the caller): a refused configuration ([`EXIT_CONFIGURATION_INVALID`], unless
+    /// the output shows deferred startup maintenance) is a permanent
+    /// `RUNTIME_CONFIGURATION_INVALID`; any other exit a transient `RUNTIME_STARTUP_FAILED`.
+    pub fn gateway_startup_exit(
+        exit_code: Option<i32>,
+        message: impl Into<String>,
+        output: Vec<String>,
+    ) -> Self {
+        let error = if exit_code == Some(EXIT_CONFIGURATION_INVALID)
+            && !startup_maintenance_deferred(&output)
+        {
+            Self::permanent(ReasonCode::RuntimeConfigurationInvalid, message)
+        } else {
+            Self::transient(ReasonCode::RuntimeStartupFailed, message)
+        };
+        error.with_output(output)
     }
 
     /// The same error with the workload's last output lines (redacted by the caller).
@@ -398,6 +417,30 @@ mod tests {
         ];
         assert!(startup_maintenance_deferred(&deferred));
         assert!(startup_maintenance_deferred(&deferred[1..]));
+        let class = |code, output: &[String]| {
+            let e = ComputeError::gateway_startup_exit(code, "exited", output.to_vec());
+            (e.class, e.code, e.output.len())
+        };
+        assert_eq!(
+            class(Some(EXIT_CONFIGURATION_INVALID), &refused),
+            (
+                FailureClass::Permanent,
+                ReasonCode::RuntimeConfigurationInvalid,
+                1
+            )
+        );
+        assert_eq!(
+            class(Some(EXIT_CONFIGURATION_INVALID), &deferred),
+            (FailureClass::Transient, ReasonCode::RuntimeStartupFailed, 2)
+        );
+        assert_eq!(
+            class(Some(1), &refused),
+            (FailureClass::Transient, ReasonCode::RuntimeStartupFailed, 1)
+        );
+        assert_eq!(
+            class(None, &[]),
+            (FailureClass::Transient, ReasonCode::RuntimeStartupFailed, 0)
+        );
     }
 
     #[test]

@@ -19,9 +19,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use occ_core::ReasonCode;
-use occ_core::compute::{
-    ComputeError, EXIT_CONFIGURATION_INVALID, GatewayExit, RevisionContext, RevisionTarget,
-};
+use occ_core::compute::{ComputeError, GatewayExit, RevisionContext, RevisionTarget};
 use occ_core::native::control_ui;
 use occ_core::{RevisionId, Timestamp};
 use occ_gateway::{Endpoint, GatewayError};
@@ -456,18 +454,11 @@ pub(crate) async fn start(
             "the gateway exited during startup ({})",
             status.map_or("unknown status".into(), |s| s.to_string()),
         );
+        if let Err(e) = remove_file(&agent_dir.join("gateway.json")) {
+            return e;
+        }
         let output = startup_output(&log_path, ctx, token.expose());
-        let error = match remove_file(&agent_dir.join("gateway.json")) {
-            Err(e) => return e,
-            Ok(())
-                if code == Some(EXIT_CONFIGURATION_INVALID)
-                    && !occ_core::compute::startup_maintenance_deferred(&output) =>
-            {
-                ComputeError::permanent(ReasonCode::RuntimeConfigurationInvalid, message)
-            }
-            Ok(()) => ComputeError::transient(ReasonCode::RuntimeStartupFailed, message),
-        };
-        error.with_output(output)
+        ComputeError::gateway_startup_exit(code, message, output)
     };
     let ready = tokio::select! {
         ready = occ_gateway::wait_ready(&endpoint, ready_timeout) => ready,

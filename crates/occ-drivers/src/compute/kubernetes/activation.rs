@@ -247,14 +247,11 @@ impl KubernetesCompute {
                     rev.revision_id
                 );
                 let output = self.startup_output(rev, ctx, Workload::Gateway).await;
-                let error = if code == EXIT_CONFIGURATION_INVALID
-                    && !occ_core::compute::startup_maintenance_deferred(&output)
-                {
-                    ComputeError::permanent(ReasonCode::RuntimeConfigurationInvalid, message)
-                } else {
-                    ComputeError::transient(ReasonCode::RuntimeStartupFailed, message)
-                };
-                return Err(error.with_output(output));
+                return Err(ComputeError::gateway_startup_exit(
+                    Some(code),
+                    message,
+                    output,
+                ));
             }
             if tokio::time::Instant::now() >= deadline {
                 return Err(ComputeError::transient(

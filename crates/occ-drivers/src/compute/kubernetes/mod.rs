@@ -49,7 +49,6 @@ use kube::Resource;
 use kube::api::{Api, ListParams, PostParams};
 use occ_core::ReasonCode;
 use occ_core::RevisionId;
-use occ_core::compute::EXIT_CONFIGURATION_INVALID;
 use occ_core::native::control_ui;
 use occ_core::resource::WorkspaceSetup;
 use occ_core::resource::{ComputeIdentity, ExecutionMode};
