@@ -84,16 +84,15 @@ impl Controller {
             .await?;
         live_namespace(&mut tx, ns).await?;
         let source = found(tx.credential_source_get(ns, id).await?)?;
-        let provider = match source.source_type.as_str() {
-            "openai" => ModelProvider::OpenAi,
-            "anthropic" => ModelProvider::Anthropic,
-            other => {
-                return Err(Error::new(
-                    ErrorCode::NotImplemented,
-                    format!("Listing the models of a {other} credential source is not available"),
-                ));
-            }
-        };
+        let provider = ModelProvider::parse(&source.source_type).ok_or_else(|| {
+            Error::new(
+                ErrorCode::NotImplemented,
+                format!(
+                    "Listing the models of a {} credential source is not available",
+                    source.source_type
+                ),
+            )
+        })?;
         let key_ref = source
             .secrets
             .get(API_KEY_FIELD)

@@ -18,6 +18,15 @@ pub enum ModelProvider {
 }
 
 impl ModelProvider {
+    /// The provider a wire name (a discovery request's `provider`, a credential source's
+    /// `type`) names.
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "openai" => Some(ModelProvider::OpenAi),
+            "anthropic" => Some(ModelProvider::Anthropic),
+            _ => None,
+        }
+    }
     /// The wire name.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -14,18 +14,15 @@ pub struct DiscoveryProvider(pub occ_controller::models::ModelProvider);
 impl<Cx> Field<Cx> for DiscoveryProvider {
     fn parse(value: &Value, path: &str, _: &Cx, problems: &mut Problems) -> Option<Self> {
         use occ_controller::models::ModelProvider;
-        match expect_str(value, path, problems)? {
-            "openai" => Some(Self(ModelProvider::OpenAi)),
-            "anthropic" => Some(Self(ModelProvider::Anthropic)),
-            _ => {
-                problems.push(
-                    path,
-                    DetailCode::InvalidValue,
-                    "must be openai or anthropic",
-                );
-                None
-            }
+        let parsed = ModelProvider::parse(expect_str(value, path, problems)?).map(Self);
+        if parsed.is_none() {
+            problems.push(
+                path,
+                DetailCode::InvalidValue,
+                "must be openai or anthropic",
+            );
         }
+        parsed
     }
     fn schema() -> Schema {
         enum_schema(["openai", "anthropic"])
