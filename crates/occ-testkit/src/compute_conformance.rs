@@ -148,13 +148,16 @@ pub async fn chat_turn(
 }
 
 /// Activates `rev` as the worker does: a transient failure (a gateway that did not come up on a
-/// loaded machine, e.g. OpenClaw's own 5 s state-lease timeout at startup) is tried again, at
-/// most twice; anything else, or a third failure, fails the test.
-async fn activate(compute: &dyn Compute, rev: &RevisionTarget, ctx: &RevisionContext, what: &str) {
+/// loaded machine, e.g. OpenClaw's own 5 s state-lease timeout at startup; a node that paired
+/// late) is tried again, at most twice; the error of anything else, or of a third failure.
+async fn activate_as_the_worker(
+    compute: &dyn Compute,
+    rev: &RevisionTarget,
+    ctx: &RevisionContext,
+) -> Result<(), occ_drivers::compute::ComputeError> {
     let mut retries = 0;
     loop {
         match compute.activate_revision(rev, ctx).await {
-            Ok(()) => return,
             Err(e) if e.class == occ_core::compute::FailureClass::Transient && retries < 2 => {
                 retries += 1;
                 #[expect(
@@ -162,11 +165,21 @@ async fn activate(compute: &dyn Compute, rev: &RevisionTarget, ctx: &RevisionCon
                     reason = "a retried failure shows in the test's output"
                 )]
                 {
-                    eprintln!("activate {what}: {e:?}; trying again, as the worker would");
+                    eprintln!(
+                        "activate {}: {e:?}; trying again, as the worker would",
+                        rev.revision_id
+                    );
                 }
             }
-            Err(e) => panic!("activate {what}: {e:?}"),
+            other => return other,
         }
+    }
+}
+
+/// [`activate_as_the_worker`], failing the test on its error.
+async fn activate(compute: &dyn Compute, rev: &RevisionTarget, ctx: &RevisionContext, what: &str) {
+    if let Err(e) = activate_as_the_worker(compute, rev, ctx).await {
+        panic!("activate {what}: {e:?}");
     }
 }
 

@@ -107,28 +107,12 @@ async fn activate(
         compute.prepare_revision(rev, ctx).await.expect("prepare"),
         Readiness::Ready
     );
-    // As the worker does: a transient failure (a node that paired late, a binding the gateway
-    // applied late on a loaded machine) is tried again, at most twice.
-    let mut retries = 0;
-    loop {
-        match compute.activate_revision(rev, ctx).await {
-            Ok(()) => break,
-            Err(e) if e.class == FailureClass::Transient && retries < 2 => {
-                retries += 1;
-                #[expect(
-                    clippy::print_stderr,
-                    reason = "a retried failure shows in the test's output"
-                )]
-                {
-                    eprintln!("activate {}: {e:?}; trying again", rev.revision_id);
-                }
-            }
-            Err(e) => panic!(
-                "activation of {} failed: {e:?}\n{}",
-                rev.revision_id,
-                site.diagnostics(&rev.agent)
-            ),
-        }
+    if let Err(e) = super::activate_as_the_worker(compute, rev, ctx).await {
+        panic!(
+            "activation of {} failed: {e:?}\n{}",
+            rev.revision_id,
+            site.diagnostics(&rev.agent)
+        );
     }
     assert_eq!(observe(compute, rev).await, RuntimeState::Serving);
 }
